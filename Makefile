@@ -1,0 +1,60 @@
+# service-email-handler — see README.md. `make up` and `make test` are the two commands.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+SAM_CLI_VERSION := 1.170.0
+EMULATOR ?= auto
+LOCALSTACK_IMAGE ?= localstack/localstack:4.4.0
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST_PYTHON := $(shell scripts/find-python.sh 2>/dev/null)
+COMPOSE := $(shell scripts/compose.sh --which 2>/dev/null)
+
+.PHONY: help venv wheelhouse images up down logs test test-unit test-integration test-docker bench clean
+
+help: ## list targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+venv: $(VENV)/.stamp ## create .venv with the project and its dev tools (Python >= 3.12)
+$(VENV)/.stamp: pyproject.toml
+	@test -n "$(HOST_PYTHON)" || { echo "no Python >= 3.12 on this machine: 'make test' runs the suites in a container instead (scripts/test-in-container.sh)"; exit 1; }
+	@echo "[venv] $(HOST_PYTHON) ($$($(HOST_PYTHON) --version))"
+	@test -x $(PY) || $(HOST_PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
+	@touch $@
+
+wheelhouse: ## download image wheels and the RIE binary on the host
+	@scripts/wheelhouse.sh
+
+images: ## build OS base (debootstrap if needed), shared base, 6 function images, moto image
+	@scripts/images.sh
+
+up: ## start the local stack (compose; EMULATOR=moto|localstack|auto)
+	@scripts/compose.sh up
+
+down: ## stop the local stack
+	@scripts/compose.sh down
+
+logs: ## follow the local stack's logs
+	@scripts/compose.sh logs
+
+test: ## the one test command: unit, integration (moto + host RIE), docker (images, compose)
+	@if [ -z "$(HOST_PYTHON)" ]; then exec scripts/test-in-container.sh; fi
+	@$(MAKE) --no-print-directory venv
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; \
+	 else echo "[test] no Docker engine: the docker suite will be skipped (it cannot skip under CI=true)"; fi
+	@echo "[test] interpreter: $$($(PY) -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+test-integration: venv
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+test-docker: venv images
+	$(PY) -m pytest tests/docker $(PYTEST_ARGS)
+
+bench: venv images ## benchmarks: writes bench/results.json and prints a table
+	$(PY) -m bench
+
+clean: down ## remove build outputs (keeps the cached OS image)
+	rm -rf .build $(VENV) bench/results.json

@@ -1,0 +1,40 @@
+"""boto3 client access. One module per AWS service lives beside this file.
+
+boto3 itself honours ``AWS_ENDPOINT_URL`` and ``AWS_ENDPOINT_URL_<SERVICE>``, so the
+same code talks to AWS, a moto server or LocalStack with no custom variables.
+boto3 is imported lazily: a cold start pays for it only when a client is needed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from botocore.client import BaseClient
+
+
+@functools.cache
+def client(service: str, region: str | None = None) -> BaseClient:
+    import boto3
+    from botocore.config import Config as BotoConfig
+
+    return boto3.session.Session().client(
+        service,  # type: ignore[call-overload]
+        region_name=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        config=BotoConfig(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30),
+    )
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a botocore ClientError ('' for anything else)."""
+    response: Any = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests that move AWS_ENDPOINT_URL between servers)."""
+    client.cache_clear()

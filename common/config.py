@@ -1,0 +1,182 @@
+"""One typed configuration object, read from the environment and validated at start.
+
+Every function calls :func:`load` at import time (cold start) with the variables
+it cannot work without; a missing or malformed value raises :class:`ConfigError`
+naming the variable, which the runtime reports as the init error.
+
+Resource names follow ``{project}-{env}-{name}`` and are derived from
+``PROJECT_NAME`` / ``ENVIRONMENT`` unless a variable overrides one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+
+from common.errors import ConfigError
+
+PROJECT = "service-email-handler"
+DEFAULT_ENV = "prd"
+# Used by both local modes; `email-handler deploy` refuses to ship it.
+DEV_THREAD_SECRET = "dev-only-thread-secret-do-not-deploy"
+
+_EMAIL = re.compile(r"^[^@\s<>]+@[A-Za-z0-9.-]+\.[A-Za-z0-9-]+$")
+_DOMAIN = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9-]{1,63}\.)+[A-Za-z0-9-]{2,63}$")
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    project: str = PROJECT
+    env: str = DEFAULT_ENV
+    region: str = "us-east-1"
+    domain_name: str = ""
+    public_email: str = ""
+    private_email: str = ""
+    owner_emails: tuple[str, ...] = ()
+    thread_secret: str = ""
+    bucket: str = ""
+    conversations_table: str = ""
+    idempotency_table: str = ""
+    send_status_table: str = ""
+    suppression_table: str = ""
+    ack_queue: str = ""
+    forward_queue: str = ""
+    reply_queue: str = ""
+    send_queue: str = ""  # the queue a sender function consumes
+    alert_topic_arn: str = ""
+    spam_rules_parameter: str = ""
+    spam_log_group: str = ""
+    opaque_relay_domains: tuple[str, ...] = ("bounce.linkedin.com",)
+    attachment_types: tuple[str, ...] = ("pdf", "docx", "ics", "xlsx", "png", "jpg", "jpeg")
+    ack_subject: str = "Thanks for your message"
+    ack_template: str = (
+        "Hello{name},\n\nThanks for getting in touch. This is an automatic acknowledgement: "
+        "your message has arrived and I will reply personally soon.\n\nBest regards\n"
+    )
+    max_send_rate: float = 14.0
+    max_input_bytes: int = 25 * 1024 * 1024
+    max_pages: int = 500
+    max_output_chars: int = 2_000_000
+    extract_time_budget_s: float = 50.0
+    _env_names: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.project}-{self.env}"
+
+    @property
+    def thread_domain(self) -> str:
+        return f"thread.{self.domain_name}"
+
+    def require(self, *names: str) -> Config:
+        """Raise ConfigError naming every required field that is empty."""
+        missing = [self._env_names.get(n, n.upper()) for n in names if not getattr(self, n)]
+        if missing:
+            raise ConfigError(
+                f"missing required environment variable(s): {', '.join(missing)} "
+                "(see the configuration table in README.md)"
+            )
+        return self
+
+
+# field name -> environment variable (only where the two differ by more than case)
+_ENV = {
+    "project": "PROJECT_NAME",
+    "env": "ENVIRONMENT",
+    "bucket": "EMAIL_BUCKET",
+    "ack_queue": "ACK_QUEUE_NAME",
+    "forward_queue": "FORWARD_QUEUE_NAME",
+    "reply_queue": "REPLY_QUEUE_NAME",
+    "send_queue": "SEND_QUEUE_NAME",
+    "max_input_bytes": "EXTRACT_MAX_INPUT_BYTES",
+    "max_pages": "EXTRACT_MAX_PAGES",
+    "max_output_chars": "EXTRACT_MAX_OUTPUT_CHARS",
+    "extract_time_budget_s": "EXTRACT_TIME_BUDGET_SECONDS",
+}
+
+
+def env_name(field_name: str) -> str:
+    return _ENV.get(field_name, field_name.upper())
+
+
+def load(environ: Mapping[str, str] | None = None, require: Iterable[str] = ()) -> Config:
+    """Read and validate the configuration; ``require`` names fields that must be non-empty."""
+    env = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for f in fields(Config):
+        if f.name.startswith("_"):
+            continue
+        raw = env.get(env_name(f.name))
+        if raw is None or raw == "":
+            continue
+        values[f.name] = _parse(f.name, f.type, raw)
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        values["region"] = region
+
+    cfg = Config(**values, _env_names={f.name: env_name(f.name) for f in fields(Config)})  # type: ignore[arg-type]
+    cfg = _with_defaults(cfg)
+    _validate(cfg)
+    return cfg.require(*require)
+
+
+def _parse(name: str, typ: object, raw: str) -> object:
+    typ = str(typ)
+    try:
+        if typ.startswith("tuple"):
+            return _csv(raw)
+        if typ == "int":
+            return int(raw)
+        if typ == "float":
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{env_name(name)}={raw!r} is not a valid {typ}") from None
+    return raw.strip()
+
+
+def _with_defaults(cfg: Config) -> Config:
+    from dataclasses import replace
+
+    p = cfg.prefix
+    derived = {
+        "bucket": f"{p}-mail",
+        "conversations_table": f"{p}-conversations",
+        "idempotency_table": f"{p}-idempotency",
+        "send_status_table": f"{p}-send-status",
+        "suppression_table": f"{p}-suppression",
+        "ack_queue": f"{p}-ack",
+        "forward_queue": f"{p}-forward",
+        "reply_queue": f"{p}-reply",
+        "spam_rules_parameter": f"/{cfg.project}/{cfg.env}/spam-rules-key",
+        "spam_log_group": f"/{cfg.project}/{cfg.env}/spam",
+    }
+    changes: dict[str, object] = {k: v for k, v in derived.items() if not getattr(cfg, k)}
+    if not cfg.owner_emails and cfg.private_email:
+        changes["owner_emails"] = (cfg.private_email,)
+    return replace(cfg, **changes) if changes else cfg  # type: ignore[arg-type]
+
+
+def _validate(cfg: Config) -> None:
+    for name in ("public_email", "private_email"):
+        value = getattr(cfg, name)
+        if value and not _EMAIL.match(value):
+            raise ConfigError(f"{env_name(name)}={value!r} is not an email address")
+    for value in cfg.owner_emails:
+        if not _EMAIL.match(value):
+            raise ConfigError(f"OWNER_EMAILS contains {value!r}, which is not an email address")
+    if cfg.domain_name and not _DOMAIN.match(cfg.domain_name):
+        raise ConfigError(f"DOMAIN_NAME={cfg.domain_name!r} is not a domain name")
+    if cfg.domain_name and cfg.public_email and not cfg.public_email.lower().endswith("@" + cfg.domain_name.lower()):
+        raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({cfg.domain_name})")
+    if cfg.thread_secret and len(cfg.thread_secret) < 16:
+        raise ConfigError("THREAD_SECRET must be at least 16 characters")
+    if cfg.max_send_rate <= 0:
+        raise ConfigError("MAX_SEND_RATE must be positive")
+    if not re.fullmatch(r"[a-z0-9-]+", cfg.env):
+        raise ConfigError(f"ENVIRONMENT={cfg.env!r} must be lowercase letters, digits or hyphens")

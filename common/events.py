@@ -1,0 +1,144 @@
+"""Typed views of the Lambda events this project receives.
+
+Each parser accepts the event exactly as AWS (or the local wiring, which builds the
+same shapes) delivers it and raises :class:`EventError` with a precise reason otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote_plus
+
+from common.errors import EventError
+
+VERDICTS = ("spam", "virus", "spf", "dkim", "dmarc")
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            raise EventError(f"event has no {'.'.join(path)}")
+        obj = obj[key]
+    return obj
+
+
+def _records(event: Any, source: str) -> list[dict[str, Any]]:
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(records, list) or not records:
+        raise EventError("event has no Records")
+    for r in records:
+        got = r.get("eventSource") or r.get("EventSource") if isinstance(r, dict) else None
+        if got != source:
+            raise EventError(f"expected {source} records, got {got!r}")
+    return records
+
+
+@dataclass(frozen=True, slots=True)
+class SesReceipt:
+    """One SES receipt-rule delivery (the Lambda action's event record)."""
+
+    message_id: str
+    source: str  # envelope MAIL FROM ('' for bounces)
+    recipients: tuple[str, ...]  # receipt.recipients: the addresses this rule matched
+    timestamp: str
+    verdicts: dict[str, str]  # spam/virus/spf/dkim/dmarc -> PASS|FAIL|GRAY|PROCESSING_FAILED|DISABLED
+    dmarc_policy: str = ""  # only present when DMARC failed: none|quarantine|reject
+    subject: str = ""
+
+    @classmethod
+    def from_event(cls, event: Any) -> SesReceipt:
+        record = _records(event, "aws:ses")[0]
+        mail = _get(record, "ses", "mail")
+        receipt = _get(record, "ses", "receipt")
+        message_id = mail.get("messageId")
+        if not isinstance(message_id, str) or not message_id or "/" in message_id:
+            raise EventError("ses.mail.messageId missing or not a plain id")
+        recipients = receipt.get("recipients") or mail.get("destination") or []
+        verdicts = {v: str((receipt.get(f"{v}Verdict") or {}).get("status", "PROCESSING_FAILED")).upper() for v in VERDICTS}
+        return cls(
+            message_id=message_id,
+            source=str(mail.get("source") or ""),
+            recipients=tuple(str(r) for r in recipients),
+            timestamp=str(mail.get("timestamp") or receipt.get("timestamp") or ""),
+            verdicts=verdicts,
+            dmarc_policy=str(receipt.get("dmarcPolicy") or "").lower(),
+            subject=str((mail.get("commonHeaders") or {}).get("subject") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class S3Object:
+    bucket: str
+    key: str  # URL-decoded ('+' and %xx), as S3 event notifications encode it
+    size: int = 0
+    event_name: str = ""
+
+
+def s3_objects(event: Any) -> list[S3Object]:
+    out = []
+    for r in _records(event, "aws:s3"):
+        out.append(
+            S3Object(
+                bucket=str(_get(r, "s3", "bucket", "name")),
+                key=unquote_plus(str(_get(r, "s3", "object", "key"))),
+                size=int(r["s3"]["object"].get("size") or 0),
+                event_name=str(r.get("eventName", "")),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SqsRecord:
+    message_id: str
+    body: str
+    receive_count: int
+    attributes: dict[str, Any] = field(default_factory=dict)
+    queue_arn: str = ""
+
+
+def sqs_records(event: Any) -> list[SqsRecord]:
+    out = []
+    for r in _records(event, "aws:sqs"):
+        attrs = r.get("attributes") or {}
+        out.append(
+            SqsRecord(
+                message_id=str(_get(r, "messageId")),
+                body=str(r.get("body", "")),
+                receive_count=int(attrs.get("ApproximateReceiveCount", "1")),
+                attributes=attrs,
+                queue_arn=str(r.get("eventSourceARN", "")),
+            )
+        )
+    return out
+
+
+def sns_messages(event: Any) -> list[dict[str, Any]]:
+    """SNS-delivered JSON messages (SES feedback notifications arrive this way)."""
+    out = []
+    for r in _records(event, "aws:sns"):
+        sns = _get(r, "Sns")
+        try:
+            message = json.loads(sns.get("Message", ""))
+        except json.JSONDecodeError as exc:
+            raise EventError(f"SNS message is not JSON: {exc.msg}") from None
+        if not isinstance(message, dict):
+            raise EventError("SNS message is not a JSON object")
+        message.setdefault("_snsMessageId", sns.get("MessageId", ""))
+        out.append(message)
+    return out
+
+
+def kind(event: Any) -> str:
+    """'ses' | 's3' | 'sqs' | 'sns' by the first record's source."""
+    try:
+        first = event["Records"][0]
+        source = first.get("eventSource") or first.get("EventSource")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise EventError("event has no Records") from None
+    kinds = {"aws:ses": "ses", "aws:s3": "s3", "aws:sqs": "sqs", "aws:sns": "sns"}
+    if source not in kinds:
+        raise EventError(f"unsupported event source {source!r}")
+    return kinds[source]

@@ -1,0 +1,66 @@
+"""The one place a Lambda handler is made: config at cold start, logging, flush.
+
+``images/<fn>/app.py`` is two lines: ``handler = make_handler("<fn>", logic)``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from common import config as config_mod
+from common.config import Config
+from common.errors import ConfigError, EventError
+from common.functions import BY_NAME
+from common.log import bind, clear_bindings, configure, flush, get_logger
+
+def os_environ_env() -> str:
+    import os
+
+    return os.environ.get("ENVIRONMENT", config_mod.DEFAULT_ENV)
+
+
+Logic = Callable[[Any, Any, Config], dict[str, Any]]
+
+
+def make_handler(function_name: str, logic: Logic) -> Callable[[Any, Any], dict[str, Any]]:
+    spec = BY_NAME[function_name]
+    configure(service=function_name, environment=os_environ_env())
+    log = get_logger(function_name)
+    try:
+        cfg = config_mod.load(require=spec.requires)
+    except ConfigError as exc:
+        # Raised at import: the runtime reports it as the init error (errorType ConfigError).
+        log.error("configuration invalid", extra={"function": function_name, "error": str(exc)})
+        flush(log)
+        raise ConfigError(f"{function_name}: {exc}") from None
+    if spec.queue_field and not cfg.send_queue:
+        from dataclasses import replace
+
+        cfg = replace(cfg, send_queue=getattr(cfg, spec.queue_field))
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        bind(function=function_name, request_id=getattr(context, "aws_request_id", ""))
+        outcome = "error"
+        try:
+            result = logic(event, context, cfg)
+            outcome = str(result.get("status", "ok"))
+            return result
+        except EventError as exc:
+            log.error("event rejected", extra={"reason": str(exc)})
+            raise
+        except Exception:
+            log.exception("invocation failed")
+            raise
+        finally:
+            log.info(
+                "invocation finished",
+                extra={"outcome": outcome, "duration_ms": round((time.perf_counter() - started) * 1000, 1)},
+            )
+            flush(log)
+            clear_bindings()
+
+    handler.config = cfg  # type: ignore[attr-defined]
+    return handler

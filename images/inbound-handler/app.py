@@ -1,0 +1,6 @@
+"""inbound-handler: Lambda entry point. Wiring only; the logic is common.inbound."""
+
+from common.inbound import handle
+from common.runtime import make_handler
+
+handler = make_handler("inbound-handler", handle)

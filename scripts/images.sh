@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Build the base image, the six function images and the local moto image with no
+# registry access: OS image from scripts/os-image.sh, wheels from the host wheelhouse,
+# and `--network none` on every build to prove nothing is fetched.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TAG="${IMAGE_TAG:-latest}"
+FUNCTIONS="inbound-handler reply-handler attachment-extractor ack-sender forward-sender reply-sender"
+step() { printf '\n[images] %s\n' "$*"; }
+build() { # build <tag> <context> [docker build args...]
+  local tag=$1 ctx=$2; shift 2
+  local t0=$SECONDS
+  local log=".build/logs/${tag//[\/:]/_}.log"
+  mkdir -p .build/logs
+  # The legacy builder (no buildx here) prints a deprecation notice; keep it in the log.
+  if ! docker build --network none -t "$tag" "$@" "$ctx" >"$log" 2>&1; then
+    tail -40 "$log" >&2; echo "[images] FAILED: $tag (full log: $log)" >&2; exit 1
+  fi
+  printf '[images]   %-48s %6.1f MB  (%ds)\n' "$tag" \
+    "$(docker image inspect -f '{{.Size}}' "$tag" | awk '{print $1/1e6}')" $((SECONDS - t0))
+}
+
+step "1/4 wheelhouse"
+scripts/wheelhouse.sh
+step "2/4 OS base image"
+OS_IMAGE=$(scripts/os-image.sh)
+echo "[images]   $OS_IMAGE"
+step "3/4 shared base"
+build "service-email-handler/base:$TAG" . -f Dockerfile.base --build-arg "BASE_IMAGE=$OS_IMAGE"
+step "4/4 function images"
+for fn in $FUNCTIONS; do
+  build "service-email-handler/$fn:$TAG" "images/$fn" --build-arg "BASE_IMAGE=service-email-handler/base:$TAG"
+done
+if [ "${WITH_MOTO:-1}" = 1 ]; then
+  step "local moto server image"
+  scripts/wheelhouse.sh moto
+  build "service-email-handler/moto:$TAG" . -f compose/moto.Dockerfile --build-arg "BASE_IMAGE=$OS_IMAGE"
+fi
+step "done"
