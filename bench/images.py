@@ -1,0 +1,109 @@
+"""Image sizes, cold start (container start -> first response) and warm invoke latency."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from common.functions import FUNCTIONS
+from common.local.rie import free_port, invoke
+from common.localenv import local_env
+
+REPO = Path(__file__).resolve().parent.parent
+EVENTS = REPO / "tests" / "fixtures" / "events"
+EVENT_FOR = {"inbound-handler": "ses-inbound.json", "reply-handler": "ses-reply.json",
+             "attachment-extractor": "s3-attachment.json"}
+HELLO = "service-email-handler/bench-hello:latest"
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def _cold_start(client: Any, image: str, event: Any) -> float:
+    """Seconds from `docker run` to the first successful response (start + RIE + init + invoke)."""
+    port = free_port()
+    t0 = time.perf_counter()
+    container = client.containers.run(image, detach=True, read_only=True, tmpfs={"/tmp": ""},
+                                      environment=local_env(), ports={"8080/tcp": ("127.0.0.1", port)})
+    try:
+        deadline = t0 + 60
+        while True:
+            try:
+                invoke(f"http://127.0.0.1:{port}", event, timeout=30)
+                return time.perf_counter() - t0
+            except OSError:
+                if time.perf_counter() > deadline:
+                    raise
+                time.sleep(0.01)
+    finally:
+        container.remove(force=True)
+
+
+def _warm(client: Any, image: str, event: Any, n: int) -> list[float]:
+    port = free_port()
+    container = client.containers.run(image, detach=True, read_only=True, tmpfs={"/tmp": ""},
+                                      environment=local_env(), ports={"8080/tcp": ("127.0.0.1", port)})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        while True:
+            try:
+                invoke(url, event)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.02)
+        samples = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            invoke(url, event)
+            samples.append((time.perf_counter() - t0) * 1000)
+        return samples
+    finally:
+        container.remove(force=True)
+
+
+def run(rounds: int = 3, warm_n: int = 50) -> dict[str, Any]:
+    import docker
+
+    client = docker.from_env()
+    subprocess.run(["docker", "build", "-q", "--network", "none", "-t", HELLO, str(REPO / "bench" / "hello")],
+                   check=True, capture_output=True)
+    base = client.images.get("service-email-handler/base:latest").attrs["Size"]
+    results: dict[str, Any] = {"base_image_mb": round(base / 1e6, 1), "aws_base_image_mb_reference": 534,
+                               "functions": {}}
+    hello_event: Any = {}
+    hello_cold = [_cold_start(client, HELLO, hello_event) for _ in range(rounds)]
+    results["hello_world"] = {"cold_start_ms": round(statistics.median(hello_cold) * 1000, 1),
+                              "extra_bytes": client.images.get(HELLO).attrs["Size"] - base}
+    for fn in FUNCTIONS:
+        image = f"{fn.image}:latest"
+        event = json.loads((EVENTS / EVENT_FOR.get(fn.name, "sqs-send.json")).read_text())
+        cold = [_cold_start(client, image, event) for _ in range(rounds)]
+        warm = _warm(client, image, event, warm_n)
+        results["functions"][fn.name] = {
+            "extra_bytes": client.images.get(image).attrs["Size"] - base,
+            "cold_start_ms": round(statistics.median(cold) * 1000, 1),
+            "cold_vs_hello": round(statistics.median(cold) / statistics.median(hello_cold), 2),
+            "warm_p50_ms": round(_pct(warm, 50), 2),
+            "warm_p95_ms": round(_pct(warm, 95), 2),
+        }
+    return results
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [f"base image: {results['base_image_mb']} MB (target <= 200; AWS base ~{results['aws_base_image_mb_reference']} MB)",
+             f"hello-world cold start: {results['hello_world']['cold_start_ms']} ms",
+             f"{'function':22} {'extra B':>8} {'cold ms':>8} {'x hello':>8} {'warm p50':>9} {'warm p95':>9}"]
+    for name, r in results["functions"].items():
+        lines.append(f"{name:22} {r['extra_bytes']:>8} {r['cold_start_ms']:>8} {r['cold_vs_hello']:>8} "
+                     f"{r['warm_p50_ms']:>9} {r['warm_p95_ms']:>9}")
+    lines.append("targets: function layer <= 50 KB, cold start <= 1.5x hello-world")
+    return "\n".join(lines)

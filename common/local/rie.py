@@ -1,0 +1,138 @@
+"""Run a function under the real Runtime Interface Emulator on the host, and invoke RIE endpoints.
+
+The host path uses the same entry script as the images (docker/lambda-entrypoint.sh),
+so what the tests and `email-handler dev` exercise is what the containers run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+REPO = Path(__file__).resolve().parents[2]
+ENTRYPOINT = REPO / "docker" / "lambda-entrypoint.sh"
+INVOKE_PATH = "/2015-03-31/functions/function/invocations"
+
+
+def rie_binary() -> Path:
+    path = Path(os.environ.get("RIE_BIN", REPO / ".build" / "rie" / "aws-lambda-rie"))
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: run `make wheelhouse` (it extracts the RIE from aws-sam-cli)")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class InvokeError(RuntimeError):
+    """The function returned a Lambda error payload (errorType/errorMessage)."""
+
+    def __init__(self, payload: dict[str, Any]):
+        super().__init__(f"{payload.get('errorType')}: {payload.get('errorMessage')}")
+        self.payload = payload
+
+
+def invoke(url: str, event: Any, timeout: float = 120.0) -> Any:
+    """POST an event to an RIE invocation URL; raise InvokeError for a function error."""
+    body = json.dumps(event).encode()
+    request = urllib.request.Request(url.rstrip("/") + INVOKE_PATH if not url.endswith("invocations") else url,
+                                     data=body, method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            payload = json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        # The RIE answers an init failure with 502 and the runtime's error document.
+        raw = exc.read()
+        try:
+            payload = json.loads(raw)
+        except json.JSONDecodeError:
+            raise InvokeError({"errorType": f"HTTP{exc.code}", "errorMessage": raw.decode(errors="replace")}) from None
+    if isinstance(payload, dict) and "errorType" in payload and "errorMessage" in payload:
+        raise InvokeError(payload)
+    return payload
+
+
+def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before {host}:{port} opened")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"{host}:{port} did not open within {timeout:.0f}s")
+
+
+@dataclass
+class RieProcess:
+    """One function under aws-lambda-rie on the host; output goes to ``log_path``."""
+
+    function: str
+    port: int
+    env: dict[str, str]
+    log_path: Path
+    api_port: int = 0
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _log: IO[bytes] | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, wait: bool = True) -> RieProcess:
+        task_root = REPO / "images" / self.function
+        env = {**os.environ, **self.env}
+        env.pop("AWS_LAMBDA_RUNTIME_API", None)
+        env.update(
+            RIE_BIN=str(rie_binary()),
+            PYTHON=env.get("PYTHON", sys.executable),
+            RIE_ADDRESS=f"127.0.0.1:{self.port}",
+            # Each RIE's internal Runtime API needs its own port when several share a host.
+            RIE_RUNTIME_API_ADDRESS=f"127.0.0.1:{self.api_port or free_port()}",
+            PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p),
+            AWS_LAMBDA_FUNCTION_NAME=self.function,
+            LAMBDA_TASK_ROOT=str(task_root),
+        )
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            ["/bin/sh", str(ENTRYPOINT), "app.handler"],
+            cwd=task_root, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        if wait:
+            wait_for_port(self.port, proc=self.proc)
+        return self
+
+    def invoke(self, event: Any, timeout: float = 120.0) -> Any:
+        return invoke(self.url, event, timeout)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            # The RIE and its runtime child share a session: signal the whole group.
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if self._log:
+            self._log.close()
+            self._log = None

@@ -1,0 +1,72 @@
+"""Fixtures for the built images: run one as a container and invoke it through its RIE port."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from common.functions import FUNCTIONS
+from common.local.rie import free_port, invoke, wait_for_port
+from tests.conftest import require_docker
+
+BASE_IMAGE = "service-email-handler/base:latest"
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Any:
+    require_docker()
+    import docker
+
+    client = docker.from_env()
+    missing = [f"{f.image}:latest" for f in FUNCTIONS if not client.images.list(name=f"{f.image}:latest")]
+    if missing or not client.images.list(name=BASE_IMAGE):
+        pytest.fail(f"images missing ({', '.join(missing) or BASE_IMAGE}): run `make images` (make test does)")
+    return client
+
+
+@dataclass
+class RunningImage:
+    container: Any
+    url: str
+
+    def invoke(self, event: Any, timeout: float = 120.0) -> Any:
+        return invoke(self.url, event, timeout)
+
+    def logs(self) -> str:
+        return self.container.logs().decode(errors="replace")
+
+
+@pytest.fixture
+def run_image(docker_client: Any, local_defaults: dict[str, str]) -> Iterator[Callable[..., RunningImage]]:
+    """run_image(image, env=..., host_network=False): like `docker run -p PORT:8080 --read-only IMAGE`."""
+    containers: list[Any] = []
+
+    def start(image: str, env: dict[str, str] | None = None, host_network: bool = False, wait: bool = True, **kwargs: Any) -> RunningImage:
+        environment = {**local_defaults, **(env or {})}
+        port = free_port()
+        options: dict[str, Any] = dict(
+            detach=True, read_only=True, tmpfs={"/tmp": "rw,size=64m"}, environment=environment,
+            labels={"service-email-handler.test": os.environ.get("PYTEST_XDIST_WORKER", "main")},
+        )
+        if host_network:
+            # Reaches a moto server on the host's loopback; the RIE binds a free port instead of 8080.
+            environment.update(RIE_ADDRESS=f"127.0.0.1:{port}", RIE_RUNTIME_API_ADDRESS=f"127.0.0.1:{free_port()}")
+            options["network_mode"] = "host"
+        else:
+            options["ports"] = {"8080/tcp": ("127.0.0.1", port)}
+        options.update(kwargs)
+        container = docker_client.containers.run(image, **options)
+        containers.append(container)
+        if wait:
+            wait_for_port(port, timeout=30)
+            time.sleep(0.05)  # docker-proxy accepts before the RIE inside listens
+        return RunningImage(container, f"http://127.0.0.1:{port}")
+
+    yield start
+    for c in containers:
+        c.remove(force=True)

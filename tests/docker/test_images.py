@@ -1,0 +1,117 @@
+"""The built images: RIE curl in containers, awslambdaric alone on AWS, image shape."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from common.functions import FUNCTIONS
+from common.local.rie import free_port
+from tests.cases import CASES, Case, event_for
+from tests.docker.conftest import BASE_IMAGE
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)
+def test_rie_curl_in_container(case: Case, run_image) -> None:
+    running = run_image(f"service-email-handler/{case.function}:latest")
+    # The documented user path: curl -XPOST localhost:PORT/2015-03-31/functions/function/invocations -d @event.json
+    out = subprocess.run(
+        ["curl", "-sS", "-XPOST", f"{running.url}/2015-03-31/functions/function/invocations",
+         "-d", json.dumps(event_for(case))],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    case.check(json.loads(out.stdout))
+    assert '"message": "invocation finished"' in running.logs()
+
+
+class _FakeRuntimeApi(BaseHTTPRequestHandler):
+    """The two Lambda Runtime API calls awslambdaric makes for one invocation."""
+
+    event: bytes = b""
+    responses: list[Any] = []
+    served = threading.Event()
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.served.is_set():  # one invocation only; park the runtime until the test ends
+            time.sleep(30)
+            return
+        self.served.set()
+        self.send_response(200)
+        self.send_header("Lambda-Runtime-Aws-Request-Id", "req-direct-1")
+        self.send_header("Lambda-Runtime-Deadline-Ms", str(int(time.time() * 1000) + 60_000))
+        self.send_header("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:123456789012:function:f")
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(self.event)
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.responses.append((self.path, json.loads(body or b"null")))
+        self.send_response(202)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(run_image) -> None:
+    """On AWS, Lambda sets AWS_LAMBDA_RUNTIME_API: no RIE, the runtime client is PID 1 (exec)."""
+    case = CASES[3]
+    _FakeRuntimeApi.event = json.dumps(event_for(case)).encode()
+    _FakeRuntimeApi.responses = []
+    _FakeRuntimeApi.served = threading.Event()
+    port = free_port()
+    server = ThreadingHTTPServer(("127.0.0.1", port), _FakeRuntimeApi)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    running = run_image(  # no RIE port to wait for: that is the point
+        "service-email-handler/ack-sender:latest", host_network=True, wait=False,
+        env={"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{port}"},
+    )
+    deadline = time.monotonic() + 30
+    while not _FakeRuntimeApi.responses and time.monotonic() < deadline:
+        time.sleep(0.1)
+    server.shutdown()
+    assert _FakeRuntimeApi.responses, "the runtime never posted a response"
+    path, payload = _FakeRuntimeApi.responses[0]
+    assert path == "/2018-06-01/runtime/invocation/req-direct-1/response"
+    case.check(payload)
+    processes = running.container.top(ps_args="-o pid,args")["Processes"]
+    running.container.reload()
+    init_pid = str(running.container.attrs["State"]["Pid"])  # host PID of the container's PID 1
+    assert [pid for pid, args in processes if "awslambdaric" in args] == [init_pid], processes  # exec'd
+    assert not any("aws-lambda-rie" in args for _, args in processes), processes
+
+
+def test_function_images_differ_from_base_only_by_the_handler_layer(docker_client) -> None:
+    base = docker_client.images.get(BASE_IMAGE)
+    base_layers = base.attrs["RootFS"]["Layers"]
+    for fn in FUNCTIONS:
+        image = docker_client.images.get(f"{fn.image}:latest")
+        layers = image.attrs["RootFS"]["Layers"]
+        assert layers[: len(base_layers)] == base_layers, f"{fn.name} is not built on the current base"
+        assert len(layers) == len(base_layers) + 1, f"{fn.name} adds {len(layers) - len(base_layers)} layers"
+        extra = image.attrs["Size"] - base.attrs["Size"]
+        assert 0 < extra <= 50_000, f"{fn.name} adds {extra} bytes"
+        assert image.attrs["Config"]["Cmd"] == ["app.handler"]
+        assert image.attrs["Config"]["Entrypoint"] == ["/usr/local/bin/lambda-entrypoint"]
+
+
+def test_base_runs_as_non_root_with_precompiled_bytecode(docker_client) -> None:
+    base = docker_client.images.get(BASE_IMAGE)
+    assert base.attrs["Config"]["User"] == "10001"
+    out = docker_client.containers.run(
+        BASE_IMAGE, entrypoint=["python", "-c",
+        "import os, common.runtime, boto3, awslambdaric, mypylogger; "
+        "import importlib.util as u; "
+        "print(os.getuid(), all(os.path.exists(u.cache_from_source(m.__file__)) for m in (common.runtime, boto3, awslambdaric, mypylogger)))"],
+        read_only=True, remove=True, network_mode="none",
+    ).decode().split()
+    assert out == ["10001", "True"]

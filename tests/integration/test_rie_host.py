@@ -1,0 +1,61 @@
+"""Every function under the real aws-lambda-rie and awslambdaric on the host, invoked over HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from common.local.rie import InvokeError
+from tests.cases import CASES, Case, event_for
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)
+def test_rie_invoke_on_host(case: Case, rie_function, moto_server) -> None:
+    fn = rie_function(case.function)
+    case.check(fn.invoke(event_for(case)))
+
+
+def test_logs_are_flushed_before_the_response(rie_function, moto_server) -> None:
+    """mypylogger writes on a background thread; every line must be out when the invoke returns."""
+    fn = rie_function("ack-sender")
+    event = event_for(CASES[3])
+    event["Records"].append({**event["Records"][0], "messageId": "bad-1", "body": "not json"})
+    assert fn.invoke(event) == {"batchItemFailures": [{"itemIdentifier": "bad-1"}]}
+    output = fn.output()  # read at once: no sleep, no retry
+    request_id = re.search(r"START RequestId: (\S+)", output) or re.search(r"INVOKE START\(requestId: ([^)]+)\)", output)
+    assert request_id, output
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    finished = [line for line in lines if line["message"] == "invocation finished"]
+    assert finished and finished[-1]["request_id"] == request_id.group(1)
+    assert finished[-1]["service"] == "ack-sender" and finished[-1]["outcome"] == "ok"
+    warning = [line for line in lines if line["message"] == "record is not JSON"]
+    assert warning[0]["sqs_message_id"] == "bad-1" and warning[0]["level"] == "WARNING"
+
+
+def test_missing_config_is_a_clear_init_error(rie_function) -> None:
+    fn = rie_function("inbound-handler", drop=("DOMAIN_NAME", "THREAD_SECRET"))
+    with pytest.raises(InvokeError) as err:
+        fn.invoke(event_for(CASES[0]))
+    assert err.value.payload["errorType"] == "ConfigError"
+    assert "DOMAIN_NAME" in err.value.payload["errorMessage"]
+    assert "THREAD_SECRET" in err.value.payload["errorMessage"]
+
+
+def test_wrong_event_shape_is_rejected_with_reason(rie_function) -> None:
+    fn = rie_function("attachment-extractor")
+    with pytest.raises(InvokeError) as err:
+        fn.invoke(event_for(CASES[0]))  # an SES event sent to the extractor
+    assert err.value.payload["errorType"] == "EventError"
+    assert "aws:s3" in err.value.payload["errorMessage"]
+
+
+def test_cli_invoke_reaches_the_function(rie_function, tmp_path, capsys) -> None:
+    from common.cli import main
+
+    fn = rie_function("ack-sender")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(event_for(CASES[3])))
+    assert main(["invoke", "ack-sender", "--event", str(event), "--url", fn.url]) == 0
+    assert json.loads(capsys.readouterr().out) == {"batchItemFailures": []}

@@ -1,0 +1,53 @@
+import pytest
+
+from common import config
+from common.errors import ConfigError
+from common.functions import FUNCTIONS
+
+GOOD = {"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com", "PRIVATE_EMAIL": "owner@example.net",
+        "THREAD_SECRET": "x" * 32}
+
+
+def test_defaults_follow_project_env_name_convention() -> None:
+    cfg = config.load({**GOOD, "ENVIRONMENT": "local"})
+    assert cfg.prefix == "service-email-handler-local"
+    assert cfg.conversations_table == "service-email-handler-local-conversations"
+    assert cfg.ack_queue == "service-email-handler-local-ack"
+    assert cfg.thread_domain == "thread.example.com"
+    assert cfg.owner_emails == ("owner@example.net",)
+    assert config.load(GOOD).env == "prd"
+
+
+def test_missing_required_variables_are_named() -> None:
+    with pytest.raises(ConfigError) as err:
+        config.load({"PUBLIC_EMAIL": "hello@example.com"}, require=("domain_name", "public_email", "thread_secret"))
+    assert "DOMAIN_NAME" in str(err.value) and "THREAD_SECRET" in str(err.value)
+    assert "PUBLIC_EMAIL" not in str(err.value)
+
+
+@pytest.mark.parametrize(("env", "needle"), [
+    ({"PUBLIC_EMAIL": "not-an-address"}, "PUBLIC_EMAIL"),
+    ({"PUBLIC_EMAIL": "hello@other.org"}, "PUBLIC_EMAIL must be an address at DOMAIN_NAME"),
+    ({"DOMAIN_NAME": "no_dots"}, "DOMAIN_NAME"),
+    ({"THREAD_SECRET": "short"}, "THREAD_SECRET"),
+    ({"MAX_SEND_RATE": "fast"}, "MAX_SEND_RATE"),
+    ({"EXTRACT_MAX_PAGES": "1.5"}, "EXTRACT_MAX_PAGES"),
+    ({"OWNER_EMAILS": "owner@example.net, nope"}, "OWNER_EMAILS"),
+    ({"ENVIRONMENT": "Prod"}, "ENVIRONMENT"),
+])
+def test_malformed_values_raise_naming_the_variable(env: dict[str, str], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        config.load({**GOOD, **env})
+
+
+def test_lists_and_numbers_parse() -> None:
+    cfg = config.load({**GOOD, "OWNER_EMAILS": "a@example.net, b@example.org", "ATTACHMENT_TYPES": "PDF,docx",
+                       "MAX_SEND_RATE": "2.5", "EXTRACT_MAX_PAGES": "10", "AWS_REGION": "eu-west-1"})
+    assert cfg.owner_emails == ("a@example.net", "b@example.org")
+    assert cfg.attachment_types == ("PDF", "docx")
+    assert (cfg.max_send_rate, cfg.max_pages, cfg.region) == (2.5, 10, "eu-west-1")
+
+
+def test_every_function_can_start_with_the_local_defaults(local_defaults) -> None:
+    for fn in FUNCTIONS:
+        config.load(local_defaults, require=fn.requires)

@@ -1,0 +1,33 @@
+"""The repository's shape: pins in step, thin function images, one function table."""
+
+import re
+import tomllib
+from pathlib import Path
+
+from common.functions import FUNCTIONS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_runtime_pins_match_the_image_lock() -> None:
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    lock = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s\\]+)", (REPO / "requirements/image.txt").read_text(), re.M))
+    for dep in deps:
+        name, version = dep.split("==")
+        assert lock.get(name) == version, f"{dep} differs from requirements/image.txt"
+    assert all("--hash=sha256:" in block for block in (REPO / "requirements/image.txt").read_text().split("==")[1:])
+
+
+def test_each_function_has_a_thin_image_and_a_screenful_handler() -> None:
+    assert sorted(p.name for p in (REPO / "images").iterdir() if p.is_dir()) == sorted(f.name for f in FUNCTIONS)
+    for fn in FUNCTIONS:
+        dockerfile = (REPO / "images" / fn.name / "Dockerfile").read_text().strip().splitlines()
+        assert len(dockerfile) <= 10 and dockerfile[-1] == 'CMD ["app.handler"]'
+        app = (REPO / "images" / fn.name / "app.py").read_text()
+        assert len(app.splitlines()) <= 40 and f'make_handler("{fn.name}"' in app
+
+
+def test_local_ports_are_9001_to_9006_in_contract_order() -> None:
+    assert [f.port for f in FUNCTIONS] == list(range(9001, 9007))
+    assert [f.name for f in FUNCTIONS] == ["inbound-handler", "reply-handler", "attachment-extractor",
+                                           "ack-sender", "forward-sender", "reply-sender"]
