@@ -16,7 +16,7 @@ from common.localenv import local_env
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "tests" / "fixtures" / "events"
 EVENT_FOR = {"inbound-handler": "ses-inbound.json", "reply-handler": "ses-reply.json",
-             "attachment-extractor": "s3-attachment.json"}
+             "attachment-extractor": "s3-calendar.json"}
 HELLO = "service-email-handler/bench-hello:latest"
 
 

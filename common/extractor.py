@@ -1,18 +1,90 @@
-"""attachment-extractor logic: stored attachments to text."""
+"""attachment-extractor logic: `attachments/<cid>/<id>/<file>` -> `extracted-text/<cid>/<id>/<file>.txt`.
+
+A file that cannot be read (encrypted, corrupt, zip bomb, wrong content, over a limit) gets a
+small JSON error record beside the output path and a WARNING; the invocation still succeeds so
+S3 does not retry it forever. S3 errors (throttling, outages) propagate so the event is retried.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from common import events
+from common import events, textextract
+from common.aws import s3
 from common.config import Config
 from common.log import get_logger
 
 log = get_logger("attachment-extractor")
+SOURCE_PREFIX = "attachments/"
+OUTPUT_PREFIX = "extracted-text/"
+SUPPORTED = ("pdf", "docx")
+
+
+def output_key(source_key: str) -> str:
+    return OUTPUT_PREFIX + source_key[len(SOURCE_PREFIX):] + ".txt"
+
+
+def error_key(source_key: str) -> str:
+    return OUTPUT_PREFIX + source_key[len(SOURCE_PREFIX):] + ".error.json"
 
 
 def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
-    objects = events.s3_objects(event)
-    for obj in objects:
-        log.info("attachment noticed", extra={"key": obj.key, "size": obj.size})
-    return {"status": "noticed", "keys": [o.key for o in objects]}
+    results = [process(obj.bucket, obj.key, cfg, context) for obj in events.s3_objects(event)]
+    return {"status": "ok", "results": results}
+
+
+def _limits(cfg: Config, context: Any) -> textextract.Limits:
+    budget = cfg.extract_time_budget_s
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if callable(remaining):  # always leave time to write the result before Lambda's timeout
+        budget = max(1.0, min(budget, remaining() / 1000 - 5))
+    return textextract.Limits(cfg.max_input_bytes, cfg.max_pages, cfg.max_output_chars, budget)
+
+
+def process(bucket: str, key: str, cfg: Config, context: Any = None) -> dict[str, Any]:
+    parts = key.split("/")
+    if not key.startswith(SOURCE_PREFIX) or len(parts) != 4 or not all(parts):
+        log.warning("object ignored", extra={"key": key, "reason": "not attachments/<cid>/<id>/<file>"})
+        return {"key": key, "status": "ignored", "reason": "not an attachment key"}
+    filename = parts[3]
+    if textextract.extension(filename) not in SUPPORTED:
+        # Other stored types (ics, png, xlsx, ...) are kept as they are; nothing to import or parse.
+        log.info("attachment not extracted", extra={"key": key, "reason": "type has no text extractor"})
+        return {"key": key, "status": "skipped", "reason": f"no extractor for .{textextract.extension(filename)}"}
+
+    limits = _limits(cfg, context)
+    head = s3.get(bucket, key)
+    if head is None:
+        log.warning("object gone", extra={"key": key, "reason": "deleted before extraction"})
+        return {"key": key, "status": "gone"}
+    started = time.perf_counter()
+    try:
+        if int(head.get("ContentLength", 0)) > limits.max_input_bytes:
+            head["Body"].close()  # never download what we will not parse
+            raise textextract.Rejected(f"input is {head['ContentLength']} bytes, over the {limits.max_input_bytes}-byte limit")
+        result = textextract.extract(head["Body"].read(), filename, limits)
+    except textextract.Rejected as rejected:
+        record = {"source": key, "reason": rejected.reason, "extension": textextract.extension(filename),
+                  "bytes": int(head.get("ContentLength", 0)), "etag": str(head.get("ETag", "")).strip('"')}
+        s3.put_json(bucket, error_key(key), record)
+        log.warning("attachment rejected", extra={"key": key, "reason": rejected.reason})
+        return {"key": key, "status": "rejected", "reason": rejected.reason, "errorKey": error_key(key)}
+
+    ms = textextract.elapsed_ms(started)
+    metadata = {
+        "pages": str(result.pages),
+        "characters": str(len(result.text)),
+        "extraction-ms": str(ms),
+        "extractor": result.extractor,
+        "extractor-version": result.extractor_version,
+        "source-etag": str(head.get("ETag", "")).strip('"'),
+    }
+    if result.truncated:
+        metadata["truncated"] = "; ".join(result.truncated)
+    s3.put(bucket, output_key(key), result.text.encode("utf-8"), "text/plain; charset=utf-8", metadata)
+    s3.delete(bucket, error_key(key))  # an earlier failure record is superseded (no-op if none)
+    log.info("attachment extracted", extra={"key": key, "pages": result.pages, "characters": len(result.text),
+                                            "extraction_ms": ms, "kind": result.kind})
+    return {"key": key, "status": "extracted", "outputKey": output_key(key), "pages": result.pages,
+            "characters": len(result.text), "truncated": result.truncated}
