@@ -7,7 +7,7 @@ import platform
 import time
 from pathlib import Path
 
-from bench import images
+from bench import extract, images
 
 
 def main() -> None:
@@ -17,6 +17,9 @@ def main() -> None:
     print("== images: size, cold start, warm invoke ==", flush=True)
     results["images"] = images.run()
     print(images.table(results["images"]), flush=True)
+    print("\n== PDF extraction: pypdf vs peers ==", flush=True)
+    results["extract"] = extract.run()
+    print(extract.table(results["extract"]), flush=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {out}")
 
