@@ -27,7 +27,8 @@ step "2/4 OS base image"
 OS_IMAGE=$(scripts/os-image.sh)
 echo "[images]   $OS_IMAGE"
 step "3/4 shared base"
-build "service-email-handler/base:$TAG" . -f Dockerfile.base --build-arg "BASE_IMAGE=$OS_IMAGE"
+build "service-email-handler/base:$TAG" . -f Dockerfile.base --build-arg "BASE_IMAGE=$OS_IMAGE" \
+  --label "org.service-email-handler.source=$(python3 scripts/source-hash.py)"
 step "4/4 function images"
 for fn in $FUNCTIONS; do
   build "service-email-handler/$fn:$TAG" "images/$fn" --build-arg "BASE_IMAGE=service-email-handler/base:$TAG"

@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from common.local.rie import free_port, invoke, wait_for_port
 from tests.conftest import require_docker
 
 BASE_IMAGE = "service-email-handler/base:latest"
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +28,14 @@ def docker_client() -> Any:
     missing = [f"{f.image}:latest" for f in FUNCTIONS if not client.images.list(name=f"{f.image}:latest")]
     if missing or not client.images.list(name=BASE_IMAGE):
         pytest.fail(f"images missing ({', '.join(missing) or BASE_IMAGE}): run `make images` (make test does)")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("source_hash", REPO / "scripts" / "source-hash.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    built = client.images.get(BASE_IMAGE).labels.get("org.service-email-handler.source")
+    if built != module.source_hash():
+        pytest.fail("the images were built from other sources than this tree: run `make images` (make test does)")
     return client
 
 
