@@ -27,7 +27,7 @@ if [ "${SKIP_PULL:-0}" != 1 ] && timeout 60 docker pull -q "$OFFICIAL" >/dev/nul
   log "pulled $OFFICIAL"; echo "$OFFICIAL"; exit 0
 fi
 
-log "$OFFICIAL is not available; building $LOCAL_TAG with debootstrap (once, ~3-5 min)"
+log "$OFFICIAL is not available; building $LOCAL_TAG with debootstrap (once, about 30 s to a few minutes)"
 command -v debootstrap >/dev/null || { log "debootstrap missing: apt-get install debootstrap"; exit 1; }
 [ "$(id -u)" = 0 ] || { log "debootstrap needs root (or run: sudo $0)"; exit 1; }
 
