@@ -25,41 +25,41 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def _cold_start(client: Any, image: str, event: Any) -> float:
-    """Seconds from `docker run` to the first successful response (start + RIE + init + invoke)."""
+def _start(client: Any, image: str) -> tuple[Any, str]:
     port = free_port()
-    t0 = time.perf_counter()
     container = client.containers.run(image, detach=True, read_only=True, tmpfs={"/tmp": ""},
                                       environment=local_env(), ports={"8080/tcp": ("127.0.0.1", port)})
+    return container, f"http://127.0.0.1:{port}"
+
+
+def _first_response(url: str, event: Any, timeout: float = 60.0) -> None:
+    """Retry until the RIE answers: the port opens before the emulator inside is listening."""
+    deadline = time.perf_counter() + timeout
+    while True:
+        try:
+            invoke(url, event, timeout=30)
+            return
+        except OSError:
+            if time.perf_counter() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def _cold_start(client: Any, image: str, event: Any) -> float:
+    """Seconds from `docker run` to the first successful response (start + RIE + init + invoke)."""
+    t0 = time.perf_counter()
+    container, url = _start(client, image)
     try:
-        deadline = t0 + 60
-        while True:
-            try:
-                invoke(f"http://127.0.0.1:{port}", event, timeout=30)
-                return time.perf_counter() - t0
-            except OSError:
-                if time.perf_counter() > deadline:
-                    raise
-                time.sleep(0.01)
+        _first_response(url, event)
+        return time.perf_counter() - t0
     finally:
         container.remove(force=True)
 
 
 def _warm(client: Any, image: str, event: Any, n: int) -> list[float]:
-    port = free_port()
-    container = client.containers.run(image, detach=True, read_only=True, tmpfs={"/tmp": ""},
-                                      environment=local_env(), ports={"8080/tcp": ("127.0.0.1", port)})
+    container, url = _start(client, image)
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while True:
-            try:
-                invoke(url, event)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.02)
+        _first_response(url, event)
         samples = []
         for _ in range(n):
             t0 = time.perf_counter()

@@ -54,31 +54,32 @@ def process(bucket: str, key: str, cfg: Config, context: Any = None) -> dict[str
         return {"key": key, "status": "skipped", "reason": f"no extractor for .{textextract.extension(filename)}"}
 
     limits = _limits(cfg, context)
-    head = s3.get(bucket, key)
-    if head is None:
+    obj = s3.get(bucket, key)
+    if obj is None:
         log.warning("object gone", extra={"key": key, "reason": "deleted before extraction"})
         return {"key": key, "status": "gone"}
+    size, etag = int(obj.get("ContentLength", 0)), str(obj.get("ETag", "")).strip('"')
     started = time.perf_counter()
     try:
-        if int(head.get("ContentLength", 0)) > limits.max_input_bytes:
-            head["Body"].close()  # never download what we will not parse
-            raise textextract.Rejected(f"input is {head['ContentLength']} bytes, over the {limits.max_input_bytes}-byte limit")
-        result = textextract.extract(head["Body"].read(), filename, limits)
+        if size > limits.max_input_bytes:
+            obj["Body"].close()  # never download what we will not parse
+            raise textextract.Rejected(f"input is {size} bytes, over the {limits.max_input_bytes}-byte limit")
+        result = textextract.extract(obj["Body"].read(), filename, limits)
     except textextract.Rejected as rejected:
         record = {"source": key, "reason": rejected.reason, "extension": textextract.extension(filename),
-                  "bytes": int(head.get("ContentLength", 0)), "etag": str(head.get("ETag", "")).strip('"')}
+                  "bytes": size, "etag": etag}
         s3.put_json(bucket, error_key(key), record)
         log.warning("attachment rejected", extra={"key": key, "reason": rejected.reason})
         return {"key": key, "status": "rejected", "reason": rejected.reason, "errorKey": error_key(key)}
 
-    ms = textextract.elapsed_ms(started)
+    ms = int((time.perf_counter() - started) * 1000)
     metadata = {
         "pages": str(result.pages),
         "characters": str(len(result.text)),
         "extraction-ms": str(ms),
         "extractor": result.extractor,
         "extractor-version": result.extractor_version,
-        "source-etag": str(head.get("ETag", "")).strip('"'),
+        "source-etag": etag,
     }
     if result.truncated:
         metadata["truncated"] = "; ".join(result.truncated)

@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from common import config as config_mod
@@ -15,18 +17,13 @@ from common.errors import ConfigError, EventError
 from common.functions import BY_NAME
 from common.log import bind, clear_bindings, configure, flush, get_logger
 
-def os_environ_env() -> str:
-    import os
-
-    return os.environ.get("ENVIRONMENT", config_mod.DEFAULT_ENV)
-
-
 Logic = Callable[[Any, Any, Config], dict[str, Any]]
 
 
 def make_handler(function_name: str, logic: Logic) -> Callable[[Any, Any], dict[str, Any]]:
     spec = BY_NAME[function_name]
-    configure(service=function_name, environment=os_environ_env())
+    # Logging first, so a configuration error is itself logged in the same shape.
+    configure(service=function_name, environment=os.environ.get("ENVIRONMENT", config_mod.DEFAULT_ENV))
     log = get_logger(function_name)
     try:
         cfg = config_mod.load(require=spec.requires)
@@ -36,8 +33,6 @@ def make_handler(function_name: str, logic: Logic) -> Callable[[Any, Any], dict[
         flush(log)
         raise ConfigError(f"{function_name}: {exc}") from None
     if spec.queue_field and not cfg.send_queue:
-        from dataclasses import replace
-
         cfg = replace(cfg, send_queue=getattr(cfg, spec.queue_field))
 
     def handler(event: Any, context: Any) -> dict[str, Any]:

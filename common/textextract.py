@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import signal
 import threading
-import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,7 +48,7 @@ class Extraction:
     truncated: list[str] = field(default_factory=list)  # which limits cut the output
 
 
-def detect(data: bytes, filename: str) -> str | None:
+def detect(data: bytes) -> str | None:
     """'pdf' | 'docx' | None by content (magic bytes); the extension is only a hint."""
     if PDF_MAGIC in data[:1024]:  # the spec tolerates junk before the header
         return "pdf"
@@ -70,7 +69,7 @@ def extension(filename: str) -> str:
 def extract(data: bytes, filename: str, limits: Limits) -> Extraction:
     if len(data) > limits.max_input_bytes:
         raise Rejected(f"input is {len(data)} bytes, over the {limits.max_input_bytes}-byte limit")
-    kind = detect(data, filename)
+    kind = detect(data)
     ext = extension(filename)
     if kind is None:
         if ext in ("pdf", "docx"):
@@ -191,7 +190,7 @@ def _docx(data: bytes, limits: Limits) -> Extraction:
     parts.extend(headers)
     parts.extend(blocks(document))
     parts.extend(footers)
-    result = Extraction("\n".join(parts), "docx", "python-docx", _version("python-docx"))
+    result = Extraction("\n".join(parts), "docx", "python-docx", docx.__version__)
     result.pages = len(document.sections)
     return result
 
@@ -211,12 +210,3 @@ def _check_zip(data: bytes) -> None:
         if i.compress_size and i.file_size / i.compress_size > MAX_COMPRESSION_RATIO and i.file_size > 1_000_000:
             raise Rejected(f"DOCX part {i.filename} compresses {i.file_size // i.compress_size}:1: possible zip bomb")
 
-
-def _version(dist: str) -> str:
-    from importlib.metadata import version
-
-    return version(dist)
-
-
-def elapsed_ms(start: float) -> int:
-    return int((time.perf_counter() - start) * 1000)

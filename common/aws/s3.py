@@ -7,12 +7,6 @@ from typing import Any
 
 from common.aws import client, error_code
 
-NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
-
-
-def get_bytes(bucket: str, key: str) -> bytes:
-    return client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()  # type: ignore[no-any-return]
-
 
 def get(bucket: str, key: str) -> dict[str, Any] | None:
     """GetObject response (Body unread, ContentLength known) or None if the key does not exist.
@@ -23,15 +17,6 @@ def get(bucket: str, key: str) -> dict[str, Any] | None:
         return client("s3").get_object(Bucket=bucket, Key=key)  # type: ignore[no-any-return]
     except Exception as exc:
         if error_code(exc) == "NoSuchKey":
-            return None
-        raise
-
-
-def head(bucket: str, key: str) -> dict[str, Any] | None:
-    try:
-        return client("s3").head_object(Bucket=bucket, Key=key)  # type: ignore[no-any-return]
-    except Exception as exc:
-        if error_code(exc) in NOT_FOUND:
             return None
         raise
 
