@@ -12,7 +12,8 @@ OFFICIAL="${OFFICIAL_BASE:-python:3.13-slim-trixie}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SUITE=trixie
 PACKAGES=python3.13,python3.13-venv,ca-certificates
-recipe_hash=$(sha256sum "$0" | cut -c1-12)
+# Only what shapes the image counts: the suite, the packages and the build steps below the marker.
+recipe_hash=$({ echo "$SUITE $PACKAGES"; sed -n '/^# --- recipe ---$/,$p' "$0"; } | sha256sum | cut -c1-12)
 LOCAL_TAG="service-email-handler/os-trixie-py313:${recipe_hash}"
 
 log() { printf '[os-image] %s\n' "$*" >&2; }
@@ -28,9 +29,16 @@ if [ "${SKIP_PULL:-0}" != 1 ] && timeout 60 docker pull -q "$OFFICIAL" >/dev/nul
 fi
 
 log "$OFFICIAL is not available; building $LOCAL_TAG with debootstrap (once, about 30 s to a few minutes)"
-command -v debootstrap >/dev/null || { log "debootstrap missing: apt-get install debootstrap"; exit 1; }
 [ "$(id -u)" = 0 ] || { log "debootstrap needs root (or run: sudo $0)"; exit 1; }
+if ! command -v debootstrap >/dev/null; then
+  # A fresh machine: `make up` must work without a manual install step.
+  log "installing debootstrap from Debian's packages"
+  command -v apt-get >/dev/null || { log "debootstrap missing and no apt-get: install debootstrap"; exit 1; }
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } >/dev/null 2>&1 \
+    || { log "could not install debootstrap: apt-get install debootstrap"; exit 1; }
+fi
 
+# --- recipe ---
 work=$(mktemp -d /tmp/os-image.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 root="$work/rootfs"
