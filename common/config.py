@@ -49,7 +49,9 @@ class Config:
     forward_queue: str = ""
     reply_queue: str = ""
     send_queue: str = ""  # the queue a sender function consumes
-    alert_topic_arn: str = ""
+    alert_topic: str = ""  # SNS topic name for owner alerts (final send failures, rejected replies)
+    alert_topic_arn: str = ""  # resolved from alert_topic and the account when empty
+    feedback_topic: str = ""  # SNS topic SES publishes Delivery/Bounce/Complaint to
     spam_rules_parameter: str = ""
     spam_log_group: str = ""
     opaque_relay_domains: tuple[str, ...] = ("bounce.linkedin.com",)
@@ -59,7 +61,15 @@ class Config:
         "Hello{name},\n\nThanks for getting in touch. This is an automatic acknowledgement: "
         "your message has arrived and I will reply personally soon.\n\nBest regards\n"
     )
-    max_send_rate: float = 14.0
+    max_send_rate: float = 14.0  # SES MaxSendRate shared by all senders (messages/second)
+    retry_delays: tuple[float, ...] = (0.0, 5.0, 30.0, 120.0)  # in-Lambda SES retries (FR-2)
+    attempt_reserve_s: float = 10.0  # time kept free after the last retry's sleep for the send itself
+    max_receive_count: int = 5  # queue redrive; the last receive raises the alert
+    idempotency_ttl_s: int = 14 * 24 * 3600  # outlives main (1 d) + DLQ (7 d) retention and a redrive
+    claim_check_bytes: int = 200 * 1024  # queue messages above this go to S3 (claim check)
+    max_forward_bytes: int = 10 * 1024 * 1024  # SES SendRawEmail message limit
+    spam_rules_ttl_s: float = 300.0
+    transient_bounce_limit: int = 5
     max_input_bytes: int = 25 * 1024 * 1024
     max_pages: int = 500
     max_output_chars: int = 2_000_000
@@ -98,6 +108,12 @@ _ENV = {
     "max_pages": "EXTRACT_MAX_PAGES",
     "max_output_chars": "EXTRACT_MAX_OUTPUT_CHARS",
     "extract_time_budget_s": "EXTRACT_TIME_BUDGET_SECONDS",
+    "alert_topic": "ALERT_TOPIC_NAME",
+    "feedback_topic": "FEEDBACK_TOPIC_NAME",
+    "retry_delays": "RETRY_DELAYS_SECONDS",
+    "attempt_reserve_s": "ATTEMPT_RESERVE_SECONDS",
+    "idempotency_ttl_s": "IDEMPOTENCY_TTL_SECONDS",
+    "spam_rules_ttl_s": "SPAM_RULES_TTL_SECONDS",
 }
 
 
@@ -129,6 +145,8 @@ def load(environ: Mapping[str, str] | None = None, require: Iterable[str] = ()) 
 def _parse(name: str, typ: object, raw: str) -> object:
     typ = str(typ)
     try:
+        if typ.startswith("tuple[float"):
+            return tuple(float(v) for v in _csv(raw))
         if typ.startswith("tuple"):
             return _csv(raw)
         if typ == "int":
@@ -155,6 +173,8 @@ def _with_defaults(cfg: Config) -> Config:
         "reply_queue": f"{p}-reply",
         "spam_rules_parameter": f"/{cfg.project}/{cfg.env}/spam-rules-key",
         "spam_log_group": f"/{cfg.project}/{cfg.env}/spam",
+        "alert_topic": f"{p}-alerts",
+        "feedback_topic": f"{p}-ses-feedback",
     }
     changes: dict[str, object] = {k: v for k, v in derived.items() if not getattr(cfg, k)}
     if not cfg.owner_emails and cfg.private_email:
@@ -178,5 +198,9 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("THREAD_SECRET must be at least 16 characters")
     if cfg.max_send_rate <= 0:
         raise ConfigError("MAX_SEND_RATE must be positive")
+    if not cfg.retry_delays or any(d < 0 for d in cfg.retry_delays):
+        raise ConfigError("RETRY_DELAYS_SECONDS must be a comma-separated list of non-negative seconds")
+    if cfg.max_receive_count < 1:
+        raise ConfigError("MAX_RECEIVE_COUNT must be at least 1")
     if not re.fullmatch(r"[a-z0-9-]+", cfg.env):
         raise ConfigError(f"ENVIRONMENT={cfg.env!r} must be lowercase letters, digits or hyphens")

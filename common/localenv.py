@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from common.config import DEV_THREAD_SECRET
@@ -33,3 +36,28 @@ def local_env() -> dict[str, str]:
             key, _, value = line.partition("=")
             out[key.strip()] = value.strip()
     return out
+
+
+AWS_CLIENT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                        "AWS_DEFAULT_REGION")
+
+
+@contextlib.contextmanager
+def aws_endpoint(url: str, env: dict[str, str]) -> Iterator[None]:
+    """Point this process's AWS clients at ``url`` (credentials and region from ``env``), then restore."""
+    from common.aws import reset_clients, sqs
+
+    saved = {k: os.environ.get(k) for k in AWS_CLIENT_VARIABLES}
+    os.environ.update({k: env[k] for k in AWS_CLIENT_VARIABLES if k in env}, AWS_ENDPOINT_URL=url)
+    reset_clients()
+    sqs.reset_cache()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        reset_clients()
+        sqs.reset_cache()

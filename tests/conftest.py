@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from common.aws import reset_clients
 from common.local.motoserver import EmbeddedMoto
 from common.local.rie import RieProcess, free_port
-from common.localenv import local_env
+from common.localenv import aws_endpoint, local_env
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -50,36 +49,46 @@ def local_defaults() -> dict[str, str]:
 def moto_server(local_defaults: dict[str, str]) -> Iterator[str]:
     """A real moto server on a free port; AWS_ENDPOINT_URL points at it for the whole session."""
     server = EmbeddedMoto(port=free_port()).start()
-    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION")}
-    os.environ.update(
-        AWS_ENDPOINT_URL=server.url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-        AWS_REGION=local_defaults["AWS_REGION"], AWS_DEFAULT_REGION=local_defaults["AWS_REGION"],
-    )
-    reset_clients()
-    yield server.url
+    with aws_endpoint(server.url, local_defaults):
+        yield server.url
     server.stop()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    reset_clients()
 
 
-@pytest.fixture
-def rie_function(tmp_path: Path, local_defaults: dict[str, str]) -> Iterator[Callable[..., RieProcess]]:
-    """Start a function under the real RIE on the host: rie_function("ack-sender", **env_overrides)."""
-    started: list[RieProcess] = []
-
+def _rie_starter(log_dir: Path, local_defaults: dict[str, str], started: list[RieProcess]) -> Callable[..., RieProcess]:
     def start(function: str, env: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> RieProcess:
         merged = {**local_defaults, **(env or {})}
         if "AWS_ENDPOINT_URL" in os.environ:
             merged.setdefault("AWS_ENDPOINT_URL", os.environ["AWS_ENDPOINT_URL"])
         merged.update(dict.fromkeys(drop, ""))  # "" also masks the inherited environment; config treats it as unset
-        proc = RieProcess(function, free_port(), merged, tmp_path / f"{function}-{len(started)}.log")
+        proc = RieProcess(function, free_port(), merged, log_dir / f"{function}-{len(started)}.log")
         started.append(proc.start())
         return proc
 
-    yield start
+    return start
+
+
+@pytest.fixture
+def rie_function(tmp_path: Path, local_defaults: dict[str, str]) -> Iterator[Callable[..., RieProcess]]:
+    """Start a function under the real RIE on the host: rie_function("ack-sender", env={...})."""
+    started: list[RieProcess] = []
+    yield _rie_starter(tmp_path, local_defaults, started)
     for proc in started:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def rie_module(tmp_path_factory: pytest.TempPathFactory, local_defaults: dict[str, str],
+               moto_server: str) -> Iterator[Callable[..., RieProcess]]:
+    """Like rie_function, but the processes live for the whole test module (cold start paid once)."""
+    started: list[RieProcess] = []
+    yield _rie_starter(tmp_path_factory.mktemp("rie"), local_defaults, started)
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def stack(moto_server: str, local_defaults: dict[str, str]) -> Any:
+    """A freshly reset and provisioned local stack (tests.stack.Stack) on the session's moto server."""
+    from tests.stack import Stack
+
+    return Stack(moto_server, local_defaults).reset()

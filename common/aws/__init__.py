@@ -16,14 +16,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @functools.cache
-def client(service: str, region: str | None = None) -> BaseClient:
+def client(service: str, region: str | None = None, max_attempts: int = 3) -> BaseClient:
+    """A cached client; ``max_attempts=1`` when the caller owns retries (the SES sender does)."""
     import boto3
     from botocore.config import Config as BotoConfig
 
     return boto3.session.Session().client(
         service,  # type: ignore[call-overload]
         region_name=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
-        config=BotoConfig(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30),
+        config=BotoConfig(retries={"mode": "standard", "total_max_attempts": max_attempts}, connect_timeout=5,
+                          read_timeout=30, max_pool_connections=20),
     )
 
 

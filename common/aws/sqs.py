@@ -1,0 +1,49 @@
+"""SQS: the one module that talks to the queues."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from common.aws import client
+
+
+@functools.cache
+def queue_url(name: str) -> str:
+    return str(client("sqs").get_queue_url(QueueName=name)["QueueUrl"])
+
+
+def send(queue_name: str, body: str, attributes: dict[str, str] | None = None) -> str:
+    response = client("sqs").send_message(
+        QueueUrl=queue_url(queue_name), MessageBody=body,
+        MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in (attributes or {}).items()},
+    )
+    return str(response["MessageId"])
+
+
+def receive(queue_name: str, max_messages: int = 10, wait_s: int = 1, visibility_s: int | None = None) -> list[dict[str, Any]]:
+    kwargs: dict[str, Any] = {}
+    if visibility_s is not None:
+        kwargs["VisibilityTimeout"] = visibility_s
+    response = client("sqs").receive_message(
+        QueueUrl=queue_url(queue_name), MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_s,
+        AttributeNames=["All"], MessageAttributeNames=["All"], **kwargs,
+    )
+    return list(response.get("Messages", []))
+
+
+def delete(queue_name: str, receipt_handles: list[str]) -> None:
+    for start in range(0, len(receipt_handles), 10):
+        chunk = receipt_handles[start:start + 10]
+        client("sqs").delete_message_batch(
+            QueueUrl=queue_url(queue_name),
+            Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)],
+        )
+
+
+def attributes(queue_name: str) -> dict[str, str]:
+    return dict(client("sqs").get_queue_attributes(QueueUrl=queue_url(queue_name), AttributeNames=["All"])["Attributes"])
+
+
+def reset_cache() -> None:
+    queue_url.cache_clear()

@@ -1,0 +1,192 @@
+"""Parse received mail defensively: any bytes in, a :class:`ParsedMail` out, never an exception.
+
+Headers come from strangers, so every access is guarded: a header that does not parse is treated
+as absent (and noted in ``problems``) instead of crashing the handler. Header values are cleaned of
+control characters before they are used anywhere else (CR/LF injection).
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from email.message import EmailMessage, Message
+from email.header import decode_header, make_header
+from email.utils import getaddresses
+
+from common.htmltext import html_to_text
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+_MSGID = re.compile(r"<[^<>\s@]+@[^<>\s@]+>")
+_NOREPLY = re.compile(r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I)
+
+
+def clean_header_text(value: object, limit: int = 998) -> str:
+    """One line of printable text: CR, LF and other controls become spaces (no header injection)."""
+    return re.sub(r"\s+", " ", _CONTROL.sub(" ", str(value or ""))).strip()[:limit]
+
+
+def safe_filename(name: str, fallback: str = "attachment") -> str:
+    """A file name that is safe as the last segment of an S3 key and on any disk."""
+    name = unicodedata.normalize("NFKC", name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    name = re.sub(r"[^\w .()+,=@-]", "_", _CONTROL.sub("", name))  # letters of any script stay
+    name = re.sub(r"\s+", " ", name).strip(" .")
+    if not name or set(name) <= {"_", "."}:
+        name = fallback
+    if len(name) > 120:
+        stem, dot, ext = name.rpartition(".")
+        name = (stem[: 120 - len(ext) - 1] + "." + ext) if dot and len(ext) <= 10 else name[:120]
+    return name
+
+
+def extension(name: str) -> str:
+    return name.rpartition(".")[2].lower() if "." in name else ""
+
+
+@dataclass(slots=True)
+class Attachment:
+    filename: str  # as sent, cleaned of control characters (for display)
+    safe_name: str
+    content_type: str
+    data: bytes
+
+
+@dataclass(slots=True)
+class ParsedMail:
+    raw_size: int
+    from_address: str = ""
+    display_name: str = ""
+    subject: str = ""
+    message_id: str = ""
+    references: list[str] = field(default_factory=list)
+    text: str = ""
+    html: str = ""
+    attachments: list[Attachment] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)  # lower-cased names, cleaned values
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def body_text(self) -> str:
+        """The text body, or text derived from the HTML body when the mail has only HTML."""
+        return self.text if self.text.strip() else html_to_text(self.html)
+
+    @property
+    def is_noreply(self) -> bool:
+        return bool(_NOREPLY.match(self.from_address.partition("@")[0]))
+
+    def has_list_headers(self) -> bool:
+        return any(name.startswith("list-") for name in self.headers)
+
+
+def parse(raw: bytes) -> ParsedMail:
+    msg = email.message_from_bytes(raw, policy=email.policy.default)
+    assert isinstance(msg, EmailMessage)
+    mail = ParsedMail(raw_size=len(raw))
+    for name in set(msg.keys()):
+        mail.headers[name.lower()] = clean_header_text(_header(msg, name, mail))
+    mail.from_address, mail.display_name = _from(msg, mail)
+    mail.subject = mail.headers.get("subject", "")
+    ids = _MSGID.findall(mail.headers.get("message-id", ""))
+    mail.message_id = ids[0] if ids else ""
+    mail.references = _MSGID.findall(mail.headers.get("references", ""))[-20:]
+    text_part = _body(msg, "plain")
+    html_part = _body(msg, "html")
+    mail.text = part_text(text_part) if text_part is not None else ""
+    mail.html = part_text(html_part) if html_part is not None else ""
+    _collect_attachments(msg, {id(p) for p in (text_part, html_part) if p is not None}, mail)
+    return mail
+
+
+def _header(msg: EmailMessage, name: str, mail: ParsedMail) -> str:
+    try:
+        return str(msg.get(name, ""))
+    except Exception as exc:  # the header registry raises on some malformed structured headers
+        mail.problems.append(f"header {name!r} unparseable: {type(exc).__name__}")
+        raw = next((str(v) for k, v in msg.raw_items() if k.lower() == name.lower()), "")
+        try:  # decode encoded words by hand; the result is cleaned of CR/LF by the caller
+            return str(make_header(decode_header(raw)))
+        except Exception:
+            return raw
+
+
+def _from(msg: EmailMessage, mail: ParsedMail) -> tuple[str, str]:
+    try:
+        header = msg["From"]
+        addresses = list(getattr(header, "addresses", ()) or ())
+        if addresses and addresses[0].addr_spec and "@" in addresses[0].addr_spec:
+            return addresses[0].addr_spec.strip().lower(), clean_header_text(addresses[0].display_name, 200)
+    except Exception as exc:
+        mail.problems.append(f"From unparseable: {type(exc).__name__}")
+    # Malformed From: take the address from the raw (undecoded) header, so text hidden in an
+    # encoded display name ("Bcc: ..." after decoding) can never become the address.
+    raw = next((str(v) for k, v in msg.raw_items() if k.lower() == "from"), "")
+    angle = re.findall(r"<\s*([^<>\s]+@[^<>\s]+)\s*>", raw)
+    if angle:
+        display = raw[: raw.rfind("<")].strip().strip('"')
+        try:
+            display = str(make_header(decode_header(display)))
+        except Exception:
+            pass
+        return angle[-1].lower(), clean_header_text(display, 200)
+    for name, addr in getaddresses([clean_header_text(raw)]):
+        if "@" in addr:
+            return addr.strip().lower(), clean_header_text(name, 200)
+    return "", ""
+
+
+def _body(msg: EmailMessage, kind: str) -> Message | None:
+    try:
+        return msg.get_body(preferencelist=(kind,))
+    except Exception:
+        return None
+
+
+def part_text(part: Message) -> str:
+    try:
+        content = part.get_content()  # type: ignore[attr-defined]
+        if isinstance(content, str):
+            return content
+    except Exception:  # unknown charset, bad transfer encoding, ...: decode by hand below
+        pass
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):
+        return ""
+    charset = part.get_content_charset() or "utf-8"
+    try:
+        return payload.decode(charset, "replace")
+    except LookupError:
+        return payload.decode("utf-8", "replace")
+
+
+def _collect_attachments(part: Message, body_ids: set[int], mail: ParsedMail, depth: int = 0) -> None:
+    if depth > 20:
+        mail.problems.append("multipart nesting deeper than 20 levels ignored")
+        return
+    ctype = part.get_content_type()
+    if part.is_multipart() and ctype != "message/rfc822":
+        for sub in part.get_payload() or []:
+            if isinstance(sub, Message):
+                _collect_attachments(sub, body_ids, mail, depth + 1)
+        return
+    if id(part) in body_ids:
+        return
+    try:
+        filename = part.get_filename() or ""
+    except Exception:
+        filename = ""
+    disposition = (part.get_content_disposition() or "") if hasattr(part, "get_content_disposition") else ""
+    if not filename and ctype.startswith("text/") and disposition != "attachment":
+        return  # an alternative body we did not choose, or a calendar/inline fragment
+    if ctype == "message/rfc822":
+        inner = part.get_payload()
+        data = inner[0].as_bytes() if isinstance(inner, list) and inner else b""
+        filename = filename or "forwarded message.eml"
+    else:
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+    if not filename:
+        filename = f"unnamed.{ctype.rpartition('/')[2] or 'bin'}"
+    cleaned = clean_header_text(filename, 255)
+    mail.attachments.append(Attachment(cleaned, safe_filename(cleaned), ctype, data))

@@ -1,0 +1,70 @@
+"""SES-shaped events built locally: the receipt event SES gives a Lambda action, and the SQS event an
+event-source mapping gives a sender. Used by the SMTP ingress, `email-handler inject`, the local
+wiring and the tests, so all of them exercise the handlers with the shapes AWS delivers.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import hashlib
+import re
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from common.events import VERDICTS
+
+
+def message_id_for(raw: bytes) -> str:
+    """An SES-like message id (lowercase alphanumerics), unique per message and time."""
+    return hashlib.sha256(raw + str(time.time_ns()).encode()).hexdigest()[:40]
+
+
+def receipt_event(raw: bytes, message_id: str, recipients: list[str], source: str | None = None,
+                  verdicts: dict[str, str] | None = None, dmarc_policy: str = "",
+                  function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:local") -> dict[str, Any]:
+    """The event of an SES receipt rule's Lambda action (after an S3 action stored ``raw``)."""
+    msg = email.message_from_bytes(raw, policy=email.policy.compat32)
+    headers = [{"name": k, "value": str(v)} for k, v in msg.items()]
+    if source is None:  # the envelope sender: Return-Path if the file has one, else From
+        header = str(msg.get("Return-Path") or msg.get("From") or "")
+        found = re.findall(r"[^\s<>\"]+@[^\s<>\"]+", header)
+        source = email.utils.parseaddr(header)[1] or (found[-1] if found else "unknown@localhost")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    all_verdicts = {v: "PASS" for v in VERDICTS} | {k.lower(): val.upper() for k, val in (verdicts or {}).items()}
+    receipt: dict[str, Any] = {
+        "timestamp": now, "processingTimeMillis": 1, "recipients": recipients,
+        **{f"{v}Verdict": {"status": s} for v, s in all_verdicts.items()},
+        "action": {"type": "Lambda", "functionArn": function_arn, "invocationType": "Event"},
+    }
+    if dmarc_policy:
+        receipt["dmarcPolicy"] = dmarc_policy
+    return {"Records": [{"eventSource": "aws:ses", "eventVersion": "1.0", "ses": {
+        "mail": {"timestamp": now, "source": source, "messageId": message_id, "destination": recipients,
+                 "headersTruncated": False, "headers": headers,
+                 "commonHeaders": {"from": [str(msg.get("From", ""))], "to": [str(msg.get("To", ""))],
+                                   "subject": str(msg.get("Subject", "")), "messageId": str(msg.get("Message-ID", ""))}},
+        "receipt": receipt,
+    }}]}
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str = "us-east-1") -> dict[str, Any]:
+    """The event an SQS event-source mapping delivers for messages from ReceiveMessage."""
+    return {"Records": [{
+        "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+        "attributes": m.get("Attributes", {}), "messageAttributes": {
+            k: {"stringValue": v.get("StringValue"), "dataType": v.get("DataType", "String"),
+                "stringListValues": [], "binaryListValues": []}
+            for k, v in (m.get("MessageAttributes") or {}).items()},
+        "md5OfBody": m.get("MD5OfBody", ""), "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    } for m in messages]}
+
+
+def sns_event(message: str, topic_arn: str, message_id: str, subject: str = "") -> dict[str, Any]:
+    """The event SNS delivers to a subscribed Lambda."""
+    return {"Records": [{"EventSource": "aws:sns", "EventVersion": "1.0", "EventSubscriptionArn": topic_arn + ":local",
+                         "Sns": {"Type": "Notification", "MessageId": message_id, "TopicArn": topic_arn,
+                                 "Subject": subject or None, "Message": message,
+                                 "Timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"}}]}

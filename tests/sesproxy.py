@@ -1,0 +1,86 @@
+"""A fault-injecting HTTP proxy in front of moto's SES endpoint (AWS_ENDPOINT_URL_SES points here).
+
+Every SendRawEmail request is passed to ``plan(request_number, params)``, which answers ``None``
+(forward to moto), ``("error", code)`` (an SES error response, parsed by botocore like the real
+thing), or ``("hang", seconds)`` (hold the request: a crash or timeout mid-send). Arrival times of
+forwarded sends that SES accepted are recorded for the rate tests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs
+
+Plan = Callable[[int, dict[str, str]], Any]
+
+_ERROR = """<ErrorResponse xmlns="http://ses.amazonaws.com/doc/2010-12-01/">
+<Error><Type>Sender</Type><Code>{code}</Code><Message>injected {code}</Message></Error>
+<RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>"""
+
+
+class SesProxy:
+    def __init__(self, upstream: str, plan: Plan | None = None) -> None:
+        self.upstream, self.plan = upstream.rstrip("/"), plan or (lambda n, p: None)
+        self.calls = 0
+        self.sent_at: list[float] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
+                action, arrived = None, time.time()
+                if params.get("Action") == "SendRawEmail":
+                    with proxy.lock:
+                        proxy.calls += 1
+                        n = proxy.calls
+                    action = proxy.plan(n, params)
+                if action and action[0] == "hang":
+                    time.sleep(action[1])
+                    self.close_connection = True
+                    return
+                if action and action[0] == "error":
+                    status = 400 if action[1] not in ("ServiceUnavailable", "InternalFailure") else 503
+                    data = _ERROR.format(code=action[1]).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "text/xml")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                request = urllib.request.Request(proxy.upstream + self.path, data=body, method="POST",
+                                                 headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as resp:
+                        status, data, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "text/xml")
+                except urllib.error.HTTPError as exc:
+                    status, data, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "text/xml")
+                if params.get("Action") == "SendRawEmail" and status == 200:
+                    with proxy.lock:
+                        proxy.sent_at.append(arrived)
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,125 @@
+"""A provisioned local stack on the session's moto server: reset, provision, inspect.
+
+Tests go through the same paths a user does: mail is staged in S3 and delivered to the handler as
+an SES receipt event; queue messages are received from SQS and handed to a sender as the SQS event
+an event-source mapping would build; sent mail is read back from moto's SES backend.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import json
+import urllib.request
+from dataclasses import dataclass, replace
+from email.message import EmailMessage
+from typing import Any
+
+from common import config, provision, sesevent, spam
+from common.aws import client, sqs
+from common.config import Config
+from common.outbound import OutboundMessage, load
+
+ACCOUNT = "123456789012"
+
+
+@dataclass
+class SentMail:
+    source: str
+    destinations: list[str]
+    raw: bytes
+
+    @property
+    def message(self) -> EmailMessage:
+        msg = email.message_from_bytes(self.raw, policy=email.policy.default)
+        assert isinstance(msg, EmailMessage)
+        return msg
+
+
+class Stack:
+    def __init__(self, moto_url: str, env: dict[str, str]) -> None:
+        self.url, self.env = moto_url, env
+        self.cfg: Config = config.load(env)
+
+    def reset(self) -> Stack:
+        urllib.request.urlopen(urllib.request.Request(self.url + "/moto-api/reset", method="POST")).read()
+        sqs.reset_cache()
+        spam.RULES.clear()
+        provision.provision(self.cfg)
+        return self
+
+    # --- inbound side -------------------------------------------------------------------------
+    def stage(self, raw: bytes, message_id: str) -> None:
+        client("s3").put_object(Bucket=self.cfg.bucket, Key=f"staging/{message_id}", Body=raw)
+
+    def receipt(self, raw: bytes, message_id: str, to: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """Stage ``raw`` like SES's S3 action and return the Lambda action's event."""
+        self.stage(raw, message_id)
+        return sesevent.receipt_event(raw, message_id, [to or self.cfg.public_email], **kwargs)
+
+    # --- queues -------------------------------------------------------------------------------
+    def queue_arn(self, queue: str) -> str:
+        return f"arn:aws:sqs:{self.cfg.region}:{ACCOUNT}:{queue}"
+
+    def receive(self, queue: str, visibility_s: int = 0, max_messages: int = 10) -> list[dict[str, Any]]:
+        """Receive up to 10 messages; visibility 0 leaves them in the queue for the next look."""
+        return sqs.receive(queue, max_messages=max_messages, wait_s=0, visibility_s=visibility_s)
+
+    def peek(self, queue: str) -> list[OutboundMessage]:
+        seen: dict[str, OutboundMessage] = {}
+        for _ in range(3):  # moto returns a subset per call; three looks find everything in small tests
+            for m in self.receive(queue):
+                seen[m["MessageId"]] = load(m["Body"], self.cfg.bucket)
+        return list(seen.values())
+
+    def sqs_event(self, queue: str, visibility_s: int = 30) -> dict[str, Any]:
+        return sesevent.sqs_event(self.receive(queue, visibility_s=visibility_s), self.queue_arn(queue), self.cfg.region)
+
+    def run_sender(self, fn: Any, queue: str, visibility_s: int = 30, max_batches: int = 50) -> list[Any]:
+        """Act as the event-source mapping until the queue has nothing visible; returns each batch's result."""
+        from common.local.wiring import poll_queue_once
+
+        results = []
+        for _ in range(max_batches):
+            result = poll_queue_once(queue, self.queue_arn(queue), fn.invoke, visibility_s=visibility_s,
+                                     region=self.cfg.region)
+            if not result.received:
+                break
+            results.append(result)
+        return results
+
+    def depth(self, queue: str) -> int:
+        attrs = sqs.attributes(queue)
+        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+    # --- state --------------------------------------------------------------------------------
+    def s3_keys(self, prefix: str = "") -> list[str]:
+        out = client("s3").list_objects_v2(Bucket=self.cfg.bucket, Prefix=prefix)
+        return sorted(o["Key"] for o in out.get("Contents", []))
+
+    def s3_body(self, key: str) -> bytes:
+        return bytes(client("s3").get_object(Bucket=self.cfg.bucket, Key=key)["Body"].read())
+
+    def conversation(self, cid: str) -> dict[str, Any] | None:
+        from common.aws import dynamodb
+
+        return dynamodb.get(self.cfg.conversations_table, {"conversationId": cid})
+
+    def spam_log(self) -> list[dict[str, Any]]:
+        logs = client("logs")
+        streams = logs.describe_log_streams(logGroupName=self.cfg.spam_log_group).get("logStreams", [])
+        lines = []
+        for s in streams:
+            for e in logs.get_log_events(logGroupName=self.cfg.spam_log_group, logStreamName=s["logStreamName"])["events"]:
+                lines.append(json.loads(e["message"]))
+        return lines
+
+    def sent(self) -> list[SentMail]:
+        from moto.backends import get_backend
+
+        backend = get_backend("ses")[ACCOUNT][self.cfg.region]
+        return [SentMail(m.source, list(dict.fromkeys(m.destinations)), m.raw_data.encode()
+                         if isinstance(m.raw_data, str) else m.raw_data) for m in backend.sent_messages]
+
+    def for_queue(self, queue_field: str) -> Config:
+        return replace(self.cfg, send_queue=getattr(self.cfg, queue_field))
