@@ -1,0 +1,89 @@
+"""The queue messages inbound-handler produces: the auto-ack and the forward to the owner."""
+
+from __future__ import annotations
+
+import html as htmllib
+import re
+
+from common.config import Config
+from common.mail import ParsedMail, clean_header_text
+from common.outbound import Attachment, OutboundMessage
+
+# reply-handler cuts the owner's reply at this line, so it must survive plain-text quoting.
+FOOTER_MARKER = "-- forwarded by service-email-handler --"
+# MIME overhead: base64 grows data by 4/3 plus line breaks; headers and boundaries are small.
+_B64 = 1.37
+_OVERHEAD = 16 * 1024
+
+
+def build_ack(cfg: Config, mid: str, cid: str, mail: ParsedMail) -> OutboundMessage:
+    name = mail.display_name.split(" ")[0] if mail.display_name else ""
+    return OutboundMessage(
+        kind="ack", idempotency_key=f"ack:{mid}", correlation_id=f"ack-{mid}", to=[mail.from_address],
+        subject=cfg.ack_subject, text=cfg.ack_template.replace("{name}", f" {name}" if name else ""),
+        in_reply_to=mail.message_id, references=[*mail.references, mail.message_id] if mail.message_id else [],
+        headers={"Auto-Submitted": "auto-replied", "X-Auto-Response-Suppress": "All"}, conversation_id=cid,
+    )
+
+
+def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, attachments: list[Attachment],
+                  sizes: dict[str, int], skipped: list[str], warnings: tuple[str, ...], archive_key: str,
+                  reply_to: str) -> OutboundMessage:
+    """``sizes`` maps each attachment's S3 key to its byte size (to keep the forward under SES's limit)."""
+    sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
+    text, html = mail.body_text, mail.html
+    notes = list(skipped)
+    kept, truncated = _fit(cfg.max_forward_bytes, text, html, attachments, sizes)
+    if truncated:
+        text, html, dropped = truncated
+        notes += [f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key})" for a in dropped]
+        warnings = (*warnings, "This forward was shortened to fit the mail size limit. The complete original is "
+                               f"archived at s3://{cfg.bucket}/{archive_key}")
+    footer = [FOOTER_MARKER, f"From: {sender}", f"Conversation: {cid}"]
+    if notes:
+        footer.append("Not attached: " + "; ".join(notes))
+    banner = "".join(f"[!] {w}\n" for w in warnings)
+    return OutboundMessage(
+        kind="forward", idempotency_key=f"forward:{mid}", correlation_id=f"forward-{mid}", to=[cfg.private_email],
+        subject=mail.subject or "(no subject)",
+        text=(banner + ("\n" if banner else "") + text.rstrip() + "\n\n" + "\n".join(footer) + "\n"),
+        html=_html_with(html, warnings, footer) if html else "",
+        from_name=clean_header_text(f"{mail.display_name or mail.from_address} via {cfg.domain_name}", 200),
+        reply_to=reply_to, references=[*mail.references, mail.message_id] if mail.message_id else [],
+        attachments=kept, conversation_id=cid,
+    )
+
+
+def _fit(limit: int, text: str, html: str, attachments: list[Attachment],
+         sizes: dict[str, int]) -> tuple[list[Attachment], tuple[str, str, list[Attachment]] | None]:
+    """Keep what fits SES's size limit: bodies first, then attachments smallest first."""
+    budget = limit - _OVERHEAD
+    body = int((len(text.encode()) + len(html.encode())) * _B64)
+    att_sizes = {a.key: int(sizes[a.key] * _B64) for a in attachments}
+    if body + sum(att_sizes.values()) <= budget:
+        return attachments, None
+    if body > budget // 2:  # bodies alone are huge: keep the text, shortened; drop the HTML
+        text = text.encode()[: int(budget / 2 / _B64)].decode("utf-8", "ignore") + "\n[... truncated ...]"
+        html = ""
+        body = int(len(text.encode()) * _B64)
+    kept: list[Attachment] = []
+    room = budget - body
+    for a in sorted(attachments, key=lambda a: att_sizes[a.key]):
+        if att_sizes[a.key] <= room:
+            kept.append(a)
+            room -= att_sizes[a.key]
+    dropped = [a for a in attachments if a not in kept]
+    return [a for a in attachments if a in kept], (text, html, dropped)
+
+
+def _html_with(html: str, warnings: tuple[str, ...], footer: list[str]) -> str:
+    top = "".join(f'<p style="background:#fff3cd;border:1px solid #e0a800;padding:6px">&#9888; {htmllib.escape(w)}</p>'
+                  for w in warnings)
+    bottom = "<hr><pre>" + htmllib.escape("\n".join(footer)) + "</pre>"
+    body_open = re.search(r"<body[^>]*>", html, re.I)
+    if body_open:
+        html = html[: body_open.end()] + top + html[body_open.end():]
+    else:
+        html = top + html
+    body_close = re.search(r"</body\s*>", html, re.I)
+    return html[: body_close.start()] + bottom + html[body_close.start():] if body_close else html + bottom

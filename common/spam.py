@@ -1,0 +1,153 @@
+"""The inbound spam policy (first hit wins) and the owner's keyword lists.
+
+The keyword lists are a sectioned text file in S3 whose key is in an SSM parameter, so the owner
+edits them without a deploy. They are cached for ``spam_rules_ttl_s``; a pattern that does not
+compile is logged and skipped, and a failed reload keeps the last good lists.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+
+from common.config import Config
+from common.events import SesReceipt
+from common.log import get_logger
+from common.mail import ParsedMail
+
+log = get_logger("spam")
+SECTIONS = ("blocked_sender_domains", "subject_patterns", "body_patterns")
+BODY_SCAN_CHARS = 100_000  # bounds the regex work per mail
+
+DROP, QUARANTINE, DSN, FORWARD = "drop", "quarantine", "dsn", "forward"
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    blocked_domains: tuple[str, ...] = ()
+    subject_patterns: tuple[re.Pattern[str], ...] = ()
+    body_patterns: tuple[re.Pattern[str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: str  # drop | quarantine | dsn | forward
+    reason: str = ""
+    warnings: tuple[str, ...] = ()  # soft authentication failures, shown as a banner on the forward
+
+
+def parse_rules(text: str) -> tuple[Rules, list[str]]:
+    """Parse the sectioned file; returns the rules and one message per skipped line."""
+    found: dict[str, list[str]] = {s: [] for s in SECTIONS}
+    errors: list[str] = []
+    section = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip().lower()
+            if section not in found:
+                errors.append(f"line {number}: unknown section [{section}]")
+            continue
+        if section in found:
+            found[section].append(line)
+        else:
+            errors.append(f"line {number}: entry outside a known section")
+    patterns: dict[str, list[re.Pattern[str]]] = {"subject_patterns": [], "body_patterns": []}
+    for name, compiled in patterns.items():
+        for source in found[name]:
+            try:
+                compiled.append(re.compile(source, re.IGNORECASE))
+            except re.error as exc:
+                errors.append(f"[{name}] pattern {source!r} skipped: {exc}")
+    domains = tuple(d.lower().lstrip("@.") for d in found["blocked_sender_domains"])
+    return Rules(domains, tuple(patterns["subject_patterns"]), tuple(patterns["body_patterns"])), errors
+
+
+class RulesCache:
+    """Process-wide cache of the keyword lists (one per warm Lambda sandbox)."""
+
+    def __init__(self) -> None:
+        self._rules: Rules | None = None
+        self._loaded_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def get(self, cfg: Config) -> Rules:
+        with self._lock:
+            if time.monotonic() - self._loaded_at < cfg.spam_rules_ttl_s and self._rules is not None:
+                return self._rules
+            try:
+                rules = self._load(cfg)
+            except Exception as exc:
+                log.error("spam rules could not be loaded; using the last good lists",
+                          extra={"error": f"{type(exc).__name__}: {exc}", "have_last_good": self._rules is not None})
+                # Retry at the next TTL, not on every mail, while the source is broken.
+                self._loaded_at = time.monotonic()
+                self._rules = self._rules or Rules()
+                return self._rules
+            self._rules, self._loaded_at = rules, time.monotonic()
+            return rules
+
+    @staticmethod
+    def _load(cfg: Config) -> Rules:
+        from common.aws import s3, ssm
+
+        key = ssm.get_parameter(cfg.spam_rules_parameter)
+        obj = s3.get(cfg.bucket, key)
+        if obj is None:
+            raise FileNotFoundError(f"s3://{cfg.bucket}/{key} named by {cfg.spam_rules_parameter}")
+        rules, errors = parse_rules(obj["Body"].read().decode("utf-8", "replace"))
+        for error in errors:
+            log.warning("spam rule skipped", extra={"detail": error, "rules_key": key})
+        return rules
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules, self._loaded_at = None, float("-inf")
+
+
+RULES = RulesCache()
+
+
+def is_dsn(receipt: SesReceipt) -> bool:
+    """Bounces and other delivery status notifications have a null or mailer-daemon envelope sender."""
+    source = receipt.source.strip().lower()
+    return source in ("", "<>") or source.partition("@")[0] in ("mailer-daemon", "postmaster")
+
+
+def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules) -> Decision:
+    v = receipt.verdicts
+    if v.get("virus") == "FAIL":
+        return Decision(DROP, "virus verdict FAIL")
+    if is_dsn(receipt):
+        return Decision(DSN, "delivery status notification (null or mailer-daemon envelope sender)")
+    if v.get("spam") == "FAIL":
+        return Decision(QUARANTINE, "spam verdict FAIL")
+    if v.get("dmarc") == "FAIL" and receipt.dmarc_policy == "reject":
+        return Decision(QUARANTINE, "DMARC FAIL with sender policy reject")
+    public = cfg.public_email.lower()
+    if not any(r.strip().lower() == public for r in receipt.recipients):
+        return Decision(DROP, "recipient is not the public address")
+    if not mail.from_address:
+        return Decision(QUARANTINE, "From header has no usable address")
+    domain = mail.from_address.rpartition("@")[2]
+    for blocked in rules.blocked_domains:
+        if domain == blocked or domain.endswith("." + blocked):
+            return Decision(QUARANTINE, f"blocked sender domain {blocked}")
+    for pattern in rules.subject_patterns:
+        if pattern.search(mail.subject):
+            return Decision(QUARANTINE, f"subject matches {pattern.pattern!r}")
+    body = mail.body_text[:BODY_SCAN_CHARS]
+    for pattern in rules.body_patterns:
+        if pattern.search(body):
+            return Decision(QUARANTINE, f"body matches {pattern.pattern!r}")
+    warnings = []
+    if v.get("spf") == "FAIL":
+        warnings.append("SPF check failed: the sending server is not authorised for the sender's domain.")
+    if v.get("dmarc") == "FAIL":
+        warnings.append(f"DMARC check failed (sender policy: {receipt.dmarc_policy or 'none'}): "
+                        "the From address may be forged.")
+    return Decision(FORWARD, warnings=tuple(warnings))

@@ -1,0 +1,81 @@
+"""Pure pieces of the inbound pipeline: parsing, file names, spam rules and policy, RFC 3834."""
+
+import pytest
+
+from common import config, spam
+from common.events import SesReceipt
+from common.inbound import ack_blocked
+from common.mail import parse, safe_filename
+from common.sesevent import receipt_event
+from tests.mailgen import mail
+
+CFG = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com",
+                   "PRIVATE_EMAIL": "owner@example.net", "THREAD_SECRET": "x" * 32})
+
+
+def receipt(raw: bytes, **kw) -> SesReceipt:
+    return SesReceipt.from_event(receipt_event(raw, "m1", kw.pop("to", ["hello@example.com"]), **kw))
+
+
+@pytest.mark.parametrize(("name", "safe"), [
+    ("../../etc/passwd", "passwd"), ("..\\..\\boot.ini", "boot.ini"), ("CV (2026).PDF", "CV (2026).PDF"),
+    ("a\r\nb.pdf", "ab.pdf"), ("...", "attachment"), ("", "attachment"), ("r\u202eevil.pdf", "r_evil.pdf"),
+    ("x" * 300 + ".pdf", "x" * 116 + ".pdf"), ("Résumé.docx", "Résumé.docx"), ("a/b:c*?.pdf", "b_c__.pdf"),
+])
+def test_safe_filename(name: str, safe: str) -> None:
+    assert safe_filename(name) == safe
+
+
+def test_rules_file_sections_comments_and_bad_patterns() -> None:
+    rules, errors = spam.parse_rules("# c\n[blocked_sender_domains]\n@Spam.Example\n[subject_patterns]\n(\nwin\n"
+                                     "[bogus]\nx\n[body_patterns]\nfoo\n")
+    assert rules.blocked_domains == ("spam.example",)
+    assert [p.pattern for p in rules.subject_patterns] == ["win"] and [p.pattern for p in rules.body_patterns] == ["foo"]
+    assert any("'('" in e for e in errors) and any("unknown section [bogus]" in e for e in errors)
+
+
+def test_policy_order_first_hit_wins() -> None:
+    rules = spam.Rules(blocked_domains=("corp.example",))
+    raw = mail()
+    assert spam.assess(receipt(raw, verdicts={"virus": "FAIL", "spam": "FAIL"}), parse(raw), CFG, rules).action == "drop"
+    assert spam.assess(receipt(raw, source=""), parse(raw), CFG, rules).action == "dsn"
+    assert spam.assess(receipt(raw, verdicts={"spam": "FAIL"}), parse(raw), CFG, rules).reason == "spam verdict FAIL"
+    assert spam.assess(receipt(raw, to=["Hello@Example.com"]), parse(raw), CFG, rules).reason == \
+        "blocked sender domain corp.example"  # recipient compared case-insensitively
+    assert spam.assess(receipt(raw), parse(mail(sender="a@sub.corp.example")), CFG, rules).action == "quarantine"
+    assert spam.assess(receipt(raw), parse(mail(sender="a@notcorp.example")), CFG, rules).action == "forward"
+
+
+def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
+    cache = spam.RulesCache()
+    loads = iter([spam.Rules(blocked_domains=("a.example",)), RuntimeError("S3 down")])
+
+    def fake_load(cfg):
+        item = next(loads)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    monkeypatch.setattr(cache, "_load", fake_load)
+    clock = [1000.0]
+    monkeypatch.setattr(spam.time, "monotonic", lambda: clock[0])
+    first = cache.get(CFG)
+    clock[0] += 299
+    assert cache.get(CFG) is first  # cached for 300 s: no second load
+    clock[0] += 2
+    assert cache.get(CFG) is first  # reload failed: the last good lists stay in force
+
+
+@pytest.mark.parametrize(("headers", "sender", "verdicts", "why"), [
+    ({"Auto-Submitted": "auto-generated"}, None, None, "Auto-Submitted: auto-generated"),
+    ({"Auto-Submitted": "no"}, None, None, ""),
+    ({"Precedence": "junk"}, None, None, "Precedence: junk"),
+    ({"List-Id": "<x.corp.example>"}, None, None, "mailing list headers"),
+    ({}, "do-not-reply@corp.example", None, "no-reply sender"),
+    ({}, "postmaster@corp.example", None, "no-reply sender"),
+    ({}, None, {"dkim": "FAIL"}, "failed verdicts: dkim"),
+    ({}, "noreplyguy@corp.example", None, ""),  # only a no-reply local part, not a name that starts so
+])
+def test_rfc3834(headers, sender, verdicts, why) -> None:
+    raw = mail(headers=headers, sender=sender or "Jane <jane@corp.example>")
+    assert ack_blocked(receipt(raw, verdicts=verdicts), parse(raw)) == why
