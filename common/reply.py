@@ -1,17 +1,132 @@
-"""reply-handler logic: the owner's replies to a thread address."""
+"""reply-handler logic: the owner's reply to a thread address goes to the conversation's contact.
+
+Order matters: authorise first (owner envelope + From, SPF or DKIM PASS, DMARC not FAIL, no
+failed spam/virus verdict, a thread address whose HMAC tag verifies); anything else is archived
+under ``rejected/`` with the reason, never answered (no backscatter to a forged sender), and the
+owner is alerted at most once per hour per reason. The recipient comes only from the conversation
+record; To/Cc of the reply are never used.
+"""
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 from common import events
+from common.aws import dynamodb, s3, sns
 from common.config import Config
-from common.log import get_logger
+from common.conversation import verify_thread_address
+from common.log import bind, get_logger
+from common.mail import ParsedMail, extension, parse
+from common.outbound import Attachment, OutboundMessage, enqueue
+from common.replytext import clean_reply, reply_subject
 
 log = get_logger("reply-handler")
+ALERT_INTERVAL_S = 3600
+
+
+class Rejected(Exception):
+    pass
 
 
 def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
     receipt = events.SesReceipt.from_event(event)
-    log.info("reply received", extra={"ses_message_id": receipt.message_id, "verdicts": receipt.verdicts})
-    return {"status": "received", "messageId": receipt.message_id, "recipients": list(receipt.recipients)}
+    mid = receipt.message_id
+    bind(ses_message_id=mid)
+    staging = f"staging/{mid}"
+    obj = s3.get(cfg.bucket, staging)
+    if obj is None:
+        log.warning("reply not processed", extra={"reason": "staging object missing (already processed)"})
+        return {"status": "already-processed", "messageId": mid}
+    raw: bytes = obj["Body"].read()
+    mail = parse(raw)
+    try:
+        cid = authorise(receipt, mail, cfg)
+        bind(conversation_id=cid)
+        record = dynamodb.get(cfg.conversations_table, {"conversationId": cid})
+        if not record or not record.get("senderEmail"):
+            raise Rejected("unknown conversation")
+    except Rejected as exc:
+        return reject(cfg, receipt, mail, raw, str(exc))
+    result = send_reply(cfg, mid, cid, record, mail)
+    s3.delete(cfg.bucket, staging)
+    return result
+
+
+def authorise(receipt: events.SesReceipt, mail: ParsedMail, cfg: Config) -> str:
+    owners = {a.lower() for a in cfg.owner_emails}
+    v = receipt.verdicts
+    if receipt.source.strip().lower() not in owners:
+        raise Rejected("envelope sender is not the owner")
+    if mail.from_address not in owners:
+        raise Rejected("From is not the owner")
+    if v.get("spf") != "PASS" and v.get("dkim") != "PASS":
+        raise Rejected("neither SPF nor DKIM passed")
+    if v.get("dmarc") == "FAIL":
+        raise Rejected("DMARC failed")
+    if v.get("spam") == "FAIL" or v.get("virus") == "FAIL":
+        raise Rejected("spam or virus verdict FAIL")
+    for recipient in receipt.recipients:
+        cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
+        if cid:
+            return cid
+    raise Rejected("no thread address with a valid tag")
+
+
+def reject(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, reason: str) -> dict[str, Any]:
+    key = f"rejected/{datetime.now(UTC):%Y-%m-%d}/{receipt.message_id}.eml"
+    s3.put(cfg.bucket, key, raw, "message/rfc822", metadata={"reason": reason})
+    log.warning("reply rejected", extra={"reason": reason, "sender": mail.from_address, "envelope_sender": receipt.source,
+                                         "recipients": list(receipt.recipients), "key": key, "verdicts": receipt.verdicts})
+    alerted = alert_once_per_hour(cfg, reason, {"alert": "reply-rejected", "reason": reason, "key": key,
+                                                "envelopeSender": receipt.source, "from": mail.from_address})
+    s3.delete(cfg.bucket, f"staging/{receipt.message_id}")
+    return {"status": "rejected", "reason": reason, "key": key, "alerted": alerted}
+
+
+def alert_once_per_hour(cfg: Config, reason: str, message: dict[str, Any]) -> bool:
+    now = int(time.time())
+    claimed = dynamodb.put(cfg.send_status_table, {"id": f"alert#{reason}", "sentAt": now, "expiresAt": now + 86400},
+                           condition="attribute_not_exists(id) OR sentAt < :cutoff",
+                           values={":cutoff": now - ALERT_INTERVAL_S})
+    if claimed:
+        sns.publish(sns.topic_arn(cfg.alert_topic, cfg.region, cfg.alert_topic_arn), "Reply rejected", message)
+    return claimed
+
+
+def send_reply(cfg: Config, mid: str, cid: str, record: dict[str, Any], mail: ParsedMail) -> dict[str, Any]:
+    owners = tuple(cfg.owner_emails)
+    body, metadata = clean_reply(mail.body_text, owners, cfg.public_email)
+    attachments = store_attachments(cfg, cid, mid, mail)
+    if metadata:
+        names = {f"#m{i}": k for i, k in enumerate(metadata)}
+        dynamodb.update(cfg.conversations_table, {"conversationId": cid},
+                        "SET " + ", ".join(f"#m{i} = :m{i}" for i in range(len(metadata))),
+                        {f":m{i}": v for i, v in enumerate(metadata.values())}, names=names)
+    last = str(record.get("lastMessageId") or "")
+    ses_form = f"<{record.get('lastSesMessageId')}@email.amazonses.com>" if record.get("lastSesMessageId") else ""
+    message = OutboundMessage(
+        kind="reply", idempotency_key=f"reply:{mid}", correlation_id=f"reply-{mid}", to=[str(record["senderEmail"])],
+        subject=reply_subject(mail.subject), text=body, from_name=mail.display_name,
+        in_reply_to=last or ses_form, references=[r for r in dict.fromkeys((last, ses_form)) if r],
+        attachments=attachments, conversation_id=cid,
+    )
+    enqueue(cfg.reply_queue, message, cfg.bucket, cfg.claim_check_bytes)
+    log.info("reply queued", extra={"conversation_id": cid, "metadata": sorted(metadata), "attachments": len(attachments),
+                                    "recipient": message.to[0], "subject": message.subject})
+    return {"status": "queued", "conversationId": cid, "metadata": metadata, "attachments": [a.key for a in attachments]}
+
+
+def store_attachments(cfg: Config, cid: str, mid: str, mail: ParsedMail) -> list[Attachment]:
+    allowed = {t.lower().lstrip(".") for t in cfg.attachment_types}
+    stored, used = [], set()
+    for att in mail.attachments:
+        if extension(att.safe_name) not in allowed or att.safe_name.lower() in used:
+            log.warning("reply attachment skipped", extra={"attachment": att.safe_name, "reason": "type not allowed or duplicate name"})
+            continue
+        used.add(att.safe_name.lower())
+        key = f"reply-attachments/{cid}/{mid}/{att.safe_name}"
+        s3.put(cfg.bucket, key, att.data, att.content_type)
+        stored.append(Attachment(key, att.safe_name, att.content_type))
+    return stored

@@ -1,0 +1,143 @@
+"""reply-handler under the real RIE and a real moto server: only the owner, only to the stored sender."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from common.aws import client
+from common.conversation import thread_address
+from tests.mailgen import mail
+
+OWNER = "Owner Name <owner@example.net>"
+CID = "jane-at-corp.example"
+REPLY_ID = "0000000000000000000000000000000000000r01"
+
+
+@pytest.fixture(scope="module")
+def fns(rie_module):
+    return {name: rie_module(name, env={"RETRY_DELAYS_SECONDS": "0"})
+            for name in ("inbound-handler", "reply-handler", "reply-sender")}
+
+
+@pytest.fixture
+def thread(stack, fns) -> str:
+    """A real conversation: Jane writes in, the forward's Reply-To is the thread address."""
+    fns["inbound-handler"].invoke(stack.receipt(
+        mail(subject="Role", message_id="<jane-1@corp.example>"), "0000000000000000000000000000000000000j01"))
+    [fwd] = stack.peek(stack.cfg.forward_queue)
+    return fwd.reply_to
+
+
+def alerts(stack) -> list[dict]:
+    sqs = client("sqs")
+    url = sqs.create_queue(QueueName="test-reply-alerts")["QueueUrl"]
+    return [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])]
+
+
+@pytest.fixture
+def alert_queue(stack) -> None:
+    sqs = client("sqs")
+    url = sqs.create_queue(QueueName="test-reply-alerts")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    client("sns").subscribe(TopicArn=f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}",
+                            Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+
+
+def reply(stack, fns, to: str, sender: str = OWNER, source: str = "owner@example.net", verdicts=None,
+          mid: str = REPLY_ID, **kw):
+    raw = mail(sender=sender, to=to, subject=kw.pop("subject", "Re: Role"), **kw)
+    # SES lists only the recipients its receipt rule matched (the thread domain), never the Cc.
+    return fns["reply-handler"].invoke(stack.receipt(raw, mid, to=to.split(",")[0], source=source, verdicts=verdicts))
+
+
+def send_all(stack, fns):
+    stack.run_sender(fns["reply-sender"], stack.cfg.reply_queue)
+    return stack.sent()
+
+
+def test_owner_reply_reaches_the_stored_sender_clean_and_threaded(stack, fns, thread) -> None:
+    text = ("Hi Jane, let's talk Tuesday.\n[company: Acme]\n[job_id: 42]\n\nOwner\nowner@example.net\n\n"
+            "On Mon, 3 Nov 2026 at 10:00, Jane <hello@example.com> wrote:\n> Hi, I would like to talk\n")
+    result = reply(stack, fns, thread, text=text,
+                   attachments=[("Offer.PDF", b"%PDF-1.4 offer", "application/pdf")])
+    assert result["status"] == "queued" and result["metadata"] == {"companyName": "Acme", "jobId": "42"}
+    [sent] = send_all(stack, fns)
+    msg = sent.message
+    assert sent.destinations == ["jane@corp.example"] and sent.source == "hello@example.com"
+    assert msg["From"].addresses[0].addr_spec == "hello@example.com" and msg["Subject"] == "Re: Role"
+    assert msg["In-Reply-To"] == "<jane-1@corp.example>"
+    assert msg["References"].split() == ["<jane-1@corp.example>",
+                                         "<0000000000000000000000000000000000000j01@email.amazonses.com>"]
+    body = msg.get_body(("plain",)).get_content()
+    assert body == "Hi Jane, let's talk Tuesday.\n\nOwner\nhello@example.com\n"
+    assert b"owner@example.net" not in sent.raw.lower()  # nowhere: headers or body
+    [att] = list(msg.iter_attachments())
+    assert att.get_filename() == "Offer.PDF" and att.get_content() == b"%PDF-1.4 offer"
+    assert stack.s3_keys(f"reply-attachments/{CID}/") == [f"reply-attachments/{CID}/{REPLY_ID}/Offer.PDF"]
+    record = stack.conversation(CID)
+    assert record["companyName"] == "Acme" and record["jobId"] == "42"
+    assert stack.s3_keys("staging/") == []
+
+
+def test_extra_to_and_cc_recipients_are_never_used(stack, fns, thread) -> None:
+    result = reply(stack, fns, f"{thread}, attacker2@evil.example", headers={"Cc": "attacker@evil.example"})
+    assert result["status"] == "queued"
+    [sent] = send_all(stack, fns)
+    assert sent.destinations == ["jane@corp.example"]
+    assert "attacker" not in sent.raw.decode()
+
+
+@pytest.mark.parametrize(("kwargs", "reason"), [
+    ({"sender": "Jane <jane@corp.example>", "source": "jane@corp.example"}, "envelope sender is not the owner"),
+    ({"sender": "Mallory <mallory@evil.example>"}, "From is not the owner"),
+    ({"verdicts": {"spf": "FAIL", "dkim": "FAIL"}}, "neither SPF nor DKIM passed"),
+    ({"verdicts": {"dmarc": "FAIL"}}, "DMARC failed"),
+    ({"verdicts": {"virus": "FAIL"}}, "spam or virus verdict FAIL"),
+])
+def test_anything_but_the_authenticated_owner_is_rejected_silently(stack, fns, thread, alert_queue, kwargs, reason) -> None:
+    result = reply(stack, fns, thread, **kwargs)
+    assert (result["status"], result["reason"]) == ("rejected", reason)
+    assert stack.peek(stack.cfg.reply_queue) == [] and send_all(stack, fns) == []
+    assert stack.s3_keys("rejected/") == [result["key"]] and stack.s3_keys("staging/") == []
+    [alert] = alerts(stack)
+    assert alert["reason"] == reason
+
+
+def test_forged_and_tampered_thread_tags_are_rejected(stack, fns, thread, alert_queue) -> None:
+    cfg = stack.cfg
+    forged = f"mallory-at-evil.example.0123456789abcdef@{cfg.thread_domain}"
+    tampered = thread.replace(CID, "bob-at-corp.example")
+    wrong_key = thread_address(CID, "some-other-secret-value", cfg.thread_domain)
+    for n, address in enumerate((forged, tampered, wrong_key, "jane-at-corp.example@" + cfg.thread_domain)):
+        result = reply(stack, fns, address, mid=f"000000000000000000000000000000000000f0{n}")
+        assert (result["status"], result["reason"]) == ("rejected", "no thread address with a valid tag")
+    assert send_all(stack, fns) == []
+    assert len(alerts(stack)) == 1  # at most one alert per hour per reason
+
+
+def test_unknown_conversation_is_archived_and_alerted(stack, fns, alert_queue) -> None:
+    address = thread_address("nobody-at-corp.example", stack.cfg.thread_secret, stack.cfg.thread_domain)
+    result = reply(stack, fns, address)
+    assert (result["status"], result["reason"]) == ("rejected", "unknown conversation")
+    assert stack.s3_keys("staging/") == [] and alerts(stack)[0]["reason"] == "unknown conversation"
+
+
+def test_header_injection_in_subject_or_display_name_adds_no_header(stack, fns, thread) -> None:
+    raw = (b"From: =?utf-8?q?Owner=0D=0ABcc=3A_x=40evil=2Eexample?= <owner@example.net>\r\n"
+           b"To: " + thread.encode() + b"\r\nSubject: =?utf-8?q?Re=3A_Role=0D=0ABcc=3A_y=40evil=2Eexample?=\r\n\r\nHello\r\n")
+    result = fns["reply-handler"].invoke(stack.receipt(raw, REPLY_ID, to=thread, source="owner@example.net"))
+    assert result["status"] == "queued"
+    [sent] = send_all(stack, fns)
+    header_names = [line.split(b":", 1)[0].lower() for line in sent.raw.split(b"\n\n", 1)[0].splitlines()
+                    if line[:1] not in (b" ", b"\t")]
+    assert b"bcc" not in header_names and sent.destinations == ["jane@corp.example"]
+    assert sent.message["Subject"] == "Re: Role Bcc: y@evil.example"  # folded into the subject text, inert
+
+
+def test_html_only_reply_gets_a_text_body(stack, fns, thread) -> None:
+    reply(stack, fns, thread, text=None, html="<div>Hello <b>Jane</b></div><div class=gmail_quote>"
+                                              "<blockquote>&gt; old</blockquote></div>")
+    [sent] = send_all(stack, fns)
+    assert sent.message.get_body(("plain",)).get_content().startswith("Hello Jane")

@@ -1,0 +1,87 @@
+import pytest
+
+from common.forward import FOOTER_MARKER
+from common.replytext import clean_reply, extract_metadata, reply_subject, strip_history
+
+OWNERS = ("owner@example.net",)
+
+GMAIL = """Thanks Jane, Tuesday works.
+
+[company: Acme Corp]
+[Salary_Range:  120-140k ]
+[unknown: ignored]
+
+Best,
+Owner
+owner@example.net
+
+On Mon, 3 Nov 2026 at 10:00, Jane Smith via example.com <hello@example.com>
+wrote:
+
+> Hi, I would like to talk about a role.
+>
+> -- forwarded by service-email-handler --
+"""
+
+OUTLOOK = """Sounds good.
+
+Owner
+________________________________
+From: Jane Smith via example.com <hello@example.com>
+Sent: Monday, November 3, 2026 10:00 AM
+To: Owner <owner@example.net>
+Subject: Role
+
+Hi, I would like to talk about a role.
+"""
+
+APPLE = """Yes, let's talk.
+
+Sent from my iPhone
+
+On 3 Nov 2026, at 10:00, Jane Smith via example.com <hello@example.com> wrote:
+
+\u00a0> Hi
+   > nested quote
+"""
+
+
+def test_gmail_reply_loses_quotes_attribution_and_commands_keeps_signature() -> None:
+    body, meta = clean_reply(GMAIL, OWNERS, "hello@example.com")
+    assert body == "Thanks Jane, Tuesday works.\n\nBest,\nOwner\nhello@example.com\n"
+    assert meta == {"companyName": "Acme Corp", "salaryRange": "120-140k"}
+
+
+def test_outlook_reply_is_cut_at_the_header_block() -> None:
+    assert clean_reply(OUTLOOK, OWNERS, "hello@example.com")[0] == "Sounds good.\n\nOwner\n"
+
+
+def test_apple_mail_reply_is_cut_at_the_attribution() -> None:
+    assert clean_reply(APPLE, OWNERS, "hello@example.com")[0] == "Yes, let's talk.\n\nSent from my iPhone\n"
+
+
+def test_footer_marker_cuts_even_without_quote_markers() -> None:
+    assert strip_history(f"Reply\n{FOOTER_MARKER}\nFrom: x\n") == "Reply\n"
+
+
+def test_quoted_lines_with_leading_whitespace_are_dropped() -> None:
+    assert strip_history("a\n  > q\n\t>q2\nb") == "a\nb\n"
+
+
+def test_metadata_keys_are_case_insensitive_and_trimmed() -> None:
+    text, meta = extract_metadata("[JOB_ID:  42 ]\n[Title: Staff Engineer]\n[notes:]\nkeep [inline: not a command]")
+    assert meta == {"jobId": "42", "title": "Staff Engineer"}
+    assert text == "keep [inline: not a command]"
+
+
+@pytest.mark.parametrize(("subject", "expected"), [
+    ("Role", "Re: Role"), ("Re: Role", "Re: Role"), ("RE: Fwd: Re: Role", "Re: Role"),
+    ("Fw: AW: Role", "Re: Role"), ("Re[2]: Role", "Re: Role"), ("", "Re: your message"),
+])
+def test_reply_subject_has_exactly_one_re(subject: str, expected: str) -> None:
+    assert reply_subject(subject) == expected
+
+
+def test_private_address_is_hidden_in_any_case() -> None:
+    body, _ = clean_reply("Mail me at OWNER@Example.NET\n", OWNERS, "hello@example.com")
+    assert body == "Mail me at hello@example.com\n"
