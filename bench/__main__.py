@@ -7,7 +7,7 @@ import platform
 import time
 from pathlib import Path
 
-from bench import extract, images
+from bench import extract, images, senders
 
 
 def main() -> None:
@@ -20,6 +20,9 @@ def main() -> None:
     print("\n== PDF extraction: pypdf vs peers ==", flush=True)
     results["extract"] = extract.run()
     print(extract.table(results["extract"]), flush=True)
+    print("\n== senders: throughput, latency, rate limit ==", flush=True)
+    results["senders"] = senders.run()
+    print(senders.table(results["senders"]), flush=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {out}")
 

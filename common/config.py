@@ -52,6 +52,7 @@ class Config:
     alert_topic: str = ""  # SNS topic name for owner alerts (final send failures, rejected replies)
     alert_topic_arn: str = ""  # resolved from alert_topic and the account when empty
     feedback_topic: str = ""  # SNS topic SES publishes Delivery/Bounce/Complaint to
+    ses_configuration_set: str = ""  # every send names it, so SES publishes its events to feedback_topic
     spam_rules_parameter: str = ""
     spam_log_group: str = ""
     opaque_relay_domains: tuple[str, ...] = ("bounce.linkedin.com",)
@@ -175,6 +176,7 @@ def _with_defaults(cfg: Config) -> Config:
         "spam_log_group": f"/{cfg.project}/{cfg.env}/spam",
         "alert_topic": f"{p}-alerts",
         "feedback_topic": f"{p}-ses-feedback",
+        "ses_configuration_set": p,
     }
     changes: dict[str, object] = {k: v for k, v in derived.items() if not getattr(cfg, k)}
     if not cfg.owner_emails and cfg.private_email:

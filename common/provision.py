@@ -1,8 +1,14 @@
-"""Create every resource the system needs, idempotently, wherever ``AWS_ENDPOINT_URL`` points.
+"""Create or converge every resource the system needs, wherever ``AWS_ENDPOINT_URL`` points.
 
-Used by both local modes (``email-handler dev`` and the compose init service), by the tests and by
-``email-handler deploy``. Each step reports ``created`` or ``unchanged`` so a second run can say
-that nothing changed.
+One module for both local modes (``email-handler dev`` and the compose init service), the tests and
+``email-handler deploy``. Each resource is compared with what exists and reported as ``create``,
+``update`` or ``unchanged``; with ``apply=False`` nothing is touched and the same report is the plan
+(``deploy --dry-run``). Owner-edited state (the spam-rules file and its SSM parameter) is created
+once and never overwritten.
+
+``local=True`` adds what AWS does for us and the local event wiring needs instead
+(common.local.wiring): a queue for S3 notifications, a queue subscribed to the SES feedback topic,
+and a queue that stands in for Lambda's asynchronous invocations (SES receipt actions).
 """
 
 from __future__ import annotations
@@ -14,27 +20,39 @@ from importlib import resources
 from typing import Any
 
 from common.aws import client, error_code
+from common.aws.sts import account_id
 from common.config import Config
 from common.functions import QUEUE_VISIBILITY_S
 
 SPAM_RULES_KEY = "config/spam-rules.txt"
 MAIN_RETENTION_S = 24 * 3600  # seed values: main queues 1 day, DLQs 7 days
 DLQ_RETENTION_S = 7 * 24 * 3600
+LOG_RETENTION_DAYS = 90
+FEEDBACK_EVENTS = ("delivery", "bounce", "complaint")
+# Lambda retries an asynchronous invocation twice: three receives, then the local DLQ.
+ASYNC_ATTEMPTS = 3
+ASYNC_RETRY_S = 10
 
-# table name field -> (hash key, TTL attribute or "")
-TABLES = {
-    "conversations_table": ("conversationId", ""),
-    "idempotency_table": ("id", "expiration"),  # aws-lambda-powertools' idempotency layout
-    "send_status_table": ("id", "expiresAt"),
-    "suppression_table": ("email", ""),
+# table name field -> (hash key, TTL attribute or "", global secondary indexes: name -> hash key)
+TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
+    "conversations_table": ("conversationId", "", {}),
+    "idempotency_table": ("id", "expiration", {}),  # aws-lambda-powertools' idempotency layout
+    "send_status_table": ("id", "expiresAt", {"sesMessageId": "sesMessageId"}),  # feedback fallback
+    "suppression_table": ("email", "", {}),
 }
+
+CREATE, UPDATE, UNCHANGED = "create", "update", "unchanged"
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
     kind: str
     name: str
-    action: str  # created | unchanged | updated
+    action: str  # create | update | unchanged
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.action:<9} {self.kind:<16} {self.name}{'  (' + self.detail + ')' if self.detail else ''}"
 
 
 def default_spam_rules() -> str:
@@ -45,37 +63,51 @@ def dlq_name(queue: str) -> str:
     return f"{queue}-dlq"
 
 
-def provision(cfg: Config, report: Callable[[Change], None] | None = None) -> list[Change]:
-    changes: list[Change] = []
+def local_queue(cfg: Config, purpose: str) -> str:
+    """Queues of the local event wiring: ``s3-events``, ``ses-feedback``, ``invocations``."""
+    return f"{cfg.prefix}-wiring-{purpose}"
 
-    def note(kind: str, name: str, created: bool) -> None:
-        change = Change(kind, name, "created" if created else "unchanged")
-        changes.append(change)
-        if report:
-            report(change)
 
-    note("s3-bucket", cfg.bucket, _bucket(cfg))
-    for field_name, (key, ttl) in TABLES.items():
-        table = getattr(cfg, field_name)
-        note("dynamodb-table", table, _table(table, key, ttl))
-    for queue in (cfg.ack_queue, cfg.forward_queue, cfg.reply_queue):
-        note("sqs-queue", dlq_name(queue), _queue(dlq_name(queue), {"MessageRetentionPeriod": str(DLQ_RETENTION_S)}))
-        dlq_arn = client("sqs").get_queue_attributes(
-            QueueUrl=client("sqs").get_queue_url(QueueName=dlq_name(queue))["QueueUrl"], AttributeNames=["QueueArn"],
-        )["Attributes"]["QueueArn"]
-        note("sqs-queue", queue, _queue(queue, {
-            "MessageRetentionPeriod": str(MAIN_RETENTION_S),
-            "VisibilityTimeout": str(QUEUE_VISIBILITY_S),
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(cfg.max_receive_count)}),
-        }))
+def sender_queues(cfg: Config) -> tuple[str, ...]:
+    return (cfg.ack_queue, cfg.forward_queue, cfg.reply_queue)
+
+
+class Run:
+    """Collects the changes of one provisioning run and applies them unless it is a dry run."""
+
+    def __init__(self, cfg: Config, apply: bool, report: Callable[[Change], None] | None) -> None:
+        self.cfg, self.apply, self.report = cfg, apply, report
+        self.changes: list[Change] = []
+
+    def note(self, kind: str, name: str, action: str, detail: str = "") -> str:
+        change = Change(kind, name, action, detail)
+        self.changes.append(change)
+        if self.report:
+            self.report(change)
+        return action
+
+
+def provision(cfg: Config, report: Callable[[Change], None] | None = None, *, apply: bool = True,
+              local: bool = False) -> list[Change]:
+    run = Run(cfg, apply, report)
+    _bucket(run, cfg)
+    for field_name, (key, ttl, indexes) in TABLES.items():
+        _table(run, getattr(cfg, field_name), key, ttl, indexes)
+    for queue in sender_queues(cfg):
+        _queue_with_dlq(run, queue, QUEUE_VISIBILITY_S, cfg.max_receive_count)
     for topic in (cfg.alert_topic, cfg.feedback_topic):
-        note("sns-topic", topic, _topic(topic))
-    note("ses-identity", cfg.domain_name, _ses_domain(cfg.domain_name))
-    note("log-group", cfg.spam_log_group, _log_group(cfg.spam_log_group))
-    note("s3-object", SPAM_RULES_KEY, _spam_rules(cfg))
-    note("ssm-parameter", cfg.spam_rules_parameter, _parameter(cfg.spam_rules_parameter, SPAM_RULES_KEY))
-    return changes
+        _topic(run, topic)
+    _ses_identity(run, cfg.domain_name)
+    _configuration_set(run, cfg)
+    _log_group(run, cfg.spam_log_group)
+    _spam_rules(run, cfg)
+    _parameter(run, cfg.spam_rules_parameter, SPAM_RULES_KEY)
+    if local:
+        _local_wiring(run, cfg)
+    return run.changes
 
+
+# --- existence helpers ---------------------------------------------------------------------------
 
 def _exists(call: Callable[[], Any], *missing_codes: str) -> bool:
     try:
@@ -87,10 +119,37 @@ def _exists(call: Callable[[], Any], *missing_codes: str) -> bool:
     return True
 
 
-def _bucket(cfg: Config) -> bool:
+def queue_url(name: str) -> str | None:
+    try:
+        return str(client("sqs").get_queue_url(QueueName=name)["QueueUrl"])
+    except Exception as exc:
+        if error_code(exc) in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+            return None
+        raise
+
+
+def queue_arn(cfg: Config, name: str) -> str:
+    """The ARN a queue has (or will have): read when it exists, derived from the account otherwise."""
+    url = queue_url(name)
+    if url:
+        return str(client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+    return f"arn:aws:sqs:{cfg.region}:{account_id()}:{name}"
+
+
+def topic_arn(cfg: Config, name: str) -> str:
+    return f"arn:aws:sns:{cfg.region}:{account_id()}:{name}"
+
+
+# --- shared resources ----------------------------------------------------------------------------
+
+def _bucket(run: Run, cfg: Config) -> None:
     s3 = client("s3")
     if _exists(lambda: s3.head_bucket(Bucket=cfg.bucket), "404", "NoSuchBucket", "NotFound"):
-        return False
+        run.note("s3-bucket", cfg.bucket, UNCHANGED)
+        return
+    run.note("s3-bucket", cfg.bucket, CREATE, "private, lifecycle for staging/ and queue-payloads/")
+    if not run.apply:
+        return
     kwargs: dict[str, Any] = {}
     if cfg.region != "us-east-1":
         kwargs["CreateBucketConfiguration"] = {"LocationConstraint": cfg.region}
@@ -102,83 +161,239 @@ def _bucket(cfg: Config) -> bool:
         {"ID": "queue-payloads", "Filter": {"Prefix": "queue-payloads/"}, "Status": "Enabled", "Expiration": {"Days": 14}},
         {"ID": "staging", "Filter": {"Prefix": "staging/"}, "Status": "Enabled", "Expiration": {"Days": 30}},
     ]})
-    return True
 
 
-def _table(name: str, key: str, ttl: str) -> bool:
+def _index(name: str, key: str) -> dict[str, Any]:
+    return {"IndexName": name, "KeySchema": [{"AttributeName": key, "KeyType": "HASH"}],
+            "Projection": {"ProjectionType": "KEYS_ONLY"}}
+
+
+def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, str]) -> None:
     ddb = client("dynamodb")
-    if _exists(lambda: ddb.describe_table(TableName=name), "ResourceNotFoundException"):
-        return False
-    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": key, "KeyType": "HASH"}])
-    ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
-    if ttl:
-        ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
-    return True
-
-
-def _queue(name: str, attributes: dict[str, str]) -> bool:
-    sqs = client("sqs")
     try:
-        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        existing = ddb.describe_table(TableName=name)["Table"]
     except Exception as exc:
-        if error_code(exc) not in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+        if error_code(exc) != "ResourceNotFoundException":
             raise
-        sqs.create_queue(QueueName=name, Attributes=attributes)
-        return True
+        existing = None
+    if existing is None:
+        run.note("dynamodb-table", name, CREATE, f"key {key}" + (f", TTL {ttl}" if ttl else "")
+                 + "".join(f", index {i}" for i in indexes))
+        if not run.apply:
+            return
+        attributes = sorted({key, *indexes.values()})
+        extra: dict[str, Any] = {"GlobalSecondaryIndexes": [_index(i, k) for i, k in indexes.items()]} if indexes else {}
+        ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                         AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in attributes],
+                         KeySchema=[{"AttributeName": key, "KeyType": "HASH"}], **extra)
+        ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+        if ttl:
+            ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
+        return
+    have = {i["IndexName"] for i in existing.get("GlobalSecondaryIndexes", [])}
+    missing = [i for i in indexes if i not in have]
+    ttl_on = True
+    if ttl:
+        status = ddb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
+        ttl_on = status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and status.get("AttributeName") == ttl
+    if not missing and ttl_on:
+        run.note("dynamodb-table", name, UNCHANGED)
+        return
+    run.note("dynamodb-table", name, UPDATE, ", ".join([f"add index {i}" for i in missing] + ([] if ttl_on else [f"TTL {ttl}"])))
+    if not run.apply:
+        return
+    for index in missing:  # an older deployment: add what this version queries
+        ddb.update_table(TableName=name, AttributeDefinitions=[{"AttributeName": indexes[index], "AttributeType": "S"}],
+                         GlobalSecondaryIndexUpdates=[{"Create": _index(index, indexes[index])}])
+    if not ttl_on:
+        ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
+
+
+def _queue(run: Run, name: str, attributes: dict[str, str]) -> None:
+    sqs = client("sqs")
+    url = queue_url(name)
+    if url is None:
+        run.note("sqs-queue", name, CREATE)
+        if run.apply:
+            sqs.create_queue(QueueName=name, Attributes=attributes)
+        return
     current = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(attributes))["Attributes"]
-    if any(_norm(current.get(k)) != _norm(v) for k, v in attributes.items()):
-        sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)
-    return False
+    differ = sorted(k for k, v in attributes.items() if _norm(current.get(k)) != _norm(v))
+    if not differ:
+        run.note("sqs-queue", name, UNCHANGED)
+        return
+    run.note("sqs-queue", name, UPDATE, ", ".join(differ))
+    if run.apply:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={k: attributes[k] for k in differ})
+
+
+def _queue_with_dlq(run: Run, queue: str, visibility_s: int, max_receive_count: int,
+                    retention_s: int = MAIN_RETENTION_S, extra: dict[str, str] | None = None) -> None:
+    dlq = dlq_name(queue)
+    _queue(run, dlq, {"MessageRetentionPeriod": str(DLQ_RETENTION_S)})
+    dlq_arn = queue_arn(run.cfg, dlq)
+    _queue(run, queue, {
+        "MessageRetentionPeriod": str(retention_s),
+        "VisibilityTimeout": str(visibility_s),
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}),
+        **(extra or {}),
+    })
 
 
 def _norm(value: str | None) -> Any:
     try:
-        return json.loads(value) if value else value
+        parsed = json.loads(value) if value else value
     except json.JSONDecodeError:
         return value
+    if isinstance(parsed, dict):  # SQS answers maxReceiveCount as a number or a string
+        return {k: str(v) for k, v in parsed.items()}
+    return str(parsed) if isinstance(parsed, int | float) else parsed
 
 
-def _topic(name: str) -> bool:
+def _topic(run: Run, name: str) -> None:
     sns = client("sns")
     existing = {t["TopicArn"].rsplit(":", 1)[1] for page in sns.get_paginator("list_topics").paginate() for t in page["Topics"]}
     if name in existing:
-        return False
-    sns.create_topic(Name=name)
-    return True
+        run.note("sns-topic", name, UNCHANGED)
+        return
+    run.note("sns-topic", name, CREATE)
+    if run.apply:
+        sns.create_topic(Name=name)
 
 
-def _ses_domain(domain: str) -> bool:
+def _ses_identity(run: Run, domain: str) -> None:
     ses = client("ses")
     if domain in ses.list_identities(IdentityType="Domain").get("Identities", []):
-        return False
-    ses.verify_domain_identity(Domain=domain)
-    return True
+        run.note("ses-identity", domain, UNCHANGED)
+        return
+    run.note("ses-identity", domain, CREATE, "publish the DKIM/verification DNS records it prints")
+    if run.apply:
+        ses.verify_domain_identity(Domain=domain)
 
 
-def _log_group(name: str) -> bool:
+def _configuration_set(run: Run, cfg: Config) -> None:
+    """SES publishes Delivery/Bounce/Complaint of every send made with this set to the feedback topic."""
+    ses = client("ses")
+    name = cfg.ses_configuration_set
+    destination = {"Name": "feedback", "Enabled": True, "MatchingEventTypes": list(FEEDBACK_EVENTS),
+                   "SNSDestination": {"TopicARN": topic_arn(cfg, cfg.feedback_topic)}}
+    try:
+        described = ses.describe_configuration_set(ConfigurationSetName=name,
+                                                   ConfigurationSetAttributeNames=["eventDestinations"])
+    except Exception as exc:
+        if error_code(exc) != "ConfigurationSetDoesNotExist":
+            raise
+        described = None
+    if described is None:
+        run.note("ses-config-set", name, CREATE, "events delivery, bounce, complaint -> " + cfg.feedback_topic)
+        if run.apply:
+            ses.create_configuration_set(ConfigurationSet={"Name": name})
+            ses.create_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
+        return
+    current = next((d for d in described.get("EventDestinations", []) if d.get("Name") == "feedback"), None)
+    if current is not None and sorted(current.get("MatchingEventTypes", [])) == sorted(FEEDBACK_EVENTS) and \
+            current.get("SNSDestination", {}).get("TopicARN") == destination["SNSDestination"]["TopicARN"]:
+        run.note("ses-config-set", name, UNCHANGED)
+        return
+    if current is None and "EventDestinations" not in described:
+        # An emulator that does not report event destinations: nothing to compare with.
+        run.note("ses-config-set", name, UNCHANGED, "event destinations not reported by this endpoint")
+        return
+    run.note("ses-config-set", name, UPDATE, "feedback event destination")
+    if run.apply:
+        if current is None:
+            ses.create_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
+        else:
+            ses.update_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
+
+
+def _log_group(run: Run, name: str) -> None:
     logs = client("logs")
     found = logs.describe_log_groups(logGroupNamePrefix=name).get("logGroups", [])
-    if any(g["logGroupName"] == name for g in found):
-        return False
-    logs.create_log_group(logGroupName=name)
-    logs.put_retention_policy(logGroupName=name, retentionInDays=90)
-    return True
+    group = next((g for g in found if g["logGroupName"] == name), None)
+    if group is not None and group.get("retentionInDays") == LOG_RETENTION_DAYS:
+        run.note("log-group", name, UNCHANGED)
+        return
+    run.note("log-group", name, CREATE if group is None else UPDATE, f"retention {LOG_RETENTION_DAYS} days")
+    if not run.apply:
+        return
+    if group is None:
+        logs.create_log_group(logGroupName=name)
+    logs.put_retention_policy(logGroupName=name, retentionInDays=LOG_RETENTION_DAYS)
 
 
-def _spam_rules(cfg: Config) -> bool:
+def _spam_rules(run: Run, cfg: Config) -> None:
     s3 = client("s3")
-    # Never overwrite the owner's edited list.
-    if _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY), "404", "NoSuchKey", "NotFound"):
-        return False
-    s3.put_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY, Body=default_spam_rules().encode(), ContentType="text/plain")
-    return True
+    # Never overwrite the owner's edited list (and a bucket created in this dry run has no objects).
+    if run.apply or _exists(lambda: s3.head_bucket(Bucket=cfg.bucket), "404", "NoSuchBucket", "NotFound"):
+        if _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY), "404", "NoSuchKey", "NotFound"):
+            run.note("s3-object", SPAM_RULES_KEY, UNCHANGED, "owner-edited; never overwritten")
+            return
+    run.note("s3-object", SPAM_RULES_KEY, CREATE, "default keyword lists")
+    if run.apply:
+        s3.put_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY, Body=default_spam_rules().encode(), ContentType="text/plain")
 
 
-def _parameter(name: str, value: str) -> bool:
+def _parameter(run: Run, name: str, value: str) -> None:
     ssm = client("ssm")
     if _exists(lambda: ssm.get_parameter(Name=name), "ParameterNotFound"):
-        return False
-    ssm.put_parameter(Name=name, Value=value, Type="String")
-    return True
+        run.note("ssm-parameter", name, UNCHANGED, "owner-edited; never overwritten")
+        return
+    run.note("ssm-parameter", name, CREATE, f"= {value}")
+    if run.apply:
+        ssm.put_parameter(Name=name, Value=value, Type="String")
+
+
+# --- local event wiring --------------------------------------------------------------------------
+
+def _allow_sender(queue: str, source_arn: str, service: str) -> str:
+    arn = f"arn:aws:sqs:*:*:{queue}"
+    return json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": service}, "Action": "sqs:SendMessage", "Resource": arn,
+        "Condition": {"ArnEquals": {"aws:SourceArn": source_arn}}}]}, sort_keys=True)
+
+
+def _local_wiring(run: Run, cfg: Config) -> None:
+    s3_events, feedback, invocations = (local_queue(cfg, p) for p in ("s3-events", "ses-feedback", "invocations"))
+    bucket_arn = f"arn:aws:s3:::{cfg.bucket}"
+    feedback_arn = topic_arn(cfg, cfg.feedback_topic)
+    # S3 and SNS invoke Lambda asynchronously too: the same three attempts, then a DLQ.
+    _queue_with_dlq(run, s3_events, ASYNC_RETRY_S, ASYNC_ATTEMPTS,
+                    extra={"Policy": _allow_sender(s3_events, bucket_arn, "s3.amazonaws.com")})
+    _queue_with_dlq(run, feedback, ASYNC_RETRY_S, ASYNC_ATTEMPTS,
+                    extra={"Policy": _allow_sender(feedback, feedback_arn, "sns.amazonaws.com")})
+    _queue_with_dlq(run, invocations, ASYNC_RETRY_S, ASYNC_ATTEMPTS)
+    _subscription(run, feedback_arn, queue_arn(cfg, feedback))
+    _bucket_to_queue(run, cfg, queue_arn(cfg, s3_events))
+
+
+def _subscription(run: Run, topic: str, endpoint: str) -> None:
+    sns = client("sns")
+    subs = [] if not run.apply and not _topic_exists(topic) else \
+        sns.list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
+    name = f"{topic.rsplit(':', 1)[1]} -> {endpoint.rsplit(':', 1)[1]}"
+    if any(s.get("Endpoint") == endpoint and s.get("Protocol") == "sqs" for s in subs):
+        run.note("sns-subscription", name, UNCHANGED)
+        return
+    run.note("sns-subscription", name, CREATE)
+    if run.apply:
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=endpoint)
+
+
+def _topic_exists(arn: str) -> bool:
+    return _exists(lambda: client("sns").get_topic_attributes(TopicArn=arn), "NotFound", "NotFoundException")
+
+
+def _bucket_to_queue(run: Run, cfg: Config, queue: str) -> None:
+    wanted = [{"Id": "attachments-to-extractor", "QueueArn": queue, "Events": ["s3:ObjectCreated:*"],
+               "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "attachments/"}]}}}]
+    s3 = client("s3")
+    current: list[dict[str, Any]] = []
+    if run.apply or _exists(lambda: s3.head_bucket(Bucket=cfg.bucket), "404", "NoSuchBucket", "NotFound"):
+        current = s3.get_bucket_notification_configuration(Bucket=cfg.bucket).get("QueueConfigurations", [])
+    if any(c.get("QueueArn") == queue and "attachments/" in json.dumps(c.get("Filter", {})) for c in current):
+        run.note("s3-notification", f"{cfg.bucket}/attachments/", UNCHANGED)
+        return
+    run.note("s3-notification", f"{cfg.bucket}/attachments/", CREATE, "ObjectCreated -> " + queue.rsplit(":", 1)[1])
+    if run.apply:
+        s3.put_bucket_notification_configuration(Bucket=cfg.bucket, NotificationConfiguration={"QueueConfigurations": wanted})

@@ -1,23 +1,203 @@
-"""The sender core shared by ack-sender, forward-sender and reply-sender."""
+"""The sender core shared by ack-sender, forward-sender and reply-sender.
+
+Per SQS record: load the queue message (following a claim check) -> exactly once per idempotency
+key (aws-lambda-powertools idempotency, DynamoDB) -> skip suppressed recipients -> pace to the
+shared SES rate -> SendRawEmail with retries at 0/5/30/120 s inside the invocation's time budget.
+A failed record is reported in ``batchItemFailures`` (the others are not re-sent); on its last
+allowed receive the owner is alerted before SQS moves it to the DLQ with its body intact.
+Senders differ only in configuration (queue, attachment prefix), never by message type.
+"""
 
 from __future__ import annotations
 
-import json
+import functools
+import time
 from typing import Any
 
-from common import events
+from common import events, sendrecords
+from common.aws import error_code, s3, ses, sns
 from common.config import Config
-from common.log import get_logger
+from common.errors import EventError
+from common.functions import BY_NAME
+from common.log import bind, get_logger
+from common.outbound import OutboundMessage, load
 
 log = get_logger("sender")
 
 
+class SendFailed(Exception):
+    def __init__(self, code: str, attempts: int, detail: str = "") -> None:
+        super().__init__(f"{code} after {attempts} attempt(s){': ' + detail if detail else ''}")
+        self.code, self.attempts, self.detail = code, attempts, detail
+
+
 def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
-    failures = []
-    for record in events.sqs_records(event):
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    events.sqs_records(event)  # a clear EventError for anything that is not an SQS batch
+    sender = Sender(cfg, context)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    return process_partial_response(event=event, record_handler=sender.process, processor=processor, context=context)
+
+
+class Sender:
+    def __init__(self, cfg: Config, context: Any) -> None:
+        self.cfg, self.context = cfg, context
+        self.prefix = next((f.attachment_prefix for f in BY_NAME.values() if f.queue_field and
+                            getattr(cfg, f.queue_field) == cfg.send_queue), "")
+
+    def remaining_s(self) -> float:
+        get = getattr(self.context, "get_remaining_time_in_millis", None)
+        return get() / 1000 if callable(get) else float("inf")
+
+    def process(self, record: Any) -> dict[str, Any]:
+        """Powertools calls this per record; raising marks the record failed."""
+        from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
+        receive_count = int(record.attributes.approximate_receive_count or 1)
+        bind(sqs_message_id=record.message_id, receive_count=receive_count)
+        msg: OutboundMessage | None = None
         try:
-            json.loads(record.body)
-        except json.JSONDecodeError:
-            log.warning("record is not JSON", extra={"sqs_message_id": record.message_id})
-            failures.append({"itemIdentifier": record.message_id})
-    return {"batchItemFailures": failures}
+            msg = load(record.body, self.cfg.bucket)
+            bind(correlation_id=msg.correlation_id, idempotency_key=msg.idempotency_key, kind=msg.kind)
+            return self.deliver(msg)
+        except IdempotencyAlreadyInProgressError:
+            # Another copy is sending this key right now: not a failure of the send, so no alert even
+            # on the last receive (a DLQ copy of a key that then completes is skipped on redrive).
+            raise
+        except Exception as exc:
+            failure = exc if isinstance(exc, SendFailed) else SendFailed(
+                "InvalidMessage" if isinstance(exc, EventError) else (error_code(exc) or type(exc).__name__),
+                0, str(exc))
+            self._final_failure_check(receive_count, msg, failure)
+            raise
+
+    def deliver(self, msg: OutboundMessage) -> dict[str, Any]:
+        from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
+        send_once = _idempotent(self.cfg)
+        send_once.idempotency_config.register_lambda_context(self.context)
+        try:
+            result: dict[str, Any] = send_once(message=_as_doc(msg), sender=self)
+        except IdempotencyAlreadyInProgressError:
+            # Another delivery of this key is sending right now: fail this copy; when SQS returns
+            # it, the key is either completed (skipped) or its in-progress window expired (resumed).
+            log.warning("send deferred", extra={"reason": "same idempotency key in progress elsewhere"})
+            raise
+        return result
+
+    def send_unless_suppressed(self, msg: OutboundMessage) -> dict[str, Any]:
+        """Inside the idempotent section, so a duplicate delivery costs one conditional write and no lookups."""
+        allowed = []
+        for addr in msg.to:
+            hit = sendrecords.suppression(self.cfg, addr)
+            if hit:
+                log.warning("recipient skipped", extra={"recipient": addr, "reason": f"suppressed: {hit.get('reason')}"})
+            else:
+                allowed.append(addr)
+        if not allowed:
+            sendrecords.record_attempts(self.cfg, msg.correlation_id, 0, "suppressed", recipient=msg.to[0], kind=msg.kind)
+            return {"status": "suppressed"}
+        msg.to = allowed
+        return self.send_with_retries(msg)
+
+    def send_with_retries(self, msg: OutboundMessage) -> dict[str, Any]:
+        from common.mime import build
+
+        raw = build(msg, self.cfg.public_email, self.cfg.domain_name, self.prefix, self._fetch).as_bytes()
+        limiter = _limiter(self.cfg.send_status_table, self.cfg.max_send_rate)
+        ses.prepare()  # a cold client costs ~100 ms: pay it before claiming a rate slot, not inside it
+        attempts, code = 0, ""
+        for delay in self.cfg.retry_delays:
+            if delay and self.remaining_s() - delay < self.cfg.attempt_reserve_s:
+                raise SendFailed(code, attempts, f"no time left for a retry in {delay:g}s "
+                                                 f"({self.remaining_s():.1f}s remaining); SQS will redeliver")
+            time.sleep(delay)
+            start = limiter.reserve()
+            if start - time.time() > self.remaining_s() - self.cfg.attempt_reserve_s:
+                raise SendFailed(code or "RateLimited", attempts, "rate-limit slot is beyond the time budget")
+            limiter.wait_until(start)
+            attempts += 1
+            try:
+                ses_id = ses.send_raw(raw, self.cfg.public_email, msg.to, self.cfg.ses_configuration_set)
+            except Exception as exc:
+                code = error_code(exc) or type(exc).__name__
+                retryable = code in ses.RETRYABLE or not error_code(exc)  # no code: connection-level error
+                log.warning("send attempt failed", extra={"attempt": attempts, "error_code": code, "retryable": retryable})
+                if not retryable:
+                    raise SendFailed(code, attempts, "not retryable") from None
+                continue
+            log.info("mail sent", extra={"attempt": attempts, "ses_message_id": ses_id, "recipient": msg.to,
+                                         "subject": msg.subject, "rate_slot": round(start, 6)})
+            sendrecords.record_attempts(self.cfg, msg.correlation_id, attempts, "sent", recipient=msg.to[0],
+                                        kind=msg.kind, sesMessageId=ses_id, sentAt=sendrecords.now_iso())
+            return {"status": "sent", "sesMessageId": ses_id, "attempts": attempts}
+        raise SendFailed(code, attempts, "retries exhausted")
+
+    def _fetch(self, key: str) -> bytes:
+        obj = s3.get(self.cfg.bucket, key)
+        if obj is None:
+            raise EventError(f"attachment {key} is missing from the bucket")
+        return bytes(obj["Body"].read())
+
+    def _final_failure_check(self, receive_count: int, msg: OutboundMessage | None, exc: SendFailed) -> None:
+        recipient = msg.to[0] if msg else "(unreadable message)"
+        total = exc.attempts
+        if msg is not None:
+            try:
+                total = int(sendrecords.record_attempts(self.cfg, msg.correlation_id, exc.attempts, "failed",
+                                                        recipient=recipient, kind=msg.kind,
+                                                        lastError=exc.code).get("attempts", 0))
+            except Exception as record_error:  # the alert below matters more than the record
+                log.error("send record not updated", extra={"error": f"{type(record_error).__name__}: {record_error}"})
+        log.error("send failed", extra={"error_code": exc.code, "detail": exc.detail, "attempts": exc.attempts,
+                                        "total_attempts": total, "recipient": recipient, "receive_count": receive_count,
+                                        "final": receive_count >= self.cfg.max_receive_count})
+        if receive_count >= self.cfg.max_receive_count:
+            arn = sns.topic_arn(self.cfg.alert_topic, self.cfg.region, self.cfg.alert_topic_arn)
+            sns.publish(arn, f"Send failed permanently ({self.cfg.send_queue})", {
+                "alert": "send-failed", "queue": self.cfg.send_queue, "recipient": recipient,
+                "errorCode": exc.code, "totalAttempts": total, "detail": exc.detail,
+                "correlationId": msg.correlation_id if msg else "", "dlq": f"{self.cfg.send_queue}-dlq",
+            })
+
+
+def _as_doc(msg: OutboundMessage) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads(msg.to_json()))
+
+
+@functools.cache
+def _limiter(table: str, rate: float) -> Any:
+    from common.ratelimit import RateLimiter
+
+    return RateLimiter(table, rate)
+
+
+@functools.cache
+def _idempotent(cfg: Config) -> Any:
+    """The idempotent send for this configuration (built once per sandbox)."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    from common.aws import client
+
+    persistence = DynamoDBPersistenceLayer(table_name=cfg.idempotency_table, boto3_client=client("dynamodb"))
+    def replayed(response: Any, record: Any) -> Any:
+        log.info("send skipped", extra={"reason": "idempotency key already completed", "previous": response})
+        return {**response, "status": "duplicate"} if isinstance(response, dict) else response
+
+    config = IdempotencyConfig(event_key_jmespath="idempotency_key", raise_on_no_idempotency_key=True,
+                               expires_after_seconds=cfg.idempotency_ttl_s, response_hook=replayed)
+
+    @idempotent_function(data_keyword_argument="message", persistence_store=persistence, config=config,
+                         key_prefix="send")
+    def send_once(message: dict[str, Any], sender: Sender) -> dict[str, Any]:
+        return sender.send_unless_suppressed(OutboundMessage.from_dict(message))
+
+    send_once.idempotency_config = config  # type: ignore[attr-defined]
+    return send_once

@@ -17,9 +17,11 @@ def prepare() -> None:
     client("ses", max_attempts=1)
 
 
-def send_raw(raw: bytes, source: str, destinations: list[str]) -> str:
-    """SendRawEmail; returns the SES MessageId. botocore retries are off: the sender owns them."""
+def send_raw(raw: bytes, source: str, destinations: list[str], configuration_set: str = "") -> str:
+    """SendRawEmail; returns the SES MessageId. botocore retries are off: the sender owns them.
+    With a configuration set SES publishes the send's delivery, bounce and complaint events."""
+    extra = {"ConfigurationSetName": configuration_set} if configuration_set else {}
     response = client("ses", max_attempts=1).send_raw_email(
-        Source=source, Destinations=destinations, RawMessage={"Data": raw},
+        Source=source, Destinations=destinations, RawMessage={"Data": raw}, **extra,
     )
     return str(response["MessageId"])

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
 from common.aws import client
-
-
-@functools.cache
-def _account() -> str:
-    return str(client("sts").get_caller_identity()["Account"])
+from common.aws.sts import account_id
 
 
 def topic_arn(name: str, region: str, arn: str = "") -> str:
-    return arn or f"arn:aws:sns:{region}:{_account()}:{name}"
+    return arn or f"arn:aws:sns:{region}:{account_id()}:{name}"
 
 
 def publish(arn: str, subject: str, message: dict[str, Any]) -> str:

@@ -20,8 +20,13 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)
-def test_rie_curl_in_container(case: Case, run_image) -> None:
-    running = run_image(f"service-email-handler/{case.function}:latest")
+def test_rie_curl_in_container(case: Case, run_image, request) -> None:
+    if case.aws:  # on the host network, to reach the session's moto server on loopback
+        stack = request.getfixturevalue("stack")
+        running = run_image(f"service-email-handler/{case.function}:latest", host_network=True,
+                            env={"AWS_ENDPOINT_URL": stack.url})
+    else:
+        running = run_image(f"service-email-handler/{case.function}:latest")
     # The documented user path: curl -XPOST localhost:PORT/2015-03-31/functions/function/invocations -d @event.json
     out = subprocess.run(
         ["curl", "-sS", "-XPOST", f"{running.url}/2015-03-31/functions/function/invocations",
@@ -64,7 +69,7 @@ class _FakeRuntimeApi(BaseHTTPRequestHandler):
 
 def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(run_image) -> None:
     """On AWS, Lambda sets AWS_LAMBDA_RUNTIME_API: no RIE, the runtime client is PID 1 (exec)."""
-    case = CASES[3]
+    case = CASES[2]  # needs no AWS
     _FakeRuntimeApi.event = json.dumps(event_for(case)).encode()
     _FakeRuntimeApi.responses = []
     _FakeRuntimeApi.served = threading.Event()
@@ -72,7 +77,7 @@ def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(run_image) -
     server = ThreadingHTTPServer(("127.0.0.1", port), _FakeRuntimeApi)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     running = run_image(  # no RIE port to wait for: that is the point
-        "service-email-handler/ack-sender:latest", host_network=True, wait=False,
+        "service-email-handler/attachment-extractor:latest", host_network=True, wait=False,
         env={"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{port}"},
     )
     deadline = time.monotonic() + 30

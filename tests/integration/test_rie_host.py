@@ -12,12 +12,12 @@ from tests.cases import CASES, Case, event_for
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)
-def test_rie_invoke_on_host(case: Case, rie_function, moto_server) -> None:
+def test_rie_invoke_on_host(case: Case, rie_function, stack) -> None:
     fn = rie_function(case.function)
     case.check(fn.invoke(event_for(case)))
 
 
-def test_logs_are_flushed_before_the_response(rie_function, moto_server) -> None:
+def test_logs_are_flushed_before_the_response(rie_function, stack) -> None:
     """mypylogger writes on a background thread; every line must be out when the invoke returns."""
     fn = rie_function("ack-sender")
     event = event_for(CASES[3])
@@ -30,8 +30,9 @@ def test_logs_are_flushed_before_the_response(rie_function, moto_server) -> None
     finished = [line for line in lines if line["message"] == "invocation finished"]
     assert finished and finished[-1]["request_id"] == request_id.group(1)
     assert finished[-1]["service"] == "ack-sender" and finished[-1]["outcome"] == "ok"
-    warning = [line for line in lines if line["message"] == "record is not JSON"]
-    assert warning[0]["sqs_message_id"] == "bad-1" and warning[0]["level"] == "WARNING"
+    failed = [line for line in lines if line["message"] == "send failed"]
+    assert failed[0]["sqs_message_id"] == "bad-1" and failed[0]["error_code"] == "InvalidMessage"
+    assert "not JSON" in failed[0]["detail"] and failed[0]["level"] == "ERROR"
 
 
 def test_missing_config_is_a_clear_init_error(rie_function) -> None:
@@ -51,7 +52,7 @@ def test_wrong_event_shape_is_rejected_with_reason(rie_function) -> None:
     assert "aws:s3" in err.value.payload["errorMessage"]
 
 
-def test_cli_invoke_reaches_the_function(rie_function, tmp_path, capsys) -> None:
+def test_cli_invoke_reaches_the_function(rie_function, stack, tmp_path, capsys) -> None:
     from common.cli import main
 
     fn = rie_function("ack-sender")

@@ -1,0 +1,146 @@
+"""Sender throughput, latency and rate accuracy on the emulator, against a baseline in the same run.
+
+* baseline: bare SendRawEmail calls from 4 threads: the most sends/s this emulator can accept at all;
+* throughput: a backlog drained by 4 sender workers through the full path (SQS -> idempotency ->
+  suppression -> rate limiter -> MIME -> SES -> send record), sends/s and its ratio to the baseline;
+* latency (NFR-1): enqueue -> SES accepted, p50/p95, with messages arriving at half the measured
+  throughput (a system that is keeping up; a backlog would measure queueing instead);
+* rate: a configured MAX_SEND_RATE below what the pipeline can do, against the achieved rate and
+  the busiest one-second window of SES calls (target 95-100 %, never above).
+
+The emulator is moto in its own process (the embedded emulator of `email-handler dev`, without
+sharing the benchmark's GIL). Every full-path send costs about six emulator requests, so the
+full path cannot exceed roughly a sixth of the baseline; the ratio says how close it gets.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from bench.sendharness import Faults, emulator_process, enqueue_copies, patch_ses, queue_empty, run_workers
+from common.aws import client, ses
+from common.localenv import local_env
+from common.outbound import OutboundMessage
+
+N_BASELINE = 400
+N_FULL = 400
+N_LATENCY = 120
+N_RATE = 100
+WORKERS = 4
+
+
+def _messages(prefix: str, n: int) -> list[OutboundMessage]:
+    return [OutboundMessage(kind="ack", idempotency_key=f"ack:{prefix}{i}", correlation_id=f"ack-{prefix}{i}",
+                            to=[f"user{i}@corp.example"], subject=f"bench {i}", text="Thanks for your message.\n")
+            for i in range(n)]
+
+
+def _baseline(cfg: Any) -> float:
+    raw = b"From: hello@example.com\r\nTo: a@corp.example\r\nSubject: x\r\n\r\nbody\r\n"
+    counter = iter(range(N_BASELINE))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if next(counter, None) is None:
+                    return
+            ses.send_raw(raw, cfg.public_email, ["a@corp.example"])
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    return N_BASELINE / (time.perf_counter() - started)
+
+
+def _drain(cfg: Any, prefix: str, n: int) -> dict[str, Any]:
+    """Enqueue a backlog of ``n`` and let the workers drain it; sends/s and the SES call times."""
+    faults = Faults()
+    undo = patch_ses(faults)
+    try:
+        feeder, _ = enqueue_copies(cfg, _messages(prefix, n), copies=1, max_depth=60)
+        started, cpu = time.time(), time.process_time()
+        run_workers(cfg, workers=WORKERS, visibility_s=60, timeout_s=180, done=queue_empty(cfg, feeder), deadline_s=600)
+        cpu = time.process_time() - cpu
+    finally:
+        undo()
+    accepted = [v[0] for v in faults.accepted_at.values()]
+    calls = sorted(faults.called_at)
+    return {
+        "messages": n, "sent": len(accepted),
+        "sends_per_s": round(len(accepted) / (max(accepted) - started), 1),
+        # The senders' own CPU (this process; the emulator runs in another): what a send costs the code.
+        "sender_cpu_ms_per_send": round(cpu * 1000 / len(accepted), 1),
+        "achieved_rate": round(_rate(calls), 2),
+        "max_in_any_second": max(sum(1 for t in calls if s <= t < s + 1.0) for s in calls),
+    }
+
+
+def _rate(times: list[float]) -> float:
+    """Sends per second as the least-squares slope of call number over time (robust to edge jitter)."""
+    n = len(times)
+    mean_i, mean_t = (n - 1) / 2, sum(times) / n
+    spacing = sum((i - mean_i) * (t - mean_t) for i, t in enumerate(times)) / sum((i - mean_i) ** 2 for i in range(n))
+    return 1 / spacing
+
+
+def _latency(cfg: Any, prefix: str, n: int, arrivals_per_s: float) -> dict[str, Any]:
+    """Messages arrive one at a time at ``arrivals_per_s``; enqueue -> SES accepted per message."""
+    faults = Faults()
+    undo = patch_ses(faults)
+    sqs = client("sqs")
+    url = sqs.get_queue_url(QueueName=cfg.send_queue)["QueueUrl"]
+    enqueued: dict[str, float] = {}
+
+    def feed() -> None:
+        for m in _messages(prefix, n):
+            enqueued[m.correlation_id] = time.time()
+            sqs.send_message(QueueUrl=url, MessageBody=m.to_json())
+            time.sleep(1 / arrivals_per_s)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    try:
+        feeder.start()
+        run_workers(cfg, workers=WORKERS, visibility_s=60, timeout_s=180, done=queue_empty(cfg, feeder), deadline_s=600)
+    finally:
+        undo()
+    latencies = sorted(v[0] - enqueued[k] for k, v in faults.accepted_at.items())
+    return {"messages": n, "arrivals_per_s": round(arrivals_per_s, 1), "p50_s": round(statistics.median(latencies), 3),
+            "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 3)}
+
+
+def run() -> dict[str, Any]:
+    with emulator_process(local_env()) as base:
+        cfg = replace(base, send_queue=base.ack_queue, max_send_rate=100000.0)
+        baseline = _baseline(cfg)
+        full = _drain(cfg, "full", N_FULL)
+        latency = _latency(cfg, "lat", N_LATENCY, full["sends_per_s"] / 2)
+        # An integer like SES's MaxSendRate (14/s in production, if the emulator can carry it).
+        configured = float(max(1, int(min(14.0, full["sends_per_s"] * 0.6))))
+        rate = _drain(replace(cfg, max_send_rate=configured), "rate", N_RATE)
+    return {
+        "baseline_raw_sends_per_s": round(baseline, 1),
+        "full": full, "full_vs_baseline": round(full["sends_per_s"] / baseline, 2),
+        "latency": latency,
+        "rate": {"configured": configured, **rate, "achieved_ratio": round(rate["achieved_rate"] / configured, 3)},
+        "targets": {"sends_per_s": 150, "p95_s": 2.0, "rate_ratio": [0.95, 1.0]},
+    }
+
+
+def table(r: dict[str, Any]) -> str:
+    f, lat, q = r["full"], r["latency"], r["rate"]
+    return "\n".join([
+        f"{'baseline: bare SendRawEmail, 4 threads':<50}{r['baseline_raw_sends_per_s']:>8} sends/s   (the emulator's ceiling)",
+        f"{'full path: queue -> sender -> SES, 4 workers':<50}{f['sends_per_s']:>8} sends/s"
+        f"   ({r['full_vs_baseline']:.0%} of baseline; target >= 150/s)",
+        f"{'  sender CPU per send (emulator excluded)':<50}{f['sender_cpu_ms_per_send']:>8} ms",
+        f"{'enqueue -> SES accepted at ' + str(lat['arrivals_per_s']) + ' msg/s':<50}{'p50 ' + str(lat['p50_s']) + ' s':>8}"
+        f"   p95 {lat['p95_s']} s (NFR-1: < 2 s)",
+        f"{'rate limit ' + str(q['configured']) + '/s across 4 workers':<50}{q['achieved_rate']:>8} sends/s"
+        f"   ({q['achieved_ratio']:.1%} of configured; busiest second {q['max_in_any_second']})",
+    ])

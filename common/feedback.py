@@ -1,0 +1,85 @@
+"""SES feedback (Delivery / Bounce / Complaint over SNS): send status and the suppression list.
+
+Correlation by the ``X-Correlation-ID`` header SES echoes in ``mail.headers`` (fallback: the SES
+message id recorded at send time). Duplicate SNS deliveries are ignored by SNS message id.
+Permanent bounces and complaints suppress at once; transient bounces count and suppress at
+``transient_bounce_limit``; a delivery resets the transient count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common import sendrecords
+from common.config import Config
+from common.log import get_logger
+
+log = get_logger("feedback")
+TYPES = ("Delivery", "Bounce", "Complaint")
+
+
+def handle(messages: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
+    outcomes = [one(m, cfg) for m in messages]
+    return {"status": "feedback", "results": outcomes}
+
+
+def correlation_id(message: dict[str, Any], cfg: Config) -> str:
+    mail = message.get("mail") or {}
+    for header in mail.get("headers") or []:
+        if str(header.get("name", "")).lower() == "x-correlation-id":
+            return str(header.get("value", ""))
+    return sendrecords.correlation_for(cfg, str(mail.get("messageId", "")))
+
+
+def one(message: dict[str, Any], cfg: Config) -> dict[str, Any]:
+    kind = str(message.get("notificationType") or message.get("eventType") or "")
+    sns_id = str(message.get("_snsMessageId") or "")
+    if kind not in TYPES:
+        log.warning("feedback ignored", extra={"reason": f"unsupported notification type {kind!r}"})
+        return {"type": kind, "status": "ignored"}
+    if sns_id and not sendrecords.claim_notification(cfg, sns_id):
+        log.info("feedback ignored", extra={"reason": "duplicate SNS message", "sns_message_id": sns_id})
+        return {"type": kind, "status": "duplicate"}
+    try:
+        return _apply(kind, message, cfg)
+    except Exception:
+        if sns_id:  # let the SNS/Lambda retry process it instead of treating it as a duplicate
+            sendrecords.release_notification(cfg, sns_id)
+        raise
+
+
+def _apply(kind: str, message: dict[str, Any], cfg: Config) -> dict[str, Any]:
+    corr = correlation_id(message, cfg)
+    suppressed: list[str] = []
+    if kind == "Delivery":
+        recipients = [str(r) for r in (message.get("delivery") or {}).get("recipients") or []]
+        for r in recipients:
+            sendrecords.reset_transient_bounces(cfg, r)
+        status, detail = "delivered", ""
+    elif kind == "Bounce":
+        bounce = message.get("bounce") or {}
+        recipients = [str(r.get("emailAddress", "")) for r in bounce.get("bouncedRecipients") or []]
+        btype, subtype = str(bounce.get("bounceType", "")), str(bounce.get("bounceSubType", ""))
+        detail = f"{btype}/{subtype}"
+        for r in recipients:
+            if btype == "Permanent":
+                sendrecords.suppress(cfg, r, f"permanent bounce ({subtype})")
+                suppressed.append(r)
+            elif sendrecords.count_transient_bounces(cfg, r) >= cfg.transient_bounce_limit:
+                sendrecords.suppress(cfg, r, f"{cfg.transient_bounce_limit} transient bounces")
+                suppressed.append(r)
+        status = "bounced" if btype == "Permanent" else "bounced-transient"
+    else:
+        complaint = message.get("complaint") or {}
+        recipients = [str(r.get("emailAddress", "")) for r in complaint.get("complainedRecipients") or []]
+        detail = str(complaint.get("complaintFeedbackType", ""))
+        for r in recipients:
+            sendrecords.suppress(cfg, r, "complaint")
+            suppressed.append(r)
+        status = "complained"
+    if corr:
+        sendrecords.record_attempts(cfg, corr, 0, status, feedbackDetail=detail or None,
+                                    **{f"{kind.lower()}At": sendrecords.now_iso()})
+    log.info("feedback applied", extra={"type": kind, "detail": detail, "correlation_id": corr or None,
+                                        "recipients": recipients, "suppressed": suppressed})
+    return {"type": kind, "status": status, "correlationId": corr, "suppressed": suppressed}

@@ -1,0 +1,83 @@
+"""The send-status and suppression tables: what was sent, what SES said about it, who not to mail."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from common.aws import dynamodb
+from common.config import Config
+
+RECORD_TTL_S = 90 * 24 * 3600
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+def _ttl() -> int:
+    return int(time.time()) + RECORD_TTL_S
+
+
+def record_attempts(cfg: Config, correlation_id: str, attempts: int, status: str, **fields: Any) -> dict[str, Any]:
+    """Add ``attempts`` to the send record and set its status; returns the record after the update."""
+    values: dict[str, Any] = {":n": attempts, ":s": status, ":u": now_iso(), ":x": _ttl()}
+    sets = ["#st = :s", "updatedAt = :u", "expiresAt = :x"]
+    for i, (name, value) in enumerate(fields.items()):
+        if value is not None:
+            sets.append(f"{name} = :f{i}")
+            values[f":f{i}"] = value
+    return dynamodb.update(cfg.send_status_table, {"id": f"corr#{correlation_id}"},
+                           f"SET {', '.join(sets)} ADD attempts :n", values, names={"#st": "status"},
+                           return_values="ALL_NEW") or {}
+
+
+SES_ID_INDEX = "sesMessageId"  # GSI of the send-status table: SES MessageId -> send record
+
+
+def correlation_for(cfg: Config, ses_message_id: str) -> str:
+    """The correlation id of the send SES gave ``ses_message_id`` ('' if unknown)."""
+    if not ses_message_id:
+        return ""
+    items = dynamodb.query_index(cfg.send_status_table, SES_ID_INDEX, "sesMessageId", ses_message_id)
+    return str(items[0]["id"]).removeprefix("corr#") if items else ""
+
+
+def get_record(cfg: Config, correlation_id: str) -> dict[str, Any] | None:
+    return dynamodb.get(cfg.send_status_table, {"id": f"corr#{correlation_id}"})
+
+
+def claim_notification(cfg: Config, sns_message_id: str) -> bool:
+    """True the first time an SNS message id is seen (SNS delivers at least once)."""
+    return dynamodb.put(cfg.send_status_table, {"id": f"sns#{sns_message_id}", "expiresAt": _ttl()},
+                        condition="attribute_not_exists(id)")
+
+
+def release_notification(cfg: Config, sns_message_id: str) -> None:
+    dynamodb.delete(cfg.send_status_table, {"id": f"sns#{sns_message_id}"})
+
+
+def suppression(cfg: Config, address: str) -> dict[str, Any] | None:
+    item = dynamodb.get(cfg.suppression_table, {"email": address.lower()})
+    return item if item and item.get("suppressed") else None
+
+
+def suppress(cfg: Config, address: str, reason: str) -> None:
+    dynamodb.update(cfg.suppression_table, {"email": address.lower()},
+                    "SET suppressed = :t, #r = :r, suppressedAt = if_not_exists(suppressedAt, :u), updatedAt = :u",
+                    {":t": True, ":r": reason, ":u": now_iso()}, names={"#r": "reason"})
+
+
+def count_transient_bounces(cfg: Config, address: str) -> int:
+    new = dynamodb.update(cfg.suppression_table, {"email": address.lower()},
+                          "SET updatedAt = :u ADD transientBounces :one", {":u": now_iso(), ":one": 1},
+                          return_values="ALL_NEW") or {}
+    return int(new.get("transientBounces", 0))
+
+
+def reset_transient_bounces(cfg: Config, address: str) -> None:
+    """A delivery proves the mailbox works again: transient bounces count consecutively."""
+    dynamodb.update(cfg.suppression_table, {"email": address.lower()},
+                    "SET transientBounces = :z, updatedAt = :u", {":z": 0, ":u": now_iso()},
+                    condition="attribute_exists(email)")

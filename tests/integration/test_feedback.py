@@ -1,0 +1,80 @@
+"""SES feedback over SNS at inbound-handler: send status, suppression list, duplicates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from common import sendrecords
+from common.outbound import OutboundMessage, enqueue
+from common.sesevent import sns_event
+
+
+@pytest.fixture(scope="module")
+def inbound(rie_module):
+    return rie_module("inbound-handler")
+
+
+def notify(stack, fn, kind: str, sns_id: str, recipient: str = "jane@corp.example", corr: str = "ack-m1",
+           ses_id: str = "ses-1", **body):
+    mail = {"messageId": ses_id, "destination": [recipient], "source": stack.cfg.public_email,
+            "headers": [{"name": "X-Correlation-ID", "value": corr}] if corr else []}
+    message = {"notificationType": kind, "mail": mail, **body}
+    topic = f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.feedback_topic}"
+    return fn.invoke(sns_event(json.dumps(message), topic, sns_id))["results"][0]
+
+
+def bounce(kind: str, recipient: str = "jane@corp.example") -> dict:
+    return {"bounce": {"bounceType": kind, "bounceSubType": "General",
+                       "bouncedRecipients": [{"emailAddress": recipient}]}}
+
+
+def test_delivery_updates_the_send_record_and_duplicates_are_ignored(stack, inbound) -> None:
+    assert notify(stack, inbound, "Delivery", "sns-1", delivery={"recipients": ["jane@corp.example"]})["status"] == "delivered"
+    assert notify(stack, inbound, "Delivery", "sns-1", delivery={"recipients": ["jane@corp.example"]})["status"] == "duplicate"
+    record = sendrecords.get_record(stack.cfg, "ack-m1")
+    assert record["status"] == "delivered" and record["deliveryAt"].endswith("Z")
+
+
+def test_permanent_bounce_and_complaint_suppress_at_once(stack, inbound) -> None:
+    r = notify(stack, inbound, "Bounce", "sns-2", **bounce("Permanent"))
+    assert r["suppressed"] == ["jane@corp.example"]
+    assert sendrecords.suppression(stack.cfg, "Jane@corp.example")["reason"] == "permanent bounce (General)"
+    r = notify(stack, inbound, "Complaint", "sns-3", recipient="bob@corp.example", corr="",
+               complaint={"complainedRecipients": [{"emailAddress": "bob@corp.example"}],
+                          "complaintFeedbackType": "abuse"})
+    assert r["suppressed"] == ["bob@corp.example"] and r["correlationId"] == ""
+    assert sendrecords.suppression(stack.cfg, "bob@corp.example")["reason"] == "complaint"
+
+
+def test_transient_bounces_suppress_after_five_and_a_delivery_resets_the_count(stack, inbound) -> None:
+    for n in range(4):
+        assert notify(stack, inbound, "Bounce", f"t{n}", **bounce("Transient"))["suppressed"] == []
+    assert notify(stack, inbound, "Bounce", "t3", **bounce("Transient"))["status"] == "duplicate"  # not counted
+    r = notify(stack, inbound, "Delivery", "d1", delivery={"recipients": ["jane@corp.example"]})
+    assert r["status"] == "delivered"  # a delivery after a transient bounce is accepted
+    assert sendrecords.suppression(stack.cfg, "jane@corp.example") is None
+    for n in range(5):
+        r = notify(stack, inbound, "Bounce", f"u{n}", **bounce("Transient"))
+    assert r["suppressed"] == ["jane@corp.example"]
+    assert sendrecords.suppression(stack.cfg, "jane@corp.example")["reason"] == "5 transient bounces"
+
+
+def test_correlation_falls_back_to_the_ses_message_id(stack, inbound) -> None:
+    sendrecords.record_attempts(stack.cfg, "forward-m77", 1, "sent", sesMessageId="ses-77")  # as the sender does
+    r = notify(stack, inbound, "Delivery", "sns-77", corr="", ses_id="ses-77", delivery={"recipients": ["x@corp.example"]})
+    assert r["correlationId"] == "forward-m77"
+
+
+def test_senders_skip_suppressed_recipients_with_a_logged_reason(stack, inbound, rie_function) -> None:
+    notify(stack, inbound, "Bounce", "sns-9", **bounce("Permanent"))
+    fn = rie_function("ack-sender")
+    enqueue(stack.cfg.ack_queue, OutboundMessage(kind="ack", idempotency_key="ack:s1", correlation_id="ack-s1",
+                                                 to=["jane@corp.example"], subject="Hi", text="x"),
+            stack.cfg.bucket, stack.cfg.claim_check_bytes)
+    assert [r.deleted != [] for r in stack.run_sender(fn, stack.cfg.ack_queue)] == [True]
+    assert stack.sent() == []
+    skipped = [json.loads(line) for line in fn.output().splitlines() if '"recipient skipped"' in line]
+    assert skipped[0]["reason"] == "suppressed: permanent bounce (General)"
+    assert sendrecords.get_record(stack.cfg, "ack-s1")["status"] == "suppressed"

@@ -1,0 +1,215 @@
+"""The three senders under the real RIE, real moto server, with SES faults injected by a proxy."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from common.aws import client
+from common.outbound import OutboundMessage, enqueue, payload_key
+from tests.sesproxy import SesProxy
+
+FAST = {"RETRY_DELAYS_SECONDS": "0,0.1,0.2,0.3", "ATTEMPT_RESERVE_SECONDS": "1"}
+
+
+def message(n: int = 1, to: str = "jane@corp.example", **kw) -> OutboundMessage:
+    return OutboundMessage(kind="ack", idempotency_key=f"ack:mid{n}", correlation_id=f"ack-mid{n}", to=[to],
+                           subject=f"Thanks {n}", text="Thanks for your message.",
+                           headers={"Auto-Submitted": "auto-replied"}, **kw)
+
+
+def put(stack, msg: OutboundMessage, queue: str | None = None) -> None:
+    enqueue(queue or stack.cfg.ack_queue, msg, stack.cfg.bucket, stack.cfg.claim_check_bytes)
+
+
+def lines(fn, text: str) -> list[dict]:
+    return [d for d in (json.loads(line) for line in fn.output().splitlines() if line.startswith("{"))
+            if d.get("message") == text]
+
+
+@pytest.fixture
+def proxy(moto_server):
+    running: list[SesProxy] = []
+
+    def start(plan=None) -> SesProxy:
+        running.append(SesProxy(moto_server, plan))
+        return running[-1]
+
+    yield start
+    for p in running:
+        p.close()
+
+
+def sender(rie_function, proxy_: SesProxy, name: str = "ack-sender", **env: str):
+    return rie_function(name, env={**FAST, "AWS_ENDPOINT_URL_SES": proxy_.url, **env})
+
+
+def alerts_queue(stack) -> str:
+    """Subscribe a queue to the alert topic so the test can read what the owner would receive."""
+    sqs = client("sqs")
+    url = sqs.create_queue(QueueName="test-alerts")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    topic = f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}"
+    client("sns").subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+    return url
+
+
+def test_duplicate_deliveries_send_once_and_record_the_ses_id(stack, rie_function, proxy) -> None:
+    fn = sender(rie_function, proxy())
+    for _ in range(3):
+        put(stack, message())
+    results = stack.run_sender(fn, stack.cfg.ack_queue)
+    assert sum(len(r.deleted) for r in results) == 3 and not any(r.failed for r in results)
+    [sent] = stack.sent()
+    assert sent.message["X-Correlation-ID"] == "ack-mid1" and sent.message["Auto-Submitted"] == "auto-replied"
+    assert sent.message["From"] == "hello@example.com"
+    record = client("dynamodb").scan(TableName=stack.cfg.idempotency_table)["Items"]
+    assert len(record) == 1 and record[0]["status"]["S"] == "COMPLETED"
+    assert json.loads(record[0]["data"]["S"])["sesMessageId"]
+    assert len(lines(fn, "send skipped")) == 2
+
+
+def test_concurrent_deliveries_of_one_key_send_once(stack, rie_function, proxy) -> None:
+    # Two sender instances receive the two copies at the same moment; SES is slow to answer.
+    delayed = proxy(lambda n, p: time.sleep(1.5))
+    a, b = sender(rie_function, delayed), sender(rie_function, delayed)
+    put(stack, message())
+    put(stack, message())
+    events = [stack.sqs_event(stack.cfg.ack_queue, visibility_s=60) for _ in range(3)]
+    records = [r for e in events for r in e["Records"]]
+    assert len(records) == 2
+    out: list = [None, None]
+    threads = [threading.Thread(target=lambda i, f: out.__setitem__(i, f.invoke({"Records": [records[i]]})), args=(i, f))
+               for i, f in enumerate((a, b))]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(stack.sent()) == 1
+    failed = [o for o in out if o["batchItemFailures"]]
+    assert len(failed) == 1  # the second copy is deferred, not sent
+    assert lines(a, "send deferred") or lines(b, "send deferred")
+
+
+def test_crash_after_idempotency_put_is_retried_later_with_one_send(stack, rie_function, proxy) -> None:
+    hang = proxy(lambda n, p: ("hang", 20) if n == 1 else None)
+    # The RIE kills the runtime at its timeout, as Lambda does: the send never reached SES.
+    fn = sender(rie_function, hang, AWS_LAMBDA_FUNCTION_TIMEOUT="3")
+    put(stack, message())
+    event = stack.sqs_event(stack.cfg.ack_queue, visibility_s=1)
+    with pytest.raises(Exception):
+        fn.invoke(event)
+    assert stack.sent() == []
+    item = client("dynamodb").scan(TableName=stack.cfg.idempotency_table)["Items"][0]
+    # The crashed run left its key in progress until its deadline (a concurrent copy is deferred
+    # meanwhile: see the test above); the redelivery after the visibility timeout resumes it.
+    assert item["status"]["S"] == "INPROGRESS" and int(item["in_progress_expiration"]["N"]) / 1000 <= time.time() + 0.5
+    time.sleep(1)
+    late = stack.run_sender(fn, stack.cfg.ack_queue, visibility_s=1)
+    assert late and late[-1].deleted and len(stack.sent()) == 1
+    assert "Timeout" in fn.output()  # the RIE really killed the first run
+
+
+def test_throttling_then_success_is_one_send_with_every_attempt_logged(stack, rie_function, proxy) -> None:
+    fn = sender(rie_function, proxy(lambda n, p: ("error", "Throttling") if n <= 2 else None))
+    put(stack, message())
+    assert [r.failed for r in stack.run_sender(fn, stack.cfg.ack_queue)] == [[]]
+    assert len(stack.sent()) == 1
+    assert [(d["attempt"], d["error_code"]) for d in lines(fn, "send attempt failed")] == [(1, "Throttling"), (2, "Throttling")]
+    assert lines(fn, "mail sent")[0]["attempt"] == 3
+
+
+def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(stack, rie_function, proxy) -> None:
+    alerts = alerts_queue(stack)
+    fn = sender(rie_function, proxy(lambda n, p: ("error", "MessageRejected")))
+    put(stack, message(7))
+    for _ in range(6):
+        stack.run_sender(fn, stack.cfg.ack_queue, visibility_s=0)
+    dlq = stack.cfg.ack_queue + "-dlq"
+    [dead] = stack.receive(dlq)
+    assert json.loads(dead["Body"])["idempotency_key"] == "ack:mid7"  # body intact
+    assert stack.depth(stack.cfg.ack_queue) == 0
+    got = client("sqs").receive_message(QueueUrl=alerts, MaxNumberOfMessages=10)["Messages"]
+    assert len(got) == 1  # only on the last receive
+    alert = json.loads(got[0]["Body"])
+    assert alert["recipient"] == "jane@corp.example" and alert["errorCode"] == "MessageRejected"
+    assert alert["totalAttempts"] == 5  # one per receive: MessageRejected is not retried
+    assert len(lines(fn, "send attempt failed")) == 5
+
+
+def test_time_budget_guard_fails_the_record_instead_of_timing_out(stack, rie_function, proxy) -> None:
+    fn = rie_function("ack-sender", env={"AWS_ENDPOINT_URL_SES": proxy(lambda n, p: ("error", "Throttling")).url,
+                                         "AWS_LAMBDA_FUNCTION_TIMEOUT": "20"})  # default 0/5/30/120 s delays, 10 s reserve
+    put(stack, message())
+    started = time.monotonic()
+    [result] = stack.run_sender(fn, stack.cfg.ack_queue, visibility_s=60)
+    assert result.failed and not result.error  # reported as a failed record, not a timed-out invocation
+    assert time.monotonic() - started < 10  # slept 5 s once; 30 s would not fit in what was left
+    [failed] = lines(fn, "send failed")
+    assert failed["attempts"] == 2 and "no time left for a retry in 30s" in failed["detail"]
+
+
+def test_mixed_batch_reports_exactly_the_failing_records(stack, rie_function, proxy) -> None:
+    fn = sender(rie_function, proxy(lambda n, p: ("error", "MessageRejected")
+                                    if p.get("Destinations.member.1") == "bad@corp.example" else None))
+    put(stack, message(1))
+    put(stack, message(2, to="bad@corp.example"))
+    put(stack, message(3))
+    client("sqs").send_message(QueueUrl=client("sqs").get_queue_url(QueueName=stack.cfg.ack_queue)["QueueUrl"],
+                               MessageBody="not json")
+    event = stack.sqs_event(stack.cfg.ack_queue, visibility_s=60)
+    event["Records"] += stack.sqs_event(stack.cfg.ack_queue, visibility_s=60)["Records"]
+    assert len(event["Records"]) == 4
+    result = fn.invoke(event)
+    bodies = {r["messageId"]: r["body"] for r in event["Records"]}
+    failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+    assert {bodies[i][:20] if bodies[i] == "not json" else json.loads(bodies[i])["to"][0] for i in failed} == \
+        {"not json", "bad@corp.example"}
+    assert sorted(m.destinations[0] for m in stack.sent()) == ["jane@corp.example", "jane@corp.example"]
+
+
+def test_claim_check_round_trip_at_300_kb(stack, rie_function, proxy) -> None:
+    fn = sender(rie_function, proxy())
+    text = ("Large body line.\n" * 20000)[:300_000]
+    put(stack, OutboundMessage(kind="ack", idempotency_key="ack:big", correlation_id="ack-big",
+                               to=["jane@corp.example"], subject="Big", text=text))
+    [raw] = stack.receive(stack.cfg.ack_queue)
+    pointer = json.loads(raw["Body"])
+    assert len(raw["Body"]) < 1000 and pointer["claim_check"]["key"] == payload_key("ack:big")
+    assert [r.failed for r in stack.run_sender(fn, stack.cfg.ack_queue)] == [[]]
+    [sent] = stack.sent()
+    assert sent.message.get_content() == text + "\n"  # set_content ends the body with a line break
+
+
+def test_rate_never_above_the_limit_across_four_senders(stack, rie_function, proxy) -> None:
+    counting = proxy()
+    rate = 10
+    fns = [sender(rie_function, counting, "forward-sender", MAX_SEND_RATE=str(rate)) for _ in range(4)]
+    for n in range(60):
+        put(stack, message(100 + n), stack.cfg.forward_queue)
+
+    def worker(fn) -> None:
+        from common.local.wiring import poll_queue_once
+
+        while poll_queue_once(stack.cfg.forward_queue, stack.queue_arn(stack.cfg.forward_queue), fn.invoke,
+                              batch_size=5, visibility_s=120).received:
+            pass
+
+    threads = [threading.Thread(target=worker, args=(f,)) for f in fns]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert len(counting.sent_at) == 60 and len(stack.sent()) == 60
+    # The mechanism: the slots the four instances claimed never put more than `rate` sends in a second.
+    slots = sorted(d["rate_slot"] for f in fns for d in lines(f, "mail sent"))
+    assert len(slots) == 60
+    busiest = max(sum(1 for t in slots if start <= t < start + 1.0) for start in slots)
+    assert busiest <= rate, f"{busiest} slots within one second"
+    # What SES saw: the same rate. A least-squares fit of arrival time against arrival number is the
+    # mean spacing; unlike (n - 1) / (last - first) it is not skewed by jitter on the first or last send.
+    arrivals = sorted(counting.sent_at)
+    n = len(arrivals)
+    mean_i, mean_t = (n - 1) / 2, sum(arrivals) / n
+    spacing = sum((i - mean_i) * (t - mean_t) for i, t in enumerate(arrivals)) / sum((i - mean_i) ** 2 for i in range(n))
+    achieved = 1 / spacing
+    assert 0.85 * rate <= achieved <= rate * 1.02, achieved
