@@ -1,7 +1,7 @@
 """The embedded AWS emulator: a real moto server, in this process (no Docker) or in its own.
 
 ``python -m common.local.motoserver [-H HOST] [-p PORT]`` runs the same server as ``moto_server`` with
-two measured fixes (:func:`speed_ups`); the compose image and the load tests use it.
+one fidelity fix and two measured speed-ups (:func:`patch_moto`); the compose image and the load tests use it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,36 @@ def sqs_retention_check() -> None:
     SQSBackend.is_message_valid_based_on_retention_period = is_valid  # type: ignore[method-assign]
 
 
-def speed_ups() -> None:
+def dynamodb_atomic() -> None:
+    """Make each DynamoDB request atomic, as the real service is.
+
+    moto's server handles requests on threads and its DynamoDB backend checks a
+    ConditionExpression and applies the write without a lock, so two concurrent conditional
+    writes can both pass the same condition. DynamoDB never allows that, and the idempotency
+    records and the shared rate limiter rely on it (seen here: two senders claimed overlapping
+    rate slots). One lock around every DynamoDB action restores it; the backend is CPU-bound
+    under the GIL anyway, so nothing is lost.
+    """
+    import threading
+
+    from moto.dynamodb.responses import DynamoHandler
+
+    if getattr(DynamoHandler.call_action, "atomic", False):
+        return
+    lock = threading.Lock()
+    original = DynamoHandler.call_action
+
+    def call_action(self: Any) -> Any:
+        with lock:
+            return original(self)
+
+    call_action.atomic = True  # type: ignore[attr-defined]
+    DynamoHandler.call_action = call_action  # type: ignore[method-assign]
+
+
+def patch_moto() -> None:
+    """What the embedded server changes in moto: one fidelity fix and two measured speed-ups."""
+    dynamodb_atomic()
     route_cache()
     sqs_retention_check()
 
@@ -70,7 +99,7 @@ class EmbeddedMoto:
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
-        speed_ups()
+        patch_moto()
         self._server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
         self._server.start()
         return self
@@ -116,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=4566)
     args = parser.parse_args(argv)
-    speed_ups()
+    patch_moto()
     from moto.server import main as moto_main
 
     moto_main(["-H", args.host, "-p", str(args.port)])
