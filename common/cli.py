@@ -1,13 +1,48 @@
-"""The `email-handler` console script."""
+"""The `email-handler` console script: local modes, local tools and the deploy."""
 
 from __future__ import annotations
 
 import argparse
+import email
 import json
+import os
 import sys
+import time
+from email.utils import parseaddr
 from pathlib import Path
+from typing import Any
 
 from common.functions import BY_NAME, FUNCTIONS
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else None
+
+
+def _local_env() -> dict[str, str]:
+    """The local defaults (compose/local.env), overridden by this shell's environment."""
+    from common.localenv import local_env
+
+    return {**local_env(), **os.environ}
+
+
+def _endpoint(args: argparse.Namespace) -> str:
+    return str(args.endpoint or os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT)
+
+
+def _local_config(args: argparse.Namespace) -> Any:
+    """Point this process at the local emulator and return the local configuration."""
+    from common import config
+    from common.aws import reset_clients, sqs
+
+    env = _local_env()
+    os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")}, AWS_ENDPOINT_URL=_endpoint(args))
+    reset_clients()
+    sqs.reset_cache()
+    return config.load(env)
 
 
 def _invoke(args: argparse.Namespace) -> int:
@@ -29,9 +64,201 @@ def _invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dev(args: argparse.Namespace) -> int:
+    import signal
+
+    from common.local.devstack import DevPorts, DevStack
+    from common.log import set_level
+
+    set_level("WARNING", "wiring", "ingress")  # the console shows one activity line per invocation instead
+    ports = DevPorts(emulator=args.emulator_port, smtp=args.smtp_port,
+                     functions={f.name: args.function_port + i for i, f in enumerate(FUNCTIONS)})
+    stack = DevStack(_local_env(), ports, Path(args.log_dir), args.visibility_timeout,
+                     report=lambda line: print(line, flush=True),
+                     activity=lambda line: print(f"[wiring] {line}", flush=True))
+    stopping = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        stack.start()
+        print(stack.summary(), flush=True)
+        while not stopping:
+            time.sleep(0.2)
+    except Exception as exc:
+        print(f"[dev] failed to start: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        stack.stop()
+        return 1
+    print("\n[dev] stopping ...", flush=True)
+    stack.stop()
+    print("[dev] stopped", flush=True)
+    return 0
+
+
+def _inject(args: argparse.Namespace) -> int:
+    from common.local import ingress
+    from common.log import set_level
+
+    set_level("WARNING", "ingress")  # stdout carries the JSON result
+    cfg = _local_config(args)
+    raw = Path(args.file).read_bytes()
+    verdicts = dict(v.split("=", 1) for v in args.verdict)
+    recipients = args.to or [a for a in ingress.recipients_of(raw) if ingress.route(cfg, a)] or [cfg.public_email]
+    envelope_from = args.envelope_from
+    if envelope_from is None:  # SES's mail.source is the SMTP MAIL FROM; a file only has its headers
+        headers = email.message_from_bytes(raw)
+        envelope_from = parseaddr(str(headers.get("Return-Path") or headers.get("From") or ""))[1]
+    try:
+        done = ingress.deliver(cfg, raw, envelope_from, recipients, verdicts, args.dmarc_policy)
+    except Exception as exc:
+        print(f"could not deliver to {_endpoint(args)}: {type(exc).__name__}: {exc}. "
+              "Is the local stack running (make up / email-handler dev)?", file=sys.stderr)
+        return 2
+    if not done:
+        print(f"no receipt rule matches {recipients}: use {cfg.public_email} or an address at {cfg.thread_domain}",
+              file=sys.stderr)
+        return 2
+    delivery = done[0]
+    result: dict[str, Any] = {"messageId": delivery.message_id, "function": delivery.function,
+                              "recipients": list(delivery.recipients), "staged": f"s3://{cfg.bucket}/{delivery.staging_key}"}
+    if not args.no_wait:
+        result.update(_await_handled(cfg, delivery, raw, args.timeout))
+    print(json.dumps(result, indent=2))
+    return 0 if result.get("outcome") != "not handled yet" else 1
+
+
+def _await_handled(cfg: Any, delivery: Any, raw: bytes, timeout: float) -> dict[str, Any]:
+    """Wait until the handler deleted the staged mail (its last step), then say where the mail went."""
+    from datetime import UTC, datetime
+
+    from common.aws import s3
+    from common.conversation import conversation_id
+    from common.mail import parse
+
+    deadline = time.monotonic() + timeout
+    while s3.get(cfg.bucket, delivery.staging_key) is not None:
+        if time.monotonic() > deadline:
+            return {"outcome": "not handled yet",
+                    "hint": "is the wiring running? see the function logs (make logs, or the dev log dir)"}
+        time.sleep(0.25)
+    mail = parse(raw)
+    mid, day = delivery.message_id, datetime.now(UTC).strftime("%Y-%m-%d")
+    candidates = {
+        "quarantined": f"spam/{day}/{mid}.eml", "rejected": f"rejected/{day}/{mid}.eml",
+        "delivery status notification": f"bounces/{day}/{mid}.eml",
+    }
+    if mail.from_address:
+        cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
+        candidates["forwarded"] = f"conversations/{cid}/{mid}.eml"
+    for outcome, key in candidates.items():
+        obj = s3.get(cfg.bucket, key)
+        if obj is not None:
+            reason = obj.get("Metadata", {}).get("reason")
+            return {"outcome": outcome, "key": key, **({"reason": reason} if reason else {})}
+    return {"outcome": "reply queued" if delivery.function == "reply-handler" else "handled (dropped; see the logs)"}
+
+
+def _outbox(args: argparse.Namespace) -> int:
+    from common.local import outbox
+
+    try:
+        items = outbox.sent(_endpoint(args))
+    except OSError as exc:
+        print(f"cannot read the outbox at {_endpoint(args)}: {exc}. Is the local stack running?", file=sys.stderr)
+        return 2
+    print(json.dumps(items, indent=2, ensure_ascii=False) if args.json else outbox.table(items))
+    return 0
+
+
+def _provision(args: argparse.Namespace) -> int:
+    from common import provision
+
+    cfg = _local_config(args)
+    deadline = time.monotonic() + args.wait
+    while True:  # the emulator may still be starting (compose init service)
+        try:
+            changes = provision.provision(cfg, apply=not args.dry_run, local=args.local,
+                                          report=lambda c: print(f"[provision] {c}", flush=True))
+            break
+        except Exception as exc:
+            if time.monotonic() > deadline:
+                print(f"[provision] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                return 1
+            time.sleep(1)
+    changed = sum(c.action != "unchanged" for c in changes)
+    print(f"[provision] {'would change' if args.dry_run else 'changed'} {changed} of {len(changes)} resources", flush=True)
+    return 0
+
+
+def _wiring(args: argparse.Namespace) -> int:
+    from common.local.wiring import Endpoint, Wiring
+
+    cfg = _local_config(args)
+    endpoints = {f.name: Endpoint(f.name, args.rie_url_template.format(function=f.name, port=f.port)) for f in FUNCTIONS}
+    wiring = Wiring(cfg, endpoints, args.visibility_timeout, report=lambda line: print(f"[wiring] {line}", flush=True))
+    wiring.start()
+    print(f"[wiring] polling {', '.join(s.queue for s in wiring.sources)}", flush=True)
+    health = Path(args.health_file) if args.health_file else None
+    try:
+        while True:
+            time.sleep(2)
+            if health is not None and wiring.healthy():
+                health.touch()  # the compose health check reads its age
+    except KeyboardInterrupt:
+        wiring.stop()
+    return 0
+
+
+def _smtp(args: argparse.Namespace) -> int:
+    from common.local.ingress import SmtpIngress
+
+    cfg = _local_config(args)
+    ingress = SmtpIngress(cfg, args.host, args.port).start()
+    print(f"[smtp] listening on {args.host}:{args.port} for {cfg.public_email} and *@{cfg.thread_domain}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        ingress.stop()
+    return 0
+
+
+def _add_endpoint(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--endpoint", help=f"AWS emulator URL (default: $AWS_ENDPOINT_URL or {DEFAULT_ENDPOINT})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="email-handler", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("dev", help="the whole system locally without Docker (moto + host RIE + wiring + SMTP)")
+    p.add_argument("--emulator-port", type=int, default=4566)
+    p.add_argument("--smtp-port", type=int, default=2525)
+    p.add_argument("--function-port", type=int, default=9001, help="first of six consecutive RIE ports")
+    p.add_argument("--log-dir", default=".build/dev/logs")
+    p.add_argument("--visibility-timeout", type=int, help="seconds before a failed message is retried "
+                                                          "(default: each queue's own, as on AWS)")
+    p.set_defaults(run=_dev)
+
+    p = sub.add_parser("inject", help="deliver a raw message as SES would (S3 staging + receipt event)")
+    p.add_argument("file", metavar="FILE.eml")
+    p.add_argument("--to", action="append", help="recipient (repeatable; default: the file's To/Cc that a rule matches)")
+    p.add_argument("--from", dest="envelope_from", help="envelope sender (default: Return-Path or From)")
+    p.add_argument("--verdict", action="append", default=[], metavar="NAME=STATUS",
+                   help="SES verdict, e.g. spam=FAIL (spam, virus, spf, dkim, dmarc; default PASS)")
+    p.add_argument("--dmarc-policy", default="", choices=["", "none", "quarantine", "reject"])
+    p.add_argument("--no-wait", action="store_true", help="do not wait for the handler")
+    p.add_argument("--timeout", type=float, default=30.0)
+    _add_endpoint(p)
+    p.set_defaults(run=_inject)
+
+    p = sub.add_parser("outbox", help="what the system sent through SES (moto or LocalStack)")
+    p.add_argument("--json", action="store_true", help="one JSON array, oldest first")
+    _add_endpoint(p)
+    p.set_defaults(run=_outbox)
 
     p = sub.add_parser("invoke", help="invoke one function through its RIE endpoint")
     p.add_argument("function", choices=[f.name for f in FUNCTIONS])
@@ -40,6 +267,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="RIE base URL (default: the function's local port, 9001-9006)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.set_defaults(run=_invoke)
+
+    p = sub.add_parser("provision", help="create the resources on the emulator (compose init service)")
+    p.add_argument("--local", action="store_true", help="also the local wiring's queues and notifications")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the emulator")
+    _add_endpoint(p)
+    p.set_defaults(run=_provision)
+
+    p = sub.add_parser("wiring", help="run the local event wiring (compose service)")
+    p.add_argument("--rie-url-template", default="http://127.0.0.1:{port}",
+                   help="each function's RIE URL; {function} and {port} are filled in")
+    p.add_argument("--visibility-timeout", type=int, default=_env_int("WIRING_VISIBILITY_TIMEOUT"),
+                   help="seconds before a failed message is retried (default: $WIRING_VISIBILITY_TIMEOUT, "
+                        "else each queue's own, as on AWS)")
+    p.add_argument("--health-file", help="touched while every source is polling")
+    _add_endpoint(p)
+    p.set_defaults(run=_wiring)
+
+    p = sub.add_parser("smtp", help="run the SMTP ingress (compose service)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=2525)
+    _add_endpoint(p)
+    p.set_defaults(run=_smtp)
     return parser
 
 

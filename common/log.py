@@ -57,6 +57,12 @@ def configure(service: str, environment: str) -> None:
     })
 
 
+def set_level(level: int | str, *names: str) -> None:
+    """Raise or lower the level of named loggers (local tools whose stdout is data or a console)."""
+    for name in names:
+        get_logger(name).logger.setLevel(level)
+
+
 def bind(**fields: Any) -> None:
     mypylogger.bind(**safe_fields(fields))
 

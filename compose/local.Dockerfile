@@ -1,15 +1,18 @@
-# A moto server for `make up EMULATOR=moto` and CI: the offline, licence-free AWS emulator,
-# built from the same OS base as the functions with wheels from the host.
+# The local tools image for `make up`: the moto server (EMULATOR=moto), the provisioning init,
+# the event wiring and the SMTP ingress, all from the project's `common` package. Built from the
+# same OS base as the functions with wheels from the host; never deployed.
 ARG BASE_IMAGE=python:3.13-slim-trixie
 FROM ${BASE_IMAGE}
-COPY .build/wheelhouse-moto/ /wheels/
-RUN python3 -m venv /opt/moto \
- && /opt/moto/bin/pip install -q --no-index --find-links /wheels -r /wheels/moto.txt \
- && /opt/moto/bin/pip uninstall -q -y pip \
- && rm -rf /wheels
-ENV PATH=/opt/moto/bin:$PATH MOTO_PORT=4566
-EXPOSE 4566
+COPY .build/wheelhouse-local/ /wheels/
+RUN python3 -m venv /opt/local \
+ && /opt/local/bin/pip install -q --no-index --find-links /wheels -r /wheels/local.txt \
+ && /opt/local/bin/pip uninstall -q -y pip \
+ && rm -rf /wheels \
+ && printf '#!/bin/sh\nexec python -m common.cli "$@"\n' > /usr/local/bin/email-handler \
+ && chmod 755 /usr/local/bin/email-handler
+COPY common/ /opt/lib/common/
+ENV PATH=/opt/local/bin:$PATH PYTHONPATH=/opt/lib PYTHONUNBUFFERED=1 LANG=C.UTF-8
+EXPOSE 4566 2525
 USER 10001
-HEALTHCHECK --interval=2s --timeout=2s --retries=30 \
-  CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:4566/moto-api/data.json', timeout=2)"]
-CMD ["moto_server", "-H", "0.0.0.0", "-p", "4566"]
+WORKDIR /tmp
+CMD ["python", "-m", "common.local.motoserver", "-H", "0.0.0.0", "-p", "4566"]

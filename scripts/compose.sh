@@ -34,7 +34,7 @@ files() { echo "-p $PROJECT -f compose/docker-compose.yml -f compose/emulator-$1
 case "${1:-up}" in
   up)
     emulator=$(pick_emulator)
-    WITH_MOTO=$([ "$emulator" = moto ] && echo 1 || echo 0) scripts/images.sh
+    scripts/images.sh
     mkdir -p .build && echo "$emulator" > "$state"
     echo "[up] starting $PROJECT with $emulator ($COMPOSE)"
     $COMPOSE $(files "$emulator") up -d --remove-orphans
@@ -42,6 +42,7 @@ case "${1:-up}" in
     cat <<MSG
 
 [up] ready. AWS emulator ($emulator): http://127.0.0.1:${EMULATOR_PORT:-4566}
+     SMTP ingress (SES receiving): smtp://127.0.0.1:${SMTP_PORT:-2525}   (hello@example.com and *@thread.example.com)
      functions (POST an event to each RIE invocation URL):
        inbound-handler       http://127.0.0.1:${INBOUND_HANDLER_PORT:-9001}
        reply-handler         http://127.0.0.1:${REPLY_HANDLER_PORT:-9002}
@@ -50,7 +51,10 @@ case "${1:-up}" in
        forward-sender        http://127.0.0.1:${FORWARD_SENDER_PORT:-9005}
        reply-sender          http://127.0.0.1:${REPLY_SENDER_PORT:-9006}
      e.g. curl -XPOST http://127.0.0.1:${ACK_SENDER_PORT:-9004}/2015-03-31/functions/function/invocations -d @tests/fixtures/events/sqs-send.json
-     logs: make logs    stop: make down
+
+     next: send a test mail      .venv/bin/email-handler inject tests/fixtures/mail/latin1-charsets.eml
+           see what went out     .venv/bin/email-handler outbox
+           logs: make logs    stop: make down
 MSG
     ;;
   down)

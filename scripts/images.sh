@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the base image, the six function images and the local moto image with no
+# Build the base image, the six function images and the local tools image with no
 # registry access: OS image from scripts/os-image.sh, wheels from the host wheelhouse,
 # and `--network none` on every build to prove nothing is fetched.
 set -euo pipefail
@@ -33,9 +33,7 @@ step "4/4 function images"
 for fn in $FUNCTIONS; do
   build "service-email-handler/$fn:$TAG" "images/$fn" --build-arg "BASE_IMAGE=service-email-handler/base:$TAG"
 done
-if [ "${WITH_MOTO:-1}" = 1 ]; then
-  step "local moto server image"
-  scripts/wheelhouse.sh moto
-  build "service-email-handler/moto:$TAG" . -f compose/moto.Dockerfile --build-arg "BASE_IMAGE=$OS_IMAGE"
-fi
+step "local tools image (moto server, event wiring, SMTP ingress, provisioning)"
+scripts/wheelhouse.sh local
+build "service-email-handler/local:$TAG" . -f compose/local.Dockerfile --build-arg "BASE_IMAGE=$OS_IMAGE"
 step "done"

@@ -11,16 +11,17 @@ case "$(docker info -f '{{.Architecture}}' 2>/dev/null || uname -m)" in
   aarch64|arm64) PLATFORM=manylinux2014_aarch64; RIE_ARCH=arm64 ;;
   *)             PLATFORM=manylinux2014_x86_64;  RIE_ARCH=x86_64 ;;
 esac
-if [ "${1:-image}" = moto ]; then
-  # The local emulator image: moto[server] from its own pinned list (no hashes: dev-only tool).
-  WH=.build/wheelhouse-moto
-  stamp="$(sha256sum < requirements/moto.txt | cut -c1-16)-$PLATFORM"
-  if [ -f "$WH/.stamp" ] && [ "$(cat "$WH/.stamp")" = "$stamp" ]; then echo "[wheelhouse] moto up to date"; exit 0; fi
-  echo "[wheelhouse] downloading moto[server] wheels for $PLATFORM / CPython 3.13"
+if [ "${1:-image}" = local ]; then
+  # The local tools image: moto[server], aiosmtpd and friends from their own pinned list
+  # (no hashes: a dev-only image that is never deployed).
+  WH=.build/wheelhouse-local
+  stamp="$(sha256sum < requirements/local.txt | cut -c1-16)-$PLATFORM"
+  if [ -f "$WH/.stamp" ] && [ "$(cat "$WH/.stamp")" = "$stamp" ]; then echo "[wheelhouse] local tools up to date"; exit 0; fi
+  echo "[wheelhouse] downloading the local tools' wheels for $PLATFORM / CPython 3.13"
   rm -rf "$WH" && mkdir -p "$WH"
   "$PY" -m pip download -q --disable-pip-version-check --no-deps -d "$WH" \
-    --platform "$PLATFORM" --python-version 3.13 --implementation cp --only-binary=:all: -r requirements/moto.txt
-  cp requirements/moto.txt "$WH/moto.txt"; echo "$stamp" > "$WH/.stamp"; exit 0
+    --platform "$PLATFORM" --python-version 3.13 --implementation cp --only-binary=:all: -r requirements/local.txt
+  cp requirements/local.txt "$WH/local.txt"; echo "$stamp" > "$WH/.stamp"; exit 0
 fi
 
 WH=.build/wheelhouse

@@ -1,21 +1,38 @@
-"""Local event wiring: what AWS event-source mappings and notifications do, for RIE endpoints.
+"""Local event wiring: what AWS event-source mappings, S3 notifications, SNS subscriptions and
+Lambda's asynchronous invocations do, for functions behind RIE endpoints.
 
-``poll_queue_once`` is one turn of an SQS event-source mapping with ``ReportBatchItemFailures``:
-receive a batch, invoke the function with the SQS event, delete only the records it did not
-report as failed. A failed record stays in the queue until its visibility timeout ends and is
-moved to the DLQ by the queue's redrive policy after maxReceiveCount receives, as on AWS.
+One thread per source, each invoking through a per-function lock, because an RIE serves one
+invocation at a time (a second concurrent request crashes it):
+
+* the sender queues -> ack/forward/reply-sender: SQS batches with ``ReportBatchItemFailures``
+  (:func:`poll_queue_once`: only successes are deleted);
+* ``wiring-s3-events`` -> attachment-extractor: the S3 event notification is the Lambda event;
+* ``wiring-ses-feedback`` -> inbound-handler: the SNS envelope becomes the SNS event Lambda gets;
+* ``wiring-invocations`` -> the function named in the message: what SES's receipt-rule Lambda
+  action does (an asynchronous invocation), fed by the SMTP ingress and ``email-handler inject``.
+
+A failed invocation leaves its message to the queue's visibility timeout and redrive policy (DLQ
+after the configured receives), as on AWS. Nothing is dropped without a log line saying why.
 """
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from common import provision
 from common.aws import sqs
-from common.sesevent import sqs_event
+from common.config import Config
+from common.functions import BY_NAME, SENDERS
+from common.log import get_logger
+from common.sesevent import sns_event, sqs_event
 
 Invoke = Callable[[dict[str, Any]], Any]
+log = get_logger("wiring")
 
 
 @dataclass
@@ -28,6 +45,7 @@ class BatchResult:
 
 def poll_queue_once(queue: str, queue_arn: str, invoke: Invoke, batch_size: int = 10, wait_s: int = 0,
                     visibility_s: int | None = None, region: str = "us-east-1") -> BatchResult:
+    """One turn of an SQS event-source mapping with ``ReportBatchItemFailures``."""
     messages = sqs.receive(queue, max_messages=batch_size, wait_s=wait_s, visibility_s=visibility_s)
     result = BatchResult(received=len(messages))
     if not messages:
@@ -51,3 +69,152 @@ def poll_queue_once(queue: str, queue_arn: str, invoke: Invoke, batch_size: int 
     result.deleted = [i for i in ids if i not in failed_ids]
     result.failed = [i for i in ids if i in failed_ids]
     return result
+
+
+class Endpoint:
+    """One function's RIE endpoint; every invocation holds its lock (the RIE is single-concurrency)."""
+
+    def __init__(self, function: str, url: str, invoke: Callable[[str, Any, float], Any] | None = None) -> None:
+        from common.local import rie
+
+        self.function, self.url = function, url
+        self.timeout_s = BY_NAME[function].timeout_s + 30
+        self._invoke = invoke or rie.invoke
+        self.lock = threading.Lock()
+
+    def __call__(self, event: dict[str, Any]) -> Any:
+        with self.lock:
+            return self._invoke(self.url, event, self.timeout_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """A queue message that invokes nothing: deleted, and logged with why."""
+
+    reason: str
+    expected: bool = False  # logged at INFO (S3's own test event), otherwise WARNING
+
+
+# Translators: queue message body -> (function, event), or a Drop.
+Route = tuple[str, dict[str, Any]] | Drop
+
+
+def s3_route(body: dict[str, Any]) -> Route:
+    if body.get("Event") == "s3:TestEvent":
+        return Drop("S3 test event (sent when the notification is configured)", expected=True)
+    records = body.get("Records")
+    if isinstance(records, list) and records and all(r.get("eventSource") == "aws:s3" for r in records):
+        return "attachment-extractor", body
+    return Drop("not an S3 event notification")
+
+
+def sns_route(body: dict[str, Any]) -> Route:
+    if body.get("Type") != "Notification" or "Message" not in body:
+        return Drop(f"SNS message of type {body.get('Type')!r} carries no notification")
+    return "inbound-handler", sns_event(str(body["Message"]), str(body.get("TopicArn", "")), str(body.get("MessageId", "")),
+                                        str(body.get("Subject") or ""))
+
+
+def invocation_route(body: dict[str, Any]) -> Route:
+    function = body.get("function")
+    if function not in BY_NAME or not isinstance(body.get("event"), dict):
+        return Drop(f"asynchronous invocation for unknown function {function!r}")
+    return str(function), body["event"]
+
+
+@dataclass
+class Source:
+    queue: str
+    route: Callable[[dict[str, Any]], Route] | None = None  # None: an SQS event-source mapping (senders)
+    function: str = ""  # the consumer of a sender queue
+
+
+class Wiring:
+    """Start with :meth:`start`; every source polls until :meth:`stop`."""
+
+    def __init__(self, cfg: Config, endpoints: dict[str, Endpoint], visibility_s: int | None = None,
+                 batch_size: int = 10, report: Callable[[str], None] | None = None) -> None:
+        self.cfg, self.endpoints, self.visibility_s, self.batch_size = cfg, endpoints, visibility_s, batch_size
+        self.report = report or (lambda line: None)
+        self.sources = [Source(getattr(cfg, f.queue_field), function=f.name) for f in SENDERS] + [
+            Source(provision.local_queue(cfg, "s3-events"), s3_route),
+            Source(provision.local_queue(cfg, "ses-feedback"), sns_route),
+            Source(provision.local_queue(cfg, "invocations"), invocation_route),
+        ]
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.invocations = 0
+        self.last_poll: dict[str, float] = {}
+
+    def start(self) -> Wiring:
+        for source in self.sources:
+            thread = threading.Thread(target=self._run, args=(source,), name=f"wiring:{source.queue}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def healthy(self) -> bool:
+        """Every source has polled at least once and its thread is still running."""
+        return bool(self._threads) and all(t.is_alive() for t in self._threads) and \
+            all(s.queue in self.last_poll for s in self.sources)
+
+    def _run(self, source: Source) -> None:
+        arn = provision.queue_arn(self.cfg, source.queue)
+        while not self._stop.is_set():
+            try:
+                self.last_poll[source.queue] = time.monotonic()
+                if source.route is None:
+                    self._batch(source, arn)
+                else:
+                    self._messages(source)
+            except Exception as exc:  # the emulator restarting, a network blip: keep the wiring alive
+                log.error("wiring poll failed", extra={"queue": source.queue, "error": f"{type(exc).__name__}: {exc}"})
+                self._stop.wait(2)
+
+    def _batch(self, source: Source, arn: str) -> None:
+        endpoint = self.endpoints[source.function]
+        result = poll_queue_once(source.queue, arn, endpoint, batch_size=self.batch_size, wait_s=1,
+                                 visibility_s=self.visibility_s, region=self.cfg.region)
+        if not result.received:
+            return
+        self.invocations += 1
+        outcome = "ok" if not result.failed else f"{len(result.failed)} failed" + (f" ({result.error})" if result.error else "")
+        self.report(f"{source.function} <- {result.received} message(s) from {source.queue}: {outcome}")
+        if result.failed:
+            log.warning("batch records failed", extra={"queue": source.queue, "function": source.function,
+                                                       "failed": result.failed, "error": result.error or None})
+
+    def _messages(self, source: Source) -> None:
+        assert source.route is not None
+        messages = sqs.receive(source.queue, max_messages=10, wait_s=1, visibility_s=self.visibility_s)
+        done = []
+        for m in messages:
+            try:
+                routed = source.route(json.loads(m["Body"]))
+            except (json.JSONDecodeError, AttributeError) as exc:
+                routed = Drop(f"message body is not a JSON object ({exc})")
+            if isinstance(routed, Drop):
+                (log.info if routed.expected else log.warning)("wiring message dropped", extra={
+                    "queue": source.queue, "reason": routed.reason, "sqs_message_id": m["MessageId"]})
+                done.append(m["ReceiptHandle"])
+                continue
+            function, event = routed
+            self.invocations += 1
+            try:
+                result = self.endpoints[function](event)
+            except Exception as exc:  # left for the visibility timeout: retried, then the DLQ
+                receives = int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+                self.report(f"{function} <- {source.queue}: failed (receive {receives}): {exc}")
+                log.warning("invocation failed", extra={"queue": source.queue, "function": function,
+                                                         "receive_count": receives, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            status = result.get("status", "ok") if isinstance(result, dict) else "ok"
+            self.report(f"{function} <- {source.queue}: {status}")
+            done.append(m["ReceiptHandle"])
+        if done:
+            sqs.delete(source.queue, done)

@@ -16,6 +16,7 @@ from common.local.rie import free_port, invoke, wait_for_port
 from tests.conftest import require_docker
 
 BASE_IMAGE = "service-email-handler/base:latest"
+LOCAL_IMAGE = "service-email-handler/local:latest"  # emulator, wiring, SMTP ingress of the compose stack
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -25,7 +26,8 @@ def docker_client() -> Any:
     import docker
 
     client = docker.from_env()
-    missing = [f"{f.image}:latest" for f in FUNCTIONS if not client.images.list(name=f"{f.image}:latest")]
+    wanted = [f"{f.image}:latest" for f in FUNCTIONS] + [LOCAL_IMAGE]
+    missing = [image for image in wanted if not client.images.list(name=image)]
     if missing or not client.images.list(name=BASE_IMAGE):
         pytest.fail(f"images missing ({', '.join(missing) or BASE_IMAGE}): run `make images` (make test does)")
     import importlib.util

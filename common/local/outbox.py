@@ -1,0 +1,87 @@
+"""What the system sent through SES, read back from the local emulator (moto or LocalStack).
+
+moto keeps every SendRawEmail as a ``RawMessage`` model, listed by its dashboard API
+(``/moto-api/data.json``, in the order they were sent); LocalStack lists sent mail at ``/_aws/ses``.
+Both become the same items: ``id``, ``timestamp`` (ISO 8601 UTC), ``source``, ``destinations``,
+``subject`` and ``raw`` (the MIME text), oldest first.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import json
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from email.utils import getaddresses, parsedate_to_datetime
+from typing import Any
+
+
+def _get_json(url: str, timeout: float = 30) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def is_localstack(endpoint: str) -> bool:
+    try:
+        _get_json(endpoint.rstrip("/") + "/_localstack/health", timeout=5)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+    return True
+
+
+def _headers(raw: str) -> tuple[str, str, list[str]]:
+    msg = email.message_from_string(raw, policy=email.policy.default)
+    subject = str(msg.get("Subject", ""))
+    try:
+        when = parsedate_to_datetime(str(msg["Date"])).astimezone(UTC) if msg["Date"] else None
+    except (TypeError, ValueError):
+        when = None
+    stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else ""
+    to = [a for _, a in getaddresses([str(v) for k in ("To", "Cc") for v in msg.get_all(k) or []]) if a]
+    return stamp, subject, to
+
+
+def _item(mid: str, source: str, destinations: list[str], raw: str, timestamp: str = "") -> dict[str, Any]:
+    stamp, subject, to = _headers(raw)
+    return {"id": mid, "timestamp": timestamp or stamp, "source": source,
+            "destinations": list(dict.fromkeys(destinations or to)), "subject": subject, "raw": raw}
+
+
+def from_moto(endpoint: str) -> list[dict[str, Any]]:
+    data = _get_json(endpoint.rstrip("/") + "/moto-api/data.json")
+    raws = (data.get("ses") or {}).get("RawMessage") or []
+    return [_item(str(m.get("id", "")), str(m.get("source") or ""),
+                  [getaddresses([d])[0][1] or d for d in m.get("destinations") or []], str(m.get("raw_data", "")))
+            for m in raws]
+
+
+def from_localstack(endpoint: str) -> list[dict[str, Any]]:
+    data = _get_json(endpoint.rstrip("/") + "/_aws/ses")
+    items = []
+    for m in data.get("messages") or []:
+        raw = str(m.get("RawData") or "")
+        destination = m.get("Destination") or []
+        if isinstance(destination, dict):
+            destination = [a for k in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(k) or []]
+        stamp = str(m.get("Timestamp") or "")
+        try:
+            stamp = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            pass
+        items.append(_item(str(m.get("Id", "")), str(m.get("Source") or ""), list(destination), raw, stamp))
+    return sorted(items, key=lambda i: i["timestamp"])
+
+
+def sent(endpoint: str) -> list[dict[str, Any]]:
+    return from_localstack(endpoint) if is_localstack(endpoint) else from_moto(endpoint)
+
+
+def table(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "(nothing sent yet)"
+    lines = [f"{'time':<21}{'to':<32}subject"]
+    for i in items:
+        lines.append(f"{i['timestamp']:<21}{', '.join(i['destinations'])[:30]:<32}{i['subject']}")
+    return "\n".join(lines)
