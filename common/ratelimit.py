@@ -10,6 +10,7 @@ failed conditional write returns the current TAT (ReturnValuesOnConditionCheckFa
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -22,7 +23,8 @@ _US = 1_000_000
 class RateLimiter:
     def __init__(self, table: str, rate: float, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        self.table, self.interval_us = table, int(_US / rate)
+        # Rounded up: a spacing rounded down would let rate + 1 slots into some second (9/s: 9 x 111111 us < 1 s).
+        self.table, self.interval_us = table, math.ceil(_US / rate)
         self.clock, self.sleep = clock, sleep
         self._seen: int | None = None  # last TAT this instance saw: usually right, saves a read
 

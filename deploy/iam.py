@@ -1,0 +1,101 @@
+"""Least-privilege IAM policies, one role per function.
+
+Each function gets exactly the S3 prefixes, tables, queues and topics its code touches (for example
+forward-sender reads only ``attachments/*`` and its claim-check payloads, never the archive), and
+writes only to its own log group. The table is checked by tests/integration/test_deploy.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from common.config import Config
+
+TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
+    "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
+
+SENDER_QUEUE_ACTIONS = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]
+IDEMPOTENCY_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+
+
+def role_name(cfg: Config, function: str) -> str:
+    return f"{cfg.prefix}-{function}"
+
+
+class Arns:
+    def __init__(self, cfg: Config, account: str) -> None:
+        self.cfg, self.account, self.region = cfg, account, cfg.region
+
+    def objects(self, *prefixes: str) -> list[str]:
+        return [f"arn:aws:s3:::{self.cfg.bucket}/{p}*" for p in prefixes]
+
+    def table(self, name: str) -> str:
+        return f"arn:aws:dynamodb:{self.region}:{self.account}:table/{name}"
+
+    def queue(self, name: str) -> str:
+        return f"arn:aws:sqs:{self.region}:{self.account}:{name}"
+
+    def topic(self, name: str) -> str:
+        return f"arn:aws:sns:{self.region}:{self.account}:{name}"
+
+    def log_group(self, name: str) -> str:
+        return f"arn:aws:logs:{self.region}:{self.account}:log-group:{name}:*"
+
+
+def _allow(actions: list[str], resources: list[str], condition: dict[str, Any] | None = None) -> dict[str, Any]:
+    statement: dict[str, Any] = {"Effect": "Allow", "Action": sorted(actions), "Resource": sorted(resources)}
+    if condition:
+        statement["Condition"] = condition
+    return statement
+
+
+def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
+    """The inline policy document of ``function``'s role."""
+    from common.functions import BY_NAME
+
+    a = Arns(cfg, account)
+    spec = BY_NAME[function]
+    statements = [_allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(f"/aws/lambda/{cfg.prefix}-{function}")])]
+    if function == "inbound-handler":
+        statements += [
+            _allow(["s3:GetObject", "s3:DeleteObject"], a.objects("staging/")),
+            _allow(["s3:PutObject"], a.objects("conversations/", "attachments/", "spam/", "bounces/", "queue-payloads/")),
+            _allow(["s3:GetObject"], a.objects("config/")),  # the owner's keyword lists
+            _allow(["ssm:GetParameter"], [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"]),
+            _allow(["dynamodb:UpdateItem"], [a.table(cfg.conversations_table), a.table(cfg.suppression_table)]),
+            # SES feedback: send records, duplicate SNS ids, the SES-id index
+            _allow(["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+                   [a.table(cfg.send_status_table)]),
+            _allow(["dynamodb:Query"], [a.table(cfg.send_status_table) + "/index/sesMessageId"]),
+            _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
+            _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
+        ]
+    elif function == "reply-handler":
+        statements += [
+            _allow(["s3:GetObject", "s3:DeleteObject"], a.objects("staging/")),
+            _allow(["s3:PutObject"], a.objects("rejected/", "reply-attachments/", "queue-payloads/")),
+            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.conversations_table)]),
+            _allow(["dynamodb:PutItem"], [a.table(cfg.send_status_table)]),  # once-per-hour alert throttle
+            _allow(["sqs:SendMessage"], [a.queue(cfg.reply_queue)]),
+            _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
+        ]
+    elif function == "attachment-extractor":
+        statements += [
+            _allow(["s3:GetObject"], a.objects("attachments/")),
+            _allow(["s3:PutObject", "s3:DeleteObject"], a.objects("extracted-text/")),
+        ]
+    else:  # a sender
+        queue = getattr(cfg, spec.queue_field)
+        statements += [
+            _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
+            _allow(["s3:GetObject"], a.objects("queue-payloads/", *([spec.attachment_prefix] if spec.attachment_prefix else []))),
+            _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
+            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
+            _allow(["dynamodb:GetItem"], [a.table(cfg.suppression_table)]),
+            _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
+            _allow(["ses:SendRawEmail"], [f"arn:aws:ses:{a.region}:{account}:identity/{cfg.domain_name}",
+                                          f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
+                   {"StringEquals": {"ses:FromAddress": cfg.public_email}}),
+        ]
+    return {"Version": "2012-10-17", "Statement": statements}

@@ -1,0 +1,170 @@
+"""Images to ECR: build (or reuse) locally, tag by content, push what the registry lacks.
+
+The tag is ``c-<12 hex of the local image id>``: the image id is a hash of the image's config and
+layers, so the same build always gets the same tag (a re-deploy of an unchanged tree pushes nothing)
+and repositories can be IMMUTABLE. Lambda gets the manifest digest the registry reports
+(``<repository uri>@sha256:...``), never a tag.
+
+``registry`` overrides the registry host the images are pushed to (default: the ECR repository's
+own); the tests use it to push to a local registry standing in for ECR. Everything about the
+push path is the same: ECR's authorization token, docker login, the registry query, the push.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common.aws import client, error_code
+from common.config import Config
+from common.functions import FUNCTIONS
+from common.provision import CREATE, UNCHANGED, Run
+from deploy.errors import DeployError
+
+REPO = Path(__file__).resolve().parents[1]
+KEEP_IMAGES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    function: str
+    repository_uri: str  # <account>.dkr.ecr.<region>.amazonaws.com/<name>
+    tag: str
+    digest: str  # sha256:...
+    architecture: str  # x86_64 | arm64, for the Lambda function
+
+    @property
+    def image_uri(self) -> str:
+        return f"{self.repository_uri}@{self.digest}"
+
+
+def repository_name(cfg: Config, function: str) -> str:
+    return f"{cfg.prefix}-{function}"
+
+
+def docker_client() -> Any:
+    import docker
+
+    try:
+        engine = docker.from_env()
+        engine.ping()
+    except Exception as exc:
+        raise DeployError(f"the Docker engine is not reachable ({type(exc).__name__}: {exc})",
+                          "start it (sudo systemctl start docker) and check `docker info`; the deploy builds and "
+                          "pushes the function images with it") from None
+    return engine
+
+
+def build(report: Callable[[str], None]) -> None:
+    """scripts/images.sh: the offline build every local mode uses (cached: seconds when nothing changed)."""
+    report("[deploy] building images (scripts/images.sh)")
+    done = subprocess.run([str(REPO / "scripts" / "images.sh")], cwd=REPO, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise DeployError("the image build failed:\n" + (done.stdout + done.stderr)[-3000:],
+                          "fix the build (full logs under .build/logs/), then deploy again")
+
+
+def content_tag(image: Any) -> str:
+    return "c-" + str(image.id).removeprefix("sha256:")[:12]
+
+
+def architecture(image: Any) -> str:
+    return "arm64" if image.attrs.get("Architecture") in ("arm64", "aarch64") else "x86_64"
+
+
+def _repository(run: Run, name: str) -> str:
+    """Create the ECR repository if missing (scan on push, immutable tags, keep the last N images)."""
+    ecr = client("ecr")
+    try:
+        repo = ecr.describe_repositories(repositoryNames=[name])["repositories"][0]
+        run.note("ecr-repository", name, UNCHANGED)
+        return str(repo["repositoryUri"])
+    except Exception as exc:
+        if error_code(exc) != "RepositoryNotFoundException":
+            raise
+    run.note("ecr-repository", name, CREATE, f"scan on push, immutable tags, keep {KEEP_IMAGES} images")
+    if not run.apply:
+        from common.aws.sts import account_id
+
+        return f"{account_id()}.dkr.ecr.{run.cfg.region}.amazonaws.com/{name}"
+    repo = ecr.create_repository(repositoryName=name, imageTagMutability="IMMUTABLE",
+                                 imageScanningConfiguration={"scanOnPush": True})["repository"]
+    ecr.put_lifecycle_policy(repositoryName=name, lifecyclePolicyText=_lifecycle())
+    return str(repo["repositoryUri"])
+
+
+def _lifecycle() -> str:
+    import json
+
+    return json.dumps({"rules": [{"rulePriority": 1, "description": f"keep the last {KEEP_IMAGES} images",
+                                  "selection": {"tagStatus": "any", "countType": "imageCountMoreThan",
+                                                "countNumber": KEEP_IMAGES},
+                                  "action": {"type": "expire"}}]})
+
+
+def login(engine: Any, registry: str | None) -> tuple[str, dict[str, str]]:
+    """ECR's authorization token -> docker login; returns the registry host and its auth config."""
+    data = client("ecr").get_authorization_token()["authorizationData"][0]
+    username, _, password = base64.b64decode(data["authorizationToken"]).decode().partition(":")
+    host = registry or str(data["proxyEndpoint"]).removeprefix("https://").removeprefix("http://")
+    auth = {"username": username, "password": password}
+    try:
+        engine.login(username=username, password=password, registry=host, reauth=True)
+    except Exception as exc:
+        raise DeployError(f"docker login to {host} failed: {exc}",
+                          "check that your credentials allow ecr:GetAuthorizationToken in this region") from None
+    return host, auth
+
+
+def publish(run: Run, engine: Any, registry: str | None, report: Callable[[str], None]) -> dict[str, Published]:
+    """Tag every function image by content and push those the registry does not have yet."""
+    host, auth = login(engine, registry)
+    out: dict[str, Published] = {}
+    for f in FUNCTIONS:
+        try:
+            image = engine.images.get(f"{f.image}:latest")
+        except Exception:
+            raise DeployError(f"image {f.image}:latest is missing", "run `make images` (or deploy without --skip-build)") from None
+        name = repository_name(run.cfg, f.name)
+        repository_uri = _repository(run, name)
+        tag, target = content_tag(image), f"{host}/{name}"
+        digest = _registry_digest(engine, f"{target}:{tag}", auth)
+        if digest:
+            run.note("image", f"{name}:{tag}", UNCHANGED, "already in the registry")
+        else:
+            run.note("image", f"{name}:{tag}", CREATE, "push")
+            if run.apply:
+                digest = _push(engine, image, target, tag, auth, report)
+        # A dry run cannot know the digest of an image it did not push: "" means "a new image".
+        out[f.name] = Published(f.name, repository_uri, tag, digest, architecture(image))
+    return out
+
+
+def _registry_digest(engine: Any, reference: str, auth: dict[str, str]) -> str:
+    try:
+        return str(engine.images.get_registry_data(reference, auth_config=auth).id)
+    except Exception:  # not found (or not readable): push it
+        return ""
+
+
+def _push(engine: Any, image: Any, target: str, tag: str, auth: dict[str, str], report: Callable[[str], None]) -> str:
+    image.tag(target, tag)
+    digest, last = "", ""
+    for line in engine.images.push(target, tag=tag, auth_config=auth, stream=True, decode=True):
+        if "error" in line:
+            raise DeployError(f"push of {target}:{tag} failed: {line['error']}",
+                              "check the registry and your credentials, then deploy again")
+        if "aux" in line and line["aux"].get("Digest"):
+            digest = str(line["aux"]["Digest"])
+        status = line.get("status", "")
+        if status in ("Pushed", "Layer already exists", "Mounted from") or status.startswith("Mounted"):
+            last = f"[deploy]   {target}:{tag} layer {line.get('id', '')}: {status}"
+            report(last)
+    if not digest:
+        raise DeployError(f"push of {target}:{tag} reported no digest", "deploy again; the registry may be unhealthy")
+    report(f"[deploy]   pushed {target}:{tag} ({digest[:19]}...)")
+    return digest

@@ -1,0 +1,96 @@
+"""`email-handler deploy` end to end with real images: ECR's token, docker login, registry query and
+push against a local registry (Debian's docker-registry on 127.0.0.1) standing in for ECR, and
+the AWS side on a moto server. Run as the user runs it: the console script in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from common.functions import FUNCTIONS
+from common.local.rie import free_port, wait_for_port
+from tests.conftest import IN_CI, REPO
+
+pytestmark = pytest.mark.docker
+PREFIX = "service-email-handler-prd"
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[str]:
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        message = "docker-registry is not installed (scripts/host-deps.sh installs it)"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    port = free_port()
+    config = tmp_path / "registry.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path}/data\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, proc=proc)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def deploy_cli(registry: str, moto_url: str, local_defaults: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **{k: v for k, v in local_defaults.items() if k != "ENVIRONMENT"},
+           "AWS_ENDPOINT_URL": moto_url, "THREAD_SECRET": "0123456789abcdef" * 4}
+    return subprocess.run([sys.executable, "-m", "common.cli", "deploy", "--registry", registry, *extra],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+
+
+def manifest_digest(registry: str, repository: str, tag: str) -> str:
+    request = urllib.request.Request(f"http://{registry}/v2/{repository}/manifests/{tag}", method="HEAD", headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        return str(resp.headers["Docker-Content-Digest"])
+
+
+@pytest.mark.timeout(1200)
+def test_deploy_pushes_by_content_and_pins_lambda_to_the_registry_digest(registry, docker_client, moto_server,
+                                                                         local_defaults) -> None:
+    urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST")).read()
+    plan = deploy_cli(registry, moto_server, local_defaults, "--dry-run")
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    planned = [line for line in plan.stdout.splitlines() if line.startswith("[deploy] create")]
+
+    started = time.monotonic()
+    first = deploy_cli(registry, moto_server, local_defaults)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    created = [line for line in first.stdout.splitlines() if line.startswith("[deploy] create")]
+    assert created == planned  # the dry run printed exactly what the real run did
+    assert "pushed" in first.stdout and "layer" in first.stdout  # push progress is shown
+    catalog = json.loads(urllib.request.urlopen(f"http://{registry}/v2/_catalog").read())["repositories"]
+    assert sorted(catalog) == sorted(f"{PREFIX}-{f.name}" for f in FUNCTIONS)
+
+    import boto3
+
+    lam = boto3.client("lambda", endpoint_url=moto_server, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    for f in FUNCTIONS:
+        image = docker_client.images.get(f"{f.image}:latest")
+        tag = "c-" + image.id.removeprefix("sha256:")[:12]  # the content tag: same build, same tag
+        digest = manifest_digest(registry, f"{PREFIX}-{f.name}", tag)
+        uri = lam.get_function(FunctionName=f"{PREFIX}-{f.name}")["Code"]["ImageUri"]
+        assert uri == f"123456789012.dkr.ecr.us-east-1.amazonaws.com/{PREFIX}-{f.name}@{digest}"
+    ecr = boto3.client("ecr", endpoint_url=moto_server, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    repo = ecr.describe_repositories(repositoryNames=[f"{PREFIX}-ack-sender"])["repositories"][0]
+    assert repo["imageScanningConfiguration"] == {"scanOnPush": True} and repo["imageTagMutability"] == "IMMUTABLE"
+    assert "imageCountMoreThan" in ecr.get_lifecycle_policy(repositoryName=f"{PREFIX}-ack-sender")["lifecyclePolicyText"]
+
+    again = deploy_cli(registry, moto_server, local_defaults)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "pushed" not in again.stdout and "nothing to change" in again.stdout
+    print(f"\n[deploy] first deploy with pushes {time.monotonic() - started:.0f}s")
