@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from common.config import Config
 from common.events import SesReceipt

@@ -97,7 +97,7 @@ class DevStack:
                                                "PYTHON": sys.executable}, self.log_dir / f"{name}.log")
                 started[name] = proc.start(wait=False)
                 self._stoppers.append((name, proc.stop))
-            for name, proc in started.items():
+            for proc in started.values():
                 wait_for_port(proc.port, proc=proc.proc)
             return started
 

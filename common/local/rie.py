@@ -52,14 +52,16 @@ def invoke(url: str, event: Any, timeout: float = 120.0) -> Any:
                                      data=body, method="POST", headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as resp:
-            payload = json.loads(resp.read() or b"null")
+            status, raw = resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         # The RIE answers an init failure with 502 and the runtime's error document.
-        raw = exc.read()
-        try:
-            payload = json.loads(raw)
-        except json.JSONDecodeError:
-            raise InvokeError({"errorType": f"HTTP{exc.code}", "errorMessage": raw.decode(errors="replace")}) from None
+        status, raw = exc.code, exc.read()
+    try:
+        payload = json.loads(raw or b"null")
+    except json.JSONDecodeError:
+        # A timed-out or killed runtime: the RIE answers with plain text ("Task timed out after ...").
+        raise InvokeError({"errorType": "FunctionError" if status == 200 else f"HTTP{status}",
+                           "errorMessage": raw.decode(errors="replace").strip()}) from None
     if isinstance(payload, dict) and "errorType" in payload and "errorMessage" in payload:
         raise InvokeError(payload)
     return payload

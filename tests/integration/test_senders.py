@@ -9,6 +9,7 @@ import time
 import pytest
 
 from common.aws import client
+from common.local.rie import InvokeError
 from common.outbound import OutboundMessage, enqueue, payload_key
 from tests.sesproxy import SesProxy
 
@@ -98,7 +99,7 @@ def test_crash_after_idempotency_put_is_retried_later_with_one_send(stack, rie_f
     fn = sender(rie_function, hang, AWS_LAMBDA_FUNCTION_TIMEOUT="3")
     put(stack, message())
     event = stack.sqs_event(stack.cfg.ack_queue, visibility_s=1)
-    with pytest.raises(Exception):
+    with pytest.raises(InvokeError, match="(?i)timed out"):
         fn.invoke(event)
     assert stack.sent() == []
     item = client("dynamodb").scan(TableName=stack.cfg.idempotency_table)["Items"][0]
