@@ -41,6 +41,7 @@ logs: ## follow the local stack's logs
 test: ## the one test command: unit, integration (moto + host RIE), docker (images, compose)
 	@if [ -z "$(HOST_PYTHON)" ]; then exec scripts/test-in-container.sh; fi
 	@$(MAKE) --no-print-directory venv
+	@scripts/host-deps.sh
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; \
 	 else echo "[test] no Docker engine: the docker suite will be skipped (it cannot skip under CI=true)"; fi
 	@echo "[test] interpreter: $$($(PY) -c 'import sys; print(sys.executable, sys.version.split()[0])')"

@@ -226,6 +226,20 @@ def _smtp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _deploy(args: argparse.Namespace) -> int:
+    from deploy.errors import DeployError
+    from deploy.main import Options, deploy
+
+    options = Options(env=args.env, region=args.region, dry_run=args.dry_run, registry=args.registry,
+                      skip_build=args.skip_build, allow_unverified=args.allow_unverified)
+    try:
+        deploy(options, report=lambda line: print(line, flush=True))
+    except DeployError as exc:
+        print(f"[deploy] error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _add_endpoint(p: argparse.ArgumentParser) -> None:
     p.add_argument("--endpoint", help=f"AWS emulator URL (default: $AWS_ENDPOINT_URL or {DEFAULT_ENDPOINT})")
 
@@ -284,6 +298,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--health-file", help="touched while every source is polling")
     _add_endpoint(p)
     p.set_defaults(run=_wiring)
+
+    p = sub.add_parser("deploy", help="push the images to ECR and create or update the stack on AWS")
+    p.add_argument("--env", default="prd", help="environment name in every resource name (default prd)")
+    p.add_argument("--region", help="AWS region (default: AWS_REGION or the profile's; must agree with AWS_REGION)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (create / update / unchanged), change nothing")
+    p.add_argument("--registry", help="push to this registry host instead of the ECR repository's")
+    p.add_argument("--skip-build", action="store_true", help="use the images already built (make images)")
+    p.add_argument("--allow-unverified", action="store_true",
+                   help="deploy although SES has not verified the domain yet")
+    p.set_defaults(run=_deploy)
 
     p = sub.add_parser("smtp", help="run the SMTP ingress (compose service)")
     p.add_argument("--host", default="127.0.0.1")

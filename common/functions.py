@@ -1,4 +1,6 @@
-"""The six functions: names (also image and folder names), local ports and what each consumes."""
+"""The six functions, one declarative table: names (also image and folder names), local ports, what
+each consumes, and the Lambda settings `email-handler deploy` applies (memory, timeout, reserved
+concurrency, SQS batch concurrency)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ class Function:
     attachment_prefix: str = ""  # senders: the only S3 prefix their messages may attach from
     timeout_s: int = 60
     memory_mb: int = 256
+    # Reserved concurrency (None: the account's unreserved pool). Senders keep two instances each:
+    # with the shared rate limiter more would only contend for the same SES slots.
+    reserved_concurrency: int | None = None
+    batch_concurrency: int = 0  # senders: the SQS event source's MaximumConcurrency (2 is the minimum)
 
     @property
     def image(self) -> str:
@@ -25,9 +31,11 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("reply-handler", 9002, ("domain_name", "public_email", "private_email", "thread_secret")),
     Function("attachment-extractor", 9003, ()),
     # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (FR-2).
-    Function("ack-sender", 9004, ("public_email",), "ack_queue", "", 180),
-    Function("forward-sender", 9005, ("public_email",), "forward_queue", "attachments/", 180),
-    Function("reply-sender", 9006, ("public_email",), "reply_queue", "reply-attachments/", 180),
+    Function("ack-sender", 9004, ("public_email",), "ack_queue", "", 180, reserved_concurrency=2, batch_concurrency=2),
+    Function("forward-sender", 9005, ("public_email",), "forward_queue", "attachments/", 180, reserved_concurrency=2,
+             batch_concurrency=2),
+    Function("reply-sender", 9006, ("public_email",), "reply_queue", "reply-attachments/", 180, reserved_concurrency=2,
+             batch_concurrency=2),
 )
 SENDERS = tuple(f for f in FUNCTIONS if f.queue_field)
 # AWS guidance for SQS event sources: visibility timeout at least six times the function timeout.

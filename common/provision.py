@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from common.aws import client, error_code
+from common.aws import client, or_none
 from common.aws.sts import account_id
 from common.config import Config
 from common.functions import QUEUE_VISIBILITY_S
@@ -90,6 +90,13 @@ class Run:
 def provision(cfg: Config, report: Callable[[Change], None] | None = None, *, apply: bool = True,
               local: bool = False) -> list[Change]:
     run = Run(cfg, apply, report)
+    shared(run, local=local)
+    return run.changes
+
+
+def shared(run: Run, local: bool = False) -> None:
+    """The resources every mode needs (and with ``local``, the local wiring's), onto ``run``."""
+    cfg = run.cfg
     _bucket(run, cfg)
     for field_name, (key, ttl, indexes) in TABLES.items():
         _table(run, getattr(cfg, field_name), key, ttl, indexes)
@@ -99,33 +106,24 @@ def provision(cfg: Config, report: Callable[[Change], None] | None = None, *, ap
         _topic(run, topic)
     _ses_identity(run, cfg.domain_name)
     _configuration_set(run, cfg)
-    _log_group(run, cfg.spam_log_group)
+    log_group(run, cfg.spam_log_group)
     _spam_rules(run, cfg)
     _parameter(run, cfg.spam_rules_parameter, SPAM_RULES_KEY)
     if local:
         _local_wiring(run, cfg)
-    return run.changes
 
 
 # --- existence helpers ---------------------------------------------------------------------------
 
 def _exists(call: Callable[[], Any], *missing_codes: str) -> bool:
-    try:
-        call()
-    except Exception as exc:
-        if error_code(exc) in missing_codes:  # HEAD requests report a bare "404"
-            return False
-        raise
-    return True
+    # HEAD requests report a bare "404" as their code.
+    return or_none(lambda: call() or True, *missing_codes) is not None
 
 
 def queue_url(name: str) -> str | None:
-    try:
-        return str(client("sqs").get_queue_url(QueueName=name)["QueueUrl"])
-    except Exception as exc:
-        if error_code(exc) in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
-            return None
-        raise
+    found = or_none(lambda: client("sqs").get_queue_url(QueueName=name), "AWS.SimpleQueueService.NonExistentQueue",
+                    "QueueDoesNotExist")
+    return str(found["QueueUrl"]) if found else None
 
 
 def queue_arn(cfg: Config, name: str) -> str:
@@ -170,12 +168,8 @@ def _index(name: str, key: str) -> dict[str, Any]:
 
 def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, str]) -> None:
     ddb = client("dynamodb")
-    try:
-        existing = ddb.describe_table(TableName=name)["Table"]
-    except Exception as exc:
-        if error_code(exc) != "ResourceNotFoundException":
-            raise
-        existing = None
+    described = or_none(lambda: ddb.describe_table(TableName=name), "ResourceNotFoundException")
+    existing = described["Table"] if described else None
     if existing is None:
         run.note("dynamodb-table", name, CREATE, f"key {key}" + (f", TTL {ttl}" if ttl else "")
                  + "".join(f", index {i}" for i in indexes))
@@ -262,13 +256,21 @@ def _topic(run: Run, name: str) -> None:
 
 
 def _ses_identity(run: Run, domain: str) -> None:
+    """The sending and receiving domain, with Easy DKIM (SES signs every message it sends)."""
     ses = client("ses")
-    if domain in ses.list_identities(IdentityType="Domain").get("Identities", []):
+    if domain not in ses.list_identities(IdentityType="Domain").get("Identities", []):
+        run.note("ses-identity", domain, CREATE, "with DKIM; publish the DNS records the deploy prints")
+        if run.apply:
+            ses.verify_domain_identity(Domain=domain)
+            ses.verify_domain_dkim(Domain=domain)
+        return
+    dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {})
+    if dkim.get("DkimTokens"):
         run.note("ses-identity", domain, UNCHANGED)
         return
-    run.note("ses-identity", domain, CREATE, "publish the DKIM/verification DNS records it prints")
+    run.note("ses-identity", domain, UPDATE, "enable DKIM")
     if run.apply:
-        ses.verify_domain_identity(Domain=domain)
+        ses.verify_domain_dkim(Domain=domain)
 
 
 def _configuration_set(run: Run, cfg: Config) -> None:
@@ -277,13 +279,8 @@ def _configuration_set(run: Run, cfg: Config) -> None:
     name = cfg.ses_configuration_set
     destination = {"Name": "feedback", "Enabled": True, "MatchingEventTypes": list(FEEDBACK_EVENTS),
                    "SNSDestination": {"TopicARN": topic_arn(cfg, cfg.feedback_topic)}}
-    try:
-        described = ses.describe_configuration_set(ConfigurationSetName=name,
-                                                   ConfigurationSetAttributeNames=["eventDestinations"])
-    except Exception as exc:
-        if error_code(exc) != "ConfigurationSetDoesNotExist":
-            raise
-        described = None
+    described = or_none(lambda: ses.describe_configuration_set(
+        ConfigurationSetName=name, ConfigurationSetAttributeNames=["eventDestinations"]), "ConfigurationSetDoesNotExist")
     if described is None:
         run.note("ses-config-set", name, CREATE, "events delivery, bounce, complaint -> " + cfg.feedback_topic)
         if run.apply:
@@ -307,19 +304,19 @@ def _configuration_set(run: Run, cfg: Config) -> None:
             ses.update_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
 
 
-def _log_group(run: Run, name: str) -> None:
+def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> None:
     logs = client("logs")
     found = logs.describe_log_groups(logGroupNamePrefix=name).get("logGroups", [])
     group = next((g for g in found if g["logGroupName"] == name), None)
-    if group is not None and group.get("retentionInDays") == LOG_RETENTION_DAYS:
+    if group is not None and group.get("retentionInDays") == retention_days:
         run.note("log-group", name, UNCHANGED)
         return
-    run.note("log-group", name, CREATE if group is None else UPDATE, f"retention {LOG_RETENTION_DAYS} days")
+    run.note("log-group", name, CREATE if group is None else UPDATE, f"retention {retention_days} days")
     if not run.apply:
         return
     if group is None:
         logs.create_log_group(logGroupName=name)
-    logs.put_retention_policy(logGroupName=name, retentionInDays=LOG_RETENTION_DAYS)
+    logs.put_retention_policy(logGroupName=name, retentionInDays=retention_days)
 
 
 def _spam_rules(run: Run, cfg: Config) -> None:

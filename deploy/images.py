@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.aws import client, error_code
+from common.aws import client, or_none
 from common.config import Config
 from common.functions import FUNCTIONS
 from common.provision import CREATE, UNCHANGED, Run
@@ -79,13 +79,10 @@ def architecture(image: Any) -> str:
 def _repository(run: Run, name: str) -> str:
     """Create the ECR repository if missing (scan on push, immutable tags, keep the last N images)."""
     ecr = client("ecr")
-    try:
-        repo = ecr.describe_repositories(repositoryNames=[name])["repositories"][0]
+    found = or_none(lambda: ecr.describe_repositories(repositoryNames=[name]), "RepositoryNotFoundException")
+    if found:
         run.note("ecr-repository", name, UNCHANGED)
-        return str(repo["repositoryUri"])
-    except Exception as exc:
-        if error_code(exc) != "RepositoryNotFoundException":
-            raise
+        return str(found["repositories"][0]["repositoryUri"])
     run.note("ecr-repository", name, CREATE, f"scan on push, immutable tags, keep {KEEP_IMAGES} images")
     if not run.apply:
         from common.aws.sts import account_id

@@ -36,7 +36,9 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
     reset_clients()
     cfg = preflight.load_config(environ, options.env, region)
     account = preflight.account(region)
-    report(f"[deploy] {cfg.prefix} to account {account}, {region}{' (dry run: nothing changes)' if options.dry_run else ''}")
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    report(f"[deploy] {cfg.prefix} to account {account}, {region}" + (f" via {endpoint}" if endpoint else "")
+           + (" (dry run: nothing changes)" if options.dry_run else ""))
     preflight.receiving_available()
     status = preflight.identity_status(cfg)
     if status not in ("", "Success") and not options.allow_unverified:

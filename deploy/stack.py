@@ -14,7 +14,7 @@ import time
 from dataclasses import fields
 from typing import Any
 
-from common.aws import client, error_code
+from common.aws import client, error_code, or_none
 from common.config import Config, env_name
 from common.functions import FUNCTIONS, SENDERS, Function
 from common.provision import (
@@ -71,25 +71,15 @@ def role(run: Run, account: str, function: str) -> str:
     arn = f"arn:aws:iam::{account}:role/{name}"
     wanted = iam.policy(cfg, account, function)
     api = client("iam")
-    try:
-        existing = api.get_role(RoleName=name)["Role"]
-    except Exception as exc:
-        if error_code(exc) != "NoSuchEntity":
-            raise
-        existing = None
-    if existing is None:
+    if or_none(lambda: api.get_role(RoleName=name), "NoSuchEntity") is None:
         run.note("iam-role", name, CREATE, f"{len(wanted['Statement'])} least-privilege statements")
         if run.apply:
             api.create_role(RoleName=name, AssumeRolePolicyDocument=iam.TRUST,
                             Description=f"{function} of {cfg.prefix} (email-handler deploy)")
             api.put_role_policy(RoleName=name, PolicyName="least-privilege", PolicyDocument=json.dumps(wanted))
         return arn
-    try:
-        current = api.get_role_policy(RoleName=name, PolicyName="least-privilege")["PolicyDocument"]
-    except Exception as exc:
-        if error_code(exc) != "NoSuchEntity":
-            raise
-        current = None
+    found = or_none(lambda: api.get_role_policy(RoleName=name, PolicyName="least-privilege"), "NoSuchEntity")
+    current = found["PolicyDocument"] if found else None
     if isinstance(current, str):
         from urllib.parse import unquote
 
@@ -125,12 +115,7 @@ def lambda_function(run: Run, spec: Function, image: Published, role_arn: str, e
     config: dict[str, Any] = {"Role": role_arn, "MemorySize": spec.memory_mb, "Timeout": spec.timeout_s,
                               "Environment": {"Variables": env},
                               "Description": f"{spec.name} ({run.cfg.prefix}, image {image.tag})"}
-    try:
-        current = api.get_function(FunctionName=name)
-    except Exception as exc:
-        if error_code(exc) != "ResourceNotFoundException":
-            raise
-        current = None
+    current = or_none(lambda: api.get_function(FunctionName=name), "ResourceNotFoundException")
     if current is None:
         run.note("lambda-function", name, CREATE, f"image {image.tag}, {spec.memory_mb} MB, {spec.timeout_s} s")
         if run.apply:
@@ -196,24 +181,14 @@ def _concurrency(run: Run, api: Any, name: str, spec: Function) -> None:
 
 
 def _function_exists(api: Any, name: str) -> bool:
-    try:
-        api.get_function(FunctionName=name)
-    except Exception as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return False
-        raise
-    return True
+    return or_none(lambda: api.get_function(FunctionName=name), "ResourceNotFoundException") is not None
 
 
 def _publish(run: Run, api: Any, name: str, changed: bool) -> None:
     """A new version when the function changed, and ``live`` moved to it."""
     alias = None
     if run.apply or _function_exists(api, name):
-        try:
-            alias = api.get_alias(FunctionName=name, Name=ALIAS)
-        except Exception as exc:
-            if error_code(exc) != "ResourceNotFoundException":
-                raise
+        alias = or_none(lambda: api.get_alias(FunctionName=name, Name=ALIAS), "ResourceNotFoundException")
     if alias is not None and not changed:
         run.note("lambda-alias", f"{name}:{ALIAS}", UNCHANGED, f"version {alias['FunctionVersion']}")
         return
@@ -234,11 +209,8 @@ def permission(run: Run, account: str, function: str, sid: str, principal: str, 
     api, name = client("lambda"), function_name(run.cfg, function)
     statements: list[dict[str, Any]] = []
     if run.apply or _function_exists(api, name):
-        try:
-            statements = json.loads(api.get_policy(FunctionName=name, Qualifier=ALIAS)["Policy"]).get("Statement", [])
-        except Exception as exc:
-            if error_code(exc) != "ResourceNotFoundException":
-                raise
+        found = or_none(lambda: api.get_policy(FunctionName=name, Qualifier=ALIAS), "ResourceNotFoundException")
+        statements = json.loads(found["Policy"]).get("Statement", []) if found else []
     if any(s.get("Sid") == sid for s in statements):
         run.note("lambda-permission", f"{name}:{ALIAS} {sid}", UNCHANGED)
         return
@@ -295,13 +267,7 @@ def bucket_to_extractor(run: Run, account: str) -> None:
 
 
 def _bucket_exists(bucket: str) -> bool:
-    try:
-        client("s3").head_bucket(Bucket=bucket)
-    except Exception as exc:
-        if error_code(exc) in ("404", "NoSuchBucket", "NotFound"):
-            return False
-        raise
-    return True
+    return or_none(lambda: client("s3").head_bucket(Bucket=bucket), "404", "NoSuchBucket", "NotFound") is not None
 
 
 def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str) -> None:
@@ -333,11 +299,8 @@ def bucket_policy_for_ses(run: Run, account: str) -> None:
     s3 = client("s3")
     current = None
     if _bucket_exists(cfg.bucket):
-        try:
-            current = json.loads(s3.get_bucket_policy(Bucket=cfg.bucket)["Policy"])
-        except Exception as exc:
-            if error_code(exc) != "NoSuchBucketPolicy":
-                raise
+        found = or_none(lambda: s3.get_bucket_policy(Bucket=cfg.bucket), "NoSuchBucketPolicy")
+        current = json.loads(found["Policy"]) if found else None
     if current is not None and _canonical(current) == _canonical(wanted):
         run.note("s3-bucket-policy", cfg.bucket, UNCHANGED)
         return
@@ -366,13 +329,9 @@ def receipt_rules(run: Run, account: str) -> None:
         {"Name": f"{name}-public", "Enabled": True, "TlsPolicy": "Optional", "ScanEnabled": True,
          "Recipients": [cfg.public_email], "Actions": [s3_action, lambda_action("inbound-handler")]},
     ]
-    try:
-        existing = {r["Name"]: r for r in ses.describe_receipt_rule_set(RuleSetName=name).get("Rules", [])}
-        have_set = True
-    except Exception as exc:
-        if error_code(exc) != "RuleSetDoesNotExist":
-            raise
-        existing, have_set = {}, False
+    described = or_none(lambda: ses.describe_receipt_rule_set(RuleSetName=name), "RuleSetDoesNotExist")
+    existing = {r["Name"]: r for r in (described or {}).get("Rules", [])}
+    have_set = described is not None
     if not have_set:
         run.note("ses-rule-set", name, CREATE)
         if run.apply:

@@ -27,7 +27,7 @@ PY
 ARG OS_IMAGE
 FROM ${OS_IMAGE}
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      docker-cli docker-compose curl make >/dev/null && rm -rf /var/lib/apt/lists/*
+      docker-cli docker-compose docker-registry curl make >/dev/null && rm -rf /var/lib/apt/lists/*
 COPY .build/wheelhouse-test/ /wheels/
 RUN python3 -m venv /opt/test-venv && /opt/test-venv/bin/pip install -q --no-index --find-links /wheels /wheels/*.whl
 DOCKERFILE

@@ -3,7 +3,8 @@
 Every SendRawEmail request is passed to ``plan(request_number, params)``, which answers ``None``
 (forward to moto), ``("error", code)`` (an SES error response, parsed by botocore like the real
 thing), or ``("hang", seconds)`` (hold the request: a crash or timeout mid-send). Arrival times of
-forwarded sends that SES accepted are recorded for the rate tests.
+forwarded sends that SES accepted are recorded for the rate tests. ``rewrite(params, body)`` may
+change any forwarded response body (an SES state moto cannot be put in, such as a pending identity).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ _ERROR = """<ErrorResponse xmlns="http://ses.amazonaws.com/doc/2010-12-01/">
 
 
 class SesProxy:
-    def __init__(self, upstream: str, plan: Plan | None = None) -> None:
+    def __init__(self, upstream: str, plan: Plan | None = None,
+                 rewrite: Callable[[dict[str, str], bytes], bytes] | None = None) -> None:
         self.upstream, self.plan = upstream.rstrip("/"), plan or (lambda n, p: None)
+        self.rewrite = rewrite or (lambda params, body: body)
         self.calls = 0
         self.sent_at: list[float] = []
         self.lock = threading.Lock()
@@ -64,6 +67,7 @@ class SesProxy:
                 if params.get("Action") == "SendRawEmail" and status == 200:
                     with proxy.lock:
                         proxy.sent_at.append(arrived)
+                data = proxy.rewrite(params, data)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))

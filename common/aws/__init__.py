@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from botocore.client import BaseClient
@@ -35,6 +36,20 @@ def error_code(exc: BaseException) -> str:
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code", ""))
     return ""
+
+
+T = TypeVar("T")
+
+
+def or_none(call: Callable[[], T], *missing: str) -> T | None:
+    """``call()``, or None when AWS answers with one of the ``missing`` error codes (a read of
+    something that does not exist yet); any other error is raised."""
+    try:
+        return call()
+    except Exception as exc:
+        if error_code(exc) in missing:
+            return None
+        raise
 
 
 def reset_clients() -> None:
