@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any
 
-from common import config, provision
+from common import config, provision, sendrecords
 from common.aws import client, dynamodb
 from common.localenv import aws_endpoint, local_env
 from tests.docgen import make_pdf
@@ -129,7 +129,19 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
     text = s3.get_object(Bucket=cfg.bucket, Key=key)["Body"].read().decode()
     assert "Bob Builder" in text and "bridges" in text and key.endswith("/CV.pdf.txt")
 
-    # 6. A sender forced to fail (SES refuses the unverified sending domain) ends in the DLQ, alerted.
+    # 6. SES reports a permanent bounce through the feedback topic: the address is suppressed.
+    ack_id = ack["X-Correlation-ID"]
+    notification = {"notificationType": "Bounce", "mail": {
+        "messageId": by_to[("jane@corp.example",)]["id"], "source": cfg.public_email, "destination": ["dave@corp.example"],
+        "headers": [{"name": "X-Correlation-ID", "value": ack_id}]},
+        "bounce": {"bounceType": "Permanent", "bounceSubType": "General",
+                   "bouncedRecipients": [{"emailAddress": "dave@corp.example"}]}}
+    client("sns").publish(TopicArn=provision.topic_arn(cfg, cfg.feedback_topic), Message=json.dumps(notification))
+    suppressed = wait_for("the bounce to suppress the address", lambda: sendrecords.suppression(cfg, "dave@corp.example"))
+    assert suppressed["reason"] == "permanent bounce (General)"
+    assert sendrecords.get_record(cfg, ack_id)["status"] == "bounced"
+
+    # 7. A sender forced to fail (SES refuses the unverified sending domain) ends in the DLQ, alerted.
     alerts = _subscribe_alerts(cfg)
     client("ses").delete_identity(Identity=cfg.domain_name)
     try:
