@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import time
@@ -18,6 +19,7 @@ EVENTS = REPO / "tests" / "fixtures" / "events"
 EVENT_FOR = {"inbound-handler": "ses-inbound.json", "reply-handler": "ses-reply.json",
              "attachment-extractor": "s3-calendar.json"}
 HELLO = "service-email-handler/bench-hello:latest"
+HELLO_AWS = "service-email-handler/bench-hello-boto:latest"
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -25,10 +27,17 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+_EMULATOR: dict[str, str] = {}  # AWS_ENDPOINT_URL of the emulator the functions talk to (set by run)
+
+
 def _start(client: Any, image: str) -> tuple[Any, str]:
+    # Host network, like the tests: the functions reach the emulator on loopback; every container
+    # (hello-world included) starts the same way, so the ratios compare like with like.
     port = free_port()
+    environment = {**local_env(), **_EMULATOR, "RIE_ADDRESS": f"127.0.0.1:{port}",
+                   "RIE_RUNTIME_API_ADDRESS": f"127.0.0.1:{free_port()}"}
     container = client.containers.run(image, detach=True, read_only=True, tmpfs={"/tmp": ""},
-                                      environment=local_env(), ports={"8080/tcp": ("127.0.0.1", port)})
+                                      environment=environment, network_mode="host")
     return container, f"http://127.0.0.1:{port}"
 
 
@@ -71,11 +80,23 @@ def _warm(client: Any, image: str, event: Any, n: int) -> list[float]:
 
 
 def run(rounds: int = 3, warm_n: int = 50) -> dict[str, Any]:
+    from bench.sendharness import emulator_process
+
+    with emulator_process(local_env()):  # the functions do their real AWS calls against it
+        _EMULATOR["AWS_ENDPOINT_URL"] = os.environ["AWS_ENDPOINT_URL"]
+        try:
+            return _run(rounds, warm_n)
+        finally:
+            _EMULATOR.clear()
+
+
+def _run(rounds: int, warm_n: int) -> dict[str, Any]:
     import docker
 
     client = docker.from_env()
-    subprocess.run(["docker", "build", "-q", "--network", "none", "-t", HELLO, str(REPO / "bench" / "hello")],
-                   check=True, capture_output=True)
+    for tag, folder in ((HELLO, "hello"), (HELLO_AWS, "hello-boto")):
+        subprocess.run(["docker", "build", "-q", "--network", "none", "-t", tag, str(REPO / "bench" / folder)],
+                       check=True, capture_output=True)
     base = client.images.get("service-email-handler/base:latest").attrs["Size"]
     results: dict[str, Any] = {"base_image_mb": round(base / 1e6, 1), "aws_base_image_mb_reference": 534,
                                "functions": {}}
@@ -83,15 +104,20 @@ def run(rounds: int = 3, warm_n: int = 50) -> dict[str, Any]:
     hello_cold = [_cold_start(client, HELLO, hello_event) for _ in range(rounds)]
     results["hello_world"] = {"cold_start_ms": round(statistics.median(hello_cold) * 1000, 1),
                               "extra_bytes": client.images.get(HELLO).attrs["Size"] - base}
+    _cold_start(client, HELLO_AWS, hello_event)  # untimed: moto loads each service's backend on first use
+    aws_cold = [_cold_start(client, HELLO_AWS, hello_event) for _ in range(rounds)]
+    results["hello_one_aws_call"] = {"cold_start_ms": round(statistics.median(aws_cold) * 1000, 1)}
     for fn in FUNCTIONS:
         image = f"{fn.image}:latest"
         event = json.loads((EVENTS / EVENT_FOR.get(fn.name, "sqs-send.json")).read_text())
+        _cold_start(client, image, event)  # untimed, for the same reason
         cold = [_cold_start(client, image, event) for _ in range(rounds)]
         warm = _warm(client, image, event, warm_n)
         results["functions"][fn.name] = {
             "extra_bytes": client.images.get(image).attrs["Size"] - base,
             "cold_start_ms": round(statistics.median(cold) * 1000, 1),
             "cold_vs_hello": round(statistics.median(cold) / statistics.median(hello_cold), 2),
+            "cold_vs_hello_one_aws_call": round(statistics.median(cold) / statistics.median(aws_cold), 2),
             "warm_p50_ms": round(_pct(warm, 50), 2),
             "warm_p95_ms": round(_pct(warm, 95), 2),
         }
@@ -116,12 +142,14 @@ def _extractor_cold_starts(client: Any, rounds: int) -> dict[str, float]:
 
 def table(results: dict[str, Any]) -> str:
     lines = [f"base image: {results['base_image_mb']} MB (target <= 200; AWS base ~{results['aws_base_image_mb_reference']} MB)",
-             f"hello-world cold start: {results['hello_world']['cold_start_ms']} ms",
-             f"{'function':22} {'extra B':>8} {'cold ms':>8} {'x hello':>8} {'warm p50':>9} {'warm p95':>9}"]
+             f"hello-world cold start: {results['hello_world']['cold_start_ms']} ms; hello + one AWS call "
+             f"(boto3 import, client, S3 GetObject): {results['hello_one_aws_call']['cold_start_ms']} ms",
+             f"{'function':22} {'extra B':>8} {'cold ms':>8} {'x hello':>8} {'x 1 call':>9} {'warm p50':>9} {'warm p95':>9}"]
     for name, r in results["functions"].items():
         lines.append(f"{name:22} {r['extra_bytes']:>8} {r['cold_start_ms']:>8} {r['cold_vs_hello']:>8} "
-                     f"{r['warm_p50_ms']:>9} {r['warm_p95_ms']:>9}")
-    lines.append("targets: function layer <= 50 KB, cold start <= 1.5x hello-world")
+                     f"{r['cold_vs_hello_one_aws_call']:>9} {r['warm_p50_ms']:>9} {r['warm_p95_ms']:>9}")
+    lines.append("targets: function layer <= 50 KB, cold start <= 1.5x hello-world (platform issue, when the functions "
+                 "made no AWS calls); cold ms = docker run -> first response, real AWS calls on the emulator included")
     ex = results["extractor_cold_start_ms"]
     lines.append(f"extractor init: handler import {ex['handler_only']} ms; + pypdf/python-docx {ex['with_pypdf_and_docx']} ms "
                  "(paid only when a PDF/DOCX arrives)")
