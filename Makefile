@@ -29,7 +29,9 @@ wheelhouse: ## download image wheels and the RIE binary on the host
 images: ## build OS base (debootstrap if needed), shared base, 6 function images, moto image
 	@scripts/images.sh
 
-up: ## start the local stack (compose; EMULATOR=moto|localstack|auto)
+up: ## start the local stack (compose; EMULATOR=moto|localstack|auto); also makes .venv for the CLI
+	@if [ -n "$(HOST_PYTHON)" ]; then $(MAKE) --no-print-directory venv; \
+	 else echo "[up] no Python >= 3.12 on this machine: use the CLI inside the stack, e.g. docker exec $$(docker ps -qf label=com.docker.compose.service=wiring) email-handler outbox"; fi
 	@scripts/compose.sh up
 
 down: ## stop the local stack
