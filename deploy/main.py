@@ -78,5 +78,3 @@ def plan_lines(changes: list[Change]) -> list[tuple[str, str, str]]:
     """What a plan and a run are compared by."""
     return [(c.kind, c.name, c.action) for c in changes]
 
-
-__all__ = ["DeployError", "Options", "deploy", "plan_lines"]

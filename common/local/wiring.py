@@ -143,7 +143,6 @@ class Wiring:
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.invocations = 0
         self.last_poll: dict[str, float] = {}
 
     def start(self) -> Wiring:
@@ -182,7 +181,6 @@ class Wiring:
                                  visibility_s=self.visibility_s, region=self.cfg.region)
         if not result.received:
             return
-        self.invocations += 1
         outcome = "ok" if not result.failed else f"{len(result.failed)} failed" + (f" ({result.error})" if result.error else "")
         self.report(f"{source.function} <- {result.received} message(s) from {source.queue}: {outcome}")
         if result.failed:
@@ -204,8 +202,7 @@ class Wiring:
                 done.append(m["ReceiptHandle"])
                 continue
             function, event = routed
-            self.invocations += 1
-            try:
+                try:
                 result = self.endpoints[function](event)
             except Exception as exc:  # left for the visibility timeout: retried, then the DLQ
                 receives = int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1"))

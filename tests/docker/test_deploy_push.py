@@ -35,12 +35,20 @@ def registry(tmp_path: Path) -> Iterator[str]:
     config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path}/data\n"
                       f"http:\n  addr: 127.0.0.1:{port}\n")
     proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    host = f"127.0.0.1:{port}"
     try:
         wait_for_port(port, proc=proc)
-        yield f"127.0.0.1:{port}"
+        yield host
     finally:
         proc.terminate()
         proc.wait(10)
+        import docker  # the push tagged the local images for this registry: drop those tags again
+
+        engine = docker.from_env()
+        for image in engine.images.list():
+            for tag in image.tags:
+                if tag.startswith(host + "/"):
+                    engine.images.remove(tag, noprune=True)
 
 
 def deploy_cli(registry: str, moto_url: str, local_defaults: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
