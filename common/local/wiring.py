@@ -202,7 +202,7 @@ class Wiring:
                 done.append(m["ReceiptHandle"])
                 continue
             function, event = routed
-                try:
+            try:
                 result = self.endpoints[function](event)
             except Exception as exc:  # left for the visibility timeout: retried, then the DLQ
                 receives = int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1"))

@@ -54,10 +54,11 @@ def test_email_handler_dev_end_to_end(tmp_path) -> None:
             output.append(line)
             if line.startswith("[dev] ready"):
                 ready.set()
+        ready.set()  # the process ended: stop waiting (the assertion below says why)
 
     threading.Thread(target=read, daemon=True).start()
     try:
-        assert ready.wait(120), "".join(output)[-3000:]
+        assert ready.wait(120) and proc.poll() is None, "".join(output)[-3000:]
         text = "".join(output)
         for f in FUNCTIONS:  # every endpoint is printed
             assert f"http://127.0.0.1:{first + FUNCTIONS.index(f)}/2015-03-31/functions/function/invocations" in text
