@@ -36,12 +36,10 @@ def _endpoint(args: argparse.Namespace) -> str:
 def _local_config(args: argparse.Namespace) -> Any:
     """Point this process at the local emulator and return the local configuration."""
     from common import config
-    from common.aws import reset_clients, sqs
+    from common.localenv import use_endpoint
 
     env = _local_env()
-    os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")}, AWS_ENDPOINT_URL=_endpoint(args))
-    reset_clients()
-    sqs.reset_cache()
+    use_endpoint(_endpoint(args), env)
     return config.load(env)
 
 

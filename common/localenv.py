@@ -42,15 +42,21 @@ AWS_CLIENT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACC
                         "AWS_DEFAULT_REGION")
 
 
-@contextlib.contextmanager
-def aws_endpoint(url: str, env: dict[str, str]) -> Iterator[None]:
-    """Point this process's AWS clients at ``url`` (credentials and region from ``env``), then restore."""
-    from common.aws import reset_clients, sqs
+def use_endpoint(url: str, env: dict[str, str]) -> None:
+    """Point this process's AWS clients at ``url``, with credentials and region from ``env``."""
+    from common.aws import reset_clients
 
-    saved = {k: os.environ.get(k) for k in AWS_CLIENT_VARIABLES}
     os.environ.update({k: env[k] for k in AWS_CLIENT_VARIABLES if k in env}, AWS_ENDPOINT_URL=url)
     reset_clients()
-    sqs.reset_cache()
+
+
+@contextlib.contextmanager
+def aws_endpoint(url: str, env: dict[str, str]) -> Iterator[None]:
+    """:func:`use_endpoint` for the duration of the block, then the previous environment again."""
+    from common.aws import reset_clients
+
+    saved = {k: os.environ.get(k) for k in AWS_CLIENT_VARIABLES}
+    use_endpoint(url, env)
     try:
         yield
     finally:
@@ -60,4 +66,3 @@ def aws_endpoint(url: str, env: dict[str, str]) -> Iterator[None]:
             else:
                 os.environ[k] = v
         reset_clients()
-        sqs.reset_cache()

@@ -43,7 +43,7 @@ class Stack:
 
     def reset(self) -> Stack:
         urllib.request.urlopen(urllib.request.Request(self.url + "/moto-api/reset", method="POST")).read()
-        sqs.reset_cache()
+        sqs.queue_url.cache_clear()  # the reset emptied the emulator: no cached queue URL is valid now
         spam.RULES.clear()
         provision.provision(self.cfg)
         return self

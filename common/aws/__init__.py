@@ -53,5 +53,10 @@ def or_none(call: Callable[[], T], *missing: str) -> T | None:
 
 
 def reset_clients() -> None:
-    """Forget cached clients (tests that move AWS_ENDPOINT_URL between servers)."""
+    """Forget cached clients and what was learnt through them (queue URLs, the account), after
+    AWS_ENDPOINT_URL or the credentials changed."""
+    from common.aws import sqs, sts
+
     client.cache_clear()
+    sqs.queue_url.cache_clear()
+    sts.account_id.cache_clear()

@@ -44,6 +44,3 @@ def delete(queue_name: str, receipt_handles: list[str]) -> None:
 def attributes(queue_name: str) -> dict[str, str]:
     return dict(client("sqs").get_queue_attributes(QueueUrl=queue_url(queue_name), AttributeNames=["All"])["Attributes"])
 
-
-def reset_cache() -> None:
-    queue_url.cache_clear()

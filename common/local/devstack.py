@@ -7,7 +7,6 @@ reports as it starts; :meth:`DevStack.stop` takes them down in reverse order.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -72,20 +71,18 @@ class DevStack:
 
     def start(self) -> DevStack:
         from common import config, provision
-        from common.aws import reset_clients, sqs
         from common.local.ingress import SmtpIngress
         from common.local.motoserver import EmbeddedMoto
         from common.local.rie import RieProcess, wait_for_port
         from common.local.wiring import Endpoint, Wiring
+        from common.localenv import use_endpoint
 
         ensure_rie()
         moto = self._step(f"AWS emulator (moto) on {self.endpoint}",
                           lambda: EmbeddedMoto(port=self.ports.emulator).start())
         self._stoppers.append(("emulator", moto.stop))
         # This process's own clients (provisioning, wiring, ingress) talk to the emulator too.
-        os.environ.update({k: v for k, v in self.env.items() if k.startswith("AWS_")}, AWS_ENDPOINT_URL=self.endpoint)
-        reset_clients()
-        sqs.reset_cache()
+        use_endpoint(self.endpoint, self.env)
         cfg = config.load(self.env)
         self._step("provisioning (queues, tables, bucket, topics, wiring queues)",
                    lambda: provision.provision(cfg, local=True))
