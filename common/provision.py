@@ -135,14 +135,20 @@ def queue_arn(cfg: Config, name: str) -> str:
 
 
 def topic_arn(cfg: Config, name: str) -> str:
-    return f"arn:aws:sns:{cfg.region}:{account_id()}:{name}"
+    from common.aws import sns
+
+    return sns.topic_arn(name, cfg.region)
+
+
+def bucket_exists(bucket: str) -> bool:
+    return _exists(lambda: client("s3").head_bucket(Bucket=bucket), "404", "NoSuchBucket", "NotFound")
 
 
 # --- shared resources ----------------------------------------------------------------------------
 
 def _bucket(run: Run, cfg: Config) -> None:
     s3 = client("s3")
-    if _exists(lambda: s3.head_bucket(Bucket=cfg.bucket), "404", "NoSuchBucket", "NotFound"):
+    if bucket_exists(cfg.bucket):
         run.note("s3-bucket", cfg.bucket, UNCHANGED)
         return
     run.note("s3-bucket", cfg.bucket, CREATE, "private, lifecycle for staging/ and queue-payloads/")
@@ -322,7 +328,7 @@ def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> 
 def _spam_rules(run: Run, cfg: Config) -> None:
     s3 = client("s3")
     # Never overwrite the owner's edited list (and a bucket created in this dry run has no objects).
-    if run.apply or _exists(lambda: s3.head_bucket(Bucket=cfg.bucket), "404", "NoSuchBucket", "NotFound"):
+    if run.apply or bucket_exists(cfg.bucket):
         if _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY), "404", "NoSuchKey", "NotFound"):
             run.note("s3-object", SPAM_RULES_KEY, UNCHANGED, "owner-edited; never overwritten")
             return
@@ -360,37 +366,38 @@ def _local_wiring(run: Run, cfg: Config) -> None:
     _queue_with_dlq(run, feedback, ASYNC_RETRY_S, ASYNC_ATTEMPTS,
                     extra={"Policy": _allow_sender(feedback, feedback_arn, "sns.amazonaws.com")})
     _queue_with_dlq(run, invocations, ASYNC_RETRY_S, ASYNC_ATTEMPTS)
-    _subscription(run, feedback_arn, queue_arn(cfg, feedback))
-    _bucket_to_queue(run, cfg, queue_arn(cfg, s3_events))
+    feedback_queue, events_queue = queue_arn(cfg, feedback), queue_arn(cfg, s3_events)
+    subscription(run, feedback_arn, "sqs", feedback_queue, f"{cfg.feedback_topic} -> {feedback}")
+    attachments_notification(run, "QueueConfigurations", "QueueArn", events_queue, s3_events)
 
 
-def _subscription(run: Run, topic: str, endpoint: str) -> None:
+def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str) -> None:
     sns = client("sns")
-    subs = [] if not run.apply and not _topic_exists(topic) else \
-        sns.list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
-    name = f"{topic.rsplit(':', 1)[1]} -> {endpoint.rsplit(':', 1)[1]}"
-    if any(s.get("Endpoint") == endpoint and s.get("Protocol") == "sqs" for s in subs):
-        run.note("sns-subscription", name, UNCHANGED)
+    subs: list[dict[str, Any]] = []
+    if run.apply or _exists(lambda: sns.get_topic_attributes(TopicArn=topic), "NotFound", "NotFoundException"):
+        subs = sns.list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
+    if any(s.get("Endpoint") == endpoint and s.get("Protocol") == protocol for s in subs):
+        run.note("sns-subscription", label, UNCHANGED)
         return
-    run.note("sns-subscription", name, CREATE)
+    run.note("sns-subscription", label, CREATE, protocol + (" (confirm the e-mail AWS sends)" if protocol == "email" else ""))
     if run.apply:
-        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=endpoint)
+        sns.subscribe(TopicArn=topic, Protocol=protocol, Endpoint=endpoint)
 
 
-def _topic_exists(arn: str) -> bool:
-    return _exists(lambda: client("sns").get_topic_attributes(TopicArn=arn), "NotFound", "NotFoundException")
+def attachments_notification(run: Run, kind: str, arn_key: str, target: str, target_name: str) -> None:
+    """S3 ObjectCreated under attachments/ -> ``target`` (a queue locally, the extractor on AWS).
 
-
-def _bucket_to_queue(run: Run, cfg: Config, queue: str) -> None:
-    wanted = [{"Id": "attachments-to-extractor", "QueueArn": queue, "Events": ["s3:ObjectCreated:*"],
-               "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "attachments/"}]}}}]
+    ``kind`` is the notification list (QueueConfigurations, LambdaFunctionConfigurations) and
+    ``arn_key`` the target's field in it; this configuration replaces the bucket's others.
+    """
+    bucket = run.cfg.bucket
+    wanted = {"Id": "attachments-to-extractor", arn_key: target, "Events": ["s3:ObjectCreated:*"],
+              "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "attachments/"}]}}}
     s3 = client("s3")
-    current: list[dict[str, Any]] = []
-    if run.apply or _exists(lambda: s3.head_bucket(Bucket=cfg.bucket), "404", "NoSuchBucket", "NotFound"):
-        current = s3.get_bucket_notification_configuration(Bucket=cfg.bucket).get("QueueConfigurations", [])
-    if any(c.get("QueueArn") == queue and "attachments/" in json.dumps(c.get("Filter", {})) for c in current):
-        run.note("s3-notification", f"{cfg.bucket}/attachments/", UNCHANGED)
+    current = s3.get_bucket_notification_configuration(Bucket=bucket).get(kind, []) if run.apply or bucket_exists(bucket) else []
+    if any(c.get(arn_key) == target and "attachments/" in json.dumps(c.get("Filter", {})) for c in current):
+        run.note("s3-notification", f"{bucket}/attachments/", UNCHANGED)
         return
-    run.note("s3-notification", f"{cfg.bucket}/attachments/", CREATE, "ObjectCreated -> " + queue.rsplit(":", 1)[1])
+    run.note("s3-notification", f"{bucket}/attachments/", CREATE, "ObjectCreated -> " + target_name)
     if run.apply:
-        s3.put_bucket_notification_configuration(Bucket=cfg.bucket, NotificationConfiguration={"QueueConfigurations": wanted})
+        s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={kind: [wanted]})

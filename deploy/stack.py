@@ -22,10 +22,13 @@ from common.provision import (
     UNCHANGED,
     UPDATE,
     Run,
+    attachments_notification,
+    bucket_exists,
     dlq_name,
     log_group,
     queue_arn,
     sender_queues,
+    subscription,
     topic_arn,
 )
 from deploy import iam
@@ -249,43 +252,6 @@ def event_source(run: Run, account: str, spec: Function) -> None:
         api.update_event_source_mapping(UUID=mapping["UUID"], **wanted)
 
 
-def bucket_to_extractor(run: Run, account: str) -> None:
-    cfg = run.cfg
-    target = alias_arn(cfg, account, "attachment-extractor")
-    wanted = {"Id": "attachments-to-extractor", "LambdaFunctionArn": target, "Events": ["s3:ObjectCreated:*"],
-              "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "attachments/"}]}}}
-    s3 = client("s3")
-    current = s3.get_bucket_notification_configuration(Bucket=cfg.bucket) if _bucket_exists(cfg.bucket) else {}
-    found = [c for c in current.get("LambdaFunctionConfigurations", []) if c.get("LambdaFunctionArn") == target]
-    if found and "attachments/" in json.dumps(found[0].get("Filter", {})):
-        run.note("s3-notification", f"{cfg.bucket}/attachments/", UNCHANGED)
-        return
-    run.note("s3-notification", f"{cfg.bucket}/attachments/", CREATE, "ObjectCreated -> attachment-extractor")
-    if run.apply:
-        s3.put_bucket_notification_configuration(Bucket=cfg.bucket, NotificationConfiguration={
-            "LambdaFunctionConfigurations": [wanted]})
-
-
-def _bucket_exists(bucket: str) -> bool:
-    return or_none(lambda: client("s3").head_bucket(Bucket=bucket), "404", "NoSuchBucket", "NotFound") is not None
-
-
-def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str) -> None:
-    sns = client("sns")
-    subs: list[dict[str, Any]] = []
-    try:
-        subs = sns.list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
-    except Exception as exc:
-        if error_code(exc) not in ("NotFound", "NotFoundException") or run.apply:
-            raise
-    if any(s.get("Endpoint") == endpoint and s.get("Protocol") == protocol for s in subs):
-        run.note("sns-subscription", label, UNCHANGED)
-        return
-    run.note("sns-subscription", label, CREATE, protocol + (" (confirm the e-mail AWS sends)" if protocol == "email" else ""))
-    if run.apply:
-        sns.subscribe(TopicArn=topic, Protocol=protocol, Endpoint=endpoint)
-
-
 # --- SES receiving and sending -------------------------------------------------------------------
 
 def bucket_policy_for_ses(run: Run, account: str) -> None:
@@ -298,7 +264,7 @@ def bucket_policy_for_ses(run: Run, account: str) -> None:
                       "ArnLike": {"aws:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:receipt-rule-set/{rule_set(cfg)}:*"}}}]}
     s3 = client("s3")
     current = None
-    if _bucket_exists(cfg.bucket):
+    if bucket_exists(cfg.bucket):
         found = or_none(lambda: s3.get_bucket_policy(Bucket=cfg.bucket), "NoSuchBucketPolicy")
         current = json.loads(found["Policy"]) if found else None
     if current is not None and _canonical(current) == _canonical(wanted):
@@ -431,7 +397,8 @@ def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, P
         event_source(run, account, spec)
     bucket_arn = f"arn:aws:s3:::{cfg.bucket}"
     permission(run, account, "attachment-extractor", "s3-attachments", "s3.amazonaws.com", bucket_arn)
-    bucket_to_extractor(run, account)
+    attachments_notification(run, "LambdaFunctionConfigurations", "LambdaFunctionArn",
+                             alias_arn(cfg, account, "attachment-extractor"), "attachment-extractor")
     feedback = topic_arn(cfg, cfg.feedback_topic)
     permission(run, account, "inbound-handler", "sns-ses-feedback", "sns.amazonaws.com", feedback)
     subscription(run, feedback, "lambda", alias_arn(cfg, account, "inbound-handler"),
