@@ -123,40 +123,9 @@ def _inject(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"messageId": delivery.message_id, "function": delivery.function,
                               "recipients": list(delivery.recipients), "staged": f"s3://{cfg.bucket}/{delivery.staging_key}"}
     if not args.no_wait:
-        result.update(_await_handled(cfg, delivery, raw, args.timeout))
+        result.update(ingress.await_handled(cfg, delivery, raw, args.timeout))
     print(json.dumps(result, indent=2))
     return 0 if result.get("outcome") != "not handled yet" else 1
-
-
-def _await_handled(cfg: Any, delivery: Any, raw: bytes, timeout: float) -> dict[str, Any]:
-    """Wait until the handler deleted the staged mail (its last step), then say where the mail went."""
-    from datetime import UTC, datetime
-
-    from common.aws import s3
-    from common.conversation import conversation_id
-    from common.mail import parse
-
-    deadline = time.monotonic() + timeout
-    while s3.get(cfg.bucket, delivery.staging_key) is not None:
-        if time.monotonic() > deadline:
-            return {"outcome": "not handled yet",
-                    "hint": "is the wiring running? see the function logs (make logs, or the dev log dir)"}
-        time.sleep(0.25)
-    mail = parse(raw)
-    mid, day = delivery.message_id, datetime.now(UTC).strftime("%Y-%m-%d")
-    candidates = {
-        "quarantined": f"spam/{day}/{mid}.eml", "rejected": f"rejected/{day}/{mid}.eml",
-        "delivery status notification": f"bounces/{day}/{mid}.eml",
-    }
-    if mail.from_address:
-        cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
-        candidates["forwarded"] = f"conversations/{cid}/{mid}.eml"
-    for outcome, key in candidates.items():
-        obj = s3.get(cfg.bucket, key)
-        if obj is not None:
-            reason = obj.get("Metadata", {}).get("reason")
-            return {"outcome": outcome, "key": key, **({"reason": reason} if reason else {})}
-    return {"outcome": "reply queued" if delivery.function == "reply-handler" else "handled (dropped; see the logs)"}
 
 
 def _outbox(args: argparse.Namespace) -> int:

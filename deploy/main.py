@@ -35,7 +35,7 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
     os.environ["AWS_REGION"] = region  # every client of this process talks to that region
     reset_clients()
     cfg = preflight.load_config(environ, options.env, region)
-    account = preflight.account(region)
+    account = preflight.account()
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     report(f"[deploy] {cfg.prefix} to account {account}, {region}" + (f" via {endpoint}" if endpoint else "")
            + (" (dry run: nothing changes)" if options.dry_run else ""))

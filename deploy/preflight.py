@@ -47,12 +47,14 @@ def load_config(environ: Mapping[str, str], env: str, region: str) -> Config:
     return cfg
 
 
-def account(region: str) -> str:
+def account() -> str:
     """The caller's account, which also proves the credentials work."""
     from botocore.exceptions import BotoCoreError, NoCredentialsError
 
+    from common.aws.sts import account_id
+
     try:
-        return str(client("sts", region).get_caller_identity()["Account"])
+        return account_id()  # cached: the ARNs derived later reuse it
     except NoCredentialsError:
         raise DeployError("no AWS credentials found",
                           "configure them (aws configure, aws sso login, or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / "

@@ -74,6 +74,39 @@ def deliver(cfg: Config, raw: bytes, envelope_from: str, recipients: list[str],
     return []
 
 
+def await_handled(cfg: Config, delivery: Delivery, raw: bytes, timeout: float) -> dict[str, Any]:
+    """Wait until the handler deleted the staged mail (its last step), then say where the mail went."""
+    import time
+    from datetime import UTC, datetime
+
+    from common.conversation import conversation_id
+    from common.mail import parse
+
+    deadline = time.monotonic() + timeout
+    while (staged := s3.get(cfg.bucket, delivery.staging_key)) is not None:
+        staged["Body"].close()
+        if time.monotonic() > deadline:
+            return {"outcome": "not handled yet",
+                    "hint": "is the wiring running? see the function logs (make logs, or the dev log dir)"}
+        time.sleep(0.25)
+    mail = parse(raw)
+    mid, day = delivery.message_id, datetime.now(UTC).strftime("%Y-%m-%d")
+    candidates = {
+        "quarantined": f"spam/{day}/{mid}.eml", "rejected": f"rejected/{day}/{mid}.eml",
+        "delivery status notification": f"bounces/{day}/{mid}.eml",
+    }
+    if mail.from_address:
+        cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
+        candidates["forwarded"] = f"conversations/{cid}/{mid}.eml"
+    for outcome, key in candidates.items():
+        obj = s3.get(cfg.bucket, key)
+        if obj is not None:
+            obj["Body"].close()
+            reason = obj.get("Metadata", {}).get("reason")
+            return {"outcome": outcome, "key": key, **({"reason": reason} if reason else {})}
+    return {"outcome": "reply queued" if delivery.function == "reply-handler" else "handled (dropped; see the logs)"}
+
+
 def recipients_of(raw: bytes) -> list[str]:
     """To and Cc addresses of a message file (``inject`` without ``--to``)."""
     import email

@@ -7,6 +7,7 @@ one fidelity fix and two measured speed-ups (:func:`patch_moto`); the compose im
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 
@@ -20,15 +21,8 @@ def route_cache() -> None:
     """
     from moto import backends
 
-    if getattr(backends.list_of_moto_modules, "cached", False):
-        return
     modules = tuple(backends.list_of_moto_modules())
-
-    def cached() -> tuple[str, ...]:
-        return modules
-
-    cached.cached = True  # type: ignore[attr-defined]
-    backends.list_of_moto_modules = cached  # type: ignore[assignment]
+    backends.list_of_moto_modules = lambda: modules  # type: ignore[assignment]
 
 
 def sqs_retention_check() -> None:
@@ -64,8 +58,6 @@ def dynamodb_atomic() -> None:
 
     from moto.dynamodb.responses import DynamoHandler
 
-    if getattr(DynamoHandler.call_action, "atomic", False):
-        return
     lock = threading.Lock()
     original = DynamoHandler.call_action
 
@@ -73,10 +65,10 @@ def dynamodb_atomic() -> None:
         with lock:
             return original(self)
 
-    call_action.atomic = True  # type: ignore[attr-defined]
     DynamoHandler.call_action = call_action  # type: ignore[method-assign]
 
 
+@functools.cache  # once per process: the patches wrap what they replace
 def patch_moto() -> None:
     """What the embedded server changes in moto: one fidelity fix and two measured speed-ups."""
     dynamodb_atomic()

@@ -3,6 +3,7 @@ wiring and the SMTP ingress, driven over SMTP and read back with `email-handler 
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -64,6 +65,15 @@ def test_email_handler_dev_end_to_end(tmp_path) -> None:
             assert f"http://127.0.0.1:{first + FUNCTIONS.index(f)}/2015-03-31/functions/function/invocations" in text
         assert f"smtp://127.0.0.1:{smtp}" in text
         run_scenario(LocalSystem(smtp_port=smtp, endpoint=f"http://127.0.0.1:{aws}"))
+        # `email-handler inject`: stored and handed over as SES would, then where the mail went.
+        fixture = REPO / "tests" / "fixtures" / "mail" / "latin1-charsets.eml"
+        for extra, outcome in (([], "forwarded"), (["--verdict", "spam=FAIL"], "quarantined")):
+            done = subprocess.run([sys.executable, "-m", "common.cli", "inject", str(fixture), "--endpoint",
+                                   f"http://127.0.0.1:{aws}", *extra], cwd=REPO, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stdout + done.stderr
+            result = json.loads(done.stdout)  # stdout is only the JSON result
+            assert result["function"] == "inbound-handler" and result["outcome"] == outcome, result
+            assert result["key"].endswith(f"/{result['messageId']}.eml")
         assert "[wiring] attachment-extractor" in "".join(output)  # the activity lines show the wiring at work
     finally:
         proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
