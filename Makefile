@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 HOST_PYTHON := $(shell scripts/find-python.sh 2>/dev/null)
 COMPOSE := $(shell scripts/compose.sh --which 2>/dev/null)
 
-.PHONY: help venv wheelhouse images up down logs test test-unit test-integration test-docker bench clean
+.PHONY: help venv wheelhouse images up down logs lint test test-unit test-integration test-docker bench clean
 
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -40,9 +40,13 @@ down: ## stop the local stack
 logs: ## follow the local stack's logs
 	@scripts/compose.sh logs
 
-test: ## the one test command: unit, integration (moto + host RIE), docker (images, compose)
+lint: venv ## ruff and mypy (configured in pyproject.toml); make test runs it first
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: ## the one test command: lint, unit, integration (moto + host RIE), docker (images, compose)
 	@if [ -z "$(HOST_PYTHON)" ]; then exec scripts/test-in-container.sh; fi
-	@$(MAKE) --no-print-directory venv
+	@$(MAKE) --no-print-directory lint
 	@scripts/host-deps.sh
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; \
 	 else echo "[test] no Docker engine: the docker suite will be skipped (it cannot skip under CI=true)"; fi

@@ -6,13 +6,14 @@ import json
 import platform
 import time
 from pathlib import Path
+from typing import Any
 
 from bench import extract, images, senders
 
 
 def main() -> None:
     out = Path(__file__).resolve().parent / "results.json"
-    results = {"machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+    results: dict[str, Any] = {"machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print("== images: size, cold start, warm invoke ==", flush=True)
     results["images"] = images.run()

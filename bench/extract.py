@@ -26,7 +26,7 @@ def hwm_kb():
 lib, path = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 if lib == "pypdf":
-    from common.textextract import Limits, extract
+    from common.extractor.text import Limits, extract
     data = open(path, "rb").read()
     r = extract(data, "f.pdf", Limits(max_pages=10_000, max_input_bytes=1 << 30, max_output_chars=1 << 30, time_budget_s=0))
     pages, chars = r.pages, len(r.text)

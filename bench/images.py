@@ -10,16 +10,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common.functions import FUNCTIONS
+from common.local.env import local_env
 from common.local.rie import free_port, invoke
-from common.localenv import local_env
+from common.runtime.functions import FUNCTIONS, image_ref
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "tests" / "fixtures" / "events"
 EVENT_FOR = {"inbound-handler": "ses-inbound.json", "reply-handler": "ses-reply.json",
              "attachment-extractor": "s3-calendar.json"}
-HELLO = "service-email-handler/bench-hello:latest"
-HELLO_AWS = "service-email-handler/bench-hello-boto:latest"
+HELLO = image_ref("bench-hello")
+HELLO_AWS = image_ref("bench-hello-boto")
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -93,11 +93,11 @@ def run(rounds: int = 3, warm_n: int = 50) -> dict[str, Any]:
 def _run(rounds: int, warm_n: int) -> dict[str, Any]:
     import docker
 
-    client = docker.from_env()
+    client = docker.from_env()  # type: ignore[attr-defined]  # mypy sees the repo's docker/ folder
     for tag, folder in ((HELLO, "hello"), (HELLO_AWS, "hello-boto")):
         subprocess.run(["docker", "build", "-q", "--network", "none", "-t", tag, str(REPO / "bench" / folder)],
                        check=True, capture_output=True)
-    base = client.images.get("service-email-handler/base:latest").attrs["Size"]
+    base = client.images.get(image_ref("base")).attrs["Size"]
     results: dict[str, Any] = {"base_image_mb": round(base / 1e6, 1), "aws_base_image_mb_reference": 534,
                                "functions": {}}
     hello_event: Any = {}
@@ -108,7 +108,7 @@ def _run(rounds: int, warm_n: int) -> dict[str, Any]:
     aws_cold = [_cold_start(client, HELLO_AWS, hello_event) for _ in range(rounds)]
     results["hello_one_aws_call"] = {"cold_start_ms": round(statistics.median(aws_cold) * 1000, 1)}
     for fn in FUNCTIONS:
-        image = f"{fn.image}:latest"
+        image = fn.image
         event = json.loads((EVENTS / EVENT_FOR.get(fn.name, "sqs-send.json")).read_text())
         _cold_start(client, image, event)  # untimed, for the same reason
         cold = [_cold_start(client, image, event) for _ in range(rounds)]
@@ -128,7 +128,7 @@ def _run(rounds: int, warm_n: int) -> dict[str, Any]:
 
 def _extractor_cold_starts(client: Any, rounds: int) -> dict[str, float]:
     """In-container import cost of the extractor with and without pypdf/python-docx."""
-    image = "service-email-handler/attachment-extractor:latest"
+    image = image_ref("attachment-extractor")
     code = ("import time; t=time.perf_counter(); import app; t1=time.perf_counter(); {extra}; "
             "print(round((time.perf_counter()-t)*1000, 1))")
     out: dict[str, float] = {}

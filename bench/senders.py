@@ -24,8 +24,8 @@ from typing import Any
 
 from bench.sendharness import Faults, emulator_process, enqueue_copies, patch_ses, queue_empty, run_workers
 from common.aws import client, ses
-from common.localenv import local_env
-from common.outbound import OutboundMessage
+from common.local.env import local_env
+from common.store.sendqueue import OutboundMessage
 
 N_BASELINE = 400
 N_FULL = 400
@@ -54,8 +54,10 @@ def _baseline(cfg: Any) -> float:
 
     started = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     return N_BASELINE / (time.perf_counter() - started)
 
 

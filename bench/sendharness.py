@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from common import sender
 from common.aws import client, ses
-from common.config import Config
 from common.local.wiring import poll_queue_once
-from common.outbound import OutboundMessage
+from common.runtime.config import Config
+from common.senders import handler as sender
+from common.store.sendqueue import OutboundMessage
 
 
 class SimulatedCrash(BaseException):
@@ -169,16 +169,17 @@ def queue_empty(cfg: Config, feeder: threading.Thread | None = None) -> Callable
 @contextlib.contextmanager
 def emulator_process(env: dict[str, str]) -> Iterator[Config]:
     """A provisioned stack on a moto server in its own process; AWS_ENDPOINT_URL points at it meanwhile."""
-    from common import config, provision
-    from common.local.motoserver import MotoProcess
+    from common.local.emulator import MotoProcess
+    from common.local.env import aws_endpoint
     from common.local.rie import free_port
-    from common.localenv import aws_endpoint
+    from common.runtime import config
+    from deploy import resources
 
     server = MotoProcess(free_port()).start()
     try:
         with aws_endpoint(server.url, env):
             cfg = config.load(env)
-            provision.provision(cfg)
+            resources.provision(cfg)
             yield cfg
     finally:
         server.stop()
@@ -186,9 +187,9 @@ def emulator_process(env: dict[str, str]) -> Iterator[Config]:
 
 def patch_ses(faults: Faults) -> Callable[[], None]:
     real = ses.send_raw
-    ses.send_raw = faults.wrap(real)  # type: ignore[method-assign]
+    ses.send_raw = faults.wrap(real)
 
     def undo() -> None:
-        ses.send_raw = real  # type: ignore[method-assign]
+        ses.send_raw = real
 
     return undo

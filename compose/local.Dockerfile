@@ -8,11 +8,12 @@ RUN python3 -m venv /opt/local \
  && /opt/local/bin/pip install -q --no-index --find-links /wheels -r /wheels/local.txt \
  && /opt/local/bin/pip uninstall -q -y pip \
  && rm -rf /wheels \
- && printf '#!/bin/sh\nexec python -m common.cli "$@"\n' > /usr/local/bin/email-handler \
+ && printf '#!/bin/sh\nexec python -m common.local.cli "$@"\n' > /usr/local/bin/email-handler \
  && chmod 755 /usr/local/bin/email-handler
 COPY common/ /opt/lib/common/
+COPY deploy/ /opt/lib/deploy/
 ENV PATH=/opt/local/bin:$PATH PYTHONPATH=/opt/lib PYTHONUNBUFFERED=1 LANG=C.UTF-8
 EXPOSE 4566 2525
 USER 10001
 WORKDIR /tmp
-CMD ["python", "-m", "common.local.motoserver", "-H", "0.0.0.0", "-p", "4566"]
+CMD ["python", "-m", "common.local.emulator", "-H", "0.0.0.0", "-p", "4566"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from common.config import Config
+from common.runtime.config import Config
 
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
@@ -52,7 +52,7 @@ def _allow(actions: list[str], resources: list[str], condition: dict[str, Any] |
 
 def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     """The inline policy document of ``function``'s role."""
-    from common.functions import BY_NAME
+    from common.runtime.functions import BY_NAME
 
     a = Arns(cfg, account)
     spec = BY_NAME[function]

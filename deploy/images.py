@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from common.aws import client, or_none
-from common.config import Config
-from common.functions import FUNCTIONS
-from common.provision import CREATE, UNCHANGED, Run
+from common.runtime.config import Config
+from common.runtime.functions import FUNCTIONS
 from deploy.errors import DeployError
+from deploy.resources import CREATE, UNCHANGED, Run
 
 REPO = Path(__file__).resolve().parents[1]
 KEEP_IMAGES = 10
@@ -50,7 +50,7 @@ def docker_client() -> Any:
     import docker
 
     try:
-        engine = docker.from_env()
+        engine = docker.from_env()  # type: ignore[attr-defined]  # mypy sees the repo's docker/ folder
         engine.ping()
     except Exception as exc:
         raise DeployError(f"the Docker engine is not reachable ({type(exc).__name__}: {exc})",
@@ -123,9 +123,9 @@ def publish(run: Run, engine: Any, registry: str | None, report: Callable[[str],
     out: dict[str, Published] = {}
     for f in FUNCTIONS:
         try:
-            image = engine.images.get(f"{f.image}:latest")
+            image = engine.images.get(f.image)
         except Exception:
-            raise DeployError(f"image {f.image}:latest is missing", "run `make images` (or deploy without --skip-build)") from None
+            raise DeployError(f"image {f.image} is missing", "run `make images` (or deploy without --skip-build)") from None
         name = repository_name(run.cfg, f.name)
         repository_uri = _repository(run, name)
         tag, target = content_tag(image), f"{host}/{name}"

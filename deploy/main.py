@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from common.aws import reset_clients
-from common.provision import UNCHANGED, Change, Run, shared
 from deploy import preflight, stack
 from deploy.errors import DeployError
 from deploy.images import Published
+from deploy.resources import UNCHANGED, Change, Run, shared
 
 
 @dataclass

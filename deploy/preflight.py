@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common import config
 from common.aws import client, error_code
-from common.config import DEV_THREAD_SECRET, Config
-from common.errors import ConfigError
+from common.runtime import config
+from common.runtime.config import DEV_THREAD_SECRET, Config
+from common.runtime.errors import ConfigError
 from deploy.errors import DeployError
 
 REQUIRED = ("domain_name", "public_email", "private_email", "thread_secret")

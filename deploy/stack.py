@@ -15,9 +15,11 @@ from dataclasses import fields
 from typing import Any
 
 from common.aws import client, error_code, or_none
-from common.config import Config, env_name
-from common.functions import FUNCTIONS, SENDERS, Function
-from common.provision import (
+from common.runtime.config import Config, env_name
+from common.runtime.functions import FUNCTIONS, SENDERS, Function
+from deploy import iam
+from deploy.images import Published
+from deploy.resources import (
     CREATE,
     UNCHANGED,
     UPDATE,
@@ -31,8 +33,6 @@ from common.provision import (
     subscription,
     topic_arn,
 )
-from deploy import iam
-from deploy.images import Published
 
 ALIAS = "live"
 FUNCTION_LOG_RETENTION_DAYS = 30
@@ -288,7 +288,7 @@ def receipt_rules(run: Run, account: str) -> None:
     def lambda_action(function: str) -> dict[str, Any]:
         return {"LambdaAction": {"FunctionArn": alias_arn(cfg, account, function), "InvocationType": "Event"}}
 
-    rules = [
+    rules: list[dict[str, Any]] = [
         {"Name": f"{name}-thread", "Enabled": True, "TlsPolicy": "Optional", "ScanEnabled": True,
          "Recipients": [cfg.thread_domain],
          "Actions": [s3_action, lambda_action("reply-handler"), {"StopAction": {"Scope": "RuleSet"}}]},
@@ -353,7 +353,7 @@ def mail_from(run: Run) -> None:
 def alarms(run: Run, account: str) -> None:
     cfg = run.cfg
     action = topic_arn(cfg, cfg.alert_topic)
-    wanted = [{
+    wanted: list[dict[str, Any]] = [{
         "AlarmName": f"{dlq_name(q)}-not-empty", "Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible",
         "Dimensions": [{"Name": "QueueName", "Value": dlq_name(q)}], "Statistic": "Maximum", "Period": 60,
         "EvaluationPeriods": 1, "Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold",

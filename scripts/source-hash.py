@@ -7,7 +7,7 @@ import pathlib
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-INPUTS = ["Dockerfile.base", "requirements/image.txt", "docker", "common"]
+INPUTS = ["Dockerfile.base", "requirements/image.txt", "docker", "common", "deploy"]
 
 
 def source_hash(repo: pathlib.Path = REPO) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from common.local.motoserver import EmbeddedMoto
+from common.local.emulator import EmbeddedMoto
+from common.local.env import aws_endpoint, local_env
 from common.local.rie import RieProcess, free_port
-from common.localenv import aws_endpoint, local_env
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

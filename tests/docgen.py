@@ -26,7 +26,8 @@ def make_pdf(pages: list[str], *, claimed_pages: int | None = None, padding_byte
     objs[2] = f"<< /Type /Pages /Kids [{kids}] /Count {claimed_pages or n} >>".encode()
     objs[3] = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
     blob = os.urandom(padding_bytes)
-    objs[4] = b"<< /Type /XObject /Subtype /Image /Width 1 /Height %d /ColorSpace /DeviceGray /BitsPerComponent 8 /Length %d >>\nstream\n" % (max(1, padding_bytes), len(blob)) + blob + b"\nendstream"
+    image = b"<< /Type /XObject /Subtype /Image /Width 1 /Height %d /ColorSpace /DeviceGray /BitsPerComponent 8 /Length %d >>"
+    objs[4] = image % (max(1, padding_bytes), len(blob)) + b"\nstream\n" + blob + b"\nendstream"
     for i, text in enumerate(pages):
         ops = b"BT /F1 11 Tf 14 TL 72 760 Td " + b" T* ".join(_pdf_string(line) + b" Tj" for line in text.split("\n")) + b" ET"
         page_id, content_id = first_page + 2 * i, first_page + 2 * i + 1

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any
 
-from common import config, provision, sendrecords
 from common.aws import client, dynamodb
-from common.localenv import aws_endpoint, local_env
+from common.local.env import aws_endpoint, local_env
+from common.runtime import config
+from common.store import sendstatus
+from deploy import resources
 from tests.docgen import make_pdf
 from tests.mailgen import mail
 
@@ -41,7 +43,7 @@ class LocalSystem:
             smtp.sendmail(envelope_from, [to], wire)
 
     def outbox(self) -> list[dict[str, Any]]:
-        out = subprocess.run([sys.executable, "-m", "common.cli", "outbox", "--json", "--endpoint", self.endpoint],
+        out = subprocess.run([sys.executable, "-m", "common.local.cli", "outbox", "--json", "--endpoint", self.endpoint],
                              capture_output=True, text=True, timeout=60, check=True)
         return list(json.loads(out.stdout))
 
@@ -136,17 +138,17 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
         "headers": [{"name": "X-Correlation-ID", "value": ack_id}]},
         "bounce": {"bounceType": "Permanent", "bounceSubType": "General",
                    "bouncedRecipients": [{"emailAddress": "dave@corp.example"}]}}
-    client("sns").publish(TopicArn=provision.topic_arn(cfg, cfg.feedback_topic), Message=json.dumps(notification))
-    suppressed = wait_for("the bounce to suppress the address", lambda: sendrecords.suppression(cfg, "dave@corp.example"))
+    client("sns").publish(TopicArn=resources.topic_arn(cfg, cfg.feedback_topic), Message=json.dumps(notification))
+    suppressed = wait_for("the bounce to suppress the address", lambda: sendstatus.suppression(cfg, "dave@corp.example"))
     assert suppressed["reason"] == "permanent bounce (General)"
-    assert sendrecords.get_record(cfg, ack_id)["status"] == "bounced"
+    assert sendstatus.get_record(cfg, ack_id)["status"] == "bounced"
 
     # 7. A sender forced to fail (SES refuses the unverified sending domain) ends in the DLQ, alerted.
     alerts = _subscribe_alerts(cfg)
     client("ses").delete_identity(Identity=cfg.domain_name)
     try:
         system.send("carol@corp.example", cfg.public_email, mail(sender="Carol <carol@corp.example>", subject="Hi"))
-        dlq = client("sqs").get_queue_url(QueueName=provision.dlq_name(cfg.ack_queue))["QueueUrl"]
+        dlq = client("sqs").get_queue_url(QueueName=resources.dlq_name(cfg.ack_queue))["QueueUrl"]
         dead = wait_for("the failed ack in its DLQ", lambda: client("sqs").receive_message(
             QueueUrl=dlq, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages"), timeout=120)
         assert json.loads(dead[0]["Body"])["to"] == ["carol@corp.example"]  # body intact
@@ -162,6 +164,6 @@ def _subscribe_alerts(cfg: config.Config) -> str:
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="e2e-owner-alerts")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    client("sns").subscribe(TopicArn=provision.topic_arn(cfg, cfg.alert_topic), Protocol="sqs", Endpoint=arn,
+    client("sns").subscribe(TopicArn=resources.topic_arn(cfg, cfg.alert_topic), Protocol="sqs", Endpoint=arn,
                             Attributes={"RawMessageDelivery": "true"})
     return str(url)

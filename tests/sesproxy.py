@@ -35,7 +35,7 @@ class SesProxy:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
                 action, arrived = None, time.time()

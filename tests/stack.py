@@ -15,10 +15,13 @@ from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from typing import Any
 
-from common import config, provision, sesevent, spam
 from common.aws import client, sqs
-from common.config import Config
-from common.outbound import OutboundMessage, load
+from common.inbound import policy
+from common.local import events as localevents
+from common.runtime import config
+from common.runtime.config import Config
+from common.store.sendqueue import OutboundMessage, load
+from deploy import resources
 
 ACCOUNT = "123456789012"
 
@@ -44,8 +47,8 @@ class Stack:
     def reset(self) -> Stack:
         urllib.request.urlopen(urllib.request.Request(self.url + "/moto-api/reset", method="POST")).read()
         sqs.queue_url.cache_clear()  # the reset emptied the emulator: no cached queue URL is valid now
-        spam.RULES.clear()
-        provision.provision(self.cfg)
+        policy.RULES.clear()
+        resources.provision(self.cfg)
         return self
 
     # --- inbound side -------------------------------------------------------------------------
@@ -55,7 +58,7 @@ class Stack:
     def receipt(self, raw: bytes, message_id: str, to: str | None = None, **kwargs: Any) -> dict[str, Any]:
         """Stage ``raw`` like SES's S3 action and return the Lambda action's event."""
         self.stage(raw, message_id)
-        return sesevent.receipt_event(raw, message_id, [to or self.cfg.public_email], **kwargs)
+        return localevents.receipt_event(raw, message_id, [to or self.cfg.public_email], **kwargs)
 
     # --- queues -------------------------------------------------------------------------------
     def queue_arn(self, queue: str) -> str:
@@ -73,7 +76,7 @@ class Stack:
         return list(seen.values())
 
     def sqs_event(self, queue: str, visibility_s: int = 30) -> dict[str, Any]:
-        return sesevent.sqs_event(self.receive(queue, visibility_s=visibility_s), self.queue_arn(queue), self.cfg.region)
+        return localevents.sqs_event(self.receive(queue, visibility_s=visibility_s), self.queue_arn(queue), self.cfg.region)
 
     def run_sender(self, fn: Any, queue: str, visibility_s: int = 30, max_batches: int = 50) -> list[Any]:
         """Act as the event-source mapping until the queue has nothing visible; returns each batch's result."""

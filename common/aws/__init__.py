@@ -23,7 +23,7 @@ def client(service: str, region: str | None = None, max_attempts: int = 3) -> Ba
     from botocore.config import Config as BotoConfig
 
     return boto3.session.Session().client(
-        service,  # type: ignore[call-overload]
+        service,
         region_name=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
         config=BotoConfig(retries={"mode": "standard", "total_max_attempts": max_attempts}, connect_timeout=5,
                           read_timeout=30, max_pool_connections=20),
@@ -41,7 +41,7 @@ def error_code(exc: BaseException) -> str:
 T = TypeVar("T")
 
 
-def or_none(call: Callable[[], T], *missing: str) -> T | None:
+def or_none[T](call: Callable[[], T], *missing: str) -> T | None:
     """``call()``, or None when AWS answers with one of the ``missing`` error codes (a read of
     something that does not exist yet); any other error is raised."""
     try:

@@ -14,7 +14,7 @@ def get(bucket: str, key: str) -> dict[str, Any] | None:
     A missing bucket is not "not found": it raises, because it means broken infrastructure.
     """
     try:
-        return client("s3").get_object(Bucket=bucket, Key=key)  # type: ignore[no-any-return]
+        return client("s3").get_object(Bucket=bucket, Key=key)
     except Exception as exc:
         if error_code(exc) == "NoSuchKey":
             return None

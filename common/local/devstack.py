@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.functions import FUNCTIONS
 from common.local.rie import INVOKE_PATH, REPO
+from common.runtime.functions import FUNCTIONS
 
 AWS_PORT, SMTP_PORT = 4566, 2525
 
@@ -29,7 +29,7 @@ class DevPorts:
 
 def function_env(name: str) -> dict[str, str]:
     """What Lambda would set from the function's configuration (the RIE reads the timeout)."""
-    from common.functions import BY_NAME
+    from common.runtime.functions import BY_NAME
 
     spec = BY_NAME[name]
     return {"AWS_LAMBDA_FUNCTION_TIMEOUT": str(spec.timeout_s), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb)}
@@ -70,12 +70,13 @@ class DevStack:
         return result
 
     def start(self) -> DevStack:
-        from common import config, provision
+        from common.local.emulator import EmbeddedMoto
+        from common.local.env import use_endpoint
         from common.local.ingress import SmtpIngress
-        from common.local.motoserver import EmbeddedMoto
         from common.local.rie import RieProcess, wait_for_port
         from common.local.wiring import Endpoint, Wiring
-        from common.localenv import use_endpoint
+        from common.runtime import config
+        from deploy import resources
 
         ensure_rie()
         moto = self._step(f"AWS emulator (moto) on {self.endpoint}",
@@ -85,7 +86,7 @@ class DevStack:
         use_endpoint(self.endpoint, self.env)
         cfg = config.load(self.env)
         self._step("provisioning (queues, tables, bucket, topics, wiring queues)",
-                   lambda: provision.provision(cfg, local=True))
+                   lambda: resources.provision(cfg, local=True))
 
         def functions() -> dict[str, RieProcess]:
             started = {}

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from email.utils import getaddresses
 from typing import Any
 
-from common import provision, sesevent
 from common.aws import s3, sqs
-from common.config import Config
-from common.log import get_logger
+from common.local import events as localevents
+from common.runtime.config import Config
+from common.runtime.log import get_logger
+from deploy import resources
 
 log = get_logger("ingress")
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024  # SES receiving's limit, headers included
@@ -63,11 +64,11 @@ def deliver(cfg: Config, raw: bytes, envelope_from: str, recipients: list[str],
             routed.setdefault(function, []).append(r)
     for function in ("reply-handler", "inbound-handler"):  # rule order; the first match stops evaluation
         if function in routed:
-            mid = sesevent.message_id_for(raw)
+            mid = localevents.message_id_for(raw)
             s3.put(cfg.bucket, f"staging/{mid}", raw, "message/rfc822")
-            event = sesevent.receipt_event(raw, mid, routed[function], source=envelope_from, verdicts=verdicts,
+            event = localevents.receipt_event(raw, mid, routed[function], source=envelope_from, verdicts=verdicts,
                                            dmarc_policy=dmarc_policy)
-            sqs.send(provision.local_queue(cfg, "invocations"), json.dumps({"function": function, "event": event}))
+            sqs.send(resources.local_queue(cfg, "invocations"), json.dumps({"function": function, "event": event}))
             log.info("mail received", extra={"ses_message_id": mid, "function": function, "recipients": routed[function],
                                              "size": len(raw)})
             return [Delivery(mid, function, tuple(routed[function]))]
@@ -79,8 +80,8 @@ def await_handled(cfg: Config, delivery: Delivery, raw: bytes, timeout: float) -
     import time
     from datetime import UTC, datetime
 
-    from common.conversation import conversation_id
-    from common.mail import parse
+    from common.mail.parse import parse
+    from common.mail.threads import conversation_id
 
     deadline = time.monotonic() + timeout
     while (staged := s3.get(cfg.bucket, delivery.staging_key)) is not None:

@@ -111,7 +111,7 @@ class RieProcess:
             LAMBDA_TASK_ROOT=str(task_root),
         )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop())
         self.proc = subprocess.Popen(
             ["/bin/sh", str(ENTRYPOINT), "app.handler"],
             cwd=task_root, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,

@@ -24,12 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from common import provision
 from common.aws import sqs
-from common.config import Config
-from common.functions import BY_NAME, SENDERS
-from common.log import get_logger
-from common.sesevent import sns_event, sqs_event
+from common.local.events import sns_event, sqs_event
+from common.runtime.config import Config
+from common.runtime.functions import BY_NAME, SENDERS
+from common.runtime.log import get_logger
+from deploy import resources
 
 Invoke = Callable[[dict[str, Any]], Any]
 log = get_logger("wiring")
@@ -137,9 +137,9 @@ class Wiring:
         self.cfg, self.endpoints, self.visibility_s, self.batch_size = cfg, endpoints, visibility_s, batch_size
         self.report = report or (lambda line: None)
         self.sources = [Source(getattr(cfg, f.queue_field), function=f.name) for f in SENDERS] + [
-            Source(provision.local_queue(cfg, "s3-events"), s3_route),
-            Source(provision.local_queue(cfg, "ses-feedback"), sns_route),
-            Source(provision.local_queue(cfg, "invocations"), invocation_route),
+            Source(resources.local_queue(cfg, "s3-events"), s3_route),
+            Source(resources.local_queue(cfg, "ses-feedback"), sns_route),
+            Source(resources.local_queue(cfg, "invocations"), invocation_route),
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -163,7 +163,7 @@ class Wiring:
             all(s.queue in self.last_poll for s in self.sources)
 
     def _run(self, source: Source) -> None:
-        arn = provision.queue_arn(self.cfg, source.queue)
+        arn = resources.queue_arn(self.cfg, source.queue)
         while not self._stop.is_set():
             try:
                 self.last_poll[source.queue] = time.monotonic()

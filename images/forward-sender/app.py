@@ -1,6 +1,6 @@
-"""forward-sender: Lambda entry point. Wiring only; the logic is common.sender."""
+"""forward-sender: Lambda entry point. Wiring only; the logic is common.senders.handler."""
 
-from common.sender import handle
-from common.runtime import make_handler
+from common.runtime.handler import make_handler
+from common.senders.handler import handle
 
 handler = make_handler("forward-sender", handle)

@@ -1,6 +1,6 @@
-"""reply-handler: Lambda entry point. Wiring only; the logic is common.reply."""
+"""reply-handler: Lambda entry point. Wiring only; the logic is common.reply.handler."""
 
-from common.reply import handle
-from common.runtime import make_handler
+from common.reply.handler import handle
+from common.runtime.handler import make_handler
 
 handler = make_handler("reply-handler", handle)

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from common.functions import FUNCTIONS
 from common.local.rie import free_port, invoke, wait_for_port
+from common.runtime.functions import FUNCTIONS, image_ref
 from tests.conftest import require_docker
 
-BASE_IMAGE = "service-email-handler/base:latest"
-LOCAL_IMAGE = "service-email-handler/local:latest"  # emulator, wiring, SMTP ingress of the compose stack
+BASE_IMAGE = image_ref("base")
+LOCAL_IMAGE = image_ref("local")  # emulator, wiring, SMTP ingress of the compose stack
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -26,7 +26,7 @@ def docker_client() -> Any:
     import docker
 
     client = docker.from_env()
-    wanted = [f"{f.image}:latest" for f in FUNCTIONS] + [LOCAL_IMAGE]
+    wanted = [f.image for f in FUNCTIONS] + [LOCAL_IMAGE]
     missing = [image for image in wanted if not client.images.list(name=image)]
     if missing or not client.images.list(name=BASE_IMAGE):
         pytest.fail(f"images missing ({', '.join(missing) or BASE_IMAGE}): run `make images` (make test does)")

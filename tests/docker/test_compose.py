@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from common.functions import FUNCTIONS
 from common.local.rie import free_port, invoke
+from common.runtime.functions import FUNCTIONS
 from tests.cases import CASES, event_for
 from tests.e2e import LocalSystem, run_scenario
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
+# Its own compose project per image tag, so trees building side by side (IMAGE_TAG) do not collide.
+PROJECT = "seh-test-" + (os.environ.get("IMAGE_TAG") or "latest")
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +25,7 @@ def stack(docker_client) -> Iterator[dict[str, int]]:
     """`scripts/compose.sh up` (what `make up` runs) under its own project name and free ports."""
     ports = {f.name: free_port() for f in FUNCTIONS} | {"aws": free_port(), "smtp": free_port()}
     env = {
-        **os.environ, "EMULATOR": "moto", "COMPOSE_PROJECT_NAME": "seh-test", "EMULATOR_PORT": str(ports["aws"]),
+        **os.environ, "EMULATOR": "moto", "COMPOSE_PROJECT_NAME": PROJECT, "EMULATOR_PORT": str(ports["aws"]),
         "SMTP_PORT": str(ports["smtp"]), **{f"{f.name.upper().replace('-', '_')}_PORT": str(ports[f.name]) for f in FUNCTIONS},
         # A failed send is retried after 1 s instead of the queue's 18 minutes, so the DLQ step takes seconds.
         "WIRING_VISIBILITY_TIMEOUT": "1",
@@ -40,7 +42,7 @@ def stack(docker_client) -> Iterator[dict[str, int]]:
         down = subprocess.run([str(REPO / "scripts/compose.sh"), "down"], env=env, capture_output=True, text=True, timeout=120)
     # `make down` stops it all: no container of the project is left behind.
     assert down.returncode == 0, down.stderr[-2000:]
-    assert docker_client.containers.list(all=True, filters={"label": "com.docker.compose.project=seh-test"}) == []
+    assert docker_client.containers.list(all=True, filters={"label": f"com.docker.compose.project={PROJECT}"}) == []
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)

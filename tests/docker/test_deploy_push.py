@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from common.functions import FUNCTIONS
 from common.local.rie import free_port, wait_for_port
+from common.runtime.functions import FUNCTIONS
 from tests.conftest import IN_CI, REPO
 
 pytestmark = pytest.mark.docker
@@ -54,7 +54,7 @@ def registry(tmp_path: Path) -> Iterator[str]:
 def deploy_cli(registry: str, moto_url: str, local_defaults: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **{k: v for k, v in local_defaults.items() if k != "ENVIRONMENT"},
            "AWS_ENDPOINT_URL": moto_url, "THREAD_SECRET": "0123456789abcdef" * 4}
-    return subprocess.run([sys.executable, "-m", "common.cli", "deploy", "--registry", registry, *extra],
+    return subprocess.run([sys.executable, "-m", "common.local.cli", "deploy", "--registry", registry, *extra],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -87,7 +87,7 @@ def test_deploy_pushes_by_content_and_pins_lambda_to_the_registry_digest(registr
     lam = boto3.client("lambda", endpoint_url=moto_server, region_name="us-east-1",
                        aws_access_key_id="testing", aws_secret_access_key="testing")
     for f in FUNCTIONS:
-        image = docker_client.images.get(f"{f.image}:latest")
+        image = docker_client.images.get(f.image)
         tag = "c-" + image.id.removeprefix("sha256:")[:12]  # the content tag: same build, same tag
         digest = manifest_digest(registry, f"{PREFIX}-{f.name}", tag)
         uri = lam.get_function(FunctionName=f"{PREFIX}-{f.name}")["Code"]["ImageUri"]

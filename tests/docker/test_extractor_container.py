@@ -5,7 +5,8 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from tests.extraction import BUCKET, sample_files, upload, outputs
+from common.runtime.functions import image_ref
+from tests.extraction import BUCKET, outputs, sample_files, upload
 
 pytestmark = pytest.mark.docker
 
@@ -25,7 +26,7 @@ def test_host_and_container_write_identical_text(rie_function, run_image, moto_s
         host = outputs(s3)
         for key in host:
             s3.delete_object(Bucket=BUCKET, Key=key)
-        container = run_image("service-email-handler/attachment-extractor:latest", host_network=True,
+        container = run_image(image_ref("attachment-extractor"), host_network=True,
                               env={"AWS_ENDPOINT_URL": moto_server})
         container.invoke(event)
         inside = outputs(s3)

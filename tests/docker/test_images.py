@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from common.functions import FUNCTIONS
 from common.local.rie import free_port
+from common.runtime.functions import FUNCTIONS, image_ref
 from tests.cases import CASES, Case, event_for
 from tests.docker.conftest import BASE_IMAGE
 
@@ -23,10 +23,10 @@ pytestmark = pytest.mark.docker
 def test_rie_curl_in_container(case: Case, run_image, request) -> None:
     if case.aws:  # on the host network, to reach the session's moto server on loopback
         stack = request.getfixturevalue("stack")
-        running = run_image(f"service-email-handler/{case.function}:latest", host_network=True,
+        running = run_image(image_ref(case.function), host_network=True,
                             env={"AWS_ENDPOINT_URL": stack.url})
     else:
-        running = run_image(f"service-email-handler/{case.function}:latest")
+        running = run_image(image_ref(case.function))
     # The documented user path: curl -XPOST localhost:PORT/2015-03-31/functions/function/invocations -d @event.json
     out = subprocess.run(
         ["curl", "-sS", "-XPOST", f"{running.url}/2015-03-31/functions/function/invocations",
@@ -44,7 +44,7 @@ class _FakeRuntimeApi(BaseHTTPRequestHandler):
     responses: list[Any] = []
     served = threading.Event()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.served.is_set():  # one invocation only; park the runtime until the test ends
             time.sleep(30)
             return
@@ -57,7 +57,7 @@ class _FakeRuntimeApi(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(self.event)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.responses.append((self.path, json.loads(body or b"null")))
         self.send_response(202)
@@ -77,7 +77,7 @@ def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(run_image) -
     server = ThreadingHTTPServer(("127.0.0.1", port), _FakeRuntimeApi)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     running = run_image(  # no RIE port to wait for: that is the point
-        "service-email-handler/attachment-extractor:latest", host_network=True, wait=False,
+        image_ref("attachment-extractor"), host_network=True, wait=False,
         env={"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{port}"},
     )
     deadline = time.monotonic() + 30
@@ -99,7 +99,7 @@ def test_function_images_differ_from_base_only_by_the_handler_layer(docker_clien
     base = docker_client.images.get(BASE_IMAGE)
     base_layers = base.attrs["RootFS"]["Layers"]
     for fn in FUNCTIONS:
-        image = docker_client.images.get(f"{fn.image}:latest")
+        image = docker_client.images.get(fn.image)
         layers = image.attrs["RootFS"]["Layers"]
         assert layers[: len(base_layers)] == base_layers, f"{fn.name} is not built on the current base"
         assert len(layers) == len(base_layers) + 1, f"{fn.name} adds {len(layers) - len(base_layers)} layers"
@@ -114,9 +114,10 @@ def test_base_runs_as_non_root_with_precompiled_bytecode(docker_client) -> None:
     assert base.attrs["Config"]["User"] == "10001"
     out = docker_client.containers.run(
         BASE_IMAGE, entrypoint=["python", "-c",
-        "import os, common.runtime, boto3, awslambdaric, mypylogger; "
+        "import os, common.runtime.handler, boto3, awslambdaric, mypylogger; "
         "import importlib.util as u; "
-        "print(os.getuid(), all(os.path.exists(u.cache_from_source(m.__file__)) for m in (common.runtime, boto3, awslambdaric, mypylogger)))"],
+        "mods = (common.runtime.handler, boto3, awslambdaric, mypylogger); "
+        "print(os.getuid(), all(os.path.exists(u.cache_from_source(m.__file__)) for m in mods))"],
         read_only=True, remove=True, network_mode="none",
     ).decode().split()
     assert out == ["10001", "True"]

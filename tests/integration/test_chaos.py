@@ -12,7 +12,7 @@ import pytest
 
 from bench.sendharness import Faults, emulator_process, enqueue_copies, patch_ses, queue_empty, run_workers
 from common.aws import sqs
-from common.outbound import OutboundMessage
+from common.store.sendqueue import OutboundMessage
 
 N = int(os.environ.get("CHAOS_MESSAGES", "1000"))
 

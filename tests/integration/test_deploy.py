@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from common.aws import client, reset_clients
-from common.functions import BY_NAME, FUNCTIONS, SENDERS
+from common.runtime.functions import BY_NAME, FUNCTIONS, SENDERS
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.main import Options, deploy, plan_lines
@@ -98,7 +98,7 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
                                                f"arn:aws:s3:::{PREFIX}-mail/queue-payloads/*"]]
     [send] = [s for s in doc["Statement"] if "ses:SendRawEmail" in s["Action"]]
     assert send["Condition"] == {"StringEquals": {"ses:FromAddress": "hello@example.com"}}
-    assert not any("*" == r for s in doc["Statement"] for r in s["Resource"])
+    assert not any(r == "*" for s in doc["Statement"] for r in s["Resource"])
 
     # S3 -> extractor, SES feedback -> inbound-handler, alerts -> the owner.
     notification = client("s3").get_bucket_notification_configuration(Bucket=f"{PREFIX}-mail")

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from common.functions import FUNCTIONS
 from common.local.rie import free_port
+from common.runtime.functions import FUNCTIONS
 from tests.conftest import REPO
 from tests.e2e import LocalSystem, run_scenario
 
@@ -43,7 +43,7 @@ def consecutive_free_ports(count: int) -> int:
 def test_email_handler_dev_end_to_end(tmp_path) -> None:
     aws, smtp, first = free_port(), free_port(), consecutive_free_ports(len(FUNCTIONS))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "common.cli", "dev", "--emulator-port", str(aws), "--smtp-port", str(smtp),
+        [sys.executable, "-m", "common.local.cli", "dev", "--emulator-port", str(aws), "--smtp-port", str(smtp),
          "--function-port", str(first), "--log-dir", str(tmp_path / "logs"), "--visibility-timeout", "1"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output: list[str] = []
@@ -68,7 +68,7 @@ def test_email_handler_dev_end_to_end(tmp_path) -> None:
         # `email-handler inject`: stored and handed over as SES would, then where the mail went.
         fixture = REPO / "tests" / "fixtures" / "mail" / "latin1-charsets.eml"
         for extra, outcome in (([], "forwarded"), (["--verdict", "spam=FAIL"], "quarantined")):
-            done = subprocess.run([sys.executable, "-m", "common.cli", "inject", str(fixture), "--endpoint",
+            done = subprocess.run([sys.executable, "-m", "common.local.cli", "inject", str(fixture), "--endpoint",
                                    f"http://127.0.0.1:{aws}", *extra], cwd=REPO, capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, done.stdout + done.stderr
             result = json.loads(done.stdout)  # stdout is only the JSON result

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from common import sendrecords
-from common.outbound import OutboundMessage, enqueue
-from common.sesevent import sns_event
+from common.local.events import sns_event
+from common.store import sendstatus
+from common.store.sendqueue import OutboundMessage, enqueue
 
 
 @pytest.fixture(scope="module")
@@ -33,19 +33,19 @@ def bounce(kind: str, recipient: str = "jane@corp.example") -> dict:
 def test_delivery_updates_the_send_record_and_duplicates_are_ignored(stack, inbound) -> None:
     assert notify(stack, inbound, "Delivery", "sns-1", delivery={"recipients": ["jane@corp.example"]})["status"] == "delivered"
     assert notify(stack, inbound, "Delivery", "sns-1", delivery={"recipients": ["jane@corp.example"]})["status"] == "duplicate"
-    record = sendrecords.get_record(stack.cfg, "ack-m1")
+    record = sendstatus.get_record(stack.cfg, "ack-m1")
     assert record["status"] == "delivered" and record["deliveryAt"].endswith("Z")
 
 
 def test_permanent_bounce_and_complaint_suppress_at_once(stack, inbound) -> None:
     r = notify(stack, inbound, "Bounce", "sns-2", **bounce("Permanent"))
     assert r["suppressed"] == ["jane@corp.example"]
-    assert sendrecords.suppression(stack.cfg, "Jane@corp.example")["reason"] == "permanent bounce (General)"
+    assert sendstatus.suppression(stack.cfg, "Jane@corp.example")["reason"] == "permanent bounce (General)"
     r = notify(stack, inbound, "Complaint", "sns-3", recipient="bob@corp.example", corr="",
                complaint={"complainedRecipients": [{"emailAddress": "bob@corp.example"}],
                           "complaintFeedbackType": "abuse"})
     assert r["suppressed"] == ["bob@corp.example"] and r["correlationId"] == ""
-    assert sendrecords.suppression(stack.cfg, "bob@corp.example")["reason"] == "complaint"
+    assert sendstatus.suppression(stack.cfg, "bob@corp.example")["reason"] == "complaint"
 
 
 def test_transient_bounces_suppress_after_five_and_a_delivery_resets_the_count(stack, inbound) -> None:
@@ -54,15 +54,15 @@ def test_transient_bounces_suppress_after_five_and_a_delivery_resets_the_count(s
     assert notify(stack, inbound, "Bounce", "t3", **bounce("Transient"))["status"] == "duplicate"  # not counted
     r = notify(stack, inbound, "Delivery", "d1", delivery={"recipients": ["jane@corp.example"]})
     assert r["status"] == "delivered"  # a delivery after a transient bounce is accepted
-    assert sendrecords.suppression(stack.cfg, "jane@corp.example") is None
+    assert sendstatus.suppression(stack.cfg, "jane@corp.example") is None
     for n in range(5):
         r = notify(stack, inbound, "Bounce", f"u{n}", **bounce("Transient"))
     assert r["suppressed"] == ["jane@corp.example"]
-    assert sendrecords.suppression(stack.cfg, "jane@corp.example")["reason"] == "5 transient bounces"
+    assert sendstatus.suppression(stack.cfg, "jane@corp.example")["reason"] == "5 transient bounces"
 
 
 def test_correlation_falls_back_to_the_ses_message_id(stack, inbound) -> None:
-    sendrecords.record_attempts(stack.cfg, "forward-m77", 1, "sent", sesMessageId="ses-77")  # as the sender does
+    sendstatus.record_attempts(stack.cfg, "forward-m77", 1, "sent", sesMessageId="ses-77")  # as the sender does
     r = notify(stack, inbound, "Delivery", "sns-77", corr="", ses_id="ses-77", delivery={"recipients": ["x@corp.example"]})
     assert r["correlationId"] == "forward-m77"
 
@@ -77,4 +77,4 @@ def test_senders_skip_suppressed_recipients_with_a_logged_reason(stack, inbound,
     assert stack.sent() == []
     skipped = [json.loads(line) for line in fn.output().splitlines() if '"recipient skipped"' in line]
     assert skipped[0]["reason"] == "suppressed: permanent bounce (General)"
-    assert sendrecords.get_record(stack.cfg, "ack-s1")["status"] == "suppressed"
+    assert sendstatus.get_record(stack.cfg, "ack-s1")["status"] == "suppressed"

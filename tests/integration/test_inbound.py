@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from common.conversation import verify_thread_address
-from common.forward import FOOTER_MARKER
+from common.inbound.messages import FOOTER_MARKER
+from common.mail.threads import verify_thread_address
 from tests.mailgen import mail
 
 SES_ID = "0000000000000000000000000000000000000001"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from common.aws import client
-from common.conversation import thread_address
+from common.mail.threads import thread_address
 from tests.mailgen import mail
 
 OWNER = "Owner Name <owner@example.net>"

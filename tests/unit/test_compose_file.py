@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from common.functions import FUNCTIONS
+from common.runtime.functions import FUNCTIONS
 
 COMPOSE = Path(__file__).resolve().parents[2] / "compose"
 
@@ -20,7 +20,7 @@ def test_every_function_is_a_service_with_its_image_port_and_timeout() -> None:
     found = services()
     for f in FUNCTIONS:
         svc = found[f.name]
-        assert svc["image"] == f"{f.image}:${{IMAGE_TAG:-latest}}"
+        assert svc["image"] == f"{f.repository}:${{IMAGE_TAG:-latest}}"
         [port] = svc["ports"]
         assert re.fullmatch(rf"127\.0\.0\.1:\$\{{{f.name.upper().replace('-', '_')}_PORT:-{f.port}\}}:8080", port)
         env = svc["environment"]

@@ -1,8 +1,8 @@
 import pytest
 
-from common import config
-from common.errors import ConfigError
-from common.functions import FUNCTIONS
+from common.runtime import config
+from common.runtime.errors import ConfigError
+from common.runtime.functions import FUNCTIONS
 
 GOOD = {"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com", "PRIVATE_EMAIL": "owner@example.net",
         "THREAD_SECRET": "x" * 32}

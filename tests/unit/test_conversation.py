@@ -2,7 +2,7 @@ import hashlib
 
 import pytest
 
-from common.conversation import conversation_id, slugify, thread_address, verify_thread_address
+from common.mail.threads import conversation_id, slugify, thread_address, verify_thread_address
 
 RELAYS = ("bounce.linkedin.com",)
 

@@ -2,11 +2,12 @@
 
 import pytest
 
-from common import config, spam
-from common.events import SesReceipt
-from common.inbound import ack_blocked
-from common.mail import parse, safe_filename
-from common.sesevent import receipt_event
+from common.inbound import policy
+from common.inbound.handler import ack_blocked
+from common.local.events import receipt_event
+from common.mail.parse import parse, safe_filename
+from common.runtime import config
+from common.runtime.events import SesReceipt
 from tests.mailgen import mail
 
 CFG = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com",
@@ -27,7 +28,7 @@ def test_safe_filename(name: str, safe: str) -> None:
 
 
 def test_rules_file_sections_comments_and_bad_patterns() -> None:
-    rules, errors = spam.parse_rules("# c\n[blocked_sender_domains]\n@Spam.Example\n[subject_patterns]\n(\nwin\n"
+    rules, errors = policy.parse_rules("# c\n[blocked_sender_domains]\n@Spam.Example\n[subject_patterns]\n(\nwin\n"
                                      "[bogus]\nx\n[body_patterns]\nfoo\n")
     assert rules.blocked_domains == ("spam.example",)
     assert [p.pattern for p in rules.subject_patterns] == ["win"] and [p.pattern for p in rules.body_patterns] == ["foo"]
@@ -35,20 +36,20 @@ def test_rules_file_sections_comments_and_bad_patterns() -> None:
 
 
 def test_policy_order_first_hit_wins() -> None:
-    rules = spam.Rules(blocked_domains=("corp.example",))
+    rules = policy.Rules(blocked_domains=("corp.example",))
     raw = mail()
-    assert spam.assess(receipt(raw, verdicts={"virus": "FAIL", "spam": "FAIL"}), parse(raw), CFG, rules).action == "drop"
-    assert spam.assess(receipt(raw, source=""), parse(raw), CFG, rules).action == "dsn"
-    assert spam.assess(receipt(raw, verdicts={"spam": "FAIL"}), parse(raw), CFG, rules).reason == "spam verdict FAIL"
-    assert spam.assess(receipt(raw, to=["Hello@Example.com"]), parse(raw), CFG, rules).reason == \
+    assert policy.assess(receipt(raw, verdicts={"virus": "FAIL", "spam": "FAIL"}), parse(raw), CFG, rules).action == "drop"
+    assert policy.assess(receipt(raw, source=""), parse(raw), CFG, rules).action == "dsn"
+    assert policy.assess(receipt(raw, verdicts={"spam": "FAIL"}), parse(raw), CFG, rules).reason == "spam verdict FAIL"
+    assert policy.assess(receipt(raw, to=["Hello@Example.com"]), parse(raw), CFG, rules).reason == \
         "blocked sender domain corp.example"  # recipient compared case-insensitively
-    assert spam.assess(receipt(raw), parse(mail(sender="a@sub.corp.example")), CFG, rules).action == "quarantine"
-    assert spam.assess(receipt(raw), parse(mail(sender="a@notcorp.example")), CFG, rules).action == "forward"
+    assert policy.assess(receipt(raw), parse(mail(sender="a@sub.corp.example")), CFG, rules).action == "quarantine"
+    assert policy.assess(receipt(raw), parse(mail(sender="a@notcorp.example")), CFG, rules).action == "forward"
 
 
 def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
-    cache = spam.RulesCache()
-    loads = iter([spam.Rules(blocked_domains=("a.example",)), RuntimeError("S3 down")])
+    cache = policy.RulesCache()
+    loads = iter([policy.Rules(blocked_domains=("a.example",)), RuntimeError("S3 down")])
 
     def fake_load(cfg):
         item = next(loads)
@@ -58,7 +59,7 @@ def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
 
     monkeypatch.setattr(cache, "_load", fake_load)
     clock = [1000.0]
-    monkeypatch.setattr(spam.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(policy.time, "monotonic", lambda: clock[0])
     first = cache.get(CFG)
     clock[0] += 299
     assert cache.get(CFG) is first  # cached for 300 s: no second load

@@ -3,7 +3,7 @@ import subprocess
 import sys
 import textwrap
 
-from common.log import safe_fields
+from common.runtime.log import safe_fields
 
 
 def test_reserved_logrecord_keys_are_renamed() -> None:
@@ -15,7 +15,7 @@ def test_logging_a_reserved_key_does_not_raise_and_lines_are_flushed() -> None:
     """Runs in a fresh interpreter: mypylogger reads its environment at import time."""
     code = textwrap.dedent("""
         import os, sys
-        from common.log import configure, get_logger, flush
+        from common.runtime.log import configure, get_logger, flush
         configure(service="unit", environment="test")
         log = get_logger("unit")
         for i in range(200):

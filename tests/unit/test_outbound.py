@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from common.errors import EventError
-from common.mime import build
-from common.outbound import Attachment, OutboundMessage
+from common.mail.build import build
+from common.runtime.errors import EventError
+from common.store.sendqueue import Attachment, OutboundMessage
 
 
 def msg(**kw) -> OutboundMessage:

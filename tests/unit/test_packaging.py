@@ -4,7 +4,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from common.functions import FUNCTIONS
+from common.runtime.functions import FUNCTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 

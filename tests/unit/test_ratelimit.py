@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.ratelimit import RateLimiter
+from common.senders.ratelimit import RateLimiter
 
 
 @pytest.mark.parametrize("rate", [1, 3, 7, 9, 14, 0.5])

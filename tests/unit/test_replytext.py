@@ -1,7 +1,7 @@
 import pytest
 
-from common.forward import FOOTER_MARKER
-from common.replytext import clean_reply, extract_metadata, reply_subject, strip_history
+from common.inbound.messages import FOOTER_MARKER
+from common.reply.text import clean_reply, extract_metadata, reply_subject, strip_history
 
 OWNERS = ("owner@example.net",)
 

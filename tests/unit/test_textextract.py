@@ -1,7 +1,7 @@
 import pytest
 
-from common import textextract
-from common.textextract import Limits, Rejected
+from common.extractor import text as textextract
+from common.extractor.text import Limits, Rejected
 from tests import docgen
 
 LIMITS = Limits()

@@ -1,6 +1,6 @@
 """The embedded AWS emulator: a real moto server, in this process (no Docker) or in its own.
 
-``python -m common.local.motoserver [-H HOST] [-p PORT]`` runs the same server as ``moto_server`` with
+``python -m common.local.emulator [-H HOST] [-p PORT]`` runs the same server as ``moto_server`` with
 one fidelity fix and two measured speed-ups (:func:`patch_moto`); the compose image and the load tests use it.
 """
 
@@ -22,7 +22,7 @@ def route_cache() -> None:
     from moto import backends
 
     modules = tuple(backends.list_of_moto_modules())
-    backends.list_of_moto_modules = lambda: modules  # type: ignore[assignment]
+    backends.list_of_moto_modules = lambda: modules
 
 
 def sqs_retention_check() -> None:
@@ -120,7 +120,7 @@ class MotoProcess:
 
         from common.local.rie import wait_for_port
 
-        self._proc = subprocess.Popen([sys.executable, "-m", "common.local.motoserver", "-H", self.host, "-p", str(self.port)],
+        self._proc = subprocess.Popen([sys.executable, "-m", "common.local.emulator", "-H", self.host, "-p", str(self.port)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(self.port, self.host, timeout=60, proc=self._proc)
         return self

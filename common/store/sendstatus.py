@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from common.aws import dynamodb
-from common.config import Config
+from common.runtime.config import Config
 
 RECORD_TTL_S = 90 * 24 * 3600
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from common.forward import FOOTER_MARKER
+from common.inbound.messages import FOOTER_MARKER
 
 # [key: value] command lines -> conversation attributes (CONTRACT.md)
 METADATA_KEYS = {"company": "companyName", "title": "title", "type": "type", "location": "location",

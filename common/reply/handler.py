@@ -13,14 +13,14 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from common import events
 from common.aws import dynamodb, s3, sns
-from common.config import Config
-from common.conversation import verify_thread_address
-from common.log import bind, get_logger
-from common.mail import ParsedMail, extension, parse
-from common.outbound import Attachment, OutboundMessage, enqueue
-from common.replytext import clean_reply, reply_subject
+from common.mail.parse import ParsedMail, extension, parse
+from common.mail.threads import verify_thread_address
+from common.reply.text import clean_reply, reply_subject
+from common.runtime import events
+from common.runtime.config import Config
+from common.runtime.log import bind, get_logger
+from common.store.sendqueue import Attachment, OutboundMessage, enqueue
 
 log = get_logger("reply-handler")
 ALERT_INTERVAL_S = 3600

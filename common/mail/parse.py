@@ -12,11 +12,11 @@ import email.policy
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from email.message import EmailMessage, Message
 from email.header import decode_header, make_header
+from email.message import EmailMessage, Message
 from email.utils import getaddresses
 
-from common.htmltext import html_to_text
+from common.mail.htmltext import html_to_text
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 _MSGID = re.compile(r"<[^<>\s@]+@[^<>\s@]+>")
@@ -181,7 +181,7 @@ def _collect_attachments(part: Message, body_ids: set[int], mail: ParsedMail, de
         return  # an alternative body we did not choose, or a calendar/inline fragment
     if ctype == "message/rfc822":
         inner = part.get_payload()
-        data = inner[0].as_bytes() if isinstance(inner, list) and inner else b""
+        data = inner[0].as_bytes() if isinstance(inner, list) and inner and isinstance(inner[0], Message) else b""
         filename = filename or "forwarded message.eml"
     else:
         payload = part.get_payload(decode=True)

@@ -22,8 +22,20 @@ class Function:
     batch_concurrency: int = 0  # senders: the SQS event source's MaximumConcurrency (2 is the minimum)
 
     @property
-    def image(self) -> str:
+    def repository(self) -> str:
         return f"service-email-handler/{self.name}"
+
+    @property
+    def image(self) -> str:
+        """The local image reference ``make images`` builds (tag from IMAGE_TAG, default latest)."""
+        return image_ref(self.name)
+
+
+def image_ref(name: str) -> str:
+    """``service-email-handler/<name>:<IMAGE_TAG or latest>``: the tag lets several trees build side by side."""
+    import os
+
+    return f"service-email-handler/{name}:{os.environ.get('IMAGE_TAG') or 'latest'}"
 
 
 FUNCTIONS: tuple[Function, ...] = (

@@ -21,8 +21,8 @@ from typing import Any
 
 from common.aws import client, or_none
 from common.aws.sts import account_id
-from common.config import Config
-from common.functions import QUEUE_VISIBILITY_S
+from common.runtime.config import Config
+from common.runtime.functions import QUEUE_VISIBILITY_S
 
 SPAM_RULES_KEY = "config/spam-rules.txt"
 MAIN_RETENTION_S = 24 * 3600  # seed values: main queues 1 day, DLQs 7 days
@@ -283,7 +283,7 @@ def _configuration_set(run: Run, cfg: Config) -> None:
     """SES publishes Delivery/Bounce/Complaint of every send made with this set to the feedback topic."""
     ses = client("ses")
     name = cfg.ses_configuration_set
-    destination = {"Name": "feedback", "Enabled": True, "MatchingEventTypes": list(FEEDBACK_EVENTS),
+    destination: dict[str, Any] = {"Name": "feedback", "Enabled": True, "MatchingEventTypes": list(FEEDBACK_EVENTS),
                    "SNSDestination": {"TopicARN": topic_arn(cfg, cfg.feedback_topic)}}
     described = or_none(lambda: ses.describe_configuration_set(
         ConfigurationSetName=name, ConfigurationSetAttributeNames=["eventDestinations"]), "ConfigurationSetDoesNotExist")
@@ -328,10 +328,10 @@ def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> 
 def _spam_rules(run: Run, cfg: Config) -> None:
     s3 = client("s3")
     # Never overwrite the owner's edited list (and a bucket created in this dry run has no objects).
-    if run.apply or bucket_exists(cfg.bucket):
-        if _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY), "404", "NoSuchKey", "NotFound"):
-            run.note("s3-object", SPAM_RULES_KEY, UNCHANGED, "owner-edited; never overwritten")
-            return
+    if (run.apply or bucket_exists(cfg.bucket)) and \
+            _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY), "404", "NoSuchKey", "NotFound"):
+        run.note("s3-object", SPAM_RULES_KEY, UNCHANGED, "owner-edited; never overwritten")
+        return
     run.note("s3-object", SPAM_RULES_KEY, CREATE, "default keyword lists")
     if run.apply:
         s3.put_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY, Body=default_spam_rules().encode(), ContentType="text/plain")

@@ -7,9 +7,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from common.config import DEV_THREAD_SECRET
+from common.runtime.config import DEV_THREAD_SECRET
 
-ENV_FILE = Path(__file__).resolve().parent.parent / "compose" / "local.env"
+ENV_FILE = Path(__file__).resolve().parents[2] / "compose" / "local.env"
 
 # Fallback when the package is installed without the repository (the file is the source of truth).
 _BUILTIN = {

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
-from common.errors import ConfigError
+from common.runtime.errors import ConfigError
 
 PROJECT = "service-email-handler"
 DEFAULT_ENV = "prd"

@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from common import events, textextract
 from common.aws import s3
-from common.config import Config
-from common.log import get_logger
+from common.extractor import text as textextract
+from common.runtime import events
+from common.runtime.config import Config
+from common.runtime.log import get_logger
 
 log = get_logger("attachment-extractor")
 SOURCE_PREFIX = "attachments/"

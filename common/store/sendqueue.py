@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from common.errors import EventError
+from common.runtime.errors import EventError
 
 SCHEMA = 1
 PAYLOAD_PREFIX = "queue-payloads/"

@@ -13,9 +13,9 @@ from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
-from common.errors import EventError
-from common.mail import clean_header_text
-from common.outbound import OutboundMessage
+from common.mail.parse import clean_header_text
+from common.runtime.errors import EventError
+from common.store.sendqueue import OutboundMessage
 
 _MSGID = re.compile(r"^<[^<>\s@]+@[^<>\s@]+>$")
 

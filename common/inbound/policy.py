@@ -12,10 +12,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from common.config import Config
-from common.events import SesReceipt
-from common.log import get_logger
-from common.mail import ParsedMail
+from common.mail.parse import ParsedMail
+from common.runtime.config import Config
+from common.runtime.events import SesReceipt
+from common.runtime.log import get_logger
 
 log = get_logger("spam")
 SECTIONS = ("blocked_sender_domains", "subject_patterns", "body_patterns")

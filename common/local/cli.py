@@ -12,7 +12,7 @@ from email.utils import parseaddr
 from pathlib import Path
 from typing import Any
 
-from common.functions import BY_NAME, FUNCTIONS
+from common.runtime.functions import BY_NAME, FUNCTIONS
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
 
@@ -24,7 +24,7 @@ def _env_int(name: str) -> int | None:
 
 def _local_env() -> dict[str, str]:
     """The local defaults (compose/local.env), overridden by this shell's environment."""
-    from common.localenv import local_env
+    from common.local.env import local_env
 
     return {**local_env(), **os.environ}
 
@@ -35,8 +35,8 @@ def _endpoint(args: argparse.Namespace) -> str:
 
 def _local_config(args: argparse.Namespace) -> Any:
     """Point this process at the local emulator and return the local configuration."""
-    from common import config
-    from common.localenv import use_endpoint
+    from common.local.env import use_endpoint
+    from common.runtime import config
 
     env = _local_env()
     use_endpoint(_endpoint(args), env)
@@ -66,7 +66,7 @@ def _dev(args: argparse.Namespace) -> int:
     import signal
 
     from common.local.devstack import DevPorts, DevStack
-    from common.log import set_level
+    from common.runtime.log import set_level
 
     set_level("WARNING", "wiring", "ingress")  # the console shows one activity line per invocation instead
     ports = DevPorts(emulator=args.emulator_port, smtp=args.smtp_port,
@@ -98,7 +98,7 @@ def _dev(args: argparse.Namespace) -> int:
 
 def _inject(args: argparse.Namespace) -> int:
     from common.local import ingress
-    from common.log import set_level
+    from common.runtime.log import set_level
 
     set_level("WARNING", "ingress")  # stdout carries the JSON result
     cfg = _local_config(args)
@@ -141,13 +141,13 @@ def _outbox(args: argparse.Namespace) -> int:
 
 
 def _provision(args: argparse.Namespace) -> int:
-    from common import provision
+    from deploy import resources
 
     cfg = _local_config(args)
     deadline = time.monotonic() + args.wait
     while True:  # the emulator may still be starting (compose init service)
         try:
-            changes = provision.provision(cfg, apply=not args.dry_run, local=args.local,
+            changes = resources.provision(cfg, apply=not args.dry_run, local=args.local,
                                           report=lambda c: print(f"[provision] {c}", flush=True))
             break
         except Exception as exc:

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from common import events, sendrecords
 from common.aws import error_code, s3, ses, sns
-from common.config import Config
-from common.errors import EventError
-from common.functions import BY_NAME
-from common.log import bind, get_logger
-from common.outbound import OutboundMessage, load
+from common.runtime import events
+from common.runtime.config import Config
+from common.runtime.errors import EventError
+from common.runtime.functions import BY_NAME
+from common.runtime.log import bind, get_logger
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aws_lambda_powertools.utilities.idempotency.hook import IdempotentHookFunction
+from common.store import sendstatus
+from common.store.sendqueue import OutboundMessage, load
 
 log = get_logger("sender")
 
@@ -37,7 +41,7 @@ def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
     events.sqs_records(event)  # a clear EventError for anything that is not an SQS batch
     sender = Sender(cfg, context)
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    return process_partial_response(event=event, record_handler=sender.process, processor=processor, context=context)
+    return dict(process_partial_response(event=event, record_handler=sender.process, processor=processor, context=context))
 
 
 class Sender:
@@ -90,19 +94,19 @@ class Sender:
         """Inside the idempotent section, so a duplicate delivery costs one conditional write and no lookups."""
         allowed = []
         for addr in msg.to:
-            hit = sendrecords.suppression(self.cfg, addr)
+            hit = sendstatus.suppression(self.cfg, addr)
             if hit:
                 log.warning("recipient skipped", extra={"recipient": addr, "reason": f"suppressed: {hit.get('reason')}"})
             else:
                 allowed.append(addr)
         if not allowed:
-            sendrecords.record_attempts(self.cfg, msg.correlation_id, 0, "suppressed", recipient=msg.to[0], kind=msg.kind)
+            sendstatus.record_attempts(self.cfg, msg.correlation_id, 0, "suppressed", recipient=msg.to[0], kind=msg.kind)
             return {"status": "suppressed"}
         msg.to = allowed
         return self.send_with_retries(msg)
 
     def send_with_retries(self, msg: OutboundMessage) -> dict[str, Any]:
-        from common.mime import build
+        from common.mail.build import build
 
         raw = build(msg, self.cfg.public_email, self.cfg.domain_name, self.prefix, self._fetch).as_bytes()
         limiter = _limiter(self.cfg.send_status_table, self.cfg.max_send_rate)
@@ -129,8 +133,8 @@ class Sender:
                 continue
             log.info("mail sent", extra={"attempt": attempts, "ses_message_id": ses_id, "recipient": msg.to,
                                          "subject": msg.subject, "rate_slot": round(start, 6)})
-            sendrecords.record_attempts(self.cfg, msg.correlation_id, attempts, "sent", recipient=msg.to[0],
-                                        kind=msg.kind, sesMessageId=ses_id, sentAt=sendrecords.now_iso())
+            sendstatus.record_attempts(self.cfg, msg.correlation_id, attempts, "sent", recipient=msg.to[0],
+                                        kind=msg.kind, sesMessageId=ses_id, sentAt=sendstatus.now_iso())
             return {"status": "sent", "sesMessageId": ses_id, "attempts": attempts}
         raise SendFailed(code, attempts, "retries exhausted")
 
@@ -145,7 +149,7 @@ class Sender:
         total = exc.attempts
         if msg is not None:
             try:
-                total = int(sendrecords.record_attempts(self.cfg, msg.correlation_id, exc.attempts, "failed",
+                total = int(sendstatus.record_attempts(self.cfg, msg.correlation_id, exc.attempts, "failed",
                                                         recipient=recipient, kind=msg.kind,
                                                         lastError=exc.code).get("attempts", 0))
             except Exception as record_error:  # the alert below matters more than the record
@@ -170,7 +174,7 @@ def _as_doc(msg: OutboundMessage) -> dict[str, Any]:
 
 @functools.cache
 def _limiter(table: str, rate: float) -> Any:
-    from common.ratelimit import RateLimiter
+    from common.senders.ratelimit import RateLimiter
 
     return RateLimiter(table, rate)
 
@@ -187,17 +191,19 @@ def _idempotent(cfg: Config) -> Any:
     from common.aws import client
 
     persistence = DynamoDBPersistenceLayer(table_name=cfg.idempotency_table, boto3_client=client("dynamodb"))
+
     def replayed(response: Any, record: Any) -> Any:
         log.info("send skipped", extra={"reason": "idempotency key already completed", "previous": response})
         return {**response, "status": "duplicate"} if isinstance(response, dict) else response
 
     config = IdempotencyConfig(event_key_jmespath="idempotency_key", raise_on_no_idempotency_key=True,
-                               expires_after_seconds=cfg.idempotency_ttl_s, response_hook=replayed)
+                               expires_after_seconds=cfg.idempotency_ttl_s,
+                               response_hook=cast("IdempotentHookFunction", replayed))
 
     @idempotent_function(data_keyword_argument="message", persistence_store=persistence, config=config,
                          key_prefix="send")
     def send_once(message: dict[str, Any], sender: Sender) -> dict[str, Any]:
         return sender.send_unless_suppressed(OutboundMessage.from_dict(message))
 
-    send_once.idempotency_config = config  # type: ignore[attr-defined]
+    send_once.idempotency_config = config
     return send_once

@@ -5,9 +5,9 @@ from __future__ import annotations
 import html as htmllib
 import re
 
-from common.config import Config
-from common.mail import ParsedMail, clean_header_text
-from common.outbound import Attachment, OutboundMessage
+from common.mail.parse import ParsedMail, clean_header_text
+from common.runtime.config import Config
+from common.store.sendqueue import Attachment, OutboundMessage
 
 # reply-handler cuts the owner's reply at this line, so it must survive plain-text quoting.
 FOOTER_MARKER = "-- forwarded by service-email-handler --"

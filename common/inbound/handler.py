@@ -11,14 +11,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from common import events, spam
 from common.aws import dynamodb, logs, s3
-from common.config import Config
-from common.conversation import conversation_id, thread_address
-from common.forward import build_ack, build_forward
-from common.log import bind, get_logger
-from common.mail import ParsedMail, extension, parse
-from common.outbound import Attachment, enqueue
+from common.inbound import policy
+from common.inbound.messages import build_ack, build_forward
+from common.mail.parse import ParsedMail, extension, parse
+from common.mail.threads import conversation_id, thread_address
+from common.runtime import events
+from common.runtime.config import Config
+from common.runtime.log import bind, get_logger
+from common.store.sendqueue import Attachment, enqueue
 
 log = get_logger("inbound-handler")
 BODY_RECORD_CHARS = 1000
@@ -27,7 +28,7 @@ PREVIEW_CHARS = 500
 
 def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
     if events.kind(event) == "sns":
-        from common import feedback
+        from common.inbound import feedback
 
         return feedback.handle(events.sns_messages(event), cfg)
     return process(events.SesReceipt.from_event(event), cfg)
@@ -61,22 +62,22 @@ def process(receipt: events.SesReceipt, cfg: Config) -> dict[str, Any]:
     raw: bytes = obj["Body"].read()
     mail = parse(raw)
     when = received_at(receipt)
-    decision = spam.assess(receipt, mail, cfg, spam.RULES.get(cfg))
+    decision = policy.assess(receipt, mail, cfg, policy.RULES.get(cfg))
     fields = log_fields(mail)
     if mail.problems:
         log.warning("mail has malformed parts", extra={"problems": mail.problems[:10]})
 
-    if decision.action == spam.DROP:
+    if decision.action == policy.DROP:
         log.warning("mail dropped", extra={**fields, "reason": decision.reason, "verdicts": receipt.verdicts})
         s3.delete(cfg.bucket, staging)
         return {"status": "dropped", "reason": decision.reason, "messageId": mid}
-    if decision.action == spam.DSN:
+    if decision.action == policy.DSN:
         key = f"bounces/{when:%Y-%m-%d}/{mid}.eml"
         s3.put(cfg.bucket, key, raw, "message/rfc822")
         log.info("delivery status notification archived", extra={**fields, "reason": decision.reason, "key": key})
         s3.delete(cfg.bucket, staging)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
-    if decision.action == spam.QUARANTINE:
+    if decision.action == policy.QUARANTINE:
         key = quarantine(cfg, receipt, mail, raw, decision.reason, when)
         log.warning("mail quarantined", extra={**fields, "reason": decision.reason, "key": key})
         s3.delete(cfg.bucket, staging)
@@ -132,7 +133,7 @@ def record_conversation(cfg: Config, cid: str, mid: str, mail: ParsedMail, when:
         values[":n"] = mail.display_name
     new = dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,
                           names={"#ts": "timestamp"}, return_values="ALL_NEW")
-    return bool(new) and new.get("firstMessageId") == mid
+    return new is not None and new.get("firstMessageId") == mid
 
 
 def store_attachments(cfg: Config, cid: str, mid: str,

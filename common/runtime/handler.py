@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from common import config as config_mod
-from common.config import Config
-from common.errors import ConfigError, EventError
-from common.functions import BY_NAME
-from common.log import bind, clear_bindings, configure, flush, get_logger
+from common.runtime import config as config_mod
+from common.runtime.config import Config
+from common.runtime.errors import ConfigError, EventError
+from common.runtime.functions import BY_NAME
+from common.runtime.log import bind, clear_bindings, configure, flush, get_logger
 
 Logic = Callable[[Any, Any, Config], dict[str, Any]]
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import email
 import email.policy
+import email.utils
 import hashlib
 import re
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-from common.events import VERDICTS
+from common.runtime.events import VERDICTS
 
 
 def message_id_for(raw: bytes) -> str:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from common import sendrecords
-from common.config import Config
-from common.log import get_logger
+from common.runtime.config import Config
+from common.runtime.log import get_logger
+from common.store import sendstatus
 
 log = get_logger("feedback")
 TYPES = ("Delivery", "Bounce", "Complaint")
@@ -28,7 +28,7 @@ def correlation_id(message: dict[str, Any], cfg: Config) -> str:
     for header in mail.get("headers") or []:
         if str(header.get("name", "")).lower() == "x-correlation-id":
             return str(header.get("value", ""))
-    return sendrecords.correlation_for(cfg, str(mail.get("messageId", "")))
+    return sendstatus.correlation_for(cfg, str(mail.get("messageId", "")))
 
 
 def one(message: dict[str, Any], cfg: Config) -> dict[str, Any]:
@@ -37,14 +37,14 @@ def one(message: dict[str, Any], cfg: Config) -> dict[str, Any]:
     if kind not in TYPES:
         log.warning("feedback ignored", extra={"reason": f"unsupported notification type {kind!r}"})
         return {"type": kind, "status": "ignored"}
-    if sns_id and not sendrecords.claim_notification(cfg, sns_id):
+    if sns_id and not sendstatus.claim_notification(cfg, sns_id):
         log.info("feedback ignored", extra={"reason": "duplicate SNS message", "sns_message_id": sns_id})
         return {"type": kind, "status": "duplicate"}
     try:
         return _apply(kind, message, cfg)
     except Exception:
         if sns_id:  # let the SNS/Lambda retry process it instead of treating it as a duplicate
-            sendrecords.release_notification(cfg, sns_id)
+            sendstatus.release_notification(cfg, sns_id)
         raise
 
 
@@ -54,7 +54,7 @@ def _apply(kind: str, message: dict[str, Any], cfg: Config) -> dict[str, Any]:
     if kind == "Delivery":
         recipients = [str(r) for r in (message.get("delivery") or {}).get("recipients") or []]
         for r in recipients:
-            sendrecords.reset_transient_bounces(cfg, r)
+            sendstatus.reset_transient_bounces(cfg, r)
         status, detail = "delivered", ""
     elif kind == "Bounce":
         bounce = message.get("bounce") or {}
@@ -63,10 +63,10 @@ def _apply(kind: str, message: dict[str, Any], cfg: Config) -> dict[str, Any]:
         detail = f"{btype}/{subtype}"
         for r in recipients:
             if btype == "Permanent":
-                sendrecords.suppress(cfg, r, f"permanent bounce ({subtype})")
+                sendstatus.suppress(cfg, r, f"permanent bounce ({subtype})")
                 suppressed.append(r)
-            elif sendrecords.count_transient_bounces(cfg, r) >= cfg.transient_bounce_limit:
-                sendrecords.suppress(cfg, r, f"{cfg.transient_bounce_limit} transient bounces")
+            elif sendstatus.count_transient_bounces(cfg, r) >= cfg.transient_bounce_limit:
+                sendstatus.suppress(cfg, r, f"{cfg.transient_bounce_limit} transient bounces")
                 suppressed.append(r)
         status = "bounced" if btype == "Permanent" else "bounced-transient"
     else:
@@ -74,12 +74,12 @@ def _apply(kind: str, message: dict[str, Any], cfg: Config) -> dict[str, Any]:
         recipients = [str(r.get("emailAddress", "")) for r in complaint.get("complainedRecipients") or []]
         detail = str(complaint.get("complaintFeedbackType", ""))
         for r in recipients:
-            sendrecords.suppress(cfg, r, "complaint")
+            sendstatus.suppress(cfg, r, "complaint")
             suppressed.append(r)
         status = "complained"
     if corr:
-        sendrecords.record_attempts(cfg, corr, 0, status, feedbackDetail=detail or None,
-                                    **{f"{kind.lower()}At": sendrecords.now_iso()})
+        sendstatus.record_attempts(cfg, corr, 0, status, feedbackDetail=detail or None,
+                                    **{f"{kind.lower()}At": sendstatus.now_iso()})
     log.info("feedback applied", extra={"type": kind, "detail": detail, "correlation_id": corr or None,
                                         "recipients": recipients, "suppressed": suppressed})
     return {"type": kind, "status": status, "correlationId": corr, "suppressed": suppressed}
