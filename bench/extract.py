@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests import docgen
+from tests.support import docgen
 
 _RUNNER = r"""
 import json, sys, time

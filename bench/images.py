@@ -80,7 +80,7 @@ def _warm(client: Any, image: str, event: Any, n: int) -> list[float]:
 
 
 def run(rounds: int = 3, warm_n: int = 50) -> dict[str, Any]:
-    from bench.sendharness import emulator_process
+    from tests.support.sendload import emulator_process
 
     with emulator_process(local_env()):  # the functions do their real AWS calls against it
         _EMULATOR["AWS_ENDPOINT_URL"] = os.environ["AWS_ENDPOINT_URL"]

@@ -22,10 +22,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from bench.sendharness import Faults, emulator_process, enqueue_copies, patch_ses, queue_empty, run_workers
 from common.aws import client, ses
 from common.local.env import local_env
 from common.store.sendqueue import OutboundMessage
+from tests.support.sendload import Faults, emulator_process, enqueue_copies, patch_ses, queue_empty, run_workers
 
 N_BASELINE = 400
 N_FULL = 400

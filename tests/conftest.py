@@ -88,7 +88,7 @@ def rie_module(tmp_path_factory: pytest.TempPathFactory, local_defaults: dict[st
 
 @pytest.fixture
 def stack(moto_server: str, local_defaults: dict[str, str]) -> Any:
-    """A freshly reset and provisioned local stack (tests.stack.Stack) on the session's moto server."""
-    from tests.stack import Stack
+    """A freshly reset and provisioned local stack (tests.support.harness.Stack) on the session's moto server."""
+    from tests.support.harness import Stack
 
     return Stack(moto_server, local_defaults).reset()

@@ -11,8 +11,8 @@ import pytest
 
 from common.local.rie import free_port, invoke
 from common.runtime.functions import FUNCTIONS
-from tests.cases import CASES, event_for
-from tests.e2e import LocalSystem, run_scenario
+from tests.support.cases import CASES, event_for
+from tests.support.scenario import LocalSystem, run_scenario
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import boto3
 import pytest
 
 from common.runtime.functions import image_ref
-from tests.extraction import BUCKET, outputs, sample_files, upload
+from tests.support.extraction import BUCKET, outputs, sample_files, upload
 
 pytestmark = pytest.mark.docker
 

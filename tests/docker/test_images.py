@@ -13,8 +13,8 @@ import pytest
 
 from common.local.rie import free_port
 from common.runtime.functions import FUNCTIONS, image_ref
-from tests.cases import CASES, Case, event_for
 from tests.docker.conftest import BASE_IMAGE
+from tests.support.cases import CASES, Case, event_for
 
 pytestmark = pytest.mark.docker
 

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from bench.sendharness import Faults, emulator_process, enqueue_copies, patch_ses, queue_empty, run_workers
 from common.aws import sqs
 from common.store.sendqueue import OutboundMessage
+from tests.support.sendload import Faults, emulator_process, enqueue_copies, patch_ses, queue_empty, run_workers
 
 N = int(os.environ.get("CHAOS_MESSAGES", "1000"))
 

@@ -20,7 +20,7 @@ from common.runtime.functions import BY_NAME, FUNCTIONS, SENDERS
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.main import Options, deploy, plan_lines
-from tests.sesproxy import SesProxy
+from tests.support.sesproxy import SesProxy
 
 ACCOUNT = "123456789012"
 PREFIX = "service-email-handler-prd"

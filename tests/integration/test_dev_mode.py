@@ -16,7 +16,7 @@ import pytest
 from common.local.rie import free_port
 from common.runtime.functions import FUNCTIONS
 from tests.conftest import REPO
-from tests.e2e import LocalSystem, run_scenario
+from tests.support.scenario import LocalSystem, run_scenario
 
 
 def consecutive_free_ports(count: int) -> int:

@@ -6,7 +6,7 @@ import boto3
 import pytest
 
 from common.local.rie import InvokeError
-from tests.extraction import BUCKET, PREFIX, error_reason, outputs, sample_files, upload
+from tests.support.extraction import BUCKET, PREFIX, error_reason, outputs, sample_files, upload
 
 
 @pytest.fixture

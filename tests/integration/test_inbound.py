@@ -9,7 +9,7 @@ import pytest
 
 from common.inbound.messages import FOOTER_MARKER
 from common.mail.threads import verify_thread_address
-from tests.mailgen import mail
+from tests.support.mailgen import mail
 
 SES_ID = "0000000000000000000000000000000000000001"
 

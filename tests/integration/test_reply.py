@@ -8,7 +8,7 @@ import pytest
 
 from common.aws import client
 from common.mail.threads import thread_address
-from tests.mailgen import mail
+from tests.support.mailgen import mail
 
 OWNER = "Owner Name <owner@example.net>"
 CID = "jane-at-corp.example"

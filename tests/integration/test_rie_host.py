@@ -8,7 +8,7 @@ import re
 import pytest
 
 from common.local.rie import InvokeError
-from tests.cases import CASES, Case, event_for
+from tests.support.cases import CASES, Case, event_for
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)

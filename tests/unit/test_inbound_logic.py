@@ -8,7 +8,7 @@ from common.local.events import receipt_event
 from common.mail.parse import parse, safe_filename
 from common.runtime import config
 from common.runtime.events import SesReceipt
-from tests.mailgen import mail
+from tests.support.mailgen import mail
 
 CFG = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com",
                    "PRIVATE_EMAIL": "owner@example.net", "THREAD_SECRET": "x" * 32})

@@ -2,7 +2,7 @@ import pytest
 
 from common.extractor import text as textextract
 from common.extractor.text import Limits, Rejected
-from tests import docgen
+from tests.support import docgen
 
 LIMITS = Limits()
 

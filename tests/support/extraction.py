@@ -7,8 +7,8 @@ import json
 from typing import Any
 from urllib.parse import quote_plus
 
-from tests import docgen
 from tests.conftest import load_event
+from tests.support import docgen
 
 BUCKET = "service-email-handler-local-mail"
 PREFIX = "attachments/jane-smith-linkedin-a1b2c3/0000msg1/"

@@ -25,8 +25,8 @@ from common.local.env import aws_endpoint, local_env
 from common.runtime import config
 from common.store import sendstatus
 from deploy import resources
-from tests.docgen import make_pdf
-from tests.mailgen import mail
+from tests.support.docgen import make_pdf
+from tests.support.mailgen import mail
 
 JANE = "Jane Smith <jane@corp.example>"
 

@@ -1,0 +1,1 @@
+"""What the suites and the benchmarks share: harness, scenario, generators, fault injection."""
