@@ -11,11 +11,13 @@ import json
 from typing import Any
 
 from common.runtime.config import Config
+from common.store import layout
 
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
 
 SENDER_QUEUE_ACTIONS = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]
+S3_ACTIONS = {"read": "s3:GetObject", "write": "s3:PutObject", "delete": "s3:DeleteObject"}
 IDEMPOTENCY_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
 
 
@@ -57,11 +59,9 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     a = Arns(cfg, account)
     spec = BY_NAME[function]
     statements = [_allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(f"/aws/lambda/{cfg.prefix}-{function}")])]
+    statements += [_allow([S3_ACTIONS[access]], a.objects(*prefixes)) for access, prefixes in layout.ACCESS[function].items()]
     if function == "inbound-handler":
         statements += [
-            _allow(["s3:GetObject", "s3:DeleteObject"], a.objects("staging/")),
-            _allow(["s3:PutObject"], a.objects("conversations/", "attachments/", "spam/", "bounces/", "queue-payloads/")),
-            _allow(["s3:GetObject"], a.objects("config/")),  # the owner's keyword lists
             _allow(["ssm:GetParameter"], [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"]),
             _allow(["dynamodb:UpdateItem"], [a.table(cfg.conversations_table), a.table(cfg.suppression_table)]),
             # SES feedback: send records, duplicate SNS ids, the SES-id index
@@ -73,23 +73,15 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
         ]
     elif function == "reply-handler":
         statements += [
-            _allow(["s3:GetObject", "s3:DeleteObject"], a.objects("staging/")),
-            _allow(["s3:PutObject"], a.objects("rejected/", "reply-attachments/", "queue-payloads/")),
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.conversations_table)]),
             _allow(["dynamodb:PutItem"], [a.table(cfg.send_status_table)]),  # once-per-hour alert throttle
             _allow(["sqs:SendMessage"], [a.queue(cfg.reply_queue)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
         ]
-    elif function == "attachment-extractor":
-        statements += [
-            _allow(["s3:GetObject"], a.objects("attachments/")),
-            _allow(["s3:PutObject", "s3:DeleteObject"], a.objects("extracted-text/")),
-        ]
-    else:  # a sender
+    elif spec.queue_field:  # a sender (the extractor needs S3 only)
         queue = getattr(cfg, spec.queue_field)
         statements += [
             _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
-            _allow(["s3:GetObject"], a.objects("queue-payloads/", *([spec.attachment_prefix] if spec.attachment_prefix else []))),
             _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
             _allow(["dynamodb:GetItem"], [a.table(cfg.suppression_table)]),

@@ -23,8 +23,8 @@ from common.aws import client, or_none
 from common.aws.sts import account_id
 from common.runtime.config import Config
 from common.runtime.functions import QUEUE_VISIBILITY_S
+from common.store import layout
 
-SPAM_RULES_KEY = "config/spam-rules.txt"
 MAIN_RETENTION_S = 24 * 3600  # seed values: main queues 1 day, DLQs 7 days
 DLQ_RETENTION_S = 7 * 24 * 3600
 LOG_RETENTION_DAYS = 90
@@ -108,7 +108,7 @@ def shared(run: Run, local: bool = False) -> None:
     _configuration_set(run, cfg)
     log_group(run, cfg.spam_log_group)
     _spam_rules(run, cfg)
-    _parameter(run, cfg.spam_rules_parameter, SPAM_RULES_KEY)
+    _parameter(run, cfg.spam_rules_parameter, layout.SPAM_RULES)
     if local:
         _local_wiring(run, cfg)
 
@@ -151,7 +151,7 @@ def _bucket(run: Run, cfg: Config) -> None:
     if bucket_exists(cfg.bucket):
         run.note("s3-bucket", cfg.bucket, UNCHANGED)
         return
-    run.note("s3-bucket", cfg.bucket, CREATE, "private, lifecycle for staging/ and queue-payloads/")
+    run.note("s3-bucket", cfg.bucket, CREATE, f"private, lifecycle for {layout.STAGING} and {layout.QUEUE_PAYLOADS}")
     if not run.apply:
         return
     kwargs: dict[str, Any] = {}
@@ -162,8 +162,8 @@ def _bucket(run: Run, cfg: Config) -> None:
         "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
     s3.put_bucket_lifecycle_configuration(Bucket=cfg.bucket, LifecycleConfiguration={"Rules": [
         # Claim-check payloads only matter while their queue message can still be received.
-        {"ID": "queue-payloads", "Filter": {"Prefix": "queue-payloads/"}, "Status": "Enabled", "Expiration": {"Days": 14}},
-        {"ID": "staging", "Filter": {"Prefix": "staging/"}, "Status": "Enabled", "Expiration": {"Days": 30}},
+        {"ID": "queue-payloads", "Filter": {"Prefix": layout.QUEUE_PAYLOADS}, "Status": "Enabled", "Expiration": {"Days": 14}},
+        {"ID": "staging", "Filter": {"Prefix": layout.STAGING}, "Status": "Enabled", "Expiration": {"Days": 30}},
     ]})
 
 
@@ -329,12 +329,12 @@ def _spam_rules(run: Run, cfg: Config) -> None:
     s3 = client("s3")
     # Never overwrite the owner's edited list (and a bucket created in this dry run has no objects).
     if (run.apply or bucket_exists(cfg.bucket)) and \
-            _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY), "404", "NoSuchKey", "NotFound"):
-        run.note("s3-object", SPAM_RULES_KEY, UNCHANGED, "owner-edited; never overwritten")
+            _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES), "404", "NoSuchKey", "NotFound"):
+        run.note("s3-object", layout.SPAM_RULES, UNCHANGED, "owner-edited; never overwritten")
         return
-    run.note("s3-object", SPAM_RULES_KEY, CREATE, "default keyword lists")
+    run.note("s3-object", layout.SPAM_RULES, CREATE, "default keyword lists")
     if run.apply:
-        s3.put_object(Bucket=cfg.bucket, Key=SPAM_RULES_KEY, Body=default_spam_rules().encode(), ContentType="text/plain")
+        s3.put_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES, Body=default_spam_rules().encode(), ContentType="text/plain")
 
 
 def _parameter(run: Run, name: str, value: str) -> None:
@@ -392,12 +392,12 @@ def attachments_notification(run: Run, kind: str, arn_key: str, target: str, tar
     """
     bucket = run.cfg.bucket
     wanted = {"Id": "attachments-to-extractor", arn_key: target, "Events": ["s3:ObjectCreated:*"],
-              "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "attachments/"}]}}}
+              "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": layout.ATTACHMENTS}]}}}
     s3 = client("s3")
     current = s3.get_bucket_notification_configuration(Bucket=bucket).get(kind, []) if run.apply or bucket_exists(bucket) else []
-    if any(c.get(arn_key) == target and "attachments/" in json.dumps(c.get("Filter", {})) for c in current):
-        run.note("s3-notification", f"{bucket}/attachments/", UNCHANGED)
+    if any(c.get(arn_key) == target and layout.ATTACHMENTS in json.dumps(c.get("Filter", {})) for c in current):
+        run.note("s3-notification", f"{bucket}/{layout.ATTACHMENTS}", UNCHANGED)
         return
-    run.note("s3-notification", f"{bucket}/attachments/", CREATE, "ObjectCreated -> " + target_name)
+    run.note("s3-notification", f"{bucket}/{layout.ATTACHMENTS}", CREATE, "ObjectCreated -> " + target_name)
     if run.apply:
         s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={kind: [wanted]})

@@ -17,6 +17,7 @@ from typing import Any
 from common.aws import client, error_code, or_none
 from common.runtime.config import Config, env_name
 from common.runtime.functions import FUNCTIONS, SENDERS, Function
+from common.store import layout
 from deploy import iam
 from deploy.images import Published
 from deploy.resources import (
@@ -259,7 +260,7 @@ def bucket_policy_for_ses(run: Run, account: str) -> None:
     cfg = run.cfg
     wanted = {"Version": "2012-10-17", "Statement": [{
         "Sid": "SesReceiptRulesStoreMail", "Effect": "Allow", "Principal": {"Service": "ses.amazonaws.com"},
-        "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{cfg.bucket}/staging/*",
+        "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{cfg.bucket}/{layout.STAGING}*",
         "Condition": {"StringEquals": {"aws:SourceAccount": account},
                       "ArnLike": {"aws:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:receipt-rule-set/{rule_set(cfg)}:*"}}}]}
     s3 = client("s3")
@@ -283,7 +284,7 @@ def receipt_rules(run: Run, account: str) -> None:
     """Thread replies first (and stop), then the public address, both: S3 staging/ + async Lambda."""
     cfg, ses = run.cfg, client("ses")
     name = rule_set(cfg)
-    s3_action = {"S3Action": {"BucketName": cfg.bucket, "ObjectKeyPrefix": "staging/"}}
+    s3_action = {"S3Action": {"BucketName": cfg.bucket, "ObjectKeyPrefix": layout.STAGING}}
 
     def lambda_action(function: str) -> dict[str, Any]:
         return {"LambdaAction": {"FunctionArn": alias_arn(cfg, account, function), "InvocationType": "Event"}}

@@ -15,19 +15,10 @@ from common.extractor import text as textextract
 from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.log import get_logger
+from common.store import layout
 
 log = get_logger("attachment-extractor")
-SOURCE_PREFIX = "attachments/"
-OUTPUT_PREFIX = "extracted-text/"
 SUPPORTED = ("pdf", "docx")
-
-
-def output_key(source_key: str) -> str:
-    return OUTPUT_PREFIX + source_key[len(SOURCE_PREFIX):] + ".txt"
-
-
-def error_key(source_key: str) -> str:
-    return OUTPUT_PREFIX + source_key[len(SOURCE_PREFIX):] + ".error.json"
 
 
 def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
@@ -44,11 +35,10 @@ def _limits(cfg: Config, context: Any) -> textextract.Limits:
 
 
 def process(bucket: str, key: str, cfg: Config, context: Any = None) -> dict[str, Any]:
-    parts = key.split("/")
-    if not key.startswith(SOURCE_PREFIX) or len(parts) != 4 or not all(parts):
+    if not layout.is_attachment(key):
         log.warning("object ignored", extra={"key": key, "reason": "not attachments/<cid>/<id>/<file>"})
         return {"key": key, "status": "ignored", "reason": "not an attachment key"}
-    filename = parts[3]
+    filename = key.rsplit("/", 1)[1]
     if textextract.extension(filename) not in SUPPORTED:
         # Other stored types (ics, png, xlsx, ...) are kept as they are; nothing to import or parse.
         log.info("attachment not extracted", extra={"key": key, "reason": "type has no text extractor"})
@@ -69,9 +59,9 @@ def process(bucket: str, key: str, cfg: Config, context: Any = None) -> dict[str
     except textextract.Rejected as rejected:
         record = {"source": key, "reason": rejected.reason, "extension": textextract.extension(filename),
                   "bytes": size, "etag": etag}
-        s3.put_json(bucket, error_key(key), record)
+        s3.put_json(bucket, layout.extraction_error(key), record)
         log.warning("attachment rejected", extra={"key": key, "reason": rejected.reason})
-        return {"key": key, "status": "rejected", "reason": rejected.reason, "errorKey": error_key(key)}
+        return {"key": key, "status": "rejected", "reason": rejected.reason, "errorKey": layout.extraction_error(key)}
 
     ms = int((time.perf_counter() - started) * 1000)
     metadata = {
@@ -84,9 +74,9 @@ def process(bucket: str, key: str, cfg: Config, context: Any = None) -> dict[str
     }
     if result.truncated:
         metadata["truncated"] = "; ".join(result.truncated)
-    s3.put(bucket, output_key(key), result.text.encode("utf-8"), "text/plain; charset=utf-8", metadata)
-    s3.delete(bucket, error_key(key))  # an earlier failure record is superseded (no-op if none)
+    s3.put(bucket, layout.extracted_text(key), result.text.encode("utf-8"), "text/plain; charset=utf-8", metadata)
+    s3.delete(bucket, layout.extraction_error(key))  # an earlier failure record is superseded (no-op if none)
     log.info("attachment extracted", extra={"key": key, "pages": result.pages, "characters": len(result.text),
                                             "extraction_ms": ms, "kind": result.kind})
-    return {"key": key, "status": "extracted", "outputKey": output_key(key), "pages": result.pages,
+    return {"key": key, "status": "extracted", "outputKey": layout.extracted_text(key), "pages": result.pages,
             "characters": len(result.text), "truncated": result.truncated}

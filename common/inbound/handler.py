@@ -19,6 +19,7 @@ from common.mail.threads import conversation_id, thread_address
 from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
+from common.store import layout
 from common.store.sendqueue import Attachment, enqueue
 
 log = get_logger("inbound-handler")
@@ -53,7 +54,7 @@ def log_fields(mail: ParsedMail) -> dict[str, Any]:
 def process(receipt: events.SesReceipt, cfg: Config) -> dict[str, Any]:
     mid = receipt.message_id
     bind(ses_message_id=mid)
-    staging = f"staging/{mid}"
+    staging = layout.staging(mid)
     obj = s3.get(cfg.bucket, staging)
     if obj is None:
         # Staging is deleted last, so a missing object means this delivery was already handled.
@@ -72,7 +73,7 @@ def process(receipt: events.SesReceipt, cfg: Config) -> dict[str, Any]:
         s3.delete(cfg.bucket, staging)
         return {"status": "dropped", "reason": decision.reason, "messageId": mid}
     if decision.action == policy.DSN:
-        key = f"bounces/{when:%Y-%m-%d}/{mid}.eml"
+        key = layout.bounce(when, mid)
         s3.put(cfg.bucket, key, raw, "message/rfc822")
         log.info("delivery status notification archived", extra={**fields, "reason": decision.reason, "key": key})
         s3.delete(cfg.bucket, staging)
@@ -86,7 +87,7 @@ def process(receipt: events.SesReceipt, cfg: Config) -> dict[str, Any]:
     cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
     bind(conversation_id=cid)
     first_contact = record_conversation(cfg, cid, mid, mail, when)
-    archive_key = f"conversations/{cid}/{mid}.eml"
+    archive_key = layout.archive(cid, mid)
     s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
     stored, sizes, skipped = store_attachments(cfg, cid, mid, mail)
 
@@ -107,7 +108,7 @@ def process(receipt: events.SesReceipt, cfg: Config) -> dict[str, Any]:
 
 def quarantine(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, reason: str,
                when: datetime) -> str:
-    key = f"spam/{when:%Y-%m-%d}/{receipt.message_id}.eml"
+    key = layout.quarantined(when, receipt.message_id)
     s3.put(cfg.bucket, key, raw, "message/rfc822",
            metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]})
     logs.put_json_line(cfg.spam_log_group, f"{when:%Y/%m/%d}", {
@@ -154,7 +155,7 @@ def store_attachments(cfg: Config, cid: str, mid: str,
         while name.lower() in used:  # two parts with the same name must not overwrite each other
             name, n = f"{stem}-{n}{dot}{ext}", n + 1
         used.add(name.lower())
-        key = f"attachments/{cid}/{mid}/{name}"
+        key = layout.attachment(cid, mid, name)
         s3.put(cfg.bucket, key, att.data, att.content_type)
         stored.append(Attachment(key, name, att.content_type))
         sizes[key] = len(att.data)

@@ -23,6 +23,7 @@ from common.aws import s3, sqs
 from common.local import events as localevents
 from common.runtime.config import Config
 from common.runtime.log import get_logger
+from common.store import layout
 from deploy import resources
 
 log = get_logger("ingress")
@@ -47,7 +48,7 @@ class Delivery:
 
     @property
     def staging_key(self) -> str:
-        return f"staging/{self.message_id}"
+        return layout.staging(self.message_id)
 
 
 def deliver(cfg: Config, raw: bytes, envelope_from: str, recipients: list[str],
@@ -65,7 +66,7 @@ def deliver(cfg: Config, raw: bytes, envelope_from: str, recipients: list[str],
     for function in ("reply-handler", "inbound-handler"):  # rule order; the first match stops evaluation
         if function in routed:
             mid = localevents.message_id_for(raw)
-            s3.put(cfg.bucket, f"staging/{mid}", raw, "message/rfc822")
+            s3.put(cfg.bucket, layout.staging(mid), raw, "message/rfc822")
             event = localevents.receipt_event(raw, mid, routed[function], source=envelope_from, verdicts=verdicts,
                                            dmarc_policy=dmarc_policy)
             sqs.send(resources.local_queue(cfg, "invocations"), json.dumps({"function": function, "event": event}))
@@ -91,14 +92,14 @@ def await_handled(cfg: Config, delivery: Delivery, raw: bytes, timeout: float) -
                     "hint": "is the wiring running? see the function logs (make logs, or the dev log dir)"}
         time.sleep(0.25)
     mail = parse(raw)
-    mid, day = delivery.message_id, datetime.now(UTC).strftime("%Y-%m-%d")
+    mid, now = delivery.message_id, datetime.now(UTC)
     candidates = {
-        "quarantined": f"spam/{day}/{mid}.eml", "rejected": f"rejected/{day}/{mid}.eml",
-        "delivery status notification": f"bounces/{day}/{mid}.eml",
+        "quarantined": layout.quarantined(now, mid), "rejected": layout.rejected(now, mid),
+        "delivery status notification": layout.bounce(now, mid),
     }
     if mail.from_address:
         cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
-        candidates["forwarded"] = f"conversations/{cid}/{mid}.eml"
+        candidates["forwarded"] = layout.archive(cid, mid)
     for outcome, key in candidates.items():
         obj = s3.get(cfg.bucket, key)
         if obj is not None:

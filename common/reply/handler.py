@@ -20,6 +20,7 @@ from common.reply.text import clean_reply, reply_subject
 from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
+from common.store import layout
 from common.store.sendqueue import Attachment, OutboundMessage, enqueue
 
 log = get_logger("reply-handler")
@@ -34,7 +35,7 @@ def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
     receipt = events.SesReceipt.from_event(event)
     mid = receipt.message_id
     bind(ses_message_id=mid)
-    staging = f"staging/{mid}"
+    staging = layout.staging(mid)
     obj = s3.get(cfg.bucket, staging)
     if obj is None:
         log.warning("reply not processed", extra={"reason": "staging object missing (already processed)"})
@@ -75,13 +76,13 @@ def authorise(receipt: events.SesReceipt, mail: ParsedMail, cfg: Config) -> str:
 
 
 def reject(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, reason: str) -> dict[str, Any]:
-    key = f"rejected/{datetime.now(UTC):%Y-%m-%d}/{receipt.message_id}.eml"
+    key = layout.rejected(datetime.now(UTC), receipt.message_id)
     s3.put(cfg.bucket, key, raw, "message/rfc822", metadata={"reason": reason})
     log.warning("reply rejected", extra={"reason": reason, "sender": mail.from_address, "envelope_sender": receipt.source,
                                          "recipients": list(receipt.recipients), "key": key, "verdicts": receipt.verdicts})
     alerted = alert_once_per_hour(cfg, reason, {"alert": "reply-rejected", "reason": reason, "key": key,
                                                 "envelopeSender": receipt.source, "from": mail.from_address})
-    s3.delete(cfg.bucket, f"staging/{receipt.message_id}")
+    s3.delete(cfg.bucket, layout.staging(receipt.message_id))
     return {"status": "rejected", "reason": reason, "key": key, "alerted": alerted}
 
 
@@ -126,7 +127,7 @@ def store_attachments(cfg: Config, cid: str, mid: str, mail: ParsedMail) -> list
             log.warning("reply attachment skipped", extra={"attachment": att.safe_name, "reason": "type not allowed or duplicate name"})
             continue
         used.add(att.safe_name.lower())
-        key = f"reply-attachments/{cid}/{mid}/{att.safe_name}"
+        key = layout.reply_attachment(cid, mid, att.safe_name)
         s3.put(cfg.bucket, key, att.data, att.content_type)
         stored.append(Attachment(key, att.safe_name, att.content_type))
     return stored

@@ -13,7 +13,6 @@ class Function:
     port: int  # RIE endpoint in both local modes (127.0.0.1:port)
     requires: tuple[str, ...]  # Config fields that must be set
     queue_field: str = ""  # senders: the Config field naming the queue they consume
-    attachment_prefix: str = ""  # senders: the only S3 prefix their messages may attach from
     timeout_s: int = 60
     memory_mb: int = 256
     # Reserved concurrency (None: the account's unreserved pool). Senders keep two instances each:
@@ -43,11 +42,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("reply-handler", 9002, ("domain_name", "public_email", "private_email", "thread_secret")),
     Function("attachment-extractor", 9003, ()),
     # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (FR-2).
-    Function("ack-sender", 9004, ("public_email",), "ack_queue", "", 180, reserved_concurrency=2, batch_concurrency=2),
-    Function("forward-sender", 9005, ("public_email",), "forward_queue", "attachments/", 180, reserved_concurrency=2,
-             batch_concurrency=2),
-    Function("reply-sender", 9006, ("public_email",), "reply_queue", "reply-attachments/", 180, reserved_concurrency=2,
-             batch_concurrency=2),
+    Function("ack-sender", 9004, ("public_email",), "ack_queue", 180, reserved_concurrency=2, batch_concurrency=2),
+    Function("forward-sender", 9005, ("public_email",), "forward_queue", 180, reserved_concurrency=2, batch_concurrency=2),
+    Function("reply-sender", 9006, ("public_email",), "reply_queue", 180, reserved_concurrency=2, batch_concurrency=2),
 )
 SENDERS = tuple(f for f in FUNCTIONS if f.queue_field)
 # AWS guidance for SQS event sources: visibility timeout at least six times the function timeout.

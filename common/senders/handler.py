@@ -18,8 +18,9 @@ from common.aws import error_code, s3, ses, sns
 from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.errors import EventError
-from common.runtime.functions import BY_NAME
+from common.runtime.functions import SENDERS
 from common.runtime.log import bind, get_logger
+from common.store import layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.idempotency.hook import IdempotentHookFunction
@@ -47,8 +48,8 @@ def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
 class Sender:
     def __init__(self, cfg: Config, context: Any) -> None:
         self.cfg, self.context = cfg, context
-        self.prefix = next((f.attachment_prefix for f in BY_NAME.values() if f.queue_field and
-                            getattr(cfg, f.queue_field) == cfg.send_queue), "")
+        function = next((f.name for f in SENDERS if getattr(cfg, f.queue_field) == cfg.send_queue), "")
+        self.prefix = layout.SENDER_ATTACHMENTS.get(function, "")
 
     def remaining_s(self) -> float:
         get = getattr(self.context, "get_remaining_time_in_millis", None)

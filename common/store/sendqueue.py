@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from common.runtime.errors import EventError
+from common.store import layout
 
 SCHEMA = 1
-PAYLOAD_PREFIX = "queue-payloads/"
 # The only extra headers a queue message may ask for; everything else is built by the sender.
 ALLOWED_HEADERS = frozenset({"Auto-Submitted", "X-Auto-Response-Suppress", "Precedence"})
 
@@ -73,7 +73,7 @@ class OutboundMessage:
 
 
 def payload_key(idempotency_key: str) -> str:
-    return PAYLOAD_PREFIX + hashlib.sha256(idempotency_key.encode()).hexdigest() + ".json"
+    return layout.queue_payload(hashlib.sha256(idempotency_key.encode()).hexdigest())
 
 
 def enqueue(queue: str, message: OutboundMessage, bucket: str, limit: int) -> str:
@@ -100,7 +100,7 @@ def load(body: str, bucket: str) -> OutboundMessage:
     pointer = doc.get("claim_check") if isinstance(doc, dict) else None
     if pointer is not None:
         if not isinstance(pointer, dict) or pointer.get("bucket") != bucket or \
-                not str(pointer.get("key", "")).startswith(PAYLOAD_PREFIX):
+                not str(pointer.get("key", "")).startswith(layout.QUEUE_PAYLOADS):
             raise EventError("claim check points outside the mail bucket's queue-payloads/ prefix")
         obj = s3.get(bucket, pointer["key"])
         if obj is None:

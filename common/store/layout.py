@@ -1,0 +1,89 @@
+"""Every key and prefix of the mail bucket, and which function may do what under each prefix.
+
+The one owner of the bucket's layout: the handlers build their keys here, the extractor parses them
+here, and ``deploy/iam.py`` derives each role's S3 statements from :data:`ACCESS`, so a renamed
+prefix cannot pass every local test and then be denied on AWS.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+STAGING = "staging/"  # raw mail as SES's S3 action wrote it; deleted when handled
+CONVERSATIONS = "conversations/"  # the archive: conversations/<cid>/<sesMessageId>.eml
+ATTACHMENTS = "attachments/"  # attachments/<cid>/<sesMessageId>/<file>
+EXTRACTED = "extracted-text/"  # extracted-text/<cid>/<sesMessageId>/<file>.txt | .error.json
+SPAM = "spam/"  # quarantine: spam/<YYYY-MM-DD>/<sesMessageId>.eml
+BOUNCES = "bounces/"  # delivery status notifications
+REJECTED = "rejected/"  # mail to a thread address that is not an authorised owner reply
+REPLY_ATTACHMENTS = "reply-attachments/"  # the owner's attachments on a reply
+QUEUE_PAYLOADS = "queue-payloads/"  # claim-check payloads of sender queue messages over the SQS limit
+CONFIG = "config/"  # owner-edited configuration (the keyword lists)
+SPAM_RULES = CONFIG + "spam-rules.txt"
+
+Access = Literal["read", "write", "delete"]
+
+# What each function does under which prefix. IAM grants exactly this (deploy/iam.py); enforced IAM
+# in the local modes and the integration suite proves the code needs nothing more.
+ACCESS: dict[str, dict[Access, tuple[str, ...]]] = {
+    "inbound-handler": {"read": (STAGING, CONFIG), "delete": (STAGING,),
+                        "write": (CONVERSATIONS, ATTACHMENTS, SPAM, BOUNCES, QUEUE_PAYLOADS)},
+    "reply-handler": {"read": (STAGING,), "delete": (STAGING,), "write": (REJECTED, REPLY_ATTACHMENTS, QUEUE_PAYLOADS)},
+    "attachment-extractor": {"read": (ATTACHMENTS,), "write": (EXTRACTED,), "delete": (EXTRACTED,)},
+    "ack-sender": {"read": (QUEUE_PAYLOADS,)},
+    "forward-sender": {"read": (QUEUE_PAYLOADS, ATTACHMENTS)},
+    "reply-sender": {"read": (QUEUE_PAYLOADS, REPLY_ATTACHMENTS)},
+}
+# The only prefix each sender may attach files from (a queue message naming any other key is refused).
+SENDER_ATTACHMENTS = {"ack-sender": "", "forward-sender": ATTACHMENTS, "reply-sender": REPLY_ATTACHMENTS}
+
+
+def day(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def staging(mid: str) -> str:
+    return f"{STAGING}{mid}"
+
+
+def archive(cid: str, mid: str) -> str:
+    return f"{CONVERSATIONS}{cid}/{mid}.eml"
+
+
+def attachment(cid: str, mid: str, name: str) -> str:
+    return f"{ATTACHMENTS}{cid}/{mid}/{name}"
+
+
+def reply_attachment(cid: str, mid: str, name: str) -> str:
+    return f"{REPLY_ATTACHMENTS}{cid}/{mid}/{name}"
+
+
+def quarantined(moment: datetime, mid: str) -> str:
+    return f"{SPAM}{day(moment)}/{mid}.eml"
+
+
+def bounce(moment: datetime, mid: str) -> str:
+    return f"{BOUNCES}{day(moment)}/{mid}.eml"
+
+
+def rejected(moment: datetime, mid: str) -> str:
+    return f"{REJECTED}{day(moment)}/{mid}.eml"
+
+
+def queue_payload(digest: str) -> str:
+    return f"{QUEUE_PAYLOADS}{digest}.json"
+
+
+def is_attachment(key: str) -> bool:
+    """``attachments/<cid>/<id>/<file>`` with every segment present."""
+    parts = key.split("/")
+    return key.startswith(ATTACHMENTS) and len(parts) == 4 and all(parts)
+
+
+def extracted_text(attachment_key: str) -> str:
+    return EXTRACTED + attachment_key.removeprefix(ATTACHMENTS) + ".txt"
+
+
+def extraction_error(attachment_key: str) -> str:
+    return EXTRACTED + attachment_key.removeprefix(ATTACHMENTS) + ".error.json"
