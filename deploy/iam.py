@@ -22,7 +22,7 @@ IDEMPOTENCY_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateI
 
 
 def role_name(cfg: Config, function: str) -> str:
-    return f"{cfg.prefix}-{function}"
+    return cfg.name(function)
 
 
 class Arns:
@@ -58,7 +58,7 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
 
     a = Arns(cfg, account)
     spec = BY_NAME[function]
-    statements = [_allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(f"/aws/lambda/{cfg.prefix}-{function}")])]
+    statements = [_allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(f"/aws/lambda/{cfg.name(function)}")])]
     statements += [_allow([S3_ACTIONS[access]], a.objects(*prefixes)) for access, prefixes in layout.ACCESS[function].items()]
     if function == "inbound-handler":
         statements += [

@@ -43,7 +43,7 @@ class Published:
 
 
 def repository_name(cfg: Config, function: str) -> str:
-    return f"{cfg.prefix}-{function}"
+    return cfg.name(function)
 
 
 def docker_client() -> Any:

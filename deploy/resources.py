@@ -65,7 +65,7 @@ def dlq_name(queue: str) -> str:
 
 def local_queue(cfg: Config, purpose: str) -> str:
     """Queues of the local event wiring: ``s3-events``, ``ses-feedback``, ``invocations``."""
-    return f"{cfg.prefix}-wiring-{purpose}"
+    return cfg.name(f"wiring-{purpose}")
 
 
 def sender_queues(cfg: Config) -> tuple[str, ...]:

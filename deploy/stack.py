@@ -44,7 +44,7 @@ _NOT_PASSED = {"region", "send_queue", "alert_topic_arn"}
 
 
 def function_name(cfg: Config, function: str) -> str:
-    return f"{cfg.prefix}-{function}"
+    return cfg.name(function)
 
 
 def alias_arn(cfg: Config, account: str, function: str) -> str:

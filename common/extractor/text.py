@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from common.mail.sanitize import extension
+
 PDF_MAGIC = b"%PDF-"
 ZIP_MAGIC = b"PK\x03\x04"
 # DOCX zip-bomb guards: a real CV or job spec is far below both.
@@ -60,10 +62,6 @@ def detect(data: bytes) -> str | None:
         except zipfile.BadZipFile:
             return None
     return None
-
-
-def extension(filename: str) -> str:
-    return filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
 
 
 def extract(data: bytes, filename: str, limits: Limits) -> Extraction:

@@ -11,19 +11,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from common.aws import dynamodb, logs, s3
+from common.aws import logs, s3
 from common.inbound import policy
 from common.inbound.messages import build_ack, build_forward
-from common.mail.parse import ParsedMail, extension, parse
+from common.mail.parse import ParsedMail, parse
 from common.mail.threads import conversation_id, thread_address
 from common.runtime import events
+from common.runtime.clock import iso_z, parse_iso
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import layout
-from common.store.sendqueue import Attachment, enqueue
+from common.store import attachments, conversations, layout, staging
+from common.store.sendqueue import enqueue
 
 log = get_logger("inbound-handler")
-BODY_RECORD_CHARS = 1000
 PREVIEW_CHARS = 500
 
 
@@ -37,14 +37,7 @@ def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
 
 def received_at(receipt: events.SesReceipt) -> datetime:
     """When SES received the mail (stable across retries); now if SES did not say."""
-    try:
-        return datetime.fromisoformat(receipt.timestamp.replace("Z", "+00:00")).astimezone(UTC)
-    except ValueError:
-        return datetime.now(UTC)
-
-
-def iso_z(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return parse_iso(receipt.timestamp) or datetime.now(UTC)
 
 
 def log_fields(mail: ParsedMail) -> dict[str, Any]:
@@ -54,13 +47,11 @@ def log_fields(mail: ParsedMail) -> dict[str, Any]:
 def process(receipt: events.SesReceipt, cfg: Config) -> dict[str, Any]:
     mid = receipt.message_id
     bind(ses_message_id=mid)
-    staging = layout.staging(mid)
-    obj = s3.get(cfg.bucket, staging)
-    if obj is None:
-        # Staging is deleted last, so a missing object means this delivery was already handled.
-        log.warning("mail not processed", extra={"reason": "staging object missing (already processed)", "key": staging})
+    raw = staging.fetch(cfg, mid)
+    if raw is None:
+        log.warning("mail not processed", extra={"reason": "staging object missing (already processed)",
+                                                 "key": layout.staging(mid)})
         return {"status": "already-processed", "messageId": mid}
-    raw: bytes = obj["Body"].read()
     mail = parse(raw)
     when = received_at(receipt)
     decision = policy.assess(receipt, mail, cfg, policy.RULES.get(cfg))
@@ -70,26 +61,27 @@ def process(receipt: events.SesReceipt, cfg: Config) -> dict[str, Any]:
 
     if decision.action == policy.DROP:
         log.warning("mail dropped", extra={**fields, "reason": decision.reason, "verdicts": receipt.verdicts})
-        s3.delete(cfg.bucket, staging)
+        staging.done(cfg, mid)
         return {"status": "dropped", "reason": decision.reason, "messageId": mid}
     if decision.action == policy.DSN:
         key = layout.bounce(when, mid)
         s3.put(cfg.bucket, key, raw, "message/rfc822")
         log.info("delivery status notification archived", extra={**fields, "reason": decision.reason, "key": key})
-        s3.delete(cfg.bucket, staging)
+        staging.done(cfg, mid)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
     if decision.action == policy.QUARANTINE:
         key = quarantine(cfg, receipt, mail, raw, decision.reason, when)
         log.warning("mail quarantined", extra={**fields, "reason": decision.reason, "key": key})
-        s3.delete(cfg.bucket, staging)
+        staging.done(cfg, mid)
         return {"status": "quarantined", "reason": decision.reason, "key": key, "messageId": mid}
 
     cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
     bind(conversation_id=cid)
-    first_contact = record_conversation(cfg, cid, mid, mail, when)
+    first_contact = conversations.record_inbound(cfg, cid, mid, mail, when)
     archive_key = layout.archive(cid, mid)
     s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
-    stored, sizes, skipped = store_attachments(cfg, cid, mid, mail)
+    kept = attachments.store(cfg, mail.attachments, lambda name: layout.attachment(cid, mid, name))
+    stored, sizes, skipped = kept.attachments, kept.sizes, kept.skipped
 
     ack_reason = ack_blocked(receipt, mail) if first_contact else "not first contact"
     if not ack_reason:
@@ -97,7 +89,7 @@ def process(receipt: events.SesReceipt, cfg: Config) -> dict[str, Any]:
     forward = build_forward(cfg, mid, cid, mail, stored, sizes, skipped, decision.warnings, archive_key,
                             thread_address(cid, cfg.thread_secret, cfg.thread_domain))
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
-    s3.delete(cfg.bucket, staging)
+    staging.done(cfg, mid)
     log.info("mail forwarded", extra={**fields, "conversation_id": cid, "first_contact": first_contact,
                                       "ack": not ack_reason, "ack_skipped_reason": ack_reason or None,
                                       "attachments": len(stored), "skipped_attachments": skipped,
@@ -119,49 +111,6 @@ def quarantine(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: b
     return key
 
 
-def record_conversation(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime) -> bool:
-    """Upsert the conversation; True on first contact (also when a first delivery is retried)."""
-    values: dict[str, Any] = {
-        ":e": mail.from_address, ":d": mail.from_address.rpartition("@")[2], ":s": mail.subject,
-        ":b": mail.body_text.strip()[:BODY_RECORD_CHARS], ":t": iso_z(when), ":m": mid,
-        ":h": mail.message_id or f"<{mid}@email.amazonses.com>",
-    }
-    expression = ("SET senderEmail = :e, emailDomain = :d, subject = :s, lastMessageBody = :b, #ts = :t, "
-                  "lastSesMessageId = :m, lastMessageId = :h, "
-                  "firstContactDate = if_not_exists(firstContactDate, :t), firstMessageId = if_not_exists(firstMessageId, :m)")
-    if mail.display_name:
-        expression += ", displayName = :n"
-        values[":n"] = mail.display_name
-    new = dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,
-                          names={"#ts": "timestamp"}, return_values="ALL_NEW")
-    return new is not None and new.get("firstMessageId") == mid
-
-
-def store_attachments(cfg: Config, cid: str, mid: str,
-                      mail: ParsedMail) -> tuple[list[Attachment], dict[str, int], list[str]]:
-    """Store the allowed types; returns them, their sizes by key, and 'name (why)' for the rest."""
-    allowed = {t.lower().lstrip(".") for t in cfg.attachment_types}
-    stored: list[Attachment] = []
-    sizes: dict[str, int] = {}
-    skipped: list[str] = []
-    used: set[str] = set()
-    for att in mail.attachments:
-        if extension(att.safe_name) not in allowed:
-            skipped.append(f"{att.safe_name} (type not allowed)")
-            continue
-        name = att.safe_name
-        stem, dot, ext = name.rpartition(".")
-        n = 2
-        while name.lower() in used:  # two parts with the same name must not overwrite each other
-            name, n = f"{stem}-{n}{dot}{ext}", n + 1
-        used.add(name.lower())
-        key = layout.attachment(cid, mid, name)
-        s3.put(cfg.bucket, key, att.data, att.content_type)
-        stored.append(Attachment(key, name, att.content_type))
-        sizes[key] = len(att.data)
-    return stored, sizes, skipped
-
-
 def ack_blocked(receipt: events.SesReceipt, mail: ParsedMail) -> str:
     """Why RFC 3834 forbids an automatic reply to this mail ('' when an ack is fine)."""
     auto = mail.headers.get("auto-submitted", "").split(";")[0].strip().lower()
@@ -174,7 +123,7 @@ def ack_blocked(receipt: events.SesReceipt, mail: ParsedMail) -> str:
         return "mailing list headers"
     if mail.is_noreply:
         return "no-reply sender"
-    failed = [v for v in ("spam", "virus", "spf", "dkim", "dmarc") if receipt.verdicts.get(v) == "FAIL"]
+    failed = [v for v in events.VERDICTS if receipt.verdicts.get(v) == "FAIL"]
     if failed:
         return f"failed verdicts: {', '.join(failed)}"
     return ""

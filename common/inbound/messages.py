@@ -5,7 +5,8 @@ from __future__ import annotations
 import html as htmllib
 import re
 
-from common.mail.parse import ParsedMail, clean_header_text
+from common.mail.parse import ParsedMail
+from common.mail.sanitize import clean_header_text
 from common.runtime.config import Config
 from common.store.sendqueue import Attachment, OutboundMessage
 

@@ -11,9 +11,9 @@ import email.utils
 import hashlib
 import re
 import time
-from datetime import UTC, datetime
 from typing import Any
 
+from common.runtime.clock import iso_z
 from common.runtime.events import VERDICTS
 
 
@@ -32,7 +32,7 @@ def receipt_event(raw: bytes, message_id: str, recipients: list[str], source: st
         header = str(msg.get("Return-Path") or msg.get("From") or "")
         found = re.findall(r"[^\s<>\"]+@[^\s<>\"]+", header)
         source = email.utils.parseaddr(header)[1] or (found[-1] if found else "unknown@localhost")
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    now = iso_z(millis=True)
     all_verdicts = {v: "PASS" for v in VERDICTS} | {k.lower(): val.upper() for k, val in (verdicts or {}).items()}
     receipt: dict[str, Any] = {
         "timestamp": now, "processingTimeMillis": 1, "recipients": recipients,
@@ -68,4 +68,4 @@ def sns_event(message: str, topic_arn: str, message_id: str, subject: str = "") 
     return {"Records": [{"EventSource": "aws:sns", "EventVersion": "1.0", "EventSubscriptionArn": topic_arn + ":local",
                          "Sns": {"Type": "Notification", "MessageId": message_id, "TopicArn": topic_arn,
                                  "Subject": subject or None, "Message": message,
-                                 "Timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"}}]}
+                                 "Timestamp": iso_z(millis=True)}}]}

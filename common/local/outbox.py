@@ -13,9 +13,11 @@ import email.policy
 import json
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
+from datetime import UTC
 from email.utils import getaddresses, parsedate_to_datetime
 from typing import Any
+
+from common.runtime.clock import iso_z, parse_iso
 
 
 def _get_json(url: str, timeout: float = 30) -> Any:
@@ -38,7 +40,7 @@ def _headers(raw: str) -> tuple[str, str, list[str]]:
         when = parsedate_to_datetime(str(msg["Date"])).astimezone(UTC) if msg["Date"] else None
     except (TypeError, ValueError):
         when = None
-    stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else ""
+    stamp = iso_z(when) if when else ""
     to = [a for _, a in getaddresses([str(v) for k in ("To", "Cc") for v in msg.get_all(k) or []]) if a]
     return stamp, subject, to
 
@@ -66,10 +68,8 @@ def from_localstack(endpoint: str) -> list[dict[str, Any]]:
         if isinstance(destination, dict):
             destination = [a for k in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(k) or []]
         stamp = str(m.get("Timestamp") or "")
-        try:
-            stamp = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except ValueError:
-            pass
+        moment = parse_iso(stamp)
+        stamp = iso_z(moment) if moment else stamp
         items.append(_item(str(m.get("Id", "")), str(m.get("Source") or ""), list(destination), raw, stamp))
     return sorted(items, key=lambda i: i["timestamp"])
 

@@ -7,17 +7,14 @@ add a header.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
-from common.mail.parse import clean_header_text
+from common.mail.sanitize import clean_header_text, is_message_id
 from common.runtime.errors import EventError
 from common.store.sendqueue import OutboundMessage
-
-_MSGID = re.compile(r"^<[^<>\s@]+@[^<>\s@]+>$")
 
 
 def address(addr_spec: str, display_name: str = "") -> Address:
@@ -38,9 +35,9 @@ def build(msg: OutboundMessage, sender: str, domain: str, attachment_prefix: str
     m["Subject"] = clean_header_text(msg.subject) or "(no subject)"
     m["Date"] = formatdate(usegmt=True)
     m["Message-ID"] = make_msgid(domain=domain)  # SES replaces it; kept for non-SES transports
-    if _MSGID.match(msg.in_reply_to or ""):
+    if is_message_id(msg.in_reply_to):
         m["In-Reply-To"] = msg.in_reply_to
-    references = [r for r in msg.references if _MSGID.match(r)]
+    references = [r for r in msg.references if is_message_id(r)]
     if references:
         m["References"] = " ".join(references[-20:])
     m["X-Correlation-ID"] = clean_header_text(msg.correlation_id, 200)

@@ -10,39 +10,15 @@ from __future__ import annotations
 import email
 import email.policy
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from email.header import decode_header, make_header
 from email.message import EmailMessage, Message
 from email.utils import getaddresses
 
 from common.mail.htmltext import html_to_text
+from common.mail.sanitize import MESSAGE_ID, clean_header_text, safe_filename
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
-_MSGID = re.compile(r"<[^<>\s@]+@[^<>\s@]+>")
 _NOREPLY = re.compile(r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I)
-
-
-def clean_header_text(value: object, limit: int = 998) -> str:
-    """One line of printable text: CR, LF and other controls become spaces (no header injection)."""
-    return re.sub(r"\s+", " ", _CONTROL.sub(" ", str(value or ""))).strip()[:limit]
-
-
-def safe_filename(name: str, fallback: str = "attachment") -> str:
-    """A file name that is safe as the last segment of an S3 key and on any disk."""
-    name = unicodedata.normalize("NFKC", name or "").replace("\\", "/").rsplit("/", 1)[-1]
-    name = re.sub(r"[^\w .()+,=@-]", "_", _CONTROL.sub("", name))  # letters of any script stay
-    name = re.sub(r"\s+", " ", name).strip(" .")
-    if not name or set(name) <= {"_", "."}:
-        name = fallback
-    if len(name) > 120:
-        stem, dot, ext = name.rpartition(".")
-        name = (stem[: 120 - len(ext) - 1] + "." + ext) if dot and len(ext) <= 10 else name[:120]
-    return name
-
-
-def extension(name: str) -> str:
-    return name.rpartition(".")[2].lower() if "." in name else ""
 
 
 @dataclass(slots=True)
@@ -88,9 +64,9 @@ def parse(raw: bytes) -> ParsedMail:
         mail.headers[name.lower()] = clean_header_text(_header(msg, name, mail))
     mail.from_address, mail.display_name = _from(msg, mail)
     mail.subject = mail.headers.get("subject", "")
-    ids = _MSGID.findall(mail.headers.get("message-id", ""))
+    ids = MESSAGE_ID.findall(mail.headers.get("message-id", ""))
     mail.message_id = ids[0] if ids else ""
-    mail.references = _MSGID.findall(mail.headers.get("references", ""))[-20:]
+    mail.references = MESSAGE_ID.findall(mail.headers.get("references", ""))[-20:]
     text_part = _body(msg, "plain")
     html_part = _body(msg, "html")
     mail.text = part_text(text_part) if text_part is not None else ""

@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from common.aws import dynamodb, s3, sns
-from common.mail.parse import ParsedMail, extension, parse
+from common.mail.parse import ParsedMail, parse
 from common.mail.threads import verify_thread_address
 from common.reply.text import clean_reply, reply_subject
 from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import layout
-from common.store.sendqueue import Attachment, OutboundMessage, enqueue
+from common.store import attachments, conversations, layout, staging
+from common.store.sendqueue import OutboundMessage, enqueue
 
 log = get_logger("reply-handler")
 ALERT_INTERVAL_S = 3600
@@ -35,23 +35,21 @@ def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
     receipt = events.SesReceipt.from_event(event)
     mid = receipt.message_id
     bind(ses_message_id=mid)
-    staging = layout.staging(mid)
-    obj = s3.get(cfg.bucket, staging)
-    if obj is None:
+    raw = staging.fetch(cfg, mid)
+    if raw is None:
         log.warning("reply not processed", extra={"reason": "staging object missing (already processed)"})
         return {"status": "already-processed", "messageId": mid}
-    raw: bytes = obj["Body"].read()
     mail = parse(raw)
     try:
         cid = authorise(receipt, mail, cfg)
         bind(conversation_id=cid)
-        record = dynamodb.get(cfg.conversations_table, {"conversationId": cid})
+        record = conversations.get(cfg, cid)
         if not record or not record.get("senderEmail"):
             raise Rejected("unknown conversation")
     except Rejected as exc:
         return reject(cfg, receipt, mail, raw, str(exc))
     result = send_reply(cfg, mid, cid, record, mail)
-    s3.delete(cfg.bucket, staging)
+    staging.done(cfg, mid)
     return result
 
 
@@ -82,7 +80,7 @@ def reject(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes
                                          "recipients": list(receipt.recipients), "key": key, "verdicts": receipt.verdicts})
     alerted = alert_once_per_hour(cfg, reason, {"alert": "reply-rejected", "reason": reason, "key": key,
                                                 "envelopeSender": receipt.source, "from": mail.from_address})
-    s3.delete(cfg.bucket, layout.staging(receipt.message_id))
+    staging.done(cfg, receipt.message_id)
     return {"status": "rejected", "reason": reason, "key": key, "alerted": alerted}
 
 
@@ -99,35 +97,19 @@ def alert_once_per_hour(cfg: Config, reason: str, message: dict[str, Any]) -> bo
 def send_reply(cfg: Config, mid: str, cid: str, record: dict[str, Any], mail: ParsedMail) -> dict[str, Any]:
     owners = tuple(cfg.owner_emails)
     body, metadata = clean_reply(mail.body_text, owners, cfg.public_email)
-    attachments = store_attachments(cfg, cid, mid, mail)
-    if metadata:
-        names = {f"#m{i}": k for i, k in enumerate(metadata)}
-        dynamodb.update(cfg.conversations_table, {"conversationId": cid},
-                        "SET " + ", ".join(f"#m{i} = :m{i}" for i in range(len(metadata))),
-                        {f":m{i}": v for i, v in enumerate(metadata.values())}, names=names)
+    kept = attachments.store(cfg, mail.attachments, lambda name: layout.reply_attachment(cid, mid, name))
+    for skipped in kept.skipped:
+        log.warning("reply attachment skipped", extra={"attachment": skipped})
+    conversations.set_attributes(cfg, cid, metadata)
     last = str(record.get("lastMessageId") or "")
     ses_form = f"<{record.get('lastSesMessageId')}@email.amazonses.com>" if record.get("lastSesMessageId") else ""
     message = OutboundMessage(
         kind="reply", idempotency_key=f"reply:{mid}", correlation_id=f"reply-{mid}", to=[str(record["senderEmail"])],
         subject=reply_subject(mail.subject), text=body, from_name=mail.display_name,
         in_reply_to=last or ses_form, references=[r for r in dict.fromkeys((last, ses_form)) if r],
-        attachments=attachments, conversation_id=cid,
+        attachments=kept.attachments, conversation_id=cid,
     )
     enqueue(cfg.reply_queue, message, cfg.bucket, cfg.claim_check_bytes)
-    log.info("reply queued", extra={"conversation_id": cid, "metadata": sorted(metadata), "attachments": len(attachments),
+    log.info("reply queued", extra={"conversation_id": cid, "metadata": sorted(metadata), "attachments": len(kept.attachments),
                                     "recipient": message.to[0], "subject": message.subject})
-    return {"status": "queued", "conversationId": cid, "metadata": metadata, "attachments": [a.key for a in attachments]}
-
-
-def store_attachments(cfg: Config, cid: str, mid: str, mail: ParsedMail) -> list[Attachment]:
-    allowed = {t.lower().lstrip(".") for t in cfg.attachment_types}
-    stored, used = [], set()
-    for att in mail.attachments:
-        if extension(att.safe_name) not in allowed or att.safe_name.lower() in used:
-            log.warning("reply attachment skipped", extra={"attachment": att.safe_name, "reason": "type not allowed or duplicate name"})
-            continue
-        used.add(att.safe_name.lower())
-        key = layout.reply_attachment(cid, mid, att.safe_name)
-        s3.put(cfg.bucket, key, att.data, att.content_type)
-        stored.append(Attachment(key, att.safe_name, att.content_type))
-    return stored
+    return {"status": "queued", "conversationId": cid, "metadata": metadata, "attachments": [a.key for a in kept.attachments]}

@@ -81,6 +81,10 @@ class Config:
     def prefix(self) -> str:
         return f"{self.project}-{self.env}"
 
+    def name(self, resource: str) -> str:
+        """``{project}-{env}-{resource}``: the name of every AWS resource of this deployment (CONTRACT.md)."""
+        return f"{self.prefix}-{resource}"
+
     @property
     def thread_domain(self) -> str:
         return f"thread.{self.domain_name}"
@@ -162,21 +166,20 @@ def _parse(name: str, typ: object, raw: str) -> object:
 def _with_defaults(cfg: Config) -> Config:
     from dataclasses import replace
 
-    p = cfg.prefix
     derived = {
-        "bucket": f"{p}-mail",
-        "conversations_table": f"{p}-conversations",
-        "idempotency_table": f"{p}-idempotency",
-        "send_status_table": f"{p}-send-status",
-        "suppression_table": f"{p}-suppression",
-        "ack_queue": f"{p}-ack",
-        "forward_queue": f"{p}-forward",
-        "reply_queue": f"{p}-reply",
+        "bucket": cfg.name("mail"),
+        "conversations_table": cfg.name("conversations"),
+        "idempotency_table": cfg.name("idempotency"),
+        "send_status_table": cfg.name("send-status"),
+        "suppression_table": cfg.name("suppression"),
+        "ack_queue": cfg.name("ack"),
+        "forward_queue": cfg.name("forward"),
+        "reply_queue": cfg.name("reply"),
         "spam_rules_parameter": f"/{cfg.project}/{cfg.env}/spam-rules-key",
         "spam_log_group": f"/{cfg.project}/{cfg.env}/spam",
-        "alert_topic": f"{p}-alerts",
-        "feedback_topic": f"{p}-ses-feedback",
-        "ses_configuration_set": p,
+        "alert_topic": cfg.name("alerts"),
+        "feedback_topic": cfg.name("ses-feedback"),
+        "ses_configuration_set": cfg.prefix,
     }
     changes: dict[str, object] = {k: v for k, v in derived.items() if not getattr(cfg, k)}
     if not cfg.owner_emails and cfg.private_email:

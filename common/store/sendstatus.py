@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from common.aws import dynamodb
+from common.runtime.clock import iso_z
 from common.runtime.config import Config
 
 RECORD_TTL_S = 90 * 24 * 3600
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    return iso_z(millis=True)
 
 
 def _ttl() -> int:

@@ -5,7 +5,8 @@ import pytest
 from common.inbound import policy
 from common.inbound.handler import ack_blocked
 from common.local.events import receipt_event
-from common.mail.parse import parse, safe_filename
+from common.mail.parse import parse
+from common.mail.sanitize import safe_filename
 from common.runtime import config
 from common.runtime.events import SesReceipt
 from tests.support.mailgen import mail

@@ -1,0 +1,38 @@
+"""Text from strangers made safe to use: header text, file names, message ids.
+
+Pure functions, shared by the parser (incoming), the MIME builder (outgoing) and the extractor.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+MESSAGE_ID = re.compile(r"<[^<>\s@]+@[^<>\s@]+>")  # one msg-id (RFC 5322 3.6.4), without CFWS
+
+
+def clean_header_text(value: object, limit: int = 998) -> str:
+    """One line of printable text: CR, LF and other controls become spaces (no header injection)."""
+    return re.sub(r"\s+", " ", _CONTROL.sub(" ", str(value or ""))).strip()[:limit]
+
+
+def is_message_id(value: str) -> bool:
+    return MESSAGE_ID.fullmatch(value or "") is not None
+
+
+def safe_filename(name: str, fallback: str = "attachment") -> str:
+    """A file name that is safe as the last segment of an S3 key and on any disk."""
+    name = unicodedata.normalize("NFKC", name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    name = re.sub(r"[^\w .()+,=@-]", "_", _CONTROL.sub("", name))  # letters of any script stay
+    name = re.sub(r"\s+", " ", name).strip(" .")
+    if not name or set(name) <= {"_", "."}:
+        name = fallback
+    if len(name) > 120:
+        stem, dot, ext = name.rpartition(".")
+        name = (stem[: 120 - len(ext) - 1] + "." + ext) if dot and len(ext) <= 10 else name[:120]
+    return name
+
+
+def extension(name: str) -> str:
+    return name.rpartition(".")[2].lower() if "." in name else ""

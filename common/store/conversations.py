@@ -1,0 +1,50 @@
+"""The conversations table (CONTRACT.md, Data): one item per contact, keyed by conversation id.
+
+The one owner of its update expressions: inbound-handler records each received mail, reply-handler
+reads the contact and stores the owner's metadata commands.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from common.aws import dynamodb
+from common.mail.parse import ParsedMail
+from common.runtime.clock import iso_z
+from common.runtime.config import Config
+
+BODY_RECORD_CHARS = 1000
+
+
+def get(cfg: Config, cid: str) -> dict[str, Any] | None:
+    return dynamodb.get(cfg.conversations_table, {"conversationId": cid})
+
+
+def record_inbound(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime) -> bool:
+    """Upsert the conversation for a received mail; True on first contact (also when a first
+    delivery is retried: the record remembers which SES message created it)."""
+    values: dict[str, Any] = {
+        ":e": mail.from_address, ":d": mail.from_address.rpartition("@")[2], ":s": mail.subject,
+        ":b": mail.body_text.strip()[:BODY_RECORD_CHARS], ":t": iso_z(when), ":m": mid,
+        ":h": mail.message_id or f"<{mid}@email.amazonses.com>",
+    }
+    expression = ("SET senderEmail = :e, emailDomain = :d, subject = :s, lastMessageBody = :b, #ts = :t, "
+                  "lastSesMessageId = :m, lastMessageId = :h, firstContactDate = if_not_exists(firstContactDate, :t), "
+                  "firstMessageId = if_not_exists(firstMessageId, :m)")
+    if mail.display_name:
+        expression += ", displayName = :n"
+        values[":n"] = mail.display_name
+    new = dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,
+                          names={"#ts": "timestamp"}, return_values="ALL_NEW")
+    return new is not None and new.get("firstMessageId") == mid
+
+
+def set_attributes(cfg: Config, cid: str, attributes: dict[str, str]) -> None:
+    """Store the owner's metadata (``companyName``, ``title`` …) on an existing conversation."""
+    if not attributes:
+        return
+    names = {f"#m{i}": k for i, k in enumerate(attributes)}
+    dynamodb.update(cfg.conversations_table, {"conversationId": cid},
+                    "SET " + ", ".join(f"#m{i} = :m{i}" for i in range(len(attributes))),
+                    {f":m{i}": v for i, v in enumerate(attributes.values())}, names=names)
