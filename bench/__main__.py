@@ -1,32 +1,93 @@
-"""Run every benchmark, write bench/results.json and print the tables."""
+"""Run the benchmarks, write bench/results.json and print the tables.
+
+``python -m bench`` runs every section (``make bench``); ``python -m bench cost senders`` runs only
+those and updates their part of results.json. The terminal gets progress and tables only: everything
+else written to stdout or stderr while a section runs (the functions' JSON log lines, library
+warnings) goes to ``.build/bench/bench.log``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import os
 import platform
+import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from bench import extract, images, senders
+from bench import cost, extract, images, senders
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results.json"
+LOG = REPO / ".build" / "bench" / "bench.log"
+
+Section = tuple[str, Callable[[], dict[str, Any]], Callable[[dict[str, Any]], str]]
+SECTIONS: dict[str, Section] = {
+    "images": ("images: size, cold start, warm invoke", images.run, images.table),
+    "extract": ("PDF extraction: pypdf vs peers", extract.run, extract.table),
+    "cost": ("cost per mail: AWS calls per inbound mail and per send, sender CPU per send", cost.run, cost.table),
+    "senders": ("senders on the emulator: throughput, latency, rate limit", senders.run, senders.table),
+}
 
 
-def main() -> None:
-    out = Path(__file__).resolve().parent / "results.json"
-    results: dict[str, Any] = {"machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
-               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    print("== images: size, cold start, warm invoke ==", flush=True)
-    results["images"] = images.run()
-    print(images.table(results["images"]), flush=True)
-    print("\n== PDF extraction: pypdf vs peers ==", flush=True)
-    results["extract"] = extract.run()
-    print(extract.table(results["extract"]), flush=True)
-    print("\n== senders: throughput, latency, rate limit ==", flush=True)
-    results["senders"] = senders.run()
-    print(senders.table(results["senders"]), flush=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwrote {out}")
+@contextlib.contextmanager
+def terminal_only(log_path: Path) -> Iterator[TextIO]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so threads, logging
+    handlers and child processes included) to ``log_path``; yield a stream to the terminal."""
+    from common.runtime.log import flush
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log_path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    console = os.fdopen(os.dup(saved[0]), "w", buffering=1)
+    try:
+        yield console
+    finally:
+        flush()  # log lines still queued in mypylogger's listener belong in the file
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+        console.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("sections", nargs="*", metavar="SECTION", help=f"any of {', '.join(SECTIONS)} (default: all)")
+    chosen = parser.parse_args(argv).sections or list(SECTIONS)
+    unknown = [s for s in chosen if s not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() and len(chosen) < len(SECTIONS) else {}
+    results.update(machine={"python": platform.python_version(), "cpus": os.cpu_count()})
+    print(f"[bench] sections: {', '.join(chosen)}; function logs and library output: {LOG.relative_to(REPO)}", flush=True)
+    for name in chosen:
+        title, run, table = SECTIONS[name]
+        print(f"\n== {title} ==", flush=True)
+        began = time.monotonic()
+        try:
+            with terminal_only(LOG):
+                results[name] = run()
+        except BaseException:
+            print(f"[bench] {name} failed; its output is in {LOG}", file=sys.stderr, flush=True)
+            raise
+        results.setdefault("measured", {})[name] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        print(table(results[name]), flush=True)
+        print(f"[bench] {name}: {time.monotonic() - began:.0f} s", flush=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {RESULTS}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from email.message import EmailMessage
 from email.utils import make_msgid
 
 
 def mail(sender: str = "Jane Smith <jane@corp.example>", to: str = "hello@example.com", subject: str = "Hello",
          text: str | None = "Hi, I would like to talk about a role.", html: str | None = None,
-         attachments: list[tuple[str, bytes, str]] = (), headers: dict[str, str] | None = None,
+         attachments: Sequence[tuple[str, bytes, str]] = (), headers: dict[str, str] | None = None,
          message_id: str | None = None) -> bytes:
     msg = EmailMessage()
     msg["From"] = sender

@@ -141,7 +141,8 @@ def run_workers(cfg: Config, workers: int, visibility_s: int, timeout_s: float, 
                                      visibility_s=visibility_s, region=cfg.region)
             stats["batches"] += 1 if result.received else 0
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
+    # Named, so a benchmark can count the AWS calls of the workers alone (tests.support.awscalls).
+    threads = [threading.Thread(target=worker, daemon=True, name=f"sender-worker-{i}") for i in range(workers)]
     for t in threads:
         t.start()
     end = time.monotonic() + deadline_s
