@@ -8,7 +8,7 @@ S3 does not retry it forever. S3 errors (throttling, outages) propagate so the e
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from common.aws import s3
 from common.extractor import text as textextract
@@ -17,16 +17,24 @@ from common.runtime.config import Config
 from common.runtime.log import get_logger
 from common.store import layout
 
+if TYPE_CHECKING:  # pragma: no cover
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
 log = get_logger("attachment-extractor")
 SUPPORTED = ("pdf", "docx")
 
 
-def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
-    results = [process(obj.bucket, obj.key, cfg, context) for obj in events.s3_objects(event)]
+class ExtractorResult(TypedDict):
+    status: Literal["ok"]
+    results: list[dict[str, Any]]  # one per S3 record: extracted | rejected | skipped | ignored | gone
+
+
+def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> ExtractorResult:
+    results = [extract_object(cfg, obj.bucket, obj.key, context) for obj in events.s3_objects(event)]
     return {"status": "ok", "results": results}
 
 
-def _limits(cfg: Config, context: Any) -> textextract.Limits:
+def _limits(cfg: Config, context: LambdaContext | None) -> textextract.Limits:
     budget = cfg.extract_time_budget_s
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     if callable(remaining):  # always leave time to write the result before Lambda's timeout
@@ -34,7 +42,7 @@ def _limits(cfg: Config, context: Any) -> textextract.Limits:
     return textextract.Limits(cfg.max_input_bytes, cfg.max_pages, cfg.max_output_chars, budget)
 
 
-def process(bucket: str, key: str, cfg: Config, context: Any = None) -> dict[str, Any]:
+def extract_object(cfg: Config, bucket: str, key: str, context: LambdaContext | None = None) -> dict[str, Any]:
     if not layout.is_attachment(key):
         log.warning("object ignored", extra={"key": key, "reason": "not attachments/<cid>/<id>/<file>"})
         return {"key": key, "status": "ignored", "reason": "not an attachment key"}

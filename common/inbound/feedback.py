@@ -8,7 +8,7 @@ Permanent bounces and complaints suppress at once; transient bounces count and s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from common.runtime.config import Config
 from common.runtime.log import get_logger
@@ -18,12 +18,17 @@ log = get_logger("feedback")
 TYPES = ("Delivery", "Bounce", "Complaint")
 
 
-def handle(messages: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
-    outcomes = [one(m, cfg) for m in messages]
+class FeedbackResult(TypedDict):
+    status: Literal["feedback"]
+    results: list[dict[str, Any]]
+
+
+def apply_notifications(cfg: Config, messages: list[dict[str, Any]]) -> FeedbackResult:
+    outcomes = [apply_one(cfg, m) for m in messages]
     return {"status": "feedback", "results": outcomes}
 
 
-def correlation_id(message: dict[str, Any], cfg: Config) -> str:
+def correlation_id(cfg: Config, message: dict[str, Any]) -> str:
     mail = message.get("mail") or {}
     for header in mail.get("headers") or []:
         if str(header.get("name", "")).lower() == "x-correlation-id":
@@ -31,7 +36,7 @@ def correlation_id(message: dict[str, Any], cfg: Config) -> str:
     return sendstatus.correlation_for(cfg, str(mail.get("messageId", "")))
 
 
-def one(message: dict[str, Any], cfg: Config) -> dict[str, Any]:
+def apply_one(cfg: Config, message: dict[str, Any]) -> dict[str, Any]:
     kind = str(message.get("notificationType") or message.get("eventType") or "")
     sns_id = str(message.get("_snsMessageId") or "")
     if kind not in TYPES:
@@ -41,15 +46,15 @@ def one(message: dict[str, Any], cfg: Config) -> dict[str, Any]:
         log.info("feedback ignored", extra={"reason": "duplicate SNS message", "sns_message_id": sns_id})
         return {"type": kind, "status": "duplicate"}
     try:
-        return _apply(kind, message, cfg)
+        return _apply(cfg, kind, message)
     except Exception:
         if sns_id:  # let the SNS/Lambda retry process it instead of treating it as a duplicate
             sendstatus.release_notification(cfg, sns_id)
         raise
 
 
-def _apply(kind: str, message: dict[str, Any], cfg: Config) -> dict[str, Any]:
-    corr = correlation_id(message, cfg)
+def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
+    corr = correlation_id(cfg, message)
     suppressed: list[str] = []
     if kind == "Delivery":
         recipients = [str(r) for r in (message.get("delivery") or {}).get("recipients") or []]

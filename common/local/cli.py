@@ -1,4 +1,8 @@
-"""The `email-handler` console script: local modes, local tools and the deploy."""
+"""The `email-handler` console script: local modes, local tools and the deploy.
+
+Each command is a function with its arguments declared right above it (:func:`command`); the parser
+is built from that registry. Commands that run until stopped share :func:`run_until_signalled`.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,12 @@ import argparse
 import email
 import json
 import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from email.utils import parseaddr
 from pathlib import Path
 from typing import Any
@@ -15,6 +23,50 @@ from typing import Any
 from common.runtime.functions import BY_NAME, FUNCTIONS
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+Run = Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    flags: tuple[str, ...]
+    options: dict[str, Any]
+
+
+def arg(*flags: str, **options: Any) -> Arg:
+    return Arg(flags, options)
+
+
+ENDPOINT = arg("--endpoint", help=f"AWS emulator URL (default: $AWS_ENDPOINT_URL or {DEFAULT_ENDPOINT})")
+COMMANDS: dict[str, tuple[str, tuple[Arg, ...], Run]] = {}
+
+
+def command(name: str, help: str, *args: Arg) -> Callable[[Run], Run]:
+    """Register ``name`` with its help and arguments; the decorated function runs it."""
+    def register(run: Run) -> Run:
+        COMMANDS[name] = (help, args, run)
+        return run
+
+    return register
+
+
+def run_until_signalled(poll: Callable[[], None] | None = None, interval: float = 0.2) -> int:
+    """Block until SIGINT (Ctrl-C) or SIGTERM, calling ``poll`` every ``interval``; returns the signal."""
+    received: list[int] = []
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop.wait(interval):
+            if poll is not None:
+                poll()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return received[0]
 
 
 def _env_int(name: str) -> int | None:
@@ -43,6 +95,12 @@ def _local_config(args: argparse.Namespace) -> Any:
     return config.load(env)
 
 
+@command("invoke", "invoke one function through its RIE endpoint",
+         arg("function", choices=[f.name for f in FUNCTIONS]),
+         arg("--event", required=True, help="event JSON file ('-' for stdin)"),
+         arg("--host", default="127.0.0.1"),
+         arg("--url", help="RIE base URL (default: the function's local port, 9001-9006)"),
+         arg("--timeout", type=float, default=120.0))
 def _invoke(args: argparse.Namespace) -> int:
     from common.local.rie import InvokeError, invoke
 
@@ -62,9 +120,14 @@ def _invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("dev", "the whole system locally without Docker (moto + host RIE + wiring + SMTP)",
+         arg("--emulator-port", type=int, default=4566),
+         arg("--smtp-port", type=int, default=2525),
+         arg("--function-port", type=int, default=9001, help="first of six consecutive RIE ports"),
+         arg("--log-dir", default=".build/dev/logs"),
+         arg("--visibility-timeout", type=int,
+             help="seconds before a failed message is retried (default: each queue's own, as on AWS)"))
 def _dev(args: argparse.Namespace) -> int:
-    import signal
-
     from common.local.devstack import DevPorts, DevStack
     from common.runtime.log import set_level
 
@@ -74,18 +137,10 @@ def _dev(args: argparse.Namespace) -> int:
     stack = DevStack(_local_env(), ports, Path(args.log_dir), args.visibility_timeout,
                      report=lambda line: print(line, flush=True),
                      activity=lambda line: print(f"[wiring] {line}", flush=True))
-    stopping = []
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stopping.append(signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     try:
         stack.start()
         print(stack.summary(), flush=True)
-        while not stopping:
-            time.sleep(0.2)
+        run_until_signalled()
     except Exception as exc:
         print(f"[dev] failed to start: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         stack.stop()
@@ -96,6 +151,16 @@ def _dev(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("inject", "deliver a raw message as SES would (S3 staging + receipt event)",
+         arg("file", metavar="FILE.eml"),
+         arg("--to", action="append", help="recipient (repeatable; default: the file's To/Cc that a rule matches)"),
+         arg("--from", dest="envelope_from", help="envelope sender (default: Return-Path or From)"),
+         arg("--verdict", action="append", default=[], metavar="NAME=STATUS",
+             help="SES verdict, e.g. spam=FAIL (spam, virus, spf, dkim, dmarc; default PASS)"),
+         arg("--dmarc-policy", default="", choices=["", "none", "quarantine", "reject"]),
+         arg("--no-wait", action="store_true", help="do not wait for the handler"),
+         arg("--timeout", type=float, default=30.0),
+         ENDPOINT)
 def _inject(args: argparse.Namespace) -> int:
     from common.local import ingress
     from common.runtime.log import set_level
@@ -128,6 +193,8 @@ def _inject(args: argparse.Namespace) -> int:
     return 0 if result.get("outcome") != "not handled yet" else 1
 
 
+@command("outbox", "what the system sent through SES (moto or LocalStack)",
+         arg("--json", action="store_true", help="one JSON array, oldest first"), ENDPOINT)
 def _outbox(args: argparse.Namespace) -> int:
     from common.local import outbox
 
@@ -140,6 +207,11 @@ def _outbox(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("provision", "create the resources on the emulator (compose init service)",
+         arg("--local", action="store_true", help="also the local wiring's queues and notifications"),
+         arg("--dry-run", action="store_true", help="print the plan, change nothing"),
+         arg("--wait", type=float, default=60.0, help="seconds to wait for the emulator"),
+         ENDPOINT)
 def _provision(args: argparse.Namespace) -> int:
     from deploy import resources
 
@@ -160,6 +232,14 @@ def _provision(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("wiring", "run the local event wiring (compose service)",
+         arg("--rie-url-template", default="http://127.0.0.1:{port}",
+             help="each function's RIE URL; {function} and {port} are filled in"),
+         arg("--visibility-timeout", type=int, default=_env_int("WIRING_VISIBILITY_TIMEOUT"),
+             help="seconds before a failed message is retried (default: $WIRING_VISIBILITY_TIMEOUT, "
+                  "else each queue's own, as on AWS)"),
+         arg("--health-file", help="touched while every source is polling"),
+         ENDPOINT)
 def _wiring(args: argparse.Namespace) -> int:
     from common.local.wiring import Endpoint, Wiring
 
@@ -169,30 +249,36 @@ def _wiring(args: argparse.Namespace) -> int:
     wiring.start()
     print(f"[wiring] polling {', '.join(s.queue for s in wiring.sources)}", flush=True)
     health = Path(args.health_file) if args.health_file else None
-    try:
-        while True:
-            time.sleep(2)
-            if health is not None and wiring.healthy():
-                health.touch()  # the compose health check reads its age
-    except KeyboardInterrupt:
-        wiring.stop()
+
+    def touch_when_healthy() -> None:
+        if health is not None and wiring.healthy():
+            health.touch()  # the compose health check reads its age
+
+    run_until_signalled(touch_when_healthy, interval=2)
+    wiring.stop()
     return 0
 
 
+@command("smtp", "run the SMTP ingress (compose service)",
+         arg("--host", default="127.0.0.1"), arg("--port", type=int, default=2525), ENDPOINT)
 def _smtp(args: argparse.Namespace) -> int:
     from common.local.ingress import SmtpIngress
 
     cfg = _local_config(args)
     ingress = SmtpIngress(cfg, args.host, args.port).start()
     print(f"[smtp] listening on {args.host}:{args.port} for {cfg.public_email} and *@{cfg.thread_domain}", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        ingress.stop()
+    run_until_signalled()
+    ingress.stop()
     return 0
 
 
+@command("deploy", "push the images to ECR and create or update the stack on AWS",
+         arg("--env", default="prd", help="environment name in every resource name (default prd)"),
+         arg("--region", help="AWS region (default: AWS_REGION or the profile's; must agree with AWS_REGION)"),
+         arg("--dry-run", action="store_true", help="print the plan (create / update / unchanged), change nothing"),
+         arg("--registry", help="push to this registry host instead of the ECR repository's"),
+         arg("--skip-build", action="store_true", help="use the images already built (make images)"),
+         arg("--allow-unverified", action="store_true", help="deploy although SES has not verified the domain yet"))
 def _deploy(args: argparse.Namespace) -> int:
     from deploy.errors import DeployError
     from deploy.main import Options, deploy
@@ -207,80 +293,15 @@ def _deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_endpoint(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--endpoint", help=f"AWS emulator URL (default: $AWS_ENDPOINT_URL or {DEFAULT_ENDPOINT})")
-
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="email-handler", description=__doc__)
+    parser = argparse.ArgumentParser(prog="email-handler", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("dev", help="the whole system locally without Docker (moto + host RIE + wiring + SMTP)")
-    p.add_argument("--emulator-port", type=int, default=4566)
-    p.add_argument("--smtp-port", type=int, default=2525)
-    p.add_argument("--function-port", type=int, default=9001, help="first of six consecutive RIE ports")
-    p.add_argument("--log-dir", default=".build/dev/logs")
-    p.add_argument("--visibility-timeout", type=int, help="seconds before a failed message is retried "
-                                                          "(default: each queue's own, as on AWS)")
-    p.set_defaults(run=_dev)
-
-    p = sub.add_parser("inject", help="deliver a raw message as SES would (S3 staging + receipt event)")
-    p.add_argument("file", metavar="FILE.eml")
-    p.add_argument("--to", action="append", help="recipient (repeatable; default: the file's To/Cc that a rule matches)")
-    p.add_argument("--from", dest="envelope_from", help="envelope sender (default: Return-Path or From)")
-    p.add_argument("--verdict", action="append", default=[], metavar="NAME=STATUS",
-                   help="SES verdict, e.g. spam=FAIL (spam, virus, spf, dkim, dmarc; default PASS)")
-    p.add_argument("--dmarc-policy", default="", choices=["", "none", "quarantine", "reject"])
-    p.add_argument("--no-wait", action="store_true", help="do not wait for the handler")
-    p.add_argument("--timeout", type=float, default=30.0)
-    _add_endpoint(p)
-    p.set_defaults(run=_inject)
-
-    p = sub.add_parser("outbox", help="what the system sent through SES (moto or LocalStack)")
-    p.add_argument("--json", action="store_true", help="one JSON array, oldest first")
-    _add_endpoint(p)
-    p.set_defaults(run=_outbox)
-
-    p = sub.add_parser("invoke", help="invoke one function through its RIE endpoint")
-    p.add_argument("function", choices=[f.name for f in FUNCTIONS])
-    p.add_argument("--event", required=True, help="event JSON file ('-' for stdin)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--url", help="RIE base URL (default: the function's local port, 9001-9006)")
-    p.add_argument("--timeout", type=float, default=120.0)
-    p.set_defaults(run=_invoke)
-
-    p = sub.add_parser("provision", help="create the resources on the emulator (compose init service)")
-    p.add_argument("--local", action="store_true", help="also the local wiring's queues and notifications")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the emulator")
-    _add_endpoint(p)
-    p.set_defaults(run=_provision)
-
-    p = sub.add_parser("wiring", help="run the local event wiring (compose service)")
-    p.add_argument("--rie-url-template", default="http://127.0.0.1:{port}",
-                   help="each function's RIE URL; {function} and {port} are filled in")
-    p.add_argument("--visibility-timeout", type=int, default=_env_int("WIRING_VISIBILITY_TIMEOUT"),
-                   help="seconds before a failed message is retried (default: $WIRING_VISIBILITY_TIMEOUT, "
-                        "else each queue's own, as on AWS)")
-    p.add_argument("--health-file", help="touched while every source is polling")
-    _add_endpoint(p)
-    p.set_defaults(run=_wiring)
-
-    p = sub.add_parser("deploy", help="push the images to ECR and create or update the stack on AWS")
-    p.add_argument("--env", default="prd", help="environment name in every resource name (default prd)")
-    p.add_argument("--region", help="AWS region (default: AWS_REGION or the profile's; must agree with AWS_REGION)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (create / update / unchanged), change nothing")
-    p.add_argument("--registry", help="push to this registry host instead of the ECR repository's")
-    p.add_argument("--skip-build", action="store_true", help="use the images already built (make images)")
-    p.add_argument("--allow-unverified", action="store_true",
-                   help="deploy although SES has not verified the domain yet")
-    p.set_defaults(run=_deploy)
-
-    p = sub.add_parser("smtp", help="run the SMTP ingress (compose service)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=2525)
-    _add_endpoint(p)
-    p.set_defaults(run=_smtp)
+    for name, (help, args, run) in COMMANDS.items():
+        p = sub.add_parser(name, help=help)
+        for a in args:
+            p.add_argument(*a.flags, **a.options)
+        p.set_defaults(run=run)
     return parser
 
 

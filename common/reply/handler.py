@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.aws import dynamodb, s3, sns
 from common.mail.parse import ParsedMail, parse
@@ -23,15 +23,29 @@ from common.runtime.log import bind, get_logger
 from common.store import attachments, conversations, layout, staging
 from common.store.sendqueue import OutboundMessage, enqueue
 
+if TYPE_CHECKING:  # pragma: no cover
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
 log = get_logger("reply-handler")
+
+
+class ReplyResult(TypedDict):
+    status: Literal["queued", "rejected", "already-processed"]
+    messageId: NotRequired[str]
+    reason: NotRequired[str]
+    key: NotRequired[str]
+    alerted: NotRequired[bool]
+    conversationId: NotRequired[str]
+    metadata: NotRequired[dict[str, str]]
+    attachments: NotRequired[list[str]]
 ALERT_INTERVAL_S = 3600
 
 
-class Rejected(Exception):
-    pass
+class NotAuthorised(Exception):
+    """The mail is not an owner reply this handler may act on; the message says why."""
 
 
-def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
+def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> ReplyResult:
     receipt = events.SesReceipt.from_event(event)
     mid = receipt.message_id
     bind(ses_message_id=mid)
@@ -41,39 +55,39 @@ def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
         return {"status": "already-processed", "messageId": mid}
     mail = parse(raw)
     try:
-        cid = authorise(receipt, mail, cfg)
+        cid = authorise(cfg, receipt, mail)
         bind(conversation_id=cid)
         record = conversations.get(cfg, cid)
         if not record or not record.get("senderEmail"):
-            raise Rejected("unknown conversation")
-    except Rejected as exc:
+            raise NotAuthorised("unknown conversation")
+    except NotAuthorised as exc:
         return reject(cfg, receipt, mail, raw, str(exc))
     result = send_reply(cfg, mid, cid, record, mail)
     staging.done(cfg, mid)
     return result
 
 
-def authorise(receipt: events.SesReceipt, mail: ParsedMail, cfg: Config) -> str:
+def authorise(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail) -> str:
     owners = {a.lower() for a in cfg.owner_emails}
     v = receipt.verdicts
     if receipt.source.strip().lower() not in owners:
-        raise Rejected("envelope sender is not the owner")
+        raise NotAuthorised("envelope sender is not the owner")
     if mail.from_address not in owners:
-        raise Rejected("From is not the owner")
+        raise NotAuthorised("From is not the owner")
     if v.get("spf") != "PASS" and v.get("dkim") != "PASS":
-        raise Rejected("neither SPF nor DKIM passed")
+        raise NotAuthorised("neither SPF nor DKIM passed")
     if v.get("dmarc") == "FAIL":
-        raise Rejected("DMARC failed")
+        raise NotAuthorised("DMARC failed")
     if v.get("spam") == "FAIL" or v.get("virus") == "FAIL":
-        raise Rejected("spam or virus verdict FAIL")
+        raise NotAuthorised("spam or virus verdict FAIL")
     for recipient in receipt.recipients:
         cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if cid:
             return cid
-    raise Rejected("no thread address with a valid tag")
+    raise NotAuthorised("no thread address with a valid tag")
 
 
-def reject(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, reason: str) -> dict[str, Any]:
+def reject(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, reason: str) -> ReplyResult:
     key = layout.rejected(datetime.now(UTC), receipt.message_id)
     s3.put(cfg.bucket, key, raw, "message/rfc822", metadata={"reason": reason})
     log.warning("reply rejected", extra={"reason": reason, "sender": mail.from_address, "envelope_sender": receipt.source,
@@ -94,7 +108,7 @@ def alert_once_per_hour(cfg: Config, reason: str, message: dict[str, Any]) -> bo
     return claimed
 
 
-def send_reply(cfg: Config, mid: str, cid: str, record: dict[str, Any], mail: ParsedMail) -> dict[str, Any]:
+def send_reply(cfg: Config, mid: str, cid: str, record: dict[str, Any], mail: ParsedMail) -> ReplyResult:
     owners = tuple(cfg.owner_emails)
     body, metadata = clean_reply(mail.body_text, owners, cfg.public_email)
     kept = attachments.store(cfg, mail.attachments, lambda name: layout.reply_attachment(cid, mid, name))

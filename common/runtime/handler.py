@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.runtime import config as config_mod
 from common.runtime.config import Config
@@ -17,10 +17,14 @@ from common.runtime.errors import ConfigError, EventError
 from common.runtime.functions import BY_NAME
 from common.runtime.log import bind, clear_bindings, configure, flush, get_logger
 
-Logic = Callable[[Any, Any, Config], dict[str, Any]]
+if TYPE_CHECKING:  # pragma: no cover
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+# A pipeline's entry point: configuration first, then what Lambda passes (the event, the context).
+Logic = Callable[[Config, Any, "LambdaContext"], Mapping[str, Any]]
 
 
-def make_handler(function_name: str, logic: Logic) -> Callable[[Any, Any], dict[str, Any]]:
+def make_handler(function_name: str, logic: Logic) -> Callable[[Any, LambdaContext], Mapping[str, Any]]:
     spec = BY_NAME[function_name]
     # Logging first, so a configuration error is itself logged in the same shape.
     configure(service=function_name, environment=os.environ.get("ENVIRONMENT", config_mod.DEFAULT_ENV))
@@ -35,12 +39,12 @@ def make_handler(function_name: str, logic: Logic) -> Callable[[Any, Any], dict[
     if spec.queue_field and not cfg.send_queue:
         cfg = replace(cfg, send_queue=getattr(cfg, spec.queue_field))
 
-    def handler(event: Any, context: Any) -> dict[str, Any]:
+    def handler(event: Any, context: LambdaContext) -> Mapping[str, Any]:
         started = time.perf_counter()
         bind(function=function_name, request_id=getattr(context, "aws_request_id", ""))
         outcome = "error"
         try:
-            result = logic(event, context, cfg)
+            result = logic(cfg, event, context)
             outcome = str(result.get("status", "ok"))
             return result
         except EventError as exc:

@@ -24,6 +24,7 @@ from common.store import layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.idempotency.hook import IdempotentHookFunction
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 from common.store import sendstatus
 from common.store.sendqueue import OutboundMessage, load
 
@@ -36,7 +37,7 @@ class SendFailed(Exception):
         self.code, self.attempts, self.detail = code, attempts, detail
 
 
-def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
+def handle(cfg: Config, event: Any, context: LambdaContext) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
     events.sqs_records(event)  # a clear EventError for anything that is not an SQS batch
@@ -46,7 +47,7 @@ def handle(event: Any, context: Any, cfg: Config) -> dict[str, Any]:
 
 
 class Sender:
-    def __init__(self, cfg: Config, context: Any) -> None:
+    def __init__(self, cfg: Config, context: LambdaContext) -> None:
         self.cfg, self.context = cfg, context
         function = next((f.name for f in SENDERS if getattr(cfg, f.queue_field) == cfg.send_queue), "")
         self.prefix = layout.SENDER_ATTACHMENTS.get(function, "")

@@ -16,13 +16,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from common.aws import client, ses
 from common.local.wiring import poll_queue_once
 from common.runtime.config import Config
 from common.senders import handler as sender
 from common.store.sendqueue import OutboundMessage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
 class SimulatedCrash(BaseException):
@@ -129,7 +132,7 @@ def run_workers(cfg: Config, workers: int, visibility_s: int, timeout_s: float, 
 
     def invoke(event: dict[str, Any]) -> Any:
         try:
-            return sender.handle(event, Context(timeout_s), cfg)
+            return sender.handle(cfg, event, cast("LambdaContext", Context(timeout_s)))
         except SimulatedCrash:
             stats["crashed_batches"] += 1  # one worker thread per counter update: the GIL keeps it whole
             raise RuntimeError("sandbox crashed") from None
