@@ -86,7 +86,9 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
             _allow(["dynamodb:GetItem"], [a.table(cfg.suppression_table)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
-            _allow(["ses:SendRawEmail"], [f"arn:aws:ses:{a.region}:{account}:identity/{cfg.domain_name}",
+            # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that
+            # action), the service reference lists ses:SendEmail; both, pinned to the public address.
+            _allow(["ses:SendEmail", "ses:SendRawEmail"], [f"arn:aws:ses:{a.region}:{account}:identity/{cfg.domain_name}",
                                           f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
                    {"StringEquals": {"ses:FromAddress": cfg.public_email}}),
         ]

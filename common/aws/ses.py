@@ -1,8 +1,17 @@
-"""SES: the one module that sends mail."""
+"""SES: the one module that sends mail (SESv2 SendEmail with raw content).
+
+SESv2 accepts messages up to 40 MB (SESv1 SendRawEmail: 10 MB), "after base64 encoding" of the
+attachments inside the MIME message (SES DG "Service quotas in Amazon SES"). The raw message is
+passed as built; the SDK base64-encodes it for the request.
+"""
 
 from __future__ import annotations
 
 from common.aws import client
+
+# The largest message SESv2 sends, headers and encoded attachments included (decimal MB: the
+# smaller reading of "40 MB"; SES adds its own headers, DKIM signature and Message-ID on top).
+MAX_MESSAGE_BYTES = 40_000_000
 
 # Codes worth another attempt after a pause (FR-2). Everything else fails at once.
 RETRYABLE = frozenset({
@@ -14,14 +23,15 @@ RETRYABLE = frozenset({
 
 def prepare() -> None:
     """Create the sending client now (its first use loads botocore's SES model)."""
-    client("ses", max_attempts=1)
+    client("sesv2", max_attempts=1)
 
 
 def send_raw(raw: bytes, source: str, destinations: list[str], configuration_set: str = "") -> str:
-    """SendRawEmail; returns the SES MessageId. botocore retries are off: the sender owns them.
+    """SendEmail with ``Content.Raw``; returns the SES MessageId. botocore retries are off: the
+    sender owns them. ``destinations`` are the envelope recipients (the To header is not read).
     With a configuration set SES publishes the send's delivery, bounce and complaint events."""
     extra = {"ConfigurationSetName": configuration_set} if configuration_set else {}
-    response = client("ses", max_attempts=1).send_raw_email(
-        Source=source, Destinations=destinations, RawMessage={"Data": raw}, **extra,
+    response = client("sesv2", max_attempts=1).send_email(
+        FromEmailAddress=source, Destination={"ToAddresses": destinations}, Content={"Raw": {"Data": raw}}, **extra,
     )
     return str(response["MessageId"])

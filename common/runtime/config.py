@@ -68,7 +68,7 @@ class Config:
     max_receive_count: int = 5  # queue redrive; the last receive raises the alert
     idempotency_ttl_s: int = 14 * 24 * 3600  # outlives main (1 d) + DLQ (7 d) retention and a redrive
     claim_check_bytes: int = 200 * 1024  # queue messages above this go to S3 (claim check)
-    max_forward_bytes: int = 10 * 1024 * 1024  # SES SendRawEmail message limit
+    max_forward_bytes: int = 40_000_000  # SESv2 SendEmail's message limit (common.aws.ses.MAX_MESSAGE_BYTES)
     spam_rules_ttl_s: float = 300.0
     transient_bounce_limit: int = 5
     max_input_bytes: int = 25 * 1024 * 1024

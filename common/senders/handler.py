@@ -2,7 +2,7 @@
 
 Per SQS record: load the queue message (following a claim check) -> exactly once per idempotency
 key (aws-lambda-powertools idempotency, DynamoDB) -> skip suppressed recipients -> pace to the
-shared SES rate -> SendRawEmail with retries at 0/5/30/120 s inside the invocation's time budget.
+shared SES rate -> SESv2 SendEmail (raw content) with retries at 0/5/30/120 s inside the invocation's time budget.
 A failed record is reported in ``batchItemFailures`` (the others are not re-sent); on its last
 allowed receive the owner is alerted before SQS moves it to the DLQ with its body intact.
 Senders differ only in configuration (queue, attachment prefix), never by message type.

@@ -45,7 +45,7 @@ def proxy(moto_server):
 
 
 def sender(rie_function, proxy_: SesProxy, name: str = "ack-sender", **env: str):
-    return rie_function(name, env={**FAST, "AWS_ENDPOINT_URL_SES": proxy_.url, **env})
+    return rie_function(name, env={**FAST, **proxy_.env, **env})
 
 
 def alerts_queue(stack) -> str:
@@ -140,7 +140,7 @@ def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(stac
 
 
 def test_time_budget_guard_fails_the_record_instead_of_timing_out(stack, rie_function, proxy) -> None:
-    fn = rie_function("ack-sender", env={"AWS_ENDPOINT_URL_SES": proxy(lambda n, p: ("error", "Throttling")).url,
+    fn = rie_function("ack-sender", env={**proxy(lambda n, p: ("error", "Throttling")).env,
                                          "AWS_LAMBDA_FUNCTION_TIMEOUT": "20"})  # default 0/5/30/120 s delays, 10 s reserve
     put(stack, message())
     started = time.monotonic()

@@ -1,6 +1,9 @@
-"""A fault-injecting HTTP proxy in front of moto's SES endpoint (AWS_ENDPOINT_URL_SES points here).
+"""A fault-injecting HTTP proxy in front of moto's SES endpoints (``SesProxy.env`` points
+AWS_ENDPOINT_URL_SES and AWS_ENDPOINT_URL_SESV2 here).
 
-Every SendRawEmail request is passed to ``plan(request_number, params)``, which answers ``None``
+Every send (SESv2 SendEmail, or SESv1 SendRawEmail) is passed to ``plan(request_number, params)``
+(v1 query parameters; a v2 request is shown in the same shape: ``Action``, ``Source``,
+``Destinations.member.N``), which answers ``None``
 (forward to moto), ``("error", code)`` (an SES error response, parsed by botocore like the real
 thing), or ``("hang", seconds)`` (hold the request: a crash or timeout mid-send). Arrival times of
 forwarded sends that SES accepted are recorded for the rate tests. ``rewrite(params, body)`` may
@@ -9,6 +12,7 @@ change any forwarded response body (an SES state moto cannot be put in, such as 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.request
@@ -19,6 +23,7 @@ from urllib.parse import parse_qs
 
 Plan = Callable[[int, dict[str, str]], Any]
 
+SENDS = ("SendRawEmail", "SendEmail")
 _ERROR = """<ErrorResponse xmlns="http://ses.amazonaws.com/doc/2010-12-01/">
 <Error><Type>Sender</Type><Code>{code}</Code><Message>injected {code}</Message></Error>
 <RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>"""
@@ -37,9 +42,10 @@ class SesProxy:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                params = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
+                params = _params(self.path, body)
+                v2 = self.path.startswith("/v2/")
                 action, arrived = None, time.time()
-                if params.get("Action") == "SendRawEmail":
+                if params.get("Action") in SENDS:
                     with proxy.lock:
                         proxy.calls += 1
                         n = proxy.calls
@@ -50,9 +56,11 @@ class SesProxy:
                     return
                 if action and action[0] == "error":
                     status = 400 if action[1] not in ("ServiceUnavailable", "InternalFailure") else 503
-                    data = _ERROR.format(code=action[1]).encode()
+                    data = (json.dumps({"message": f"injected {action[1]}"}) if v2 else _ERROR.format(code=action[1])).encode()
                     self.send_response(status)
-                    self.send_header("Content-Type", "text/xml")
+                    if v2:  # rest-json errors carry their code in this header
+                        self.send_header("x-amzn-ErrorType", action[1])
+                    self.send_header("Content-Type", "application/json" if v2 else "text/xml")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
@@ -64,7 +72,7 @@ class SesProxy:
                         status, data, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "text/xml")
                 except urllib.error.HTTPError as exc:
                     status, data, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "text/xml")
-                if params.get("Action") == "SendRawEmail" and status == 200:
+                if params.get("Action") in SENDS and status == 200:
                     with proxy.lock:
                         proxy.sent_at.append(arrived)
                 data = proxy.rewrite(params, data)
@@ -85,6 +93,23 @@ class SesProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
+    @property
+    def env(self) -> dict[str, str]:
+        """The variables that send a process's SES clients (v1 and v2) through this proxy."""
+        return {"AWS_ENDPOINT_URL_SES": self.url, "AWS_ENDPOINT_URL_SESV2": self.url}
+
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _params(path: str, body: bytes) -> dict[str, str]:
+    if not path.startswith("/v2/email/outbound-emails"):
+        return {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
+    try:
+        doc = json.loads(body or b"{}")
+    except json.JSONDecodeError:
+        return {}
+    to = (doc.get("Destination") or {}).get("ToAddresses") or []
+    return {"Action": "SendEmail", "Source": str(doc.get("FromEmailAddress", "")),
+            **{f"Destinations.member.{i}": str(a) for i, a in enumerate(to, 1)}}
