@@ -121,3 +121,14 @@ def test_base_runs_as_non_root_with_precompiled_bytecode(docker_client) -> None:
         read_only=True, remove=True, network_mode="none",
     ).decode().split()
     assert out == ["10001", "True"]
+
+
+def test_base_image_holds_only_what_runs_on_lambda(docker_client) -> None:
+    """Host tooling (the CLI, the emulator, the wiring, the SMTP ingress) and the deploy never ship."""
+    out = docker_client.containers.run(
+        BASE_IMAGE, entrypoint=["python", "-c",
+        "import importlib.util as u; "
+        "print([m for m in ('common.local', 'deploy', 'moto', 'aiosmtpd', 'docker') if u.find_spec(m)])"],
+        read_only=True, remove=True, network_mode="none",
+    ).decode().strip()
+    assert out == "[]"

@@ -31,3 +31,33 @@ def test_local_ports_are_9001_to_9006_in_contract_order() -> None:
     assert [f.port for f in FUNCTIONS] == list(range(9001, 9007))
     assert [f.name for f in FUNCTIONS] == ["inbound-handler", "reply-handler", "attachment-extractor",
                                            "ack-sender", "forward-sender", "reply-sender"]
+
+
+def _imports(path: Path) -> set[str]:
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_shipped_code_never_imports_host_tooling() -> None:
+    """What an image runs (common/ but common/local, and the handlers) never imports the CLI, the
+    local tooling or the deploy: they are not in the image (Dockerfile.base drops common/local)."""
+    shipped = [p for p in (REPO / "common").rglob("*.py") if "local" not in p.relative_to(REPO / "common").parts[:1]]
+    shipped += list((REPO / "images").glob("*/app.py"))
+    offenders = {str(p.relative_to(REPO)): sorted(m for m in _imports(p) if m.split(".")[0] == "deploy"
+                                                  or m == "common.local" or m.startswith("common.local."))
+                 for p in shipped}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_every_common_package_is_a_role_from_the_contract() -> None:
+    rooms = {p.name for p in (REPO / "common").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == {"runtime", "aws", "mail", "store", "inbound", "reply", "senders", "extractor", "local"}
+    assert [p.name for p in (REPO / "common").glob("*.py")] == ["__init__.py"]  # no flat modules left
