@@ -1,4 +1,4 @@
-"""Conversation ids (CONTRACT.md) and the HMAC-tagged thread addresses that carry them."""
+"""Conversation ids (docs/CONTRACT.md) and the HMAC-tagged thread addresses that carry them."""
 
 from __future__ import annotations
 

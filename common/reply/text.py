@@ -9,7 +9,7 @@ import re
 
 from common.inbound.messages import FOOTER_MARKER
 
-# [key: value] command lines -> conversation attributes (CONTRACT.md)
+# [key: value] command lines -> conversation attributes (docs/CONTRACT.md)
 METADATA_KEYS = {"company": "companyName", "title": "title", "type": "type", "location": "location",
                  "salary_range": "salaryRange", "job_id": "jobId", "notes": "notes"}
 _COMMAND = re.compile(r"^\s*\[\s*([A-Za-z_ -]+?)\s*:\s*(.*?)\s*\]\s*$")

@@ -1,4 +1,4 @@
-"""The one timestamp format of the system: ISO 8601 in UTC with a ``Z`` (CONTRACT.md, Data)."""
+"""The one timestamp format of the system: ISO 8601 in UTC with a ``Z`` (docs/CONTRACT.md, Data)."""
 
 from __future__ import annotations
 

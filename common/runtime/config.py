@@ -82,7 +82,7 @@ class Config:
         return f"{self.project}-{self.env}"
 
     def name(self, resource: str) -> str:
-        """``{project}-{env}-{resource}``: the name of every AWS resource of this deployment (CONTRACT.md)."""
+        """``{project}-{env}-{resource}``: the name of every AWS resource of this deployment (docs/CONTRACT.md)."""
         return f"{self.prefix}-{resource}"
 
     @property

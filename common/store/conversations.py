@@ -1,4 +1,4 @@
-"""The conversations table (CONTRACT.md, Data): one item per contact, keyed by conversation id.
+"""The conversations table (docs/CONTRACT.md, Data): one item per contact, keyed by conversation id.
 
 The one owner of its update expressions: inbound-handler records each received mail, reply-handler
 reads the contact and stores the owner's metadata commands.

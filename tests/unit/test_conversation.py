@@ -8,7 +8,7 @@ RELAYS = ("bounce.linkedin.com",)
 
 
 @pytest.mark.parametrize(("address", "name", "expected"), [
-    ("Anoop@SynchronyCorp.com", "Anoop Kumar", "anoop-at-synchronycorp.com"),  # CONTRACT.md example
+    ("Anoop@SynchronyCorp.com", "Anoop Kumar", "anoop-at-synchronycorp.com"),  # docs/CONTRACT.md example
     ("jane@corp.example", "", "jane-at-corp.example"),
     ("s-2kfv@bounce.linkedin.com", "", "s-2kfv-at-bounce.linkedin.com"),  # relay without a name: ordinary
 ])
