@@ -23,12 +23,15 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from common.local.env import local_env
 from tests.support import mailgen
 from tests.support.awscalls import IDLE_POLL, CallCounter
 from tests.support.sendload import Faults, emulator_process, patch_ses, run_workers
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 N = 40
 INBOUND_FLOOR = 6
@@ -68,7 +71,7 @@ def _inbound(cfg: Any, prefix: str) -> dict[str, Any]:
     outcomes = []
     with CallCounter(lambda thread: thread is threading.main_thread()) as calls:
         for event in staged:
-            outcomes.append(handle(event, Context(60), cfg).get("status"))
+            outcomes.append(handle(cfg, event, cast("LambdaContext", Context(60))).get("status"))
     assert outcomes.count(outcomes[0]) == N, outcomes
     return {"mails": N, "outcome": outcomes[0], "aws_calls_per_mail": round(calls.total() / N, 2),
             "floor": INBOUND_FLOOR, "by_operation": calls.per(N)}
