@@ -1,26 +1,32 @@
 """reply-handler logic: the owner's reply to a thread address goes to the conversation's contact.
 
-Order matters: authorise first (owner envelope + From, SPF or DKIM PASS, DMARC not FAIL, no
-failed spam/virus verdict, a thread address whose HMAC tag verifies); anything else is archived
-under ``rejected/`` with the reason, never answered (no backscatter to a forged sender), and the
-owner is alerted at most once per hour per reason. The recipient comes only from the conversation
-record; To/Cc of the reply are never used.
+Order matters: authorise before reading the message (common/reply/auth.py: owner envelope, DMARC or
+aligned SPF, a thread address whose HMAC tag verifies), then the From field alone (one owner
+mailbox, nothing else), and only then parse. Anything else is archived under ``rejected/`` with the
+reason, never answered (no backscatter to a forged sender), and the owner is alerted at most once
+per hour per reason. A replayed owner message (same Message-ID in the same conversation, or a Date
+older than ``REPLY_MAX_AGE_SECONDS``) is rejected the same way. The recipient comes only from the
+conversation record; To/Cc of the reply are never used; every spelling of a private address is
+replaced by the public one, and the contact sees ``PUBLIC_NAME``, never the owner's display name.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from common.aws import dynamodb, s3, sns
+from common.aws import s3
 from common.mail.parse import ParsedMail, parse
-from common.mail.threads import verify_thread_address
+from common.mail.sanitize import clean_header_text
+from common.reply import auth
+from common.reply.auth import NotAuthorised
+from common.reply.scrub import hide_addresses
 from common.reply.text import clean_reply, reply_subject
 from common.runtime import events
+from common.runtime.clock import parse_iso
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import attachments, conversations, layout, staging
+from common.store import alerts, attachments, conversations, layout, replies, staging
 from common.store.sendqueue import OutboundMessage, enqueue
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,11 +44,6 @@ class ReplyResult(TypedDict):
     conversationId: NotRequired[str]
     metadata: NotRequired[dict[str, str]]
     attachments: NotRequired[list[str]]
-ALERT_INTERVAL_S = 3600
-
-
-class NotAuthorised(Exception):
-    """The mail is not an owner reply this handler may act on; the message says why."""
 
 
 def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> ReplyResult:
@@ -53,64 +54,47 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
     if raw is None:
         log.warning("reply not processed", extra={"reason": "staging object missing (already processed)"})
         return {"status": "already-processed", "messageId": mid}
-    mail = parse(raw)
     try:
-        cid = authorise(cfg, receipt, mail)
+        cid = auth.check_envelope(receipt, cfg)
         bind(conversation_id=cid)
+        auth.check_from(raw, receipt, cfg)
+        mail = parse(raw)
+        auth.check_age(mail, parse_iso(receipt.timestamp) or datetime.now(UTC), cfg.reply_max_age_s)
         record = conversations.get(cfg, cid)
         if not record or not record.get("senderEmail"):
             raise NotAuthorised("unknown conversation")
+        identity = auth.message_identity(mail)
+        if not replies.claim(cfg, cid, identity, mid):
+            raise NotAuthorised("owner message already sent in this conversation (replay)")
     except NotAuthorised as exc:
-        return reject(cfg, receipt, mail, raw, str(exc))
-    result = send_reply(cfg, mid, cid, record, mail)
+        return reject(cfg, receipt, raw, str(exc))
+    result = send_reply(cfg, mid, cid, identity, record, mail)
     staging.done(cfg, mid)
     return result
 
 
-def authorise(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail) -> str:
-    owners = {a.lower() for a in cfg.owner_emails}
-    v = receipt.verdicts
-    if receipt.source.strip().lower() not in owners:
-        raise NotAuthorised("envelope sender is not the owner")
-    if mail.from_address not in owners:
-        raise NotAuthorised("From is not the owner")
-    if v.get("spf") != "PASS" and v.get("dkim") != "PASS":
-        raise NotAuthorised("neither SPF nor DKIM passed")
-    if v.get("dmarc") == "FAIL":
-        raise NotAuthorised("DMARC failed")
-    if v.get("spam") == "FAIL" or v.get("virus") == "FAIL":
-        raise NotAuthorised("spam or virus verdict FAIL")
-    for recipient in receipt.recipients:
-        cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
-        if cid:
-            return cid
-    raise NotAuthorised("no thread address with a valid tag")
-
-
-def reject(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, reason: str) -> ReplyResult:
+def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> ReplyResult:
     key = layout.rejected(datetime.now(UTC), receipt.message_id)
     s3.put(cfg.bucket, key, raw, "message/rfc822", metadata={"reason": reason})
-    log.warning("reply rejected", extra={"reason": reason, "sender": mail.from_address, "envelope_sender": receipt.source,
+    try:
+        sender = clean_header_text(" | ".join(auth.from_fields(raw)), 200)
+    except NotAuthorised:
+        sender = ""
+    log.warning("reply rejected", extra={"reason": reason, "sender": sender, "envelope_sender": receipt.source,
                                          "recipients": list(receipt.recipients), "key": key, "verdicts": receipt.verdicts})
-    alerted = alert_once_per_hour(cfg, reason, {"alert": "reply-rejected", "reason": reason, "key": key,
-                                                "envelopeSender": receipt.source, "from": mail.from_address})
+    alerted = alerts.publish_throttled(cfg, reason, "Reply rejected", {
+        "alert": "reply-rejected", "reason": reason, "key": key, "envelopeSender": receipt.source, "from": sender})
     staging.done(cfg, receipt.message_id)
     return {"status": "rejected", "reason": reason, "key": key, "alerted": alerted}
 
 
-def alert_once_per_hour(cfg: Config, reason: str, message: dict[str, Any]) -> bool:
-    now = int(time.time())
-    claimed = dynamodb.put(cfg.send_status_table, {"id": f"alert#{reason}", "sentAt": now, "expiresAt": now + 86400},
-                           condition="attribute_not_exists(id) OR sentAt < :cutoff",
-                           values={":cutoff": now - ALERT_INTERVAL_S})
-    if claimed:
-        sns.publish(sns.topic_arn(cfg.alert_topic, cfg.region, cfg.alert_topic_arn), "Reply rejected", message)
-    return claimed
-
-
-def send_reply(cfg: Config, mid: str, cid: str, record: dict[str, Any], mail: ParsedMail) -> ReplyResult:
-    owners = tuple(cfg.owner_emails)
+def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str, Any],
+               mail: ParsedMail) -> ReplyResult:
+    owners = tuple(auth.owner_addresses(cfg))
     body, metadata = clean_reply(mail.body_text, owners, cfg.public_email)
+    for att in mail.attachments:  # a file name is shown to the contact too
+        att.filename = hide_addresses(att.filename, owners, cfg.public_email)
+        att.safe_name = hide_addresses(att.safe_name, owners, cfg.public_email)
     kept = attachments.store(cfg, mail.attachments, lambda name: layout.reply_attachment(cid, mid, name))
     for skipped in kept.skipped:
         log.warning("reply attachment skipped", extra={"attachment": skipped})
@@ -118,8 +102,9 @@ def send_reply(cfg: Config, mid: str, cid: str, record: dict[str, Any], mail: Pa
     last = str(record.get("lastMessageId") or "")
     ses_form = f"<{record.get('lastSesMessageId')}@email.amazonses.com>" if record.get("lastSesMessageId") else ""
     message = OutboundMessage(
-        kind="reply", idempotency_key=f"reply:{mid}", correlation_id=f"reply-{mid}", to=[str(record["senderEmail"])],
-        subject=reply_subject(mail.subject), text=body, from_name=mail.display_name,
+        kind="reply", idempotency_key=f"reply:{cid}:{identity}", correlation_id=f"reply-{mid}",
+        to=[str(record["senderEmail"])], subject=hide_addresses(reply_subject(mail.subject), owners, cfg.public_email),
+        text=body, from_name=cfg.public_name,
         in_reply_to=last or ses_form, references=[r for r in dict.fromkeys((last, ses_form)) if r],
         attachments=kept.attachments, conversation_id=cid,
     )

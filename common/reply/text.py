@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from common.inbound.messages import FOOTER_MARKER
+from common.reply.scrub import hide_addresses
 
 # [key: value] command lines -> conversation attributes (docs/CONTRACT.md)
 METADATA_KEYS = {"company": "companyName", "title": "title", "type": "type", "location": "location",
@@ -62,13 +63,6 @@ def clean_reply(text: str, private_addresses: tuple[str, ...], public_address: s
     body, metadata = extract_metadata(strip_history(text))
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"
     return hide_addresses(body, private_addresses, public_address), metadata
-
-
-def hide_addresses(text: str, private_addresses: tuple[str, ...], public_address: str) -> str:
-    """Replace the owner's private addresses (any case) with the public one."""
-    for addr in private_addresses:
-        text = re.sub(re.escape(addr), public_address, text, flags=re.I)
-    return text
 
 
 def reply_subject(subject: str) -> str:

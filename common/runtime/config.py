@@ -71,6 +71,13 @@ class Config:
     max_forward_bytes: int = 40_000_000  # SESv2 SendEmail's message limit (common.aws.ses.MAX_MESSAGE_BYTES)
     spam_rules_ttl_s: float = 300.0
     transient_bounce_limit: int = 5
+    # --- security (README, Security): who is acked, what a contact sees, how the owner's mail is protected
+    public_name: str = ""  # display name on replies and acks; the owner's own name never goes out
+    ack_limit_per_hour: int = 20  # acks per rolling clock hour, all senders (backscatter budget); 0 = no acks
+    ack_limit_per_domain_per_hour: int = 5  # acks per hour to one sender domain
+    transient_suppression_s: int = 3 * 24 * 3600  # a suppression from transient bounces expires after this
+    owner_hold_probe_s: int = 6 * 3600  # while forwards are held, one forward per interval probes the mailbox
+    reply_max_age_s: int = 30 * 24 * 3600  # an owner message with an older Date is treated as a replay
     max_input_bytes: int = 25 * 1024 * 1024
     max_pages: int = 500
     max_output_chars: int = 2_000_000
@@ -119,6 +126,9 @@ _ENV = {
     "attempt_reserve_s": "ATTEMPT_RESERVE_SECONDS",
     "idempotency_ttl_s": "IDEMPOTENCY_TTL_SECONDS",
     "spam_rules_ttl_s": "SPAM_RULES_TTL_SECONDS",
+    "transient_suppression_s": "TRANSIENT_SUPPRESSION_SECONDS",
+    "owner_hold_probe_s": "OWNER_HOLD_PROBE_SECONDS",
+    "reply_max_age_s": "REPLY_MAX_AGE_SECONDS",
 }
 
 
@@ -207,5 +217,11 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("RETRY_DELAYS_SECONDS must be a comma-separated list of non-negative seconds")
     if cfg.max_receive_count < 1:
         raise ConfigError("MAX_RECEIVE_COUNT must be at least 1")
+    if re.search(r"[@\x00-\x1f\x7f<>\"]", cfg.public_name) or len(cfg.public_name) > 64:
+        raise ConfigError("PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or control characters")
+    for name in ("ack_limit_per_hour", "ack_limit_per_domain_per_hour", "transient_suppression_s",
+                 "owner_hold_probe_s", "reply_max_age_s"):
+        if getattr(cfg, name) < 0:
+            raise ConfigError(f"{env_name(name)} must not be negative")
     if not re.fullmatch(r"[a-z0-9-]+", cfg.env):
         raise ConfigError(f"ENVIRONMENT={cfg.env!r} must be lowercase letters, digits or hyphens")

@@ -8,6 +8,7 @@ import pytest
 
 from common.aws import client
 from common.mail.threads import thread_address
+from common.reply import auth
 from tests.support.mailgen import mail
 
 OWNER = "Owner Name <owner@example.net>"
@@ -92,8 +93,8 @@ def test_extra_to_and_cc_recipients_are_never_used(stack, fns, thread) -> None:
 @pytest.mark.parametrize(("kwargs", "reason"), [
     ({"sender": "Jane <jane@corp.example>", "source": "jane@corp.example"}, "envelope sender is not the owner"),
     ({"sender": "Mallory <mallory@evil.example>"}, "From is not the owner"),
-    ({"verdicts": {"spf": "FAIL", "dkim": "FAIL"}}, "neither SPF nor DKIM passed"),
-    ({"verdicts": {"dmarc": "FAIL"}}, "DMARC failed"),
+    ({"verdicts": {"spf": "FAIL", "dkim": "FAIL", "dmarc": "FAIL"}}, auth.UNAUTHENTICATED),
+    ({"verdicts": {"dmarc": "FAIL"}}, auth.UNAUTHENTICATED),
     ({"verdicts": {"virus": "FAIL"}}, "spam or virus verdict FAIL"),
 ])
 def test_anything_but_the_authenticated_owner_is_rejected_silently(stack, fns, thread, alert_queue, kwargs, reason) -> None:
@@ -124,8 +125,8 @@ def test_unknown_conversation_is_archived_and_alerted(stack, fns, alert_queue) -
     assert stack.s3_keys("staging/") == [] and alerts(stack)[0]["reason"] == "unknown conversation"
 
 
-def test_header_injection_in_subject_or_display_name_adds_no_header(stack, fns, thread) -> None:
-    raw = (b"From: =?utf-8?q?Owner=0D=0ABcc=3A_x=40evil=2Eexample?= <owner@example.net>\r\n"
+def test_header_injection_in_subject_adds_no_header_and_in_from_is_refused(stack, fns, thread) -> None:
+    raw = (b"From: Owner <owner@example.net>\r\n"
            b"To: " + thread.encode() + b"\r\nSubject: =?utf-8?q?Re=3A_Role=0D=0ABcc=3A_y=40evil=2Eexample?=\r\n\r\nHello\r\n")
     result = fns["reply-handler"].invoke(stack.receipt(raw, REPLY_ID, to=thread, source="owner@example.net"))
     assert result["status"] == "queued"
@@ -134,6 +135,11 @@ def test_header_injection_in_subject_or_display_name_adds_no_header(stack, fns, 
                     if line[:1] not in (b" ", b"\t")]
     assert b"bcc" not in header_names and sent.destinations == ["jane@corp.example"]
     assert sent.message["Subject"] == "Re: Role Bcc: y@evil.example"  # folded into the subject text, inert
+    raw = (b"From: =?utf-8?q?Owner=0D=0ABcc=3A_x=40evil=2Eexample?= <owner@example.net>\r\n"
+           b"To: " + thread.encode() + b"\r\nSubject: Re: Role\r\n\r\nHello\r\n")
+    result = fns["reply-handler"].invoke(stack.receipt(raw, "0000000000000000000000000000000000000r02", to=thread,
+                                                       source="owner@example.net"))
+    assert (result["status"], result["reason"]) == ("rejected", "From header has a parse defect")
 
 
 def test_html_only_reply_gets_a_text_body(stack, fns, thread) -> None:

@@ -1,0 +1,150 @@
+"""Who may send through a thread address: the owner, proven by SES's verdicts and one clean From.
+
+Two steps, cheapest first, so a stranger never gets the message parsed:
+
+1. :func:`check_envelope` (no parsing): the envelope sender is an owner address; spam/virus not FAIL;
+   DMARC PASS, or DMARC GRAY with SPF PASS (then :func:`check_from` also requires the From domain to
+   equal the envelope domain); a thread address whose HMAC tag verifies.
+2. :func:`check_from` (the From field alone, not the header block): exactly one From header with
+   exactly one mailbox, no group, no parse defect, an owner address, and no other address anywhere in
+   the field (display name or comment), so no parser can read a different domain out of it than we do.
+
+Why DMARC and not "SPF or DKIM": SES's ``dkimVerdict`` PASS means *some* valid signature (any ``d=``),
+not one aligned with From, and ``spfVerdict`` is about the envelope domain. Only ``dmarcVerdict``
+ties the result to the From domain. GRAY means "failed DMARC and the domain has no DMARC policy *or*
+``p=none``" (SES documentation). GRAY is accepted only together with SPF PASS for an envelope sender
+that is an owner address whose domain equals the From domain: had that domain a DMARC record, that
+SPF result would be aligned and SES would report PASS, so the combination can only mean "no
+record", under either reading of GRAY. PROCESSING_FAILED and every other combination are rejected
+(fail closed; the owner is alerted and can resend).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email import policy
+from email.parser import BytesHeaderParser
+from email.utils import parsedate_to_datetime
+
+from common.mail.parse import ParsedMail
+from common.mail.threads import verify_thread_address
+from common.runtime.config import Config
+from common.runtime.events import SesReceipt
+
+FROM_MAX_CHARS = 1000  # an owner's From is short; anything longer is not worth parsing
+HEADER_BLOCK_MAX = 256 * 1024  # an owner's header block is a few KB; Gmail's, with ARC and DKIM, under 20 KB
+# '@' in any spelling a mail client or a browser would turn back into one
+_OTHER_AT = re.compile(r"@|%40|&#0*64;?|&#x0*40;?|&commat;|\uff20|\ufe6b", re.I)
+
+
+UNAUTHENTICATED = "owner not authenticated (needs DMARC PASS, or SPF PASS for the owner's domain without DMARC)"
+
+
+class NotAuthorised(Exception):
+    """The mail is not an authenticated owner message; ``str(exc)`` is the logged reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerFrom:
+    address: str
+    display_name: str
+
+
+def owner_addresses(cfg: Config) -> set[str]:
+    return {a.strip().lower() for a in (*cfg.owner_emails, cfg.private_email) if a}
+
+
+def envelope_sender(receipt: SesReceipt) -> str:
+    return receipt.source.strip().strip("<>").strip().lower()
+
+
+def check_envelope(receipt: SesReceipt, cfg: Config) -> str:
+    """Envelope, verdicts and thread tag; returns the conversation id. Never reads the message."""
+    if envelope_sender(receipt) not in owner_addresses(cfg):
+        raise NotAuthorised("envelope sender is not the owner")
+    v = receipt.verdicts
+    if v.get("spam") == "FAIL" or v.get("virus") == "FAIL":
+        raise NotAuthorised("spam or virus verdict FAIL")
+    if not (v.get("dmarc") == "PASS" or (v.get("dmarc") == "GRAY" and v.get("spf") == "PASS")):
+        raise NotAuthorised(UNAUTHENTICATED)
+    for recipient in receipt.recipients:
+        cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
+        if cid:
+            return cid
+    raise NotAuthorised("no thread address with a valid tag")
+
+
+def from_fields(raw: bytes) -> list[str]:
+    """The raw From fields, from the header block alone (nothing else of the message is parsed)."""
+    end = min((i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0), default=len(raw))
+    if end > HEADER_BLOCK_MAX:
+        raise NotAuthorised("header block too large")
+    head = BytesHeaderParser(policy=policy.default).parsebytes(raw[:end] + b"\r\n\r\n")
+    return [str(value) for name, value in head.raw_items() if name.lower() == "from"]
+
+
+def check_from(raw: bytes, receipt: SesReceipt, cfg: Config) -> OwnerFrom:
+    """The one owner mailbox in From, or :class:`NotAuthorised` naming what is wrong with the field."""
+    values = from_fields(raw)
+    if not values:
+        raise NotAuthorised("From header missing")
+    if len(values) > 1:
+        raise NotAuthorised("more than one From header")
+    value = re.sub(r"\r?\n(?=[ \t])", "", values[0]).strip()
+    if len(value) > FROM_MAX_CHARS:
+        raise NotAuthorised("From header too long")
+    try:  # raw 8-bit header bytes arrive as surrogates: only valid UTF-8 (RFC 6532) is acceptable
+        value = value.encode("ascii", "surrogateescape").decode("utf-8")
+    except UnicodeError:
+        raise NotAuthorised("From header has a parse defect") from None
+    try:
+        header = policy.default.header_factory("From", value)
+    except Exception:  # the registry raises on some malformed fields (e.g. an encoded CR/LF in the name)
+        raise NotAuthorised("From header has a parse defect") from None
+    if header.defects:
+        raise NotAuthorised("From header has a parse defect")
+    if any(group.display_name is not None for group in header.groups):
+        raise NotAuthorised("From is a group")
+    if len(header.addresses) != 1:
+        raise NotAuthorised("From is not exactly one mailbox")
+    mailbox = header.addresses[0]
+    address = mailbox.addr_spec.strip().lower()
+    owners = owner_addresses(cfg)
+    if address not in owners:
+        raise NotAuthorised("From is not the owner")
+    # Every other spelling of an address (display name, comment, encoded word) must be the owner's too.
+    for text in (value, str(header), mailbox.display_name):
+        for owner in owners:
+            text = re.sub(re.escape(owner), "", text, flags=re.I)
+        if _OTHER_AT.search(text):
+            raise NotAuthorised("From names another address")
+    if receipt.verdicts.get("dmarc") != "PASS" and address.rpartition("@")[2] != envelope_sender(receipt).rpartition("@")[2]:
+        raise NotAuthorised("From domain differs from the SPF-authenticated envelope domain")
+    return OwnerFrom(address, mailbox.display_name)
+
+
+def check_age(mail: ParsedMail, received: datetime, max_age_s: int) -> None:
+    """A signed Date older than the replay memory can only be a replayed message (DKIM survives replay)."""
+    try:
+        sent = parsedate_to_datetime(mail.headers.get("date", ""))
+    except (TypeError, ValueError, IndexError):
+        return  # no usable Date: nothing to compare (a missing or unsigned Date proves nothing either way)
+    if sent.tzinfo is None:
+        sent = sent.replace(tzinfo=UTC)
+    if (received - sent).total_seconds() > max_age_s:
+        raise NotAuthorised("owner message is too old (replayed?)")
+
+
+def message_identity(mail: ParsedMail) -> str:
+    """What makes two deliveries the same owner message: its Message-ID, else its content.
+
+    Never the SES message id, which is new on every delivery (a replay gets a fresh one)."""
+    if mail.message_id:
+        basis = "mid\n" + mail.message_id.strip()
+    else:
+        basis = "\n".join(("content", mail.headers.get("date", ""), mail.subject, mail.body_text))
+    return hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+

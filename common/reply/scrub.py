@@ -1,0 +1,63 @@
+"""Hide the owner's private addresses in anything that goes out to a contact.
+
+A plain case-insensitive replace misses what mail clients and browsers still show or resolve as the
+same mailbox: sub-addresses (``owner+jobs@``), percent-encoding (``owner%40…`` in a mailto: link,
+or any single character as ``%6F``), HTML character references (``owner&#64;…``, ``&#x40;``,
+``&commat;``, any letter as ``&#111;``), the full-width at sign, and, for Gmail, dots in the local
+part (``o.wner@gmail.com`` is the same inbox). Each private address becomes one regular expression
+that accepts every such spelling of every character; matches are replaced by the public address.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+_GMAIL = {"gmail.com", "googlemail.com"}
+_AT_EXTRA = ("&commat;", "\uff20", "\ufe6b")
+_DOT_EXTRA = ("&period;",)
+
+
+def _char(c: str) -> str:
+    """Every spelling of one character: itself (any case), %HH, &#DDD; and &#xHH; (leading zeros, ';' optional)."""
+    forms = {c.lower(), c.upper()}
+    alternatives = [re.escape(f) for f in sorted(forms)]
+    for f in sorted(forms):
+        code = ord(f)
+        alternatives += [f"%{code:02x}", f"&#0*{code};?", f"&#x0*{code:x};?"]
+    if c == "@":
+        alternatives += [re.escape(a) for a in _AT_EXTRA]
+    if c == ".":
+        alternatives += [re.escape(a) for a in _DOT_EXTRA]
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+def _address_pattern(address: str) -> str:
+    local, _, domain = address.lower().rpartition("@")
+    dot = _char(".")
+    if domain in _GMAIL:
+        local = local.replace(".", "")
+        local_re = f"(?:{dot})?".join(_char(c) for c in local)
+        domain_re = "(?:" + "|".join("".join(_char(c) for c in d) for d in sorted(_GMAIL)) + ")"
+    else:
+        local_re = "".join(_char(c) for c in local)
+        domain_re = "".join(_char(c) for c in domain)
+    plus = _char("+")
+    tag = r"(?:[A-Za-z0-9._=-]|%[0-9a-fA-F]{2}|&#x?[0-9a-fA-F]+;?)*"
+    return f"{local_re}(?:{plus}{tag})?{_char('@')}{domain_re}"
+
+
+@functools.cache
+def _pattern(addresses: tuple[str, ...]) -> re.Pattern[str]:
+    body = "|".join(_address_pattern(a) for a in sorted(set(addresses), key=len, reverse=True) if "@" in a)
+    # Not the tail of another mailbox at the same domain ("joeowner@"): no local-part character before
+    # it (a %HH escape just before, as in "%20owner%40…", still starts one), and not a longer domain
+    # label after it. A following ".label" is still replaced: "owner@example.net.pdf" shows the address.
+    return re.compile(rf"(?:(?<![A-Za-z0-9._+-])|(?<=%[0-9A-Fa-f]{{2}}))(?:{body})(?![A-Za-z0-9-])", re.I)
+
+
+def hide_addresses(text: str, private_addresses: tuple[str, ...], public_address: str) -> str:
+    """``text`` with every spelling of the private addresses replaced by ``public_address``."""
+    if not text or not private_addresses:
+        return text
+    return _pattern(tuple(a.strip().lower() for a in private_addresses)).sub(public_address, text)

@@ -1,0 +1,32 @@
+"""Owner alerts on the SNS alert topic, at most one per key and interval.
+
+The throttle is one conditional PutItem in the send-status table (``alert#<key>``): the first caller
+in an interval wins and publishes, the others only log. A flood of identical failures (rejected
+replies, held forwards) therefore costs the owner one message per hour, not one per mail.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from common.aws import dynamodb, sns
+from common.runtime.config import Config
+
+DEFAULT_INTERVAL_S = 3600
+
+
+def publish(cfg: Config, subject: str, message: dict[str, Any]) -> str:
+    return sns.publish(sns.topic_arn(cfg.alert_topic, cfg.region, cfg.alert_topic_arn), subject, message)
+
+
+def publish_throttled(cfg: Config, key: str, subject: str, message: dict[str, Any],
+                      interval_s: int = DEFAULT_INTERVAL_S) -> bool:
+    """Publish unless an alert with ``key`` went out in the last ``interval_s``; True if published."""
+    now = int(time.time())
+    claimed = dynamodb.put(cfg.send_status_table,
+                           {"id": f"alert#{key}"[:1024], "sentAt": now, "expiresAt": now + max(interval_s, 86400)},
+                           condition="attribute_not_exists(id) OR sentAt < :cutoff", values={":cutoff": now - interval_s})
+    if claimed:
+        publish(cfg, subject, message)
+    return claimed

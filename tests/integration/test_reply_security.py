@@ -1,0 +1,184 @@
+"""Attacks on reply-handler (issue 18 S4, S5, S9), each reproduced under the real RIE against moto.
+
+S4: only an owner message that SES authenticated for the owner's From domain (DMARC PASS, or SPF
+PASS for the owner's domain when it has no DMARC) with one clean owner mailbox in From is relayed.
+S5: a replayed owner message (same Message-ID, new SES id) is not sent again.
+S9: neither the owner's display name nor any spelling of a private address reaches the contact.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+
+from common.aws import client
+from common.mail.threads import thread_address
+from common.reply import auth
+from tests.support.mailgen import mail
+
+PUBLIC_NAME = "Alex Example"
+
+
+@pytest.fixture(scope="module")
+def fns(rie_module):
+    env = {"RETRY_DELAYS_SECONDS": "0", "PUBLIC_NAME": PUBLIC_NAME}
+    return {name: rie_module(name, env=env) for name in ("inbound-handler", "reply-handler", "reply-sender")}
+
+
+@pytest.fixture
+def thread(stack, fns) -> str:
+    """Jane's conversation exists (she wrote in); the owner answers on its thread address."""
+    result = fns["inbound-handler"].invoke(stack.receipt(mail(subject="Role"), "0000000000000000000000000000000000000j01"))
+    return thread_address(result["conversationId"], stack.cfg.thread_secret, stack.cfg.thread_domain)
+
+
+_ids = iter(range(10**6))
+
+
+def deliver(stack, fns, thread: str, raw: bytes, verdicts=None, source: str = "owner@example.net", mid: str = ""):
+    mid = mid or f"{next(_ids):040d}"
+    return fns["reply-handler"].invoke(stack.receipt(raw, mid, to=thread, source=source, verdicts=verdicts))
+
+
+def raw_reply(thread: str, from_lines: list[bytes] | None = None, body: bytes = b"Hello Jane\r\n",
+              extra: bytes = b"") -> bytes:
+    head = b"".join(b"From: " + f + b"\r\n" for f in (from_lines or [b"Owner <owner@example.net>"]))
+    return head + b"To: " + thread.encode() + b"\r\nSubject: Re: Role\r\nMessage-ID: <r-1@example.net>\r\n" + extra + \
+        b"\r\n" + body
+
+
+def sent(stack, fns):
+    stack.run_sender(fns["reply-sender"], stack.cfg.reply_queue)
+    return stack.sent()
+
+
+# --- S4: authorisation ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("verdicts", [
+    {"spf": "FAIL", "dkim": "PASS", "dmarc": "GRAY"},  # any-domain DKIM signature, no DMARC result
+    {"spf": "PASS", "dkim": "PASS", "dmarc": "PROCESSING_FAILED"},
+    {"spf": "GRAY", "dkim": "PASS", "dmarc": "GRAY"},
+    {"spf": "PASS", "dkim": "PASS", "dmarc": "FAIL"},
+])
+def test_verdicts_without_dmarc_pass_or_aligned_spf_are_rejected(stack, fns, thread, verdicts) -> None:
+    result = deliver(stack, fns, thread, raw_reply(thread), verdicts=verdicts)
+    assert (result["status"], result["reason"]) == ("rejected", auth.UNAUTHENTICATED)
+    assert stack.peek(stack.cfg.reply_queue) == [] and sent(stack, fns) == []
+
+
+@pytest.mark.parametrize("verdicts", [
+    {"dmarc": "PASS", "spf": "FAIL", "dkim": "PASS"},  # DKIM-aligned DMARC (e.g. sent through a relay)
+    {"dmarc": "GRAY", "spf": "PASS", "dkim": "GRAY"},  # owner domain without DMARC: SPF for the same domain
+])
+def test_dmarc_pass_or_spf_for_the_owners_own_domain_is_accepted(stack, fns, thread, verdicts) -> None:
+    assert deliver(stack, fns, thread, raw_reply(thread), verdicts=verdicts)["status"] == "queued"
+    assert [m.destinations for m in sent(stack, fns)] == [["jane@corp.example"]]
+
+
+@pytest.mark.parametrize(("from_lines", "reason"), [
+    ([b"owner@example.net <attacker@evil.example>"], "From header has a parse defect"),
+    ([b"attacker@evil.example <owner@example.net>"], "From header has a parse defect"),
+    ([b"owner@example.net, attacker@evil.example"], "From is not exactly one mailbox"),
+    ([b"Owner <owner@example.net>", b"Attacker <attacker@evil.example>"], "more than one From header"),
+    ([b"Owner <owner@example.net>", b"Owner <owner@example.net>"], "more than one From header"),
+    ([b"owners: owner@example.net;"], "From is a group"),
+    ([b"\"attacker@evil.example\" <owner@example.net>"], "From names another address"),
+    ([b"=?utf-8?q?attacker=40evil=2Eexample?= <owner@example.net>"], "From names another address"),
+    ([b"owner@example.net (attacker@evil.example)"], "From names another address"),
+    ([b"<@evil.example:owner@example.net>"], "From header has a parse defect"),
+    ([b"Owner <owner@example.net"], "From header has a parse defect"),
+    ([b"Own\xff\xfeer <owner@example.net>"], "From header has a parse defect"),  # not UTF-8
+    ([], "From header missing"),
+])
+def test_from_field_tricks_are_rejected(stack, fns, thread, from_lines, reason) -> None:
+    raw = raw_reply(thread, from_lines) if from_lines else raw_reply(thread).replace(
+        b"From: Owner <owner@example.net>\r\n", b"")
+    result = deliver(stack, fns, thread, raw)
+    assert (result["status"], result["reason"]) == ("rejected", reason)
+    assert stack.s3_keys("rejected/") == [result["key"]] and sent(stack, fns) == []
+
+
+def test_owner_envelope_with_a_strangers_from_is_rejected_before_parsing(stack, fns, thread) -> None:
+    # A stranger whose own domain passes DMARC cannot borrow the owner's envelope sender.
+    raw = raw_reply(thread, [b"Mallory <mallory@evil.example>"])
+    result = deliver(stack, fns, thread, raw, verdicts={"dmarc": "PASS"})
+    assert (result["status"], result["reason"]) == ("rejected", "From is not the owner")
+    result = deliver(stack, fns, thread, raw, source="mallory@evil.example", verdicts={"dmarc": "PASS"})
+    assert (result["status"], result["reason"]) == ("rejected", "envelope sender is not the owner")
+
+
+# --- S5: replay -------------------------------------------------------------------------------
+
+def test_a_replayed_owner_reply_is_not_sent_again(stack, fns, thread) -> None:
+    raw = raw_reply(thread, body=b"Tuesday works.\r\n")
+    first = deliver(stack, fns, thread, raw, mid="00000000000000000000000000000000000000a1")
+    # Lambda retries the same SES event (e.g. the first run crashed after queueing): still the same delivery.
+    retry = deliver(stack, fns, thread, raw, mid="00000000000000000000000000000000000000a1")
+    replay = deliver(stack, fns, thread, raw, mid="00000000000000000000000000000000000000a2")
+    assert first["status"] == retry["status"] == "queued"
+    assert (replay["status"], replay["reason"]) == ("rejected", "owner message already sent in this conversation (replay)")
+    assert len(sent(stack, fns)) == 1
+    assert stack.s3_keys("staging/") == []
+
+
+def test_replay_without_message_id_is_recognised_by_content(stack, fns, thread) -> None:
+    raw = raw_reply(thread, body=b"No id here.\r\n").replace(b"Message-ID: <r-1@example.net>\r\n", b"")
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+    assert deliver(stack, fns, thread, raw)["status"] == "rejected"
+    other = raw.replace(b"No id here.", b"A different reply.")
+    assert deliver(stack, fns, thread, other)["status"] == "queued"
+    assert len(sent(stack, fns)) == 2
+
+
+def test_an_old_signed_owner_message_is_refused_as_a_replay(stack, fns, thread) -> None:
+    old = format_datetime(datetime.now(UTC) - timedelta(days=40)).encode()
+    result = deliver(stack, fns, thread, raw_reply(thread, extra=b"Date: " + old + b"\r\n"))
+    assert (result["status"], result["reason"]) == ("rejected", "owner message is too old (replayed?)")
+    recent = format_datetime(datetime.now(UTC) - timedelta(hours=2)).encode()
+    raw = raw_reply(thread, extra=b"Date: " + recent + b"\r\n").replace(b"<r-1@", b"<r-2@")
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+
+
+# --- S9: nothing private reaches the contact --------------------------------------------------
+
+def test_owner_display_name_and_every_spelling_of_the_private_address_are_hidden(stack, fns, thread) -> None:
+    body = (b"Hi Jane,\r\nmail me at owner+jobs@example.net or OWNER@Example.Net,\r\n"
+            b"<mailto:owner%40example.net> or owner&#64;example.net or %6Fwner%40example%2Enet or owner&#x40;example.net\r\n"
+            b"Owner\r\n")
+    raw = raw_reply(thread, [b"\"owner@example.net\" <owner@example.net>"], body=body,
+                    extra=b"Content-Type: text/plain; charset=utf-8\r\n")
+    raw = raw.replace(b"Subject: Re: Role", b"Subject: Re: Role (owner+role@example.net)")
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+    [msg] = sent(stack, fns)
+    assert b"example.net" not in msg.raw.lower()  # the private domain appears nowhere: headers or body
+    assert msg.message["From"].addresses[0].display_name == PUBLIC_NAME
+    text = msg.message.get_body(("plain",)).get_content()
+    assert text.count("hello@example.com") == 6 and msg.message["Subject"] == "Re: Role (hello@example.com)"
+
+
+def test_html_reply_and_attachment_names_are_scrubbed(stack, fns, thread) -> None:
+    html = ('<div>Call me: <a href="mailto:owner%2Bx%40example.net">owner&#64;example.net</a></div>'
+            '<div>&#111;wner&commat;example&period;net</div>')
+    raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role", text=None, html=html,
+               attachments=[("owner@example.net.pdf", b"%PDF-1.4 cv", "application/pdf")])
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+    [msg] = sent(stack, fns)
+    assert b"example.net" not in msg.raw.lower() and b"owner name" not in msg.raw.lower()
+    [att] = list(msg.message.iter_attachments())
+    assert att.get_filename() == "hello@example.com.pdf"
+
+
+def test_rejections_alert_the_owner_once_per_reason(stack, fns, thread) -> None:
+    sqs = client("sqs")
+    url = sqs.create_queue(QueueName="test-sec-alerts")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    client("sns").subscribe(TopicArn=f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}",
+                            Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+    for _ in range(3):
+        deliver(stack, fns, thread, raw_reply(thread, [b"owner@example.net <attacker@evil.example>"]))
+    got = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])]
+    assert [a["reason"] for a in got] == ["From header has a parse defect"]
+    assert "attacker@evil.example" in got[0]["from"]
