@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.aws import logs, s3
-from common.inbound import policy
+from common.inbound import ack, policy
 from common.inbound.messages import build_ack, build_forward
 from common.mail.parse import ParsedMail, parse
 from common.mail.threads import conversation_id, thread_address
@@ -102,7 +102,7 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     kept = attachments.store(cfg, mail.attachments, lambda name: layout.attachment(cid, mid, name))
     stored, sizes, skipped = kept.attachments, kept.sizes, kept.skipped
 
-    ack_reason = ack_blocked(receipt, mail) if first_contact else "not first contact"
+    ack_reason = ack.refusal(cfg, receipt, mail) if first_contact else "not first contact"
     if not ack_reason:
         enqueue(cfg.ack_queue, build_ack(cfg, mid, cid, mail), cfg.bucket, cfg.claim_check_bytes)
     forward = build_forward(cfg, mid, cid, mail, stored, sizes, skipped, decision.warnings, archive_key,
@@ -129,20 +129,3 @@ def quarantine(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: b
     })
     return key
 
-
-def ack_blocked(receipt: events.SesReceipt, mail: ParsedMail) -> str:
-    """Why RFC 3834 forbids an automatic reply to this mail ('' when an ack is fine)."""
-    auto = mail.headers.get("auto-submitted", "").split(";")[0].strip().lower()
-    if auto and auto != "no":
-        return f"Auto-Submitted: {auto}"
-    precedence = mail.headers.get("precedence", "").strip().lower()
-    if precedence in ("bulk", "junk", "list"):
-        return f"Precedence: {precedence}"
-    if mail.has_list_headers():
-        return "mailing list headers"
-    if mail.is_noreply:
-        return "no-reply sender"
-    failed = [v for v in events.VERDICTS if receipt.verdicts.get(v) == "FAIL"]
-    if failed:
-        return f"failed verdicts: {', '.join(failed)}"
-    return ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html as htmllib
 import re
 
+from common.inbound.ack import greeting_name
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
 from common.runtime.config import Config
@@ -18,12 +19,13 @@ _OVERHEAD = 16 * 1024
 
 
 def build_ack(cfg: Config, mid: str, cid: str, mail: ParsedMail) -> OutboundMessage:
-    name = mail.display_name.split(" ")[0] if mail.display_name else ""
+    name = greeting_name(mail.display_name)
     return OutboundMessage(
         kind="ack", idempotency_key=f"ack:{mid}", correlation_id=f"ack-{mid}", to=[mail.from_address],
         subject=cfg.ack_subject, text=cfg.ack_template.replace("{name}", f" {name}" if name else ""),
         in_reply_to=mail.message_id, references=[*mail.references, mail.message_id] if mail.message_id else [],
         headers={"Auto-Submitted": "auto-replied", "X-Auto-Response-Suppress": "All"}, conversation_id=cid,
+        from_name=cfg.public_name,
     )
 
 

@@ -118,6 +118,14 @@ def is_dsn(receipt: SesReceipt) -> bool:
     return source in ("", "<>") or source.partition("@")[0] in ("mailer-daemon", "postmaster")
 
 
+def is_dsn_content(mail: ParsedMail) -> bool:
+    """A delivery status report by its content type (RFC 3464), whatever the envelope says."""
+    ctype = mail.headers.get("content-type", "").lower()
+    main = ctype.split(";")[0].strip()
+    return main == "message/delivery-status" or (
+        main == "multipart/report" and re.search(r"report-type\s*=\s*\"?delivery-status", ctype) is not None)
+
+
 def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules) -> Decision:
     v = receipt.verdicts
     if v.get("virus") == "FAIL":
@@ -131,6 +139,8 @@ def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules) -> 
     public = cfg.public_email.lower()
     if not any(r.strip().lower() == public for r in receipt.recipients):
         return Decision(DROP, "recipient is not the public address")
+    if is_dsn_content(mail):
+        return Decision(DSN, "delivery status notification (multipart/report; report-type=delivery-status)")
     if not mail.from_address:
         return Decision(QUARANTINE, "From header has no usable address")
     domain = mail.from_address.rpartition("@")[2]

@@ -61,8 +61,8 @@ def envelope_sender(receipt: SesReceipt) -> str:
     return receipt.source.strip().strip("<>").strip().lower()
 
 
-def check_envelope(receipt: SesReceipt, cfg: Config) -> str:
-    """Envelope, verdicts and thread tag; returns the conversation id. Never reads the message."""
+def check_sender(receipt: SesReceipt, cfg: Config) -> None:
+    """The owner's envelope sender and SES's verdicts (for any owner-only address). Never reads the message."""
     if envelope_sender(receipt) not in owner_addresses(cfg):
         raise NotAuthorised("envelope sender is not the owner")
     v = receipt.verdicts
@@ -70,6 +70,11 @@ def check_envelope(receipt: SesReceipt, cfg: Config) -> str:
         raise NotAuthorised("spam or virus verdict FAIL")
     if not (v.get("dmarc") == "PASS" or (v.get("dmarc") == "GRAY" and v.get("spf") == "PASS")):
         raise NotAuthorised(UNAUTHENTICATED)
+
+
+def check_envelope(receipt: SesReceipt, cfg: Config) -> str:
+    """:func:`check_sender`, then a thread address whose tag verifies; returns the conversation id."""
+    check_sender(receipt, cfg)
     for recipient in receipt.recipients:
         cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if cid:

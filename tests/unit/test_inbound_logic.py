@@ -2,8 +2,7 @@
 
 import pytest
 
-from common.inbound import policy
-from common.inbound.handler import ack_blocked
+from common.inbound import ack, policy
 from common.local.events import receipt_event
 from common.mail.parse import parse
 from common.mail.sanitize import safe_filename
@@ -68,16 +67,50 @@ def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
     assert cache.get(CFG) is first  # reload failed: the last good lists stay in force
 
 
-@pytest.mark.parametrize(("headers", "sender", "verdicts", "why"), [
-    ({"Auto-Submitted": "auto-generated"}, None, None, "Auto-Submitted: auto-generated"),
-    ({"Auto-Submitted": "no"}, None, None, ""),
-    ({"Precedence": "junk"}, None, None, "Precedence: junk"),
-    ({"List-Id": "<x.corp.example>"}, None, None, "mailing list headers"),
-    ({}, "do-not-reply@corp.example", None, "no-reply sender"),
-    ({}, "postmaster@corp.example", None, "no-reply sender"),
-    ({}, None, {"dkim": "FAIL"}, "failed verdicts: dkim"),
-    ({}, "noreplyguy@corp.example", None, ""),  # only a no-reply local part, not a name that starts so
+@pytest.mark.parametrize(("headers", "sender", "why"), [
+    ({"Auto-Submitted": "auto-generated"}, None, "Auto-Submitted: auto-generated"),
+    ({"Auto-Submitted": "no"}, None, ""),
+    ({"Precedence": "junk"}, None, "Precedence: junk"),
+    ({"List-Id": "<x.corp.example>"}, None, "mailing list headers"),
+    ({}, "do-not-reply@corp.example", "no-reply sender"),
+    ({}, "postmaster@corp.example", "no-reply sender"),
+    ({}, "gmail-noreply@google.com", "no-reply sender"),  # issue 17.4: anywhere in the local part
+    ({}, "alerts.donotreply@corp.example", "no-reply sender"),
+    ({}, "jobs_no-reply+x@corp.example", "no-reply sender"),
+    ({}, "noreplyguy@corp.example", "no-reply sender"),  # a no-reply marker is a no-reply marker
+    ({}, "bounces+123@corp.example", "no-reply sender"),
+    ({}, "replyguy@corp.example", ""),
+    ({"Content-Type": "multipart/report; report-type=disposition-notification; boundary=x"}, None,
+     "report or notification (multipart/report)"),
 ])
-def test_rfc3834(headers, sender, verdicts, why) -> None:
-    raw = mail(headers=headers, sender=sender or "Jane <jane@corp.example>")
-    assert ack_blocked(receipt(raw, verdicts=verdicts), parse(raw)) == why
+def test_rfc3834(headers, sender, why) -> None:
+    raw = mail(headers=headers, sender=sender or "Jane <jane@corp.example>", text=None if headers.get("Content-Type") else "Hi")
+    assert ack.rfc3834(parse(raw)) == why
+
+
+@pytest.mark.parametrize(("sender", "source", "verdicts", "why"), [
+    ("Jane <jane@corp.example>", "jane@corp.example", {"dmarc": "PASS"}, ""),
+    ("Jane <jane@corp.example>", "bounce@corp.example", {"dmarc": "GRAY", "spf": "PASS"}, ""),  # same domain
+    # issue 18 S7: SPF PASS for someone else's envelope domain proves nothing about From
+    ("Jane <jane@corp.example>", "x@evil.example", {"dmarc": "GRAY", "spf": "PASS"},
+     "sender not authenticated (DMARC GRAY, SPF PASS for another domain)"),
+    ("Jane <jane@corp.example>", "jane@corp.example", {"dmarc": "PROCESSING_FAILED", "spf": "GRAY"},
+     "sender not authenticated (DMARC PROCESSING_FAILED, SPF GRAY)"),
+    ("Jane <jane@corp.example>", "jane@corp.example", {"dmarc": "PASS", "spf": "FAIL"}, "failed verdicts: spf"),
+    ("J <j\u00f6@corp.example>", "x@corp.example", {}, "sender address unusable for a reply"),
+    ("J <j@[192.0.2.1]>", "j@corp.example", {}, "sender domain unusable for a reply"),
+    ("Me <hello@example.com>", "hello@example.com", {}, "sender is one of our own addresses"),
+    ("Me <owner@example.net>", "owner@example.net", {}, "sender is one of our own addresses"),
+])
+def test_ack_only_to_an_authenticated_usable_sender(sender, source, verdicts, why) -> None:
+    raw = mail(sender=sender)
+    assert ack.unsafe_recipient(CFG, receipt(raw, source=source, verdicts=verdicts), parse(raw)) == why
+
+
+@pytest.mark.parametrize(("display", "name"), [
+    ("Jane Smith", "Jane"), ("José", "José"), ("Smith, Jane", "Smith"), ("", ""),
+    ("https://evil.example/" + "x" * 180, ""), ("jane@corp.example", ""), ("R2D2", ""), ("x" * 31, ""),
+    ("Ω" * 30, "Ω" * 30), ("\u202eevil", ""),
+])
+def test_greeting_is_one_short_word_of_letters_or_nothing(display, name) -> None:
+    assert ack.greeting_name(display) == name

@@ -1,0 +1,128 @@
+"""Whether a first contact gets the automatic acknowledgement (RFC 3834, backscatter), and its greeting.
+
+An ack is mail to an address we did not choose, signed with our domain's DKIM key, so it must go
+only where it is wanted and safe:
+
+* RFC 3834 section 2: never answer automatic mail (``Auto-Submitted`` other than ``no``,
+  ``Precedence: bulk|junk|list``, ``List-*`` headers), reports (``multipart/report``: delivery
+  status and read receipts), or no-reply / role senders (``noreply``, ``no-reply``, ``donotreply``,
+  ``do-not-reply`` anywhere in the local part, ``mailer-daemon``, ``postmaster``, ``bounce``).
+* Backscatter: only a From that SES authenticated, i.e. DMARC PASS, or SPF PASS for an envelope
+  domain equal to the From domain (a forged From on a DMARC-less domain passes neither), and no
+  verdict FAIL at all. Never to
+  an address SES cannot deliver to or to one of our own addresses (no loops).
+* Budget: at most ``ACK_LIMIT_PER_DOMAIN_PER_HOUR`` acks per sender domain and
+  ``ACK_LIMIT_PER_HOUR`` in all per clock hour (conditional counters in the send-status table with
+  a TTL); over budget the ack is skipped with the reason logged, the forward still goes.
+
+The greeting reflects at most one word of the sender's display name, letters only, at most 30
+characters; anything else (URLs, addresses, digits, punctuation) gives no name at all.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from common.aws import dynamodb
+from common.mail.parse import ParsedMail
+from common.runtime.config import Config
+from common.runtime.events import VERDICTS, SesReceipt
+
+# RFC 3834 5.2 / common practice: a no-reply marker anywhere in the local part ("gmail-noreply").
+_NOREPLY = re.compile(r"no[-_.]?reply|do[-_.]?not[-_.]?reply", re.I)
+_ROLE = re.compile(r"^(mailer[-_.]?daemon|postmaster|bounces?)([-+._=].*)?$", re.I)
+# What SES can send to: an ASCII dot-atom local part (SES does not support SMTPUTF8) at a domain of
+# letter-digit-hyphen labels (IDN domains arrive as punycode or are refused).
+_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+GREETING_MAX = 30
+HOUR_S = 3600
+
+
+def refusal(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
+    """Why this first contact gets no ack ('' when it gets one). Spends ack budget only when '' is returned."""
+    return rfc3834(mail) or unsafe_recipient(cfg, receipt, mail) or spend_budget(cfg, mail.from_address)
+
+
+def rfc3834(mail: ParsedMail) -> str:
+    auto = mail.headers.get("auto-submitted", "").split(";")[0].strip().lower()
+    if auto and auto != "no":
+        return f"Auto-Submitted: {auto}"
+    precedence = mail.headers.get("precedence", "").strip().lower()
+    if precedence in ("bulk", "junk", "list"):
+        return f"Precedence: {precedence}"
+    if mail.has_list_headers():
+        return "mailing list headers"
+    ctype = mail.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype == "multipart/report" or ctype.startswith("message/"):
+        return f"report or notification ({ctype})"
+    local = mail.from_address.rpartition("@")[0]
+    if _NOREPLY.search(local) or _ROLE.match(local):
+        return "no-reply sender"
+    return ""
+
+
+def address_problem(address: str) -> str:
+    """Why SES could not (or must not be asked to) deliver an ack to ``address``."""
+    local, at, domain = address.rpartition("@")
+    if not at or not _LOCAL.fullmatch(local) or len(local) > 64 or len(address) > 254:
+        return "sender address unusable for a reply"
+    labels = domain.split(".")
+    if len(labels) < 2 or not all(_LABEL.fullmatch(label) for label in labels) or labels[-1].isdigit():
+        return "sender domain unusable for a reply"
+    return ""
+
+
+def unsafe_recipient(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
+    address = mail.from_address.lower()
+    problem = address_problem(address)
+    if problem:
+        return problem
+    domain = address.rpartition("@")[2]
+    own = {a.lower() for a in (cfg.public_email, cfg.private_email, *cfg.owner_emails) if a}
+    if address in own or domain == cfg.thread_domain.lower():
+        return "sender is one of our own addresses"
+    v = receipt.verdicts
+    failed = [name for name in VERDICTS if v.get(name) == "FAIL"]
+    if failed:  # even with DMARC PASS: a warning banner on the forward is enough, an ack is not needed
+        return f"failed verdicts: {', '.join(failed)}"
+    envelope_domain = receipt.source.strip().strip("<>").rpartition("@")[2].lower()
+    if v.get("dmarc") == "PASS" or (v.get("spf") == "PASS" and envelope_domain == domain):
+        return ""
+    return (f"sender not authenticated (DMARC {v.get('dmarc')}, SPF {v.get('spf')}"
+            f"{'' if envelope_domain == domain else ' for another domain'})")
+
+
+def spend_budget(cfg: Config, address: str) -> str:
+    """Take one ack from the sender domain's and the global budget of this clock hour ('' if there was room).
+
+    One item per hour holds both counts (``total`` and one attribute per domain), so the check and
+    the increment are one conditional write; a refused write returns the counts, which name the limit.
+    """
+    hour = int(time.time()) // HOUR_S
+    domain = address.rpartition("@")[2].lower()
+    if cfg.ack_limit_per_hour <= 0 or cfg.ack_limit_per_domain_per_hour <= 0:
+        return "acks are switched off (ack limit 0)"
+    try:
+        dynamodb.update(cfg.send_status_table, {"id": f"ack-budget#{hour}"},
+                        "SET expiresAt = :x ADD #total :one, #domain :one",
+                        {":one": 1, ":all": cfg.ack_limit_per_hour, ":dom": cfg.ack_limit_per_domain_per_hour,
+                         ":x": (hour + 2) * HOUR_S},
+                        names={"#total": "total", "#domain": f"domain:{domain}"},
+                        condition="(attribute_not_exists(#total) OR #total < :all) AND "
+                                  "(attribute_not_exists(#domain) OR #domain < :dom)",
+                        raise_on_condition=True)
+    except dynamodb.ConditionFailed as refused:
+        counts = refused.item or {}
+        if int(counts.get(f"domain:{domain}", 0)) >= cfg.ack_limit_per_domain_per_hour:
+            return f"ack budget for {domain} used up ({cfg.ack_limit_per_domain_per_hour} per hour)"
+        return f"global ack budget used up ({cfg.ack_limit_per_hour} per hour)"
+    return ""
+
+
+def greeting_name(display_name: str) -> str:
+    """The first word of the display name if it is letters only and short, else ''."""
+    words = display_name.replace('"', " ").replace(",", " ").split()
+    first = words[0] if words else ""
+    return first if first.isalpha() and len(first) <= GREETING_MAX else ""

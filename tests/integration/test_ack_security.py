@@ -1,0 +1,104 @@
+"""Ack backscatter and RFC 3834 (issue 18 S7, issue 17.4), under the real RIE against moto.
+
+Every attack here used to produce an ack; each now produces the forward only, with the reason the
+ack was skipped in the log.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.mailgen import mail
+
+PUBLIC_NAME = "Alex Example"
+
+
+@pytest.fixture(scope="module")
+def inbound(rie_module):
+    return rie_module("inbound-handler", env={"ACK_LIMIT_PER_HOUR": "5", "ACK_LIMIT_PER_DOMAIN_PER_HOUR": "3",
+                                               "PUBLIC_NAME": PUBLIC_NAME})
+
+
+@pytest.fixture(scope="module")
+def ack_sender(rie_module):
+    return rie_module("ack-sender", env={"RETRY_DELAYS_SECONDS": "0", "PUBLIC_NAME": PUBLIC_NAME})
+
+
+_ids = iter(range(10**6))
+
+
+def deliver(stack, inbound, raw: bytes, **kw) -> dict:
+    return inbound.invoke(stack.receipt(raw, f"{next(_ids):040d}", **kw))
+
+
+def skipped_reasons(inbound) -> list[str]:
+    lines = [json.loads(line) for line in inbound.output().splitlines() if line.startswith("{")]
+    return [d["ack_skipped_reason"] for d in lines if d.get("message") == "mail forwarded" and d.get("ack_skipped_reason")]
+
+
+def test_forged_first_contacts_get_at_most_the_ack_budget(stack, inbound) -> None:
+    # Forged first contacts that all pass (a spammer's own DMARC-passing domains): 5 acks an hour in all,
+    # 3 to any one domain; every mail is still forwarded.
+    results = []
+    for domain, n in (("one.example", 4), ("two.example", 4), ("three.example", 1)):
+        for i in range(n):
+            results.append(deliver(stack, inbound, mail(sender=f"S <s{i}@{domain}>"), source=f"s{i}@{domain}"))
+    assert all(r["status"] == "forwarded" and r["firstContact"] for r in results)
+    assert [r["ack"] for r in results] == [True, True, True, False, True, True, False, False, False]
+    assert len(stack.peek(stack.cfg.ack_queue)) == 5 and len(stack.peek(stack.cfg.forward_queue)) == 9
+    reasons = skipped_reasons(inbound)[-4:]
+    assert reasons == ["ack budget for one.example used up (3 per hour)", "global ack budget used up (5 per hour)",
+                       "global ack budget used up (5 per hour)", "global ack budget used up (5 per hour)"]
+
+
+@pytest.mark.parametrize(("kw", "reason"), [
+    # SPF passed, but for the attacker's envelope domain; DMARC has no verdict for the forged From.
+    ({"source": "bulk@evil.example", "verdicts": {"spf": "PASS", "dkim": "GRAY", "dmarc": "GRAY"}},
+     "sender not authenticated (DMARC GRAY, SPF PASS for another domain)"),
+    ({"source": "jane@corp.example", "verdicts": {"spf": "GRAY", "dkim": "PASS", "dmarc": "PROCESSING_FAILED"}},
+     "sender not authenticated (DMARC PROCESSING_FAILED, SPF GRAY)"),
+])
+def test_unauthenticated_from_gets_no_ack(stack, inbound, kw, reason) -> None:
+    result = deliver(stack, inbound, mail(), **kw)
+    assert result["status"] == "forwarded" and result["firstContact"] and not result["ack"]
+    assert stack.peek(stack.cfg.ack_queue) == [] and len(stack.peek(stack.cfg.forward_queue)) == 1
+    assert skipped_reasons(inbound)[-1] == reason
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    (mail(sender="Google <gmail-noreply@google.com>"), "no-reply sender"),
+    (mail(sender="Shop <orders-donotreply@shop.example>"), "no-reply sender"),
+    (mail(sender="Jane <jane@corp.example>", text=None, headers={
+        "Content-Type": "multipart/report; report-type=disposition-notification; boundary=b"}),
+     "report or notification (multipart/report)"),
+])
+def test_rfc3834_senders_and_reports_get_no_ack(stack, inbound, raw, reason) -> None:
+    result = deliver(stack, inbound, raw)
+    assert result["status"] == "forwarded" and not result["ack"]
+    assert skipped_reasons(inbound)[-1] == reason
+
+
+def test_delivery_report_with_a_real_envelope_is_archived_as_a_dsn(stack, inbound) -> None:
+    raw = (b"From: Mail Delivery System <mailer@mx.corp.example>\r\nTo: hello@example.com\r\nSubject: Undelivered\r\n"
+           b"Content-Type: multipart/report; report-type=delivery-status; boundary=b\r\n\r\n--b\r\n"
+           b"Content-Type: text/plain\r\n\r\nCould not deliver.\r\n--b\r\nContent-Type: message/delivery-status\r\n\r\n"
+           b"Reporting-MTA: dns; mx.corp.example\r\n\r\nFinal-Recipient: rfc822; x@corp.example\r\nAction: failed\r\n"
+           b"Status: 5.1.1\r\n--b--\r\n")
+    result = deliver(stack, inbound, raw, source="mailer@mx.corp.example")
+    assert result["status"] == "dsn" and result["key"].startswith("bounces/")
+    assert stack.peek(stack.cfg.ack_queue) == [] and stack.peek(stack.cfg.forward_queue) == []
+
+
+def test_display_name_is_never_reflected_beyond_one_short_word(stack, inbound, ack_sender) -> None:
+    url = "https://evil.example/" + "a" * 180
+    deliver(stack, inbound, mail(sender=f'"{url}" <jane@corp.example>'))
+    deliver(stack, inbound, mail(sender="José Ramírez <jose@corp.example>"))
+    stack.run_sender(ack_sender, stack.cfg.ack_queue)
+    sent = {m.destinations[0]: m for m in stack.sent()}
+    jane = sent["jane@corp.example"].message
+    assert jane.get_body(("plain",)).get_content().startswith("Hello,\n")
+    assert "evil" not in sent["jane@corp.example"].raw.decode()
+    assert sent["jose@corp.example"].message.get_body(("plain",)).get_content().startswith("Hello José,\n")
+    assert jane["From"].addresses[0].display_name == PUBLIC_NAME and jane["Auto-Submitted"] == "auto-replied"
