@@ -94,27 +94,37 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         staging.done(cfg, mid)
         return {"status": "quarantined", "reason": decision.reason, "key": key, "messageId": mid}
 
+    result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt)
+    staging.done(cfg, mid)
+    return result
+
+
+def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime, warnings: tuple[str, ...],
+            receipt: events.SesReceipt | None) -> InboundResult:
+    """Record the conversation, archive the raw mail, store its parts, ack a first contact (only for
+    a live ``receipt``; a release from quarantine is never acked) and queue the forward."""
     cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
     bind(conversation_id=cid)
     first_contact = conversations.record_inbound(cfg, cid, mid, mail, when)
     archive_key = layout.archive(cid, mid)
     s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
-    kept = attachments.store(cfg, mail.attachments, lambda name: layout.attachment(cid, mid, name))
-    stored, sizes, skipped = kept.attachments, kept.sizes, kept.skipped
-
-    ack_reason = ack.refusal(cfg, receipt, mail) if first_contact else "not first contact"
+    kept = attachments.store(cfg, mail.attachments, lambda name: layout.attachment(cid, mid, name),
+                             lambda name: layout.withheld(cid, mid, name))
+    if receipt is None:
+        ack_reason = "released from quarantine"
+    else:
+        ack_reason = ack.refusal(cfg, receipt, mail) if first_contact else "not first contact"
     if not ack_reason:
         enqueue(cfg.ack_queue, build_ack(cfg, mid, cid, mail), cfg.bucket, cfg.claim_check_bytes)
-    forward = build_forward(cfg, mid, cid, mail, stored, sizes, skipped, decision.warnings, archive_key,
+    forward = build_forward(cfg, mid, cid, mail, kept, warnings, archive_key,
                             thread_address(cid, cfg.thread_secret, cfg.thread_domain))
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
-    staging.done(cfg, mid)
-    log.info("mail forwarded", extra={**fields, "conversation_id": cid, "first_contact": first_contact,
+    log.info("mail forwarded", extra={**log_fields(mail), "conversation_id": cid, "first_contact": first_contact,
                                       "ack": not ack_reason, "ack_skipped_reason": ack_reason or None,
-                                      "attachments": len(stored), "skipped_attachments": skipped,
-                                      "warnings": list(decision.warnings)})
+                                      "attachments": len(kept.attachments), "skipped_attachments": kept.skipped,
+                                      "warnings": list(warnings)})
     return {"status": "forwarded", "messageId": mid, "conversationId": cid, "firstContact": first_contact,
-            "ack": not ack_reason, "attachments": [a.key for a in stored], "skipped": skipped}
+            "ack": not ack_reason, "attachments": [a.key for a in kept.attachments], "skipped": kept.skipped}
 
 
 def quarantine(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, reason: str,

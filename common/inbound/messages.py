@@ -9,6 +9,7 @@ from common.inbound.ack import greeting_name
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
 from common.runtime.config import Config
+from common.store.attachments import Stored
 from common.store.sendqueue import Attachment, OutboundMessage
 
 # reply-handler cuts the owner's reply at this line, so it must survive plain-text quoting.
@@ -29,28 +30,53 @@ def build_ack(cfg: Config, mid: str, cid: str, mail: ParsedMail) -> OutboundMess
     )
 
 
-def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, attachments: list[Attachment],
-                  sizes: dict[str, int], skipped: list[str], warnings: tuple[str, ...], archive_key: str,
-                  reply_to: str) -> OutboundMessage:
-    """``sizes`` maps each attachment's S3 key to its byte size (to keep the forward under SES's limit)."""
+def header_block(mail: ParsedMail) -> list[tuple[str, str]]:
+    """What a mail client shows above a message: the original From, Date, To and Cc."""
+    sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
+    rows = [("From", sender)] + [(name.title(), mail.headers.get(name, "")) for name in ("date", "to", "cc")]
+    return [(name, value) for name, value in rows if value]
+
+
+def _partial_note(mail: ParsedMail) -> str:
+    """message/partial (RFC 2046 5.2.2): the sender's program split the mail; say which part this is."""
+    ctype = mail.headers.get("content-type", "")
+    if not ctype.lower().startswith("message/partial"):
+        return ""
+    number = re.search(r"number\s*=\s*\"?(\d+)", ctype, re.I)
+    total = re.search(r"total\s*=\s*\"?(\d+)", ctype, re.I)
+    which = f"part {number.group(1)}" + (f" of {total.group(1)}" if total else "") if number else "one part"
+    return (f"This mail is {which} of a message the sender's program split (message/partial); it is forwarded "
+            "as received, and a mail client can join the parts once all have arrived.")
+
+
+def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Stored, warnings: tuple[str, ...],
+                  archive_key: str, reply_to: str) -> OutboundMessage:
+    """The forward to the owner: the original's header block on top, both bodies, every stored part
+    (inline images beside the HTML), the original subject untouched, and a footer naming what was
+    withheld or did not fit SES's size limit."""
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     text, html = mail.body_text, mail.html
-    notes = list(skipped)
-    kept, truncated = _fit(cfg.max_forward_bytes, text, html, attachments, sizes)
+    notes = [f"{w.name} ({w.reason}; stored at s3://{cfg.bucket}/{w.key})" for w in stored.withheld]
+    kept, truncated = _fit(cfg.max_forward_bytes, text, html, stored.attachments, stored.sizes)
     if truncated:
         text, html, dropped = truncated
         notes += [f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key})" for a in dropped]
         warnings = (*warnings, "This forward was shortened to fit the mail size limit. The complete original is "
                                f"archived at s3://{cfg.bucket}/{archive_key}")
+    partial = _partial_note(mail)
+    if partial:
+        warnings = (*warnings, partial)
     footer = [FOOTER_MARKER, f"From: {sender}", f"Conversation: {cid}"]
     if notes:
         footer.append("Not attached: " + "; ".join(notes))
     banner = "".join(f"[!] {w}\n" for w in warnings)
+    block = header_block(mail)
+    top = banner + ("\n" if banner else "") + "".join(f"{name}: {value}\n" for name, value in block) + "\n"
     return OutboundMessage(
         kind="forward", idempotency_key=f"forward:{mid}", correlation_id=f"forward-{mid}", to=[cfg.private_email],
         subject=mail.subject or "(no subject)",
-        text=(banner + ("\n" if banner else "") + text.rstrip() + "\n\n" + "\n".join(footer) + "\n"),
-        html=_html_with(html, warnings, footer) if html else "",
+        text=top + text.rstrip() + "\n\n" + "\n".join(footer) + "\n",
+        html=_html_with(html, warnings, block, footer) if html else "",
         from_name=clean_header_text(f"{mail.display_name or mail.from_address} via {cfg.domain_name}", 200),
         reply_to=reply_to, references=[*mail.references, mail.message_id] if mail.message_id else [],
         attachments=kept, conversation_id=cid,
@@ -79,9 +105,11 @@ def _fit(limit: int, text: str, html: str, attachments: list[Attachment],
     return [a for a in attachments if a in kept], (text, html, dropped)
 
 
-def _html_with(html: str, warnings: tuple[str, ...], footer: list[str]) -> str:
+def _html_with(html: str, warnings: tuple[str, ...], block: list[tuple[str, str]], footer: list[str]) -> str:
     top = "".join(f'<p style="background:#fff3cd;border:1px solid #e0a800;padding:6px">&#9888; {htmllib.escape(w)}</p>'
                   for w in warnings)
+    top += ('<div style="border-bottom:1px solid #ccc;margin:0 0 12px;padding:0 0 6px;font:13px sans-serif;color:#444">'
+            + "<br>".join(f"<b>{name}:</b> {htmllib.escape(value)}" for name, value in block) + "</div>")
     bottom = "<hr><pre>" + htmllib.escape("\n".join(footer)) + "</pre>"
     body_open = re.search(r"<body[^>]*>", html, re.I)
     if body_open:

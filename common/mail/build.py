@@ -7,14 +7,19 @@ add a header.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
+from urllib.parse import unquote
 
 from common.mail.sanitize import clean_header_text, is_message_id
 from common.runtime.errors import EventError
 from common.store.sendqueue import OutboundMessage
+
+_CID_URL = re.compile(r"""\bcid:([^"'\s<>)]+)""", re.I)
+_CONTENT_ID = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-]{1,200}")  # what may stand between < and > safely
 
 
 def address(addr_spec: str, display_name: str = "") -> Address:
@@ -46,12 +51,63 @@ def build(msg: OutboundMessage, sender: str, domain: str, attachment_prefix: str
     m.set_content(msg.text)
     if msg.html:
         m.add_alternative(msg.html, subtype="html")
+    related = _related(msg) if msg.html else set()
     for att in msg.attachments:
         if not attachment_prefix or not att.key.startswith(attachment_prefix) or ".." in att.key:
             raise EventError(f"attachment {att.key!r} is outside this sender's prefix {attachment_prefix!r}")
-        maintype, _, subtype = (att.content_type or "application/octet-stream").partition("/")
+        maintype, _, subtype = (att.content_type or "application/octet-stream").lower().partition("/")
         if not subtype or maintype == "multipart":
             maintype, subtype = "application", "octet-stream"
-        m.add_attachment(fetch(att.key), maintype=maintype, subtype=subtype,
-                         filename=clean_header_text(att.filename, 255) or "attachment")
+        filename = clean_header_text(att.filename, 255) or "attachment"
+        data = fetch(att.key)
+        if att.key in related:  # beside the HTML that names it: multipart/related, as the sender built it
+            html_part = m.get_body(("html",))
+            assert html_part is not None
+            html_part.add_related(data, maintype=maintype, subtype=subtype, cid=f"<{att.content_id}>", filename=filename,
+                                  disposition="inline")
+        elif maintype == "message":
+            _attach_message(m, data, subtype, filename)
+        else:
+            m.add_attachment(data, maintype=maintype, subtype=subtype, filename=filename,
+                             disposition="inline" if att.inline else "attachment", params=_text_params(maintype, data))
     return m
+
+
+def _related(msg: OutboundMessage) -> set[str]:
+    """Keys of the parts the HTML body refers to by ``cid:`` (whatever their disposition says: a
+    referenced part is part of the page)."""
+    named = {unquote(c).lower() for c in _CID_URL.findall(msg.html)}
+    return {a.key for a in msg.attachments if _CONTENT_ID.fullmatch(a.content_id or "") and a.content_id.lower() in named}
+
+
+def _text_params(maintype: str, data: bytes) -> dict[str, str] | None:
+    """A text part keeps its bytes; it is labelled UTF-8 when it is (ASCII and UTF-8 need no guess)."""
+    if maintype != "text":
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return {"charset": "utf-8"}
+
+
+def _attach_message(m: EmailMessage, data: bytes, subtype: str, filename: str) -> None:
+    """A message/* part (a forwarded mail, a digest entry, a message/partial fragment) with the bytes
+    it arrived with. RFC 2046 allows only 7bit, 8bit or binary for these: a 7-bit part with lines SMTP
+    can carry is sent as it is. Anything else (8-bit bytes, over-long lines) goes as a base64
+    ``application/octet-stream`` under its .eml name, byte for byte: SES advises 7-bit content, a
+    base64 message/rfc822 is not standard (Python's own parser cannot open one), and every client
+    opens an .eml file."""
+    body = data.replace(b"\r\n", b"\n")
+    if not body.isascii() or any(len(line) > 998 for line in body.split(b"\n")):
+        m.add_attachment(data, maintype="application", subtype="octet-stream", filename=filename)
+        return
+    part = EmailMessage()
+    part["Content-Type"] = f"message/{subtype}"
+    part["Content-Disposition"] = "attachment"
+    part.set_param("filename", filename, header="Content-Disposition")
+    part["Content-Transfer-Encoding"] = "7bit"
+    part.set_payload(body.decode("ascii"))
+    if m.get_content_type() != "multipart/mixed":
+        m.make_mixed()
+    m.attach(part)

@@ -27,6 +27,8 @@ class Attachment:
     safe_name: str
     content_type: str
     data: bytes
+    disposition: str = ""  # "inline" | "attachment" | "" (Content-Disposition)
+    content_id: str = ""  # Content-ID without <>: what an HTML body's cid: URLs name
 
 
 @dataclass(slots=True)
@@ -165,4 +167,8 @@ def _collect_attachments(part: Message, body_ids: set[int], mail: ParsedMail, de
     if not filename:
         filename = f"unnamed.{ctype.rpartition('/')[2] or 'bin'}"
     cleaned = clean_header_text(filename, 255)
-    mail.attachments.append(Attachment(cleaned, safe_filename(cleaned), ctype, data))
+    try:
+        content_id = clean_header_text(part.get("Content-ID", ""), 250).strip("<> ")
+    except Exception:  # a malformed Content-ID only costs the part its inline placement
+        content_id = ""
+    mail.attachments.append(Attachment(cleaned, safe_filename(cleaned), ctype, data, disposition, content_id))

@@ -95,7 +95,8 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
     for att in mail.attachments:  # a file name is shown to the contact too
         att.filename = hide_addresses(att.filename, owners, cfg.public_email)
         att.safe_name = hide_addresses(att.safe_name, owners, cfg.public_email)
-    kept = attachments.store(cfg, mail.attachments, lambda name: layout.reply_attachment(cid, mid, name))
+    kept = attachments.store(cfg, mail.attachments, lambda name: layout.reply_attachment(cid, mid, name),
+                             lambda name: layout.withheld(cid, mid, name))
     for skipped in kept.skipped:
         log.warning("reply attachment skipped", extra={"attachment": skipped})
     conversations.set_attributes(cfg, cid, metadata)

@@ -56,7 +56,9 @@ class Config:
     spam_rules_parameter: str = ""
     spam_log_group: str = ""
     opaque_relay_domains: tuple[str, ...] = ("bounce.linkedin.com",)
-    attachment_types: tuple[str, ...] = ("pdf", "docx", "ics", "xlsx", "png", "jpg", "jpeg")
+    # Executables and scripts: withheld (stored under withheld/, named in the forward), also inside zips.
+    attachment_deny_types: tuple[str, ...] = ("exe", "scr", "com", "bat", "cmd", "js", "vbs", "jse", "wsf", "ps1",
+                                              "msi", "jar", "lnk", "hta")
     ack_subject: str = "Thanks for your message"
     ack_template: str = (
         "Hello{name},\n\nThanks for getting in touch. This is an automatic acknowledgement: "

@@ -1,7 +1,18 @@
-"""Attachments kept in the mail bucket: one rule for both pipelines (types, names, duplicates)."""
+"""Attachments kept in the mail bucket: one rule for both pipelines (what is withheld, names, duplicates).
+
+Everything is forwarded except what the owner's deny-list names (``ATTACHMENT_DENY_TYPES``:
+executables and scripts, also inside zip archives and forwarded messages, and Windows executables
+whatever their name) and what SES refuses to send at all (its "unsupported attachment types": a
+message with one of them is rejected whole). Withheld parts are still stored, under ``withheld/``,
+which no sender can read, and the forward names them with the reason.
+"""
 
 from __future__ import annotations
 
+import email
+import email.policy
+import io
+import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -11,31 +22,117 @@ from common.mail.sanitize import extension
 from common.runtime.config import Config
 from common.store.sendqueue import Attachment
 
+# SES DG, "Amazon SES unsupported attachment types": SES rejects a message carrying any of these.
+SES_UNSUPPORTED = frozenset((
+    "ade", "adp", "app", "asp", "bas", "bat", "cer", "chm", "cmd", "com", "cpl", "crt", "csh", "der", "exe", "fxp",
+    "gadget", "hlp", "hta", "inf", "ins", "isp", "its", "js", "jse", "ksh", "lib", "lnk", "mad", "maf", "mag",
+    "mam", "maq", "mar", "mas", "mat", "mau", "mav", "maw", "mda", "mdb", "mde", "mdt", "mdw", "mdz", "msc", "msh",
+    "msh1", "msh2", "mshxml", "msh1xml", "msh2xml", "msi", "msp", "mst", "ops", "pcd", "pif", "plg", "prf", "prg",
+    "reg", "scf", "scr", "sct", "shb", "shs", "sys", "ps1", "ps1xml", "ps2", "ps2xml", "psc1", "psc2", "tmp", "url",
+    "vb", "vbe", "vbs", "vps", "vsmacros", "vss", "vst", "vsw", "vxd", "ws", "wsc", "wsf", "wsh", "xnk"
+))
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+MAX_ARCHIVE_NAMES = 10_000  # a central directory listing more names is itself suspicious: stop reading
+
+
+@dataclass(slots=True)
+class Withheld:
+    name: str
+    key: str  # where the part is stored (withheld/...)
+    reason: str
+
 
 @dataclass(slots=True)
 class Stored:
     attachments: list[Attachment] = field(default_factory=list)  # what the queue message may attach
     sizes: dict[str, int] = field(default_factory=dict)  # S3 key -> bytes
-    skipped: list[str] = field(default_factory=list)  # "name (why)" for the footer and the logs
+    withheld: list[Withheld] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> list[str]:
+        """"name (why)" for the logs and the result."""
+        return [f"{w.name} ({w.reason})" for w in self.withheld]
 
 
-def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str]) -> Stored:
-    """Store the allowed types under ``key_for(name)``; two parts with one name get ``-2``, ``-3`` …"""
-    allowed = {t.lower().lstrip(".") for t in cfg.attachment_types}
+def _denied_name(name: str, deny: frozenset[str]) -> str:
+    ext = extension(name)
+    if ext in deny:
+        return f"denied type .{ext}"
+    if ext in SES_UNSUPPORTED:
+        return f"Amazon SES does not send .{ext} files"
+    return ""
+
+
+def _is_windows_executable(data: bytes) -> bool:
+    if len(data) < 0x40 or data[:2] != b"MZ":
+        return False
+    offset = int.from_bytes(data[0x3C:0x40], "little")
+    return data[offset:offset + 4] == b"PE\0\0"
+
+
+def _archive_names(data: bytes) -> list[str]:
+    """File names in a zip's central directory (no member is decompressed); [] if unreadable."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return [info.filename for info in archive.infolist()[:MAX_ARCHIVE_NAMES]]
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError):
+        return []
+
+
+def _message_names(data: bytes) -> list[str]:
+    """Attachment names inside a forwarded message (message/rfc822), any depth."""
+    try:
+        inner = email.message_from_bytes(data, policy=email.policy.compat32)
+        return [str(part.get_filename() or "") for part in inner.walk()]
+    except Exception:  # an unparseable inner message has no names we can check
+        return []
+
+
+def withhold_reason(name: str, content_type: str, data: bytes, deny: frozenset[str]) -> str:
+    """Why this part must not be forwarded ('' when it may be)."""
+    reason = _denied_name(name, deny)
+    if reason:
+        return reason
+    if _is_windows_executable(data):
+        return "Windows executable"
+    inside: list[str] = []
+    if data[:4] in ZIP_MAGIC:
+        inside = _archive_names(data)
+    elif content_type.lower() == "message/rfc822":
+        inside = _message_names(data)
+    for member in inside:
+        if _denied_name(member.rstrip("/"), deny):
+            where = "archive" if data[:4] in ZIP_MAGIC else "forwarded message"
+            return f"{where} contains {member.rsplit('/', 1)[-1][:100]} ({_denied_name(member, deny)})"
+    return ""
+
+
+def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
+          withheld_key_for: Callable[[str], str]) -> Stored:
+    """Store every part under ``key_for(name)``, or under ``withheld_key_for(name)`` when it is
+    withheld; two parts with one name get ``-2``, ``-3`` …"""
+    deny = frozenset(t.lower().lstrip(".") for t in cfg.attachment_deny_types)
     out = Stored()
     used: set[str] = set()
     for part in parts:
-        if extension(part.safe_name) not in allowed:
-            out.skipped.append(f"{part.safe_name} (type not allowed)")
-            continue
         name = part.safe_name
         stem, dot, ext = name.rpartition(".")
+        if not dot:
+            stem, ext = name, ""
         n = 2
         while name.lower() in used:  # two parts with the same name must not overwrite each other
             name, n = f"{stem}-{n}{dot}{ext}", n + 1
         used.add(name.lower())
+        reason = withhold_reason(name, part.content_type, part.data, deny)
+        if reason:
+            key = withheld_key_for(name)
+            s3.put(cfg.bucket, key, part.data, "application/octet-stream",
+                   metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:500]})
+            out.withheld.append(Withheld(name, key, reason))
+            continue
         key = key_for(name)
         s3.put(cfg.bucket, key, part.data, part.content_type)
-        out.attachments.append(Attachment(key, name, part.content_type))
+        inline = part.disposition == "inline" or (bool(part.content_id) and not part.disposition)
+        out.attachments.append(Attachment(key, name, part.content_type, inline=inline, content_id=part.content_id))
         out.sizes[key] = len(part.data)
     return out

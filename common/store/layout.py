@@ -13,6 +13,7 @@ from typing import Literal
 STAGING = "staging/"  # raw mail as SES's S3 action wrote it; deleted when handled
 CONVERSATIONS = "conversations/"  # the archive: conversations/<cid>/<sesMessageId>.eml
 ATTACHMENTS = "attachments/"  # attachments/<cid>/<sesMessageId>/<file>
+WITHHELD = "withheld/"  # attachments not forwarded (deny-list, SES-unsupported): withheld/<cid>/<sesMessageId>/<file>
 EXTRACTED = "extracted-text/"  # extracted-text/<cid>/<sesMessageId>/<file>.txt | .error.json
 SPAM = "spam/"  # quarantine: spam/<YYYY-MM-DD>/<sesMessageId>.eml
 BOUNCES = "bounces/"  # delivery status notifications
@@ -28,8 +29,9 @@ Access = Literal["read", "write", "delete"]
 # in the local modes and the integration suite proves the code needs nothing more.
 ACCESS: dict[str, dict[Access, tuple[str, ...]]] = {
     "inbound-handler": {"read": (STAGING, CONFIG), "delete": (STAGING,),
-                        "write": (CONVERSATIONS, ATTACHMENTS, SPAM, BOUNCES, QUEUE_PAYLOADS)},
-    "reply-handler": {"read": (STAGING,), "delete": (STAGING,), "write": (REJECTED, REPLY_ATTACHMENTS, QUEUE_PAYLOADS)},
+                        "write": (CONVERSATIONS, ATTACHMENTS, WITHHELD, SPAM, BOUNCES, QUEUE_PAYLOADS)},
+    "reply-handler": {"read": (STAGING,), "delete": (STAGING,),
+                      "write": (REJECTED, REPLY_ATTACHMENTS, WITHHELD, QUEUE_PAYLOADS)},
     "attachment-extractor": {"read": (ATTACHMENTS,), "write": (EXTRACTED,), "delete": (EXTRACTED,)},
     "ack-sender": {"read": (QUEUE_PAYLOADS,)},
     "forward-sender": {"read": (QUEUE_PAYLOADS, ATTACHMENTS)},
@@ -53,6 +55,10 @@ def archive(cid: str, mid: str) -> str:
 
 def attachment(cid: str, mid: str, name: str) -> str:
     return f"{ATTACHMENTS}{cid}/{mid}/{name}"
+
+
+def withheld(cid: str, mid: str, name: str) -> str:
+    return f"{WITHHELD}{cid}/{mid}/{name}"
 
 
 def reply_attachment(cid: str, mid: str, name: str) -> str:

@@ -26,6 +26,8 @@ class Attachment:
     key: str  # S3 key in the mail bucket
     filename: str
     content_type: str = "application/octet-stream"
+    inline: bool = False  # Content-Disposition: inline (shown in the body, not as a download)
+    content_id: str = ""  # without <>; an inline part the HTML body names as cid: goes beside it (multipart/related)
 
 
 @dataclass(slots=True)
@@ -68,7 +70,10 @@ class OutboundMessage:
             raise EventError(f"queue message asks for headers that are not allowed: {sorted(unknown)}")
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in doc.items() if k in known}
-        values["attachments"] = [Attachment(**a) for a in doc.get("attachments") or []]
+        try:
+            values["attachments"] = [Attachment(**a) for a in doc.get("attachments") or []]
+        except TypeError as exc:
+            raise EventError(f"queue message has a malformed attachment: {exc}") from None
         return cls(**values)
 
 

@@ -183,7 +183,7 @@ def test_forward_mime_through_the_sender(stack, inbound, forward_sender) -> None
     result = deliver(stack, inbound, raw)
     cid = "zoe-at-corp.example"
     assert result["attachments"] == [f"attachments/{cid}/{SES_ID}/CV (2026).PDF"]
-    assert result["skipped"] == ["setup.exe (type not allowed)"]
+    assert result["skipped"] == ["setup.exe (denied type .exe)"]
     assert stack.s3_body(f"attachments/{cid}/{SES_ID}/CV (2026).PDF") == pdf
     assert [r.failed for r in stack.run_sender(forward_sender, stack.cfg.forward_queue)] == [[]]
     [sent] = stack.sent()
@@ -203,7 +203,7 @@ def test_forward_mime_through_the_sender(stack, inbound, forward_sender) -> None
     assert "talk about a role" in text and "<b>there</b>" in html
     footer = text[text.index(FOOTER_MARKER):]
     assert "From: Zoë O'Brien <zoe@corp.example>" in footer and f"Conversation: {cid}" in footer
-    assert "setup.exe (type not allowed)" in footer
+    assert f"setup.exe (denied type .exe; stored at s3://{stack.cfg.bucket}/withheld/{cid}/{SES_ID}/setup.exe)" in footer
     [att] = list(msg.iter_attachments())
     assert att.get_filename() == "CV (2026).PDF" and att.get_content() == pdf
 
@@ -261,8 +261,8 @@ def test_corpus_expectations(stack, inbound) -> None:
     r = deliver(stack, inbound, fixtures["no-from"], "c1" * 20)
     assert (r["status"], r["reason"]) == ("quarantined", "From header has no usable address")
     r = deliver(stack, inbound, fixtures["nested-multiparts"], "c2" * 20)
-    assert sorted(a.rsplit("/", 1)[1] for a in r["attachments"]) == ["Résumé.pdf", "logo.png"]
-    assert r["skipped"] == ["forwarded message.eml (type not allowed)"]
+    assert sorted(a.rsplit("/", 1)[1] for a in r["attachments"]) == ["Résumé.pdf", "forwarded message.eml", "logo.png"]
+    assert r["skipped"] == []
     r = deliver(stack, inbound, fixtures["latin1-charsets"], "c3" * 20)
     record = stack.conversation(r["conversationId"])
     assert record["displayName"] == "François" and record["subject"] == "Café “quotes”"

@@ -41,10 +41,10 @@ def test_malformed_values_raise_naming_the_variable(env: dict[str, str], needle:
 
 
 def test_lists_and_numbers_parse() -> None:
-    cfg = config.load({**GOOD, "OWNER_EMAILS": "a@example.net, b@example.org", "ATTACHMENT_TYPES": "PDF,docx",
+    cfg = config.load({**GOOD, "OWNER_EMAILS": "a@example.net, b@example.org", "ATTACHMENT_DENY_TYPES": "EXE,.js",
                        "MAX_SEND_RATE": "2.5", "EXTRACT_MAX_PAGES": "10", "AWS_REGION": "eu-west-1"})
     assert cfg.owner_emails == ("a@example.net", "b@example.org")
-    assert cfg.attachment_types == ("PDF", "docx")
+    assert cfg.attachment_deny_types == ("EXE", ".js")
     assert (cfg.max_send_rate, cfg.max_pages, cfg.region) == (2.5, 10, "eu-west-1")
 
 

@@ -1,0 +1,217 @@
+"""The forward to the owner, through inbound-handler and forward-sender under the real RIE and SES (moto):
+every attachment type but the dangerous ones, inline images kept inline, the original's header block,
+message/rfc822, message/partial, S/MIME and PGP parts as they are, and SESv2's 40 MB size.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from email.message import EmailMessage
+from email.utils import make_msgid
+
+import pytest
+
+from common.inbound.messages import FOOTER_MARKER
+from tests.support.mailgen import mail
+
+SES_ID = "0000000000000000000000000000000000000f01"
+CID = "jane-at-corp.example"
+
+
+@pytest.fixture(scope="module")
+def fns(rie_module):
+    return {"inbound": rie_module("inbound-handler"),
+            "sender": rie_module("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"})}
+
+
+def forward(stack, fns, raw: bytes, mid: str = SES_ID):
+    """Deliver ``raw`` as SES would, run forward-sender, return (handler result, the sent forward)."""
+    result = fns["inbound"].invoke(stack.receipt(raw, mid))
+    assert result["status"] == "forwarded", result
+    assert [r.failed for r in stack.run_sender(fns["sender"], stack.cfg.forward_queue)] == [[]]
+    [sent] = stack.sent()
+    assert sent.destinations == ["owner@example.net"]
+    return result, sent.message
+
+
+def parts(msg) -> dict[str, object]:
+    return {p.get_filename(): p for p in msg.walk() if p.get_filename()}
+
+
+def footer(msg) -> str:
+    return msg.get_body(("plain",)).get_content().split(FOOTER_MARKER)[1]
+
+
+def zip_of(*names: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in names:
+            archive.writestr(name, b"content of " + name.encode())
+    return buffer.getvalue()
+
+
+PE = b"MZ" + b"\0" * 0x3A + (0x40).to_bytes(4, "little") + b"PE\0\0" + b"\0" * 64  # a minimal PE header
+
+
+def test_every_ordinary_type_is_forwarded(stack, fns) -> None:
+    files = [("notes.txt", b"plain notes", "text/plain"), ("data.csv", b"a,b\n1,2\n", "text/csv"),
+             ("bundle.zip", zip_of("report.pdf", "img/photo.jpg"), "application/zip"),
+             ("old.doc", b"\xd0\xcf\x11\xe0 doc", "application/msword"),
+             ("deck.pptx", zip_of("ppt/presentation.xml"), "application/vnd.openxmlformats-officedocument"
+                                                          ".presentationml.presentation"),
+             ("anim.gif", b"GIF89a....", "image/gif"), ("photo.heic", b"\0\0\0\x18ftypheic", "image/heic")]
+    result, msg = forward(stack, fns, mail(attachments=files))
+    assert result["skipped"] == []
+    got = parts(msg)
+    for name, data, ctype in files:
+        assert got[name].get_content_type() == ctype and got[name].get_content() in (data, data.decode(errors="ignore"))
+    assert "Not attached" not in footer(msg)
+
+
+@pytest.mark.parametrize(("name", "data", "reason"), [
+    ("setup.exe", b"MZ", "denied type .exe"),
+    ("INVOICE.PDF.js", b"alert(1)", "denied type .js"),
+    ("run.ps1", b"Get-Item", "denied type .ps1"),
+    ("tools.zip", zip_of("readme.txt", "bin/tool.exe"), "archive contains tool.exe (denied type .exe)"),
+    ("invoice.pdf", PE, "Windows executable"),
+    ("server.crt", b"-----BEGIN CERTIFICATE-----", "Amazon SES does not send .crt files"),
+])
+def test_dangerous_parts_are_withheld_stored_and_named(stack, fns, name, data, reason) -> None:
+    result, msg = forward(stack, fns, mail(attachments=[(name, data, "application/octet-stream"),
+                                                        ("cv.pdf", b"%PDF-1.4 cv", "application/pdf")]))
+    key = f"withheld/{CID}/{SES_ID}/{name}"
+    assert result["skipped"] == [f"{name} ({reason})"]
+    assert stack.s3_body(key) == data
+    assert list(parts(msg)) == ["cv.pdf"]
+    assert f"{name} ({reason}; stored at s3://{stack.cfg.bucket}/{key})" in footer(msg)
+
+
+def test_forwarded_message_containing_an_executable_is_withheld(stack, fns) -> None:
+    import email
+    import email.policy
+
+    inner = email.message_from_bytes(mail(subject="inner", attachments=[("payload.vbs", b"WScript", "text/plain")]),
+                                     policy=email.policy.default)
+    outer = EmailMessage()
+    outer["From"], outer["To"], outer["Subject"] = "Jane <jane@corp.example>", "hello@example.com", "See below"
+    outer.set_content("forwarding this")
+    outer.add_attachment(inner, filename="fwd.eml")
+    result, msg = forward(stack, fns, outer.as_bytes())
+    assert result["skipped"] == ["fwd.eml (forwarded message contains payload.vbs (denied type .vbs))"]
+
+
+def test_the_deny_list_is_configurable(stack, rie_function, fns) -> None:
+    strict = rie_function("inbound-handler", env={"ATTACHMENT_DENY_TYPES": "zip,exe"})
+    result = strict.invoke(stack.receipt(mail(attachments=[("a.zip", zip_of("x.txt"), "application/zip"),
+                                                           ("b.jar", b"PK", "application/java-archive"),
+                                                           ("c.js", b"1", "text/javascript")]), SES_ID))
+    # .jar is no longer on the owner's list (forwarded); .zip is; SES's own list cannot be configured away.
+    assert result["skipped"] == ["a.zip (denied type .zip)", "c.js (Amazon SES does not send .js files)"]
+    assert result["attachments"] == [f"attachments/{CID}/{SES_ID}/b.jar"]
+
+
+def related_mail() -> bytes:
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = "Jane Smith <jane@corp.example>", "hello@example.com", "Logo"
+    msg["Message-ID"] = make_msgid(domain="corp.example")
+    msg.set_content("See our logo.")
+    msg.add_alternative('<html><body><p>Our logo:</p><img src="cid:logo.1@corp.example"></body></html>', subtype="html")
+    msg.get_body(("html",)).add_related(b"\x89PNG\r\n\x1a\nlogo", maintype="image", subtype="png",
+                                         cid="<logo.1@corp.example>", filename="logo.png")
+    msg.add_attachment(b"%PDF-1.4 brochure", maintype="application", subtype="pdf", filename="brochure.pdf")
+    return msg.as_bytes()
+
+
+def test_inline_images_stay_inline_beside_the_html(stack, fns) -> None:
+    _, msg = forward(stack, fns, related_mail())
+    related = next(p for p in msg.walk() if p.get_content_type() == "multipart/related")
+    html, image = list(related.iter_parts())
+    assert html.get_content_type() == "text/html" and 'src="cid:logo.1@corp.example"' in html.get_content()
+    assert image["Content-ID"] == "<logo.1@corp.example>" and image.get_content_disposition() == "inline"
+    assert image.get_content() == b"\x89PNG\r\n\x1a\nlogo"
+    assert [p.get_filename() for p in msg.iter_attachments()] == ["brochure.pdf"]  # the only download
+
+
+def test_header_block_on_top_in_text_and_html_and_the_subject_untouched(stack, fns) -> None:
+    subject = "Re: [JIRA-42] Überprüfung — Fwd: offer"
+    raw = mail(subject=subject, html="<html><body><p>Hello</p></body></html>",
+               headers={"Cc": "Bob <bob@corp.example>, ann@other.example", "Date": "Tue, 03 Nov 2026 10:00:00 +0100"})
+    _, msg = forward(stack, fns, raw)
+    assert msg["Subject"] == subject
+    text = msg.get_body(("plain",)).get_content()
+    assert text.startswith("From: Jane Smith <jane@corp.example>\nDate: Tue, 03 Nov 2026 10:00:00 +0100\n"
+                           "To: hello@example.com\nCc: Bob <bob@corp.example>, ann@other.example\n\nHi, I would like")
+    html = msg.get_body(("html",)).get_content()
+    block = html[html.index("<body>"):html.index("<p>Hello</p>")]
+    for value in ("<b>From:</b> Jane Smith &lt;jane@corp.example&gt;", "<b>Date:</b> Tue, 03 Nov 2026 10:00:00 +0100",
+                  "<b>To:</b> hello@example.com", "<b>Cc:</b> Bob &lt;bob@corp.example&gt;, ann@other.example"):
+        assert value in block
+
+
+def test_forwarded_message_part_arrives_as_message_rfc822(stack, fns) -> None:
+    inner = EmailMessage()
+    inner["From"], inner["To"], inner["Subject"] = "Recruiter <r@agency.example>", "jane@corp.example", "The role"
+    inner.set_content("Details of the role.")
+    outer = EmailMessage()
+    outer["From"], outer["To"], outer["Subject"] = "Jane Smith <jane@corp.example>", "hello@example.com", "FYI"
+    outer.set_content("See the attached mail.")
+    outer.add_attachment(inner, filename="The role.eml")
+    _, msg = forward(stack, fns, outer.as_bytes())
+    part = parts(msg)["The role.eml"]
+    assert part.get_content_type() == "message/rfc822" and part["Content-Transfer-Encoding"] == "7bit"
+    carried = part.get_content()
+    assert carried["Subject"] == "The role" and carried.get_content().strip() == "Details of the role."
+
+
+def test_message_partial_is_forwarded_with_a_note(stack, fns) -> None:
+    raw = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Big file (2/3)\r\n"
+           b"MIME-Version: 1.0\r\nContent-Type: message/partial; id=\"abc@corp.example\"; number=2; total=3\r\n\r\n"
+           b"second fragment of the original\r\n")
+    result, msg = forward(stack, fns, raw)
+    text = msg.get_body(("plain",)).get_content()
+    assert "[!] This mail is part 2 of 3 of a message the sender's program split (message/partial)" in text
+    assert msg["Subject"] == "Big file (2/3)"
+
+
+SMIME = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Encrypted\r\nMIME-Version: 1.0\r\n"
+         b"Content-Type: application/pkcs7-mime; smime-type=enveloped-data; name=smime.p7m\r\n"
+         b"Content-Transfer-Encoding: base64\r\nContent-Disposition: attachment; filename=smime.p7m\r\n\r\n"
+         b"MIAGCSqGSIb3DQEHA6CAMIACAQAxggE=\r\n")
+PGP = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: PGP\r\nMIME-Version: 1.0\r\n"
+       b"Content-Type: multipart/encrypted; protocol=\"application/pgp-encrypted\"; boundary=\"b1\"\r\n\r\n"
+       b"--b1\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n"
+       b"--b1\r\nContent-Type: application/octet-stream; name=\"encrypted.asc\"\r\n"
+       b"Content-Disposition: inline; filename=\"encrypted.asc\"\r\n\r\n"
+       b"-----BEGIN PGP MESSAGE-----\r\nhQEMA+abc\r\n-----END PGP MESSAGE-----\r\n--b1--\r\n")
+SIGNED = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Signed\r\nMIME-Version: 1.0\r\n"
+          b"Content-Type: multipart/signed; protocol=\"application/pgp-signature\"; micalg=pgp-sha256; boundary=\"s1\"\r\n\r\n"
+          b"--s1\r\nContent-Type: text/plain\r\n\r\nSigned words.\r\n"
+          b"--s1\r\nContent-Type: application/pgp-signature; name=\"signature.asc\"\r\n\r\n"
+          b"-----BEGIN PGP SIGNATURE-----\r\niQEz\r\n-----END PGP SIGNATURE-----\r\n--s1--\r\n")
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (SMIME, {"smime.p7m": "application/pkcs7-mime"}),
+    (PGP, {"encrypted.asc": "application/octet-stream", "unnamed.pgp-encrypted": "application/pgp-encrypted"}),
+    (SIGNED, {"signature.asc": "application/pgp-signature"}),
+], ids=["smime-p7m", "pgp-mime-encrypted", "pgp-mime-signed"])
+def test_smime_and_pgp_parts_are_forwarded_as_they_are(stack, fns, raw, expected) -> None:
+    import email
+    import email.policy
+
+    original = {p.get_filename() or f"unnamed.{p.get_content_subtype()}": p.get_payload(decode=True)
+                for p in email.message_from_bytes(raw, policy=email.policy.default).walk() if not p.is_multipart()}
+    result, msg = forward(stack, fns, raw)
+    assert result["skipped"] == []
+    got = {p.get_filename(): p for p in msg.walk() if p.get_filename()}
+    for name, ctype in expected.items():
+        assert got[name].get_content_type() == ctype
+        assert got[name].get_payload(decode=True) == original[name]  # byte for byte: the owner can decrypt/verify
+
+
+def test_a_forward_above_sesv1s_10_mb_goes_out_whole(stack, fns) -> None:
+    big = bytes(range(256)) * (12 * 1024 * 1024 // 256)  # 12 MB: 16 MB base64-encoded, over SESv1's 10 MB
+    result, msg = forward(stack, fns, mail(attachments=[("scan.pdf", big, "application/pdf")]))
+    assert parts(msg)["scan.pdf"].get_content() == big
+    assert "shortened" not in msg.get_body(("plain",)).get_content()

@@ -1,0 +1,101 @@
+"""What the forward withholds, and how the builder carries inline and message/* parts (pure logic)."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import io
+import zipfile
+
+import pytest
+
+from common.mail.build import build
+from common.store.attachments import SES_UNSUPPORTED, withhold_reason
+from common.store.sendqueue import Attachment, OutboundMessage
+
+DENY = frozenset({"exe", "js", "jar", "bat"})
+
+
+def zip_bytes(*names: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in names:
+            archive.writestr(name, b"x")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(("name", "data", "reason"), [
+    ("report.pdf", b"%PDF-1.7", ""),
+    ("REPORT.EXE", b"", "denied type .exe"),
+    ("a.tar.gz", b"\x1f\x8b", ""),
+    ("noext", b"plain", ""),
+    ("lib.jar", b"PK\x03\x04", "denied type .jar"),
+    ("cert.der", b"0\x82", "Amazon SES does not send .der files"),
+    ("photos.zip", zip_bytes("a.jpg", "b/c.png"), ""),
+    ("setup.zip", zip_bytes("docs/readme.txt", "docs/install.BAT"), "archive contains install.BAT (denied type .bat)"),
+    ("broken.zip", b"PK\x03\x04 not really a zip", ""),  # unreadable: nothing cheap to see, forwarded
+    ("picture.png", b"MZ" + b"\0" * 0x3A + (0x40).to_bytes(4, "little") + b"PE\0\0", "Windows executable"),
+    ("letter.txt", b"MZ is how this text starts", ""),  # MZ without a PE header is not an executable
+])
+def test_withhold_reason(name, data, reason) -> None:
+    assert withhold_reason(name, "application/octet-stream", data, DENY) == reason
+
+
+def test_ses_list_matches_the_documented_examples() -> None:
+    assert {"exe", "js", "crt", "url", "tmp", "mdb", "vbs"} <= SES_UNSUPPORTED and "zip" not in SES_UNSUPPORTED
+
+
+def message(attachments: list[Attachment], html: str = "") -> OutboundMessage:
+    return OutboundMessage(kind="forward", idempotency_key="k", correlation_id="c", to=["owner@example.net"],
+                           subject="S", text="hi", html=html, attachments=attachments)
+
+
+def built(msg: OutboundMessage, files: dict[str, bytes]) -> email.message.EmailMessage:
+    raw = build(msg, "hello@example.com", "example.com", "attachments/", files.__getitem__).as_bytes()
+    parsed = email.message_from_bytes(raw, policy=email.policy.default)
+    assert isinstance(parsed, email.message.EmailMessage)
+    return parsed
+
+
+def test_cid_url_may_be_percent_encoded_and_unreferenced_parts_stay_attachments() -> None:
+    files = {"attachments/x/1/a.png": b"A", "attachments/x/1/b.png": b"B"}
+    msg = built(message([Attachment("attachments/x/1/a.png", "a.png", "image/png", inline=True, content_id="a@x"),
+                         Attachment("attachments/x/1/b.png", "b.png", "image/png", inline=True, content_id="b@x")],
+                        html='<img src="cid:a%40x">'), files)
+    related = next(p for p in msg.walk() if p.get_content_type() == "multipart/related")
+    assert [p["Content-ID"] for p in related.iter_parts()] == [None, "<a@x>"]
+    [other] = [p for p in msg.iter_attachments() if p.get_filename() == "b.png"]
+    assert other.get_content_disposition() == "inline"  # as the sender marked it, outside the page
+
+
+def test_a_content_id_that_could_break_the_header_is_not_used() -> None:
+    files = {"attachments/x/1/a.png": b"A"}
+    msg = built(message([Attachment("attachments/x/1/a.png", "a.png", "image/png", content_id="a> b")],
+                        html='<img src="cid:a> b">'), files)
+    assert not any(p.get_content_type() == "multipart/related" for p in msg.walk())
+
+
+@pytest.mark.parametrize(("inner", "ctype", "encoding"), [
+    (b"From: a@b.example\r\nSubject: hi\r\n\r\nplain\r\n", "message/rfc822", "7bit"),
+    ("From: a@b.example\r\nSubject: café\r\n\r\ncrème\r\n".encode(), "application/octet-stream", "base64"),  # 8-bit
+    (b"From: a@b.example\r\nSubject: caf\xe9\r\n\r\ncr\xe8me\r\n", "application/octet-stream", "base64"),  # Latin-1
+    (b"From: a@b.example\r\n\r\n" + b"x" * 1200 + b"\r\n", "application/octet-stream", "base64"),  # over-long line
+])
+def test_message_parts_keep_their_bytes(inner, ctype, encoding) -> None:
+    msg = built(message([Attachment("attachments/x/1/m.eml", "m.eml", "message/rfc822")]), {"attachments/x/1/m.eml": inner})
+    [part] = list(msg.iter_attachments())
+    assert (part.get_content_type(), part["Content-Transfer-Encoding"], part.get_filename()) == (ctype, encoding, "m.eml")
+    if encoding == "base64":
+        assert part.get_payload(decode=True) == inner  # byte for byte
+    else:
+        carried = part.get_payload()[0]
+        assert carried["From"] == "a@b.example" and carried.get_payload(decode=True).strip() == inner.split(b"\r\n\r\n")[1].strip()
+
+
+def test_text_attachments_keep_their_bytes_and_say_utf_8_only_when_they_are() -> None:
+    files = {"attachments/x/1/u.txt": "naïve".encode(), "attachments/x/1/l.txt": "naïve".encode("latin-1")}
+    msg = built(message([Attachment("attachments/x/1/u.txt", "u.txt", "text/plain"),
+                         Attachment("attachments/x/1/l.txt", "l.txt", "text/plain")]), files)
+    u, latin = list(msg.iter_attachments())
+    assert u.get_content_charset() == "utf-8" and u.get_payload(decode=True) == files["attachments/x/1/u.txt"]
+    assert latin.get_content_charset() is None and latin.get_payload(decode=True) == files["attachments/x/1/l.txt"]
