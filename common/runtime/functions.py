@@ -37,14 +37,23 @@ def image_ref(name: str) -> str:
     return f"service-email-handler/{name}:{os.environ.get('IMAGE_TAG') or 'latest'}"
 
 
+# 512 MB where a whole mail is in memory: SES receives up to 40 MB and SESv2 sends up to 40 MB; a
+# 40 MB mail peaked at 400 MB RSS in inbound-handler and a 37 MB forward at 264 MB in forward-sender
+# (VmHWM under the RIE). Parsing and MIME building hold several copies (raw, decoded, base64, JSON).
+MAIL_MEMORY_MB = 512
+
 FUNCTIONS: tuple[Function, ...] = (
-    Function("inbound-handler", 9001, ("domain_name", "public_email", "private_email", "thread_secret")),
-    Function("reply-handler", 9002, ("domain_name", "public_email", "private_email", "thread_secret")),
+    Function("inbound-handler", 9001, ("domain_name", "public_email", "private_email", "thread_secret"),
+             memory_mb=MAIL_MEMORY_MB),
+    Function("reply-handler", 9002, ("domain_name", "public_email", "private_email", "thread_secret"),
+             memory_mb=MAIL_MEMORY_MB),
     Function("attachment-extractor", 9003, ()),
     # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (FR-2).
     Function("ack-sender", 9004, ("public_email",), "ack_queue", 180, reserved_concurrency=2, batch_concurrency=2),
-    Function("forward-sender", 9005, ("public_email",), "forward_queue", 180, reserved_concurrency=2, batch_concurrency=2),
-    Function("reply-sender", 9006, ("public_email",), "reply_queue", 180, reserved_concurrency=2, batch_concurrency=2),
+    Function("forward-sender", 9005, ("public_email",), "forward_queue", 180, MAIL_MEMORY_MB, reserved_concurrency=2,
+             batch_concurrency=2),
+    Function("reply-sender", 9006, ("public_email",), "reply_queue", 180, MAIL_MEMORY_MB, reserved_concurrency=2,
+             batch_concurrency=2),
 )
 SENDERS = tuple(f for f in FUNCTIONS if f.queue_field)
 # AWS guidance for SQS event sources: visibility timeout at least six times the function timeout.

@@ -66,7 +66,7 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         config = got["Configuration"]
         assert config["PackageType"] == "Image" and got["Code"]["ImageUri"] == images()[f.name].image_uri
         assert "@sha256:" in got["Code"]["ImageUri"]  # pinned by digest, never a tag
-        assert (config["MemorySize"], config["Timeout"]) == (256, f.timeout_s)
+        assert (config["MemorySize"], config["Timeout"]) == (f.memory_mb, f.timeout_s)
         variables = config["Environment"]["Variables"]
         assert variables["ENVIRONMENT"] == "prd" and variables["MAX_SEND_RATE"] == "14"
         assert ("THREAD_SECRET" in variables) == ("thread_secret" in f.requires)  # only the handlers hold it
