@@ -70,6 +70,7 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["dynamodb:Query"], [a.table(cfg.send_status_table) + "/index/sesMessageId"]),
             _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
             _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
+            _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
         ]
     elif function == "reply-handler":
         statements += [
@@ -84,7 +85,9 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
             _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
-            _allow(["dynamodb:GetItem"], [a.table(cfg.suppression_table)]),
+            # suppression reads; UpdateItem: the probe of a held owner mailbox (common/store/holds.py)
+            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.suppression_table)]),
+            _allow(["dynamodb:PutItem"], [a.table(cfg.send_status_table)]),  # hourly alert throttle (store/alerts.py)
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
             # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that
             # action), the service reference lists ses:SendEmail; both, pinned to the public address.

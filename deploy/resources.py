@@ -38,7 +38,7 @@ TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
     "conversations_table": ("conversationId", "", {}),
     "idempotency_table": ("id", "expiration", {}),  # aws-lambda-powertools' idempotency layout
     "send_status_table": ("id", "expiresAt", {"sesMessageId": "sesMessageId"}),  # feedback fallback
-    "suppression_table": ("email", "", {}),
+    "suppression_table": ("email", "expiresAt", {}),  # suppressions from transient bounces expire
 }
 
 CREATE, UPDATE, UNCHANGED = "create", "update", "unchanged"

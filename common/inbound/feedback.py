@@ -2,17 +2,31 @@
 
 Correlation by the ``X-Correlation-ID`` header SES echoes in ``mail.headers`` (fallback: the SES
 message id recorded at send time). Duplicate SNS deliveries are ignored by SNS message id.
-Permanent bounces and complaints suppress at once; transient bounces count and suppress at
-``transient_bounce_limit``; a delivery resets the transient count.
+
+Contacts: permanent bounces and complaints suppress at once; transient bounces count and, at
+``TRANSIENT_BOUNCE_LIMIT`` in a row, suppress for ``TRANSIENT_SUPPRESSION_SECONDS``; a delivery
+resets the count.
+
+The owner's mailboxes and the public address are never suppressed (issue 18 S1, issue 15):
+* a complaint about a forward (the owner pressed "spam") marks the contact's conversation as a
+  spam candidate and alerts the owner;
+* a permanent bounce, or the transient-bounce limit, holds mail to that mailbox
+  (common/store/holds.py: forwards wait in the queue and its DLQ) and alerts the owner; a delivery
+  releases the hold and says so;
+* every alert about an undelivered forward names where the original is archived in S3.
+Alerts go to the alert topic (SNS, which should reach the owner by a second channel: the mailbox
+they are about may be the broken one), at most one per mailbox and kind per hour.
 """
 
 from __future__ import annotations
 
+from email.utils import parseaddr
 from typing import Any, Literal, TypedDict
 
+from common.mail.threads import verify_thread_address
 from common.runtime.config import Config
 from common.runtime.log import get_logger
-from common.store import sendstatus
+from common.store import alerts, conversations, holds, layout, sendstatus
 
 log = get_logger("feedback")
 TYPES = ("Delivery", "Bounce", "Complaint")
@@ -28,12 +42,30 @@ def apply_notifications(cfg: Config, messages: list[dict[str, Any]]) -> Feedback
     return {"status": "feedback", "results": outcomes}
 
 
-def correlation_id(cfg: Config, message: dict[str, Any]) -> str:
-    mail = message.get("mail") or {}
-    for header in mail.get("headers") or []:
-        if str(header.get("name", "")).lower() == "x-correlation-id":
+def _header(message: dict[str, Any], name: str) -> str:
+    for header in (message.get("mail") or {}).get("headers") or []:
+        if str(header.get("name", "")).lower() == name:
             return str(header.get("value", ""))
-    return sendstatus.correlation_for(cfg, str(mail.get("messageId", "")))
+    return ""
+
+
+def correlation_id(cfg: Config, message: dict[str, Any]) -> str:
+    return _header(message, "x-correlation-id") or sendstatus.correlation_for(
+        cfg, str((message.get("mail") or {}).get("messageId", "")))
+
+
+def origin(cfg: Config, corr: str, message: dict[str, Any]) -> dict[str, str]:
+    """Which conversation a sent message belonged to and where its original is archived.
+
+    A forward's correlation id is ``forward-<inbound SES id>`` and its Reply-To is the conversation's
+    HMAC-tagged thread address, so both come from what SES echoes, with no lookup."""
+    kind, _, mid = corr.partition("-")
+    cid = verify_thread_address(parseaddr(_header(message, "reply-to"))[1], cfg.thread_secret, cfg.thread_domain) or ""
+    found = {"kind": kind, "conversationId": cid}
+    if kind == "forward" and mid:
+        found["original"] = (f"s3://{cfg.bucket}/{layout.archive(cid, mid)}" if cid
+                             else f"s3://{cfg.bucket}/{layout.CONVERSATIONS}*/{mid}.eml (SES id {mid})")
+    return found
 
 
 def apply_one(cfg: Config, message: dict[str, Any]) -> dict[str, Any]:
@@ -56,10 +88,17 @@ def apply_one(cfg: Config, message: dict[str, Any]) -> dict[str, Any]:
 def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
     corr = correlation_id(cfg, message)
     suppressed: list[str] = []
+    owner: list[str] = []  # protected recipients: alerted, never suppressed
     if kind == "Delivery":
         recipients = [str(r) for r in (message.get("delivery") or {}).get("recipients") or []]
         for r in recipients:
             sendstatus.reset_transient_bounces(cfg, r)
+            if sendstatus.protected(cfg, r) and holds.release(cfg, r):
+                owner.append(r)
+                _owner_alert(cfg, r, "released", "Forwards resumed", {
+                    "alert": "owner-mailbox-delivered", "recipient": r,
+                    "action": "Mail to this mailbox is delivered again and the hold is lifted. Forwards that "
+                              f"failed while it was held are in the DLQ: email-handler dlq redrive {cfg.forward_queue}"})
         status, detail = "delivered", ""
     elif kind == "Bounce":
         bounce = message.get("bounce") or {}
@@ -67,11 +106,14 @@ def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
         btype, subtype = str(bounce.get("bounceType", "")), str(bounce.get("bounceSubType", ""))
         detail = f"{btype}/{subtype}"
         for r in recipients:
-            if btype == "Permanent":
+            if sendstatus.protected(cfg, r):
+                owner.append(r)
+                _owner_bounced(cfg, r, btype, subtype, origin(cfg, corr, message))
+            elif btype == "Permanent":
                 sendstatus.suppress(cfg, r, f"permanent bounce ({subtype})")
                 suppressed.append(r)
             elif sendstatus.count_transient_bounces(cfg, r) >= cfg.transient_bounce_limit:
-                sendstatus.suppress(cfg, r, f"{cfg.transient_bounce_limit} transient bounces")
+                sendstatus.suppress(cfg, r, f"{cfg.transient_bounce_limit} transient bounces", cfg.transient_suppression_s)
                 suppressed.append(r)
         status = "bounced" if btype == "Permanent" else "bounced-transient"
     else:
@@ -79,12 +121,59 @@ def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
         recipients = [str(r.get("emailAddress", "")) for r in complaint.get("complainedRecipients") or []]
         detail = str(complaint.get("complaintFeedbackType", ""))
         for r in recipients:
-            sendstatus.suppress(cfg, r, "complaint")
-            suppressed.append(r)
+            if sendstatus.protected(cfg, r):
+                owner.append(r)
+                _owner_complained(cfg, r, detail, origin(cfg, corr, message))
+            else:
+                sendstatus.suppress(cfg, r, "complaint")
+                suppressed.append(r)
         status = "complained"
     if corr:
         sendstatus.record_attempts(cfg, corr, 0, status, feedbackDetail=detail or None,
                                     **{f"{kind.lower()}At": sendstatus.now_iso()})
     log.info("feedback applied", extra={"type": kind, "detail": detail, "correlation_id": corr or None,
-                                        "recipients": recipients, "suppressed": suppressed})
-    return {"type": kind, "status": status, "correlationId": corr, "suppressed": suppressed}
+                                        "recipients": recipients, "suppressed": suppressed, "owner_mailboxes": owner})
+    return {"type": kind, "status": status, "correlationId": corr, "suppressed": suppressed, "owner": owner}
+
+
+def _owner_alert(cfg: Config, address: str, what: str, subject: str, body: dict[str, Any]) -> bool:
+    return alerts.publish_throttled(cfg, f"owner-{what}#{address.lower()}", subject, body)
+
+
+def _owner_bounced(cfg: Config, address: str, btype: str, subtype: str, found: dict[str, str]) -> None:
+    """The owner's mailbox bounced one of our messages: hold further mail to it, say where the original is."""
+    permanent = btype == "Permanent"
+    if not permanent and sendstatus.count_transient_bounces(cfg, address) < cfg.transient_bounce_limit:
+        reason = f"transient bounce ({subtype})"
+        held = False
+    else:
+        reason = f"permanent bounce ({subtype})" if permanent else f"{cfg.transient_bounce_limit} transient bounces"
+        held = True
+        holds.hold(cfg, address, reason)
+    action = ("Mail to this mailbox is held: forwards stay in the forward queue and then its DLQ, nothing is dropped. "
+              f"A test forward goes out every {cfg.owner_hold_probe_s} s and its delivery lifts the hold; after fixing "
+              f"the mailbox you can lift it at once with: email-handler suppression remove {address}, then "
+              f"email-handler dlq redrive {cfg.forward_queue}." if held else
+              "This message was not delivered after SES's retries; the mailbox is not held yet.")
+    if subtype in ("OnAccountSuppressionList", "Suppressed"):
+        action += (" SES itself suppressed this address (its account-level suppression list): remove it there too, "
+                   f"e.g. aws sesv2 delete-suppressed-destination --email-address {address}.")
+    log.error("owner mailbox bounced", extra={"recipient": address, "bounce": f"{btype}/{subtype}", "held": held, **found})
+    _owner_alert(cfg, address, f"bounce-{'held' if held else 'transient'}", "Your mailbox bounced a forward", {
+        "alert": "owner-mailbox-bounced", "recipient": address, "bounceType": btype, "bounceSubType": subtype,
+        "held": held, **found, "action": action})
+
+
+def _owner_complained(cfg: Config, address: str, detail: str, found: dict[str, str]) -> None:
+    """The owner marked our mail as spam: never suppress their mailbox; flag the contact instead."""
+    cid = found.get("conversationId", "")
+    marked = bool(cid) and found.get("kind") == "forward" and conversations.mark_spam_candidate(cfg, cid, detail)
+    contact = str((conversations.get(cfg, cid) or {}).get("senderEmail", "")) if marked else ""
+    log.warning("owner complaint", extra={"recipient": address, "feedback_type": detail, "spam_candidate": marked,
+                                          "contact": contact or None, **found})
+    _owner_alert(cfg, address, f"complaint#{cid}", "You reported a forward as spam", {
+        "alert": "owner-complaint", "recipient": address, "feedbackType": detail, "contact": contact,
+        "spamCandidate": marked, **found,
+        "action": ("Your mailbox is not suppressed; forwards continue. The contact is marked as a spam candidate: "
+                   f"reply [block] in its thread or run: email-handler block {contact or '<address>'}. "
+                   "If SES's account-level suppression list is on, check that your address is not on it.")})

@@ -79,7 +79,7 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
         html=_html_with(html, warnings, block, footer) if html else "",
         from_name=clean_header_text(f"{mail.display_name or mail.from_address} via {cfg.domain_name}", 200),
         reply_to=reply_to, references=[*mail.references, mail.message_id] if mail.message_id else [],
-        attachments=kept, conversation_id=cid,
+        attachments=kept, conversation_id=cid, original_key=archive_key,
     )
 
 

@@ -25,7 +25,7 @@ from common.store import layout
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.idempotency.hook import IdempotentHookFunction
     from aws_lambda_powertools.utilities.typing import LambdaContext
-from common.store import sendstatus
+from common.store import alerts, holds, sendstatus
 from common.store.sendqueue import OutboundMessage, load
 
 log = get_logger("sender")
@@ -96,9 +96,14 @@ class Sender:
         """Inside the idempotent section, so a duplicate delivery costs one conditional write and no lookups."""
         allowed = []
         for addr in msg.to:
-            hit = sendstatus.suppression(self.cfg, addr)
-            if hit:
-                log.warning("recipient skipped", extra={"recipient": addr, "reason": f"suppressed: {hit.get('reason')}"})
+            entry = sendstatus.recipient_entry(self.cfg, addr)
+            if holds.is_held(entry):  # the owner's mailbox bounced: keep the message queued, never drop it
+                if not holds.claim_probe(self.cfg, addr):
+                    raise SendFailed(holds.HELD, 0, f"mail to {addr} is held ({entry.get('heldReason')}) "
+                                                    "until a delivery or `email-handler suppression remove`")
+                log.warning("held recipient probed", extra={"recipient": addr, "reason": entry.get("heldReason")})
+            if entry and sendstatus.is_suppressed(self.cfg, entry):
+                log.warning("recipient skipped", extra={"recipient": addr, "reason": f"suppressed: {entry.get('reason')}"})
             else:
                 allowed.append(addr)
         if not allowed:
@@ -160,12 +165,15 @@ class Sender:
                                         "total_attempts": total, "recipient": recipient, "receive_count": receive_count,
                                         "final": receive_count >= self.cfg.max_receive_count})
         if receive_count >= self.cfg.max_receive_count:
-            arn = sns.topic_arn(self.cfg.alert_topic, self.cfg.region, self.cfg.alert_topic_arn)
-            sns.publish(arn, f"Send failed permanently ({self.cfg.send_queue})", {
-                "alert": "send-failed", "queue": self.cfg.send_queue, "recipient": recipient,
-                "errorCode": exc.code, "totalAttempts": total, "detail": exc.detail,
-                "correlationId": msg.correlation_id if msg else "", "dlq": f"{self.cfg.send_queue}-dlq",
-            })
+            subject = f"Send failed permanently ({self.cfg.send_queue})"
+            alert = {"alert": "send-failed", "queue": self.cfg.send_queue, "recipient": recipient,
+                     "errorCode": exc.code, "totalAttempts": total, "detail": exc.detail,
+                     "correlationId": msg.correlation_id if msg else "", "dlq": f"{self.cfg.send_queue}-dlq",
+                     "original": f"s3://{self.cfg.bucket}/{msg.original_key}" if msg and msg.original_key else ""}
+            if exc.code == holds.HELD:  # one per hour: every held forward ends here while the mailbox is broken
+                alerts.publish_throttled(self.cfg, f"send-failed#{self.cfg.send_queue}#{exc.code}", subject, alert)
+            else:
+                sns.publish(sns.topic_arn(self.cfg.alert_topic, self.cfg.region, self.cfg.alert_topic_arn), subject, alert)
 
 
 def _as_doc(msg: OutboundMessage) -> dict[str, Any]:

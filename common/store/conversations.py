@@ -48,3 +48,12 @@ def set_attributes(cfg: Config, cid: str, attributes: dict[str, str]) -> None:
     dynamodb.update(cfg.conversations_table, {"conversationId": cid},
                     "SET " + ", ".join(f"#m{i} = :m{i}" for i in range(len(attributes))),
                     {f":m{i}": v for i, v in enumerate(attributes.values())}, names=names)
+
+
+def mark_spam_candidate(cfg: Config, cid: str, detail: str) -> bool:
+    """The owner reported a forward from this contact as spam: remember it on the conversation
+    (``spamCandidate``, ``spamReports``, ``spamReportedAt``) for the owner's review; False if unknown."""
+    return dynamodb.update(cfg.conversations_table, {"conversationId": cid},
+                           "SET spamCandidate = :t, spamReportedAt = :w, spamReportDetail = :d ADD spamReports :one",
+                           {":t": True, ":w": iso_z(), ":d": detail or "complaint", ":one": 1},
+                           condition="attribute_exists(conversationId)") is not None

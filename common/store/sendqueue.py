@@ -46,6 +46,7 @@ class OutboundMessage:
     headers: dict[str, str] = field(default_factory=dict)
     attachments: list[Attachment] = field(default_factory=list)
     conversation_id: str = ""
+    original_key: str = ""  # S3 key of the archived mail this message carries (forwards), for failure alerts
     schema: int = SCHEMA
 
     def to_json(self) -> str:

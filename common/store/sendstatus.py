@@ -58,15 +58,52 @@ def release_notification(cfg: Config, sns_message_id: str) -> None:
     dynamodb.delete(cfg.send_status_table, {"id": f"sns#{sns_message_id}"})
 
 
+def protected(cfg: Config, address: str) -> bool:
+    """The owner's own mailboxes and the public address (any case, any ``+tag``) are never suppressed:
+    suppressing them would silently drop every forward (issue 18 S1)."""
+    local, _, domain = address.strip().lower().rpartition("@")
+    canonical = f"{local.partition('+')[0]}@{domain}"
+    own = {a.strip().lower() for a in (cfg.private_email, cfg.public_email, *cfg.owner_emails) if a}
+    return canonical in own or address.strip().lower() in own
+
+
+def is_suppressed(cfg: Config, item: dict[str, Any] | None) -> bool:
+    """Whether a suppression-table item stops sends now (expired entries and protected addresses never do;
+    DynamoDB's TTL deletes expired items only eventually, so the expiry is checked here)."""
+    if not item or not item.get("suppressed") or protected(cfg, str(item.get("email", ""))):
+        return False
+    expires = item.get("expiresAt")
+    return expires is None or int(expires) > time.time()
+
+
+def recipient_entry(cfg: Config, address: str) -> dict[str, Any] | None:
+    """The suppression-table item of ``address`` as stored (suppression, transient count, hold)."""
+    return dynamodb.get(cfg.suppression_table, {"email": address.lower()})
+
+
 def suppression(cfg: Config, address: str) -> dict[str, Any] | None:
-    item = dynamodb.get(cfg.suppression_table, {"email": address.lower()})
-    return item if item and item.get("suppressed") else None
+    item = recipient_entry(cfg, address)
+    return item if is_suppressed(cfg, item) else None
 
 
-def suppress(cfg: Config, address: str, reason: str) -> None:
-    dynamodb.update(cfg.suppression_table, {"email": address.lower()},
-                    "SET suppressed = :t, #r = :r, suppressedAt = if_not_exists(suppressedAt, :u), updatedAt = :u",
-                    {":t": True, ":r": reason, ":u": now_iso()}, names={"#r": "reason"})
+def suppress(cfg: Config, address: str, reason: str, ttl_s: int = 0) -> bool:
+    """Suppress ``address`` (for ``ttl_s`` seconds, or for good with 0); False for a protected address,
+    and a temporary suppression never shortens a permanent one."""
+    if protected(cfg, address):
+        return False
+    values: dict[str, Any] = {":t": True, ":r": reason, ":u": now_iso()}
+    expression = "SET suppressed = :t, #r = :r, suppressedAt = if_not_exists(suppressedAt, :u), updatedAt = :u"
+    condition = None
+    if ttl_s:
+        expression += ", expiresAt = :x, transientBounces = :z"
+        values |= {":x": int(time.time()) + ttl_s, ":z": 0}
+        condition = "attribute_not_exists(suppressed) OR suppressed = :f OR attribute_exists(expiresAt)"
+        values[":f"] = False
+    else:
+        expression += " REMOVE expiresAt"
+    dynamodb.update(cfg.suppression_table, {"email": address.lower()}, expression, values,
+                    names={"#r": "reason"}, condition=condition)
+    return True
 
 
 def count_transient_bounces(cfg: Config, address: str) -> int:

@@ -11,6 +11,7 @@ import email
 import email.policy
 import json
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from typing import Any
@@ -126,3 +127,22 @@ class Stack:
 
     def for_queue(self, queue_field: str) -> Config:
         return replace(self.cfg, send_queue=getattr(self.cfg, queue_field))
+
+    def watch_alerts(self, name: str = "test-alert-inbox") -> Callable[[], list[dict[str, Any]]]:
+        """Subscribe a queue to the alert topic (what the owner would receive); the returned function
+        drains it and returns the alerts that arrived since the last call, as JSON objects."""
+        sqs_client = client("sqs")
+        url = sqs_client.create_queue(QueueName=name)["QueueUrl"]
+        arn = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        client("sns").subscribe(TopicArn=f"arn:aws:sns:{self.cfg.region}:{ACCOUNT}:{self.cfg.alert_topic}",
+                                Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+
+        def drain() -> list[dict[str, Any]]:
+            got: list[dict[str, Any]] = []
+            while batch := sqs_client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+                got += [json.loads(m["Body"]) for m in batch]
+                sqs_client.delete_message_batch(QueueUrl=url, Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)])
+            return got
+
+        return drain

@@ -1,0 +1,50 @@
+"""Holding mail to the owner's mailbox while it bounces (issue 15 "never lose the owner's mail").
+
+A permanent bounce of a protected address (the owner's mailbox) does not suppress it: it sets a
+hold on its suppression-table item. While the hold is set, a sender fails mail to that address on
+purpose (:data:`HELD`), so the message stays in its queue and, after its last receive, in the DLQ
+for ``email-handler dlq redrive``: nothing is dropped. One message per ``OWNER_HOLD_PROBE_SECONDS``
+is let through as a probe; its delivery (SES Delivery event) releases the hold, as does
+``email-handler suppression remove`` (which deletes the item). The hold lives on the item the
+senders read anyway, so checking it costs no extra request.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypeGuard
+
+from common.aws import dynamodb
+from common.runtime.clock import iso_z
+from common.runtime.config import Config
+
+HELD = "RecipientHeld"  # the error code of a send failed on purpose because its recipient is held
+
+
+def is_held(item: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+    return bool(item and item.get("held"))
+
+
+def hold(cfg: Config, address: str, reason: str) -> bool:
+    """Hold mail to ``address``; True if it was not held before. The next probe waits a full interval."""
+    old = dynamodb.update(cfg.suppression_table, {"email": address.lower()},
+                          "SET held = :t, heldReason = :r, heldSince = if_not_exists(heldSince, :u), "
+                          "probeAfter = :p, updatedAt = :u",
+                          {":t": True, ":r": reason, ":u": iso_z(), ":p": int(time.time()) + cfg.owner_hold_probe_s},
+                          return_values="UPDATED_OLD") or {}
+    return not old.get("held")
+
+
+def release(cfg: Config, address: str) -> bool:
+    """Lift the hold; True if there was one (so the caller tells the owner once)."""
+    return dynamodb.update(cfg.suppression_table, {"email": address.lower()},
+                           "REMOVE held, heldReason, heldSince, probeAfter SET updatedAt = :u", {":u": iso_z(), ":t": True},
+                           condition="held = :t") is not None
+
+
+def claim_probe(cfg: Config, address: str) -> bool:
+    """True for the one send per probe interval that may test the held mailbox."""
+    now = int(time.time())
+    return dynamodb.update(cfg.suppression_table, {"email": address.lower()}, "SET probeAfter = :next",
+                           {":next": now + cfg.owner_hold_probe_s, ":now": now, ":t": True},
+                           condition="held = :t AND (attribute_not_exists(probeAfter) OR probeAfter <= :now)") is not None
