@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 from common.aws import logs, s3
 from common.inbound import ack, policy
 from common.inbound.messages import build_ack, build_forward
+from common.mail import limits
+from common.mail.build import unbuildable
+from common.mail.headers import header_text, parse_mailbox
 from common.mail.parse import ParsedMail, parse
 from common.mail.threads import conversation_id, thread_address
 from common.runtime import events
@@ -63,6 +66,12 @@ def log_fields(mail: ParsedMail) -> dict[str, Any]:
     return {"sender": mail.from_address, "subject": mail.subject, "body_preview": mail.body_text[:PREVIEW_CHARS]}
 
 
+def envelope_fields(receipt: events.SesReceipt) -> dict[str, Any]:
+    """What the logs say about a mail that was not parsed: SES's own reading of From and Subject."""
+    return {"sender": parse_mailbox(receipt.header_from[:2000]).address.lower(),
+            "subject": header_text(receipt.subject[:2000]), "envelope_sender": receipt.source}
+
+
 def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     mid = receipt.message_id
     bind(ses_message_id=mid)
@@ -71,12 +80,18 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         log.warning("mail not processed", extra={"reason": "staging object missing (already processed)",
                                                  "key": layout.staging(mid)})
         return {"status": "already-processed", "messageId": mid}
-    mail = parse(raw)
     when = received_at(receipt)
-    decision = policy.assess(receipt, mail, cfg, policy.RULES.get(cfg))
-    fields = log_fields(mail)
-    if mail.problems:
-        log.warning("mail has malformed parts", extra={"problems": mail.problems[:10]})
+    # Nothing a stranger wrote is parsed before the envelope rules and the caps (issue 18 S3).
+    decision = policy.assess_envelope(receipt, cfg)
+    if decision is None and (over := limits.screen(raw)):
+        decision = policy.Decision(policy.QUARANTINE, f"not parsed: {over}")
+    mail = None
+    if decision is None:
+        mail = parse(raw)
+        if mail.problems:
+            log.warning("mail has malformed parts", extra={"problems": mail.problems[:10]})
+        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg))
+    fields = log_fields(mail) if mail else envelope_fields(receipt)
 
     if decision.action == policy.DROP:
         log.warning("mail dropped", extra={**fields, "reason": decision.reason, "verdicts": receipt.verdicts})
@@ -88,15 +103,16 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         log.info("delivery status notification archived", extra={**fields, "reason": decision.reason, "key": key})
         staging.done(cfg, mid)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
-    if decision.action == policy.QUARANTINE:
-        key = quarantine(cfg, receipt, mail, raw, decision.reason, when)
-        log.warning("mail quarantined", extra={**fields, "reason": decision.reason, "key": key})
-        staging.done(cfg, mid)
-        return {"status": "quarantined", "reason": decision.reason, "key": key, "messageId": mid}
+    if decision.action == policy.QUARANTINE or mail is None:
+        return quarantined(cfg, receipt, mail, raw, decision.reason, when)
 
     result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt)
     staging.done(cfg, mid)
     return result
+
+
+class Undeliverable(Exception):
+    """A mail released from quarantine that still cannot be delivered (the message says why)."""
 
 
 def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime, warnings: tuple[str, ...],
@@ -105,20 +121,38 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
     a live ``receipt``; a release from quarantine is never acked) and queue the forward."""
     cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
     bind(conversation_id=cid)
-    first_contact = conversations.record_inbound(cfg, cid, mid, mail, when)
+
+    def refuse(reason: str) -> InboundResult:
+        if receipt is None:
+            raise Undeliverable(reason)
+        return quarantined(cfg, receipt, mail, raw, reason, when)
+
+    try:
+        first_contact = conversations.record_inbound(cfg, cid, mid, mail, when)
+    except conversations.Collision as exc:
+        return refuse(f"{exc} (the mail is not merged into it)")
     archive_key = layout.archive(cid, mid)
     s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
     kept = attachments.store(cfg, mail.attachments, lambda name: layout.attachment(cid, mid, name),
                              lambda name: layout.withheld(cid, mid, name))
+    if mail.parse_failed:
+        warnings = (*warnings, "This message could not be parsed; the original is attached and archived at "
+                               f"s3://{cfg.bucket}/{archive_key}")
+    forward = build_forward(cfg, mid, cid, mail, kept, warnings, archive_key,
+                            thread_address(cid, cfg.thread_secret, cfg.thread_domain))
+    # A forward that can never be built is quarantined now, before any ack goes out (issue 17.2).
+    if problem := unbuildable(forward, cfg.public_email, cfg.domain_name):
+        return refuse(f"forward cannot be built: {problem}")
     if receipt is None:
         ack_reason = "released from quarantine"
     else:
         ack_reason = ack.refusal(cfg, receipt, mail) if first_contact else "not first contact"
-    if not ack_reason:
-        enqueue(cfg.ack_queue, build_ack(cfg, mid, cid, mail), cfg.bucket, cfg.claim_check_bytes)
-    forward = build_forward(cfg, mid, cid, mail, kept, warnings, archive_key,
-                            thread_address(cid, cfg.thread_secret, cfg.thread_domain))
+    ack_message = None if ack_reason else build_ack(cfg, mid, cid, mail)
+    if ack_message is not None and (problem := unbuildable(ack_message, cfg.public_email, cfg.domain_name)):
+        ack_message, ack_reason = None, f"ack cannot be built: {problem}"
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
+    if ack_message is not None:
+        enqueue(cfg.ack_queue, ack_message, cfg.bucket, cfg.claim_check_bytes)
     log.info("mail forwarded", extra={**log_fields(mail), "conversation_id": cid, "first_contact": first_contact,
                                       "ack": not ack_reason, "ack_skipped_reason": ack_reason or None,
                                       "attachments": len(kept.attachments), "skipped_attachments": kept.skipped,
@@ -127,14 +161,24 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
             "ack": not ack_reason, "attachments": [a.key for a in kept.attachments], "skipped": kept.skipped}
 
 
-def quarantine(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, reason: str,
+def quarantined(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str,
+                when: datetime) -> InboundResult:
+    key = quarantine(cfg, receipt, mail, raw, reason, when)
+    log.warning("mail quarantined", extra={**(log_fields(mail) if mail else envelope_fields(receipt)),
+                                           "reason": reason, "key": key})
+    staging.done(cfg, receipt.message_id)
+    return {"status": "quarantined", "reason": reason, "key": key, "messageId": receipt.message_id}
+
+
+def quarantine(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str,
                when: datetime) -> str:
     key = layout.quarantined(when, receipt.message_id)
+    fields = log_fields(mail) if mail else envelope_fields(receipt)
     s3.put(cfg.bucket, key, raw, "message/rfc822",
            metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]})
     logs.put_json_line(cfg.spam_log_group, f"{when:%Y/%m/%d}", {
-        "sesMessageId": receipt.message_id, "reason": reason, "key": key, "sender": mail.from_address,
-        "envelopeSender": receipt.source, "subject": mail.subject, "verdicts": receipt.verdicts,
+        "sesMessageId": receipt.message_id, "reason": reason, "key": key,
+        "sender": fields["sender"], "envelopeSender": receipt.source, "subject": fields["subject"], "verdicts": receipt.verdicts,
         "timestamp": iso_z(when),
     })
     return key

@@ -56,7 +56,7 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
     withheld or did not fit SES's size limit."""
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     text, html = mail.body_text, mail.html
-    notes = [f"{w.name} ({w.reason}; stored at s3://{cfg.bucket}/{w.key})" for w in stored.withheld]
+    notes = [f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})" for w in stored.withheld]
     kept, truncated = _fit(cfg.max_forward_bytes, text, html, stored.attachments, stored.sizes)
     if truncated:
         text, html, dropped = truncated

@@ -126,7 +126,9 @@ def is_dsn_content(mail: ParsedMail) -> bool:
         main == "multipart/report" and re.search(r"report-type\s*=\s*\"?delivery-status", ctype) is not None)
 
 
-def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules) -> Decision:
+def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
+    """The rules that need only SES's receipt (verdicts, envelope, recipients): they run before the
+    raw mail is parsed, so nothing a stranger wrote is parsed for mail that is dropped anyway."""
     v = receipt.verdicts
     if v.get("virus") == "FAIL":
         return Decision(DROP, "virus verdict FAIL")
@@ -139,10 +141,22 @@ def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules) -> 
     public = cfg.public_email.lower()
     if not any(r.strip().lower() == public for r in receipt.recipients):
         return Decision(DROP, "recipient is not the public address")
+    return None
+
+
+def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules) -> Decision:
+    """Every rule, first hit wins: :func:`assess_envelope`, then the parsed mail's."""
+    return assess_envelope(receipt, cfg) or assess_mail(receipt, mail, rules)
+
+
+def assess_mail(receipt: SesReceipt, mail: ParsedMail, rules: Rules) -> Decision:
+    v = receipt.verdicts
     if is_dsn_content(mail):
         return Decision(DSN, "delivery status notification (multipart/report; report-type=delivery-status)")
     if not mail.from_address:
         return Decision(QUARANTINE, "From header has no usable address")
+    if mail.from_problem:
+        return Decision(QUARANTINE, f"sender address unusable: {mail.from_problem}")
     domain = mail.from_address.rpartition("@")[2]
     for blocked in rules.blocked_domains:
         if domain == blocked or domain.endswith("." + blocked):

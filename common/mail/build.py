@@ -7,14 +7,17 @@ add a header.
 
 from __future__ import annotations
 
+import email.policy
 import re
 from collections.abc import Callable
-from email.headerregistry import Address
+from email.headerregistry import Address, BaseHeader, HeaderRegistry, UnstructuredHeader
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
+from typing import Any, cast
 from urllib.parse import unquote
 
-from common.mail.sanitize import clean_header_text, is_message_id
+from common.mail.headers import idna_domain
+from common.mail.sanitize import MESSAGE_ID, clean_header_text, is_message_id
 from common.runtime.errors import EventError
 from common.store.sendqueue import OutboundMessage
 
@@ -22,9 +25,41 @@ _CID_URL = re.compile(r"""\bcid:([^"'\s<>)]+)""", re.I)
 _CONTENT_ID = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-]{1,200}")  # what may stand between < and > safely
 
 
+class MessageIdsHeader(UnstructuredHeader):
+    """In-Reply-To / References written as they are: msg-ids are never RFC 2047-encoded (the stdlib
+    encodes a word longer than the line, which breaks threading for Exchange's long ids), and a
+    long list folds only between ids."""
+
+    @classmethod
+    def parse(cls, value: str, kwds: dict[str, Any]) -> None:
+        super().parse(" ".join(MESSAGE_ID.findall(str(value))), kwds)
+
+    def fold(self, *, policy: Any) -> str:
+        name = str(getattr(self, "name"))  # BaseHeader, which the registry mixes in  # noqa: B009
+        lines = [f"{name}:"]
+        for msg_id in str(self).split():
+            if len(lines[-1]) + 1 + len(msg_id) > policy.max_line_length and lines[-1] != f"{name}:":
+                lines.append("")
+            lines[-1] += " " + msg_id
+        return str(policy.linesep).join(lines) + str(policy.linesep)
+
+
+_REGISTRY = HeaderRegistry()
+_REGISTRY.map_to_type("in-reply-to", cast("type[BaseHeader]", MessageIdsHeader))
+_REGISTRY.map_to_type("references", cast("type[BaseHeader]", MessageIdsHeader))
+POLICY = email.policy.default.clone(header_factory=_REGISTRY)
+
+
 def address(addr_spec: str, display_name: str = "") -> Address:
+    """An address SES can send to: ASCII local part (SES has no SMTPUTF8), domain in IDNA form."""
+    local, at, domain = addr_spec.strip().rpartition("@")
+    if not local.isascii():
+        raise EventError("invalid address in queue message: non-ASCII local part (SES cannot send SMTPUTF8)")
+    ascii_domain = idna_domain(domain) if at else ""
+    if not ascii_domain:
+        raise EventError(f"invalid address in queue message: bad domain {domain[:100]!r}")
     try:
-        return Address(display_name=clean_header_text(display_name, 200), addr_spec=addr_spec.strip())
+        return Address(display_name=clean_header_text(display_name, 200), addr_spec=f"{local}@{ascii_domain}")
     except (ValueError, IndexError) as exc:
         raise EventError(f"invalid address in queue message: {exc}") from None
 
@@ -32,7 +67,7 @@ def address(addr_spec: str, display_name: str = "") -> Address:
 def build(msg: OutboundMessage, sender: str, domain: str, attachment_prefix: str,
           fetch: Callable[[str], bytes]) -> EmailMessage:
     """``fetch(key)`` returns an attachment's bytes; keys outside ``attachment_prefix`` are refused."""
-    m = EmailMessage()
+    m = EmailMessage(policy=POLICY)
     m["From"] = address(sender, msg.from_name)
     m["To"] = [address(a) for a in msg.to]
     if msg.reply_to:
@@ -111,3 +146,15 @@ def _attach_message(m: EmailMessage, data: bytes, subtype: str, filename: str) -
     if m.get_content_type() != "multipart/mixed":
         m.make_mixed()
     m.attach(part)
+
+
+def unbuildable(msg: OutboundMessage, sender: str, domain: str) -> str:
+    """Why ``msg`` could never be sent ('' when it can): a producer checks before queueing, so a
+    deterministic failure is handled at once instead of in the sender after an ack went out."""
+    from dataclasses import replace
+
+    try:
+        build(replace(msg, attachments=[]), sender, domain, "", lambda key: b"").as_bytes()
+    except Exception as exc:  # whatever the builder or the generator refuses is deterministic
+        return f"{type(exc).__name__}: {exc}"
+    return ""

@@ -1,49 +1,88 @@
 """Parse received mail defensively: any bytes in, a :class:`ParsedMail` out, never an exception.
 
-Headers come from strangers, so every access is guarded: a header that does not parse is treated
-as absent (and noted in ``problems``) instead of crashing the handler. Header values are cleaned of
-control characters before they are used anywhere else (CR/LF injection).
+How (and why this way):
+
+* The MIME tree comes from the stdlib's feed parser under ``compat32``, which keeps header values
+  as the sender wrote them and reads Outlook Express's unquoted ``boundary=----=_NextPart…``
+  whole (``policy.default`` reads ``----`` and loses every part).
+* Header values are decoded here, in one pass over each part's fields, in linear time
+  (common.mail.headers): raw 8-bit bytes as UTF-8, else the body's charset, else cp1252; encoded
+  words under their charset's common superset. The header registry is never run on a sender's
+  header, and no header is looked up per field name (that was quadratic in the field count).
+* Bodies: the declared charset when the bytes decode under it, then UTF-8, then cp1252 or
+  gb18030 (common.mail.charsets). Nothing leaves this module with a lone surrogate.
+* Every part the body does not show is kept as an :class:`Attachment` with a ``role``, so the
+  forward can carry what the sender meant the owner to read: ``file``, ``text`` (an inline text
+  part that is not the body), ``message`` (message/rfc822, message/partial, delivery reports) or
+  ``crypto`` (S/MIME and PGP parts). Attachment types come from name + magic bytes
+  (common.mail.filetypes), never from the sender's claim.
+* The whole parse is guarded: whatever a mail does to the parser (nesting 1,000 deep raises
+  RecursionError), the result is a minimal ParsedMail (From, Subject, ids from the top header
+  block, the original as a message/rfc822 part) that is still archived and forwarded.
+
+Callers check :func:`common.mail.limits.screen` first: a mail over a cap is never parsed.
 """
 
 from __future__ import annotations
 
+import binascii
 import email
 import email.policy
+import quopri
 import re
+import urllib.parse
 from dataclasses import dataclass, field
-from email.header import decode_header, make_header
-from email.message import EmailMessage, Message
-from email.utils import getaddresses
+from email.generator import BytesGenerator
+from email.message import Message
+from io import BytesIO
 
+from common.mail import charsets, filetypes, limits
+from common.mail.headers import address_problem, header_text, parse_mailbox, unfold
 from common.mail.htmltext import html_to_text
-from common.mail.sanitize import MESSAGE_ID, clean_header_text, safe_filename
+from common.mail.sanitize import MESSAGE_ID, clean_header_text, safe_filename, shorten_keep_extension
 
 _NOREPLY = re.compile(r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I)
+MAX_DEPTH = 50  # MIME nesting the walk follows; deeper parts stay in the archive only
+_READABLE_TEXT = frozenset({"plain", "html", "enriched", "richtext", "markdown"})
+_CRYPTO = frozenset({"application/pkcs7-mime", "application/x-pkcs7-mime", "application/pkcs7-signature",
+                     "application/x-pkcs7-signature", "application/pgp-encrypted", "application/pgp-signature",
+                     "application/pgp-keys"})
+ROLES = ("file", "text", "message", "crypto")
 
 
 @dataclass(slots=True)
 class Attachment:
-    filename: str  # as sent, cleaned of control characters (for display)
-    safe_name: str
-    content_type: str
-    data: bytes
-    disposition: str = ""  # "inline" | "attachment" | "" (Content-Disposition)
-    content_id: str = ""  # Content-ID without <>: what an HTML body's cid: URLs name
+    filename: str  # as sent, decoded and cleaned (for display); long names keep their extension
+    safe_name: str  # safe as the last segment of an S3 key
+    content_type: str  # from the name and the first bytes (common.mail.filetypes), not the sender's claim
+    data: bytes  # decoded content; message/* parts: the embedded message's bytes
+    declared_type: str = ""  # what the sender said (type/subtype, lower case)
+    mime_header: str = ""  # the original Content-Type value, cleaned (parameters kept)
+    role: str = "file"  # one of ROLES
+    disposition: str = ""  # "inline" | "attachment" | ""
+    content_id: str = ""  # without the angle brackets
 
 
 @dataclass(slots=True)
 class ParsedMail:
     raw_size: int
-    from_address: str = ""
+    from_address: str = ""  # lower-cased addr-spec of the From mailbox ('' when none)
     display_name: str = ""
     subject: str = ""
     message_id: str = ""
+    in_reply_to: str = ""
     references: list[str] = field(default_factory=list)
     text: str = ""
     html: str = ""
     attachments: list[Attachment] = field(default_factory=list)
-    headers: dict[str, str] = field(default_factory=dict)  # lower-cased names, cleaned values
+    headers: dict[str, str] = field(default_factory=dict)  # lower-cased names, first field, decoded, cleaned
+    header_counts: dict[str, int] = field(default_factory=dict)  # lower-cased name -> fields with that name
     problems: list[str] = field(default_factory=list)
+    from_problem: str = ""  # why from_address cannot be a contact ('' when it can; see headers.address_problem)
+    from_defects: list[str] = field(default_factory=list)  # syntax oddities of the From field (headers.parse_mailbox)
+    from_mailboxes: int = 0
+    charset: str = ""  # the body's declared charset (the hint for undeclared 8-bit header bytes)
+    parse_failed: str = ""  # why the full parse failed and this is the minimal fallback ('' normally)
 
     @property
     def body_text(self) -> str:
@@ -57,118 +96,438 @@ class ParsedMail:
     def has_list_headers(self) -> bool:
         return any(name.startswith("list-") for name in self.headers)
 
+    def header_count(self, name: str) -> int:
+        return self.header_counts.get(name.lower(), 0)
+
 
 def parse(raw: bytes) -> ParsedMail:
-    msg = email.message_from_bytes(raw, policy=email.policy.default)
-    assert isinstance(msg, EmailMessage)
-    mail = ParsedMail(raw_size=len(raw))
-    for name in set(msg.keys()):
-        mail.headers[name.lower()] = clean_header_text(_header(msg, name, mail))
-    mail.from_address, mail.display_name = _from(msg, mail)
-    mail.subject = mail.headers.get("subject", "")
-    ids = MESSAGE_ID.findall(mail.headers.get("message-id", ""))
-    mail.message_id = ids[0] if ids else ""
-    mail.references = MESSAGE_ID.findall(mail.headers.get("references", ""))[-20:]
-    text_part = _body(msg, "plain")
-    html_part = _body(msg, "html")
-    mail.text = part_text(text_part) if text_part is not None else ""
-    mail.html = part_text(html_part) if html_part is not None else ""
-    _collect_attachments(msg, {id(p) for p in (text_part, html_part) if p is not None}, mail)
+    try:
+        return _parse(raw)
+    except Exception as exc:  # RecursionError from deep nesting, or anything a mail can provoke
+        return minimal(raw, f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
+def minimal(raw: bytes, why: str) -> ParsedMail:
+    """What can be said without the MIME parser: the top header block, and the original attached."""
+    mail = ParsedMail(raw_size=len(raw), parse_failed=why)
+    mail.problems.append(f"message could not be parsed ({why}); the original is attached")
+    try:
+        _read_headers(mail, _raw_fields(limits.header_block(raw)), ())
+    except Exception as exc:  # even the header block: keep going with what we have
+        mail.problems.append(f"header block unreadable: {type(exc).__name__}")
+    mail.attachments.append(Attachment("original message.eml", "original message.eml", "message/rfc822", raw,
+                                       declared_type="message/rfc822", mime_header="message/rfc822", role="message"))
     return mail
 
 
-def _header(msg: EmailMessage, name: str, mail: ParsedMail) -> str:
+_RAW_FIELD = re.compile(rb"^([^ \t\r\n:]{1,200}):[ \t]*((?:[^\n]*)(?:\n[ \t][^\n]*)*)", re.M)
+
+
+def _raw_fields(block: bytes) -> list[tuple[str, str]]:
+    return [(m.group(1).decode("ascii", "replace"), m.group(2).rstrip(b"\r").decode("ascii", "surrogateescape"))
+            for m in _RAW_FIELD.finditer(block)]
+
+
+# Large bodies stay out of the feed parser, which holds about seven times a body's size while it
+# splits it into lines (a 40 MB mail took the process past 300 MB): every body over
+# SKELETON_THRESHOLD that follows a header block naming a transfer encoding is replaced by a
+# placeholder line, and decoded later straight from ``raw``. A body always ends before the next
+# line starting with "--" (every boundary line does), so the cut can never hide a boundary.
+SKELETON_THRESHOLD = 256 * 1024
+_CTE_FIELD = re.compile(rb"\n[Cc][Oo][Nn][Tt][Ee][Nn][Tt]-[Tt][Rr][Aa][Nn][Ss][Ff][Ee][Rr]-[Ee][Nn][Cc][Oo][Dd][Ii][Nn][Gg][ \t]*:")
+_BLANK = re.compile(rb"\r?\n\r?\n")
+_PLACEHOLDER = re.compile("\x00seh-body-([0-9]+)\x00\r?\n?")
+
+
+@dataclass(slots=True)
+class _Source:
+    raw: bytes
+    cuts: list[tuple[int, int]] = field(default_factory=list)  # (start, end) of each cut body in raw
+
+    def skeleton(self) -> bytes:
+        out: list[bytes] = []
+        pos = 0
+        for m in _CTE_FIELD.finditer(self.raw):
+            if m.start() < pos:
+                continue
+            blank = _BLANK.search(self.raw, m.end())
+            if blank is None:
+                break
+            start = blank.end()
+            end = self.raw.find(b"\n--", start)
+            end = len(self.raw) if end < 0 else end + 1
+            if end - start < SKELETON_THRESHOLD:
+                continue
+            out += [self.raw[pos:start], b"\x00seh-body-%d\x00\n" % len(self.cuts)]
+            self.cuts.append((start, end))
+            pos = end
+        if not self.cuts:
+            return self.raw
+        out.append(self.raw[pos:])
+        return b"".join(out)
+
+    def restore(self, text: str) -> bytes:
+        """A payload (or regenerated bytes) with every placeholder replaced by the cut bytes."""
+        pieces: list[bytes | memoryview] = []
+        pos = 0
+        for m in _PLACEHOLDER.finditer(text):
+            pieces.append(text[pos:m.start()].encode("utf-8", "surrogateescape"))
+            start, end = self.cuts[int(m.group(1))]
+            pieces.append(memoryview(self.raw)[start:end])
+            pos = m.end()
+        pieces.append(text[pos:].encode("utf-8", "surrogateescape"))
+        return b"".join(pieces)
+
+    def decoded(self, msg: Message) -> bytes | None:
+        """``msg.get_payload(decode=True)``, reading cut bodies from ``raw`` (base64 without copying it)."""
+        payload = msg.get_payload()
+        if not isinstance(payload, str) or not self.cuts or "\x00seh-body-" not in payload:
+            decoded = msg.get_payload(decode=True)
+            return decoded if isinstance(decoded, bytes) else None
+        cte = str(msg.get("content-transfer-encoding", "")).strip().lower()
+        if cte == "base64":
+            chunks: list[bytes] = []
+            pos = 0
+            for m in _PLACEHOLDER.finditer(payload):
+                chunks.append(_b64(payload[pos:m.start()].encode("ascii", "replace")))
+                start, end = self.cuts[int(m.group(1))]
+                chunks.append(_b64(memoryview(self.raw)[start:end]))
+                pos = m.end()
+            chunks.append(_b64(payload[pos:].encode("ascii", "replace")))
+            return b"".join(chunks)
+        data = self.restore(payload)
+        if cte == "quoted-printable":
+            return quopri.decodestring(data)
+        return data
+
+
+def _b64(data: bytes | memoryview) -> bytes:
     try:
-        return str(msg.get(name, ""))
-    except Exception as exc:  # the header registry raises on some malformed structured headers
-        mail.problems.append(f"header {name!r} unparseable: {type(exc).__name__}")
-        raw = next((str(v) for k, v in msg.raw_items() if k.lower() == name.lower()), "")
-        try:  # decode encoded words by hand; the result is cleaned of CR/LF by the caller
-            return str(make_header(decode_header(raw)))
-        except Exception:
-            return raw
+        return binascii.a2b_base64(data)  # skips line breaks and other non-alphabet bytes
+    except binascii.Error:  # bad padding: decode what forms whole groups
+        clean = re.sub(rb"[^A-Za-z0-9+/]", b"", bytes(data))
+        return binascii.a2b_base64(clean[: len(clean) - len(clean) % 4]) if len(clean) >= 4 else b""
 
 
-def _from(msg: EmailMessage, mail: ParsedMail) -> tuple[str, str]:
-    try:
-        header = msg["From"]
-        addresses = list(getattr(header, "addresses", ()) or ())
-        if addresses and addresses[0].addr_spec and "@" in addresses[0].addr_spec:
-            return addresses[0].addr_spec.strip().lower(), clean_header_text(addresses[0].display_name, 200)
-    except Exception as exc:
-        mail.problems.append(f"From unparseable: {type(exc).__name__}")
-    # Malformed From: take the address from the raw (undecoded) header, so text hidden in an
-    # encoded display name ("Bcc: ..." after decoding) can never become the address.
-    raw = next((str(v) for k, v in msg.raw_items() if k.lower() == "from"), "")
-    angle = re.findall(r"<\s*([^<>\s]+@[^<>\s]+)\s*>", raw)
-    if angle:
-        display = raw[: raw.rfind("<")].strip().strip('"')
-        try:
-            display = str(make_header(decode_header(display)))
-        except Exception:
-            pass
-        return angle[-1].lower(), clean_header_text(display, 200)
-    for name, addr in getaddresses([clean_header_text(raw)]):
-        if "@" in addr:
-            return addr.strip().lower(), clean_header_text(name, 200)
-    return "", ""
+def _parse(raw: bytes) -> ParsedMail:
+    source = _Source(raw)
+    msg = email.message_from_bytes(source.skeleton(), policy=email.policy.compat32)
+    mail = ParsedMail(raw_size=len(raw))
+    parts = _walk(msg, mail)
+    mail.charset = charsets.scrub(next((p.params["charset"] for p in parts
+                                        if p.maintype == "text" and p.params.get("charset")), ""))[:40]
+    hints = (mail.charset,) if mail.charset else ()
+    _read_headers(mail, [(str(k), str(v)) for k, v in msg.raw_items()], hints)
+    text_part, html_part = _body(parts, "plain"), _body(parts, "html")
+    mail.text = _text(text_part, source) if text_part else ""
+    mail.html = _text(html_part, source) if html_part else ""
+    chosen = [p for p in (text_part, html_part) if p is not None]
+    _attachments(parts, chosen, mail, hints, source)
+    return mail
 
 
-def _body(msg: EmailMessage, kind: str) -> Message | None:
-    try:
-        return msg.get_body(preferencelist=(kind,))
-    except Exception:
+def _read_headers(mail: ParsedMail, fields: list[tuple[str, str]], hints: tuple[str, ...]) -> None:
+    """One pass over the top-level fields: first value of each name, decoded; the From mailbox."""
+    raw_first: dict[str, str] = {}
+    for name, value in fields:
+        key = name.strip().lower()
+        mail.header_counts[key] = mail.header_counts.get(key, 0) + 1
+        if key not in raw_first:
+            raw_first[key] = value
+            mail.headers[key] = header_text(value, hints)
+    box = parse_mailbox(raw_first.get("from", ""), hints)
+    mail.from_address = box.address.strip().lower()
+    mail.display_name = box.display_name
+    mail.from_defects, mail.from_mailboxes = box.defects, box.mailboxes
+    if mail.header_count("from") > 1:
+        mail.from_defects.append("several From fields")
+    mail.from_problem = address_problem(mail.from_address) if "from" in raw_first else "no From field"
+    mail.subject = mail.headers.get("subject", "")
+    mail.message_id = next(iter(_ids(raw_first.get("message-id", ""))), "")
+    mail.in_reply_to = next(iter(_ids(raw_first.get("in-reply-to", ""))), "")
+    mail.references = _ids(raw_first.get("references", ""))[-20:]
+
+
+def _ids(value: str) -> list[str]:
+    """Message ids in a field as written (never decoded: an id is not text)."""
+    return MESSAGE_ID.findall(charsets.scrub(unfold(value)))
+
+
+@dataclass(slots=True)
+class _Part:
+    msg: Message
+    maintype: str
+    subtype: str
+    params: dict[str, str]
+    mime_header: str
+    disposition: str
+    dparams: dict[str, str]
+    content_id: str
+    depth: int
+    parent: _Part | None
+    index: int
+
+    @property
+    def ctype(self) -> str:
+        return f"{self.maintype}/{self.subtype}"
+
+    def ancestors(self) -> list[_Part]:
+        out, p = [], self.parent
+        while p is not None:
+            out.append(p)
+            p = p.parent
+        return out
+
+
+def _walk(msg: Message, mail: ParsedMail) -> list[_Part]:
+    """Every part in document order, without recursion (nesting and part count bounded)."""
+    parts: list[_Part] = []
+    stack: list[tuple[Message, int, _Part | None]] = [(msg, 0, None)]
+    while stack:
+        node, depth, parent = stack.pop()
+        if len(parts) >= limits.MAX_MIME_PARTS:
+            mail.problems.append(f"more than {limits.MAX_MIME_PARTS} MIME parts: the rest are only in the archive")
+            break
+        part = _describe(node, depth, parent, len(parts))
+        parts.append(part)
+        if part.maintype != "multipart":
+            continue
+        children = node.get_payload()
+        if not isinstance(children, list):
+            children = _recover_parts(node, mail)
+            if children is None:
+                if str(node.get_payload()).strip():  # no boundary at all: the body is text
+                    part.maintype, part.subtype = "text", "plain"
+                continue
+        children = [*children, *_epilogue_parts(node, mail)]
+        if depth >= MAX_DEPTH:
+            mail.problems.append(f"MIME nesting deeper than {MAX_DEPTH} levels: deeper parts are only in the archive")
+            continue
+        stack.extend((c, depth + 1, part) for c in reversed(children) if isinstance(c, Message))
+    return parts
+
+
+_DELIMITER = re.compile(r"^--([^\s]{1,200})[ \t]*\r?\n(?=[A-Za-z][A-Za-z0-9-]*:)", re.M)
+
+
+def _recover_parts(node: Message, mail: ParsedMail) -> list[Message] | None:
+    """A multipart whose declared boundary never appears, as mail clients read it: the first
+    delimiter-like line followed by a header is taken as the boundary and the body re-split."""
+    payload = node.get_payload()
+    body = payload if isinstance(payload, str) else ""
+    found = _DELIMITER.search(body)
+    if found is None:
+        mail.problems.append("multipart without parts (boundary not found)")
         return None
+    if f"--{found.group(1)}" == f"--{node.get_boundary()}":
+        return None
+    boundary = found.group(1)
+    mail.problems.append(f"declared boundary not found; recovered {boundary[:40]!r} from the body")
+    head = f'Content-Type: {node.get_content_type()}; boundary="{boundary}"\n\n'
+    sub = email.message_from_bytes(head.encode() + body.encode("ascii", "surrogateescape"), policy=email.policy.compat32)
+    parts = [p for p in sub.get_payload() if isinstance(p, Message)] if sub.is_multipart() else []
+    if not parts:
+        return None
+    node.set_payload(parts)  # type: ignore[arg-type]  # a list payload is what a multipart holds
+    return parts
 
 
-def part_text(part: Message) -> str:
-    try:
-        content = part.get_content()  # type: ignore[attr-defined]
-        if isinstance(content, str):
-            return content
-    except Exception:  # unknown charset, bad transfer encoding, ...: decode by hand below
-        pass
-    payload = part.get_payload(decode=True)
-    if not isinstance(payload, bytes):
+def _epilogue_parts(node: Message, mail: ParsedMail) -> list[Message]:
+    """Parts after the closing delimiter (a nested multipart that reused its parent's boundary
+    closes the parent early): mail clients still show them, so they are not dropped."""
+    epilogue, boundary = node.epilogue, node.get_boundary()
+    if not epilogue or not boundary or f"--{boundary}" not in epilogue:
+        return []
+    head = f'Content-Type: multipart/mixed; boundary="{boundary}"\n\n'
+    sub = email.message_from_bytes(head.encode() + epilogue.encode("ascii", "surrogateescape"),
+                                   policy=email.policy.compat32)
+    parts = [p for p in sub.get_payload() if isinstance(p, Message)] if sub.is_multipart() else []
+    if not parts:
+        return []
+    mail.problems.append(f"{len(parts)} part(s) after the closing boundary recovered")
+    node.epilogue = ""
+    node.set_payload([*node.get_payload(), *parts])
+    return parts
+
+
+def _describe(node: Message, depth: int, parent: _Part | None, index: int) -> _Part:
+    fields: dict[str, str] = {}
+    for name, value in node.raw_items():
+        fields.setdefault(str(name).lower(), str(value))
+    ctype, params = parse_params(fields.get("content-type", ""))
+    if "/" not in ctype:  # absent or invalid: RFC 2045 default (message/rfc822 inside a digest)
+        ctype = node.get_default_type()
+        if "content-type" in fields:
+            params = {}
+    disposition, dparams = parse_params(fields.get("content-disposition", ""))
+    maintype, _, subtype = ctype.partition("/")
+    if node.is_multipart() and maintype not in ("multipart", "message"):
+        maintype, subtype = "multipart", "mixed"  # the feed parser split it: follow its reading
+    cid = clean_header_text(unfold(fields.get("content-id", "")), 250).strip("<>")
+    return _Part(node, maintype, subtype, params, clean_header_text(charsets.scrub(unfold(fields.get("content-type", ""))), 998),
+                 disposition if disposition in ("inline", "attachment") else "", dparams, charsets.scrub(cid),
+                 depth, parent, index)
+
+
+def parse_params(value: str) -> tuple[str, dict[str, str]]:
+    """``type/subtype; a=b; c="d"`` -> ('type/subtype', {a: b, c: d}) in one pass; RFC 2231
+    continuations and charsets (``name*0*=utf-8''…``) joined and decoded. Values keep raw 8-bit."""
+    value = unfold(value)
+    pieces: list[str] = []
+    buf: list[str] = []
+    quoted = escaped = False
+    for ch in value:
+        if escaped:
+            buf.append(ch)
+            escaped = False
+        elif ch == "\\" and quoted:
+            buf.append(ch)
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+            buf.append(ch)
+        elif ch == ";" and not quoted:
+            pieces.append("".join(buf))
+            buf = []
+        else:
+            buf.append(ch)
+    pieces.append("".join(buf))
+    head = re.sub(r"\s+", "", re.sub(r"\([^()]*\)", "", pieces[0])).lower()
+    plain: dict[str, str] = {}
+    sections: dict[str, dict[int, tuple[str, bool]]] = {}
+    for piece in pieces[1:]:
+        name, eq, val = piece.partition("=")
+        name = name.strip().lower()
+        if not eq or not name:
+            continue
+        val = val.strip()
+        if len(val) >= 2 and val[0] == '"':
+            val = re.sub(r"\\(.)", r"\1", val[1:-1] if val.endswith('"') else val[1:])
+        m = re.fullmatch(r"([^*]+)\*(?:(\d{1,3})\*?|)", name) if "*" in name else None
+        if m:
+            encoded = name.endswith("*")
+            sections.setdefault(m.group(1), {})[int(m.group(2) or 0)] = (val, encoded)
+        else:
+            plain.setdefault(name, val)
+    for name, numbered in sections.items():
+        plain[name] = _rfc2231(numbered)
+    return head, plain
+
+
+def _rfc2231(sections: dict[int, tuple[str, bool]]) -> str:
+    charset = ""
+    chunks: list[bytes] = []
+    for n in sorted(sections):
+        val, encoded = sections[n]
+        if encoded and n == min(sections) and val.count("'") >= 2:
+            charset, _, val = val.split("'", 2)[0], "", val.split("'", 2)[2]
+        chunks.append(urllib.parse.unquote_to_bytes(val) if encoded else val.encode("utf-8", "surrogateescape"))
+    return charsets.decode(b"".join(chunks), charset or "utf-8")
+
+
+def _is_attachment(p: _Part) -> bool:
+    return p.disposition == "attachment"
+
+
+def _body(parts: list[_Part], subtype: str) -> _Part | None:
+    """The part ``EmailMessage.get_body((subtype,))`` would choose, found without recursion:
+    the first text/<subtype> in document order that is not an attachment, entering only the start
+    part of a multipart/related, and nothing inside message/* parts."""
+    for p in parts:
+        if p.maintype != "text" or p.subtype != subtype or _is_attachment(p):
+            continue
+        child, container = p, p.parent
+        while container is not None and _enterable(container, child):
+            child, container = container, container.parent
+        if container is None:
+            return p
+    return None
+
+
+def _enterable(container: _Part, child: _Part) -> bool:
+    if container.maintype != "multipart" or _is_attachment(container):
+        return False
+    if container.subtype != "related":
+        return True
+    start = container.params.get("start", "").strip("<>")
+    siblings = container.msg.get_payload()
+    if start:
+        for p in siblings if isinstance(siblings, list) else []:
+            if isinstance(p, Message) and clean_header_text(unfold(str(p.get("content-id", ""))), 250).strip("<>") == start:
+                return p is child.msg
+    return isinstance(siblings, list) and bool(siblings) and siblings[0] is child.msg
+
+
+def _text(p: _Part, source: _Source) -> str:
+    payload = source.decoded(p.msg)
+    if payload is None:
         return ""
-    charset = part.get_content_charset() or "utf-8"
-    try:
-        return payload.decode(charset, "replace")
-    except LookupError:
-        return payload.decode("utf-8", "replace")
+    return charsets.decode(payload, p.params.get("charset"))
 
 
-def _collect_attachments(part: Message, body_ids: set[int], mail: ParsedMail, depth: int = 0) -> None:
-    if depth > 20:
-        mail.problems.append("multipart nesting deeper than 20 levels ignored")
-        return
-    ctype = part.get_content_type()
-    if part.is_multipart() and ctype != "message/rfc822":
-        for sub in part.get_payload() or []:
-            if isinstance(sub, Message):
-                _collect_attachments(sub, body_ids, mail, depth + 1)
-        return
-    if id(part) in body_ids:
-        return
-    try:
-        filename = part.get_filename() or ""
-    except Exception:
-        filename = ""
-    disposition = (part.get_content_disposition() or "") if hasattr(part, "get_content_disposition") else ""
-    if not filename and ctype.startswith("text/") and disposition != "attachment":
-        return  # an alternative body we did not choose, or a calendar/inline fragment
-    if ctype == "message/rfc822":
-        inner = part.get_payload()
-        data = inner[0].as_bytes() if isinstance(inner, list) and inner and isinstance(inner[0], Message) else b""
-        filename = filename or "forwarded message.eml"
-    else:
-        payload = part.get_payload(decode=True)
-        data = payload if isinstance(payload, bytes) else b""
-    if not filename:
-        filename = f"unnamed.{ctype.rpartition('/')[2] or 'bin'}"
-    cleaned = clean_header_text(filename, 255)
-    try:
-        content_id = clean_header_text(part.get("Content-ID", ""), 250).strip("<> ")
-    except Exception:  # a malformed Content-ID only costs the part its inline placement
-        content_id = ""
-    mail.attachments.append(Attachment(cleaned, safe_filename(cleaned), ctype, data, disposition, content_id))
+def _attachments(parts: list[_Part], chosen: list[_Part], mail: ParsedMail, hints: tuple[str, ...],
+                 source: _Source) -> None:
+    # The nearest multipart/alternative around each body part holds other renderings of it.
+    alternatives = {id(next(a for a in c.ancestors() if a.subtype == "alternative")) for c in chosen
+                    if any(a.subtype == "alternative" for a in c.ancestors())}
+    chosen_ids = {id(c) for c in chosen}
+    crlf = b"\r\n" in source.raw[:4096]
+    for p in parts:
+        if p.maintype == "multipart" or id(p) in chosen_ids:
+            continue
+        role = _role(p)
+        if role == "" or (role == "text" and any(id(a) in alternatives for a in p.ancestors())):
+            continue  # an alternative rendering of the body we show
+        data = _part_bytes(p, crlf, mail, source)
+        name = _filename(p, hints)
+        declared = p.ctype
+        if not name:
+            name = "forwarded message.eml" if declared == "message/rfc822" else \
+                f"part-{p.index}.{filetypes.default_extension(declared)}"
+        shown = shorten_keep_extension(clean_header_text(name, 1000), 255)
+        ctype = filetypes.content_type(shown, data, declared)
+        if role == "text" and ctype == filetypes.OCTET and declared in ("text/plain", "text/enriched", "text/richtext"):
+            ctype = "text/plain"
+        mail.attachments.append(Attachment(shown, safe_filename(shown), ctype, data, declared, p.mime_header, role,
+                                           p.disposition, p.content_id))
+
+
+def _role(p: _Part) -> str:
+    if p.ctype in _CRYPTO or (p.parent is not None and p.parent.ctype == "multipart/encrypted"):
+        return "crypto"
+    if p.maintype == "message" or p.ctype == "text/rfc822-headers":
+        return "message"
+    if p.maintype == "text" and not _is_attachment(p) and not (p.dparams.get("filename") or p.params.get("name")):
+        return "text" if p.subtype in _READABLE_TEXT else "file"
+    return "file"
+
+
+def _part_bytes(p: _Part, crlf: bool, mail: ParsedMail, source: _Source) -> bytes:
+    inner = p.msg.get_payload()
+    if p.maintype == "message" and isinstance(inner, list) and inner:
+        # The feed parser parsed the embedded message (delivery-status: its header blocks); the
+        # compat32 generator writes the fields back as they came, in the original line endings.
+        linesep = "\r\n" if crlf else "\n"
+        try:
+            out = BytesIO()
+            for i, block in enumerate(m for m in inner if isinstance(m, Message)):
+                if i:
+                    out.write(linesep.encode())
+                BytesGenerator(out, mangle_from_=False, policy=email.policy.compat32.clone(linesep=linesep)).flatten(block)
+            generated = out.getvalue()
+            if source.cuts and b"\x00seh-body-" in generated:
+                return source.restore(generated.decode("ascii", "surrogateescape"))
+            return generated
+        except Exception as exc:  # regenerating a pathological embedded message
+            mail.problems.append(f"{p.ctype} part could not be regenerated: {type(exc).__name__}")
+            return b""
+    payload = source.decoded(p.msg)
+    if payload is not None:
+        return payload
+    text = p.msg.get_payload()
+    return text.encode("utf-8", "surrogateescape") if isinstance(text, str) else b""
+
+
+def _filename(p: _Part, hints: tuple[str, ...]) -> str:
+    raw = p.dparams.get("filename") or p.params.get("name") or ""
+    return header_text(raw, hints, 1000) if raw else ""

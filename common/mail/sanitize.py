@@ -9,7 +9,9 @@ import re
 import unicodedata
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
-MESSAGE_ID = re.compile(r"<[^<>\s@]+@[^<>\s@]+>")  # one msg-id (RFC 5322 3.6.4), without CFWS
+# One msg-id (RFC 5322 3.6.4) without CFWS: printable ASCII but "<", ">" and "@" on each side, and short
+# enough to be written on one header line.
+MESSAGE_ID = re.compile(r"<[!-;=?A-~]{1,250}@[!-;=?A-~]{1,250}>")
 
 
 def clean_header_text(value: object, limit: int = 998) -> str:
@@ -28,10 +30,17 @@ def safe_filename(name: str, fallback: str = "attachment") -> str:
     name = re.sub(r"\s+", " ", name).strip(" .")
     if not name or set(name) <= {"_", "."}:
         name = fallback
-    if len(name) > 120:
-        stem, dot, ext = name.rpartition(".")
-        name = (stem[: 120 - len(ext) - 1] + "." + ext) if dot and len(ext) <= 10 else name[:120]
-    return name
+    return shorten_keep_extension(name, 120)
+
+
+def shorten_keep_extension(name: str, limit: int) -> str:
+    """``name`` cut to ``limit`` characters, keeping a short extension (``….pdf``)."""
+    if len(name) <= limit:
+        return name
+    stem, dot, ext = name.rpartition(".")
+    if dot and stem and 0 < len(ext) <= 10:
+        return stem[: limit - len(ext) - 1].rstrip() + "." + ext
+    return name[:limit]
 
 
 def extension(name: str) -> str:

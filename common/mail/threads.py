@@ -1,4 +1,25 @@
-"""Conversation ids (docs/CONTRACT.md) and the HMAC-tagged thread addresses that carry them."""
+"""Conversation ids (docs/CONTRACT.md) and the HMAC-tagged thread addresses that carry them.
+
+The id rule (issue 17.2, 18 S6/S8). An id is always lowercase ``[a-z0-9._-]``, at most
+:data:`MAX_ID` characters (so ``<id>.<16 hex tag>`` is a 64-character local part), and two
+different addresses never share one:
+
+* **readable** ``local-at-domain`` (the CONTRACT's form) when the address is plain ASCII
+  (local part ``[a-z0-9._-]`` with no leading, trailing or double dot; a domain of LDH labels
+  with at least one dot), ``-at-`` occurs exactly once in the result (so it splits back into one
+  address: ``x@cat-at-work.example`` and ``x-at-cat@work.example`` both contain a second
+  ``-at-``), and the result fits :data:`MAX_ID`; the local part starts with a letter or digit;
+* **relay** ``slug(display name)-linkedin-<6 hex>`` for opaque relay senders with a display name
+  (CONTRACT), the slug cut so the id fits;
+* **hashed** ``slug(address)-<12 hex of SHA-256(address)>`` for every other address (non-ASCII,
+  ``/``, ``+``, quotes, over-long, ambiguous ``-at-``).
+
+The three forms cannot collide with each other: readable ids contain a dot (the domain's) and
+the others none; relay ids end in 6 hex, hashed ids in 12. Within the hashed and relay forms two
+addresses share an id only on a hash-prefix collision, and the conversations table refuses to
+change the ``senderEmail`` of an existing id (common.store.conversations), so a collision is
+quarantined, never merged.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +29,13 @@ import re
 import unicodedata
 
 TAG_HEX = 16  # 64 bits of HMAC-SHA256: guessing a tag online is hopeless
+MAX_LOCAL_PART = 64  # RFC 5321 4.5.3.1.1
+MAX_ID = MAX_LOCAL_PART - 1 - TAG_HEX  # 47: "<id>.<tag>" is a valid local part
+HASH_HEX = 12
+RELAY_HEX = 6
+_READABLE_LOCAL = re.compile(r"[a-z0-9][a-z0-9_-]*(?:\.[a-z0-9_-]+)*")
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+SAFE_ID = re.compile(rf"[a-z0-9](?:[a-z0-9._-]{{0,{MAX_ID - 2}}}[a-z0-9])?")
 
 
 def slugify(text: str) -> str:
@@ -16,15 +44,41 @@ def slugify(text: str) -> str:
     return slug or "contact"
 
 
+def _digest(address: str, hexdigits: int) -> str:
+    return hashlib.sha256(address.encode("utf-8", "surrogatepass")).hexdigest()[:hexdigits]
+
+
+def readable_id(address: str) -> str | None:
+    """The CONTRACT's ``local-at-domain`` form if it is safe and unambiguous for ``address``, else None."""
+    local, at, domain = address.rpartition("@")
+    if not at or not _READABLE_LOCAL.fullmatch(local) or "." not in domain:
+        return None
+    if not all(_LABEL.fullmatch(label) for label in domain.split(".")):
+        return None
+    cid = f"{local}-at-{domain}"
+    if len(re.findall(r"(?=-at-)", cid)) != 1 or len(cid) > MAX_ID:
+        return None
+    return cid
+
+
 def conversation_id(address: str, display_name: str, opaque_relay_domains: tuple[str, ...]) -> str:
-    """``user-at-domain``; ``slug-linkedin-<sha6>`` for opaque relay senders with a display name."""
+    """The conversation id of a sender (see the module docstring for the rule)."""
     address = address.strip().lower()
     domain = address.rpartition("@")[2]
     relays = {d.lower() for d in opaque_relay_domains}
     if display_name.strip() and domain in relays:
-        digest = hashlib.sha256(address.encode()).hexdigest()[:6]
-        return f"{slugify(display_name)}-linkedin-{digest}"
-    return address.replace("@", "-at-")
+        suffix = f"-linkedin-{_digest(address, RELAY_HEX)}"
+        return slugify(display_name)[: MAX_ID - len(suffix)].strip("-") + suffix
+    cid = readable_id(address)
+    if cid is not None:
+        return cid
+    suffix = f"-{_digest(address, HASH_HEX)}"
+    return slugify(address.replace("@", " at "))[: MAX_ID - len(suffix)].strip("-") + suffix
+
+
+def is_safe_id(cid: str) -> bool:
+    """True for ids this module can produce (also guards ids read back from a thread address)."""
+    return SAFE_ID.fullmatch(cid) is not None and ".." not in cid
 
 
 def _tag(cid: str, secret: str) -> str:
@@ -32,6 +86,8 @@ def _tag(cid: str, secret: str) -> str:
 
 
 def thread_address(cid: str, secret: str, thread_domain: str) -> str:
+    if not is_safe_id(cid):
+        raise ValueError(f"conversation id {cid!r} is not a safe id (lowercase [a-z0-9._-], at most {MAX_ID})")
     return f"{cid}.{_tag(cid, secret)}@{thread_domain}"
 
 

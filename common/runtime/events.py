@@ -46,6 +46,7 @@ class SesReceipt:
     verdicts: dict[str, str]  # spam/virus/spf/dkim/dmarc -> PASS|FAIL|GRAY|PROCESSING_FAILED|DISABLED
     dmarc_policy: str = ""  # only present when DMARC failed: none|quarantine|reject
     subject: str = ""
+    header_from: str = ""  # commonHeaders.from[0]: SES's reading of From, for logs before (or without) a parse
 
     @classmethod
     def from_event(cls, event: Any) -> SesReceipt:
@@ -65,6 +66,7 @@ class SesReceipt:
             verdicts=verdicts,
             dmarc_policy=str(receipt.get("dmarcPolicy") or "").lower(),
             subject=str((mail.get("commonHeaders") or {}).get("subject") or ""),
+            header_from=str(next(iter((mail.get("commonHeaders") or {}).get("from") or []), "")),
         )
 
 

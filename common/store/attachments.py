@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from common.aws import s3
+from common.mail.limits import MAX_STORED_ATTACHMENTS
 from common.mail.parse import Attachment as MailPart
 from common.mail.sanitize import extension
 from common.runtime.config import Config
@@ -115,6 +116,11 @@ def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
     out = Stored()
     used: set[str] = set()
     for part in parts:
+        if len(out.attachments) + len(out.withheld) >= MAX_STORED_ATTACHMENTS:
+            # issue 18 S3: 10,000 tiny parts must not become 10,000 S3 writes; the archive has them all
+            out.withheld.append(Withheld(part.safe_name, "", f"over {MAX_STORED_ATTACHMENTS} attachments; only in the "
+                                                              "archived original"))
+            continue
         name = part.safe_name
         stem, dot, ext = name.rpartition(".")
         if not dot:

@@ -21,9 +21,18 @@ def get(cfg: Config, cid: str) -> dict[str, Any] | None:
     return dynamodb.get(cfg.conversations_table, {"conversationId": cid})
 
 
+class Collision(Exception):
+    """The conversation id already belongs to another sender (issue 18 S6): never merged."""
+
+    def __init__(self, cid: str, owner: str) -> None:
+        super().__init__(f"conversation id {cid} already belongs to another sender")
+        self.cid, self.owner = cid, owner
+
+
 def record_inbound(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime) -> bool:
     """Upsert the conversation for a received mail; True on first contact (also when a first
-    delivery is retried: the record remembers which SES message created it)."""
+    delivery is retried: the record remembers which SES message created it). Raises
+    :class:`Collision` instead of changing the ``senderEmail`` of an existing conversation."""
     values: dict[str, Any] = {
         ":e": mail.from_address, ":d": mail.from_address.rpartition("@")[2], ":s": mail.subject,
         ":b": mail.body_text.strip()[:BODY_RECORD_CHARS], ":t": iso_z(when), ":m": mid,
@@ -35,8 +44,13 @@ def record_inbound(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: date
     if mail.display_name:
         expression += ", displayName = :n"
         values[":n"] = mail.display_name
-    new = dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,
-                          names={"#ts": "timestamp"}, return_values="ALL_NEW")
+    try:
+        new = dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,
+                              names={"#ts": "timestamp"}, return_values="ALL_NEW",
+                              condition="attribute_not_exists(senderEmail) OR senderEmail = :e",
+                              raise_on_condition=True)
+    except dynamodb.ConditionFailed as exc:
+        raise Collision(cid, str((exc.item or {}).get("senderEmail", ""))) from None
     return new is not None and new.get("firstMessageId") == mid
 
 

@@ -1,8 +1,17 @@
 import hashlib
+import re
 
 import pytest
 
-from common.mail.threads import conversation_id, slugify, thread_address, verify_thread_address
+from common.mail.threads import (
+    MAX_ID,
+    conversation_id,
+    is_safe_id,
+    readable_id,
+    slugify,
+    thread_address,
+    verify_thread_address,
+)
 
 RELAYS = ("bounce.linkedin.com",)
 
@@ -43,3 +52,38 @@ def test_thread_address_round_trip_and_tampering() -> None:
     assert verify_thread_address(address.replace("jane", "mall"), "s" * 32, "thread.example.com") is None
     assert verify_thread_address(address.replace("thread.example.com", "thread.evil.com"), "s" * 32, "thread.example.com") is None
     assert verify_thread_address("no-tag@thread.example.com", "s" * 32, "thread.example.com") is None
+
+
+# --- issue 17.2 / 18 S6, S8: ids are safe, bounded and injective --------------------------------------------------
+
+UNUSUAL = ["x@cat-at-work.example", "x-at-cat@work.example", "a/b@x.example", "a_b@x.example", "jdöe@mächine.example",
+           '"big bug bb"@bug.example', "a" * 3000 + "@x.example", "o'brien+jobs@corp.example", "-x@y.example",
+           "x@localhost", "firstname.lastname.department@subsidiary.company.example.com", "UPPER@Case.Example",
+           "a-at-b-at-c@d.example", "a@b-at-c.example", "..@x.example", "jane@corp.example", "jane@corp.example.",
+           "anoop-at-synchronycorp.com@x.example"]
+
+
+@pytest.mark.parametrize("address", UNUSUAL)
+def test_ids_are_safe_and_thread_addresses_fit_64(address: str) -> None:
+    cid = conversation_id(address, "", RELAYS)
+    assert is_safe_id(cid) and len(cid) <= MAX_ID
+    local = thread_address(cid, "s" * 32, "thread.example.com").split("@")[0]
+    assert len(local) <= 64 and verify_thread_address(f"{local}@thread.example.com", "s" * 32, "thread.example.com") == cid
+
+
+def test_ids_are_injective() -> None:
+    ids = {conversation_id(a, "", RELAYS): a.lower() for a in UNUSUAL}
+    assert len(ids) == len({a.lower() for a in UNUSUAL})  # no two distinct addresses share an id
+    assert conversation_id("x@cat-at-work.example", "", RELAYS) != conversation_id("x-at-cat@work.example", "", RELAYS)
+
+
+def test_readable_form_only_when_unambiguous() -> None:
+    assert conversation_id("jane.doe@corp.example", "", RELAYS) == "jane.doe-at-corp.example"
+    assert readable_id("x@cat-at-work.example") is None and readable_id("a/b@x.example") is None
+    hashed = conversation_id("a/b@x.example", "", RELAYS)
+    assert re.fullmatch(r"a-b-at-x-example-[0-9a-f]{12}", hashed) and "." not in hashed
+
+
+def test_long_relay_names_are_cut_to_fit() -> None:
+    cid = conversation_id("s-2kfv@bounce.linkedin.com", "A very long display name " * 5, RELAYS)
+    assert len(cid) <= MAX_ID and re.fullmatch(r"[a-z-]+-linkedin-[0-9a-f]{6}", cid)

@@ -34,3 +34,30 @@ def test_mime_cannot_be_given_extra_headers_or_foreign_attachments() -> None:
         with pytest.raises(EventError, match="outside"):
             build(msg(attachments=[Attachment(key, "a.pdf")]), "hello@example.com", "example.com",
                   "reply-attachments/", lambda k: b"")
+
+
+def test_long_message_ids_are_written_unencoded_and_folded_between_ids() -> None:
+    """Issue 17.3: Exchange ids are longer than a line; the stdlib would RFC 2047-encode them."""
+    ids = [f"<AM0PR0702MB{i}{'A' * 70}@AM0PR0702MB3603.eurprd07.prod.outlook.com>" for i in range(4)]
+    email = build(msg(in_reply_to=ids[-1], references=ids), "hello@example.com", "example.com", "", lambda k: b"")
+    raw = email.as_bytes()
+    assert b"=?" not in raw
+    assert f"In-Reply-To: {ids[-1]}\n".encode() in raw
+    assert ("References: " + "\n ".join(ids) + "\n").encode() in raw
+    assert all(len(line) <= 998 for line in raw.split(b"\n"))
+    reparsed = __import__("email").message_from_bytes(raw, policy=__import__("email.policy").policy.default)
+    assert reparsed["References"].split() == ids and str(reparsed["In-Reply-To"]) == ids[-1]
+
+
+@pytest.mark.parametrize(("to", "why"), [
+    ("jdöe@mächine.example", "non-ASCII local part"), ("a..b@x.example", "not dot-atom"), ("x@[192.0.2.1]", "bad domain"),
+])
+def test_addresses_ses_cannot_take_are_refused_before_sending(to: str, why: str) -> None:
+    from common.mail.build import unbuildable
+
+    assert why in unbuildable(msg(to=[to]), "hello@example.com", "example.com")
+
+
+def test_idn_domains_are_sent_in_ascii() -> None:
+    email = build(msg(to=["jane@mächine.example"]), "hello@example.com", "example.com", "", lambda k: b"")
+    assert email["To"].addresses[0].addr_spec == "jane@xn--mchine-bua.example"

@@ -1,0 +1,138 @@
+"""Bytes from strangers to text: the declared charset when it decodes, else what does.
+
+Mail often lies about its charset (Outlook labels cp1252 as iso-8859-1, Chinese mail labels GBK
+as gb2312, 8-bit bytes arrive under "us-ascii" or no label at all). Like the WHATWG Encoding
+Standard that browsers follow, a label is read as its common superset (iso-8859-1 -> cp1252,
+gb2312/gbk -> gb18030, shift_jis -> cp932, euc-kr -> cp949), and when the bytes do not decode
+strictly under it the fallbacks are tried in a fixed order. Nothing here raises, and nothing
+returns lone surrogates.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Callable
+
+# Label (as codecs normalises it) -> the codecs tried in order. WHATWG maps these labels to the
+# superset because real mail under the label uses the superset's extra characters.
+_SUPERSETS: dict[str, tuple[str, ...]] = {
+    "ascii": ("ascii",),  # 8-bit bytes under us-ascii fall through to UTF-8, then cp1252
+    "iso8859-1": ("cp1252", "latin-1"),
+    "iso8859-9": ("cp1254", "iso8859-9"),
+    "iso8859-11": ("cp874",),
+    "tis-620": ("cp874",),
+    "gb2312": ("gb18030",),
+    "gbk": ("gb18030",),
+    "gb18030": ("gb18030",),
+    "big5": ("big5hkscs", "cp950"),
+    "shift_jis": ("cp932", "shift_jis_2004"),
+    "euc_jp": ("euc_jp", "euc_jis_2004", "cp932"),
+    "iso2022_jp": ("iso2022_jp", "iso2022_jp_ext", "iso2022_jp_2004", "iso2022_jp_3"),
+    "euc_kr": ("cp949",),
+}
+# Labels codecs does not know, as mail clients write them.
+_EXTRA_LABELS = {
+    "x-sjis": "shift_jis", "windows-31j": "cp932", "x-gbk": "gbk", "windows-874": "cp874", "x-mac-roman": "mac-roman",
+    "iso-8859-8-i": "iso8859-8", "iso-8859-6-i": "iso8859-6", "x-euc-jp": "euc_jp", "ks_c_5601": "euc_kr",
+    "ucs-2": "utf-16", "iso-10646-ucs-2": "utf-16", "x-unicode-2-0-utf-7": "utf-7", "cp-850": "cp850",
+}
+_CHINESE = frozenset({"gb18030", "big5hkscs", "cp950"})
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def codecs_for(label: str | None) -> tuple[str, ...]:
+    """The codecs to try for a declared charset label ('' or unknown: none)."""
+    name = (label or "").strip().strip("\"'").lower()
+    if not name:
+        return ()
+    name = _EXTRA_LABELS.get(name, name)
+    try:
+        canonical = codecs.lookup(name).name
+    except LookupError:
+        try:
+            canonical = codecs.lookup(name.removeprefix("x-")).name
+        except LookupError:
+            return ()
+    if canonical in ("utf-16", "utf-32") or canonical.startswith(("utf-16", "utf-32")):
+        return (canonical,)
+    return _SUPERSETS.get(canonical, (canonical,))
+
+
+def _fallbacks(data: bytes, preferred: tuple[str, ...]) -> tuple[str, ...]:
+    """UTF-8, then cp1252 or gb18030: Chinese text comes in pairs of high bytes, while Latin text
+    has its accented letters (single high bytes) between ASCII letters."""
+    sample = data[:4096]
+    high = paired = 0
+    for i, b in enumerate(sample):
+        if b >= 0x80:
+            high += 1
+            paired += (i > 0 and sample[i - 1] >= 0x80) or (i + 1 < len(sample) and sample[i + 1] >= 0x80)
+    cjk_first = any(c in _CHINESE for c in preferred) or (high >= 2 and paired * 10 >= high * 8)
+    return ("utf-8", "gb18030", "cp1252") if cjk_first else ("utf-8", "cp1252", "gb18030")
+
+
+def decode(data: bytes, declared: str | None = None, hints: tuple[str, ...] = ()) -> str:
+    """``data`` as text: the declared charset, then each hint (charset labels), then the fallbacks."""
+    candidates = _candidates(data, (declared or "", *hints))
+    for codec in candidates:
+        try:
+            return scrub(data.decode(codec))
+        except (UnicodeDecodeError, LookupError):
+            continue
+    # Only reachable when every codec failed; cp1252 leaves five bytes undefined.
+    declared_codecs = codecs_for(declared)
+    return scrub(data.decode(declared_codecs[0] if declared_codecs and data.isascii() else "cp1252", "replace"))
+
+
+def has_surrogates(text: str) -> bool:
+    return _SURROGATE.search(text) is not None
+
+
+def repair(text: str, hints: tuple[str, ...] = ()) -> str:
+    """Text whose undecodable bytes the stdlib kept as lone surrogates (``surrogateescape``): the
+    bytes decoded as UTF-8, else under the hints (the body's charset), else cp1252."""
+    if not has_surrogates(text):
+        return text
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that did not come from surrogateescape
+        return scrub(text)
+    return decode(data, "utf-8", hints)
+
+
+def repairer(context: str, hints: tuple[str, ...] = ()) -> Callable[[str], str]:
+    """A :func:`repair` for the pieces of ``context`` (a header value being tokenised): the codec
+    is chosen once from all of the value's 8-bit bytes, so short pieces are not guessed alone."""
+    if not has_surrogates(context):
+        return scrub
+    data = context.encode("utf-8", "surrogateescape")
+    codec = next((c for c in _candidates(data, ("utf-8", *hints)) if _decodes(data, c)), "cp1252")
+
+    def fix(piece: str) -> str:
+        if not has_surrogates(piece):
+            return piece
+        raw = piece.encode("utf-8", "surrogateescape")
+        return scrub(raw.decode(codec)) if _decodes(raw, codec) else decode(raw, "utf-8", hints)
+
+    return fix
+
+
+def _candidates(data: bytes, labels: tuple[str, ...]) -> list[str]:
+    tried: list[str] = []
+    for label in labels:
+        tried += [c for c in codecs_for(label) if c not in tried]
+    return tried + [c for c in _fallbacks(data, tuple(tried)) if c not in tried]
+
+
+def _decodes(data: bytes, codec: str) -> bool:
+    try:
+        data.decode(codec)
+    except (UnicodeDecodeError, LookupError):
+        return False
+    return True
+
+
+def scrub(text: str) -> str:
+    """No lone surrogates leave this module (DynamoDB, JSON and S3 metadata refuse them)."""
+    return _SURROGATE.sub("\ufffd", text) if has_surrogates(text) else text

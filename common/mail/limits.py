@@ -1,0 +1,83 @@
+"""Caps checked on the raw bytes before anything parses them (issue 18, S3).
+
+Mail comes from anyone, and parsing costs are set by the sender: a mail over any cap is
+quarantined unparsed (with the reason) instead of being parsed. :func:`screen` is a few linear
+scans in C (regular expressions over bytes), so it costs milliseconds even at SES's 40 MB.
+The values and their measured cost are in the README (security) and ``bench/mail_caps.py``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from common.mail.headers import MAX_COMMENT_DEPTH, MAX_ENCODED_WORDS
+
+# Exchange Online refuses header blocks over 256 KB; no mail that passed a big provider is larger.
+MAX_HEADER_BYTES = 256 * 1024
+MAX_HEADER_FIELDS = 1000  # real mail has < 100 (a long Received chain plus DKIM/ARC sets)
+MAX_HEADER_FIELD_BYTES = 64 * 1024  # one field, folded lines included
+MAX_MIME_PARTS = 500  # Content-Type fields anywhere in the message
+MAX_STORED_ATTACHMENTS = 100  # per mail; the rest stay in the archive and are named in the forward
+
+_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
+_FIELD = re.compile(rb"^([^ \t\r\n:]{1,200}):((?:[^\n]*)(?:\n[ \t][^\n]*)*)", re.M)
+_FIELD_START = re.compile(rb"^[^ \t\r\n]", re.M)
+# Spelled out in character classes after a literal newline: ten times faster than IGNORECASE|MULTILINE
+# over 40 MB of base64.
+_CONTENT_TYPE = re.compile(rb"\n[Cc][Oo][Nn][Tt][Ee][Nn][Tt]-[Tt][Yy][Pp][Ee][ \t]*:")
+_ENCODED_WORD_START = re.compile(rb"=\?")
+_PARENS = re.compile(rb'[()"\\]')
+_STRUCTURED = frozenset({b"from", b"sender", b"reply-to", b"to", b"cc", b"bcc", b"resent-from", b"resent-sender",
+                         b"content-type", b"content-disposition", b"message-id", b"in-reply-to", b"references"})
+
+
+def header_block(raw: bytes) -> bytes:
+    """The top-level header block (up to the first empty line; all of ``raw`` if none)."""
+    m = _BLANK_LINE.search(raw, 0, MAX_HEADER_BYTES + 4)
+    return raw[: m.start()] if m else raw[: MAX_HEADER_BYTES + 1]
+
+
+def comment_depth(value: bytes) -> int:
+    """The deepest nesting of RFC 5322 comments in ``value`` (quoted strings and escapes honoured)."""
+    depth = deepest = 0
+    quoted = False
+    escaped = -1  # position of the character a backslash escapes
+    for m in _PARENS.finditer(value):
+        pos, ch = m.start(), m.group()
+        if pos == escaped:
+            continue
+        if ch == b"\\":
+            escaped = pos + 1
+        elif ch == b'"' and depth == 0:
+            quoted = not quoted
+        elif not quoted and ch == b"(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif not quoted and ch == b")" and depth:
+            depth -= 1
+    return deepest
+
+
+def screen(raw: bytes) -> str:
+    """Why ``raw`` must not be parsed ('' when it is within every cap)."""
+    block = header_block(raw)
+    if len(block) > MAX_HEADER_BYTES:
+        return f"header block over {MAX_HEADER_BYTES} bytes"
+    fields = len(_FIELD_START.findall(block))
+    if fields > MAX_HEADER_FIELDS:
+        return f"{fields} header fields (limit {MAX_HEADER_FIELDS})"
+    for m in _FIELD.finditer(block):
+        name, value = m.group(1).lower(), m.group(2)
+        if len(value) > MAX_HEADER_FIELD_BYTES:
+            return f"header field {name.decode('ascii', 'replace')} over {MAX_HEADER_FIELD_BYTES} bytes"
+        words = len(_ENCODED_WORD_START.findall(value))
+        if words > MAX_ENCODED_WORDS:
+            return f"{words} encoded words in {name.decode('ascii', 'replace')} (limit {MAX_ENCODED_WORDS})"
+        if name in _STRUCTURED and b"(" in value:
+            depth = comment_depth(value)
+            if depth > MAX_COMMENT_DEPTH:
+                return f"comments nested {depth} deep in {name.decode('ascii', 'replace')} (limit {MAX_COMMENT_DEPTH})"
+    parts = len(_CONTENT_TYPE.findall(raw)) + raw[:13].lower().startswith(b"content-type")
+    if parts > MAX_MIME_PARTS:
+        return f"{parts} MIME parts (limit {MAX_MIME_PARTS})"
+    return ""

@@ -1,0 +1,253 @@
+"""The received-mail parser against the failure shapes of issues 17 and 18 (minimal messages from
+tests/support/mailgen; the same shapes go through the handler under the RIE in
+tests/integration/test_mail_robustness.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import email
+import email.policy
+
+import pytest
+
+from common.mail import charsets, limits
+from common.mail.headers import address_problem, decode_words, parse_mailbox
+from common.mail.parse import ParsedMail, parse
+from tests.support import mailgen as g
+
+
+def strings(mail: ParsedMail) -> list[str]:
+    """Every text the parser hands on (the fields, header values and attachment names)."""
+    out = [v for f in dataclasses.fields(mail) if isinstance(v := getattr(mail, f.name), str)]
+    out += list(mail.headers.values()) + mail.references + mail.problems + mail.from_defects
+    out += [s for a in mail.attachments for s in (a.filename, a.safe_name, a.content_type, a.mime_header, a.content_id)]
+    return out
+
+
+def no_surrogates(mail: ParsedMail) -> bool:
+    return not any(charsets.has_surrogates(s) for s in strings(mail))
+
+
+# --- 17.1 / S2: 8-bit header bytes never become lone surrogates -----------------------------------------
+
+@pytest.mark.parametrize(("raw", "address", "name"), [
+    (g.eight_bit_from(), "jd@corp.example", "Jürgen Döe"),  # raw UTF-8 display name
+    (g.eight_bit_from("Jürgen Döe".encode("latin-1")), "jd@corp.example", "Jürgen Döe"),  # undeclared Latin-1
+    (g.eight_bit_from("Œuvre “Zoë”".encode("cp1252")), "jd@corp.example", "Œuvre “Zoë”"),  # undeclared cp1252
+    (g.rfc6532_from(), "jdöe@mächine.example", ""),  # RFC 6532: the address itself in UTF-8
+])
+def test_8bit_headers_are_decoded_never_surrogates(raw: bytes, address: str, name: str) -> None:
+    mail = parse(raw)
+    assert (mail.from_address, mail.display_name) == (address, name)
+    assert mail.from_problem == "" and no_surrogates(mail)
+
+
+def test_rfc6532_subject_and_body() -> None:
+    mail = parse(g.rfc6532_from())
+    assert mail.subject == "Grüße" and mail.text.strip() == "Grüße aus Köln"
+
+
+def test_8bit_header_falls_back_to_the_body_charset_then_cp1252() -> None:
+    # Outlook 2000: raw Latin-1 in Subject and file name, the body declared iso-8859-1.
+    mail = parse(g.outlook2000_latin1())
+    assert mail.subject == "Bewerbung für Köln" and mail.text.strip() == "Grüße aus Köln"
+    [att] = mail.attachments
+    assert att.filename == "Lebenslauf Müller.pdf" and att.content_type == "application/pdf"
+    # No declared charset anywhere: cp1252 (a superset of Latin-1's printable range).
+    mail = parse(g.outlook2000_latin1(subject="Prüfung – “Zitat”", declare_body=False))
+    assert mail.subject == "Prüfung – “Zitat”" and no_surrogates(mail)
+
+
+@pytest.mark.parametrize(("text", "declared", "actual"), [
+    ("Café crème “bientôt”", "utf-8", "cp1252"),  # labelled UTF-8, written in cp1252
+    ("Café crème", "us-ascii", "utf-8"),  # labelled ASCII, 8-bit UTF-8
+    ("naïve “quotes”", "iso-8859-1", "cp1252"),  # Outlook: cp1252 labelled Latin-1 (WHATWG reads it so)
+    ("你好，我们的发票", "gb2312", "gb18030"),  # GBK characters under a gb2312 label
+    ("日本語のテキスト", "shift_jis", "cp932"),
+    ("한국어 텍스트", "ks_c_5601-1987", "cp949"),
+    ("Grüße", "x-unknown-charset", "utf-8"),  # unknown label: UTF-8
+    ("中文邮件正文内容较长一些", "", "gb18030"),  # no label, mostly high bytes: gb18030 before cp1252
+])
+def test_body_charset_fallbacks(text: str, declared: str, actual: str) -> None:
+    mail = parse(g.wrong_charset_body(text, declared, actual) if declared else
+                 g.raw(g.basic(), text.encode(actual)))
+    assert mail.text.strip() == text and "\ufffd" not in mail.text
+
+
+def test_encoded_words() -> None:
+    assert decode_words("=?utf-8?q?Caf=C3?= =?utf-8?q?=A9?= au lait") == "Café au lait"  # split UTF-8 sequence
+    assert decode_words("=?iso-8859-1?Q?Die_Fr\udcf6sche?=") == "Die Frösche"  # raw 8-bit inside a Q word
+    assert decode_words("Re: =?gb2312?B?xOO6ww==?= x") == "Re: 你好 x"
+    assert decode_words("a =?bogus?q?b?= c") == "a b c"  # unknown charset: UTF-8
+    assert decode_words(" ".join(["=?utf-8?q?x?="] * 5), max_words=3) == "xxx =?utf-8?q?x?= =?utf-8?q?x?="
+
+
+# --- S2: the whole parse is guarded -------------------------------------------------------------------
+
+def test_deep_nesting_gives_a_minimal_mail_with_the_original() -> None:
+    raw = g.nested(1000)
+    mail = parse(raw)
+    assert mail.parse_failed.startswith("RecursionError")
+    assert (mail.from_address, mail.subject, mail.message_id) == ("deep@corp.example", "Nested", "<m1@corp.example>")
+    [original] = mail.attachments
+    assert original.role == "message" and original.data == raw and original.content_type == "message/rfc822"
+
+
+def test_moderate_nesting_is_parsed() -> None:
+    mail = parse(g.nested(40))
+    assert not mail.parse_failed and mail.text.strip() == "Deep inside."
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x00\xff" * 100, b"From:\r\n\r\n", b"Content-Type: multipart/mixed\r\n\r\n--",
+                                 b"From: a@b.example\r\nContent-Type: message/rfc822\r\n\r\n", b":\r\n:::\r\n\r\n",
+                                 b"From: \"unterminated <a@b.example>\r\n\r\n", b"From: (((a@b.example\r\n\r\n"])
+def test_garbage_never_raises(raw: bytes) -> None:
+    mail = parse(raw)
+    assert isinstance(mail, ParsedMail) and no_surrogates(mail)
+
+
+# --- 17.2 / S8: the From mailbox and whether its address is usable --------------------------------------
+
+@pytest.mark.parametrize(("value", "address", "name", "defect"), [
+    ("a@x.example <b@y.example>", "b@y.example", "a@x.example", "unquoted display name contains an address"),
+    ("Big Bug bb@bug.example", "bb@bug.example", "Big Bug", "bare words before address"),
+    ('"owner@example.net" <hello@example.com>', "hello@example.com", "owner@example.net", None),
+    ("Smith, Jane <jane@corp.example>", "jane@corp.example", "Smith, Jane", None),
+    ("jane@corp.example (Jane Doe)", "jane@corp.example", "Jane Doe", None),
+    ("=?utf-8?q?a=40b.example?= <c@d.example>", "c@d.example", "a@b.example", None),
+    ("<@route.example:real@x.example>", "real@x.example", "", None),
+    ("a <a@x.example>, b <b@y.example>", "a@x.example", "a", "several mailboxes"),
+    ("team: a@x.example;", "a@x.example", "", "group syntax"),
+])
+def test_from_mailbox(value: str, address: str, name: str, defect: str | None) -> None:
+    box = parse_mailbox(value)
+    assert (box.address, box.display_name) == (address, name)
+    assert defect is None or defect in box.defects
+
+
+def test_two_from_fields_are_a_defect() -> None:
+    mail = parse(g.raw([*g.basic(), ("From", "Other <other@evil.example>")]))
+    assert mail.from_address == "jane@corp.example" and "several From fields" in mail.from_defects
+
+
+@pytest.mark.parametrize(("address", "problem"), [
+    ("jane@corp.example", ""), ("a/b@x.example", ""), ("o'brien+jobs@x.example", ""), ("jdöe@mächine.example", ""),
+    ('"john doe"@x.example', "quoted local part"), ("a..b@x.example", "local part is not a dot-atom"),
+    (".a@x.example", "local part is not a dot-atom"), ("=?utf-8?q?x?=@evil.example", "encoded word in address"),
+    ("a@[192.0.2.1]", "IP-literal domain"), ("a" * 3000 + "@x.example", "local part longer than 64 octets"),
+    ("a@localhost", "invalid domain"), ("a@-x.example", "invalid domain"),
+    ("a b@x.example", "local part has characters outside RFC 5322 atext"),
+    ("", "no address"), ("@x.example", "no local part"),
+])
+def test_address_problem(address: str, problem: str) -> None:
+    assert address_problem(address) == problem
+
+
+def test_encoded_word_address_is_never_decoded_into_an_address() -> None:
+    mail = parse(g.from_field("=?utf-8?q?x=40evil.example?="))
+    assert mail.from_problem == "encoded word in address" or mail.from_address == ""
+
+
+# --- 17.3: message ids as written ------------------------------------------------------------------------
+
+def test_long_message_ids_are_read_as_written() -> None:
+    mail = parse(g.long_ids())
+    assert mail.in_reply_to.startswith("<AM0PR0702MB0002") and len(mail.references) == 3
+    assert all(len(r) > 100 for r in [mail.message_id, *mail.references])
+
+
+# --- 17.6: Outlook Express boundaries --------------------------------------------------------------------
+
+def test_outlook_express_unquoted_boundary() -> None:
+    mail = parse(g.outlook_express())
+    assert mail.text.strip() == "See the picture."
+    [jpeg] = mail.attachments
+    assert jpeg.filename == "photo.jpg" and jpeg.content_type == "image/jpeg" and jpeg.data.startswith(b"\xff\xd8\xff")
+    # the stdlib's default policy reads the boundary as "----" and loses both parts
+    assert email.message_from_bytes(g.outlook_express(), policy=email.policy.default).get_boundary() == "----"
+
+
+def test_undeclared_boundary_is_recovered_from_the_body() -> None:
+    raw = g.raw([*g.basic(), ("MIME-Version", "1.0"), ("Content-Type", 'multipart/alternative; boundary="wrong"')],
+                b"--right\r\nContent-Type: text/html\r\n\r\n<p>Hi</p>\r\n--right--\r\n")
+    mail = parse(raw)
+    assert mail.html.strip() == "<p>Hi</p>" and any("recovered" in p for p in mail.problems)
+
+
+# --- 17.5 (exposed for the forward): parts the body does not show keep a role -------------------------------
+
+def test_parts_keep_their_role_and_original_type() -> None:
+    inner = g.raw(g.basic(b"Inner <inner@corp.example>", b"Inner"), b"Inner body\r\n")
+    body = (b"--o\r\nContent-Type: text/plain\r\n\r\nFirst text.\r\n--o\r\nContent-Type: message/rfc822\r\n\r\n" + inner +
+            b"\r\n--o\r\nContent-Type: text/enriched\r\n\r\n<bold>Second</bold> text.\r\n"
+            b"--o\r\nContent-Type: application/pkcs7-signature; name=smime.p7s\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+            b"MIAGCSqGSIb3DQEHAqCAMIACAQEx\r\n--o--\r\n")
+    mail = parse(g.raw([*g.basic(), ("MIME-Version", "1.0"), ("Content-Type", "multipart/mixed; boundary=o")], body))
+    roles = {(a.role, a.declared_type, a.content_type) for a in mail.attachments}
+    assert roles == {("message", "message/rfc822", "message/rfc822"), ("text", "text/enriched", "text/plain"),
+                     ("crypto", "application/pkcs7-signature", "application/pkcs7-signature")}
+    rfc822 = next(a for a in mail.attachments if a.role == "message")
+    assert rfc822.data.replace(b"\r\n", b"\n").rstrip() == inner.replace(b"\r\n", b"\n").rstrip()
+
+
+def test_partial_message_keeps_its_parameters() -> None:
+    raw = g.raw([*g.basic(), ("MIME-Version", "1.0"),
+                 ("Content-Type", 'message/partial; id="abc@corp.example"; number=2; total=3')], b"rest of it\r\n")
+    [part] = parse(raw).attachments
+    assert part.role == "message" and 'number=2' in part.mime_header and part.declared_type == "message/partial"
+
+
+# --- S10: the type comes from the name and the bytes ---------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "data", "declared", "expected"), [
+    ("mismatch.pdf", b"%PDF-1.7 real pdf", "text/html", "application/pdf"),
+    ("mismatch.pdf", b"<html><script>x</script></html>", "application/pdf", "application/octet-stream"),
+    ("svg.png", b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"/>', "image/svg+xml", "application/octet-stream"),
+    ("photo.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 20, "image/png", "image/png"),
+    ("cv.docx", b"PK\x03\x04" + b"\x00" * 20, "application/octet-stream",
+     "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+    ("invite.ics", b"BEGIN:VCALENDAR\r\nEND:VCALENDAR\r\n", "text/html", "text/calendar"),
+    ("setup.pdf", b"MZ\x90\x00", "application/pdf", "application/octet-stream"),
+    ("report", b"%PDF-1.4", "text/plain", "application/pdf"),
+])
+def test_attachment_type_from_name_and_magic(name: str, data: bytes, declared: str, expected: str) -> None:
+    [att] = parse(g.attachment_mail(name, data, declared)).attachments
+    assert att.content_type == expected and att.declared_type == declared and att.data == data
+
+
+def test_long_names_keep_their_extension() -> None:
+    [att] = parse(g.attachment_mail("x" * 400 + ".pdf", b"%PDF-1.4", "application/pdf")).attachments
+    assert att.filename.endswith(".pdf") and len(att.filename) == 255
+    assert att.safe_name.endswith(".pdf") and len(att.safe_name) == 120
+
+
+# --- large mail: bodies are decoded from the raw bytes, not through the feed parser ------------------------
+
+def test_large_attachment_round_trips() -> None:
+    raw = g.big_attachment(2 * 1024 * 1024)
+    [att] = parse(raw).attachments
+    original = email.message_from_bytes(raw, policy=email.policy.default)
+    assert att.data == next(original.iter_attachments()).get_content()
+
+
+# --- S3: the caps, checked on the raw bytes ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("under", "over", "reason"), [
+    (g.encoded_words(limits.MAX_ENCODED_WORDS), g.encoded_words(limits.MAX_ENCODED_WORDS + 1), "encoded words in subject"),
+    (g.comments(limits.MAX_COMMENT_DEPTH), g.comments(limits.MAX_COMMENT_DEPTH + 1), "comments nested"),
+    (g.many_headers(limits.MAX_HEADER_FIELDS - 10), g.many_headers(limits.MAX_HEADER_FIELDS), "header fields"),
+    (g.big_header(limits.MAX_HEADER_FIELD_BYTES - 1000), g.big_header(limits.MAX_HEADER_FIELD_BYTES + 1000), "header field x-big over"),
+    (g.many_parts(limits.MAX_MIME_PARTS - 2), g.many_parts(limits.MAX_MIME_PARTS), "MIME parts"),
+])
+def test_caps(under: bytes, over: bytes, reason: str) -> None:
+    assert limits.screen(under) == ""
+    assert reason in limits.screen(over)
+
+
+def test_header_block_cap() -> None:
+    raw = g.raw([*g.basic(), *((f"X-H{i}", "v" * 900) for i in range(300))])
+    assert limits.screen(raw) == f"header block over {limits.MAX_HEADER_BYTES} bytes"
+
+
+def test_comment_depth_ignores_quoted_and_escaped_parentheses() -> None:
+    assert limits.comment_depth(b'"(((((" (a \\( b) <x@y.example>') == 1
