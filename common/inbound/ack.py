@@ -76,7 +76,7 @@ def address_problem(address: str) -> str:
 
 def unsafe_recipient(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
     address = mail.from_address.lower()
-    problem = address_problem(address)
+    problem = address_problem(address) or ("sender address unusable for a reply" if mail.from_problem else "")
     if problem:
         return problem
     domain = address.rpartition("@")[2]

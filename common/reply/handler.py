@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.aws import s3
+from common.mail import limits
 from common.mail.parse import ParsedMail, parse
 from common.mail.sanitize import clean_header_text
 from common.reply import auth
@@ -58,6 +59,8 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         cid = auth.check_envelope(receipt, cfg)
         bind(conversation_id=cid)
         auth.check_from(raw, receipt, cfg)
+        if over := limits.screen(raw):  # even the owner's mail is parsed only within the caps (issue 18 S3)
+            raise NotAuthorised(f"not parsed: {over}")
         mail = parse(raw)
         auth.check_age(mail, parse_iso(receipt.timestamp) or datetime.now(UTC), cfg.reply_max_age_s)
         record = conversations.get(cfg, cid)
