@@ -10,6 +10,8 @@ protocol markers rather than claims about a file, so they keep their declared ty
 
 from __future__ import annotations
 
+import re
+
 from common.mail.sanitize import extension
 
 OCTET = "application/octet-stream"
@@ -48,7 +50,7 @@ STRUCTURAL = frozenset({
 })
 _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"%PDF-", "pdf"), (b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"GIF87a", "gif"), (b"GIF89a", "gif"),
-    (b"PK\x03\x04", "zip"), (b"PK\x05\x06", "zip"), (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "ole"),
+    (b"PK\x03\x04", "zip"), (b"PK\x05\x06", "zip"), (b"\xd0\xcf\x11\xe0", "ole"),
     (b"\x1f\x8b", "gzip"), (b"7z\xbc\xaf\x27\x1c", "7z"), (b"{\\rtf", "rtf"), (b"II*\x00", "tiff"), (b"MM\x00*", "tiff"),
     (b"MZ", "executable"), (b"\x7fELF", "executable"), (b"\xcf\xfa\xed\xfe", "executable"), (b"#!", "script"),
     (b"ID3", "mp3"), (b"BM", "bmp"),
@@ -95,10 +97,11 @@ def content_type(filename: str, data: bytes, declared: str = "") -> str:
 
 def default_extension(ctype: str) -> str:
     """A file extension for a part that has no name (by its derived type)."""
-    for ext, (known, _) in BY_EXTENSION.items():
-        if known == ctype:
+    for ext, (by_name, _) in BY_EXTENSION.items():
+        if by_name == ctype:
             return ext
     if ctype.startswith("message/"):
         return "eml" if ctype in ("message/rfc822", "message/global") else "txt"
-    return {"text/html": "html", "text/enriched": "txt", "text/rfc822-headers": "txt",
-            "application/x-ole-storage": "ole"}.get(ctype, "bin")
+    known = {"text/html": "html", "text/enriched": "txt", "text/rfc822-headers": "txt", "application/x-ole-storage": "ole"}
+    subtype = re.sub(r"[^a-z0-9.+-]", "", ctype.rpartition("/")[2].lower())[:20]
+    return known.get(ctype) or subtype or "bin"

@@ -483,7 +483,7 @@ def _attachments(parts: list[_Part], chosen: list[_Part], mail: ParsedMail, hint
         declared = p.ctype
         if not name:
             name = "forwarded message.eml" if declared == "message/rfc822" else \
-                f"part-{p.index}.{filetypes.default_extension(declared)}"
+                f"unnamed.{filetypes.default_extension(declared)}"
         shown = shorten_keep_extension(clean_header_text(name, 1000), 255)
         ctype = filetypes.content_type(shown, data, declared)
         if role == "text" and ctype == filetypes.OCTET and declared in ("text/plain", "text/enriched", "text/richtext"):
