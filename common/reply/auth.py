@@ -143,13 +143,15 @@ def check_age(mail: ParsedMail, received: datetime, max_age_s: int) -> None:
         raise NotAuthorised("owner message is too old (replayed?)")
 
 
-def message_identity(mail: ParsedMail) -> str:
-    """What makes two deliveries the same owner message: its Message-ID, else its content.
+def message_identities(mail: ParsedMail) -> tuple[str, ...]:
+    """What makes two deliveries the same owner message: its Message-ID, and its content (Date,
+    Subject, text). Never the SES message id, which is new on every delivery (a replay gets a fresh
+    one). Both are remembered, so a replay whose Message-ID was changed (legal when the DKIM
+    signature does not cover it) is still recognised by its signed content."""
+    content = "\n".join(("content", mail.headers.get("date", ""), mail.subject, mail.body_text))
+    found = [_digest("mid\n" + mail.message_id.strip())] if mail.message_id else []
+    return (*found, _digest(content))
 
-    Never the SES message id, which is new on every delivery (a replay gets a fresh one)."""
-    if mail.message_id:
-        basis = "mid\n" + mail.message_id.strip()
-    else:
-        basis = "\n".join(("content", mail.headers.get("date", ""), mail.subject, mail.body_text))
-    return hashlib.sha256(basis.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -27,7 +27,7 @@ from common.runtime import events
 from common.runtime.clock import parse_iso
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import alerts, attachments, conversations, layout, replies, staging
+from common.store import alerts, attachments, conversations, layout, replies, sendstatus, staging
 from common.store.sendqueue import OutboundMessage, enqueue
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,9 +66,11 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         record = conversations.get(cfg, cid)
         if not record or not record.get("senderEmail"):
             raise NotAuthorised("unknown conversation")
-        identity = auth.message_identity(mail)
-        if not replies.claim(cfg, cid, identity, mid):
+        check_contact(cfg, str(record["senderEmail"]))
+        identities = auth.message_identities(mail)
+        if not all([replies.claim(cfg, cid, i, mid) for i in identities]):  # every claim is written
             raise NotAuthorised("owner message already sent in this conversation (replay)")
+        identity = identities[0]
     except NotAuthorised as exc:
         return reject(cfg, receipt, raw, str(exc))
     result = send_reply(cfg, mid, cid, identity, record, mail)
@@ -76,9 +78,20 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
     return result
 
 
+def check_contact(cfg: Config, contact: str) -> None:
+    """The owner hears about a reply that cannot reach its contact, instead of the sender skipping it in silence."""
+    if sendstatus.protected(cfg, contact) or contact.lower().endswith("@" + cfg.thread_domain.lower()):
+        raise NotAuthorised("the conversation's contact is one of our own addresses (mail loop)")
+    entry = sendstatus.suppression(cfg, contact)
+    if entry:
+        raise NotAuthorised(f"contact {contact} is on the suppression list ({entry.get('reason')}); "
+                            f"email-handler suppression remove {contact} to mail them again")
+
+
 def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> ReplyResult:
     key = layout.rejected(datetime.now(UTC), receipt.message_id)
-    s3.put(cfg.bucket, key, raw, "message/rfc822", metadata={"reason": reason})
+    s3.put(cfg.bucket, key, raw, "message/rfc822",
+           metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]})
     try:
         sender = clean_header_text(" | ".join(auth.from_fields(raw)), 200)
     except NotAuthorised:

@@ -17,6 +17,7 @@ import pytest
 from common.aws import client
 from common.mail.threads import thread_address
 from common.reply import auth
+from common.store import sendstatus
 from tests.support.mailgen import mail
 
 PUBLIC_NAME = "Alex Example"
@@ -124,6 +125,15 @@ def test_a_replayed_owner_reply_is_not_sent_again(stack, fns, thread) -> None:
     assert stack.s3_keys("staging/") == []
 
 
+def test_replay_with_a_new_message_id_is_recognised_by_its_signed_content(stack, fns, thread) -> None:
+    # DKIM need not cover Message-ID: the attacker changes it, but Date, Subject and body are signed.
+    raw = raw_reply(thread, body=b"See you Tuesday.\r\n", extra=b"Date: Mon, 23 Nov 2026 10:00:00 +0000\r\n")
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+    replay = deliver(stack, fns, thread, raw.replace(b"<r-1@example.net>", b"<forged-2@example.net>"))
+    assert (replay["status"], replay["reason"]) == ("rejected", "owner message already sent in this conversation (replay)")
+    assert len(sent(stack, fns)) == 1
+
+
 def test_replay_without_message_id_is_recognised_by_content(stack, fns, thread) -> None:
     raw = raw_reply(thread, body=b"No id here.\r\n").replace(b"Message-ID: <r-1@example.net>\r\n", b"")
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
@@ -140,6 +150,24 @@ def test_an_old_signed_owner_message_is_refused_as_a_replay(stack, fns, thread) 
     recent = format_datetime(datetime.now(UTC) - timedelta(hours=2)).encode()
     raw = raw_reply(thread, extra=b"Date: " + recent + b"\r\n").replace(b"<r-1@", b"<r-2@")
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
+
+
+def test_a_reply_that_cannot_reach_its_contact_is_reported_not_dropped(stack, fns, thread) -> None:
+    inbox = stack.watch_alerts()
+    sendstatus.suppress(stack.cfg, "jane@corp.example", "permanent bounce (General)")
+    result = deliver(stack, fns, thread, raw_reply(thread))
+    assert result["status"] == "rejected" and result["reason"].startswith("contact jane@corp.example is on the suppression list")
+    assert stack.s3_keys("rejected/") == [result["key"]] and sent(stack, fns) == []
+    assert [a["reason"] for a in inbox()] == [result["reason"]]
+
+
+def test_no_reply_to_a_conversation_whose_contact_is_our_own_address(stack, fns) -> None:
+    # Someone wrote in with our public address as From (no DMARC on a forged domain is not needed:
+    # the conversation exists); the owner's answer must not mail ourselves.
+    result = fns["inbound-handler"].invoke(stack.receipt(mail(sender="Us <hello@example.com>"), f"{next(_ids):040d}"))
+    address = thread_address(result["conversationId"], stack.cfg.thread_secret, stack.cfg.thread_domain)
+    reply = deliver(stack, fns, address, raw_reply(address))
+    assert (reply["status"], reply["reason"]) == ("rejected", "the conversation's contact is one of our own addresses (mail loop)")
 
 
 # --- S9: nothing private reaches the contact --------------------------------------------------
