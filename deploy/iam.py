@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from common.runtime.config import Config
+from common.runtime.functions import dlq_name
 from common.store import layout
 
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
@@ -84,6 +85,8 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
         queue = getattr(cfg, spec.queue_field)
         statements += [
             _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
+            # a message that can never be sent goes to the DLQ at once (common/senders/handler.py)
+            _allow(["sqs:SendMessage"], [a.queue(dlq_name(queue))]),
             _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
             # suppression reads; UpdateItem: the probe of a held owner mailbox (common/store/holds.py)

@@ -22,7 +22,7 @@ from typing import Any
 from common.aws import client, or_none
 from common.aws.sts import account_id
 from common.runtime.config import Config
-from common.runtime.functions import QUEUE_VISIBILITY_S
+from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
 from common.store import layout
 
 MAIN_RETENTION_S = 24 * 3600  # seed values: main queues 1 day, DLQs 7 days
@@ -57,10 +57,6 @@ class Change:
 
 def default_spam_rules() -> str:
     return resources.files("common").joinpath("data/spam-rules.txt").read_text()
-
-
-def dlq_name(queue: str) -> str:
-    return f"{queue}-dlq"
 
 
 def local_queue(cfg: Config, purpose: str) -> str:

@@ -30,6 +30,12 @@ class Function:
         return image_ref(self.name)
 
 
+def dlq_name(queue: str) -> str:
+    """Every queue's dead-letter queue (provisioning creates it; a sender moves a message there itself
+    when retrying cannot help)."""
+    return f"{queue}-dlq"
+
+
 def image_ref(name: str) -> str:
     """``service-email-handler/<name>:<IMAGE_TAG or latest>``: the tag lets several trees build side by side."""
     import os

@@ -123,7 +123,7 @@ def test_throttling_then_success_is_one_send_with_every_attempt_logged(stack, ri
 
 def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(stack, rie_function, proxy) -> None:
     alerts = alerts_queue(stack)
-    fn = sender(rie_function, proxy(lambda n, p: ("error", "MessageRejected")))
+    fn = sender(rie_function, proxy(lambda n, p: ("error", "Throttling")))  # retryable, every time
     put(stack, message(7))
     for _ in range(6):
         stack.run_sender(fn, stack.cfg.ack_queue, visibility_s=0)
@@ -134,9 +134,35 @@ def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(stac
     got = client("sqs").receive_message(QueueUrl=alerts, MaxNumberOfMessages=10)["Messages"]
     assert len(got) == 1  # only on the last receive
     alert = json.loads(got[0]["Body"])
-    assert alert["recipient"] == "jane@corp.example" and alert["errorCode"] == "MessageRejected"
-    assert alert["totalAttempts"] == 5  # one per receive: MessageRejected is not retried
-    assert len(lines(fn, "send attempt failed")) == 5
+    assert alert["recipient"] == "jane@corp.example" and alert["errorCode"] == "Throttling"
+    assert alert["totalAttempts"] == 20  # four attempts per receive, five receives
+    assert len(lines(fn, "send attempt failed")) == 20
+
+
+@pytest.mark.parametrize("kind", ["unbuildable", "refused by SES"])
+def test_a_message_that_can_never_be_sent_goes_to_the_dlq_at_once_with_one_alert(stack, rie_function, proxy,
+                                                                                 kind) -> None:
+    """Issue 17.2 / 18 S8: no five receives each alerting; one DLQ entry per message, one alert per hour."""
+    alerts = alerts_queue(stack)
+    if kind == "unbuildable":
+        fn = sender(rie_function, proxy())
+        bad = [message(n, to=to) for n, to in enumerate(['"big bug bb"@bug..example', "a..b@x.example"], 1)]
+    else:
+        fn = sender(rie_function, proxy(lambda n, p: ("error", "MessageRejected")))
+        bad = [message(1), message(2)]
+    for msg in bad:
+        put(stack, msg)
+    [result] = stack.run_sender(fn, stack.cfg.ack_queue, visibility_s=0)
+    assert result.failed == [] and len(result.deleted) == 2  # not redelivered
+    assert stack.depth(stack.cfg.ack_queue) == 0
+    dead = stack.receive(stack.cfg.ack_queue + "-dlq")
+    assert sorted(json.loads(d["Body"])["idempotency_key"] for d in dead) == ["ack:mid1", "ack:mid2"]
+    code = "InvalidMessage" if kind == "unbuildable" else "MessageRejected"
+    assert {d["MessageAttributes"]["errorCode"]["StringValue"] for d in dead} == {code}
+    got = client("sqs").receive_message(QueueUrl=alerts, MaxNumberOfMessages=10)["Messages"]
+    assert len(got) == 1 and json.loads(got[0]["Body"])["errorCode"] == code  # the second is throttled
+    assert [f["permanent"] for f in lines(fn, "send failed")] == [True, True]
+    assert len(lines(fn, "send attempt failed")) == (0 if kind == "unbuildable" else 2)  # never retried
 
 
 def test_time_budget_guard_fails_the_record_instead_of_timing_out(stack, rie_function, proxy) -> None:
@@ -152,7 +178,7 @@ def test_time_budget_guard_fails_the_record_instead_of_timing_out(stack, rie_fun
 
 
 def test_mixed_batch_reports_exactly_the_failing_records(stack, rie_function, proxy) -> None:
-    fn = sender(rie_function, proxy(lambda n, p: ("error", "MessageRejected")
+    fn = sender(rie_function, proxy(lambda n, p: ("error", "Throttling")
                                     if p.get("Destinations.member.1") == "bad@corp.example" else None))
     put(stack, message(1))
     put(stack, message(2, to="bad@corp.example"))
@@ -165,8 +191,9 @@ def test_mixed_batch_reports_exactly_the_failing_records(stack, rie_function, pr
     result = fn.invoke(event)
     bodies = {r["messageId"]: r["body"] for r in event["Records"]}
     failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
-    assert {bodies[i][:20] if bodies[i] == "not json" else json.loads(bodies[i])["to"][0] for i in failed} == \
-        {"not json", "bad@corp.example"}
+    assert {json.loads(bodies[i])["to"][0] for i in failed} == {"bad@corp.example"}
+    [dead] = stack.receive(stack.cfg.ack_queue + "-dlq")  # not JSON can never be sent: the DLQ at once
+    assert dead["Body"] == "not json"
     assert sorted(m.destinations[0] for m in stack.sent()) == ["jane@corp.example", "jane@corp.example"]
 
 
