@@ -12,7 +12,7 @@ The owner's mailboxes and the public address are never suppressed (issue 18 S1, 
   spam candidate and alerts the owner;
 * a permanent bounce, or the transient-bounce limit, holds mail to that mailbox
   (common/store/holds.py: forwards wait in the queue and its DLQ) and alerts the owner; a delivery
-  releases the hold and says so;
+  releases the hold and says so; a bounce about one message's content or size only alerts;
 * every alert about an undelivered forward names where the original is archived in S3.
 Alerts go to the alert topic (SNS, which should reach the owner by a second channel: the mailbox
 they are about may be the broken one), at most one per mailbox and kind per hour.
@@ -102,13 +102,14 @@ def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
         status, detail = "delivered", ""
     elif kind == "Bounce":
         bounce = message.get("bounce") or {}
-        recipients = [str(r.get("emailAddress", "")) for r in bounce.get("bouncedRecipients") or []]
+        bounced = {str(r.get("emailAddress", "")): str(r.get("status") or "") for r in bounce.get("bouncedRecipients") or []}
+        recipients = list(bounced)
         btype, subtype = str(bounce.get("bounceType", "")), str(bounce.get("bounceSubType", ""))
         detail = f"{btype}/{subtype}"
         for r in recipients:
             if sendstatus.protected(cfg, r):
                 owner.append(r)
-                _owner_bounced(cfg, r, btype, subtype, origin(cfg, corr, message))
+                _owner_bounced(cfg, r, btype, subtype, bounced[r], origin(cfg, corr, message))
             elif btype == "Permanent":
                 sendstatus.suppress(cfg, r, f"permanent bounce ({subtype})")
                 suppressed.append(r)
@@ -140,28 +141,47 @@ def _owner_alert(cfg: Config, address: str, what: str, subject: str, body: dict[
     return alerts.publish_throttled(cfg, f"owner-{what}#{address.lower()}", subject, body)
 
 
-def _owner_bounced(cfg: Config, address: str, btype: str, subtype: str, found: dict[str, str]) -> None:
-    """The owner's mailbox bounced one of our messages: hold further mail to it, say where the original is."""
+# Bounces about this one message, not the mailbox: its content, attachment or size was refused
+# (SES's transient subtypes, and enhanced status codes 5.3.4 too big, 5.6.x media, 5.7.x policy).
+# They never hold the owner's mailbox: otherwise anyone could stop every forward by sending mail
+# the owner's provider rejects.
+MESSAGE_SUBTYPES = ("ContentRejected", "AttachmentRejected", "MessageTooLarge")
+
+
+def mailbox_level(subtype: str, status: str) -> bool:
+    """Whether a bounce says the mailbox cannot take mail (rather than this one message)."""
+    code = status.strip().split(".")
+    message_level = len(code) == 3 and (code[1] in ("6", "7") or code[1:] == ["3", "4"])
+    return subtype not in MESSAGE_SUBTYPES and not message_level
+
+
+def _owner_bounced(cfg: Config, address: str, btype: str, subtype: str, status: str, found: dict[str, str]) -> None:
+    """The owner's mailbox bounced one of our messages: hold further mail to it if the mailbox is the
+    problem, and always say where the original is."""
     permanent = btype == "Permanent"
-    if not permanent and sendstatus.count_transient_bounces(cfg, address) < cfg.transient_bounce_limit:
-        reason = f"transient bounce ({subtype})"
-        held = False
+    if not mailbox_level(subtype, status):
+        held, what = False, "message"
+        action = (f"Your provider refused this one message ({subtype or status}); later forwards are not affected. "
+                  "The original is archived (see 'original').")
+    elif not permanent and sendstatus.count_transient_bounces(cfg, address) < cfg.transient_bounce_limit:
+        held, what = False, "transient"
+        action = "This message was not delivered after SES's retries; the mailbox is not held yet."
     else:
+        held, what = True, "held"
         reason = f"permanent bounce ({subtype})" if permanent else f"{cfg.transient_bounce_limit} transient bounces"
-        held = True
         holds.hold(cfg, address, reason)
-    action = ("Mail to this mailbox is held: forwards stay in the forward queue and then its DLQ, nothing is dropped. "
-              f"A test forward goes out every {cfg.owner_hold_probe_s} s and its delivery lifts the hold; after fixing "
-              f"the mailbox you can lift it at once with: email-handler suppression remove {address}, then "
-              f"email-handler dlq redrive {cfg.forward_queue}." if held else
-              "This message was not delivered after SES's retries; the mailbox is not held yet.")
+        action = ("Mail to this mailbox is held: forwards stay in the forward queue and then its DLQ, nothing is "
+                  f"dropped. A test forward goes out every {cfg.owner_hold_probe_s} s and its delivery lifts the hold; "
+                  f"after fixing the mailbox you can lift it at once with: email-handler suppression remove {address}, "
+                  f"then email-handler dlq redrive {cfg.forward_queue}.")
     if subtype in ("OnAccountSuppressionList", "Suppressed"):
         action += (" SES itself suppressed this address (its account-level suppression list): remove it there too, "
                    f"e.g. aws sesv2 delete-suppressed-destination --email-address {address}.")
-    log.error("owner mailbox bounced", extra={"recipient": address, "bounce": f"{btype}/{subtype}", "held": held, **found})
-    _owner_alert(cfg, address, f"bounce-{'held' if held else 'transient'}", "Your mailbox bounced a forward", {
+    log.error("owner mailbox bounced", extra={"recipient": address, "bounce": f"{btype}/{subtype}", "status": status,
+                                              "held": held, **found})
+    _owner_alert(cfg, address, f"bounce-{what}", "Your mailbox bounced a forward", {
         "alert": "owner-mailbox-bounced", "recipient": address, "bounceType": btype, "bounceSubType": subtype,
-        "held": held, **found, "action": action})
+        "status": status, "held": held, **found, "action": action})
 
 
 def _owner_complained(cfg: Config, address: str, detail: str, found: dict[str, str]) -> None:

@@ -49,8 +49,9 @@ def notify(stack, fns, kind: str, sent, recipient: str = OWNER, **body) -> dict:
     return fns["inbound-handler"].invoke(sns_event(json.dumps(message), topic, f"sns-{next(_ids)}"))["results"][0]
 
 
-def bounce(btype: str, recipient: str = OWNER, subtype: str = "General") -> dict:
-    return {"bounce": {"bounceType": btype, "bounceSubType": subtype, "bouncedRecipients": [{"emailAddress": recipient}]}}
+def bounce(btype: str, recipient: str = OWNER, subtype: str = "General", status: str = "") -> dict:
+    bounced = {"emailAddress": recipient, **({"status": status} if status else {})}
+    return {"bounce": {"bounceType": btype, "bounceSubType": subtype, "bouncedRecipients": [bounced]}}
 
 
 def complaint(recipient: str = OWNER) -> dict:
@@ -88,7 +89,7 @@ def test_public_and_owner_addresses_are_never_suppressed(stack, fns) -> None:
 def test_permanent_owner_bounce_holds_forwards_in_the_queue_and_dlq_until_a_delivery(stack, fns) -> None:
     inbox = stack.watch_alerts()
     first, sent = forward_one(stack, fns)
-    result = notify(stack, fns, "Bounce", sent, **bounce("Permanent", subtype="OnAccountSuppressionList"))
+    result = notify(stack, fns, "Bounce", sent, **bounce("Permanent", subtype="OnAccountSuppressionList", status="5.1.1"))
     assert result["suppressed"] == [] and result["owner"] == [OWNER]
     [alert] = inbox()
     assert alert["alert"] == "owner-mailbox-bounced" and alert["held"] is True
@@ -116,6 +117,24 @@ def test_permanent_owner_bounce_holds_forwards_in_the_queue_and_dlq_until_a_deli
         sqs.send_message(QueueUrl=sqs.get_queue_url(QueueName=stack.cfg.forward_queue)["QueueUrl"], MessageBody=d["Body"])
     stack.run_sender(fns["forward-sender"], stack.cfg.forward_queue)
     assert [m.destinations for m in stack.sent()[1:]] == [[OWNER], [OWNER]]
+
+
+@pytest.mark.parametrize(("btype", "subtype", "status"), [
+    ("Permanent", "General", "5.7.1"),  # "message rejected as spam": about this message, not the mailbox
+    ("Permanent", "General", "5.3.4"),  # too big
+    ("Transient", "ContentRejected", ""),
+    ("Transient", "AttachmentRejected", ""),
+])
+def test_a_stranger_cannot_hold_the_owners_forwards_by_sending_mail_the_provider_rejects(
+        stack, fns, btype, subtype, status) -> None:
+    inbox = stack.watch_alerts()
+    first, sent = forward_one(stack, fns)
+    for _ in range(stack.cfg.transient_bounce_limit + 1):
+        notify(stack, fns, "Bounce", sent, **bounce(btype, subtype=subtype, status=status))
+    alerts = inbox()
+    assert len(alerts) == 1 and alerts[0]["held"] is False and alerts[0]["original"].endswith(f"/{first['messageId']}.eml")
+    _, later = forward_one(stack, fns, "Bob <bob@corp.example>")
+    assert later is not None and later.destinations == [OWNER]
 
 
 def test_a_held_mailbox_is_probed_once_per_interval(stack, rie_module) -> None:
