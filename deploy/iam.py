@@ -72,6 +72,11 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
             _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
+            _allow(["dynamodb:BatchGetItem"], [a.table(cfg.sender_lists_table)]),  # the owner's block/allow lists
+            # quarantine records: hold, digest (the pendingDigest index), release by an operator
+            _allow(["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
+                   [a.table(cfg.quarantine_table)]),
+            _allow(["dynamodb:Query"], [a.table(cfg.quarantine_table) + "/index/pendingDigest"]),
         ]
     elif function == "reply-handler":
         statements += [
@@ -80,6 +85,10 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["dynamodb:GetItem"], [a.table(cfg.suppression_table)]),  # a suppressed contact is told to the owner
             _allow(["sqs:SendMessage"], [a.queue(cfg.reply_queue)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
+            # owner controls ([block] ...) and releases from a quarantine digest (a release is a forward)
+            _allow(["dynamodb:PutItem", "dynamodb:DeleteItem"], [a.table(cfg.sender_lists_table)]),
+            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.quarantine_table)]),
+            _allow(["sqs:SendMessage"], [a.queue(cfg.forward_queue)]),
         ]
     elif spec.queue_field:  # a sender (the extractor needs S3 only)
         queue = getattr(cfg, spec.queue_field)

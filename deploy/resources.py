@@ -39,6 +39,9 @@ TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
     "idempotency_table": ("id", "expiration", {}),  # aws-lambda-powertools' idempotency layout
     "send_status_table": ("id", "expiresAt", {"sesMessageId": "sesMessageId"}),  # feedback fallback
     "suppression_table": ("email", "expiresAt", {}),  # suppressions from transient bounces expire
+    "sender_lists_table": ("entry", "", {}),  # the owner's block/allow lists
+    # quarantined mail; the sparse index holds what the next daily digest must list
+    "quarantine_table": ("id", "", {"pendingDigest": "pendingDigest"}),
 }
 
 CREATE, UPDATE, UNCHANGED = "create", "update", "unchanged"

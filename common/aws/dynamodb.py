@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any
 
 from common.aws import client, error_code
@@ -87,8 +88,11 @@ def update(table: str, key: dict[str, Any], expression: str, values: dict[str, A
     return from_item(response.get("Attributes")) or {}
 
 
-def delete(table: str, key: dict[str, Any]) -> None:
-    client("dynamodb").delete_item(TableName=table, Key=to_item(key))
+def delete(table: str, key: dict[str, Any], return_old: bool = False) -> dict[str, Any] | None:
+    """DeleteItem; with ``return_old`` the item as it was (None if there was none)."""
+    response = client("dynamodb").delete_item(TableName=table, Key=to_item(key),
+                                              ReturnValues="ALL_OLD" if return_old else "NONE")
+    return from_item(response.get("Attributes"))
 
 
 def query_index(table: str, index: str, key_name: str, key_value: Any, limit: int = 1) -> list[dict[str, Any]]:
@@ -97,3 +101,36 @@ def query_index(table: str, index: str, key_name: str, key_value: Any, limit: in
         TableName=table, IndexName=index, KeyConditionExpression="#k = :v",
         ExpressionAttributeNames={"#k": key_name}, ExpressionAttributeValues=to_item({":v": key_value}), Limit=limit)
     return [i for i in (from_item(item) for item in response.get("Items", [])) if i is not None]
+
+
+def batch_get(table: str, keys: list[dict[str, Any]], consistent: bool = True) -> list[dict[str, Any]]:
+    """BatchGetItem for up to 100 keys; unprocessed keys (throttling) are asked for again."""
+    request: dict[str, Any] = {table: {"Keys": [to_item(k) for k in keys], "ConsistentRead": consistent}}
+    found: list[dict[str, Any]] = []
+    for attempt in range(5):
+        if attempt:
+            time.sleep(0.05 * 2 ** attempt)
+        response = client("dynamodb").batch_get_item(RequestItems=request)
+        found += [i for i in (from_item(item) for item in response.get("Responses", {}).get(table, [])) if i is not None]
+        request = response.get("UnprocessedKeys") or {}
+        if not request:
+            return found
+    raise RuntimeError(f"BatchGetItem on {table} left keys unprocessed after 5 attempts")
+
+
+def scan(table: str) -> list[dict[str, Any]]:
+    """Every item of a (small) table: operator tools only, never a handler's per-mail path."""
+    items: list[dict[str, Any]] = []
+    for page in client("dynamodb").get_paginator("scan").paginate(TableName=table):
+        items += [i for i in (from_item(item) for item in page.get("Items", [])) if i is not None]
+    return items
+
+
+def query_all(table: str, index: str, key_name: str, key_value: Any) -> list[dict[str, Any]]:
+    """Every item of a global secondary index partition, all pages."""
+    items: list[dict[str, Any]] = []
+    for page in client("dynamodb").get_paginator("query").paginate(
+            TableName=table, IndexName=index, KeyConditionExpression="#k = :v",
+            ExpressionAttributeNames={"#k": key_name}, ExpressionAttributeValues=to_item({":v": key_value})):
+        items += [i for i in (from_item(item) for item in page.get("Items", [])) if i is not None]
+    return items

@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from common.aws import logs, s3
-from common.inbound import ack, policy
+from common.aws import s3
+from common.inbound import ack, policy, quarantine
 from common.inbound.messages import build_ack, build_forward
 from common.mail import limits
 from common.mail.build import unbuildable
@@ -20,10 +20,10 @@ from common.mail.headers import header_text, parse_mailbox
 from common.mail.parse import ParsedMail, parse
 from common.mail.threads import conversation_id, thread_address
 from common.runtime import events
-from common.runtime.clock import iso_z, parse_iso
+from common.runtime.clock import parse_iso
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import attachments, conversations, layout, staging
+from common.store import attachments, conversations, layout, senderlists, staging
 from common.store.sendqueue import enqueue
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,11 +49,18 @@ class InboundResult(TypedDict):
 PREVIEW_CHARS = 500
 
 
-def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> InboundResult | FeedbackResult:
-    if events.kind(event) == "sns":
+def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> (
+        InboundResult | FeedbackResult | quarantine.DigestResult | quarantine.ReleaseResult):
+    source = events.kind(event)
+    if source == "sns":
         from common.inbound import feedback
 
         return feedback.apply_notifications(cfg, events.sns_messages(event))
+    if source == "eventbridge":
+        task = events.OwnerTask.from_event(event)
+        if task.task == "quarantine-digest":
+            return quarantine.send_digest(cfg)
+        return quarantine.release(cfg, task.quarantine_id, f"cli:{task.by}")
     return receive_mail(cfg, events.SesReceipt.from_event(event))
 
 
@@ -90,7 +97,8 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         mail = parse(raw)
         if mail.problems:
             log.warning("mail has malformed parts", extra={"problems": mail.problems[:10]})
-        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg))
+        listing = senderlists.lookup(cfg, mail.from_address) if mail.from_address else None
+        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg), listing)
     fields = log_fields(mail) if mail else envelope_fields(receipt)
 
     if decision.action == policy.DROP:
@@ -163,23 +171,10 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
 
 def quarantined(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str,
                 when: datetime) -> InboundResult:
-    key = quarantine(cfg, receipt, mail, raw, reason, when)
-    log.warning("mail quarantined", extra={**(log_fields(mail) if mail else envelope_fields(receipt)),
-                                           "reason": reason, "key": key})
+    fields = log_fields(mail) if mail else envelope_fields(receipt)
+    sender = f"{mail.display_name} <{mail.from_address}>" if mail and mail.display_name else fields["sender"]
+    key = quarantine.hold(cfg, receipt, raw, reason, when, sender or receipt.source, fields["subject"])
+    log.warning("mail quarantined", extra={**fields, "reason": reason, "key": key})
     staging.done(cfg, receipt.message_id)
     return {"status": "quarantined", "reason": reason, "key": key, "messageId": receipt.message_id}
-
-
-def quarantine(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str,
-               when: datetime) -> str:
-    key = layout.quarantined(when, receipt.message_id)
-    fields = log_fields(mail) if mail else envelope_fields(receipt)
-    s3.put(cfg.bucket, key, raw, "message/rfc822",
-           metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]})
-    logs.put_json_line(cfg.spam_log_group, f"{when:%Y/%m/%d}", {
-        "sesMessageId": receipt.message_id, "reason": reason, "key": key,
-        "sender": fields["sender"], "envelopeSender": receipt.source, "subject": fields["subject"], "verdicts": receipt.verdicts,
-        "timestamp": iso_z(when),
-    })
-    return key
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import html as htmllib
 import re
+from typing import Any
+from urllib.parse import quote
 
 from common.inbound.ack import greeting_name
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
+from common.mail.threads import release_address
 from common.runtime.config import Config
 from common.store.attachments import Stored
 from common.store.sendqueue import Attachment, OutboundMessage
@@ -118,3 +121,33 @@ def _html_with(html: str, warnings: tuple[str, ...], block: list[tuple[str, str]
         html = top + html
     body_close = re.search(r"</body\s*>", html, re.I)
     return html[: body_close.start()] + bottom + html[body_close.start():] if body_close else html + bottom
+
+
+def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) -> OutboundMessage:
+    """The owner's quarantine digest: one entry per held mail with its release address."""
+    count = len(held)
+    rows = []
+    for n, item in enumerate(held, 1):
+        address = release_address(str(item["id"]), cfg.thread_secret, cfg.thread_domain)
+        rows.append((n, item, address))
+    text = [f"{count} message{'s' if count != 1 else ''} to {cfg.public_email} were quarantined and not forwarded.",
+            "To release one, send any mail to its release address; it is then forwarded like any other.", ""]
+    for n, item, address in rows:
+        text += [f"{n}. {item.get('sender') or '(no sender)'}", f"   Subject:  {item.get('subject') or '(no subject)'}",
+                 f"   Reason:   {item.get('reason')}", f"   Received: {item.get('receivedAt')}",
+                 f"   Release:  {address}", ""]
+    cells = "".join(
+        f"<tr><td>{htmllib.escape(str(item.get('sender') or ''))}</td><td>{htmllib.escape(str(item.get('subject') or ''))}</td>"
+        f"<td>{htmllib.escape(str(item.get('reason') or ''))}</td><td>{htmllib.escape(str(item.get('receivedAt') or ''))}</td>"
+        f'<td><a href="mailto:{address}?subject={quote("Release " + str(item["id"]))}">release</a></td></tr>'
+        for _, item, address in rows)
+    html = (f"<html><body><p>{htmllib.escape(text[0])}<br>{htmllib.escape(text[1])}</p>"
+            '<table border="1" cellpadding="4" style="border-collapse:collapse">'
+            "<tr><th>Sender</th><th>Subject</th><th>Reason</th><th>Received</th><th></th></tr>"
+            f"{cells}</table></body></html>")
+    return OutboundMessage(
+        kind="digest", idempotency_key=idempotency_key, correlation_id=idempotency_key.replace(":", "-"),
+        to=[cfg.private_email], subject=f"Quarantine: {count} message{'s' if count != 1 else ''} held",
+        text="\n".join(text), html=html, from_name=f"Quarantine {cfg.domain_name}",
+        headers={"Auto-Submitted": "auto-generated"},
+    )

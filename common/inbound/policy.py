@@ -16,6 +16,7 @@ from common.mail.parse import ParsedMail
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
+from common.store.senderlists import ALLOW, BLOCK, Listing
 
 log = get_logger("spam")
 SECTIONS = ("blocked_sender_domains", "subject_patterns", "body_patterns")
@@ -144,34 +145,52 @@ def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
     return None
 
 
-def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules) -> Decision:
+def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules, listing: Listing | None = None) -> Decision:
     """Every rule, first hit wins: :func:`assess_envelope`, then the parsed mail's."""
-    return assess_envelope(receipt, cfg) or assess_mail(receipt, mail, rules)
+    return assess_envelope(receipt, cfg) or assess_mail(receipt, mail, rules, listing)
 
 
-def assess_mail(receipt: SesReceipt, mail: ParsedMail, rules: Rules) -> Decision:
-    v = receipt.verdicts
+def assess_mail(receipt: SesReceipt, mail: ParsedMail, rules: Rules, listing: Listing | None = None) -> Decision:
+    """``listing``: the owner's block/allow entry for the sender (common/store/senderlists.py): a
+    block quarantines, an allow skips the keyword lists (SES's verdicts above still apply)."""
     if is_dsn_content(mail):
         return Decision(DSN, "delivery status notification (multipart/report; report-type=delivery-status)")
     if not mail.from_address:
         return Decision(QUARANTINE, "From header has no usable address")
     if mail.from_problem:
         return Decision(QUARANTINE, f"sender address unusable: {mail.from_problem}")
+    if listing is not None and listing.list == BLOCK:
+        return Decision(QUARANTINE, f"blocked by the owner ({listing.entry})")
+    if listing is None or listing.list != ALLOW:
+        keyword = _keyword_hit(mail, rules)
+        if keyword:
+            return Decision(QUARANTINE, keyword)
+    return Decision(FORWARD, warnings=_warnings(receipt))
+
+
+def _keyword_hit(mail: ParsedMail, rules: Rules) -> str:
+    """The owner's keyword lists: why they quarantine this mail ('' if they do not)."""
     domain = mail.from_address.rpartition("@")[2]
     for blocked in rules.blocked_domains:
         if domain == blocked or domain.endswith("." + blocked):
-            return Decision(QUARANTINE, f"blocked sender domain {blocked}")
+            return f"blocked sender domain {blocked}"
     for pattern in rules.subject_patterns:
         if pattern.search(mail.subject):
-            return Decision(QUARANTINE, f"subject matches {pattern.pattern!r}")
+            return f"subject matches {pattern.pattern!r}"
     body = mail.body_text[:BODY_SCAN_CHARS]
     for pattern in rules.body_patterns:
         if pattern.search(body):
-            return Decision(QUARANTINE, f"body matches {pattern.pattern!r}")
+            return f"body matches {pattern.pattern!r}"
+    return ""
+
+
+def _warnings(receipt: SesReceipt) -> tuple[str, ...]:
+    """Soft authentication failures: forwarded, with a banner."""
+    v = receipt.verdicts
     warnings = []
     if v.get("spf") == "FAIL":
         warnings.append("SPF check failed: the sending server is not authorised for the sender's domain.")
     if v.get("dmarc") == "FAIL":
         warnings.append(f"DMARC check failed (sender policy: {receipt.dmarc_policy or 'none'}): "
                         "the From address may be forged.")
-    return Decision(FORWARD, warnings=tuple(warnings))
+    return tuple(warnings)

@@ -100,3 +100,33 @@ def verify_thread_address(address: str, secret: str, thread_domain: str) -> str 
     if not cid or not hmac.compare_digest(tag.encode(), _tag(cid, secret).encode()):
         return None
     return cid
+
+
+# Owner-only addresses on the thread domain besides thread addresses (docs/CONTRACT.md):
+# new@thread.<domain> starts a conversation; release.<id>.<tag>@thread.<domain> releases quarantined mail.
+NEW_CONVERSATION_LOCAL = "new"
+RELEASE_PREFIX = "release."
+
+
+def _release_tag(qid: str, secret: str) -> str:
+    # "release:" cannot occur in a conversation id (no ':' in one), so no release tag is a thread tag
+    return _tag(f"release:{qid}", secret)
+
+
+def release_address(qid: str, secret: str, thread_domain: str) -> str:
+    return f"{RELEASE_PREFIX}{qid}.{_release_tag(qid, secret)}@{thread_domain}"
+
+
+def verify_release_address(address: str, secret: str, thread_domain: str) -> str | None:
+    """The quarantine id if ``address`` is a genuine release address, else None (constant-time tag check)."""
+    local, _, domain = address.strip().lower().rpartition("@")
+    if domain != thread_domain.lower() or not local.startswith(RELEASE_PREFIX):
+        return None
+    qid, _, tag = local.removeprefix(RELEASE_PREFIX).rpartition(".")
+    if not qid or not hmac.compare_digest(tag.encode(), _release_tag(qid, secret).encode()):
+        return None
+    return qid
+
+
+def is_new_conversation_address(address: str, thread_domain: str) -> bool:
+    return address.strip().lower() == f"{NEW_CONVERSATION_LOCAL}@{thread_domain.lower()}"

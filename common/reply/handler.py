@@ -19,10 +19,11 @@ from common.aws import s3
 from common.mail import limits
 from common.mail.parse import ParsedMail, parse
 from common.mail.sanitize import clean_header_text
-from common.reply import auth
+from common.mail.threads import conversation_id
+from common.reply import auth, owner
 from common.reply.auth import NotAuthorised
 from common.reply.scrub import hide_addresses
-from common.reply.text import clean_reply, reply_subject
+from common.reply.text import clean_reply, new_conversation_recipient, owner_controls, reply_subject
 from common.runtime import events
 from common.runtime.clock import parse_iso
 from common.runtime.config import Config
@@ -37,7 +38,8 @@ log = get_logger("reply-handler")
 
 
 class ReplyResult(TypedDict):
-    status: Literal["queued", "rejected", "already-processed"]
+    status: Literal["queued", "started", "commands-applied", "released", "already-released", "rejected",
+                    "already-processed"]
     messageId: NotRequired[str]
     reason: NotRequired[str]
     key: NotRequired[str]
@@ -45,6 +47,7 @@ class ReplyResult(TypedDict):
     conversationId: NotRequired[str]
     metadata: NotRequired[dict[str, str]]
     attachments: NotRequired[list[str]]
+    controls: NotRequired[list[str]]
 
 
 def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> ReplyResult:
@@ -56,24 +59,44 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         log.warning("reply not processed", extra={"reason": "staging object missing (already processed)"})
         return {"status": "already-processed", "messageId": mid}
     try:
-        cid = auth.check_envelope(receipt, cfg)
-        bind(conversation_id=cid)
+        auth.check_sender(receipt, cfg)
+        goal = owner.target(receipt, cfg)
+        bind(**({"conversation_id": goal.value} if goal.kind == "reply" else {"owner_target": goal.kind}))
         auth.check_from(raw, receipt, cfg)
         if over := limits.screen(raw):  # even the owner's mail is parsed only within the caps (issue 18 S3)
             raise NotAuthorised(f"not parsed: {over}")
         mail = parse(raw)
-        auth.check_age(mail, parse_iso(receipt.timestamp) or datetime.now(UTC), cfg.reply_max_age_s)
-        record = conversations.get(cfg, cid)
-        if not record or not record.get("senderEmail"):
-            raise NotAuthorised("unknown conversation")
-        check_contact(cfg, str(record["senderEmail"]))
+        received = parse_iso(receipt.timestamp) or datetime.now(UTC)
+        auth.check_age(mail, received, cfg.reply_max_age_s)
+        if goal.kind == "release":
+            result = release_held(cfg, goal.value, mid)
+            staging.done(cfg, mid)
+            return result
+        if goal.kind == "new":
+            to = new_conversation_recipient(mail.body_text)
+            problem = owner.recipient_problem(cfg, to)
+            if problem:
+                raise NotAuthorised(problem)
+            cid = conversation_id(to, "", cfg.opaque_relay_domains)
+            bind(conversation_id=cid)
+            check_contact(cfg, to)
+            record = None
+        else:
+            cid = goal.value
+            record = conversations.get(cfg, cid)
+            if not record or not record.get("senderEmail"):
+                raise NotAuthorised("unknown conversation")
+            check_contact(cfg, str(record["senderEmail"]))
         identities = auth.message_identities(mail)
         if not all([replies.claim(cfg, cid, i, mid) for i in identities]):  # every claim is written
             raise NotAuthorised("owner message already sent in this conversation (replay)")
         identity = identities[0]
+        if goal.kind == "new":
+            record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received)
     except NotAuthorised as exc:
         return reject(cfg, receipt, raw, str(exc))
-    result = send_reply(cfg, mid, cid, identity, record, mail)
+    assert record is not None
+    result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == "new")
     staging.done(cfg, mid)
     return result
 
@@ -86,6 +109,18 @@ def check_contact(cfg: Config, contact: str) -> None:
     if entry:
         raise NotAuthorised(f"contact {contact} is on the suppression list ({entry.get('reason')}); "
                             f"email-handler suppression remove {contact} to mail them again")
+
+
+def release_held(cfg: Config, qid: str, mid: str) -> ReplyResult:
+    """The owner mailed a release address from a quarantine digest."""
+    from common.inbound import quarantine
+
+    released = quarantine.release(cfg, qid, f"mail:{mid}")
+    if released["status"] == "unknown":
+        raise NotAuthorised("release address names no quarantined mail")
+    if released["status"] == "undeliverable":
+        raise NotAuthorised(f"released mail cannot be forwarded: {released.get('reason', '')}")
+    return {"status": released["status"], "messageId": mid, "conversationId": released.get("conversationId", "")}
 
 
 def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> ReplyResult:
@@ -104,10 +139,19 @@ def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> 
     return {"status": "rejected", "reason": reason, "key": key, "alerted": alerted}
 
 
-def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str, Any],
-               mail: ParsedMail) -> ReplyResult:
+def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str, Any], mail: ParsedMail,
+               new: bool = False) -> ReplyResult:
+    """Queue the owner's text to the conversation's contact (``new``: the first mail of a conversation
+    the owner starts: its own subject, no threading headers); apply the owner's controls first."""
     owners = tuple(auth.owner_addresses(cfg))
+    contact = str(record["senderEmail"])
     body, metadata = clean_reply(mail.body_text, owners, cfg.public_email)
+    controls = owner.apply_controls(cfg, owner_controls(mail.body_text), contact, cid)
+    conversations.set_attributes(cfg, cid, metadata)
+    if not body.strip() and not mail.attachments:
+        log.info("reply not sent", extra={"reason": "nothing but commands in it", "conversation_id": cid,
+                                          "metadata": sorted(metadata), "controls": controls})
+        return {"status": "commands-applied", "conversationId": cid, "metadata": metadata, "controls": controls}
     for att in mail.attachments:  # a file name is shown to the contact too
         att.filename = hide_addresses(att.filename, owners, cfg.public_email)
         att.safe_name = hide_addresses(att.safe_name, owners, cfg.public_email)
@@ -115,17 +159,19 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
                              lambda name: layout.withheld(cid, mid, name))
     for skipped in kept.skipped:
         log.warning("reply attachment skipped", extra={"attachment": skipped})
-    conversations.set_attributes(cfg, cid, metadata)
-    last = str(record.get("lastMessageId") or "")
-    ses_form = f"<{record.get('lastSesMessageId')}@email.amazonses.com>" if record.get("lastSesMessageId") else ""
+    last = "" if new else str(record.get("lastMessageId") or "")
+    ses_form = f"<{record.get('lastSesMessageId')}@email.amazonses.com>" if record.get("lastSesMessageId") and not new else ""
+    subject = (clean_header_text(mail.subject) or "(no subject)") if new else reply_subject(mail.subject)
     message = OutboundMessage(
-        kind="reply", idempotency_key=f"reply:{cid}:{identity}", correlation_id=f"reply-{mid}",
-        to=[str(record["senderEmail"])], subject=hide_addresses(reply_subject(mail.subject), owners, cfg.public_email),
+        kind="new" if new else "reply", idempotency_key=f"reply:{cid}:{identity}", correlation_id=f"reply-{mid}",
+        to=[contact], subject=hide_addresses(subject, owners, cfg.public_email),
         text=body, from_name=cfg.public_name,
         in_reply_to=last or ses_form, references=[r for r in dict.fromkeys((last, ses_form)) if r],
         attachments=kept.attachments, conversation_id=cid,
     )
     enqueue(cfg.reply_queue, message, cfg.bucket, cfg.claim_check_bytes)
     log.info("reply queued", extra={"conversation_id": cid, "metadata": sorted(metadata), "attachments": len(kept.attachments),
-                                    "recipient": message.to[0], "subject": message.subject})
-    return {"status": "queued", "conversationId": cid, "metadata": metadata, "attachments": [a.key for a in kept.attachments]}
+                                    "recipient": message.to[0], "subject": message.subject, "new_conversation": new,
+                                    "controls": controls})
+    return {"status": "started" if new else "queued", "conversationId": cid, "metadata": metadata,
+            "attachments": [a.key for a in kept.attachments], "controls": controls}

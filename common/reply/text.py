@@ -6,6 +6,7 @@ Pure functions (no AWS), unit-tested against Gmail-, Outlook- and Apple Mail-sty
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from common.inbound.messages import FOOTER_MARKER
 from common.reply.scrub import hide_addresses
@@ -14,6 +15,10 @@ from common.reply.scrub import hide_addresses
 METADATA_KEYS = {"company": "companyName", "title": "title", "type": "type", "location": "location",
                  "salary_range": "salaryRange", "job_id": "jobId", "notes": "notes"}
 _COMMAND = re.compile(r"^\s*\[\s*([A-Za-z_ -]+?)\s*:\s*(.*?)\s*\]\s*$")
+# Owner controls (docs/CONTRACT.md): [block], [block: domain], [allow], [unblock], optionally naming
+# an address or @domain instead of the contact; removed from the outgoing body like metadata.
+_CONTROL = re.compile(r"^\s*\[\s*(block|allow|unblock)\s*(?::\s*([^\]]*?))?\s*\]\s*$", re.I)
+_TO = re.compile(r"^\s*\[\s*to\s*:\s*([^\]]*?)\s*\]\s*$", re.I)
 _QUOTED = re.compile(r"^\s*>")
 # Gmail: "On Mon, 3 Nov 2026 at 10:00, Jane <jane@x> wrote:" (sometimes wrapped over two lines);
 # Apple Mail: "On 3 Nov 2026, at 10:00, Jane <jane@x> wrote:"; also localized "Am ... schrieb ...:"
@@ -30,6 +35,8 @@ def extract_metadata(text: str) -> tuple[str, dict[str, str]]:
     found: dict[str, str] = {}
     kept = []
     for line in text.splitlines():
+        if _CONTROL.match(line):
+            continue
         match = _COMMAND.match(line)
         if match:
             key = match.group(1).strip().lower().replace(" ", "_").replace("-", "_")
@@ -38,6 +45,25 @@ def extract_metadata(text: str) -> tuple[str, dict[str, str]]:
             continue  # unknown keys are ignored, but the command line never goes out
         kept.append(line)
     return "\n".join(kept), found
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    action: str  # block | allow | unblock
+    target: str  # "" the contact's address, "domain" the contact's domain, else an address or @domain as written
+
+
+def owner_controls(text: str) -> list[Control]:
+    """The control lines of the owner's own text (never of the quoted history below it)."""
+    found = (_CONTROL.match(line) for line in strip_history(text).splitlines())
+    return [Control(m.group(1).lower(), (m.group(2) or "").strip()) for m in found if m]
+
+
+def new_conversation_recipient(text: str) -> str:
+    """ADDRESS from a first non-blank line ``[to: ADDRESS]`` ('' when the first line is anything else)."""
+    first = next((line for line in text.replace("\r\n", "\n").split("\n") if line.strip()), "")
+    match = _TO.match(first)
+    return match.group(1).strip().strip("<>").strip() if match else ""
 
 
 def strip_history(text: str) -> str:

@@ -45,6 +45,8 @@ class Config:
     idempotency_table: str = ""
     send_status_table: str = ""
     suppression_table: str = ""
+    sender_lists_table: str = ""  # the owner's block/allow lists (common/store/senderlists.py)
+    quarantine_table: str = ""  # one record per quarantined mail: digest and release (common/store/quarantine.py)
     ack_queue: str = ""
     forward_queue: str = ""
     reply_queue: str = ""
@@ -184,6 +186,8 @@ def _with_defaults(cfg: Config) -> Config:
         "idempotency_table": cfg.name("idempotency"),
         "send_status_table": cfg.name("send-status"),
         "suppression_table": cfg.name("suppression"),
+        "sender_lists_table": cfg.name("sender-lists"),
+        "quarantine_table": cfg.name("quarantine"),
         "ack_queue": cfg.name("ack"),
         "forward_queue": cfg.name("forward"),
         "reply_queue": cfg.name("reply"),

@@ -133,8 +133,44 @@ def sns_messages(event: Any) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class OwnerTask:
+    """An EventBridge event for inbound-handler: the daily quarantine digest (a schedule's
+    ``Scheduled Event``, from an EventBridge rule or EventBridge Scheduler) or an operator's release.
+
+    Shape (docs/CONTRACT.md): ``{"source": "aws.events" | "aws.scheduler" | "service-email-handler",
+    "detail-type": "Scheduled Event" | "Quarantine Release", "time": ISO, "detail": {"task":
+    "quarantine-digest" | "quarantine-release", "id": "<quarantine id>", "by": "<who>"}}``; a
+    ``Scheduled Event`` without ``detail.task`` is the digest.
+    """
+
+    task: str  # quarantine-digest | quarantine-release
+    time: str
+    quarantine_id: str = ""
+    by: str = ""
+
+    @classmethod
+    def from_event(cls, event: Any) -> OwnerTask:
+        detail = event.get("detail") if isinstance(event, dict) else None
+        if not isinstance(detail, dict):
+            raise EventError("EventBridge event has no detail object")
+        default = "quarantine-digest" if event.get("detail-type") == "Scheduled Event" else ""
+        task = str(detail.get("task") or default)
+        if task not in OWNER_TASKS:
+            raise EventError(f"unsupported task {task!r} (detail-type {event.get('detail-type')!r})")
+        qid = str(detail.get("id") or "")
+        if task == "quarantine-release" and not qid.isalnum():
+            raise EventError("quarantine-release needs detail.id, a quarantine id")
+        return cls(task, str(event.get("time") or ""), qid.lower(), str(detail.get("by") or "operator")[:200])
+
+
+OWNER_TASKS = ("quarantine-digest", "quarantine-release")
+
+
 def kind(event: Any) -> str:
-    """'ses' | 's3' | 'sqs' | 'sns' by the first record's source."""
+    """'ses' | 's3' | 'sqs' | 'sns' by the first record's source; 'eventbridge' for an EventBridge event."""
+    if isinstance(event, dict) and "detail-type" in event and "Records" not in event:
+        return "eventbridge"
     try:
         first = event["Records"][0]
         source = first.get("eventSource") or first.get("EventSource")

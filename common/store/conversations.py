@@ -71,3 +71,15 @@ def mark_spam_candidate(cfg: Config, cid: str, detail: str) -> bool:
                            "SET spamCandidate = :t, spamReportedAt = :w, spamReportDetail = :d ADD spamReports :one",
                            {":t": True, ":w": iso_z(), ":d": detail or "complaint", ":one": 1},
                            condition="attribute_exists(conversationId)") is not None
+
+
+def start_outbound(cfg: Config, cid: str, address: str, subject: str, mid: str, when: datetime) -> dict[str, Any]:
+    """The owner starts a conversation with ``address``: create the record (or keep the existing one's
+    history). ``firstMessageId`` is the owner's message, so the contact's answer is not a first
+    contact and gets no automatic acknowledgement."""
+    return dynamodb.update(
+        cfg.conversations_table, {"conversationId": cid},
+        "SET senderEmail = :e, emailDomain = :d, subject = :s, #ts = :t, firstContactDate = if_not_exists(firstContactDate, :t), "
+        "firstMessageId = if_not_exists(firstMessageId, :m), startedBy = if_not_exists(startedBy, :o)",
+        {":e": address.lower(), ":d": address.rpartition("@")[2].lower(), ":s": subject, ":t": iso_z(when), ":m": mid,
+         ":o": "owner"}, names={"#ts": "timestamp"}, return_values="ALL_NEW") or {}

@@ -28,10 +28,12 @@ Access = Literal["read", "write", "delete"]
 # What each function does under which prefix. IAM grants exactly this (deploy/iam.py); enforced IAM
 # in the local modes and the integration suite proves the code needs nothing more.
 ACCESS: dict[str, dict[Access, tuple[str, ...]]] = {
-    "inbound-handler": {"read": (STAGING, CONFIG), "delete": (STAGING,),
+    # SPAM is read back when a quarantined mail is released (by an operator through inbound-handler,
+    # or by the owner mailing a release address, which reply-handler receives and forwards).
+    "inbound-handler": {"read": (STAGING, CONFIG, SPAM), "delete": (STAGING,),
                         "write": (CONVERSATIONS, ATTACHMENTS, WITHHELD, SPAM, BOUNCES, QUEUE_PAYLOADS)},
-    "reply-handler": {"read": (STAGING,), "delete": (STAGING,),
-                      "write": (REJECTED, REPLY_ATTACHMENTS, WITHHELD, QUEUE_PAYLOADS)},
+    "reply-handler": {"read": (STAGING, SPAM), "delete": (STAGING,),
+                      "write": (REJECTED, REPLY_ATTACHMENTS, WITHHELD, CONVERSATIONS, ATTACHMENTS, QUEUE_PAYLOADS)},
     "attachment-extractor": {"read": (ATTACHMENTS,), "write": (EXTRACTED,), "delete": (EXTRACTED,)},
     "ack-sender": {"read": (QUEUE_PAYLOADS,)},
     "forward-sender": {"read": (QUEUE_PAYLOADS, ATTACHMENTS)},

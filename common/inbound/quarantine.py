@@ -1,0 +1,104 @@
+"""Quarantine: hold a mail, list what was held in a daily digest to the owner, release on request.
+
+* :func:`hold` keeps the raw mail under ``spam/<day>/<id>.eml`` (S3 metadata ``reason``), writes one
+  JSON line to the spam log group and a record in the quarantine table.
+* :func:`send_digest` runs on a schedule (EventBridge -> inbound-handler, once a day): when
+  something was held since the last digest, one mail to the owner lists sender, subject and
+  reason with a release address ``release.<id>.<tag>@thread.<domain>`` per mail (HMAC-tagged like
+  thread addresses). Nothing held: nothing sent. Its idempotency key is derived from the ids it
+  lists, so a repeated schedule run sends it once.
+* :func:`release` forwards a held mail as any other (never acked: the contact wrote a day ago and
+  the owner answers in person), marks it released, and is safe to repeat (the forward's
+  idempotency key is the original SES message id's). Called by reply-handler when the owner mails
+  a release address, and by ``email-handler quarantine release`` through inbound-handler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Literal, NotRequired, TypedDict
+
+from common.aws import logs, s3
+from common.inbound.messages import build_digest
+from common.mail.parse import parse
+from common.runtime.clock import iso_z, parse_iso
+from common.runtime.config import Config
+from common.runtime.events import SesReceipt
+from common.runtime.log import bind, get_logger
+from common.store import layout
+from common.store import quarantine as records
+from common.store.sendqueue import enqueue
+
+log = get_logger("quarantine")
+
+
+class ReleaseResult(TypedDict):
+    status: Literal["released", "already-released", "unknown", "undeliverable"]
+    id: str
+    reason: NotRequired[str]
+    conversationId: NotRequired[str]
+    messageId: NotRequired[str]
+
+
+class DigestResult(TypedDict):
+    status: Literal["digest-sent", "nothing-quarantined"]
+    count: int
+    ids: NotRequired[list[str]]
+
+
+def hold(cfg: Config, receipt: SesReceipt, raw: bytes, reason: str, when: datetime, sender: str, subject: str) -> str:
+    """Quarantine the mail (``sender`` and ``subject`` as the digest shows them); returns its S3 key."""
+    key = layout.quarantined(when, receipt.message_id)
+    s3.put(cfg.bucket, key, raw, "message/rfc822",
+           metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]})
+    logs.put_json_line(cfg.spam_log_group, f"{when:%Y/%m/%d}", {
+        "sesMessageId": receipt.message_id, "reason": reason, "key": key, "sender": sender,
+        "envelopeSender": receipt.source, "subject": subject, "verdicts": receipt.verdicts,
+        "timestamp": iso_z(when),
+    })
+    records.record(cfg, receipt.message_id, key, when, sender, subject, reason)
+    return key
+
+
+def send_digest(cfg: Config) -> DigestResult:
+    held = records.pending(cfg)
+    if not held:
+        log.info("quarantine digest skipped", extra={"reason": "nothing quarantined since the last digest"})
+        return {"status": "nothing-quarantined", "count": 0}
+    ids = [str(item["id"]) for item in held]
+    key = "digest:" + hashlib.sha256(",".join(ids).encode()).hexdigest()[:32]
+    enqueue(cfg.forward_queue, build_digest(cfg, held, key), cfg.bucket, cfg.claim_check_bytes)
+    records.mark_digested(cfg, ids, key)
+    log.info("quarantine digest queued", extra={"count": len(ids), "idempotency_key": key})
+    return {"status": "digest-sent", "count": len(ids), "ids": ids}
+
+
+def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
+    from common.inbound.handler import Undeliverable, deliver  # the one forward path (handler imports this module)
+
+    bind(quarantine_id=qid)
+    item = records.get(cfg, qid)
+    if item is None:
+        log.warning("release refused", extra={"reason": "no such quarantined mail", "quarantine_id": qid})
+        return {"status": "unknown", "id": qid}
+    if item.get("status") == records.RELEASED:
+        log.info("release skipped", extra={"reason": "already released", "released_by": item.get("releasedBy")})
+        return {"status": "already-released", "id": qid}
+    obj = s3.get(cfg.bucket, str(item["key"]))
+    if obj is None:
+        raise FileNotFoundError(f"quarantined mail s3://{cfg.bucket}/{item['key']} is missing")
+    raw = bytes(obj["Body"].read())
+    mid = str(item["sesMessageId"])
+    when = parse_iso(str(item.get("receivedAt", ""))) or datetime.now(UTC)
+    note = f"Released from quarantine by the owner (it was held because: {item.get('reason', 'unknown')})."
+    try:
+        result = deliver(cfg, mid, parse(raw), raw, when, (note,), None)
+    except Undeliverable as exc:
+        log.warning("release failed", extra={"quarantine_id": qid, "reason": str(exc)})
+        return {"status": "undeliverable", "id": qid, "reason": str(exc)}
+    records.mark_released(cfg, qid, by)
+    log.info("quarantined mail released", extra={"quarantine_id": qid, "released_by": by,
+                                                 "conversation_id": result.get("conversationId")})
+    return {"status": "released", "id": qid, "messageId": mid, "conversationId": str(result.get("conversationId", ""))}
+

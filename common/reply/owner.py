@@ -1,0 +1,98 @@
+"""The owner's side of reply-handler beyond replying: where an owner mail goes, the block/allow
+controls, and starting a conversation.
+
+Addresses on the thread domain (docs/CONTRACT.md), all owner-only and authorised like replies:
+
+* ``<cid>.<tag>@thread.<domain>``: a reply in a conversation;
+* ``new@thread.<domain>`` with ``[to: ADDRESS]`` on the first line: a new conversation with ADDRESS,
+  sent from ``PUBLIC_EMAIL`` through reply-sender; the contact's answers thread as usual;
+* ``release.<id>.<tag>@thread.<domain>``: release a quarantined mail (the digest lists these).
+
+Controls in the owner's text (removed before it goes out): ``[block]`` / ``[allow]`` / ``[unblock]``
+act on the contact's address, ``[block: domain]`` … on the contact's domain, ``[block: ADDR]`` or
+``[block: @DOMAIN]`` on what they name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from common.inbound.ack import address_problem
+from common.mail.threads import is_new_conversation_address, verify_release_address, verify_thread_address
+from common.reply.auth import NotAuthorised, owner_addresses
+from common.reply.text import Control
+from common.runtime.config import Config
+from common.runtime.events import SesReceipt
+from common.runtime.log import get_logger
+from common.store import senderlists
+
+log = get_logger("reply-handler")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    kind: Literal["reply", "new", "release"]
+    value: str = ""  # the conversation id (reply) or the quarantine id (release)
+
+
+def target(receipt: SesReceipt, cfg: Config) -> Target:
+    """What the owner's mail is for, from the recipients SES matched (never the headers)."""
+    for recipient in receipt.recipients:
+        cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
+        if cid:
+            return Target("reply", cid)
+        qid = verify_release_address(recipient, cfg.thread_secret, cfg.thread_domain)
+        if qid:
+            return Target("release", qid)
+        if is_new_conversation_address(recipient, cfg.thread_domain):
+            return Target("new")
+    raise NotAuthorised("no thread address with a valid tag")
+
+
+def recipient_problem(cfg: Config, address: str) -> str:
+    """Why a new conversation may not be started with ``address`` ('' if it may)."""
+    if not address:
+        return "new conversation without a [to: ADDRESS] first line"
+    problem = address_problem(address)
+    if problem:
+        return f"[to: {address[:100]}]: {problem.replace('sender ', '')}"
+    domain = address.rpartition("@")[2].lower()
+    if address.lower() in owner_addresses(cfg) | {cfg.public_email.lower()} or \
+            domain in (cfg.domain_name.lower(), cfg.thread_domain.lower()):
+        return f"[to: {address[:100]}] is one of this system's own addresses"
+    return ""
+
+
+def entry_for(cfg: Config, control: Control, contact: str) -> str:
+    """The list entry a control line means for this contact."""
+    if not control.target:
+        return contact.lower()
+    if control.target.lower() == "domain":
+        domain = contact.rpartition("@")[2].lower()
+        if domain in {d.lower() for d in cfg.opaque_relay_domains}:
+            # a relay domain carries every sender of that service: the owner means this one contact
+            return contact.lower()
+        return "@" + domain
+    return senderlists.normalise(control.target)
+
+
+def apply_controls(cfg: Config, controls: list[Control], contact: str, cid: str) -> list[str]:
+    """Apply the owner's controls; returns what was done, e.g. ``["block @corp.example"]``."""
+    done = []
+    for control in controls:
+        try:
+            entry = entry_for(cfg, control, contact)
+            if control.action == "unblock":
+                removed = senderlists.remove(cfg, entry)
+                done.append(f"unblock {entry}" if removed else f"unblock {entry} (was not listed)")
+            else:
+                senderlists.put(cfg, entry, control.action, f"reply:{cid}")
+                done.append(f"{control.action} {entry}")
+        except ValueError as exc:
+            log.warning("owner control refused", extra={"control": control.action, "target": control.target,
+                                                        "reason": str(exc)})
+            done.append(f"{control.action} refused: {exc}")
+    if done:
+        log.info("owner controls applied", extra={"conversation_id": cid, "controls": done})
+    return done

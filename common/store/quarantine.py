@@ -1,0 +1,73 @@
+"""Quarantined mail (table ``quarantine``): one record per mail held under ``spam/``.
+
+The raw mail stays in S3 (``layout.quarantined``); the record is what the owner's tools read: the
+daily digest (every record still carrying ``pendingDigest``, a sparse index), the release addresses
+and ``email-handler quarantine``. Item: ``id`` (16 base32 characters of SHA-256 of the SES message
+id: short enough for ``release.<id>.<tag>@thread.<domain>`` to stay within SMTP's 64-character
+local part), ``sesMessageId``, ``key``, ``receivedAt``, ``sender``, ``subject``, ``reason``,
+``status`` (``held`` | ``released``), ``pendingDigest`` until a digest listed it, ``digestedAt``,
+``releasedAt``, ``releasedBy``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from common.aws import dynamodb
+from common.runtime.clock import iso_z
+from common.runtime.config import Config
+
+PENDING_INDEX = "pendingDigest"
+PENDING = "1"
+HELD, RELEASED = "held", "released"
+SUBJECT_CHARS = 300
+
+
+def quarantine_id(ses_message_id: str) -> str:
+    digest = hashlib.sha256(ses_message_id.encode()).digest()
+    return base64.b32encode(digest).decode("ascii").lower()[:16]
+
+
+def record(cfg: Config, ses_message_id: str, key: str, when: datetime, sender: str, subject: str,
+           reason: str) -> str:
+    """Write (or, on a retried delivery, rewrite) the record of a quarantined mail; returns its id."""
+    qid = quarantine_id(ses_message_id)
+    dynamodb.put(cfg.quarantine_table, {
+        "id": qid, "sesMessageId": ses_message_id, "key": key, "receivedAt": iso_z(when), "sender": sender,
+        "subject": subject[:SUBJECT_CHARS], "reason": reason, "status": HELD, PENDING_INDEX: PENDING,
+    }, condition="attribute_not_exists(id) OR #s = :held", names={"#s": "status"}, values={":held": HELD})
+    return qid
+
+
+def get(cfg: Config, qid: str) -> dict[str, Any] | None:
+    return dynamodb.get(cfg.quarantine_table, {"id": qid.strip().lower()})
+
+
+def pending(cfg: Config) -> list[dict[str, Any]]:
+    """Held mail no digest has listed yet, oldest first."""
+    ids = [str(i["id"]) for i in dynamodb.query_all(cfg.quarantine_table, PENDING_INDEX, PENDING_INDEX, PENDING)]
+    items = [i for start in range(0, len(ids), 100)
+             for i in dynamodb.batch_get(cfg.quarantine_table, [{"id": q} for q in ids[start:start + 100]])]
+    return sorted((i for i in items if i.get("status") == HELD), key=lambda i: str(i.get("receivedAt", "")))
+
+
+def mark_digested(cfg: Config, ids: list[str], digest_key: str) -> None:
+    for qid in ids:
+        dynamodb.update(cfg.quarantine_table, {"id": qid}, "SET digestedAt = :t, digestKey = :k REMOVE #p",
+                        {":t": iso_z(), ":k": digest_key}, names={"#p": PENDING_INDEX}, condition="attribute_exists(id)")
+
+
+def mark_released(cfg: Config, qid: str, by: str) -> bool:
+    """Held -> released; False when it was released already (a repeated release changes nothing)."""
+    done = dynamodb.update(cfg.quarantine_table, {"id": qid}, "SET #s = :r, releasedAt = :t, releasedBy = :b REMOVE #p",
+                           {":r": RELEASED, ":t": iso_z(), ":b": by, ":held": HELD},
+                           names={"#s": "status", "#p": PENDING_INDEX}, condition="#s = :held")
+    return done is not None
+
+
+def everything(cfg: Config) -> list[dict[str, Any]]:
+    """Every record, newest first (operator tools)."""
+    return sorted(dynamodb.scan(cfg.quarantine_table), key=lambda i: str(i.get("receivedAt", "")), reverse=True)

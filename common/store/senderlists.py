@@ -1,0 +1,114 @@
+"""The owner's sender lists (table ``sender-lists``): who is blocked and who is allowed.
+
+One item per entry, keyed ``entry``: an address (``jane@corp.example``) or a domain
+(``@corp.example``, which covers its subdomains too). ``list`` is ``block`` (later mail is
+quarantined without forward or ack) or ``allow`` (exempt from the owner's keyword lists; SES's
+spam, virus and DMARC verdicts still apply). The most specific entry decides: an allowed address
+inside a blocked domain gets through. Written by owner commands in replies (``[block]`` …) and by
+the CLI; read by inbound-handler with one BatchGetItem per mail.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from common.aws import dynamodb
+from common.runtime.clock import iso_z
+from common.runtime.config import Config
+
+BLOCK: Literal["block"] = "block"
+ALLOW: Literal["allow"] = "allow"
+LISTS = (BLOCK, ALLOW)
+_DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9-]{2,63}")
+_LOCAL = re.compile(r"[^\s@<>\"(),;:\[\]\\]{1,64}")
+MAX_PARENTS = 8  # a.b.c.d.example: the address, then at most this many domain levels
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    entry: str  # "jane@corp.example" | "@corp.example"
+    list: str  # block | allow
+    source: str = ""  # "reply:<conversation id>" | "cli"
+    created_at: str = ""
+
+
+def normalise(value: str) -> str:
+    """``ADDR`` or ``@DOMAIN`` (a bare domain is read as ``@DOMAIN``), lowercased; ValueError otherwise."""
+    text = value.strip().strip("<>").strip().lower().rstrip(".")
+    local, at, domain = text.rpartition("@")
+    if not at:
+        local, domain = "", text
+    if not _DOMAIN.fullmatch(domain) or (local and not _LOCAL.fullmatch(local)):
+        raise ValueError(f"{value!r} is neither an address nor @domain")
+    return f"{local}@{domain}"
+
+
+def domain_of(entry: str) -> str:
+    return entry.rpartition("@")[2]
+
+
+def covers(entry: str, address: str) -> bool:
+    """Whether ``entry`` applies to mail from ``address``."""
+    if not entry.startswith("@"):
+        return entry == address.lower()
+    domain, wanted = domain_of(address.lower()), entry[1:]
+    return domain == wanted or domain.endswith("." + wanted)
+
+
+def candidates(address: str) -> list[str]:
+    """The entries that could apply to ``address``, most specific first."""
+    address = address.strip().lower()
+    labels = domain_of(address).split(".")
+    domains = [".".join(labels[i:]) for i in range(len(labels) - 1)][:MAX_PARENTS]
+    return [address, *(f"@{d}" for d in domains)]
+
+
+def protected(cfg: Config, entry: str) -> str:
+    """Why ``entry`` may not be listed ('' if it may): it would catch the owner's own mail."""
+    own = [*cfg.owner_emails, cfg.private_email, cfg.public_email]
+    hit = next((a for a in own if a and covers(entry, a)), "")
+    if hit:
+        return f"{entry} covers the owner's address {hit}"
+    for domain in (cfg.domain_name, cfg.thread_domain):
+        if domain and entry.startswith("@") and (domain == entry[1:] or domain.endswith("." + entry[1:])):
+            return f"{entry} covers this system's domain {domain}"
+    return ""
+
+
+def _listing(item: dict[str, Any]) -> Listing:
+    return Listing(str(item["entry"]), str(item.get("list", "")), str(item.get("source", "")),
+                   str(item.get("createdAt", "")))
+
+
+def lookup(cfg: Config, address: str) -> Listing | None:
+    """The most specific entry for mail from ``address`` (one BatchGetItem), or None."""
+    if "@" not in address:
+        return None
+    keys = candidates(address)
+    found = {str(i["entry"]): i for i in dynamodb.batch_get(cfg.sender_lists_table, [{"entry": k} for k in keys])}
+    return next((_listing(found[k]) for k in keys if k in found and found[k].get("list") in LISTS), None)
+
+
+def put(cfg: Config, entry: str, list_name: str, source: str) -> Listing:
+    """Put ``entry`` on ``list_name`` (replacing whatever list it was on); ValueError for the owner's own mail."""
+    if list_name not in LISTS:
+        raise ValueError(f"unknown list {list_name!r}")
+    entry = normalise(entry)
+    refusal = protected(cfg, entry)
+    if refusal:
+        raise ValueError(refusal)
+    item = {"entry": entry, "list": list_name, "source": source, "createdAt": iso_z()}
+    dynamodb.put(cfg.sender_lists_table, item)
+    return _listing(item)
+
+
+def remove(cfg: Config, entry: str) -> Listing | None:
+    """Take ``entry`` off whichever list it is on; the removed entry, or None if there was none."""
+    old = dynamodb.delete(cfg.sender_lists_table, {"entry": normalise(entry)}, return_old=True)
+    return _listing(old) if old else None
+
+
+def entries(cfg: Config) -> list[Listing]:
+    return sorted((_listing(i) for i in dynamodb.scan(cfg.sender_lists_table)), key=lambda entry: (entry.list, entry.entry))

@@ -1,0 +1,226 @@
+"""The owner decides who gets through, reviews the quarantine and starts conversations: inbound-handler,
+reply-handler and the senders under the real RIE against moto, driven by mail as SES delivers it."""
+
+from __future__ import annotations
+
+import pytest
+
+from common.aws import dynamodb
+from common.mail.threads import release_address
+from common.store import quarantine as records
+from tests.support.mailgen import mail
+
+OWNER = "Owner Name <owner@example.net>"
+JANE = "jane-at-corp.example"
+counter = iter(range(10_000))
+
+
+def next_id(prefix: str = "m") -> str:
+    return f"{prefix}{next(counter):039d}"[-40:]
+
+
+@pytest.fixture(scope="module")
+def fns(rie_module):
+    env = {"RETRY_DELAYS_SECONDS": "0", "SPAM_RULES_TTL_SECONDS": "0"}
+    return {name: rie_module(name, env=env)
+            for name in ("inbound-handler", "reply-handler", "forward-sender", "reply-sender")}
+
+
+def inbound(stack, fns, raw: bytes, **kwargs):
+    return fns["inbound-handler"].invoke(stack.receipt(raw, next_id("i"), **kwargs))
+
+
+def owner_mail(stack, fns, to: str, text: str, subject: str = "Re: Hello", **kw):
+    raw = mail(sender=OWNER, to=to, subject=subject, text=text, **kw)
+    return fns["reply-handler"].invoke(stack.receipt(raw, next_id("r"), to=to, source="owner@example.net"))
+
+
+def thread_of(stack, fns, sender: str = "Jane Smith <jane@corp.example>") -> str:
+    result = inbound(stack, fns, mail(sender=sender))
+    assert result["status"] == "forwarded", result
+    forwards = [m for m in stack.peek(stack.cfg.forward_queue) if m.conversation_id == result["conversationId"]]
+    return forwards[-1].reply_to
+
+
+def drain(stack, fns) -> list:
+    stack.run_sender(fns["forward-sender"], stack.cfg.forward_queue)
+    stack.run_sender(fns["reply-sender"], stack.cfg.reply_queue)
+    return stack.sent()
+
+
+def digest_event(task: str = "", **detail) -> dict:
+    return {"version": "0", "id": "e1", "detail-type": "Scheduled Event", "source": "aws.events",
+            "time": "2026-11-24T07:00:00Z", "resources": [], "detail": {**({"task": task} if task else {}), **detail}}
+
+
+# --- block / allow / unblock -----------------------------------------------------------------------
+
+def test_block_in_a_reply_quarantines_later_mail_without_forward_or_ack(stack, fns) -> None:
+    thread = thread_of(stack, fns)
+    result = owner_mail(stack, fns, thread, "[block]\n")
+    # Only a command: nothing goes to Jane.
+    assert result["status"] == "commands-applied" and result["controls"] == ["block jane@corp.example"]
+    assert stack.peek(stack.cfg.reply_queue) == []
+    assert dynamodb.get(stack.cfg.sender_lists_table, {"entry": "jane@corp.example"})["list"] == "block"
+    before = stack.depth(stack.cfg.forward_queue)
+    later = inbound(stack, fns, mail(subject="Again"))
+    assert (later["status"], later["reason"]) == ("quarantined", "blocked by the owner (jane@corp.example)")
+    assert stack.depth(stack.cfg.forward_queue) == before  # no forward
+    assert f"ack:{later['messageId']}" not in {a.idempotency_key for a in stack.peek(stack.cfg.ack_queue)}  # no ack
+    # Someone else at the same domain still gets through.
+    assert inbound(stack, fns, mail(sender="Bob <bob@corp.example>"))["status"] == "forwarded"
+
+
+def test_block_domain_covers_every_sender_and_subdomain_and_the_reply_text_still_goes(stack, fns) -> None:
+    thread = thread_of(stack, fns)
+    result = owner_mail(stack, fns, thread, "No thanks, please stop.\n[block: domain]\n")
+    assert result["status"] == "queued" and result["controls"] == ["block @corp.example"]
+    [sent] = drain(stack, fns)[-1:]
+    assert sent.destinations == ["jane@corp.example"]
+    assert sent.message.get_body(("plain",)).get_content() == "No thanks, please stop.\n"  # the command never goes out
+    for sender in ("Bob <bob@corp.example>", "X <x@mail.corp.example>"):
+        r = inbound(stack, fns, mail(sender=sender))
+        assert (r["status"], r["reason"]) == ("quarantined", "blocked by the owner (@corp.example)")
+    assert inbound(stack, fns, mail(sender="Y <y@notcorp.example>"))["status"] == "forwarded"
+
+
+def test_allow_exempts_the_contact_from_the_keyword_lists_and_unblock_clears_it(stack, fns) -> None:
+    from tests.integration.test_inbound import _set_rules
+
+    _set_rules(stack, "[subject_patterns]\ninvoice\n")
+    assert inbound(stack, fns, mail(subject="Invoice 42"))["status"] == "quarantined"
+    thread = thread_of(stack, fns)
+    assert owner_mail(stack, fns, thread, "[allow]\n")["controls"] == ["allow jane@corp.example"]
+    assert inbound(stack, fns, mail(subject="Invoice 43"))["status"] == "forwarded"
+    # SES's own verdicts still apply to an allowed contact.
+    assert inbound(stack, fns, mail(subject="Hi"), verdicts={"spam": "FAIL"})["status"] == "quarantined"
+    assert owner_mail(stack, fns, thread, "[unblock]\n")["controls"] == ["unblock jane@corp.example"]
+    assert inbound(stack, fns, mail(subject="Invoice 44"))["status"] == "quarantined"
+
+
+def test_an_address_entry_is_more_specific_than_a_domain_block(stack, fns) -> None:
+    thread = thread_of(stack, fns)
+    owner_mail(stack, fns, thread, "[block: @corp.example]\n[allow: jane@corp.example]\n")
+    assert inbound(stack, fns, mail())["status"] == "forwarded"
+    assert inbound(stack, fns, mail(sender="Bob <bob@corp.example>"))["status"] == "quarantined"
+
+
+def test_the_owner_cannot_block_their_own_mail(stack, fns) -> None:
+    thread = thread_of(stack, fns)
+    result = owner_mail(stack, fns, thread, "[block: owner@example.net]\n[block: @example.com]\n[block: @example.net]\n")
+    assert [c.split(":")[0] for c in result["controls"]] == ["block refused"] * 3
+    assert dynamodb.scan(stack.cfg.sender_lists_table) == []
+
+
+# --- quarantine digest and release ----------------------------------------------------------------
+
+def test_daily_digest_lists_what_was_held_with_release_addresses_once(stack, fns) -> None:
+    assert fns["inbound-handler"].invoke(digest_event())["status"] == "nothing-quarantined"
+    a = inbound(stack, fns, mail(subject="Cheap pills"), verdicts={"spam": "FAIL"})
+    b = inbound(stack, fns, mail(sender="Mallory <m@evil.example>", subject="Hello"), verdicts={"spam": "FAIL"})
+    result = fns["inbound-handler"].invoke(digest_event())
+    assert result["status"] == "digest-sent" and result["count"] == 2
+    [digest] = drain(stack, fns)
+    assert digest.destinations == ["owner@example.net"] and digest.message["Subject"] == "Quarantine: 2 messages held"
+    text = digest.message.get_body(("plain",)).get_content()
+    for held, sender, subject in ((a, "Jane Smith <jane@corp.example>", "Cheap pills"), (b, "Mallory <m@evil.example>", "Hello")):
+        qid = records.quarantine_id(held["messageId"])
+        address = release_address(qid, stack.cfg.thread_secret, stack.cfg.thread_domain)
+        assert sender in text and f"Subject:  {subject}" in text and "Reason:   spam verdict FAIL" in text
+        assert f"Release:  {address}" in text and f"mailto:{address}" in digest.message.get_body(("html",)).get_content()
+        assert len(address.split("@")[0]) <= 64  # SMTP's local-part limit
+    # A second run the same day (or a retried schedule) sends nothing new.
+    assert fns["inbound-handler"].invoke(digest_event())["status"] == "nothing-quarantined"
+    assert len(drain(stack, fns)) == 1
+
+
+def test_mailing_a_release_address_forwards_the_held_mail_once(stack, fns) -> None:
+    held = inbound(stack, fns, mail(subject="Real offer", attachments=[("offer.pdf", b"%PDF offer", "application/pdf")]),
+                   verdicts={"spam": "FAIL"})
+    qid = records.quarantine_id(held["messageId"])
+    address = release_address(qid, stack.cfg.thread_secret, stack.cfg.thread_domain)
+    result = owner_mail(stack, fns, address, "", subject=f"Release {qid}")
+    assert result["status"] == "released" and result["conversationId"] == JANE
+    assert stack.peek(stack.cfg.ack_queue) == []  # a release is never acked
+    [fwd] = drain(stack, fns)
+    assert fwd.destinations == ["owner@example.net"] and fwd.message["Subject"] == "Real offer"
+    text = fwd.message.get_body(("plain",)).get_content()
+    assert text.startswith("[!] Released from quarantine by the owner (it was held because: spam verdict FAIL).")
+    assert [p.get_filename() for p in fwd.message.iter_attachments()] == ["offer.pdf"]
+    assert records.get(stack.cfg, qid)["status"] == "released"
+    assert stack.conversation(JANE)["subject"] == "Real offer"
+    again = owner_mail(stack, fns, address, "")
+    assert again["status"] == "already-released" and len(drain(stack, fns)) == 1
+    # The released mail is no longer pending for the digest.
+    assert fns["inbound-handler"].invoke(digest_event())["status"] == "nothing-quarantined"
+
+
+def test_release_addresses_are_owner_only_and_tamper_proof(stack, fns) -> None:
+    held = inbound(stack, fns, mail(), verdicts={"spam": "FAIL"})
+    qid = records.quarantine_id(held["messageId"])
+    address = release_address(qid, stack.cfg.thread_secret, stack.cfg.thread_domain)
+    forged = release_address(qid, "another-secret-of-16+", stack.cfg.thread_domain)
+    r = fns["reply-handler"].invoke(stack.receipt(mail(sender="Mallory <m@evil.example>", to=address), next_id("r"),
+                                                  to=address, source="m@evil.example"))
+    assert (r["status"], r["reason"]) == ("rejected", "envelope sender is not the owner")
+    assert owner_mail(stack, fns, forged, "")["reason"] == "no thread address with a valid tag"
+    assert records.get(stack.cfg, qid)["status"] == "held" and drain(stack, fns) == []
+
+
+def test_an_operator_release_event_forwards_through_inbound_handler(stack, fns) -> None:
+    held = inbound(stack, fns, mail(subject="Held"), verdicts={"spam": "FAIL"})
+    qid = records.quarantine_id(held["messageId"])
+    event = {"detail-type": "Quarantine Release", "source": "service-email-handler", "time": "2026-11-24T08:00:00Z",
+             "detail": {"task": "quarantine-release", "id": qid, "by": "alice"}}
+    assert fns["inbound-handler"].invoke(event)["status"] == "released"
+    assert records.get(stack.cfg, qid)["releasedBy"] == "cli:alice"
+    [fwd] = drain(stack, fns)
+    assert fwd.message["Subject"] == "Held"
+
+
+# --- starting a conversation ----------------------------------------------------------------------
+
+def test_owner_starts_a_conversation_and_the_answer_threads_without_an_ack(stack, fns) -> None:
+    new = f"new@{stack.cfg.thread_domain}"
+    result = owner_mail(stack, fns, new, "[to: Bob.Lee@Other.example]\nHi Bob,\nshall we talk?\n[company: Other]\n\nOwner\n",
+                        subject="An idea")
+    assert result["status"] == "started" and result["conversationId"] == "bob.lee-at-other.example"
+    [sent] = drain(stack, fns)
+    msg = sent.message
+    assert sent.destinations == ["bob.lee@other.example"] and sent.source == "hello@example.com"
+    assert msg["Subject"] == "An idea" and msg["In-Reply-To"] is None
+    assert msg.get_body(("plain",)).get_content() == "Hi Bob,\nshall we talk?\n\nOwner\n"
+    record = stack.conversation("bob.lee-at-other.example")
+    assert record["senderEmail"] == "bob.lee@other.example" and record["companyName"] == "Other"
+    # Bob answers the public address: same conversation, forwarded, not acked as a first contact.
+    answer = inbound(stack, fns, mail(sender="Bob Lee <bob.lee@other.example>", subject="Re: An idea"))
+    assert (answer["status"], answer["conversationId"], answer["firstContact"], answer["ack"]) == \
+        ("forwarded", "bob.lee-at-other.example", False, False)
+    # The owner replies in that thread as usual.
+    forward = [m for m in stack.peek(stack.cfg.forward_queue) if m.conversation_id == "bob.lee-at-other.example"][-1]
+    assert owner_mail(stack, fns, forward.reply_to, "Great, Tuesday then.")["status"] == "queued"
+    assert drain(stack, fns)[-1].message["In-Reply-To"] is not None
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("Hi there, no recipient line\n", "new conversation without a [to: ADDRESS] first line"),
+    ("Hello\n[to: bob@other.example]\n", "new conversation without a [to: ADDRESS] first line"),
+    ("[to: hello@example.com]\nloop\n", "[to: hello@example.com] is one of this system's own addresses"),
+    ("[to: someone@thread.example.com]\nloop\n", "[to: someone@thread.example.com] is one of this system's own addresses"),
+    ("[to: not an address]\nx\n", "[to: not an address]: address unusable for a reply"),
+])
+def test_a_new_conversation_needs_a_usable_to_line(stack, fns, text, reason) -> None:
+    result = owner_mail(stack, fns, f"new@{stack.cfg.thread_domain}", text)
+    assert (result["status"], result["reason"]) == ("rejected", reason)
+    assert drain(stack, fns) == []
+
+
+def test_only_the_owner_can_start_a_conversation(stack, fns) -> None:
+    new = f"new@{stack.cfg.thread_domain}"
+    raw = mail(sender="Mallory <m@evil.example>", to=new, text="[to: victim@other.example]\nspam\n")
+    r = fns["reply-handler"].invoke(stack.receipt(raw, next_id("r"), to=new, source="m@evil.example"))
+    assert r["status"] == "rejected"
+    raw = mail(sender=OWNER, to=new, text="[to: victim@other.example]\nspam\n")
+    r = fns["reply-handler"].invoke(stack.receipt(raw, next_id("r"), to=new, source="owner@example.net",
+                                                  verdicts={"dmarc": "FAIL", "spf": "FAIL"}))
+    assert r["status"] == "rejected" and drain(stack, fns) == []
