@@ -172,8 +172,11 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
 def quarantined(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str,
                 when: datetime) -> InboundResult:
     fields = log_fields(mail) if mail else envelope_fields(receipt)
-    sender = f"{mail.display_name} <{mail.from_address}>" if mail and mail.display_name else fields["sender"]
-    key = quarantine.hold(cfg, receipt, raw, reason, when, sender or receipt.source, fields["subject"])
+    if mail is not None:
+        shown = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
+    else:  # not parsed: SES's reading of From, as text for the owner's digest
+        shown = header_text(receipt.header_from[:2000], limit=200)
+    key = quarantine.hold(cfg, receipt, raw, reason, when, fields["sender"], shown, fields["subject"])
     log.warning("mail quarantined", extra={**fields, "reason": reason, "key": key})
     staging.done(cfg, receipt.message_id)
     return {"status": "quarantined", "reason": reason, "key": key, "messageId": receipt.message_id}

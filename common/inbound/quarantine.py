@@ -47,8 +47,10 @@ class DigestResult(TypedDict):
     ids: NotRequired[list[str]]
 
 
-def hold(cfg: Config, receipt: SesReceipt, raw: bytes, reason: str, when: datetime, sender: str, subject: str) -> str:
-    """Quarantine the mail (``sender`` and ``subject`` as the digest shows them); returns its S3 key."""
+def hold(cfg: Config, receipt: SesReceipt, raw: bytes, reason: str, when: datetime, sender: str, shown: str,
+         subject: str) -> str:
+    """Quarantine the mail; returns its S3 key. ``sender`` is the From address (the spam log's field),
+    ``shown`` the From as the digest shows it (with the display name)."""
     key = layout.quarantined(when, receipt.message_id)
     s3.put(cfg.bucket, key, raw, "message/rfc822",
            metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]})
@@ -57,7 +59,7 @@ def hold(cfg: Config, receipt: SesReceipt, raw: bytes, reason: str, when: dateti
         "envelopeSender": receipt.source, "subject": subject, "verdicts": receipt.verdicts,
         "timestamp": iso_z(when),
     })
-    records.record(cfg, receipt.message_id, key, when, sender, subject, reason)
+    records.record(cfg, receipt.message_id, key, when, shown or sender or receipt.source, subject, reason)
     return key
 
 
