@@ -7,7 +7,6 @@ is built from that registry. Commands that run until stopped share :func:`run_un
 from __future__ import annotations
 
 import argparse
-import email
 import json
 import os
 import signal
@@ -16,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parseaddr
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +152,8 @@ def _dev(args: argparse.Namespace) -> int:
 @command("inject", "deliver a raw message as SES would (S3 staging + receipt event)",
          arg("file", metavar="FILE.eml"),
          arg("--to", action="append", help="recipient (repeatable; default: the file's To/Cc that a rule matches)"),
-         arg("--from", dest="envelope_from", help="envelope sender (default: Return-Path or From)"),
+         arg("--from", dest="envelope_from",
+             help="envelope sender (default: the file's Return-Path, else the From address; required when neither has one)"),
          arg("--verdict", action="append", default=[], metavar="NAME=STATUS",
              help="SES verdict, e.g. spam=FAIL (spam, virus, spf, dkim, dmarc; default PASS)"),
          arg("--dmarc-policy", default="", choices=["", "none", "quarantine", "reject"]),
@@ -163,6 +162,7 @@ def _dev(args: argparse.Namespace) -> int:
          ENDPOINT)
 def _inject(args: argparse.Namespace) -> int:
     from common.local import ingress
+    from common.local.events import envelope_sender
     from common.runtime.log import set_level
 
     set_level("WARNING", "ingress")  # stdout carries the JSON result
@@ -172,8 +172,11 @@ def _inject(args: argparse.Namespace) -> int:
     recipients = args.to or [a for a in ingress.recipients_of(raw) if ingress.route(cfg, a)] or [cfg.public_email]
     envelope_from = args.envelope_from
     if envelope_from is None:  # SES's mail.source is the SMTP MAIL FROM; a file only has its headers
-        headers = email.message_from_bytes(raw)
-        envelope_from = parseaddr(str(headers.get("Return-Path") or headers.get("From") or ""))[1]
+        envelope_from = envelope_sender(raw)
+        if envelope_from is None:
+            print(f"{args.file} has no Return-Path and no address in From to use as the envelope sender: "
+                  "give one with --from ADDR (--from '' delivers it as a bounce, with a null sender)", file=sys.stderr)
+            return 2
     try:
         done = ingress.deliver(cfg, raw, envelope_from, recipients, verdicts, args.dmarc_policy)
     except Exception as exc:
@@ -188,9 +191,9 @@ def _inject(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"messageId": delivery.message_id, "function": delivery.function,
                               "recipients": list(delivery.recipients), "staged": f"s3://{cfg.bucket}/{delivery.staging_key}"}
     if not args.no_wait:
-        result.update(ingress.await_handled(cfg, delivery, raw, args.timeout))
-    print(json.dumps(result, indent=2))
-    return 0 if result.get("outcome") != "not handled yet" else 1
+        result.update(ingress.await_handled(cfg, delivery, args.timeout))
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return 1 if result.get("outcome") in ("not handled yet", "handler failed") else 0
 
 
 @command("outbox", "what the system sent through SES (moto or LocalStack)",

@@ -9,7 +9,6 @@ import email
 import email.policy
 import email.utils
 import hashlib
-import re
 import time
 from typing import Any
 
@@ -22,6 +21,27 @@ def message_id_for(raw: bytes) -> str:
     return hashlib.sha256(raw + str(time.time_ns()).encode()).hexdigest()[:40]
 
 
+def envelope_sender(raw: bytes) -> str | None:
+    """The SMTP MAIL FROM a saved message file implies (SES's ``mail.source``): its Return-Path
+    (``<>`` is a bounce: ''), else the From mailbox's address (the angle-addr when there is one);
+    None when neither names an address, so the caller asks for one instead of inventing a null
+    sender (which would make an ordinary mail look like a bounce)."""
+    from common.mail.headers import parse_mailbox
+    from common.mail.limits import header_block
+    from common.mail.parse import raw_fields
+
+    fields = {name.lower(): value for name, value in reversed(raw_fields(header_block(raw)))}
+    return_path = fields.get("return-path", "").strip()
+    if return_path:
+        inner = return_path.strip().removeprefix("<").removesuffix(">").strip()
+        if not inner:
+            return ""
+        if "@" in inner:
+            return parse_mailbox(return_path).address or inner
+    address = parse_mailbox(fields.get("from", "")).address
+    return address if "@" in address else None
+
+
 def receipt_event(raw: bytes, message_id: str, recipients: list[str], source: str | None = None,
                   verdicts: dict[str, str] | None = None, dmarc_policy: str = "",
                   function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:local") -> dict[str, Any]:
@@ -29,9 +49,8 @@ def receipt_event(raw: bytes, message_id: str, recipients: list[str], source: st
     msg = email.message_from_bytes(raw, policy=email.policy.compat32)
     headers = [{"name": k, "value": str(v)} for k, v in msg.items()]
     if source is None:  # the envelope sender: Return-Path if the file has one, else From
-        header = str(msg.get("Return-Path") or msg.get("From") or "")
-        found = re.findall(r"[^\s<>\"]+@[^\s<>\"]+", header)
-        source = email.utils.parseaddr(header)[1] or (found[-1] if found else "unknown@localhost")
+        source = envelope_sender(raw)
+        source = "unknown@localhost" if source is None else source
     now = iso_z(millis=True)
     all_verdicts = {v: "PASS" for v in VERDICTS} | {k.lower(): val.upper() for k, val in (verdicts or {}).items()}
     receipt: dict[str, Any] = {

@@ -45,6 +45,7 @@ class Delivery:
     message_id: str
     function: str
     recipients: tuple[str, ...]
+    invocation_id: str = ""  # the asynchronous invocation's request id (its message on the wiring's queue)
 
     @property
     def staging_key(self) -> str:
@@ -69,44 +70,58 @@ def deliver(cfg: Config, raw: bytes, envelope_from: str, recipients: list[str],
             s3.put(cfg.bucket, layout.staging(mid), raw, "message/rfc822")
             event = localevents.receipt_event(raw, mid, routed[function], source=envelope_from, verdicts=verdicts,
                                            dmarc_policy=dmarc_policy)
-            sqs.send(resources.local_queue(cfg, "invocations"), json.dumps({"function": function, "event": event}))
+            request_id = sqs.send(resources.local_queue(cfg, "invocations"), json.dumps({"function": function, "event": event}))
             log.info("mail received", extra={"ses_message_id": mid, "function": function, "recipients": routed[function],
                                              "size": len(raw)})
-            return [Delivery(mid, function, tuple(routed[function]))]
+            return [Delivery(mid, function, tuple(routed[function]), request_id)]
     return []
 
 
-def await_handled(cfg: Config, delivery: Delivery, raw: bytes, timeout: float) -> dict[str, Any]:
-    """Wait until the handler deleted the staged mail (its last step), then say where the mail went."""
+def await_handled(cfg: Config, delivery: Delivery, timeout: float) -> dict[str, Any]:
+    """Wait for the handler's outcome, as the wiring records it for each asynchronous invocation
+    (Lambda's invocation record): its result, or its error as soon as one attempt failed."""
     import time
-    from datetime import UTC, datetime
-
-    from common.mail.parse import parse
-    from common.mail.threads import conversation_id
 
     deadline = time.monotonic() + timeout
-    while (staged := s3.get(cfg.bucket, delivery.staging_key)) is not None:
-        staged["Body"].close()
-        if time.monotonic() > deadline:
-            return {"outcome": "not handled yet",
-                    "hint": "is the wiring running? see the function logs (make logs, or the dev log dir)"}
-        time.sleep(0.25)
-    mail = parse(raw)
-    mid, now = delivery.message_id, datetime.now(UTC)
-    candidates = {
-        "quarantined": layout.quarantined(now, mid), "rejected": layout.rejected(now, mid),
-        "delivery status notification": layout.bounce(now, mid),
-    }
-    if mail.from_address:
-        cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
-        candidates["forwarded"] = layout.archive(cid, mid)
-    for outcome, key in candidates.items():
+    key = layout.local_invocation(delivery.invocation_id)
+    while time.monotonic() < deadline:
         obj = s3.get(cfg.bucket, key)
         if obj is not None:
-            obj["Body"].close()
-            reason = obj.get("Metadata", {}).get("reason")
-            return {"outcome": outcome, "key": key, **({"reason": reason} if reason else {})}
-    return {"outcome": "reply queued" if delivery.function == "reply-handler" else "handled (dropped; see the logs)"}
+            record = json.loads(obj["Body"].read())
+            return outcome(delivery, record)
+        time.sleep(0.25)
+    staged = s3.get(cfg.bucket, delivery.staging_key)
+    if staged is not None:
+        staged["Body"].close()
+        return {"outcome": "not handled yet",
+                "hint": f"no invocation of {delivery.function} within {timeout:g}s: is the wiring running "
+                        "(email-handler dev, or make up's wiring service)?"}
+    return {"outcome": "handled (no invocation record: a wiring older than this CLI?)"}
+
+
+def outcome(delivery: Delivery, record: dict[str, Any]) -> dict[str, Any]:
+    """What ``inject`` prints for an invocation record."""
+    context, payload = record.get("requestContext", {}), record.get("responsePayload")
+    if context.get("condition") != "Success":
+        attempt, attempts = context.get("approximateInvokeCount"), context.get("maximumAttempts")
+        error = payload if isinstance(payload, dict) else {}
+        retry = ("Lambda retries it" if context.get("condition") == "RetryPending"
+                 else "no retry left: the event is in the wiring's dead-letter queue (email-handler replay)")
+        return {"outcome": "handler failed", "errorType": error.get("errorType", ""),
+                "errorMessage": str(error.get("errorMessage", ""))[:2000], "attempt": f"{attempt} of {attempts}",
+                "hint": f"{retry}; the staged mail stays at {delivery.staging_key} until an attempt succeeds. "
+                        "See the function's log (make logs, or the dev log dir)."}
+    result = payload if isinstance(payload, dict) else {}
+    status = str(result.get("status", "handled"))
+    names = {"forwarded": "forwarded", "quarantined": "quarantined", "dsn": "delivery status notification",
+             "dropped": "dropped", "rejected": "rejected", "queued": "reply queued"}
+    out: dict[str, Any] = {"outcome": names.get(status, status)}
+    for field in ("key", "reason", "conversationId", "ack", "firstContact"):
+        if field in result:
+            out[field] = result[field]
+    if status == "forwarded" and "conversationId" in result:
+        out["key"] = layout.archive(str(result["conversationId"]), delivery.message_id)
+    return out
 
 
 def recipients_of(raw: bytes) -> list[str]:

@@ -175,6 +175,35 @@ class Wiring:
                 log.error("wiring poll failed", extra={"queue": source.queue, "error": f"{type(exc).__name__}: {exc}"})
                 self._stop.wait(2)
 
+    def _record(self, request_id: str, function: str, receives: int, result: Any = None,
+                error: Exception | None = None) -> None:
+        """Lambda's invocation record for an asynchronous invocation (the shape its destinations get),
+        kept under layout.local_invocation(<SQS message id>) for `email-handler inject` to read."""
+        from common.aws import s3
+        from common.aws.sts import account_id
+        from common.local.rie import InvokeError
+        from common.runtime.clock import iso_z
+        from common.store import layout
+        from deploy.stack import alias_arn
+
+        if error is None:
+            condition, response = "Success", result
+        else:
+            condition = "RetriesExhausted" if receives >= resources.ASYNC_ATTEMPTS else "RetryPending"
+            response = error.payload if isinstance(error, InvokeError) else {
+                "errorType": type(error).__name__, "errorMessage": str(error)}
+        record = {"version": "1.0", "timestamp": iso_z(millis=True),
+                  "requestContext": {"requestId": request_id, "functionArn": alias_arn(self.cfg, account_id(), function),
+                                     "condition": condition, "approximateInvokeCount": receives,
+                                     "maximumAttempts": resources.ASYNC_ATTEMPTS},
+                  "responseContext": {"statusCode": 200, **({"functionError": "Unhandled"} if error else {})},
+                  "responsePayload": response}
+        try:
+            s3.put(self.cfg.bucket, layout.local_invocation(request_id), json.dumps(record, default=str).encode(),
+                   "application/json")
+        except Exception as exc:  # the record is a convenience: never let it stop the wiring
+            log.warning("invocation record not written", extra={"error": f"{type(exc).__name__}: {exc}"})
+
     def _batch(self, source: Source, arn: str) -> None:
         endpoint = self.endpoints[source.function]
         result = poll_queue_once(source.queue, arn, endpoint, batch_size=self.batch_size, wait_s=1,
@@ -202,16 +231,18 @@ class Wiring:
                 done.append(m["ReceiptHandle"])
                 continue
             function, event = routed
+            receives = int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
             try:
                 result = self.endpoints[function](event)
             except Exception as exc:  # left for the visibility timeout: retried, then the DLQ
-                receives = int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
                 self.report(f"{function} <- {source.queue}: failed (receive {receives}): {exc}")
                 log.warning("invocation failed", extra={"queue": source.queue, "function": function,
                                                          "receive_count": receives, "error": f"{type(exc).__name__}: {exc}"})
+                self._record(m["MessageId"], function, receives, error=exc)
                 continue
             status = result.get("status", "ok") if isinstance(result, dict) else "ok"
             self.report(f"{function} <- {source.queue}: {status}")
+            self._record(m["MessageId"], function, receives, result=result)
             done.append(m["ReceiptHandle"])
         if done:
             sqs.delete(source.queue, done)

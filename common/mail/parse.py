@@ -112,7 +112,7 @@ def minimal(raw: bytes, why: str) -> ParsedMail:
     mail = ParsedMail(raw_size=len(raw), parse_failed=why)
     mail.problems.append(f"message could not be parsed ({why}); the original is attached")
     try:
-        _read_headers(mail, _raw_fields(limits.header_block(raw)), ())
+        _read_headers(mail, raw_fields(limits.header_block(raw)), ())
     except Exception as exc:  # even the header block: keep going with what we have
         mail.problems.append(f"header block unreadable: {type(exc).__name__}")
     mail.attachments.append(Attachment("original message.eml", "original message.eml", "message/rfc822", raw,
@@ -123,7 +123,8 @@ def minimal(raw: bytes, why: str) -> ParsedMail:
 _RAW_FIELD = re.compile(rb"^([^ \t\r\n:]{1,200}):[ \t]*((?:[^\n]*)(?:\n[ \t][^\n]*)*)", re.M)
 
 
-def _raw_fields(block: bytes) -> list[tuple[str, str]]:
+def raw_fields(block: bytes) -> list[tuple[str, str]]:
+    """(name, value) of each field in a header block, values as written (8-bit kept as surrogates)."""
     return [(m.group(1).decode("ascii", "replace"), m.group(2).rstrip(b"\r").decode("ascii", "surrogateescape"))
             for m in _RAW_FIELD.finditer(block)]
 

@@ -21,6 +21,9 @@ REJECTED = "rejected/"  # mail to a thread address that is not an authorised own
 REPLY_ATTACHMENTS = "reply-attachments/"  # the owner's attachments on a reply
 QUEUE_PAYLOADS = "queue-payloads/"  # claim-check payloads of sender queue messages over the SQS limit
 CONFIG = "config/"  # owner-edited configuration (the keyword lists)
+# Local modes only (no function may touch it): the wiring's record of each asynchronous invocation,
+# what Lambda's invocation records / destinations give on AWS, so `inject` can report a failure.
+LOCAL_INVOCATIONS = "local/invocations/"
 SPAM_RULES = CONFIG + "spam-rules.txt"
 
 Access = Literal["read", "write", "delete"]
@@ -77,6 +80,10 @@ def bounce(moment: datetime, mid: str) -> str:
 
 def rejected(moment: datetime, mid: str) -> str:
     return f"{REJECTED}{day(moment)}/{mid}.eml"
+
+
+def local_invocation(request_id: str) -> str:
+    return f"{LOCAL_INVOCATIONS}{request_id}.json"
 
 
 def queue_payload(digest: str) -> str:

@@ -1,0 +1,89 @@
+"""`email-handler inject` (issue 17.8): the envelope sender it derives, and what it reports, with the
+CLI in its own process, the local wiring and inbound-handler under the host RIE against moto."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from common.local.wiring import Endpoint, Wiring, invocation_route
+from deploy import resources
+from tests.conftest import REPO
+from tests.support import mailgen as g
+
+
+@pytest.fixture
+def wired(stack, rie_function):
+    """The wiring's asynchronous-invocation source in this process, delivering to ``start(env)``'s RIE."""
+    resources.provision(stack.cfg, local=True)
+    running: list[Wiring] = []
+
+    def start(**env: str) -> Wiring:
+        fn = rie_function("inbound-handler", env=env)
+        wiring = Wiring(stack.cfg, {"inbound-handler": Endpoint("inbound-handler", fn.url)}, visibility_s=1)
+        wiring.sources = [s for s in wiring.sources if s.route is invocation_route]
+        running.append(wiring.start())
+        return wiring
+
+    yield start
+    for wiring in running:
+        wiring.stop()
+
+
+def inject(stack, tmp_path: Path, raw: bytes, *extra: str, timeout: float = 60) -> tuple[int, dict, str, float]:
+    path = tmp_path / "mail.eml"
+    path.write_bytes(raw)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "common.local.cli", "inject", str(path), "--endpoint", stack.url,
+                           "--timeout", str(timeout), *extra], cwd=REPO, capture_output=True, text=True, timeout=timeout + 30)
+    elapsed = time.monotonic() - started
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}, done.stderr, elapsed
+
+
+@pytest.mark.parametrize(("raw", "cid"), [
+    (g.from_field("a@x.example <b@y.example>"), "b-at-y.example"),  # the angle-addr, not the first address seen
+    (g.from_field("Big Bug bb@bug.example"), "bb-at-bug.example"),  # bare words before the address
+    (g.raw([("Return-Path", "<bounces+x@list.example>"), *g.basic()]), "jane-at-corp.example"),  # Return-Path wins
+])
+def test_envelope_from_return_path_or_the_from_address(stack, wired, tmp_path, raw, cid) -> None:
+    wired()
+    code, result, err, _ = inject(stack, tmp_path, raw)
+    assert code == 0, err
+    assert (result["outcome"], result["conversationId"]) == ("forwarded", cid), result  # not archived as a bounce
+
+
+def test_null_return_path_is_a_bounce(stack, wired, tmp_path) -> None:
+    wired()
+    code, result, err, _ = inject(stack, tmp_path, g.raw([("Return-Path", "<>"), *g.basic()]))
+    assert code == 0 and result["outcome"] == "delivery status notification", (result, err)
+
+
+def test_no_usable_sender_needs_from(stack, wired, tmp_path) -> None:
+    wired()
+    code, result, err, _ = inject(stack, tmp_path, g.from_field("undisclosed-recipients:;"))
+    assert code == 2 and result == {} and "--from" in err
+    assert stack.s3_keys("staging/") == []  # nothing was delivered
+    code, result, err, _ = inject(stack, tmp_path, g.from_field("undisclosed-recipients:;"), "--from", "x@corp.example")
+    assert code == 0 and result["outcome"] == "quarantined" and result["reason"] == "From header has no usable address"
+
+
+def test_a_failing_handler_is_reported_at_once(stack, wired, tmp_path) -> None:
+    wired(EMAIL_BUCKET="no-such-bucket")  # every invocation fails: the staged mail cannot be read
+    code, result, err, elapsed = inject(stack, tmp_path, g.from_field("Jane <jane@corp.example>"), timeout=60)
+    assert code == 1, (result, err)
+    assert result["outcome"] == "handler failed" and result["attempt"] in ("1 of 3", "2 of 3", "3 of 3"), result
+    assert "NoSuchBucket" in result["errorType"] + result["errorMessage"]
+    assert "Lambda retries it" in result["hint"] or "dead-letter queue" in result["hint"]
+    assert elapsed < 20  # reported when the first attempt failed, not after the 60 s timeout
+    assert "is the wiring running" not in json.dumps(result)
+
+
+def test_no_wiring_says_so(stack, tmp_path) -> None:
+    resources.provision(stack.cfg, local=True)
+    code, result, _, _ = inject(stack, tmp_path, g.from_field("Jane <jane@corp.example>"), timeout=2)
+    assert code == 1 and result["outcome"] == "not handled yet" and "is the wiring running" in result["hint"]
