@@ -7,6 +7,7 @@ replies, held forwards) therefore costs the owner one message per hour, not one 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -24,8 +25,11 @@ def publish_throttled(cfg: Config, key: str, subject: str, message: dict[str, An
                       interval_s: int = DEFAULT_INTERVAL_S) -> bool:
     """Publish unless an alert with ``key`` went out in the last ``interval_s``; True if published."""
     now = int(time.time())
+    item_id = f"alert#{key}"
+    if len(item_id.encode()) > 512:  # a key may hold a stranger's text; DynamoDB keys end at 2048 bytes
+        item_id = item_id[:200] + "#" + hashlib.sha256(item_id.encode("utf-8", "surrogatepass")).hexdigest()
     claimed = dynamodb.put(cfg.send_status_table,
-                           {"id": f"alert#{key}"[:1024], "sentAt": now, "expiresAt": now + max(interval_s, 86400)},
+                           {"id": item_id, "sentAt": now, "expiresAt": now + max(interval_s, 86400)},
                            condition="attribute_not_exists(id) OR sentAt < :cutoff", values={":cutoff": now - interval_s})
     if claimed:
         publish(cfg, subject, message)
