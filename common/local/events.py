@@ -5,15 +5,14 @@ wiring and the tests, so all of them exercise the handlers with the shapes AWS d
 
 from __future__ import annotations
 
-import email
-import email.policy
-import email.utils
 import hashlib
 import time
 from typing import Any
 
 from common.runtime.clock import iso_z
 from common.runtime.events import VERDICTS
+
+SES_HEADERS_LIMIT = 10 * 1024  # SES: "headersTruncated … if the headers are larger than 10 KB"
 
 
 def message_id_for(raw: bytes) -> str:
@@ -45,9 +44,21 @@ def envelope_sender(raw: bytes) -> str | None:
 def receipt_event(raw: bytes, message_id: str, recipients: list[str], source: str | None = None,
                   verdicts: dict[str, str] | None = None, dmarc_policy: str = "",
                   function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:local") -> dict[str, Any]:
-    """The event of an SES receipt rule's Lambda action (after an S3 action stored ``raw``)."""
-    msg = email.message_from_bytes(raw, policy=email.policy.compat32)
-    headers = [{"name": k, "value": str(v)} for k, v in msg.items()]
+    """The event of an SES receipt rule's Lambda action (after an S3 action stored ``raw``).
+
+    Only the top header block is read (no MIME parse, so no message can break the tooling), and the
+    header list is cut after 10 KB with ``headersTruncated``, as SES does."""
+    from common.mail.limits import header_block
+    from common.mail.parse import raw_fields
+
+    fields = [(k, v.encode("utf-8", "surrogateescape").decode("utf-8", "replace")) for k, v in raw_fields(header_block(raw))]
+    first = {k.lower(): v for k, v in reversed(fields)}
+    headers, size = [], 0
+    for name, value in fields:
+        size += len(name) + len(value)
+        if size > SES_HEADERS_LIMIT:
+            break
+        headers.append({"name": name, "value": value})
     if source is None:  # the envelope sender: Return-Path if the file has one, else From
         source = envelope_sender(raw)
         source = "unknown@localhost" if source is None else source
@@ -62,9 +73,10 @@ def receipt_event(raw: bytes, message_id: str, recipients: list[str], source: st
         receipt["dmarcPolicy"] = dmarc_policy
     return {"Records": [{"eventSource": "aws:ses", "eventVersion": "1.0", "ses": {
         "mail": {"timestamp": now, "source": source, "messageId": message_id, "destination": recipients,
-                 "headersTruncated": False, "headers": headers,
-                 "commonHeaders": {"from": [str(msg.get("From", ""))], "to": [str(msg.get("To", ""))],
-                                   "subject": str(msg.get("Subject", "")), "messageId": str(msg.get("Message-ID", ""))}},
+                 "headersTruncated": len(headers) < len(fields), "headers": headers,
+                 "commonHeaders": {"from": [first.get("from", "")[:2000]], "to": [first.get("to", "")[:2000]],
+                                   "subject": first.get("subject", "")[:2000],
+                                   "messageId": first.get("message-id", "")[:1000]}},
         "receipt": receipt,
     }}]}
 

@@ -42,7 +42,7 @@ from common.mail.htmltext import html_to_text
 from common.mail.sanitize import MESSAGE_ID, clean_header_text, safe_filename, shorten_keep_extension
 
 _NOREPLY = re.compile(r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I)
-MAX_DEPTH = 50  # MIME nesting the walk follows; deeper parts stay in the archive only
+MAX_DEPTH = 50  # MIME nesting the walk follows; a deeper mail is parsed as minimal() (the original attached)
 _READABLE_TEXT = frozenset({"plain", "html", "enriched", "richtext", "markdown"})
 _CRYPTO = frozenset({"application/pkcs7-mime", "application/x-pkcs7-mime", "application/pkcs7-signature",
                      "application/x-pkcs7-signature", "application/pgp-encrypted", "application/pgp-signature",
@@ -100,9 +100,15 @@ class ParsedMail:
         return self.header_counts.get(name.lower(), 0)
 
 
+class TooDeep(Exception):
+    pass
+
+
 def parse(raw: bytes) -> ParsedMail:
     try:
         return _parse(raw)
+    except TooDeep as exc:
+        return minimal(raw, str(exc))
     except Exception as exc:  # RecursionError from deep nesting, or anything a mail can provoke
         return minimal(raw, f"{type(exc).__name__}: {str(exc)[:200]}")
 
@@ -301,9 +307,8 @@ def _walk(msg: Message, mail: ParsedMail) -> list[_Part]:
                     part.maintype, part.subtype = "text", "plain"
                 continue
         children = [*children, *_epilogue_parts(node, mail)]
-        if depth >= MAX_DEPTH:
-            mail.problems.append(f"MIME nesting deeper than {MAX_DEPTH} levels: deeper parts are only in the archive")
-            continue
+        if depth >= MAX_DEPTH:  # no client shows this: the owner gets the original, attached whole
+            raise TooDeep(f"MIME nesting deeper than {MAX_DEPTH} levels")
         stack.extend((c, depth + 1, part) for c in reversed(children) if isinstance(c, Message))
     return parts
 

@@ -126,8 +126,8 @@ def attachment_mail(name: str, data: bytes, declared: str, sender: str = "Jane <
 
 # S3: one generator per cap; ``n`` picks the size (tests use just under and over the cap).
 
-def encoded_words(n: int, field: str = "Subject") -> bytes:
-    return raw([(k, v) for k, v in basic() if k != field] + [(field, " ".join(["=?utf-8?q?abcdefgh?="] * n))])
+def encoded_words(n: int, field: str = "Subject", word: str = "=?utf-8?q?abcdefgh?=") -> bytes:
+    return raw([(k, v) for k, v in basic() if k != field] + [(field, " ".join([word] * n))])
 
 
 def comments(depth: int, repeat: int = 1) -> bytes:

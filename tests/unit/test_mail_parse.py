@@ -93,9 +93,11 @@ def test_deep_nesting_gives_a_minimal_mail_with_the_original() -> None:
     assert original.role == "message" and original.data == raw and original.content_type == "message/rfc822"
 
 
-def test_moderate_nesting_is_parsed() -> None:
+def test_moderate_nesting_is_parsed_and_deeper_falls_back() -> None:
     mail = parse(g.nested(40))
     assert not mail.parse_failed and mail.text.strip() == "Deep inside."
+    mail = parse(g.nested(400))  # within the part cap, deeper than any client nests
+    assert mail.parse_failed == "MIME nesting deeper than 50 levels" and mail.attachments[0].role == "message"
 
 
 @pytest.mark.parametrize("raw", [b"", b"\x00\xff" * 100, b"From:\r\n\r\n", b"Content-Type: multipart/mixed\r\n\r\n--",

@@ -1,0 +1,118 @@
+"""The parsing caps of issue 18 S3, as cases a test asserts and ``make bench`` measures (bench/mail_caps.py).
+
+Each case is a mail built by tests/support/mailgen, the outcome inbound-handler must give it, and
+for a quarantine the reason it must name. "just under" cases are the most a sender can make the
+parser do without hitting a cap; "over" cases must be refused before anything parses them.
+Time and peak RSS are measured on the function's runtime process under the real RIE (Linux: the
+VmHWM of /proc/<pid>/status, reset through /proc/<pid>/clear_refs before each invocation).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common.mail import limits
+from tests.support import mailgen as g
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    name: str
+    build: Callable[[], bytes]
+    status: str  # inbound-handler's result status
+    reason: str = ""  # a substring of the quarantine reason
+
+
+CASES: tuple[Case, ...] = (
+    Case("6,000 encoded words in Subject (126 KB)", lambda: g.encoded_words(6000), "quarantined", "subject"),
+    Case("300 encoded words in a 4 KB Subject", lambda: g.encoded_words(300, word="=?utf-8?q?a?="), "quarantined",
+         "300 encoded words in subject"),
+    Case(f"{limits.MAX_ENCODED_WORDS} encoded words in Subject (just under)",
+         lambda: g.encoded_words(limits.MAX_ENCODED_WORDS), "forwarded"),
+    Case("48 KB From of nested comments", lambda: g.comments(1000, 24), "quarantined", "comments nested"),
+    Case(f"From with comments {limits.MAX_COMMENT_DEPTH} deep, 48 KB (just under)",
+         lambda: g.comments(limits.MAX_COMMENT_DEPTH, 48 * 1024 // (2 * limits.MAX_COMMENT_DEPTH + 1)), "forwarded"),
+    Case("40,000 header fields", lambda: g.many_headers(40_000), "quarantined", "header"),
+    Case(f"{limits.MAX_HEADER_FIELDS - 10} header fields (just under)", lambda: g.many_headers(limits.MAX_HEADER_FIELDS - 10),
+         "forwarded"),
+    Case("one 1 MB header field", lambda: g.big_header(1024 * 1024), "quarantined", "header block over"),
+    Case("header block just under 256 KB (four 60 KB fields)",
+         lambda: g.raw([*g.basic(), *((f"X-Big-{i}", "\r\n ".join(["a" * 76] * 760)) for i in range(4))]), "forwarded"),
+    Case("10,000 tiny parts", lambda: g.many_parts(10_000), "quarantined", "MIME parts"),
+    Case(f"{limits.MAX_MIME_PARTS - 2} tiny allowed attachments (just under; {limits.MAX_STORED_ATTACHMENTS} stored)",
+         lambda: g.many_parts(limits.MAX_MIME_PARTS - 2, allowed=True), "forwarded"),
+    Case("multipart nested 1,000 deep", lambda: g.nested(1000), "quarantined", "MIME parts"),
+    Case("multipart nested 400 deep (parsed as a minimal mail, the original attached)", lambda: g.nested(400),
+         "forwarded"),
+    Case("35 MB attachment", lambda: g.big_attachment(35 * 1024 * 1024 // 4 * 3), "forwarded"),
+)
+
+
+# --- measuring a function's runtime process ------------------------------------------------------------
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def runtime_pid(root: int) -> int:
+    """The Python runtime (``python -m awslambdaric``) under an RIE process tree."""
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"awslambdaric" in cmdline and b"aws-lambda-rie" not in cmdline:
+            return pid
+        stack.extend(_children(pid))
+    raise LookupError(f"no awslambdaric process under pid {root}")
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise LookupError("VmHWM missing")
+
+
+def reset_peak(pid: int) -> None:
+    """Linux >= 4.0: writing 5 to clear_refs resets the peak RSS (VmHWM) to the current RSS."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    result: Any
+    seconds: float
+    peak_mb: float
+    baseline_mb: float
+
+
+def measure(rie: Any, event: Any, timeout: float = 120.0) -> Measured:
+    """Invoke ``rie`` (a common.local.rie.RieProcess) once: its result, wall time and peak RSS."""
+    pid = runtime_pid(rie.proc.pid)
+    reset_peak(pid)
+    baseline = peak_rss_mb(pid)
+    started = time.perf_counter()
+    result = rie.invoke(event, timeout=timeout)
+    seconds = time.perf_counter() - started
+    return Measured(result, seconds, peak_rss_mb(pid), baseline)
+
+
+def can_measure() -> bool:
+    return os.path.exists("/proc/self/clear_refs") and os.path.exists("/proc/self/status")
