@@ -9,6 +9,9 @@ import re
 import unicodedata
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+# Bidirectional overrides and isolates reorder what a mail client shows ("\u202egpj.exe" reads as
+# "exe.jpg"): a sender's display name or subject never needs them.
+_BIDI = re.compile(r"[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+")
 # One msg-id (RFC 5322 3.6.4) without CFWS: printable ASCII but "<", ">" and "@" on each side, and short
 # enough to be written on one header line.
 MESSAGE_ID = re.compile(r"<[!-;=?A-~]{1,250}@[!-;=?A-~]{1,250}>")
@@ -16,7 +19,7 @@ MESSAGE_ID = re.compile(r"<[!-;=?A-~]{1,250}@[!-;=?A-~]{1,250}>")
 
 def clean_header_text(value: object, limit: int = 998) -> str:
     """One line of printable text: CR, LF and other controls become spaces (no header injection)."""
-    return re.sub(r"\s+", " ", _CONTROL.sub(" ", str(value or ""))).strip()[:limit]
+    return re.sub(r"\s+", " ", _CONTROL.sub(" ", _BIDI.sub("", str(value or "")))).strip()[:limit]
 
 
 def is_message_id(value: str) -> bool:

@@ -253,3 +253,8 @@ def test_header_block_cap() -> None:
 
 def test_comment_depth_ignores_quoted_and_escaped_parentheses() -> None:
     assert limits.comment_depth(b'"(((((" (a \\( b) <x@y.example>') == 1
+
+
+def test_bidi_controls_are_dropped_from_names_and_subjects() -> None:
+    mail = parse(g.raw(g.basic("\u202eexe.pdf\u202c <a@b.example>".encode(), "\u2067Invoice\u2069".encode())))
+    assert mail.display_name == "exe.pdf" and mail.subject == "Invoice"
