@@ -148,14 +148,17 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
     body, metadata = clean_reply(mail.body_text, owners, cfg.public_email)
     controls = owner.apply_controls(cfg, owner_controls(mail.body_text), contact, cid)
     conversations.set_attributes(cfg, cid, metadata)
-    if not body.strip() and not mail.attachments:
+    # What the owner attached: files and messages, not the inline text fragments or S/MIME/PGP parts
+    # of the owner's own client (a signature over the reply would not verify after cleaning anyway).
+    files = [a for a in mail.attachments if a.role in ("file", "message")]
+    if not body.strip() and not files:
         log.info("reply not sent", extra={"reason": "nothing but commands in it", "conversation_id": cid,
                                           "metadata": sorted(metadata), "controls": controls})
         return {"status": "commands-applied", "conversationId": cid, "metadata": metadata, "controls": controls}
-    for att in mail.attachments:  # a file name is shown to the contact too
+    for att in files:  # a file name is shown to the contact too
         att.filename = hide_addresses(att.filename, owners, cfg.public_email)
         att.safe_name = hide_addresses(att.safe_name, owners, cfg.public_email)
-    kept = attachments.store(cfg, mail.attachments, lambda name: layout.reply_attachment(cid, mid, name),
+    kept = attachments.store(cfg, files, lambda name: layout.reply_attachment(cid, mid, name),
                              lambda name: layout.withheld(cid, mid, name))
     for skipped in kept.skipped:
         log.warning("reply attachment skipped", extra={"attachment": skipped})

@@ -147,3 +147,20 @@ def test_html_only_reply_gets_a_text_body(stack, fns, thread) -> None:
                                               "<blockquote>&gt; old</blockquote></div>")
     [sent] = send_all(stack, fns)
     assert sent.message.get_body(("plain",)).get_content().startswith("Hello Jane")
+
+
+def test_only_the_owners_files_reach_the_contact(stack, fns, thread) -> None:
+    """The owner's client may add inline text fragments and an S/MIME signature: not attachments for Jane."""
+    import email.message
+
+    msg = email.message.EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = OWNER, thread, "Re: Role"
+    msg.set_content("Hi Jane, the offer is attached.\n")
+    msg.add_attachment(b"%PDF-1.4 offer", maintype="application", subtype="pdf", filename="Offer.pdf")
+    msg.add_attachment("Sent from my phone\n", disposition="inline")  # Apple Mail's trailing text fragment
+    msg.add_attachment(b"0\x82\x01\x00signature", maintype="application", subtype="pkcs7-signature",
+                       filename="smime.p7s")
+    result = fns["reply-handler"].invoke(stack.receipt(msg.as_bytes(), REPLY_ID, to=thread, source="owner@example.net"))
+    assert result["status"] == "queued" and [k.rsplit("/", 1)[1] for k in result["attachments"]] == ["Offer.pdf"]
+    [sent] = send_all(stack, fns)
+    assert [p.get_filename() for p in sent.message.iter_attachments()] == ["Offer.pdf"]
