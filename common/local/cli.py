@@ -36,10 +36,17 @@ def arg(*flags: str, **options: Any) -> Arg:
 
 ENDPOINT = arg("--endpoint", help=f"AWS emulator URL (default: $AWS_ENDPOINT_URL or {DEFAULT_ENDPOINT})")
 COMMANDS: dict[str, tuple[str, tuple[Arg, ...], Run]] = {}
+GROUPS: dict[str, str] = {}  # "quarantine" -> help; its commands are registered as "quarantine list" ...
+
+
+def group(name: str, help: str) -> None:
+    """Declare a command with subcommands (``email-handler quarantine list``)."""
+    GROUPS[name] = help
 
 
 def command(name: str, help: str, *args: Arg) -> Callable[[Run], Run]:
-    """Register ``name`` with its help and arguments; the decorated function runs it."""
+    """Register ``name`` (``"dev"``, or ``"quarantine list"`` inside a :func:`group`) with its help and
+    arguments; the decorated function runs it."""
     def register(run: Run) -> Run:
         COMMANDS[name] = (help, args, run)
         return run
@@ -298,10 +305,19 @@ def _deploy(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from common.local import admin  # noqa: F401  (registers the owner and operator commands)
+
     parser = argparse.ArgumentParser(prog="email-handler", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    groups: dict[str, Any] = {}
     for name, (help, args, run) in COMMANDS.items():
-        p = sub.add_parser(name, help=help)
+        outer, _, inner = name.partition(" ")
+        if inner:
+            if outer not in groups:
+                groups[outer] = sub.add_parser(outer, help=GROUPS[outer]).add_subparsers(dest="action", required=True)
+            p = groups[outer].add_parser(inner, help=help)
+        else:
+            p = sub.add_parser(name, help=help)
         for a in args:
             p.add_argument(*a.flags, **a.options)
         p.set_defaults(run=run)
@@ -313,5 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     return int(args.run(args))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as the package module, so commands registered elsewhere land in one registry
+    from common.local.cli import main as package_main
+
+    sys.exit(package_main())

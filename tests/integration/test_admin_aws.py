@@ -1,0 +1,78 @@
+"""The owner/operator CLI against a deployment "on AWS" (`--env`, `--region`): the deployment's resource
+names, the addresses read from the deployed inbound-handler's configuration, the default credential
+chain. AWS here is the session's moto server (AWS_ENDPOINT_URL), provisioned as `email-handler deploy`
+provisions environment `prd`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from common.aws import client, dynamodb
+from common.runtime import config
+from deploy import resources
+from tests.conftest import REPO
+
+DEPLOYED = {"DOMAIN_NAME": "mail.example", "PUBLIC_EMAIL": "hi@mail.example", "PRIVATE_EMAIL": "me@home.example",
+            "OWNER_EMAILS": "me@home.example,me@work.example"}
+
+
+@pytest.fixture
+def prd(stack, moto_server):
+    """Environment prd provisioned on moto, with an inbound-handler whose configuration names the owner."""
+    cfg = config.load({"ENVIRONMENT": "prd", "AWS_REGION": "us-east-1", **DEPLOYED})
+    # What the CLI reads (moto keeps SES configuration-set destinations per account, so a second full
+    # provisioning next to the local one would collide there).
+    run = resources.Run(cfg, True, None)
+    for field_name, (key, ttl, indexes) in resources.TABLES.items():
+        resources._table(run, getattr(cfg, field_name), key, ttl, indexes)
+    for queue in resources.sender_queues(cfg):
+        resources._queue_with_dlq(run, queue, 60, cfg.max_receive_count)
+    iam = client("iam")
+    role = iam.create_role(RoleName="prd-inbound", AssumeRolePolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
+                                                "Action": "sts:AssumeRole"}]}))["Role"]["Arn"]
+    client("lambda").create_function(
+        FunctionName=cfg.name("inbound-handler"), Role=role, PackageType="Image",
+        Code={"ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/service-email-handler-prd-inbound-handler:c-1"},
+        Environment={"Variables": {**DEPLOYED, "THREAD_SECRET": "never-printed-secret-0123456789"}})
+    return cfg
+
+
+def cli(moto_server: str, *args: str) -> subprocess.CompletedProcess[str]:
+    # A user's shell for AWS: no local defaults, credentials from the environment, no --endpoint.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DOMAIN_NAME", "PUBLIC_EMAIL", "PRIVATE_EMAIL"))}
+    env |= {"AWS_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    return subprocess.run([sys.executable, "-m", "common.local.cli", *args, "--env", "prd", "--region", "us-east-1"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_block_allow_unblock_on_a_deployment_use_its_tables_and_its_owner(prd, moto_server) -> None:
+    done = cli(moto_server, "block", "@spam.example")
+    assert done.returncode == 0, done.stderr
+    assert dynamodb.get(prd.sender_lists_table, {"entry": "@spam.example"})["list"] == "block"
+    assert dynamodb.scan(config.load({"ENVIRONMENT": "local"}).sender_lists_table) == []  # not the local tables
+    # The owner's addresses come from the deployed configuration, so they are protected.
+    refused = cli(moto_server, "block", "@work.example")
+    assert refused.returncode == 2 and "covers the owner's address me@work.example" in refused.stderr
+    assert "THREAD_SECRET" not in refused.stderr + refused.stdout and "never-printed" not in refused.stdout
+    listed = json.loads(cli(moto_server, "block", "--json").stdout)
+    assert [e["entry"] for e in listed] == ["@spam.example"] and listed[0]["source"].startswith("cli:")
+    assert cli(moto_server, "unblock", "@spam.example").returncode == 0
+    assert dynamodb.scan(prd.sender_lists_table) == []
+
+
+def test_read_commands_on_a_deployment(prd, moto_server) -> None:
+    dynamodb.put(prd.conversations_table, {"conversationId": "x-at-y.example", "senderEmail": "x@y.example",
+                                           "subject": "Hi", "timestamp": "2026-11-24T07:00:00Z"})
+    [conversation] = json.loads(cli(moto_server, "conversations", "--json").stdout)
+    assert conversation["conversationId"] == "x-at-y.example"
+    assert "x-at-y.example" in cli(moto_server, "conversations").stdout
+    queues = json.loads(cli(moto_server, "dlq", "list", "--json").stdout)
+    assert {q["queue"] for q in queues} == {resources.dlq_name(q) for q in resources.sender_queues(prd)}
+    assert json.loads(cli(moto_server, "quarantine", "list", "--json").stdout) == []
+    assert json.loads(cli(moto_server, "suppression", "list", "--json").stdout) == []
