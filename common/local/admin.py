@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from common.local.cli import ENDPOINT, arg, command, group
@@ -110,6 +111,12 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> st
     return "\n".join(line.rstrip() for line in lines)
 
 
+def utc(epoch_s: int) -> str:
+    from common.runtime.clock import iso_z
+
+    return iso_z(datetime.fromtimestamp(epoch_s, UTC)) if epoch_s else ""
+
+
 def fail(message: str, code: int = 2) -> int:
     print(message, file=sys.stderr)
     return code
@@ -142,6 +149,16 @@ def run_task(t: Target, event: dict[str, Any], done: Callable[[], dict[str, Any]
         time.sleep(0.25)
     return {"status": "queued", "hint": "not handled yet: is the wiring running (email-handler dev / make up)? "
                                         "See the inbound-handler log"}
+
+
+def report(args: argparse.Namespace, outcome: dict[str, Any], ok: tuple[str, ...], done: str) -> int:
+    """Print a task's outcome (``done`` when its status is the first of ``ok``); 0 for any of ``ok``."""
+    if args.json:
+        print(json.dumps(outcome, indent=2, default=str))
+    else:
+        status = outcome.get("status")
+        print(done if status == ok[0] else f"{status} {outcome.get('reason') or outcome.get('hint') or ''}".rstrip())
+    return 0 if outcome.get("status") in ok else 1
 
 
 def task_event(detail_type: str, source: str, detail: dict[str, Any]) -> dict[str, Any]:
@@ -229,14 +246,8 @@ def _quarantine_release(args: argparse.Namespace) -> int:
 
     event = task_event("Quarantine Release", "service-email-handler",
                        {"task": "quarantine-release", "id": qid, "by": operator()})
-    outcome = run_task(t, event, released)
-    if args.json:
-        print(json.dumps(outcome, indent=2, default=str))
-    elif outcome.get("status") == "released":
-        print(f"released {qid}: forwarded to the owner ({item.get('sender')}: {item.get('subject')!r})")
-    else:
-        print(f"{qid}: {outcome.get('status')} {outcome.get('reason') or outcome.get('hint') or ''}".rstrip())
-    return 0 if outcome.get("status") in ("released", "already-released") else 1
+    return report(args, run_task(t, event, released), ("released", "already-released"),
+                  f"released {qid}: forwarded to the owner ({item.get('sender')}: {item.get('subject')!r})")
 
 
 @command("quarantine digest", "send the daily quarantine digest now (what the schedule does)", *TARGET)
@@ -254,13 +265,8 @@ def _quarantine_digest(args: argparse.Namespace) -> int:
         outcome: dict[str, Any] = {"status": "nothing-quarantined", "count": 0}
     else:
         outcome = run_task(t, task_event("Scheduled Event", "service-email-handler", {"task": "quarantine-digest"}), sent)
-    if args.json:
-        print(json.dumps(outcome, indent=2, default=str))
-    elif outcome.get("status") == "digest-sent":
-        print(f"digest of {outcome.get('count')} held mail queued for the owner")
-    else:
-        print(f"{outcome.get('status')} {outcome.get('hint') or ''}".rstrip())
-    return 0 if outcome.get("status") in ("digest-sent", "nothing-quarantined") else 1
+    return report(args, outcome, ("digest-sent", "nothing-quarantined"),
+                  f"digest of {outcome.get('count')} held mail queued for the owner")
 
 
 # --- block / allow / unblock -------------------------------------------------------------------------
@@ -329,8 +335,7 @@ def _suppression_list(args: argparse.Namespace) -> int:
     t = target(args)
     items = sendstatus.suppressed_entries(t.cfg)
     columns = [("email", "address", 36), ("reason", "reason", 36), ("suppressedAt", "since", 24), ("expiresAt", "until", 0)]
-    rows = [{**i, "expiresAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(i["expiresAt"])))
-             if i.get("expiresAt") else "for good"} for i in items]
+    rows = [{**i, "expiresAt": utc(int(i["expiresAt"])) if i.get("expiresAt") else "for good"} for i in items]
     return emit(args, items, rows, columns, f"(nobody is suppressed; {t.where})")
 
 
@@ -360,14 +365,15 @@ def dead_letter_queues(cfg: Config) -> list[str]:
 
 
 def _queue_arg(cfg: Config, name: str | None) -> list[str]:
-    """The DLQs a command acts on: all of them, or the one named (``forward``, ``forward-dlq`` or its full name)."""
+    """The DLQs a command acts on: all of them, or the one named (``forward``, ``forward-dlq`` or its
+    full name); an unknown name ends the command with the list of DLQs there are."""
     queues = dead_letter_queues(cfg)
     if not name:
         return queues
     wanted = {name, f"{name}-dlq", cfg.name(name), cfg.name(f"{name}-dlq")}
     found = [q for q in queues if q in wanted]
     if not found:
-        raise LookupError(f"no dead-letter queue {name!r}; there are: {', '.join(queues) or 'none'}")
+        raise SystemExit(fail(f"no dead-letter queue {name!r}; there are: {', '.join(queues) or 'none'}"))
     return found
 
 
@@ -392,10 +398,7 @@ def _dlq_list(args: argparse.Namespace) -> int:
     from common.aws import sqs
 
     t = target(args)
-    try:
-        queues = _queue_arg(t.cfg, args.queue)
-    except LookupError as exc:
-        return fail(str(exc))
+    queues = _queue_arg(t.cfg, args.queue)
     if not args.queue:
         rows = [{"queue": q, "messages": int(sqs.attributes(q).get("ApproximateNumberOfMessages", 0))} for q in queues]
         return emit(args, rows, rows, [("queue", "queue", 56), ("messages", "messages", 0)], f"(no DLQs; {t.where})")
@@ -404,10 +407,8 @@ def _dlq_list(args: argparse.Namespace) -> int:
     for _ in range(5):  # visibility 0: a look, not a take; SQS answers a sample per call
         for m in sqs.receive(queue, max_messages=10, wait_s=0, visibility_s=0):
             attributes = m.get("Attributes", {})
-            sent = int(attributes.get("SentTimestamp", "0")) // 1000
             seen[m["MessageId"]] = {"messageId": m["MessageId"], "receives": attributes.get("ApproximateReceiveCount"),
-                                    "sent": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(sent)) if sent else "",
-                                    **_summary(m["Body"])}
+                                    "sent": utc(int(attributes.get("SentTimestamp", "0")) // 1000), **_summary(m["Body"])}
     rows = sorted(seen.values(), key=lambda r: str(r["sent"]))
     columns = [("sent", "sent", 20), ("kind", "kind", 10), ("recipient", "recipient", 28), ("subject", "subject", 30),
                ("messageId", "message id", 0)]
@@ -418,11 +419,7 @@ def _dlq_list(args: argparse.Namespace) -> int:
          arg("queue", nargs="?", help="e.g. forward (default: every DLQ)"), *TARGET)
 def _dlq_redrive(args: argparse.Namespace) -> int:
     t = target(args)
-    try:
-        queues = _queue_arg(t.cfg, args.queue)
-    except LookupError as exc:
-        return fail(str(exc))
-    moved = {q: redrive(q) for q in queues}
+    moved = {q: redrive(q) for q in _queue_arg(t.cfg, args.queue)}
     if args.json:
         print(json.dumps(moved, indent=2))
     else:

@@ -5,10 +5,8 @@ and every owner/operator command of the CLI (`quarantine`, `block`/`allow`/`unbl
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import threading
 from email.message import EmailMessage
 from typing import Any
 
@@ -16,12 +14,10 @@ import pytest
 
 from common.aws import client
 from common.local.env import aws_endpoint, local_env
-from common.local.rie import free_port
 from common.runtime import config
-from common.runtime.functions import FUNCTIONS
 from deploy import resources
 from tests.conftest import REPO
-from tests.integration.test_dev_mode import consecutive_free_ports
+from tests.support.devproc import DevProcess
 from tests.support.mailgen import mail
 from tests.support.scenario import LocalSystem, _message, wait_for
 
@@ -45,36 +41,13 @@ class Cli:
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory):
-    aws, smtp, first = free_port(), free_port(), consecutive_free_ports(len(FUNCTIONS))
-    logs = tmp_path_factory.mktemp("dev-logs")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "common.local.cli", "dev", "--emulator-port", str(aws), "--smtp-port", str(smtp),
-         "--function-port", str(first), "--log-dir", str(logs), "--visibility-timeout", "1"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            output.append(line)
-            if line.startswith("[dev] ready"):
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
+    process = DevProcess(tmp_path_factory.mktemp("dev-logs")).start()
     try:
-        assert ready.wait(180) and proc.poll() is None, "".join(output)[-3000:]
-        endpoint = f"http://127.0.0.1:{aws}"
         env = local_env()
-        with aws_endpoint(endpoint, env):
-            yield LocalSystem(smtp_port=smtp, endpoint=endpoint), Cli(endpoint), config.load(env)
+        with aws_endpoint(process.endpoint, env):
+            yield LocalSystem(smtp_port=process.smtp, endpoint=process.endpoint), Cli(process.endpoint), config.load(env)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        process.stop()
 
 
 def sent_to(system: LocalSystem, address: str, count: int = 1) -> list:
