@@ -28,6 +28,7 @@ from __future__ import annotations
 import binascii
 import email
 import email.policy
+import hashlib
 import quopri
 import re
 import urllib.parse
@@ -187,8 +188,8 @@ class _Source:
 
     def decoded(self, msg: Message) -> bytes | None:
         """``msg.get_payload(decode=True)``, reading cut bodies from ``raw`` (base64 without copying it)."""
-        payload = msg.get_payload()
-        if not isinstance(payload, str) or not self.cuts or "\x00seh-body-" not in payload:
+        payload = raw_payload(msg)
+        if not self.cuts or "\x00seh-body-" not in payload:
             decoded = msg.get_payload(decode=True)
             return decoded if isinstance(decoded, bytes) else None
         cte = str(msg.get("content-transfer-encoding", "")).strip().lower()
@@ -303,7 +304,7 @@ def _walk(msg: Message, mail: ParsedMail) -> list[_Part]:
         if not isinstance(children, list):
             children = _recover_parts(node, mail)
             if children is None:
-                if str(node.get_payload()).strip():  # no boundary at all: the body is text
+                if raw_payload(node).strip():  # no boundary at all: the body is text
                     part.maintype, part.subtype = "text", "plain"
                 continue
         children = [*children, *_epilogue_parts(node, mail)]
@@ -316,20 +317,28 @@ def _walk(msg: Message, mail: ParsedMail) -> list[_Part]:
 _DELIMITER = re.compile(r"^--([^\s]{1,200})[ \t]*\r?\n(?=[A-Za-z][A-Za-z0-9-]*:)", re.M)
 
 
+def raw_payload(node: Message) -> str:
+    """A leaf's payload as the feed parser stored it. ``get_payload()`` re-decodes text holding
+    8-bit bytes under its charset with 'replace', which would corrupt bytes taken back from it."""
+    payload = getattr(node, "_payload", "")  # no public accessor returns it unaltered
+    return payload if isinstance(payload, str) else ""
+
+
 def _recover_parts(node: Message, mail: ParsedMail) -> list[Message] | None:
     """A multipart whose declared boundary never appears, as mail clients read it: the first
-    delimiter-like line followed by a header is taken as the boundary and the body re-split."""
-    payload = node.get_payload()
-    body = payload if isinstance(payload, str) else ""
+    delimiter-like line followed by a header is taken as the boundary and the body re-split.
+    (An 8-bit boundary lands here too: the feed parser compares it in a decoded form that never
+    matches the raw lines; the re-split uses an ASCII stand-in.)"""
+    body = raw_payload(node)
     found = _DELIMITER.search(body)
     if found is None:
         mail.problems.append("multipart without parts (boundary not found)")
         return None
-    if f"--{found.group(1)}" == f"--{node.get_boundary()}":
-        return None
     boundary = found.group(1)
-    mail.problems.append(f"declared boundary not found; recovered {boundary[:40]!r} from the body")
-    head = f'Content-Type: {node.get_content_type()}; boundary="{boundary}"\n\n'
+    mail.problems.append(f"declared boundary not found; recovered {charsets.scrub(boundary[:40])!r} from the body")
+    stand_in = "seh-recovered-" + hashlib.sha256(boundary.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    body = re.sub(r"(?m)^--" + re.escape(boundary), lambda m: "--" + stand_in, body)
+    head = f'Content-Type: {node.get_content_type()}; boundary="{stand_in}"\n\n'
     sub = email.message_from_bytes(head.encode() + body.encode("ascii", "surrogateescape"), policy=email.policy.compat32)
     parts = [p for p in sub.get_payload() if isinstance(p, Message)] if sub.is_multipart() else []
     if not parts:
@@ -375,6 +384,10 @@ def _describe(node: Message, depth: int, parent: _Part | None, index: int) -> _P
                  depth, parent, index)
 
 
+_TOKEN = r"[\w!#$%&'*+.^`{|}~-]+"
+_TYPE = re.compile(rf"\s*({_TOKEN})\s*(?:/\s*({_TOKEN}))?")
+
+
 def parse_params(value: str) -> tuple[str, dict[str, str]]:
     """``type/subtype; a=b; c="d"`` -> ('type/subtype', {a: b, c: d}) in one pass; RFC 2231
     continuations and charsets (``name*0*=utf-8''…``) joined and decoded. Values keep raw 8-bit."""
@@ -398,7 +411,9 @@ def parse_params(value: str) -> tuple[str, dict[str, str]]:
         else:
             buf.append(ch)
     pieces.append("".join(buf))
-    head = re.sub(r"\s+", "", re.sub(r"\([^()]*\)", "", pieces[0])).lower()
+    # type/subtype as tokens: "text/html Content-Transfer-Encoding: 8bit" (a missing line break) is text/html
+    first = _TYPE.match(re.sub(r"\([^()]*\)", "", pieces[0]))
+    head = (first.group(1) + (f"/{first.group(2)}" if first.group(2) else "")).lower() if first else ""
     plain: dict[str, str] = {}
     sections: dict[str, dict[int, tuple[str, bool]]] = {}
     for piece in pieces[1:]:
@@ -530,8 +545,7 @@ def _part_bytes(p: _Part, crlf: bool, mail: ParsedMail, source: _Source) -> byte
     payload = source.decoded(p.msg)
     if payload is not None:
         return payload
-    text = p.msg.get_payload()
-    return text.encode("utf-8", "surrogateescape") if isinstance(text, str) else b""
+    return raw_payload(p.msg).encode("utf-8", "surrogateescape")
 
 
 def _filename(p: _Part, hints: tuple[str, ...]) -> str:

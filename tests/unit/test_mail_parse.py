@@ -258,3 +258,27 @@ def test_comment_depth_ignores_quoted_and_escaped_parentheses() -> None:
 def test_bidi_controls_are_dropped_from_names_and_subjects() -> None:
     mail = parse(g.raw(g.basic("\u202eexe.pdf\u202c <a@b.example>".encode(), "\u2067Invoice\u2069".encode())))
     assert mail.display_name == "exe.pdf" and mail.subject == "Invoice"
+
+
+def test_8bit_boundary_is_recovered() -> None:
+    raw = g.raw([*g.basic(), ("Content-Type", 'multipart/alternative; boundary="bad-char-µ"'.encode())],
+                "--bad-char-µ\r\nContent-Type: text/html; charset=UTF-8\r\n\r\nHello, wörld!\r\n".encode())
+    assert parse(raw).html.strip() == "Hello, wörld!"
+
+
+@pytest.mark.parametrize(("cte", "encode"), [
+    ("8bit", lambda text: text.encode("utf-8")),
+    ("quoted-printable", lambda text: __import__("quopri").encodestring(text.encode("utf-8"))),
+])
+def test_large_8bit_and_qp_bodies_decode_exactly(cte, encode) -> None:
+    text = "Grüße aus Köln – eine Zeile Text\n" * 20000  # over the 256 KB cut: decoded from the raw bytes
+    raw = g.raw([*g.basic(), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Transfer-Encoding", cte)],
+                encode(text))
+    assert parse(raw).text.replace("\r\n", "\n") == text
+
+
+def test_content_type_with_a_missing_line_break_keeps_its_type() -> None:
+    raw = g.raw([*g.basic(), ("MIME-Version", "1.0"), ("Content-Type", "text/html Content-Transfer-Encoding: 8bit")],
+                b"<p>Dear member</p>\r\n")
+    mail = parse(raw)
+    assert mail.html.strip() == "<p>Dear member</p>" and mail.attachments == []
