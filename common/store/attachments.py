@@ -12,6 +12,7 @@ from __future__ import annotations
 import email
 import email.policy
 import io
+import re
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -108,6 +109,18 @@ def withhold_reason(name: str, content_type: str, data: bytes, deny: frozenset[s
     return ""
 
 
+def as_utf8(data: bytes, mime_header: str) -> bytes:
+    """Text in its declared charset, re-encoded as UTF-8 (what the forward labels it), so a Latin-1
+    or Shift_JIS part reads right in the owner's client; undecodable bytes become U+FFFD."""
+    match = re.search(r"charset\s*=\s*\"?([A-Za-z0-9_.:-]+)", mime_header)
+    for charset in ([match.group(1)] if match else []) + ["utf-8", "cp1252"]:
+        try:
+            return data.decode(charset).encode("utf-8")
+        except (LookupError, UnicodeDecodeError):
+            continue
+    return data.decode("utf-8", "replace").encode("utf-8")
+
+
 def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
           withheld_key_for: Callable[[str], str]) -> Stored:
     """Store every part under ``key_for(name)``, or under ``withheld_key_for(name)`` when it is
@@ -136,9 +149,13 @@ def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
                    metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:500]})
             out.withheld.append(Withheld(name, key, reason))
             continue
-        key = key_for(name)
-        s3.put(cfg.bucket, key, part.data, part.content_type)
+        ctype, data = part.content_type, part.data
         inline = part.disposition == "inline" or (bool(part.content_id) and not part.disposition)
-        out.attachments.append(Attachment(key, name, part.content_type, inline=inline, content_id=part.content_id))
-        out.sizes[key] = len(part.data)
+        if part.role == "text":  # a text part the sender put beside the body: shown inline, in its own type
+            ctype = part.declared_type if part.declared_type.startswith("text/") else ctype
+            data, inline = as_utf8(part.data, part.mime_header), part.disposition != "attachment"
+        key = key_for(name)
+        s3.put(cfg.bucket, key, data, ctype)
+        out.attachments.append(Attachment(key, name, ctype, inline=inline, content_id=part.content_id))
+        out.sizes[key] = len(data)
     return out

@@ -215,3 +215,19 @@ def test_a_forward_above_sesv1s_10_mb_goes_out_whole(stack, fns) -> None:
     result, msg = forward(stack, fns, mail(attachments=[("scan.pdf", big, "application/pdf")]))
     assert parts(msg)["scan.pdf"].get_content() == big
     assert "shortened" not in msg.get_body(("plain",)).get_content()
+
+
+def test_inline_text_parts_are_forwarded_inline(stack, fns) -> None:
+    raw = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Parts\r\nMIME-Version: 1.0\r\n"
+           b"Content-Type: multipart/mixed; boundary=\"m1\"\r\n\r\n"
+           b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFirst part.\r\n"
+           b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Disposition: inline\r\n\r\nSecond part, no name.\r\n"
+           b"--m1\r\nContent-Type: text/enriched\r\n\r\n<bold>Enriched</bold> part.\r\n"
+           b"--m1\r\nContent-Type: text/plain; name=\"notes.txt\"\r\nContent-Disposition: inline; filename=\"notes.txt\"\r\n\r\n"
+           b"Named inline notes.\r\n--m1--\r\n")
+    result, msg = forward(stack, fns, raw)
+    assert result["skipped"] == []
+    assert msg.get_body(("plain",)).get_content().split("\n\n", 1)[1].startswith("First part.")
+    carried = {p.get_payload(decode=True).strip(): p for p in msg.walk() if p.get_content_disposition() == "inline"}
+    assert set(carried) == {b"Second part, no name.", b"<bold>Enriched</bold> part.", b"Named inline notes."}
+    assert carried[b"<bold>Enriched</bold> part."].get_content_type() == "text/enriched"

@@ -99,3 +99,15 @@ def test_text_attachments_keep_their_bytes_and_say_utf_8_only_when_they_are() ->
     u, latin = list(msg.iter_attachments())
     assert u.get_content_charset() == "utf-8" and u.get_payload(decode=True) == files["attachments/x/1/u.txt"]
     assert latin.get_content_charset() is None and latin.get_payload(decode=True) == files["attachments/x/1/l.txt"]
+
+
+@pytest.mark.parametrize(("data", "header", "text"), [
+    ("naïve".encode("latin-1"), 'text/plain; charset="iso-8859-1"', "naïve"),
+    ("日本".encode("shift_jis"), "text/plain; charset=Shift_JIS", "日本"),
+    ("naïve".encode(), "text/plain", "naïve"),  # no charset: UTF-8 if it decodes
+    ("naïve".encode("cp1252"), "text/plain; charset=bogus", "naïve"),  # unknown charset: cp1252
+])
+def test_inline_text_parts_become_utf_8(data, header, text) -> None:
+    from common.store.attachments import as_utf8
+
+    assert as_utf8(data, header).decode("utf-8") == text
