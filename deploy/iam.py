@@ -68,7 +68,7 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             # SES feedback: send records, duplicate SNS ids, the SES-id index
             _allow(["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
                    [a.table(cfg.send_status_table)]),
-            _allow(["dynamodb:Query"], [a.table(cfg.send_status_table) + "/index/sesMessageId"]),
+            _allow(["dynamodb:Query"], [a.table(cfg.idempotency_table) + "/index/sesMessageId"]),  # feedback fallback
             _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
             _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
@@ -98,8 +98,8 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["sqs:SendMessage"], [a.queue(dlq_name(queue))]),
             _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
-            # suppression reads; UpdateItem: the probe of a held owner mailbox (common/store/holds.py)
-            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.suppression_table)]),
+            # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox (store/holds.py)
+            _allow(["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [a.table(cfg.suppression_table)]),
             _allow(["dynamodb:PutItem"], [a.table(cfg.send_status_table)]),  # hourly alert throttle (store/alerts.py)
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
             # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that

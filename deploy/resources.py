@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from common.aws import client, or_none
 from common.aws.sts import account_id
@@ -33,11 +33,20 @@ FEEDBACK_EVENTS = ("delivery", "bounce", "complaint")
 ASYNC_ATTEMPTS = 3
 ASYNC_RETRY_S = 10
 
-# table name field -> (hash key, TTL attribute or "", global secondary indexes: name -> hash key)
-TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
+class Index(NamedTuple):
+    """A global secondary index: its hash key and the attributes it projects beside the keys."""
+
+    key: str
+    include: tuple[str, ...] = ()
+
+
+# table name field -> (hash key, TTL attribute or "", global secondary indexes by name)
+TABLES: dict[str, tuple[str, str, dict[str, Index]]] = {
     "conversations_table": ("conversationId", "", {}),
-    "idempotency_table": ("id", "expiration", {}),  # aws-lambda-powertools' idempotency layout
-    "send_status_table": ("id", "expiresAt", {"sesMessageId": "sesMessageId"}),  # feedback fallback
+    # aws-lambda-powertools' idempotency layout; a completed send also holds its SES message id and
+    # correlation id (common.senders.idempotency): the index is SES feedback's fallback correlation.
+    "idempotency_table": ("id", "expiration", {"sesMessageId": Index("sesMessageId", ("correlationId",))}),
+    "send_status_table": ("id", "expiresAt", {}),
     "suppression_table": ("email", "expiresAt", {}),  # suppressions from transient bounces expire
     "sender_lists_table": ("entry", "", {}),  # the owner's block/allow lists
     # quarantined mail; the sparse index holds what the next daily digest must list
@@ -166,12 +175,13 @@ def _bucket(run: Run, cfg: Config) -> None:
     ]})
 
 
-def _index(name: str, key: str) -> dict[str, Any]:
-    return {"IndexName": name, "KeySchema": [{"AttributeName": key, "KeyType": "HASH"}],
-            "Projection": {"ProjectionType": "KEYS_ONLY"}}
+def _index(name: str, index: Index) -> dict[str, Any]:
+    projection: dict[str, Any] = {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.include)} \
+        if index.include else {"ProjectionType": "KEYS_ONLY"}
+    return {"IndexName": name, "KeySchema": [{"AttributeName": index.key, "KeyType": "HASH"}], "Projection": projection}
 
 
-def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, str]) -> None:
+def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, Index]) -> None:
     ddb = client("dynamodb")
     described = or_none(lambda: ddb.describe_table(TableName=name), "ResourceNotFoundException")
     existing = described["Table"] if described else None
@@ -180,7 +190,7 @@ def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, str]) -> 
                  + "".join(f", index {i}" for i in indexes))
         if not run.apply:
             return
-        attributes = sorted({key, *indexes.values()})
+        attributes = sorted({key, *(i.key for i in indexes.values())})
         extra: dict[str, Any] = {"GlobalSecondaryIndexes": [_index(i, k) for i, k in indexes.items()]} if indexes else {}
         ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
                          AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in attributes],
@@ -202,7 +212,7 @@ def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, str]) -> 
     if not run.apply:
         return
     for index in missing:  # an older deployment: add what this version queries
-        ddb.update_table(TableName=name, AttributeDefinitions=[{"AttributeName": indexes[index], "AttributeType": "S"}],
+        ddb.update_table(TableName=name, AttributeDefinitions=[{"AttributeName": indexes[index].key, "AttributeType": "S"}],
                          GlobalSecondaryIndexUpdates=[{"Create": _index(index, indexes[index])}])
     if not ttl_on:
         ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from common.aws import client, error_code
@@ -33,6 +34,34 @@ def from_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
 def get(table: str, key: dict[str, Any], consistent: bool = True) -> dict[str, Any] | None:
     response = client("dynamodb").get_item(TableName=table, Key=to_item(key), ConsistentRead=consistent)
     return from_item(response.get("Item"))
+
+
+BATCH_GET_KEYS = 100  # BatchGetItem's limit per request
+BATCH_GET_ATTEMPTS = 5
+
+
+def batch_get(table: str, keys: list[dict[str, Any]], consistent: bool = True,
+              sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
+    """The items of ``table`` with these keys (missing ones are left out), in one BatchGetItem per
+    100 distinct keys. Keys DynamoDB returns as unprocessed (throttling, size) are asked for again
+    after 50, 100, 200 ms ...; still unprocessed after five requests, it raises."""
+    distinct = list({repr(sorted(k.items())): k for k in keys}.values())  # a key twice is a ValidationException
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(distinct), BATCH_GET_KEYS):
+        request: dict[str, Any] = {table: {"Keys": [to_item(k) for k in distinct[start:start + BATCH_GET_KEYS]],
+                                           "ConsistentRead": consistent}}
+        for attempt in range(BATCH_GET_ATTEMPTS):
+            if attempt:
+                sleep(0.05 * 2 ** (attempt - 1))
+            response = client("dynamodb").batch_get_item(RequestItems=request)
+            found += [i for i in map(from_item, response.get("Responses", {}).get(table, [])) if i is not None]
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+        else:
+            raise RuntimeError(f"BatchGetItem left {len(request[table]['Keys'])} key(s) of {table} unprocessed "
+                               f"after {BATCH_GET_ATTEMPTS} requests")
+    return found
 
 
 def put(table: str, item: dict[str, Any], condition: str | None = None, names: dict[str, str] | None = None,

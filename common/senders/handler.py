@@ -2,17 +2,23 @@
 
 Per SQS record: load the queue message (following a claim check) -> exactly once per idempotency
 key (aws-lambda-powertools idempotency, DynamoDB) -> skip suppressed recipients -> pace to the
-shared SES rate -> SESv2 SendEmail (raw content) with retries at 0/5/30/120 s inside the invocation's time budget.
+shared SES rate -> SESv2 SendEmail (raw content) with retries at 0/5/30/120 s inside the invocation's
+time budget.
 A failed record is reported in ``batchItemFailures`` (the others are not re-sent); on its last
 allowed receive the owner is alerted before SQS moves it to the DLQ with its body intact.
 Senders differ only in configuration (queue, attachment prefix), never by message type.
+
+What a send costs on AWS: the idempotency PutItem, SendEmail and the completion UpdateItem,
+which also records the send (common.senders.idempotency); the suppression list is read once per
+batch (one BatchGetItem, at the batch's first send) and the rate limit is claimed once per batch
+(one conditional write, common.senders.ratelimit). A batch of duplicates reads and claims nothing.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from common.aws import error_code, s3, ses, sqs
 from common.runtime import events
@@ -20,13 +26,12 @@ from common.runtime.config import Config
 from common.runtime.errors import EventError
 from common.runtime.functions import SENDERS, dlq_name
 from common.runtime.log import bind, get_logger
-from common.store import layout
+from common.senders.ratelimit import BatchPacer, RateLimiter
+from common.store import alerts, holds, layout, sendstatus
+from common.store.sendqueue import OutboundMessage, load
 
 if TYPE_CHECKING:  # pragma: no cover
-    from aws_lambda_powertools.utilities.idempotency.hook import IdempotentHookFunction
     from aws_lambda_powertools.utilities.typing import LambdaContext
-from common.store import alerts, holds, sendstatus
-from common.store.sendqueue import OutboundMessage, load
 
 log = get_logger("sender")
 
@@ -43,17 +48,44 @@ class SendFailed(Exception):
 def handle(cfg: Config, event: Any, context: LambdaContext) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
-    events.sqs_records(event)  # a clear EventError for anything that is not an SQS batch
-    sender = Sender(cfg, context)
+    records = events.sqs_records(event)  # a clear EventError for anything that is not an SQS batch
+    sender = Sender(cfg, context, [r.body for r in records])
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    return dict(process_partial_response(event=event, record_handler=sender.process, processor=processor, context=context))
+    result = dict(process_partial_response(event=event, record_handler=sender.process, processor=processor,
+                                           context=context))
+    sender.finish()
+    return result
+
+
+def _recipients(body: str) -> list[str]:
+    """The recipients a queue body names ([] for a claim check or anything unreadable: load() judges it)."""
+    import json
+
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return []
+    to = doc.get("to") if isinstance(doc, dict) else None
+    return [a for a in to if isinstance(a, str)] if isinstance(to, list) else []
 
 
 class Sender:
-    def __init__(self, cfg: Config, context: LambdaContext) -> None:
+    """One invocation's batch: its records share one suppression read and one rate-limit window."""
+
+    def __init__(self, cfg: Config, context: LambdaContext, bodies: list[str] | None = None) -> None:
         self.cfg, self.context = cfg, context
         function = next((f.name for f in SENDERS if getattr(cfg, f.queue_field) == cfg.send_queue), "")
         self.prefix = layout.SENDER_ATTACHMENTS.get(function, "")
+        self.batch = [_recipients(b) for b in bodies or []]
+        self.records_left = len(self.batch)
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._checked: set[str] = set()  # lowercased addresses whose suppression-table item was read
+        self.limiter = _limiter(cfg.send_status_table, cfg.max_send_rate)
+        self.pacer = BatchPacer(self.limiter)
+
+    def finish(self) -> None:
+        """After the batch: give back the rate-limit time it claimed and did not use, if still ahead."""
+        self.pacer.finish()
 
     def remaining_s(self) -> float:
         get = getattr(self.context, "get_remaining_time_in_millis", None)
@@ -65,6 +97,7 @@ class Sender:
 
         receive_count = int(record.attributes.approximate_receive_count or 1)
         bind(sqs_message_id=record.message_id, receive_count=receive_count)
+        self.records_left = max(0, self.records_left - 1)  # the records after this one
         msg: OutboundMessage | None = None
         try:
             msg = load(record.body, self.cfg.bucket)
@@ -100,11 +133,24 @@ class Sender:
             raise
         return result
 
+    def recipient_entries(self, addresses: list[str]) -> dict[str, dict[str, Any]]:
+        """Suppression-table items of ``addresses`` (suppressions, holds), by lowercased address. The
+        first call reads them for every recipient of the batch in one BatchGetItem; a later one reads
+        only what that missed (a claim check's recipients)."""
+        asked = {a.lower() for a in addresses}
+        if not asked <= self._checked:
+            wanted = asked | ({a.lower() for to in self.batch for a in to} if not self._checked else set())
+            missing = wanted - self._checked
+            self._entries |= sendstatus.recipient_entries(self.cfg, missing)
+            self._checked |= missing
+        return {a: self._entries[a] for a in asked if a in self._entries}
+
     def send_unless_suppressed(self, msg: OutboundMessage) -> dict[str, Any]:
         """Inside the idempotent section, so a duplicate delivery costs one conditional write and no lookups."""
+        entries = self.recipient_entries(msg.to)
         allowed = []
         for addr in msg.to:
-            entry = sendstatus.recipient_entry(self.cfg, addr)
+            entry = entries.get(addr.lower())
             if holds.is_held(entry):  # the owner's mailbox bounced: keep the message queued, never drop it
                 if not holds.claim_probe(self.cfg, addr):
                     raise SendFailed(holds.HELD, 0, f"mail to {addr} is held ({entry.get('heldReason')}) "
@@ -114,28 +160,28 @@ class Sender:
                 log.warning("recipient skipped", extra={"recipient": addr, "reason": f"suppressed: {entry.get('reason')}"})
             else:
                 allowed.append(addr)
+        record = {"correlationId": msg.correlation_id, "kind": msg.kind, "recipients": msg.to}
         if not allowed:
-            sendstatus.record_attempts(self.cfg, msg.correlation_id, 0, "suppressed", recipient=msg.to[0], kind=msg.kind)
-            return {"status": "suppressed"}
+            return {"status": "suppressed", **record}
         msg.to = allowed
-        return self.send_with_retries(msg)
+        return {**self.send_with_retries(msg), **record}
 
     def send_with_retries(self, msg: OutboundMessage) -> dict[str, Any]:
         from common.mail.build import build
 
         raw = build(msg, self.cfg.public_email, self.cfg.domain_name, self.prefix, self._fetch).as_bytes()
-        limiter = _limiter(self.cfg.send_status_table, self.cfg.max_send_rate)
-        ses.prepare()  # a cold client costs ~100 ms: pay it before claiming a rate slot, not inside it
+        ses.prepare()  # a cold client costs ~100 ms: pay it before taking a rate slot, not inside it
         attempts, code = 0, ""
         for delay in self.cfg.retry_delays:
             if delay and self.remaining_s() - delay < self.cfg.attempt_reserve_s:
                 raise SendFailed(code, attempts, f"no time left for a retry in {delay:g}s "
                                                  f"({self.remaining_s():.1f}s remaining); SQS will redeliver")
             time.sleep(delay)
-            start = limiter.reserve()
+            start = self.pacer.next_start(1 + self.records_left, after_pause=attempts > 0)
             if start - time.time() > self.remaining_s() - self.cfg.attempt_reserve_s:
                 raise SendFailed(code or "RateLimited", attempts, "rate-limit slot is beyond the time budget")
-            limiter.wait_until(start)
+            self.limiter.wait_until(start)
+            self.pacer.started(time.time())
             attempts += 1
             try:
                 ses_id = ses.send_raw(raw, self.cfg.public_email, msg.to, self.cfg.ses_configuration_set)
@@ -148,9 +194,8 @@ class Sender:
                 continue
             log.info("mail sent", extra={"attempt": attempts, "ses_message_id": ses_id, "recipient": msg.to,
                                          "subject": msg.subject, "rate_slot": round(start, 6)})
-            sendstatus.record_attempts(self.cfg, msg.correlation_id, attempts, "sent", recipient=msg.to[0],
-                                        kind=msg.kind, sesMessageId=ses_id, sentAt=sendstatus.now_iso())
-            return {"status": "sent", "sesMessageId": ses_id, "attempts": attempts}
+            # Recorded by the idempotency completion that follows (common.senders.idempotency).
+            return {"status": "sent", "sesMessageId": ses_id, "attempts": attempts, "sentAt": sendstatus.now_iso()}
         raise SendFailed(code, attempts, "retries exhausted")
 
     def _fetch(self, key: str) -> bytes:
@@ -191,37 +236,17 @@ def _as_doc(msg: OutboundMessage) -> dict[str, Any]:
 
 
 @functools.cache
-def _limiter(table: str, rate: float) -> Any:
-    from common.senders.ratelimit import RateLimiter
-
+def _limiter(table: str, rate: float) -> RateLimiter:
+    """One per sandbox: it remembers the last TAT it saw and how fast this instance sends."""
     return RateLimiter(table, rate)
 
 
 @functools.cache
 def _idempotent(cfg: Config) -> Any:
     """The idempotent send for this configuration (built once per sandbox)."""
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        IdempotencyConfig,
-        idempotent_function,
-    )
+    from common.senders.idempotency import send_exactly_once
 
-    from common.aws import client
-
-    persistence = DynamoDBPersistenceLayer(table_name=cfg.idempotency_table, boto3_client=client("dynamodb"))
-
-    def replayed(response: Any, record: Any) -> Any:
-        log.info("send skipped", extra={"reason": "idempotency key already completed", "previous": response})
-        return {**response, "status": "duplicate"} if isinstance(response, dict) else response
-
-    config = IdempotencyConfig(event_key_jmespath="idempotency_key", raise_on_no_idempotency_key=True,
-                               expires_after_seconds=cfg.idempotency_ttl_s,
-                               response_hook=cast("IdempotentHookFunction", replayed))
-
-    @idempotent_function(data_keyword_argument="message", persistence_store=persistence, config=config,
-                         key_prefix="send")
     def send_once(message: dict[str, Any], sender: Sender) -> dict[str, Any]:
         return sender.send_unless_suppressed(OutboundMessage.from_dict(message))
 
-    send_once.idempotency_config = config
-    return send_once
+    return send_exactly_once(cfg, send_once)

@@ -1,8 +1,17 @@
-"""The send-status and suppression tables: what was sent, what SES said about it, who not to mail."""
+"""What was sent, what SES said about it, who not to mail.
+
+* A send's outcome is its completed idempotency record (common.senders.idempotency): written by the
+  same request that completes the key, with the SES message id and the correlation id beside
+  powertools' fields, so the record SES feedback correlates with costs a send no request of its own.
+* The send-status table keeps what happens after or instead of a send, per correlation id (SES
+  feedback, failed attempts and their last error), the shared rate-limit item and duplicate SNS ids.
+* The suppression table: addresses never to mail again (bounces, complaints).
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from common.aws import dynamodb
@@ -21,7 +30,8 @@ def _ttl() -> int:
 
 
 def record_attempts(cfg: Config, correlation_id: str, attempts: int, status: str, **fields: Any) -> dict[str, Any]:
-    """Add ``attempts`` to the send record and set its status; returns the record after the update."""
+    """Add ``attempts`` to the correlation id's status record and set its status (failed, or what SES
+    reported); returns the record after the update."""
     values: dict[str, Any] = {":n": attempts, ":s": status, ":u": now_iso(), ":x": _ttl()}
     sets = ["#st = :s", "updatedAt = :u", "expiresAt = :x"]
     for i, (name, value) in enumerate(fields.items()):
@@ -33,15 +43,16 @@ def record_attempts(cfg: Config, correlation_id: str, attempts: int, status: str
                            return_values="ALL_NEW") or {}
 
 
-SES_ID_INDEX = "sesMessageId"  # GSI of the send-status table: SES MessageId -> send record
+SES_ID_INDEX = "sesMessageId"  # GSI of the idempotency table: SES MessageId -> the completed send (correlationId)
 
 
 def correlation_for(cfg: Config, ses_message_id: str) -> str:
-    """The correlation id of the send SES gave ``ses_message_id`` ('' if unknown)."""
+    """The correlation id of the send SES gave ``ses_message_id`` ('' if unknown, or if the send's
+    record expired: ``IDEMPOTENCY_TTL_SECONDS`` after the send)."""
     if not ses_message_id:
         return ""
-    items = dynamodb.query_index(cfg.send_status_table, SES_ID_INDEX, "sesMessageId", ses_message_id)
-    return str(items[0]["id"]).removeprefix("corr#") if items else ""
+    items = dynamodb.query_index(cfg.idempotency_table, SES_ID_INDEX, "sesMessageId", ses_message_id)
+    return str(items[0].get("correlationId", "")) if items else ""
 
 
 def get_record(cfg: Config, correlation_id: str) -> dict[str, Any] | None:
@@ -84,6 +95,14 @@ def recipient_entry(cfg: Config, address: str) -> dict[str, Any] | None:
 def suppression(cfg: Config, address: str) -> dict[str, Any] | None:
     item = recipient_entry(cfg, address)
     return item if is_suppressed(cfg, item) else None
+
+
+def recipient_entries(cfg: Config, addresses: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The suppression-table items of ``addresses`` that have one, by lowercased address: one
+    BatchGetItem per 100 addresses (a sender reads a whole batch's recipients at once)."""
+    keys = [{"email": a} for a in sorted({a.lower() for a in addresses})]
+    items = dynamodb.batch_get(cfg.suppression_table, keys) if keys else []
+    return {str(i["email"]): i for i in items}
 
 
 def suppress(cfg: Config, address: str, reason: str, ttl_s: int = 0) -> bool:

@@ -61,10 +61,19 @@ def test_transient_bounces_suppress_after_five_and_a_delivery_resets_the_count(s
     assert sendstatus.suppression(stack.cfg, "jane@corp.example")["reason"] == "5 transient bounces"
 
 
-def test_correlation_falls_back_to_the_ses_message_id(stack, inbound) -> None:
-    sendstatus.record_attempts(stack.cfg, "forward-m77", 1, "sent", sesMessageId="ses-77")  # as the sender does
-    r = notify(stack, inbound, "Delivery", "sns-77", corr="", ses_id="ses-77", delivery={"recipients": ["x@corp.example"]})
+def test_correlation_falls_back_to_the_ses_message_id(stack, inbound, rie_function) -> None:
+    # A real send: its idempotency completion records the SES message id beside the correlation id.
+    enqueue(stack.cfg.forward_queue, OutboundMessage(kind="forward", idempotency_key="forward:m77",
+                                                     correlation_id="forward-m77", to=["x@corp.example"],
+                                                     subject="Hi", text="x"),
+            stack.cfg.bucket, stack.cfg.claim_check_bytes)
+    stack.run_sender(rie_function("forward-sender"), stack.cfg.forward_queue)
+    [record] = stack.send_records()
+    assert record["sesMessageId"] == record["data"]["sesMessageId"] and record["correlationId"] == "forward-m77"
+    r = notify(stack, inbound, "Delivery", "sns-77", corr="", ses_id=record["sesMessageId"],
+               delivery={"recipients": ["x@corp.example"]})
     assert r["correlationId"] == "forward-m77"
+    assert sendstatus.get_record(stack.cfg, "forward-m77")["status"] == "delivered"
 
 
 def test_senders_skip_suppressed_recipients_with_a_logged_reason(stack, inbound, rie_function) -> None:
@@ -77,4 +86,6 @@ def test_senders_skip_suppressed_recipients_with_a_logged_reason(stack, inbound,
     assert stack.sent() == []
     skipped = [json.loads(line) for line in fn.output().splitlines() if '"recipient skipped"' in line]
     assert skipped[0]["reason"] == "suppressed: permanent bounce (General)"
-    assert sendstatus.get_record(stack.cfg, "ack-s1")["status"] == "suppressed"
+    [record] = stack.send_records()  # the outcome is the completed idempotency record
+    assert record["status"] == "COMPLETED" and record["data"]["status"] == "suppressed"
+    assert record["correlationId"] == "ack-s1" and "sesMessageId" not in record

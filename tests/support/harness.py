@@ -125,6 +125,15 @@ class Stack:
         return [SentMail(m.source, list(dict.fromkeys(m.destinations)), m.raw_data.encode()
                          if isinstance(m.raw_data, str) else m.raw_data) for m in backend.sent_messages]
 
+    def send_records(self) -> list[dict[str, Any]]:
+        """Every idempotency record of the senders: powertools' status, the send's result (``data``,
+        parsed) and the send record its completion carries (``correlationId``, ``sesMessageId``)."""
+        from common.aws import dynamodb
+
+        items = client("dynamodb").scan(TableName=self.cfg.idempotency_table, ConsistentRead=True)["Items"]
+        records = [dynamodb.from_item(i) or {} for i in items]
+        return [{**r, "data": json.loads(r["data"])} if "data" in r else r for r in records]
+
     def for_queue(self, queue_field: str) -> Config:
         return replace(self.cfg, send_queue=getattr(self.cfg, queue_field))
 
