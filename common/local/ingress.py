@@ -162,6 +162,57 @@ class SesHandler:
         return f"250 OK {done[0].message_id}" if done else "554 5.7.1 No recipient matched a receipt rule"
 
 
+class BareLfNormalizer:
+    """Bare LF line ends become CRLF, as Postfix's ``smtpd_forbid_bare_newline = normalize`` does.
+
+    Saved ``.eml`` files usually end their lines in LF alone, and ``smtplib.sendmail(frm, to, bytes)``
+    sends bytes as they are: without this, aiosmtpd (which splits SMTP lines at CRLF only) sees one
+    line as long as the message and answers ``500 Line too long``. As with Postfix, only
+    ``<CR><LF>.<CR><LF>`` ends DATA: a lone dot with a bare LF on either side of it stays content
+    (it reaches aiosmtpd dot-stuffed), so no bare-LF sequence can end a message early (the SMTP
+    smuggling trick). Fed the stream in arbitrary chunks; returns what can be passed on now.
+    """
+
+    def __init__(self) -> None:
+        self._held = b""  # an unfinished line's start that may still be a lone dot, or a trailing CR
+        self._line_start = True  # the held bytes (or the next ones) begin a line
+        self._after_bare_lf = False  # the previous line ended in a bare LF
+
+    def feed(self, data: bytes) -> bytes:
+        buffer, out, pos = self._held + data, bytearray(), 0
+        while (lf := buffer.find(b"\n", pos)) >= 0:
+            line, bare = buffer[pos:lf], True
+            if line.endswith(b"\r"):
+                line, bare = line[:-1], False
+            if self._line_start and line == b"." and (bare or self._after_bare_lf):
+                line = b".."  # content, not the end of DATA; aiosmtpd removes the stuffed dot
+            out += line + b"\r\n"
+            self._line_start, self._after_bare_lf, pos = True, bare, lf + 1
+        rest = buffer[pos:]
+        keep = len(rest) if self._line_start and rest in (b".", b".\r") else int(rest.endswith(b"\r"))
+        if len(rest) > keep:
+            self._line_start = False
+        out += rest[:len(rest) - keep]
+        self._held = rest[len(rest) - keep:]
+        return bytes(out)
+
+
+def _smtp_class() -> type:
+    from aiosmtpd.smtp import SMTP
+
+    class NormalizingSMTP(SMTP):
+        """aiosmtpd's SMTP session with bare LF line ends normalised (:class:`BareLfNormalizer`)."""
+
+        def connection_made(self, transport: Any) -> None:
+            self._line_ends = BareLfNormalizer()
+            super().connection_made(transport)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(self._line_ends.feed(data))
+
+    return NormalizingSMTP
+
+
 class SmtpIngress:
     def __init__(self, cfg: Config, host: str = "127.0.0.1", port: int = 2525) -> None:
         self.cfg, self.host, self.port = cfg, host, port
@@ -170,8 +221,15 @@ class SmtpIngress:
     def start(self) -> SmtpIngress:
         from aiosmtpd.controller import Controller
 
-        self._controller = Controller(SesHandler(self.cfg), hostname=self.host, port=self.port,
-                                      data_size_limit=MAX_MESSAGE_BYTES, ident="service-email-handler local SES ingress")
+        smtp = _smtp_class()
+
+        class NormalizingController(Controller):
+            def factory(self) -> Any:
+                return smtp(self.handler, **self.SMTP_kwargs)
+
+        self._controller = NormalizingController(SesHandler(self.cfg), hostname=self.host, port=self.port,
+                                                 data_size_limit=MAX_MESSAGE_BYTES,
+                                                 ident="service-email-handler local SES ingress")
         self._controller.start()
         return self
 

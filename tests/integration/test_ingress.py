@@ -1,0 +1,84 @@
+"""The SMTP ingress (aiosmtpd, loopback) against a real moto server: what SES's receipt rules do."""
+
+from __future__ import annotations
+
+import json
+import smtplib
+import socket
+from email.message import EmailMessage
+
+import pytest
+
+from common.local.ingress import SmtpIngress
+from common.local.rie import free_port
+from deploy import resources
+
+
+@pytest.fixture
+def ingress(stack):
+    resources.provision(stack.cfg, local=True)  # the wiring's invocations queue, as `email-handler dev` has
+    server = SmtpIngress(stack.cfg, "127.0.0.1", free_port()).start()
+    yield server
+    server.stop()
+
+
+def saved_eml(cfg) -> bytes:
+    """A multi-kilobyte message as mail clients save it: every line ends in a bare LF."""
+    msg = EmailMessage()
+    msg["From"] = "Jane Smith <jane@corp.example>"
+    msg["To"] = cfg.public_email
+    msg["Subject"] = "A saved message"
+    body = "\n".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(120))
+    msg.set_content(body + "\n.\n..a line that starts with a dot\nThe end.\n")
+    msg.add_attachment(bytes(range(256)) * 24, maintype="application", subtype="pdf", filename="cv.pdf")
+    raw = msg.as_bytes()  # the default policy writes "\n"
+    assert b"\r" not in raw and len(raw) > 8000
+    return raw
+
+
+def staged(stack, queue_messages: list[dict]) -> bytes:
+    [invocation] = queue_messages
+    event = json.loads(invocation["Body"])["event"]
+    mid = event["Records"][0]["ses"]["mail"]["messageId"]
+    return stack.s3_body(f"staging/{mid}")
+
+
+def test_a_saved_eml_with_bare_lf_line_ends_is_accepted_and_stored_with_crlf(stack, ingress) -> None:
+    raw = saved_eml(stack.cfg)
+    with smtplib.SMTP("127.0.0.1", ingress.port, timeout=30) as smtp:
+        assert smtp.sendmail("jane@corp.example", [stack.cfg.public_email], raw) == {}  # raises on 500
+    stored = staged(stack, stack.receive(resources.local_queue(stack.cfg, "invocations")))
+    # Every line end as CRLF; smtplib ends the data with one more CRLF, which is kept as sent.
+    assert stored == raw.replace(b"\n", b"\r\n") + b"\r\n"
+    assert b"\r\n.\r\n..a line that starts with a dot\r\n" in stored  # dot-stuffing undone, the lone dot kept
+
+
+def test_crlf_messages_pass_unchanged(stack, ingress) -> None:
+    raw = saved_eml(stack.cfg).replace(b"\n", b"\r\n")
+    with smtplib.SMTP("127.0.0.1", ingress.port, timeout=30) as smtp:
+        smtp.sendmail("jane@corp.example", [stack.cfg.public_email], raw)
+    assert staged(stack, stack.receive(resources.local_queue(stack.cfg, "invocations"))) == raw
+
+
+def test_a_bare_lf_dot_does_not_end_the_message(stack, ingress) -> None:
+    """SMTP smuggling: <LF>.<LF> followed by commands must stay content, as with Postfix's normalize."""
+    smuggled = (b"From: jane@corp.example\nSubject: one\n\nbody\n.\nMAIL FROM:<evil@corp.example>\r\n"
+                b"RCPT TO:<" + stack.cfg.public_email.encode() + b">\r\nDATA\r\n")
+    with socket.create_connection(("127.0.0.1", ingress.port), timeout=30) as s:
+        f = s.makefile("rwb")
+
+        def say(line: bytes) -> bytes:
+            f.write(line)
+            f.flush()
+            return f.readline()
+
+        f.readline()  # greeting
+        say(b"HELO client\r\n")
+        say(b"MAIL FROM:<jane@corp.example>\r\n")
+        say(b"RCPT TO:<" + stack.cfg.public_email.encode() + b">\r\n")
+        assert say(b"DATA\r\n").startswith(b"354")
+        assert say(smuggled + b"\r\n.\r\n").startswith(b"250")
+        say(b"QUIT\r\n")
+    queue = resources.local_queue(stack.cfg, "invocations")
+    assert stack.depth(queue) == 1  # one message, not two
+    assert b"\r\nbody\r\n.\r\nMAIL FROM:<evil@corp.example>\r\n" in staged(stack, stack.receive(queue))
