@@ -265,7 +265,7 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
     for n in range(3):  # a warm sandbox: clients made, models loaded, queue URL known, its own pace measured
         put(stack, message(190 + n), cfg.send_queue)
     while poll_queue_once(cfg.send_queue, stack.queue_arn(cfg.send_queue),
-                          lambda event: sender.handle(event, Context(60), cfg)).received:
+                          lambda event: sender.handle(cfg, event, Context(60))).received:
         pass
     warm = {r["correlationId"] for r in stack.send_records()}
     for n in range(10):
@@ -274,7 +274,7 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
     def batch(visibility_s: int = 60):
         with CallCounter(lambda thread: thread is threading.current_thread()) as calls:
             result = poll_queue_once(cfg.send_queue, stack.queue_arn(cfg.send_queue),
-                                     lambda event: sender.handle(event, Context(60), cfg), visibility_s=visibility_s)
+                                     lambda event: sender.handle(cfg, event, Context(60)), visibility_s=visibility_s)
         return result, calls
 
     done, calls = [], CallCounter()
