@@ -77,8 +77,9 @@ class RateLimiter:
         self.cycle_s = seconds if self.cycle_s is None else 0.5 * self.cycle_s + 0.5 * seconds
 
     def keeps_pace(self) -> bool:
-        """Whether this instance is ready for its next send within ``1/rate`` (assumed until measured)."""
-        return self.cycle_s is None or self.cycle_s * _US <= self.interval_us
+        """Whether this instance is ready for its next send within ``1/rate``; not before it has
+        measured itself (a cold sandbox's first send is slow)."""
+        return self.cycle_s is not None and self.cycle_s * _US <= self.interval_us
 
     def reserve(self, sends: int = 1) -> Window:
         """Claim a window for ``sends`` sends (one if this instance does not keep pace) with one

@@ -274,7 +274,7 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
         put(stack, message(200 + n, to="bounced@corp.example" if n == 4 else f"c{n}@corp.example"), cfg.send_queue)
 
     def batch(visibility_s: int = 60):
-        with CallCounter(lambda thread: thread is threading.current_thread()) as calls:
+        with CallCounter() as calls, calls.track():
             result = poll_queue_once(cfg.send_queue, stack.queue_arn(cfg.send_queue),
                                      lambda event: sender.handle(cfg, event, Context(60)), visibility_s=visibility_s)
         return result, calls

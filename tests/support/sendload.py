@@ -9,6 +9,7 @@ and the DLQ redrive) and runs the real sender logic with a Lambda-like context. 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import random
 import re
 import threading
@@ -144,8 +145,10 @@ def run_workers(cfg: Config, workers: int, visibility_s: int, timeout_s: float, 
                                      visibility_s=visibility_s, region=cfg.region)
             stats["batches"] += 1 if result.received else 0
 
-    # Named, so a benchmark can count the AWS calls of the workers alone (tests.support.awscalls).
-    threads = [threading.Thread(target=worker, daemon=True, name=f"sender-worker-{i}") for i in range(workers)]
+    # Each in a copy of the caller's context, as asyncio.to_thread does: a benchmark counting the calls
+    # made in its context (tests.support.awscalls) counts the workers' too.
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(worker,), daemon=True,
+                                name=f"sender-worker-{i}") for i in range(workers)]
     for t in threads:
         t.start()
     end = time.monotonic() + deadline_s
