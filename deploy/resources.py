@@ -50,7 +50,7 @@ TABLES: dict[str, tuple[str, str, dict[str, Index]]] = {
     "suppression_table": ("email", "expiresAt", {}),  # suppressions from transient bounces expire
     "sender_lists_table": ("entry", "", {}),  # the owner's block/allow lists
     # quarantined mail; the sparse index holds what the next daily digest must list
-    "quarantine_table": ("id", "", {"pendingDigest": "pendingDigest"}),
+    "quarantine_table": ("id", "", {"pendingDigest": Index("pendingDigest")}),
 }
 
 CREATE, UPDATE, UNCHANGED = "create", "update", "unchanged"

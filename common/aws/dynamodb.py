@@ -132,21 +132,6 @@ def query_index(table: str, index: str, key_name: str, key_value: Any, limit: in
     return [i for i in (from_item(item) for item in response.get("Items", [])) if i is not None]
 
 
-def batch_get(table: str, keys: list[dict[str, Any]], consistent: bool = True) -> list[dict[str, Any]]:
-    """BatchGetItem for up to 100 keys; unprocessed keys (throttling) are asked for again."""
-    request: dict[str, Any] = {table: {"Keys": [to_item(k) for k in keys], "ConsistentRead": consistent}}
-    found: list[dict[str, Any]] = []
-    for attempt in range(5):
-        if attempt:
-            time.sleep(0.05 * 2 ** attempt)
-        response = client("dynamodb").batch_get_item(RequestItems=request)
-        found += [i for i in (from_item(item) for item in response.get("Responses", {}).get(table, [])) if i is not None]
-        request = response.get("UnprocessedKeys") or {}
-        if not request:
-            return found
-    raise RuntimeError(f"BatchGetItem on {table} left keys unprocessed after 5 attempts")
-
-
 def scan(table: str) -> list[dict[str, Any]]:
     """Every item of a (small) table: operator tools only, never a handler's per-mail path."""
     items: list[dict[str, Any]] = []
