@@ -97,12 +97,12 @@ def test_concurrent_deliveries_of_one_key_send_once(stack, rie_function, proxy) 
 def test_crash_after_idempotency_put_is_retried_later_with_one_send(stack, rie_function, proxy) -> None:
     hang = proxy(lambda n, p: ("hang", 20) if n == 1 else None)
     # The RIE kills the runtime at its timeout, as Lambda does: the send never reached SES.
-    fn = sender(rie_function, hang, AWS_LAMBDA_FUNCTION_TIMEOUT="3")
-    # Warm the runtime first (an unreadable record fails at once, before SES): a cold start on a busy
-    # machine could otherwise use up the 3 s, and the time-budget guard would fail the record instead.
+    fn = sender(rie_function, hang, AWS_LAMBDA_FUNCTION_TIMEOUT="6")
+    # Warm the runtime first (an unreadable record is settled at once, without SES): a cold start on a
+    # busy machine could otherwise use up the timeout, and the time-budget guard would fail the record.
     warm = {"messageId": "warm", "body": "not json", "attributes": {"ApproximateReceiveCount": "1"},
             "eventSource": "aws:sqs", "eventSourceARN": stack.queue_arn(stack.cfg.ack_queue)}
-    assert fn.invoke({"Records": [warm]})["batchItemFailures"] == [{"itemIdentifier": "warm"}]
+    fn.invoke({"Records": [warm]})
     put(stack, message())
     event = stack.sqs_event(stack.cfg.ack_queue, visibility_s=1)
     with pytest.raises(InvokeError, match="(?i)timed out"):
@@ -113,7 +113,7 @@ def test_crash_after_idempotency_put_is_retried_later_with_one_send(stack, rie_f
     # meanwhile: see the test above); the redelivery after the visibility timeout resumes it.
     assert item["status"]["S"] == "INPROGRESS" and int(item["in_progress_expiration"]["N"]) / 1000 <= time.time() + 0.5
     # The redelivery resumes it, in another sandbox (the killed runtime would restart cold inside
-    # the next 3 s invocation, which a busy machine cannot always fit).
+    # its next 6 s invocation, which a busy machine cannot always fit).
     time.sleep(1)
     late = stack.run_sender(sender(rie_function, hang), stack.cfg.ack_queue, visibility_s=1)
     assert late and late[-1].deleted and len(stack.sent()) == 1
