@@ -133,27 +133,41 @@ def _invoke(args: argparse.Namespace) -> int:
          arg("--visibility-timeout", type=int,
              help="seconds before a failed message is retried (default: each queue's own, as on AWS)"))
 def _dev(args: argparse.Namespace) -> int:
-    from common.local.devstack import DevPorts, DevStack
+    from common.local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailable, SignalGuard
     from common.runtime.log import set_level
 
-    set_level("WARNING", "wiring", "ingress")  # the console shows one activity line per invocation instead
-    ports = DevPorts(emulator=args.emulator_port, smtp=args.smtp_port,
-                     functions={f.name: args.function_port + i for i, f in enumerate(FUNCTIONS)})
-    stack = DevStack(_local_env(), ports, Path(args.log_dir), args.visibility_timeout,
-                     report=lambda line: print(line, flush=True),
-                     activity=lambda line: print(f"[wiring] {line}", flush=True))
+    guard = SignalGuard()
+    guard.install()  # from here on, Ctrl-C or SIGTERM stops whatever has started, wherever start-up is
+    stack: DevStack | None = None
+    code = 0
     try:
+        set_level("WARNING", "wiring", "ingress")  # the console shows one activity line per invocation instead
+        ports = DevPorts(emulator=args.emulator_port, smtp=args.smtp_port,
+                         functions={f.name: args.function_port + i for i, f in enumerate(FUNCTIONS)})
+        stack = DevStack(_local_env(), ports, Path(args.log_dir), args.visibility_timeout,
+                         report=lambda line: print(line, flush=True),
+                         activity=lambda line: print(f"[wiring] {line}", flush=True), guard=guard)
         stack.start()
+        guard.running()
         print(stack.summary(), flush=True)
-        run_until_signalled()
+        guard.wait()
+        print("\n[dev] stopping ...", flush=True)
+    except PortsUnavailable as exc:
+        guard.stopping()
+        print("[dev] cannot start, nothing was started:\n" + "\n".join(f"  {line}" for line in str(exc).splitlines()),
+              file=sys.stderr, flush=True)
+        return 2
+    except Interrupted as exc:
+        print(f"\n[dev] {signal.Signals(exc.signum).name} during start-up: stopping what has started ...", flush=True)
+        code = 128 + exc.signum
     except Exception as exc:
         print(f"[dev] failed to start: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        code = 1
+    guard.stopping()
+    if stack is not None:
         stack.stop()
-        return 1
-    print("\n[dev] stopping ...", flush=True)
-    stack.stop()
     print("[dev] stopped", flush=True)
-    return 0
+    return code
 
 
 @command("inject", "deliver a raw message as SES would (S3 staging + receipt event)",

@@ -1,15 +1,20 @@
 """``email-handler dev``: the whole system on this machine without Docker.
 
 An in-process moto server, the six functions under the real RIE on the host (the images' entry
-script, the same ports as ``make up``), the local event wiring and the SMTP ingress. Each part
-reports as it starts; :meth:`DevStack.stop` takes them down in reverse order.
+script, the same ports as ``make up``), the local event wiring and the SMTP ingress. Every port is
+checked before anything starts (:func:`check_ports`); each part reports as it starts, and is
+registered for :meth:`DevStack.stop` before it starts, so a stop at any moment of start-up takes
+down whatever is running, in reverse order.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +23,19 @@ from common.local.rie import INVOKE_PATH, REPO
 from common.runtime.functions import FUNCTIONS
 
 AWS_PORT, SMTP_PORT = 4566, 2525
+HOST = "127.0.0.1"
+
+
+def free_ports(count: int, avoid: set[int]) -> list[int]:
+    """``count`` distinct ports the OS says are free now, none of them in ``avoid``."""
+    found: list[int] = []
+    while len(found) < count:
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port = int(s.getsockname()[1])
+        if port not in avoid and port not in found:
+            found.append(port)
+    return found
 
 
 @dataclass
@@ -25,6 +43,115 @@ class DevPorts:
     emulator: int = AWS_PORT
     smtp: int = SMTP_PORT
     functions: dict[str, int] = field(default_factory=lambda: {f.name: f.port for f in FUNCTIONS})
+    # Each RIE's internal Runtime API (its default, 9001, is a function port): picked free when not given.
+    runtime_apis: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.runtime_apis:
+            picked = free_ports(len(self.functions), {self.emulator, self.smtp, *self.functions.values()})
+            self.runtime_apis = dict(zip(self.functions, picked, strict=True))
+
+    def listeners(self) -> list[tuple[int, str, str]]:
+        """Every port dev listens on: (port, what listens there, how to choose another)."""
+        function_flag = "--function-port (the first of six consecutive ports)"
+        return [(self.emulator, "AWS emulator", "--emulator-port"), (self.smtp, "SMTP ingress", "--smtp-port"),
+                *((port, f"{name} RIE", function_flag) for name, port in self.functions.items()),
+                *((port, f"{name} RIE's internal Runtime API", "it is picked free at start: start again")
+                  for name, port in self.runtime_apis.items())]
+
+
+class PortsUnavailable(Exception):
+    """Ports dev cannot listen on; the message names each one and what to do."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM while starting (a BaseException, like KeyboardInterrupt: nothing swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+class SignalGuard:
+    """What SIGINT and SIGTERM do to ``email-handler dev`` at each moment.
+
+    While starting, a signal raises :class:`Interrupted` in the main thread, which ends any wait at
+    once (a lock, a socket, a sleep); inside :meth:`critical` it is held until the block ends, so a
+    child process is never started without being recorded for the stop. While running, a signal
+    sets :attr:`signum` (:meth:`wait` polls it: a handler must not touch locks the main thread may
+    hold); while stopping, signals are ignored (the stop is already under way).
+    """
+
+    def __init__(self) -> None:
+        self.phase = "starting"
+        self.signum = 0
+        self._held = 0
+        self._depth = 0
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.signum = self.signum or signum
+        if self.phase == "starting":
+            if self._depth:
+                self._held = self._held or signum
+                return
+            self.phase = "stopping"
+            raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def critical(self) -> Iterator[None]:
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if not self._depth and self._held and self.phase == "starting":
+                self.phase = "stopping"
+                raise Interrupted(self._held)
+
+    def running(self) -> None:
+        self.phase = "running"
+
+    def wait(self, poll_s: float = 0.2) -> int:
+        """While running: block until SIGINT or SIGTERM; returns the signal."""
+        while not self.signum:
+            time.sleep(poll_s)
+        return self.signum
+
+    def stopping(self) -> None:
+        self.phase = "stopping"
+
+
+def port_taken(port: int, host: str = HOST) -> bool:
+    """Whether something listens on ``host:port`` (or holds it): the bind the server would do fails.
+    SO_REUSEADDR, as the servers use it: connections still closing do not count."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def check_ports(ports: DevPorts) -> None:
+    """Raise :class:`PortsUnavailable` naming every port that is out of range, given twice or taken."""
+    problems: list[str] = []
+    owner: dict[int, str] = {}
+    for port, what, how in ports.listeners():
+        if not 0 < port < 65536:
+            problems.append(f"port {port} ({what}) is not a valid port: choose another with {how}")
+        elif port in owner:
+            problems.append(f"port {port} is given to both the {owner[port]} and the {what}: choose another with {how}")
+        elif port_taken(port):
+            problems.append(f"port {port} ({what}) is already in use, probably by another local stack: stop it "
+                            f"(`make down`, or Ctrl-C the other `email-handler dev`) or choose another port with {how}")
+        owner.setdefault(port, what)
+    if problems:
+        raise PortsUnavailable("\n".join(problems))
 
 
 def function_env(name: str) -> dict[str, str]:
@@ -52,9 +179,11 @@ def ensure_rie() -> None:
 
 class DevStack:
     def __init__(self, env: dict[str, str], ports: DevPorts, log_dir: Path, visibility_s: int | None = None,
-                 report: Callable[[str], None] = print, activity: Callable[[str], None] | None = None) -> None:
+                 report: Callable[[str], None] = print, activity: Callable[[str], None] | None = None,
+                 guard: SignalGuard | None = None) -> None:
         self.env, self.ports, self.log_dir, self.visibility_s = env, ports, log_dir, visibility_s
         self.report, self.activity = report, activity
+        self.guard = guard
         self._stoppers: list[tuple[str, Callable[[], None]]] = []
         self.wiring: Any = None
 
@@ -70,6 +199,8 @@ class DevStack:
         return result
 
     def start(self) -> DevStack:
+        """Check every port, then start each part. Raises :class:`PortsUnavailable` before anything
+        started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.local.emulator import EmbeddedMoto
         from common.local.env import use_endpoint
         from common.local.ingress import SmtpIngress
@@ -78,37 +209,44 @@ class DevStack:
         from common.runtime import config
         from deploy import resources
 
+        check_ports(self.ports)
         ensure_rie()
-        moto = self._step(f"AWS emulator (moto) on {self.endpoint}",
-                          lambda: EmbeddedMoto(port=self.ports.emulator).start())
-        self._stoppers.append(("emulator", moto.stop))
+        moto = self._register("emulator", EmbeddedMoto(HOST, self.ports.emulator))
+        self._step(f"AWS emulator (moto) on {self.endpoint}", moto.start)
         # This process's own clients (provisioning, wiring, ingress) talk to the emulator too.
         use_endpoint(self.endpoint, self.env)
         cfg = config.load(self.env)
         self._step("provisioning (queues, tables, bucket, topics, wiring queues)",
                    lambda: resources.provision(cfg, local=True))
+        procs = {name: self._register(name, RieProcess(
+            name, port, {**self.env, **function_env(name), "AWS_ENDPOINT_URL": self.endpoint, "PYTHON": sys.executable},
+            self.log_dir / f"{name}.log", api_port=self.ports.runtime_apis[name]))
+            for name, port in self.ports.functions.items()}
 
-        def functions() -> dict[str, RieProcess]:
-            started = {}
-            for name, port in self.ports.functions.items():
-                proc = RieProcess(name, port, {**self.env, **function_env(name), "AWS_ENDPOINT_URL": self.endpoint,
-                                               "PYTHON": sys.executable}, self.log_dir / f"{name}.log")
-                started[name] = proc.start(wait=False)
-                self._stoppers.append((name, proc.stop))
-            for proc in started.values():
-                wait_for_port(proc.port, proc=proc.proc)
-            return started
+        def functions() -> None:
+            for proc in procs.values():
+                with self.guard.critical() if self.guard else contextlib.nullcontext():
+                    proc.start(wait=False)  # a child started is a child recorded
+            for name, proc in procs.items():
+                try:
+                    wait_for_port(proc.port, proc=proc.proc)
+                except RuntimeError as exc:  # it exited: its log says why (a port taken since the check ...)
+                    tail = proc.output().strip().splitlines()[-3:]
+                    raise RuntimeError(f"{name}: {exc}; {proc.log_path}: " + " | ".join(tail)) from None
 
-        procs = self._step("six functions under the RIE", functions)
+        self._step("six functions under the RIE", functions)
         endpoints = {name: Endpoint(name, proc.url) for name, proc in procs.items()}
-        self.wiring = self._step("event wiring (SQS, S3, SNS, async invocations)",
-                                 lambda: Wiring(cfg, endpoints, self.visibility_s, report=self.activity).start())
-        self._stoppers.append(("wiring", self.wiring.stop))
-        ingress = self._step(f"SMTP ingress on 127.0.0.1:{self.ports.smtp}",
-                             lambda: SmtpIngress(cfg, "127.0.0.1", self.ports.smtp).start())
-        self._stoppers.append(("smtp", ingress.stop))
+        self.wiring = self._register("wiring", Wiring(cfg, endpoints, self.visibility_s, report=self.activity))
+        self._step("event wiring (SQS, S3, SNS, async invocations)", self.wiring.start)
+        ingress = self._register("smtp", SmtpIngress(cfg, HOST, self.ports.smtp))
+        self._step(f"SMTP ingress on {HOST}:{self.ports.smtp}", ingress.start)
         self.cfg = cfg
         return self
+
+    def _register(self, name: str, part: Any) -> Any:
+        """Put ``part`` on the stop list before it starts: a stop during its start still stops it."""
+        self._stoppers.append((name, part.stop))
+        return part
 
     def stop(self) -> None:
         while self._stoppers:

@@ -77,9 +77,17 @@ def patch_moto() -> None:
 
 
 class EmbeddedMoto:
+    """moto's server on a thread of this process.
+
+    It binds its socket in the caller's thread, so a taken port raises ``OSError`` at once: moto's
+    own ``ThreadedMotoServer`` binds in its server thread and waits for an event that thread never
+    sets when the bind fails, so ``start()`` hung for ever and signals could not stop it.
+    """
+
     def __init__(self, host: str = "127.0.0.1", port: int = 4566):
         self.host, self.port = host, port
         self._server: Any = None
+        self._thread: Any = None
 
     @property
     def url(self) -> str:
@@ -87,19 +95,26 @@ class EmbeddedMoto:
 
     def start(self) -> EmbeddedMoto:
         import logging
+        import threading
 
-        from moto.server import ThreadedMotoServer
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
         patch_moto()
-        self._server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
-        self._server.start()
+        self._server = make_server(self.host, self.port, DomainDispatcherApplication(create_backend_app), threaded=True,
+                                   request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.stop()
-            self._server = None
+            if self._thread is not None and self._thread.is_alive():  # shutdown() waits for serve_forever
+                self._server.shutdown()
+                self._thread.join(10)
+            self._server.server_close()
+            self._server = self._thread = None
 
 
 class MotoProcess:

@@ -4,10 +4,12 @@ wiring and the SMTP ingress, driven over SMTP and read back with `email-handler 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +47,85 @@ def test_email_handler_dev_end_to_end(tmp_path) -> None:
     for port in (aws, smtp, first):  # nothing left listening
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def dev_command(aws: int, smtp: int, first: int, log_dir) -> list[str]:
+    return [sys.executable, "-m", "common.local.cli", "dev", "--emulator-port", str(aws), "--smtp-port", str(smtp),
+            "--function-port", str(first), "--log-dir", str(log_dir)]
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def rie_processes(ports: list[int]) -> list[str]:
+    """Processes (the RIEs and their runtimes) started for these function ports, from /proc."""
+    marks = [f"RIE_ADDRESS=127.0.0.1:{port}\0".encode() for port in ports]
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            environ = (entry / "environ").read_bytes() if entry.name.isdigit() else b""
+        except OSError:
+            continue
+        if any(mark in environ for mark in marks):
+            found.append(entry.name)
+    return found
+
+
+@pytest.mark.parametrize("taken", ["emulator", "smtp", "function"])
+def test_dev_refuses_a_taken_port_at_once_and_says_which(tmp_path, taken) -> None:
+    # Before anything starts: moto's threaded server used to wait for ever on a taken port (SIGINT
+    # and SIGTERM ignored), and an RIE port held by another listener looked like a started function.
+    ports = DevProcess(tmp_path / "logs")  # free ports, kept apart
+    aws, smtp, first = ports.aws, ports.smtp, ports.first
+    port, flag = {"emulator": (aws, "--emulator-port"), "smtp": (smtp, "--smtp-port"),
+                  "function": (first + 2, "--function-port")}[taken]
+    with socket.socket() as other_stack:
+        other_stack.bind(("127.0.0.1", port))
+        other_stack.listen()
+        began = time.monotonic()
+        done = subprocess.run(dev_command(aws, smtp, first, tmp_path / "logs"), cwd=REPO, capture_output=True,
+                              text=True, timeout=60)
+        took = time.monotonic() - began
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert took < 30  # interpreter start-up and imports; nothing waits
+    assert f"port {port} (" in done.stderr and "already in use" in done.stderr and flag in done.stderr, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not any(listening(p) for p in (aws, smtp, first, first + 5))  # nothing was started
+    assert rie_processes([first + i for i in range(len(FUNCTIONS))]) == []
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("step,signum", [
+    ("[dev] provisioning", signal.SIGINT),
+    ("[dev] six functions under the RIE ...", signal.SIGINT),  # while the RIE processes start
+    ("[dev] six functions under the RIE ...", signal.SIGTERM),
+    ("[dev] event wiring", signal.SIGINT),
+])
+def test_a_signal_during_start_up_stops_everything_started(tmp_path, step, signum) -> None:
+    ports = DevProcess(tmp_path / "logs")
+    aws, smtp, first = ports.aws, ports.smtp, ports.first
+    proc = subprocess.Popen(dev_command(aws, smtp, first, tmp_path / "logs"), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    output: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        output.append(line)
+        if line.startswith(step):
+            proc.send_signal(signum)
+            break
+    else:
+        pytest.fail("".join(output))
+    try:
+        rest, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    text = "".join(output) + rest
+    assert proc.returncode == 128 + signum, text
+    assert f"{signum.name} during start-up" in text and text.rstrip().endswith("[dev] stopped"), text
+    assert "Traceback" not in text and "[dev] ready" not in text, text
+    functions = [first + i for i in range(len(FUNCTIONS))]
+    assert not any(listening(p) for p in (aws, smtp, *functions)), text
+    assert rie_processes(functions) == [], text
