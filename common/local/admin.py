@@ -328,31 +328,38 @@ def _unblock(args: argparse.Namespace) -> int:
 
 # --- suppression -----------------------------------------------------------------------------------
 
-@command("suppression list", "addresses sends are skipped for, and why", *TARGET)
+@command("suppression list", "addresses sends are skipped for (bounces, complaints) or held back (the owner's mailbox)",
+         *TARGET)
 def _suppression_list(args: argparse.Namespace) -> int:
     from common.store import sendstatus
 
     t = target(args)
-    items = sendstatus.suppressed_entries(t.cfg)
-    columns = [("email", "address", 36), ("reason", "reason", 36), ("suppressedAt", "since", 24), ("expiresAt", "until", 0)]
-    rows = [{**i, "expiresAt": utc(int(i["expiresAt"])) if i.get("expiresAt") else "for good"} for i in items]
-    return emit(args, items, rows, columns, f"(nobody is suppressed; {t.where})")
+    items = sendstatus.stopped_entries(t.cfg)
+    rows = [{"email": i["email"], "state": "suppressed" if sendstatus.is_suppressed(t.cfg, i) else "held",
+             "reason": i.get("reason") if sendstatus.is_suppressed(t.cfg, i) else i.get("heldReason"),
+             "since": i.get("suppressedAt") or i.get("heldSince"),
+             "until": utc(int(i["expiresAt"])) if i.get("expiresAt") else
+             "for good" if sendstatus.is_suppressed(t.cfg, i) else "a delivery"} for i in items]
+    columns = [("email", "address", 32), ("state", "state", 10), ("reason", "reason", 36), ("since", "since", 24),
+               ("until", "until", 0)]
+    return emit(args, items, rows, columns, f"(nobody is suppressed or held; {t.where})")
 
 
-@command("suppression remove", "mail ADDR again (after the mailbox was fixed)", arg("address"), *TARGET)
+@command("suppression remove", "mail ADDR again: lifts a suppression or a hold (after the mailbox was fixed)",
+         arg("address"), *TARGET)
 def _suppression_remove(args: argparse.Namespace) -> int:
     from common.store import sendstatus
 
     t = target(args)
-    old = sendstatus.unsuppress(t.cfg, args.address, f"cli:{operator()}")
-    was = bool(old and sendstatus.is_suppressed(t.cfg, old))
+    old = sendstatus.clear(t.cfg, args.address)
+    state = "suppressed" if old and sendstatus.is_suppressed(t.cfg, old) else "held" if old and old.get("held") else ""
     if args.json:
-        print(json.dumps({"address": args.address.lower(), "wasSuppressed": was, "reason": (old or {}).get("reason")}))
-    elif was:
-        print(f"{args.address.lower()} is no longer suppressed (was: {old.get('reason') if old else ''})")
+        print(json.dumps({"address": args.address.lower(), "was": state or None, "entry": old}, default=str))
+    elif state:
+        print(f"{args.address.lower()} is no longer {state} (was: {old.get('reason') or old.get('heldReason') if old else ''})")
     else:
-        print(f"{args.address.lower()} was not suppressed ({t.where})")
-    return 0 if was else 1
+        print(f"{args.address.lower()} was neither suppressed nor held ({t.where})")
+    return 0 if state else 1
 
 
 # --- dead-letter queues ----------------------------------------------------------------------------
@@ -460,5 +467,7 @@ def _conversations(args: argparse.Namespace) -> int:
     t = target(args)
     items = sorted(dynamodb.scan(t.cfg.conversations_table), key=lambda i: str(i.get("timestamp", "")), reverse=True)
     columns = [("timestamp", "last", 20), ("conversationId", "conversation", 36), ("senderEmail", "contact", 32),
-               ("companyName", "company", 16), ("subject", "subject", 0)]
-    return emit(args, items, items, columns, f"(no conversations yet; {t.where})")
+               ("companyName", "company", 16), ("spam", "spam?", 6), ("subject", "subject", 0)]
+    # the owner pressed "spam" on a forward from this contact (SES complaint): a candidate for `block`
+    rows = [{**i, "spam": f"{i.get('spamReports', 1)}x" if i.get("spamCandidate") else ""} for i in items]
+    return emit(args, items, rows, columns, f"(no conversations yet; {t.where})")

@@ -139,17 +139,14 @@ def reset_transient_bounces(cfg: Config, address: str) -> None:
                     condition="attribute_exists(email)")
 
 
-def suppressed_entries(cfg: Config) -> list[dict[str, Any]]:
-    """Every address sends are skipped for now (operator tools: a scan of a small table)."""
-    return sorted((i for i in dynamodb.scan(cfg.suppression_table) if is_suppressed(cfg, i)),
-                  key=lambda i: str(i.get("suppressedAt", "")))
+def stopped_entries(cfg: Config) -> list[dict[str, Any]]:
+    """Every address sends are skipped (suppressed) or held back (the owner's bouncing mailbox, see
+    common/store/holds.py) for now: operator tools, a scan of a small table."""
+    return sorted((i for i in dynamodb.scan(cfg.suppression_table) if is_suppressed(cfg, i) or i.get("held")),
+                  key=lambda i: str(i.get("suppressedAt") or i.get("heldSince") or ""))
 
 
-def unsuppress(cfg: Config, address: str, by: str) -> dict[str, Any] | None:
-    """Lift the suppression of ``address`` (the transient-bounce count starts again); returns the
-    entry as it was, or None if there was none."""
-    return dynamodb.update(cfg.suppression_table, {"email": address.strip().lower()},
-                           "SET suppressed = :f, transientBounces = :z, unsuppressedAt = :u, unsuppressedBy = :b, "
-                           "updatedAt = :u REMOVE expiresAt",
-                           {":f": False, ":z": 0, ":u": now_iso(), ":b": by}, condition="attribute_exists(email)",
-                           return_values="ALL_OLD")
+def clear(cfg: Config, address: str) -> dict[str, Any] | None:
+    """Forget ``address``'s suppression, hold and bounce count (the documented explicit clear);
+    returns the entry as it was, or None if there was none."""
+    return dynamodb.delete(cfg.suppression_table, {"email": address.strip().lower()}, return_old=True)

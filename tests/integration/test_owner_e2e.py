@@ -123,13 +123,17 @@ def test_owner_side_over_smtp_and_the_cli(dev) -> None:
     assert {"jane-at-corp.example", "bob-at-corp.example", "carol-at-other.example"} <= set(listed)
     assert "carol-at-other.example" in cli.run("conversations").stdout
 
-    # 7. Suppression: a permanent bounce reported by SES, listed and lifted.
-    bounce = {"notificationType": "Bounce", "mail": {"messageId": "x", "source": cfg.public_email, "headers": []},
-              "bounce": {"bounceType": "Permanent", "bounceSubType": "General",
-                         "bouncedRecipients": [{"emailAddress": "dave@corp.example"}]}}
-    client("sns").publish(TopicArn=resources.topic_arn(cfg, cfg.feedback_topic), Message=json.dumps(bounce))
-    wait_for("the suppression", lambda: [s for s in cli.json("suppression", "list") if s["email"] == "dave@corp.example"])
+    # 7. Suppression: permanent bounces reported by SES: a contact is suppressed, the owner's mailbox held.
+    for n, address in enumerate(("dave@corp.example", "owner@example.net")):
+        bounce = {"notificationType": "Bounce", "mail": {"messageId": f"x{n}", "source": cfg.public_email, "headers": []},
+                  "bounce": {"bounceType": "Permanent", "bounceSubType": "General",
+                             "bouncedRecipients": [{"emailAddress": address}]}}
+        client("sns").publish(TopicArn=resources.topic_arn(cfg, cfg.feedback_topic), Message=json.dumps(bounce))
+    wait_for("the suppression and the hold", lambda: len(cli.json("suppression", "list")) == 2)
+    table = cli.run("suppression", "list").stdout
+    assert "dave@corp.example" in table and "suppressed" in table and "owner@example.net" in table and "held" in table
     assert "no longer suppressed" in cli.run("suppression", "remove", "dave@corp.example").stdout
+    assert "no longer held" in cli.run("suppression", "remove", "owner@example.net").stdout
     assert cli.json("suppression", "list") == []
 
     # 8. DLQ: SES refuses the sending domain, the forward ends in its DLQ; once fixed, a redrive sends it.
