@@ -43,9 +43,10 @@ def image_ref(name: str) -> str:
     return f"service-email-handler/{name}:{os.environ.get('IMAGE_TAG') or 'latest'}"
 
 
-# 512 MB where a whole mail is in memory: SES receives up to 40 MB and SESv2 sends up to 40 MB; a
-# 40 MB mail peaked at 400 MB RSS in inbound-handler and a 37 MB forward at 264 MB in forward-sender
-# (VmHWM under the RIE). Parsing and MIME building hold several copies (raw, decoded, base64, JSON).
+# 512 MB where a whole mail is in memory: SES receives up to 40 MB and SESv2 sends up to 40 MB. VmHWM
+# under the RIE: a 37 MB forward peaks at 264 MB in forward-sender (raw MIME, then botocore's base64
+# and JSON copies of it); a 40 MB received mail at 154 MB in inbound-handler (400 MB before the
+# cut-body parser), which keeps room for the worst shapes the parsing caps let through.
 MAIL_MEMORY_MB = 512
 
 FUNCTIONS: tuple[Function, ...] = (
