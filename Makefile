@@ -4,7 +4,6 @@ SHELL := /bin/bash
 
 SAM_CLI_VERSION := 1.170.0
 EMULATOR ?= auto
-LOCALSTACK_IMAGE ?= localstack/localstack:4.4.0
 VENV := .venv
 PY := $(VENV)/bin/python
 HOST_PYTHON := $(shell scripts/find-python.sh 2>/dev/null)
@@ -26,10 +25,11 @@ $(VENV)/.stamp: pyproject.toml
 wheelhouse: ## download image wheels and the RIE binary on the host
 	@scripts/wheelhouse.sh
 
-images: ## build OS base (debootstrap if needed), shared base, 6 function images, moto image
+images: ## build OS base (debootstrap if needed), shared base, 6 function images, moto image, LocalStack image (if it cannot be pulled)
 	@scripts/images.sh
+	@scripts/localstack-image.sh >/dev/null || echo "[images] no LocalStack image: make up falls back to moto (EMULATOR=localstack fails)"
 
-up: ## start the local stack (compose; EMULATOR=moto|localstack|auto); also makes .venv for the CLI
+up: ## start the local stack (compose; EMULATOR=auto|localstack|moto, auto = LocalStack when it can be had); also makes .venv for the CLI
 	@if [ -n "$(HOST_PYTHON)" ]; then $(MAKE) --no-print-directory venv; \
 	 else echo "[up] no Python >= 3.12 on this machine: use the CLI inside the stack, e.g. docker exec $$(docker ps -qf label=com.docker.compose.service=wiring) email-handler outbox"; fi
 	@scripts/compose.sh up

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # `make up` / `make down` / `make logs`: the compose stack with LocalStack or the local moto image.
-#   EMULATOR=auto (default): LocalStack if its pinned image is present or pullable, else moto.
-#   EMULATOR=moto | localstack: force one.
+#   EMULATOR=auto (default): LocalStack whenever it can be had (localstack/localstack:4.4.0 present
+#     or pullable, else built offline once by scripts/localstack-image.sh), else moto, saying why.
+#   EMULATOR=localstack | moto: force one (localstack fails when it cannot be had).
+# With LocalStack, DynamoDB is tried as soon as LocalStack is up: when LocalStack's own DynamoDB
+# cannot start (offline it downloads a JRE and DynamoDB Local on first use and answers 500),
+# compose/dynamodb-moto.yml routes DynamoDB alone to a moto server (AWS_ENDPOINT_URL_DYNAMODB).
 # Uses `docker compose` (v2 plugin) when present, else docker-compose 1.29.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,34 +19,95 @@ if [ "${1:-}" = --which ]; then compose_cmd; exit; fi
 
 COMPOSE=$(compose_cmd) || { echo "neither 'docker compose' nor 'docker-compose' found (apt-get install docker-compose)" >&2; exit 1; }
 PROJECT="${COMPOSE_PROJECT_NAME:-service-email-handler}"
-LOCALSTACK_IMAGE="${LOCALSTACK_IMAGE:-localstack/localstack:4.4.0}"
-export LOCALSTACK_IMAGE
-state=".build/compose-$PROJECT.emulator"
+AWS_URL="http://127.0.0.1:${EMULATOR_PORT:-4566}"
+DYNAMODB_URL="http://127.0.0.1:${DYNAMODB_PORT:-4567}"
+state=".build/compose-$PROJECT.files"        # the running stack's compose files (down, logs)
+stack_file=".build/local/stacks/$PROJECT.json"  # how the host CLI reaches it (common/local/env.py)
+reason_file=".build/logs/localstack-image.reason"
 
-pick_emulator() {
+# Sets $emulator (and LOCALSTACK_IMAGE for compose) or exits.
+choose_emulator() {
+  emulator=moto
   case "${EMULATOR:-auto}" in
-    moto|localstack) echo "$EMULATOR" ;;
-    auto)
-      if docker image inspect "$LOCALSTACK_IMAGE" >/dev/null 2>&1 \
-         || timeout 60 docker pull -q "$LOCALSTACK_IMAGE" >/dev/null 2>&1; then echo localstack
-      else echo "[up] $LOCALSTACK_IMAGE not present and not pullable: using the local moto image" >&2; echo moto; fi ;;
+    moto) return ;;
+    localstack|auto) ;;
     *) echo "EMULATOR must be auto, moto or localstack (got '$EMULATOR')" >&2; exit 2 ;;
   esac
+  if LOCALSTACK_IMAGE=$(scripts/localstack-image.sh); then
+    export LOCALSTACK_IMAGE; emulator=localstack; return
+  fi
+  local why; why=$(cat "$reason_file" 2>/dev/null || echo "see the lines above")
+  if [ "${EMULATOR:-auto}" = localstack ]; then echo "[up] EMULATOR=localstack, but LocalStack cannot be had: $why" >&2; exit 1; fi
+  echo "[up] LocalStack cannot be had ($why): using the local moto image" >&2
 }
-files() { echo "-p $PROJECT -f compose/docker-compose.yml -f compose/emulator-$1.yml"; }
+
+# Prints "ok" when LocalStack's own DynamoDB answers, else why not (one request, which blocks while
+# LocalStack installs DynamoDB Local; offline it fails after ~9 s of download attempts).
+probe_dynamodb() {
+  python3 - "$AWS_URL" "${DYNAMODB_PROBE_TIMEOUT:-300}" <<'PY'
+import json, sys, urllib.error, urllib.request
+url, timeout = sys.argv[1], float(sys.argv[2])
+request = urllib.request.Request(url, data=b"{}", method="POST", headers={
+    "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "DynamoDB_20120810.ListTables",
+    "Authorization": "AWS4-HMAC-SHA256 Credential=testing/20000101/us-east-1/dynamodb/aws4_request, "
+                     "SignedHeaders=host, Signature=0"})
+try:
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        json.load(response)["TableNames"]
+    print("ok")
+except urllib.error.HTTPError as exc:
+    try:
+        error = json.loads(exc.read()).get("__type", "")
+    except ValueError:
+        error = ""
+    print(f"ListTables answered {exc.code} {error}".rstrip())
+except Exception as exc:
+    print(f"ListTables failed: {type(exc).__name__}: {exc}")
+PY
+}
+
+write_stack_file() { # emulator image dynamodb-url-or-empty
+  mkdir -p "$(dirname "$stack_file")"
+  printf '{"project": "%s", "endpoint": "%s", "emulator": "%s", "image": "%s", "dynamodb": %s}\n' \
+    "$PROJECT" "$AWS_URL" "$1" "$2" "$([ -n "$3" ] && printf '"%s"' "$3" || echo null)" > "$stack_file"
+}
 
 case "${1:-up}" in
   up)
-    emulator=$(pick_emulator)
     scripts/images.sh
-    mkdir -p .build && echo "$emulator" > "$state"
+    mkdir -p .build/logs
+    choose_emulator
+    files="-p $PROJECT -f compose/docker-compose.yml -f compose/emulator-$emulator.yml"
+    dynamodb_note=""
+    if [ "$emulator" = localstack ]; then
+      echo "[up] starting LocalStack ($LOCALSTACK_IMAGE) for $PROJECT"
+      $COMPOSE $files up -d aws
+      scripts/wait-healthy.sh "$PROJECT" "${UP_TIMEOUT:-120}"
+      t0=$SECONDS
+      probe=$(probe_dynamodb)
+      if [ "$probe" = ok ]; then
+        dynamodb_note="DynamoDB: LocalStack's own (started in $((SECONDS - t0))s)"
+      else
+        files="$files -f compose/dynamodb-moto.yml"
+        dynamodb_note="DynamoDB: moto at $DYNAMODB_URL, because LocalStack's own did not start ($probe after $((SECONDS - t0))s;
+     it downloads a JRE and DynamoDB Local on first use: make logs shows why that failed). Every
+     container and the host CLI reach moto through AWS_ENDPOINT_URL_DYNAMODB; for your own tools:
+       export AWS_ENDPOINT_URL_DYNAMODB=$DYNAMODB_URL"
+        echo "[up] LocalStack's DynamoDB did not start ($probe after $((SECONDS - t0))s): routing DynamoDB to moto"
+      fi
+    fi
+    echo "$files" > "$state"
     echo "[up] starting $PROJECT with $emulator ($COMPOSE)"
-    $COMPOSE $(files "$emulator") up -d --remove-orphans
+    $COMPOSE $files up -d --remove-orphans
     scripts/wait-healthy.sh "$PROJECT" "${UP_TIMEOUT:-120}"
+    routed=""; [[ "$files" == *dynamodb-moto* ]] && routed=$DYNAMODB_URL
+    write_stack_file "$emulator" "${LOCALSTACK_IMAGE:-service-email-handler/local:${IMAGE_TAG:-latest}}" "$routed"
+    label=$emulator; [ "$emulator" = localstack ] && label="LocalStack 4.4.0, $LOCALSTACK_IMAGE"
     cat <<MSG
 
-[up] ready. AWS emulator ($emulator): http://127.0.0.1:${EMULATOR_PORT:-4566}
-     SMTP ingress (SES receiving): smtp://127.0.0.1:${SMTP_PORT:-2525}   (hello@example.com and *@thread.example.com)
+[up] ready. AWS emulator ($label): $AWS_URL
+${dynamodb_note:+     $dynamodb_note
+}     SMTP ingress (SES receiving): smtp://127.0.0.1:${SMTP_PORT:-2525}   (hello@example.com and *@thread.example.com)
      functions (POST an event to each RIE invocation URL):
        inbound-handler       http://127.0.0.1:${INBOUND_HANDLER_PORT:-9001}
        reply-handler         http://127.0.0.1:${REPLY_HANDLER_PORT:-9002}
@@ -58,11 +123,12 @@ case "${1:-up}" in
 MSG
     ;;
   down)
-    emulator=$(cat "$state" 2>/dev/null || echo moto)
-    $COMPOSE $(files "$emulator") down --remove-orphans -t 5
-    rm -f "$state" ;;
+    # --remove-orphans also takes the services of files this stack did not list (a stale state).
+    files=$(cat "$state" 2>/dev/null || echo "-p $PROJECT -f compose/docker-compose.yml -f compose/emulator-moto.yml")
+    $COMPOSE $files down --remove-orphans -t 5
+    rm -f "$state" "$stack_file" ;;
   logs)
-    emulator=$(cat "$state" 2>/dev/null || echo moto)
-    $COMPOSE $(files "$emulator") logs -f --tail=50 ;;
+    files=$(cat "$state" 2>/dev/null || echo "-p $PROJECT -f compose/docker-compose.yml -f compose/emulator-moto.yml")
+    $COMPOSE $files logs -f --tail=50 ;;
   *) echo "usage: $0 up|down|logs|--which" >&2; exit 2 ;;
 esac

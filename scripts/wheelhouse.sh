@@ -11,6 +11,23 @@ case "$(docker info -f '{{.Architecture}}' 2>/dev/null || uname -m)" in
   aarch64|arm64) PLATFORM=manylinux2014_aarch64; RIE_ARCH=arm64 ;;
   *)             PLATFORM=manylinux2014_x86_64;  RIE_ARCH=x86_64 ;;
 esac
+if [ "${1:-image}" = localstack ]; then
+  # LocalStack's runtime (compose/localstack.Dockerfile), hash-locked by scripts/lock-localstack.py.
+  # Four dependencies publish only pure-Python sdists: they are downloaded (hash-checked) and built in the image.
+  WH=.build/wheelhouse-localstack
+  stamp="$(sha256sum < requirements/localstack.txt | cut -c1-16)-$PLATFORM"
+  if [ -f "$WH/.stamp" ] && [ "$(cat "$WH/.stamp")" = "$stamp" ]; then echo "[wheelhouse] localstack up to date"; exit 0; fi
+  arch=${PLATFORM#manylinux2014_}
+  echo "[wheelhouse] downloading LocalStack's wheels for $arch / CPython 3.13 (about 120 MB, once)"
+  rm -rf "$WH" && mkdir -p "$WH"
+  "$PY" -m pip download -q --disable-pip-version-check --no-deps --require-hashes -d "$WH" \
+    --platform "manylinux_2_28_$arch" --platform "manylinux_2_17_$arch" --platform "$PLATFORM" \
+    --python-version 3.13 --implementation cp -r requirements/localstack.txt
+  cp requirements/localstack.txt "$WH/localstack.lock"
+  # The sdists build with setuptools, which the image installs first (from the same lock).
+  awk '/^setuptools==/{p=1} p{print} p && !/\\$/{exit}' requirements/localstack.txt > "$WH/build.lock"
+  echo "$stamp" > "$WH/.stamp"; echo "[wheelhouse] localstack: $(ls "$WH" | grep -cE '\.(whl|tar\.gz)$') files"; exit 0
+fi
 if [ "${1:-image}" = local ]; then
   # The local tools image: moto[server], aiosmtpd and friends from their own pinned list
   # (no hashes: a dev-only image that is never deployed).

@@ -1,9 +1,10 @@
 """What the system sent through SES, read back from the local emulator (moto or LocalStack).
 
 moto keeps every SendRawEmail as a ``RawMessage`` model, listed by its dashboard API
-(``/moto-api/data.json``, in the order they were sent); LocalStack lists sent mail at ``/_aws/ses``.
-Both become the same items: ``id``, ``timestamp`` (ISO 8601 UTC), ``source``, ``destinations``,
-``subject`` and ``raw`` (the MIME text), oldest first.
+(``/moto-api/data.json``, in the order they were sent); LocalStack lists sent mail at ``/_aws/ses``
+(shapes measured against LocalStack 4.4.0, see :func:`from_localstack`). Which one answers is asked
+of the endpoint (``/_localstack/health``). Both become the same items: ``id``, ``timestamp``
+(ISO 8601 UTC), ``source``, ``destinations``, ``subject`` and ``raw`` (the MIME text), oldest first.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import urllib.error
 import urllib.request
 from datetime import UTC
+from email.message import EmailMessage
 from email.utils import getaddresses, parsedate_to_datetime
 from typing import Any
 
@@ -59,19 +61,41 @@ def from_moto(endpoint: str) -> list[dict[str, Any]]:
             for m in raws]
 
 
+def _stamp(text: str) -> str:
+    """LocalStack's ``Timestamp`` (``2026-11-23T16:47:09``: UTC, without an offset) with the ``Z``."""
+    moment = parse_iso(text)
+    return iso_z(moment) if moment else text
+
+
+def _simple_mime(m: dict[str, Any], destination: dict[str, Any]) -> str:
+    """SendEmail keeps no MIME at LocalStack (only Subject and Body): the message SES would build from them."""
+    msg = EmailMessage()
+    msg["From"] = str(m.get("Source") or "")
+    for header, key in (("To", "ToAddresses"), ("Cc", "CcAddresses")):
+        if destination.get(key):
+            msg[header] = ", ".join(destination[key])
+    msg["Subject"] = str(m.get("Subject") or "")
+    body = m.get("Body") or {}
+    msg.set_content(str(body.get("text_part") or ""))
+    if body.get("html_part"):
+        msg.add_alternative(str(body["html_part"]), subtype="html")
+    return msg.as_string()
+
+
 def from_localstack(endpoint: str) -> list[dict[str, Any]]:
+    """LocalStack 4.4.0's ``/_aws/ses``: ``{"messages": [...]}`` in send order. A SendRawEmail item has
+    ``Id``, ``Region``, ``Source``, ``RawData`` and ``Timestamp`` but not the envelope destinations
+    (they come from the To/Cc headers); a SendEmail item has ``Destination``, ``Subject`` and ``Body``
+    instead of ``RawData``. SESv2 sends are not in the community edition."""
     data = _get_json(endpoint.rstrip("/") + "/_aws/ses")
     items = []
     for m in data.get("messages") or []:
-        raw = str(m.get("RawData") or "")
-        destination = m.get("Destination") or []
-        if isinstance(destination, dict):
-            destination = [a for k in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(k) or []]
-        stamp = str(m.get("Timestamp") or "")
-        moment = parse_iso(stamp)
-        stamp = iso_z(moment) if moment else stamp
-        items.append(_item(str(m.get("Id", "")), str(m.get("Source") or ""), list(destination), raw, stamp))
-    return sorted(items, key=lambda i: i["timestamp"])
+        destination = m.get("Destination") or {}
+        addresses = [a for k in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(k) or []] \
+            if isinstance(destination, dict) else list(destination)
+        raw = str(m["RawData"]) if m.get("RawData") else _simple_mime(m, destination if isinstance(destination, dict) else {})
+        items.append(_item(str(m.get("Id", "")), str(m.get("Source") or ""), addresses, raw, _stamp(str(m.get("Timestamp") or ""))))
+    return sorted(items, key=lambda i: i["timestamp"])  # stable: same-second sends keep LocalStack's order
 
 
 def sent(endpoint: str) -> list[dict[str, Any]]:

@@ -1,11 +1,14 @@
-"""`make up` end to end: the compose stack (moto emulator, six functions, init, wiring, SMTP ingress)."""
+"""`make up` end to end, with LocalStack and with moto: the compose stack (emulator, six functions, init,
+wiring, SMTP ingress), the same end-to-end scenario over SMTP against each."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,33 +19,60 @@ from tests.support.scenario import LocalSystem, run_scenario
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
-# Its own compose project per image tag, so trees building side by side (IMAGE_TAG) do not collide.
-PROJECT = "seh-test-" + (os.environ.get("IMAGE_TAG") or "latest")
+TAG = os.environ.get("IMAGE_TAG") or "latest"
 
 
-@pytest.fixture(scope="module")
-def stack(docker_client) -> Iterator[dict[str, int]]:
-    """`scripts/compose.sh up` (what `make up` runs) under its own project name and free ports."""
-    ports = {f.name: free_port() for f in FUNCTIONS} | {"aws": free_port(), "smtp": free_port()}
+def _localstack_or_skip() -> None:
+    """LocalStack must be had (pulled, or built offline from the lock); under CI=true not having it
+    is a failure, never a skip."""
+    made = subprocess.run([str(REPO / "scripts/localstack-image.sh")], capture_output=True, text=True, timeout=1800)
+    if made.returncode != 0:
+        why = made.stderr.strip().splitlines()[-1:] or ["scripts/localstack-image.sh failed"]
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"LocalStack cannot be had under CI=true: {why[0]}")
+        pytest.skip(f"LocalStack cannot be had: {why[0]}")
+
+
+@pytest.fixture(scope="module", params=["localstack", "moto"])
+def stack(request, docker_client) -> Iterator[dict[str, int]]:
+    """`scripts/compose.sh up` (what `make up` runs) under its own project name and free ports, once with
+    EMULATOR=auto, which must pick LocalStack (it can be had: pulled or built offline), once with moto."""
+    emulator = request.param
+    if emulator == "localstack":
+        _localstack_or_skip()
+    # Its own compose project per image tag and emulator, so trees building side by side do not collide.
+    project = f"seh-test-{TAG}-{emulator}"
+    ports = {f.name: free_port() for f in FUNCTIONS} | {"aws": free_port(), "smtp": free_port(), "dynamodb": free_port()}
     env = {
-        **os.environ, "EMULATOR": "moto", "COMPOSE_PROJECT_NAME": PROJECT, "EMULATOR_PORT": str(ports["aws"]),
-        "SMTP_PORT": str(ports["smtp"]), **{f"{f.name.upper().replace('-', '_')}_PORT": str(ports[f.name]) for f in FUNCTIONS},
+        **os.environ, "EMULATOR": "auto" if emulator == "localstack" else "moto", "COMPOSE_PROJECT_NAME": project,
+        "EMULATOR_PORT": str(ports["aws"]), "SMTP_PORT": str(ports["smtp"]), "DYNAMODB_PORT": str(ports["dynamodb"]),
+        **{f"{f.name.upper().replace('-', '_')}_PORT": str(ports[f.name]) for f in FUNCTIONS},
         # A failed send is retried after 1 s instead of the queue's 18 minutes, so the DLQ step takes seconds.
         "WIRING_VISIBILITY_TIMEOUT": "1",
     }
-    up = subprocess.run([str(REPO / "scripts/compose.sh"), "up"], env=env, capture_output=True, text=True, timeout=600)
+    started = time.monotonic()
+    up = subprocess.run([str(REPO / "scripts/compose.sh"), "up"], env=env, capture_output=True, text=True, timeout=1800)
     try:
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
-        # emulator + 6 functions + wiring + smtp healthy; init provisioned the emulator and exited 0
-        assert "all 9 services healthy, 1 one-shot done" in up.stdout
+        routed = "routing DynamoDB to moto" in up.stdout
+        if emulator == "localstack":
+            assert "[up] ready. AWS emulator (LocalStack 4.4.0, " in up.stdout, up.stdout[-2000:]
+            # offline, LocalStack's DynamoDB cannot start: moto answers DynamoDB, and the summary says so
+            assert (f"DynamoDB: moto at http://127.0.0.1:{ports['dynamodb']}" in up.stdout) == routed
+            assert routed or "DynamoDB: LocalStack's own" in up.stdout
+        else:
+            assert "[up] ready. AWS emulator (moto)" in up.stdout and not routed
+        # emulator (+ moto for DynamoDB) + 6 functions + wiring + smtp healthy; init provisioned and exited 0
+        assert f"all {10 if routed else 9} services healthy, 1 one-shot done" in up.stdout
         assert f"http://127.0.0.1:{ports['ack-sender']}" in up.stdout  # prints how to reach each function
         assert f"smtp://127.0.0.1:{ports['smtp']}" in up.stdout and "email-handler outbox" in up.stdout
-        yield ports
+        print(f"\n[compose] {emulator}: up in {time.monotonic() - started:.0f}s")
+        yield ports | {"routed": int(routed), "emulator": emulator}  # type: ignore[dict-item]
     finally:
         down = subprocess.run([str(REPO / "scripts/compose.sh"), "down"], env=env, capture_output=True, text=True, timeout=120)
     # `make down` stops it all: no container of the project is left behind.
     assert down.returncode == 0, down.stderr[-2000:]
-    assert docker_client.containers.list(all=True, filters={"label": f"com.docker.compose.project={PROJECT}"}) == []
+    assert docker_client.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"}) == []
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)
@@ -59,5 +89,24 @@ def test_compose_emulator_reachable_from_host(stack) -> None:
     assert "compose-probe" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
 
+def test_compose_dynamodb_answers_where_the_summary_says(stack) -> None:
+    """The stack's tables live where `make up` said DynamoDB is (moto beside LocalStack offline: init
+    created them through AWS_ENDPOINT_URL_DYNAMODB), and every other service stays on the emulator."""
+    import boto3
+
+    def client(service: str, port: int) -> Any:
+        return boto3.client(service, endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    dynamodb_port = stack["dynamodb"] if stack["routed"] else stack["aws"]
+    assert "service-email-handler-local-conversations" in client("dynamodb", dynamodb_port).list_tables()["TableNames"]
+    queues = client("sqs", stack["aws"]).list_queues()["QueueUrls"]
+    assert any(q.endswith("service-email-handler-local-ack") for q in queues)
+    if stack["routed"]:
+        assert client("sqs", stack["dynamodb"]).list_queues().get("QueueUrls", []) == []
+
+
 def test_compose_end_to_end_over_smtp(stack) -> None:
+    started = time.monotonic()
     run_scenario(LocalSystem(smtp_port=stack["smtp"], endpoint=f"http://127.0.0.1:{stack['aws']}"))
+    print(f"\n[compose] {stack['emulator']}: scenario in {time.monotonic() - started:.0f}s")

@@ -38,3 +38,29 @@ def test_local_tools_run_after_provisioning_and_only_on_loopback() -> None:
     assert all(wiring_deps[f.name] == {"condition": "service_healthy"} for f in FUNCTIONS)
     for svc in found.values():  # nothing listens beyond this machine
         assert all(p.startswith("127.0.0.1:") for p in svc.get("ports", []))
+
+
+def aws_clients() -> set[str]:
+    """Every service of the stack that talks to AWS (it points AWS_ENDPOINT_URL at the emulator)."""
+    return {name for name, svc in services().items() if (svc.get("environment") or {}).get("AWS_ENDPOINT_URL")}
+
+
+def test_dynamodb_routing_reaches_every_aws_client() -> None:
+    # Missing one would split DynamoDB state between LocalStack and moto without an error.
+    routed = yaml.safe_load((COMPOSE / "dynamodb-moto.yml").read_text())["services"]
+    clients = aws_clients()
+    assert clients >= {"init", "wiring", "smtp", *(f.name for f in FUNCTIONS)}
+    assert set(routed) - {"dynamodb"} == clients
+    assert all(routed[name]["environment"] == {"AWS_ENDPOINT_URL_DYNAMODB": "http://dynamodb:4566"} for name in clients)
+    assert routed["dynamodb"]["image"] == services()["init"]["image"]  # moto from the local tools image
+    assert all(p.startswith("127.0.0.1:") for p in routed["dynamodb"]["ports"])
+
+
+def test_localstack_keeps_the_token_and_mounts_its_init_hooks() -> None:
+    aws = yaml.safe_load((COMPOSE / "emulator-localstack.yml").read_text())["services"]["aws"]
+    assert aws["environment"]["LOCALSTACK_AUTH_TOKEN"] == "${LOCALSTACK_AUTH_TOKEN:-}"
+    assert {"s3", "sqs", "sns", "ses", "dynamodb", "ssm", "logs", "sts"} <= set(aws["environment"]["SERVICES"].split(","))
+    [hooks] = aws["volumes"]
+    source, target, _ = hooks.split(":")
+    assert (COMPOSE / source).is_dir() and target == "/etc/localstack/init/start.d"
+    assert list((COMPOSE / source).glob("*.py"))
