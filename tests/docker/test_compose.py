@@ -17,7 +17,8 @@ from common.runtime.functions import FUNCTIONS
 from tests.support.cases import CASES, event_for
 from tests.support.scenario import LocalSystem, run_scenario
 
-pytestmark = pytest.mark.docker
+# The first test of each stack also pays for `make up` (LocalStack: about 1.5 min, more on a busy machine).
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 TAG = os.environ.get("IMAGE_TAG") or "latest"
 
