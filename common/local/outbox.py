@@ -86,7 +86,8 @@ def from_localstack(endpoint: str) -> list[dict[str, Any]]:
     """LocalStack 4.4.0's ``/_aws/ses``: ``{"messages": [...]}`` in send order. A SendRawEmail item has
     ``Id``, ``Region``, ``Source``, ``RawData`` and ``Timestamp`` but not the envelope destinations
     (they come from the To/Cc headers); a SendEmail item has ``Destination``, ``Subject`` and ``Body``
-    instead of ``RawData``. SESv2 sends are not in the community edition."""
+    instead of ``RawData``. The community edition has no SESv2: the senders' SESv2 SendEmail (raw
+    content) reaches this list through the stack's init hook (compose/localstack/start.d), as a raw item."""
     data = _get_json(endpoint.rstrip("/") + "/_aws/ses")
     items = []
     for m in data.get("messages") or []:
