@@ -231,3 +231,12 @@ def test_inline_text_parts_are_forwarded_inline(stack, fns) -> None:
     carried = {p.get_payload(decode=True).strip(): p for p in msg.walk() if p.get_content_disposition() == "inline"}
     assert set(carried) == {b"Second part, no name.", b"<bold>Enriched</bold> part.", b"Named inline notes."}
     assert carried[b"<bold>Enriched</bold> part."].get_content_type() == "text/enriched"
+
+
+def test_a_long_body_travels_by_claim_check_and_arrives_whole(stack, fns) -> None:
+    text = "".join(f"line {n}: the quick brown fox jumps over the lazy dog\n" for n in range(60_000))  # ~3.3 MB
+    result, msg = forward(stack, fns, mail(text=text, html="<html><body><pre>" + text[:500_000] + "</pre></body></html>"))
+    [payload] = stack.s3_keys("queue-payloads/")  # the queue message was over 200 KB: its payload went to S3
+    assert payload.endswith(".json")
+    body = msg.get_body(("plain",)).get_content()
+    assert "line 59999: the quick brown fox" in body and "truncated" not in body
