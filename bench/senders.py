@@ -1,16 +1,18 @@
 """Sender throughput, latency and rate accuracy on the emulator, against a baseline in the same run.
 
-* baseline: bare SendRawEmail calls from 4 threads: the most sends/s this emulator can accept at all;
+* baseline: bare SendEmail calls from 4 threads: the most sends/s this emulator can accept at all;
 * throughput: a backlog drained by 4 sender workers through the full path (SQS -> idempotency ->
-  suppression -> rate limiter -> MIME -> SES -> send record), sends/s and its ratio to the baseline;
+  suppression -> rate limiter -> MIME -> SES -> completion with the send record), sends/s and its
+  ratio to the baseline. No target: it measures the emulator (moto answers ~200 requests/s, fewer on
+  a busy machine); what a send costs is bench/cost.py's calls and CPU per send;
 * latency (NFR-1): enqueue -> SES accepted, p50/p95, with messages arriving at half the measured
   throughput (a system that is keeping up; a backlog would measure queueing instead);
 * rate: a configured MAX_SEND_RATE below what the pipeline can do, against the achieved rate and
   the busiest one-second window of SES calls (target 95-100 %, never above).
 
 The emulator is moto in its own process (the embedded emulator of `email-handler dev`, without
-sharing the benchmark's GIL). Every full-path send costs about six emulator requests, so the
-full path cannot exceed roughly a sixth of the baseline; the ratio says how close it gets.
+sharing the benchmark's GIL). Every full-path send costs three to four emulator requests, so the
+full path cannot exceed roughly a third of the baseline; the ratio says how close it gets.
 """
 
 from __future__ import annotations
@@ -159,7 +161,7 @@ def run() -> dict[str, Any]:
         "full": full, "full_vs_baseline": round(full["sends_per_s"] / baseline, 2),
         "latency": latency,
         "rate": {"configured": configured, **rate, "achieved_ratio": round(rate["achieved_rate"] / configured, 3)},
-        "targets": {"sends_per_s": 150, "p95_s": 2.0, "rate_ratio": [0.95, 1.0]},
+        "targets": {"p95_s": 2.0, "rate_ratio": [0.95, 1.0]},
     }
 
 
@@ -168,7 +170,7 @@ def table(r: dict[str, Any]) -> str:
     return "\n".join([
         f"{'baseline: bare SendRawEmail, 4 threads':<50}{r['baseline_raw_sends_per_s']:>8} sends/s   (the emulator's ceiling)",
         f"{'full path: queue -> sender -> SES, 4 workers':<50}{f['sends_per_s']:>8} sends/s"
-        f"   ({r['full_vs_baseline']:.0%} of baseline; target >= 150/s)",
+        f"   ({r['full_vs_baseline']:.0%} of baseline; no target: the emulator's speed, see the cost table)",
         f"{'  sender CPU per send (emulator excluded)':<50}{f['sender_cpu_ms_per_send']:>8} ms",
         f"{'enqueue -> SES accepted at ' + str(lat['arrivals_per_s']) + ' msg/s':<50}{'p50 ' + str(lat['p50_s']) + ' s':>8}"
         f"   p95 {lat['p95_s']} s (NFR-1: < 2 s)",

@@ -177,7 +177,7 @@ class Sender:
                 raise SendFailed(code, attempts, f"no time left for a retry in {delay:g}s "
                                                  f"({self.remaining_s():.1f}s remaining); SQS will redeliver")
             time.sleep(delay)
-            start = self.pacer.next_start(1 + self.records_left, after_pause=attempts > 0)
+            slot, start = self.pacer.next_start(1 + self.records_left, after_pause=attempts > 0)
             if start - time.time() > self.remaining_s() - self.cfg.attempt_reserve_s:
                 raise SendFailed(code or "RateLimited", attempts, "rate-limit slot is beyond the time budget")
             self.limiter.wait_until(start)
@@ -193,7 +193,7 @@ class Sender:
                     raise SendFailed(code, attempts, "not retryable", permanent=True) from None
                 continue
             log.info("mail sent", extra={"attempt": attempts, "ses_message_id": ses_id, "recipient": msg.to,
-                                         "subject": msg.subject, "rate_slot": round(start, 6)})
+                                         "subject": msg.subject, "rate_slot": round(slot, 6)})
             # Recorded by the idempotency completion that follows (common.senders.idempotency).
             return {"status": "sent", "sesMessageId": ses_id, "attempts": attempts, "sentAt": sendstatus.now_iso()}
         raise SendFailed(code, attempts, "retries exhausted")

@@ -34,25 +34,28 @@ _US = 1_000_000
 
 @dataclass(slots=True)
 class Window:
-    """Time claimed by one write: sends may start in ``[start_us, end_us - interval_us]``, ``interval_us`` apart."""
+    """Time claimed by one write: send slots in ``[start_us, end_us - interval_us]``, ``interval_us`` apart."""
 
     start_us: int
     end_us: int
     interval_us: int
-    next_us: int = -1  # earliest start of the next send; -1 before the first
+    next_us: int = -1  # earliest slot of the next send; -1 before the first
+    lag_us: int = 0  # how late the first send came after the window's start: every send keeps it
 
-    def take(self, now: float) -> float | None:
-        """When the next send may start (epoch seconds; it may be now or later), or None when it
-        would not fit before the window ends. The first send's start is the window's own: the
-        claim that made the window was already as late as one request, as every claim always is."""
+    def take(self, now: float) -> tuple[float, float] | None:
+        """The next send's slot and when it may start (epoch seconds), or None when it would not fit
+        before the window ends. The first slot is the window's start, and the first send is as late
+        as the claim that made the window (a request's time); the others are as late as the first,
+        so the window's sends stay one interval apart (on time, a later one would bunch up with it)."""
         if self.next_us < 0:
-            start = self.start_us
+            slot = self.start_us
+            self.lag_us = max(0, int(now * _US) - slot)
         else:
-            start = max(int(now * _US), self.next_us)
-            if start > self.end_us - self.interval_us:
+            slot = max(int(now * _US) - self.lag_us, self.next_us)
+            if slot > self.end_us - self.interval_us:
                 return None
-        self.next_us = start + self.interval_us
-        return start / _US
+        self.next_us = slot + self.interval_us
+        return slot / _US, (slot + self.lag_us) / _US
 
     def unused_from_us(self) -> int:
         """Where the time this window no longer needs begins."""
@@ -141,19 +144,20 @@ class BatchPacer:
         self.window: Window | None = None
         self._last_start: float | None = None  # when this batch's previous send started
 
-    def next_start(self, sends_left: int, after_pause: bool = False) -> float:
-        """When this send may start (epoch seconds). ``sends_left`` counts it and every record after
-        it that may still send (what a new window is sized for); ``after_pause`` when a retry delay
-        was slept since the previous send, so that gap is not taken for this instance's pace."""
+    def next_start(self, sends_left: int, after_pause: bool = False) -> tuple[float, float]:
+        """This send's rate slot and when it may start (epoch seconds). ``sends_left`` counts it and
+        every record after it that may still send (what a new window is sized for); ``after_pause``
+        when a retry delay was slept since the previous send, so that gap is not taken for this
+        instance's pace."""
         now = self.limiter.clock()
         if self._last_start is not None and not after_pause:
             self.limiter.note_cycle(now - self._last_start)
-        start = self.window.take(now) if self.window is not None else None
-        if start is None:
+        taken = self.window.take(now) if self.window is not None else None
+        if taken is None:
             self.window = self.limiter.reserve(max(1, sends_left))
-            start = self.window.take(now)
-        assert start is not None  # a fresh window always has room for its first send
-        return start
+            taken = self.window.take(self.limiter.clock())
+        assert taken is not None  # a fresh window always has room for its first send
+        return taken
 
     def started(self, when: float) -> None:
         """The send began at ``when`` (after waiting for its start)."""

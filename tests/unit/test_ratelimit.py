@@ -54,7 +54,7 @@ def simulate(monkeypatch, rate: float, cycles: list[float], batches: int, batch_
     while any(s[4] for s in state):
         s = min((s for s in state if s[4]), key=lambda s: s[0])
         clock["now"] = s[0]
-        start = s[2].next_start(s[3])
+        _, start = s[2].next_start(s[3])
         starts.append(start)
         clock["now"] = max(clock["now"], start)
         s[2].started(clock["now"])
@@ -111,7 +111,7 @@ def test_unused_time_is_given_back_only_if_nobody_claimed_after_it(monkeypatch) 
     a, b = (RateLimiter("t", 10, clock=lambda: now["t"]) for _ in range(2))
     a.note_cycle(0.02)  # an instance that keeps pace
     pacer = ratelimit.BatchPacer(a)
-    first = pacer.next_start(10)  # a window for ten sends; only one is made (nine were duplicates)
+    first, _ = pacer.next_start(10)  # a window for ten sends; only one is made (nine were duplicates)
     assert pacer.finish() and table.item["tat"] == int(first * 1e6) + a.interval_us
     pacer = ratelimit.BatchPacer(a)
     pacer.next_start(10)
