@@ -1,8 +1,11 @@
 """attachment-extractor logic: `attachments/<cid>/<id>/<file>` -> `extracted-text/<cid>/<id>/<file>.txt`.
 
-A file that cannot be read (encrypted, corrupt, zip bomb, wrong content, over a limit) gets a
-small JSON error record beside the output path and a WARNING; the invocation still succeeds so
-S3 does not retry it forever. S3 errors (throttling, outages) propagate so the event is retried.
+Every PDF/DOCX attachment ends with one of two records: the text, or a small JSON error record
+beside the output path (encrypted, damaged, zip bomb, wrong content, over a limit) and a WARNING.
+The invocation still succeeds so S3 does not retry a bad file forever. S3 errors (throttling,
+outages) propagate so the event is retried. The parse itself runs in a child process sized to
+what this sandbox has left (common.extractor.isolate), so no document can exhaust the
+function's memory or time.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from common.aws import s3
+from common.extractor import isolate
 from common.extractor import text as textextract
 from common.runtime import events
 from common.runtime.config import Config
@@ -22,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = get_logger("attachment-extractor")
 SUPPORTED = ("pdf", "docx")
+MAX_LISTED = 20  # page ranges listed per metadata value (S3 allows 2 KB of user metadata in all)
 
 
 class ExtractorResult(TypedDict):
@@ -39,7 +44,9 @@ def _limits(cfg: Config, context: LambdaContext | None) -> textextract.Limits:
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     if callable(remaining):  # always leave time to write the result before Lambda's timeout
         budget = max(1.0, min(budget, remaining() / 1000 - 5))
-    return textextract.Limits(cfg.max_input_bytes, cfg.max_pages, cfg.max_output_chars, budget)
+    box = isolate.sandbox()
+    return textextract.Limits(cfg.max_input_bytes, cfg.max_pages, cfg.max_output_chars, budget,
+                              memory_bytes=box.total if box else textextract.Limits.memory_bytes, sandbox=box)
 
 
 def extract_object(cfg: Config, bucket: str, key: str, context: LambdaContext | None = None) -> dict[str, Any]:
@@ -52,7 +59,6 @@ def extract_object(cfg: Config, bucket: str, key: str, context: LambdaContext | 
         log.info("attachment not extracted", extra={"key": key, "reason": "type has no text extractor"})
         return {"key": key, "status": "skipped", "reason": f"no extractor for .{textextract.extension(filename)}"}
 
-    limits = _limits(cfg, context)
     obj = s3.get(bucket, key)
     if obj is None:
         log.warning("object gone", extra={"key": key, "reason": "deleted before extraction"})
@@ -60,10 +66,20 @@ def extract_object(cfg: Config, bucket: str, key: str, context: LambdaContext | 
     size, etag = int(obj.get("ContentLength", 0)), str(obj.get("ETag", "")).strip('"')
     started = time.perf_counter()
     try:
-        if size > limits.max_input_bytes:
+        if size > cfg.max_input_bytes:
             obj["Body"].close()  # never download what we will not parse
-            raise textextract.Rejected(f"input is {size} bytes, over the {limits.max_input_bytes}-byte limit")
-        result = textextract.extract(obj["Body"].read(), filename, limits)
+            raise textextract.Rejected(f"input is {size} bytes, over the {cfg.max_input_bytes}-byte limit")
+        data = obj["Body"].read()
+        limits = _limits(cfg, context)  # after the download: the budget is the time left now
+        try:
+            result = textextract.extract(data, filename, limits)
+        except textextract.Rejected:
+            raise
+        except Exception as exc:  # a bug of ours must still leave a record, and say so loudly
+            log.exception("extractor failed", extra={"key": key})
+            raise textextract.Rejected(f"extractor failed ({type(exc).__name__}); see the function's log") from None
+        finally:
+            del data
     except textextract.Rejected as rejected:
         record = {"source": key, "reason": rejected.reason, "extension": textextract.extension(filename),
                   "bytes": size, "etag": etag}
@@ -73,18 +89,48 @@ def extract_object(cfg: Config, bucket: str, key: str, context: LambdaContext | 
 
     ms = int((time.perf_counter() - started) * 1000)
     metadata = {
-        "pages": str(result.pages),
         "characters": str(len(result.text)),
         "extraction-ms": str(ms),
         "extractor": result.extractor,
         "extractor-version": result.extractor_version,
         "source-etag": etag,
     }
+    if result.pages is not None:  # a DOCX says how many pages only if Word saved the count
+        metadata["pages"] = str(result.pages)
     if result.truncated:
-        metadata["truncated"] = "; ".join(result.truncated)
+        metadata["truncated"] = "; ".join(result.truncated)[:512]
+    if result.warnings:
+        metadata["warnings"] = ",".join(result.warnings)
+    listed = {"unreadable-pages": sorted(result.unreadable_pages), "suspect-pages": result.suspect_pages}
+    if "no-text-layer" not in result.warnings:  # when no page has text, the warning says it all
+        listed["pages-without-text"] = result.pages_without_text
+    metadata.update((name, page_ranges(pages)) for name, pages in listed.items() if pages)
+    # S3 sends user metadata as HTTP headers: ASCII only.
+    metadata = {name: value.encode("ascii", "replace").decode() for name, value in metadata.items()}
     s3.put(bucket, layout.extracted_text(key), result.text.encode("utf-8"), "text/plain; charset=utf-8", metadata)
     s3.delete(bucket, layout.extraction_error(key))  # an earlier failure record is superseded (no-op if none)
-    log.info("attachment extracted", extra={"key": key, "pages": result.pages, "characters": len(result.text),
-                                            "extraction_ms": ms, "kind": result.kind})
+    details: dict[str, Any] = {"key": key, "pages": result.pages, "characters": len(result.text), "extraction_ms": ms, "kind": result.kind,
+               "peak_rss_mb": result.peak_rss_mb, "warnings": result.warnings, "truncated": result.truncated}
+    if result.unreadable_pages:
+        details["unreadable_pages"] = {str(page): reason for page, reason in sorted(result.unreadable_pages.items())[:MAX_LISTED]}
+    if result.unreadable_pages or result.truncated or result.warnings:
+        log.warning("attachment extracted in part", extra=details)
+    else:
+        log.info("attachment extracted", extra=details)
     return {"key": key, "status": "extracted", "outputKey": layout.extracted_text(key), "pages": result.pages,
-            "characters": len(result.text), "truncated": result.truncated}
+            "characters": len(result.text), "truncated": result.truncated, "warnings": result.warnings,
+            "unreadablePages": sorted(result.unreadable_pages)}
+
+
+def page_ranges(pages: list[int]) -> str:
+    """[1, 2, 3, 7, 9, 10] -> "1-3,7,9-10", at most MAX_LISTED ranges ("..." when more)."""
+    ranges: list[str] = []
+    start = previous = pages[0]
+    for page in [*pages[1:], None]:
+        if page is not None and page == previous + 1:
+            previous = page
+            continue
+        ranges.append(str(start) if start == previous else f"{start}-{previous}")
+        if page is not None:
+            start = previous = page
+    return ",".join(ranges[:MAX_LISTED]) + (",..." if len(ranges) > MAX_LISTED else "")

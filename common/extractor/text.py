@@ -1,43 +1,55 @@
-"""PDF and DOCX to text, with limits. Pure logic: bytes in, text out; no AWS here.
+"""PDF and DOCX to text, with limits that hold. Pure logic: bytes in, text out; no AWS here.
 
-pypdf and python-docx are imported only when a file of that kind arrives, so the other
-functions (and other attachment types) never pay for them.
+Every parse runs in a child process (common.extractor.isolate) with an address-space limit and
+a SIGKILL deadline; the child streams pages (PDF) or lines (DOCX) back as it goes. Running out of
+memory or time therefore ends in an error record or in partial text marked as truncated, never in
+a dead invocation. PDF pages are read one by one: an unreadable page is left empty and listed,
+and a page that kills its child (memory, crash, page time limit) is skipped by a new child that
+carries on from the next page.
 """
 
 from __future__ import annotations
 
-import io
-import signal
-import threading
-import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import dataclass, field
+from typing import Any
 
+from common.extractor import isolate, ooxml, pdf
+from common.extractor.errors import Rejected
 from common.mail.sanitize import extension
 
+__all__ = ["Extraction", "Limits", "Rejected", "detect", "extension", "extract"]
+
+MB = 1024 * 1024
 PDF_MAGIC = b"%PDF-"
 ZIP_MAGIC = b"PK\x03\x04"
-# DOCX zip-bomb guards: a real CV or job spec is far below both.
-MAX_DOCX_UNCOMPRESSED = 100 * 1024 * 1024
-MAX_DOCX_PARTS = 2000
-MAX_COMPRESSION_RATIO = 200
-
-
-class Rejected(Exception):
-    """The file cannot be turned into text; ``reason`` says why (goes into the error record)."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+MAX_RESTARTS = 8  # children started after one was lost on a page
+# What a mismatched file most often is, for the reason text.
+_KNOWN = ((b"{\\rtf", "an RTF document"), (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
+          (b"GIF8", "a GIF image"), (b"<!DOCTYPE html", "an HTML page"), (b"<html", "an HTML page"),
+          (b"Rar!", "a RAR archive"), (b"\x1f\x8b", "a gzip file"))
 
 
 @dataclass(frozen=True)
 class Limits:
-    max_input_bytes: int = 25 * 1024 * 1024
+    max_input_bytes: int = 25 * MB
     max_pages: int = 500
     max_output_chars: int = 2_000_000
     time_budget_s: float = 50.0
+    memory_bytes: int = 192 * MB  # the most address space one parse may add
+    sandbox: isolate.Sandbox | None = None  # the function's memory: a parse gets what is left of it
+    page_time_s: float | None = None  # one PDF page; default a quarter of the budget, at least 5 s
+
+    @property
+    def page_time(self) -> float:
+        return self.page_time_s if self.page_time_s is not None else max(5.0, self.time_budget_s / 4)
+
+    def allowance(self) -> int:
+        """Measured just before each fork, when the input, boto3 and pypdf are resident in this process."""
+        return min(self.memory_bytes, isolate.child_allowance(self.sandbox))
 
 
 @dataclass
@@ -46,165 +58,173 @@ class Extraction:
     kind: str  # "pdf" | "docx"
     extractor: str
     extractor_version: str
-    pages: int = 0
+    pages: int | None = None  # PDF: pages in the text (form feeds between); DOCX: Word's count, if saved
     truncated: list[str] = field(default_factory=list)  # which limits cut the output
+    unreadable_pages: dict[int, str] = field(default_factory=dict)  # 1-based page -> reason
+    pages_without_text: list[int] = field(default_factory=list)
+    suspect_pages: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # "no-text-layer", "suspect-encoding"
+    peak_rss_mb: float = 0.0  # of the last child
 
 
 def detect(data: bytes) -> str | None:
-    """'pdf' | 'docx' | None by content (magic bytes); the extension is only a hint."""
+    """'pdf' | 'zip' | 'ole' by content (magic bytes); the extension is only a hint."""
     if PDF_MAGIC in data[:1024]:  # the spec tolerates junk before the header
         return "pdf"
     if data.startswith(ZIP_MAGIC):
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as z:
-                if "word/document.xml" in z.namelist():
-                    return "docx"
-        except zipfile.BadZipFile:
-            return None
+        return "zip"
+    if data.startswith(OLE_MAGIC):
+        return "ole"
     return None
 
 
 def extract(data: bytes, filename: str, limits: Limits) -> Extraction:
     if len(data) > limits.max_input_bytes:
         raise Rejected(f"input is {len(data)} bytes, over the {limits.max_input_bytes}-byte limit")
-    kind = detect(data)
-    ext = extension(filename)
+    if not data:
+        raise Rejected("empty file (0 bytes)")
+    kind, ext = detect(data), extension(filename)
+    if kind == "ole":
+        raise Rejected(_ole_reason(data))
     if kind is None:
         if ext in ("pdf", "docx"):
-            raise Rejected(f"content is not a {ext.upper()} file (magic bytes do not match)")
+            what = next((name for magic, name in _KNOWN if data[:64].lstrip().startswith(magic)), "")
+            raise Rejected(f"content is not a {ext.upper()} file ({what or _missing(ext)})")
         raise Rejected(f"unsupported file type '.{ext}'")
-    with _time_budget(limits.time_budget_s):
-        result = _pdf(data, limits) if kind == "pdf" else _docx(data, limits)
+    deadline = time.monotonic() + limits.time_budget_s
+    result = _pdf(data, limits, deadline) if kind == "pdf" else _docx(data, limits, deadline)
     if len(result.text) > limits.max_output_chars:
         result.text = result.text[: limits.max_output_chars]
-        result.truncated.append("characters")
     return result
 
 
-class _OutOfTime(Exception):
-    pass
+def _missing(ext: str) -> str:
+    return "no %PDF- header" if ext == "pdf" else "not a zip package"
 
 
-@contextmanager
-def _time_budget(seconds: float) -> Iterator[None]:
-    """Interrupt a runaway parse (pathological object streams) with SIGALRM on the main thread."""
-    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
-        yield
-        return
-
-    def _alarm(signum: int, frame: object) -> None:
-        raise _OutOfTime()
-
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    except _OutOfTime:
-        raise Rejected(f"extraction exceeded the {seconds:g} s time budget") from None
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def _ole_reason(data: bytes) -> str:
+    if "EncryptedPackage".encode("utf-16-le") in data:
+        return "password-protected DOCX (Office encryption): no text without the password"
+    if "WordDocument".encode("utf-16-le") in data:
+        return "legacy Word 97-2003 document (.doc), not DOCX"
+    return "legacy Office (OLE) file, not PDF or DOCX"
 
 
-def _pdf(data: bytes, limits: Limits) -> Extraction:
-    import pypdf
-    from pypdf.errors import PdfReadError
+def _events(target: Any, args: tuple[Any, ...], allowance: int, deadline: float,
+            step_s: float | None = None) -> closing[Generator[isolate.Event, None, None]]:
+    return closing(isolate.run(target, args, memory_bytes=allowance, deadline=deadline, step_s=step_s))
 
-    try:
-        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            try:
-                opened = reader.decrypt("")
-            except Exception as exc:  # e.g. AES without a crypto provider
-                raise Rejected(f"encrypted PDF cannot be opened: {exc}") from None
-            if not opened:
-                raise Rejected("encrypted PDF needs a password")
-        present = len(reader.pages)  # pypdf counts the real page tree, not /Count
-        claimed = _claimed_pages(reader, present)
-    except Rejected:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
-        raise Rejected(f"corrupt PDF: {type(exc).__name__}: {exc}") from None
+
+def _pdf(data: bytes, limits: Limits, deadline: float) -> Extraction:
+    import pypdf  # in the parent too: every child (and every restart) starts with it imported
+
     result = Extraction("", "pdf", "pypdf", pypdf.__version__)
     texts: list[str] = []
-    chars = 0
-    for index in range(min(present, limits.max_pages)):
+    info: dict[str, Any] | None = None
+    walked: dict[str, Any] = {}
+    chars, restarts = 0, 0
+    while True:
+        current: int | None = None  # the page a child is working on
+        allowance = limits.allowance()
         try:
-            page_text = reader.pages[index].extract_text() or ""
-        except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
-            if index == 0:
-                raise Rejected(f"corrupt PDF: page 1: {type(exc).__name__}: {exc}") from None
-            result.truncated.append(f"unreadable page {index + 1}")
+            with _events(pdf.events, (data, limits.max_pages, len(texts), allowance), allowance, deadline,
+                         limits.page_time) as events:
+                for event in events:
+                    tag = event[0]
+                    if tag == "fatal":
+                        raise Rejected(event[1])
+                    if tag == "info":
+                        info = event[1]
+                    elif tag == "begin":
+                        current = event[1]
+                    elif tag in ("page", "skip"):
+                        current = None
+                        chars += _add_page(result, texts, event)
+                        if chars > limits.max_output_chars:
+                            result.truncated.append("characters")
+                            return _finish_pdf(result, texts, info, {})
+                    elif tag == "walked":
+                        walked = event[1]
+                    elif tag == "end":
+                        result.peak_rss_mb = max(result.peak_rss_mb, event[1]["peak_rss_mb"])
             break
-        texts.append(page_text)
-        chars += len(page_text)
-        if chars > limits.max_output_chars:
-            break
-    if claimed != present:
-        result.truncated.append(f"pages ({claimed} claimed, {present} present)")
-    if present > limits.max_pages:
-        result.truncated.append(f"pages ({present} present, limit {limits.max_pages})")
+        except isolate.Stopped as stop:
+            if info is None:
+                raise Rejected(f"PDF could not be opened: {stop.reason}") from None
+            if current is None:  # lost while walking the page tree, not on a page
+                walked = {"damage": f"page tree: {stop.reason}"}
+                break
+            result.unreadable_pages[current + 1] = stop.reason
+            texts.append("")
+            restarts += 1
+            if time.monotonic() >= deadline or restarts > MAX_RESTARTS:
+                result.truncated.append(f"{stop.reason}: pages after {len(texts)} not read")
+                break
+    return _finish_pdf(result, texts, info, walked)
+
+
+def _add_page(result: Extraction, texts: list[str], event: tuple[Any, ...]) -> int:
+    index = event[1]
+    while len(texts) < index:  # never expected: keep page numbers aligned all the same
+        texts.append("")
+    if event[0] == "skip":
+        result.unreadable_pages[index + 1] = event[2]
+        texts.append("")
+        return 0
+    text, flags = event[2].replace("\f", "\n"), event[3]  # form feeds mean page boundaries, nothing else
+    texts.append(text)
+    if "no-text" in flags:
+        result.pages_without_text.append(index + 1)
+    if "suspect-encoding" in flags:
+        result.suspect_pages.append(index + 1)
+    return len(text)
+
+
+def _finish_pdf(result: Extraction, texts: list[str], info: dict[str, Any] | None, walked: dict[str, Any]) -> Extraction:
+    claimed = info.get("claimed") if info else None
+    damage = walked.get("damage", "")
+    if not texts:
+        raise Rejected(damage or "PDF has no pages")
+    if len(result.unreadable_pages) == len(texts):
+        first = min(result.unreadable_pages)
+        raise Rejected(f"no page could be read (page {first}: {result.unreadable_pages[first]})")
+    if damage:
+        result.truncated.append(damage)
+    if walked.get("more"):
+        claims = f", the document claims {claimed}" if claimed else ""
+        result.truncated.append(f"pages (limit {len(texts)}{claims})")
+    elif walked and claimed is not None and claimed != walked.get("found"):
+        result.truncated.append(f"pages ({claimed} claimed, {walked.get('found')} present)")
+    readable = len(texts) - len(result.unreadable_pages)
+    if len(result.pages_without_text) == readable:
+        result.warnings.append("no-text-layer")
+    if result.suspect_pages:
+        result.warnings.append("suspect-encoding")
     result.pages = len(texts)
     result.text = "\f".join(texts)  # form feeds keep page boundaries
     return result
 
 
-def _claimed_pages(reader: object, present: int) -> int:
+def _docx(data: bytes, limits: Limits, deadline: float) -> Extraction:
+    result = Extraction("", "docx", "ooxml", ooxml.READER_VERSION)
+    lines: list[str] = []
     try:
-        return int(reader.trailer["/Root"]["/Pages"]["/Count"])  # type: ignore[attr-defined]
-    except (KeyError, TypeError, ValueError):
-        return present
-
-
-def _docx(data: bytes, limits: Limits) -> Extraction:
-    _check_zip(data)
-    import docx
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
-
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except Exception as exc:  # python-docx raises a variety (KeyError, ValueError, lxml errors)
-        raise Rejected(f"corrupt DOCX: {type(exc).__name__}: {exc}") from None
-
-    def blocks(container: object) -> Iterator[str]:
-        for item in container.iter_inner_content():  # type: ignore[attr-defined]
-            if isinstance(item, Paragraph):
-                yield item.text
-            elif isinstance(item, Table):
-                for row in item.rows:
-                    yield "\t".join(cell.text.replace("\n", " ") for cell in row.cells)
-
-    parts: list[str] = []
-    seen_parts: set[int] = set()
-    headers: list[str] = []
-    footers: list[str] = []
-    for section in document.sections:
-        for target, part in ((headers, section.header), (footers, section.footer)):
-            if part.is_linked_to_previous or id(part.part) in seen_parts:
-                continue
-            seen_parts.add(id(part.part))
-            target.extend(line for line in blocks(part) if line.strip())
-    parts.extend(headers)
-    parts.extend(blocks(document))
-    parts.extend(footers)
-    result = Extraction("\n".join(parts), "docx", "python-docx", docx.__version__)
-    result.pages = len(document.sections)
+        with _events(ooxml.events, (data, limits.max_output_chars), limits.allowance(), deadline) as events:
+            for event in events:
+                tag = event[0]
+                if tag == "fatal":
+                    raise Rejected(event[1])
+                if tag == "info":
+                    result.pages = event[1]["pages"]
+                elif tag == "lines":
+                    lines.extend(event[1])
+                elif tag == "truncated":
+                    result.truncated.append(event[1])
+                elif tag == "end":
+                    result.peak_rss_mb = event[1]["peak_rss_mb"]
+    except isolate.Stopped as stop:
+        if not lines:
+            raise Rejected(f"DOCX could not be read: {stop.reason}") from None
+        result.truncated.append(f"{stop.reason}: text after line {len(lines)} not read")
+    result.text = "\n".join(lines)
     return result
-
-
-def _check_zip(data: bytes) -> None:
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            infos = z.infolist()
-    except zipfile.BadZipFile as exc:
-        raise Rejected(f"corrupt DOCX: {exc}") from None
-    if len(infos) > MAX_DOCX_PARTS:
-        raise Rejected(f"DOCX has {len(infos)} parts (limit {MAX_DOCX_PARTS}): possible zip bomb")
-    total = sum(i.file_size for i in infos)
-    if total > MAX_DOCX_UNCOMPRESSED:
-        raise Rejected(f"DOCX expands to {total} bytes (limit {MAX_DOCX_UNCOMPRESSED}): possible zip bomb")
-    for i in infos:
-        if i.compress_size and i.file_size / i.compress_size > MAX_COMPRESSION_RATIO and i.file_size > 1_000_000:
-            raise Rejected(f"DOCX part {i.filename} compresses {i.file_size // i.compress_size}:1: possible zip bomb")
-
