@@ -2,46 +2,98 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import boto3
 import pytest
 
 from common.local.rie import InvokeError
-from tests.support.extraction import BUCKET, PREFIX, error_reason, outputs, sample_files, upload
+from tests.support.extraction import (
+    BUCKET,
+    FUNCTION_ENV,
+    PREFIX,
+    TEXT_PREFIX,
+    check_corpus_record,
+    clear,
+    corpus_files,
+    error_reason,
+    outputs,
+    record_for,
+    require_corpus,
+    sample_files,
+    upload,
+)
+
+CORPUS = corpus_files()
 
 
-@pytest.fixture
-def s3(moto_server):
+@pytest.fixture(scope="module")
+def bucket(moto_server):
     client = boto3.client("s3")
     client.create_bucket(Bucket=BUCKET)
     yield client
-    for obj in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-        client.delete_object(Bucket=BUCKET, Key=obj["Key"])
+    clear(client)
     client.delete_bucket(Bucket=BUCKET)
 
 
-def test_extracts_pdf_and_docx_and_records_rejections(rie_function, s3) -> None:
-    fn = rie_function("attachment-extractor")
+@pytest.fixture
+def s3(bucket):
+    clear(bucket)
+    return bucket
+
+
+@pytest.fixture(scope="module")
+def extractor(rie_module):
+    return rie_module("attachment-extractor", env=FUNCTION_ENV)
+
+
+def test_extracts_pdf_and_docx_and_records_rejections(extractor, s3) -> None:
     event = upload(s3, sample_files())
-    result = fn.invoke(event)
+    result = extractor.invoke(event)
     statuses = {r["key"].rsplit("/", 1)[1]: r["status"] for r in result["results"]}
     assert statuses == {"My CV (2026).PDF": "extracted", "Job Spec.docx": "extracted", "locked.pdf": "rejected",
                         "not really.pdf": "rejected", "bomb.docx": "rejected"}
     out = outputs(s3)
-    base = "extracted-text/" + PREFIX[len("attachments/"):]
-    text, meta = out[base + "My CV (2026).PDF.txt"]
-    assert text.decode() .split("\f")[1].strip() == "Experience: Zürich, Café"
+    text, meta = out[TEXT_PREFIX + "My CV (2026).PDF.txt"]
+    assert text.decode().split("\f")[1].strip() == "Experience: Zürich, Café"
     assert meta["pages"] == "2" and meta["extractor"] == "pypdf" and int(meta["characters"]) == len(text.decode())
     assert meta["extractor-version"] and int(meta["extraction-ms"]) >= 0
-    docx_text = out[base + "Job Spec.docx.txt"][0].decode()
-    assert docx_text.split("\n") == ["ACME", "Role description", "Salary\t€100k", "p1"]
-    assert "password" in error_reason(out[base + "locked.pdf.error.json"][0])
-    assert "not a PDF" in error_reason(out[base + "not really.pdf.error.json"][0])
-    assert "zip bomb" in error_reason(out[base + "bomb.docx.error.json"][0])
-    assert '"message": "attachment rejected"' in fn.output()
+    docx_text, docx_meta = out[TEXT_PREFIX + "Job Spec.docx.txt"]
+    assert docx_text.decode().split("\n") == ["ACME", "Role description", "Salary\t€100k", "p1"]
+    assert docx_meta["pages"] == "1" and docx_meta["extractor"] == "ooxml"  # python-docx's template saves Word's count
+    assert error_reason(out[TEXT_PREFIX + "locked.pdf.error.json"][0]) == "encrypted PDF needs a password"
+    assert error_reason(out[TEXT_PREFIX + "not really.pdf.error.json"][0]) == "content is not a PDF file (no %PDF- header)"
+    assert "zip bomb" in error_reason(out[TEXT_PREFIX + "bomb.docx.error.json"][0])
+    assert '"message": "attachment rejected"' in extractor.output()
 
     # Idempotent: the same event again writes the same text.
-    fn.invoke(event)
-    assert outputs(s3)[base + "My CV (2026).PDF.txt"][0] == text
+    extractor.invoke(event)
+    assert outputs(s3)[TEXT_PREFIX + "My CV (2026).PDF.txt"][0] == text
+
+
+def test_partial_results_are_logged_with_their_reasons(extractor, s3) -> None:
+    from tests.support import docgen
+
+    event = upload(s3, {"damaged page.pdf": docgen.make_pdf(["one", "two"], broken_pages=(1,))})
+    result = extractor.invoke(event)["results"][0]
+    assert result["status"] == "extracted" and result["unreadablePages"] == [1]
+    kind, body, meta = record_for(s3, "damaged page.pdf")
+    assert kind == "text" and body.decode() == "\ftwo" and meta["unreadable-pages"] == "1"
+    assert '"message": "attachment extracted in part"' in extractor.output()
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_corpus_file_gets_its_record(extractor, s3, path: Path) -> None:
+    """Every real-world document ends as text or an error record, through the handler under the RIE."""
+    require_corpus(CORPUS)
+    result = extractor.invoke(upload(s3, {path.name: path.read_bytes()}))
+    assert result["results"][0]["status"] in ("extracted", "rejected")
+    check_corpus_record(path, *record_for(s3, path.name))
+
+
+def test_corpus_is_present_where_the_suite_looks() -> None:
+    require_corpus(CORPUS)
+    assert {p.suffix for p in CORPUS} == {".pdf", ".docx"} and len(CORPUS) >= 50
 
 
 def test_s3_errors_propagate_so_the_event_is_retried(rie_function, moto_server) -> None:

@@ -1,17 +1,27 @@
-"""Shared setup for the extractor's integration and container tests."""
+"""Shared setup for the extractor's integration and container tests: the S3 round trip, the
+real-world corpus (../shared/corpus/docs, read-only, never copied) and the hostile cases."""
 
 from __future__ import annotations
 
 import copy
+import io
 import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
-from tests.conftest import load_event
+from tests.conftest import IN_CI, REPO, load_event
 from tests.support import docgen
 
 BUCKET = "service-email-handler-local-mail"
 PREFIX = "attachments/jane-smith-linkedin-a1b2c3/0000msg1/"
+TEXT_PREFIX = "extracted-text/" + PREFIX[len("attachments/"):]
+# As on AWS: the function's memory and timeout (common/runtime/functions.py), which the
+# extractor reads to size its child (the RIE would otherwise report 3008 MB and 300 s).
+FUNCTION_ENV = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256", "AWS_LAMBDA_FUNCTION_TIMEOUT": "60"}
 
 
 def sample_files() -> dict[str, bytes]:
@@ -20,7 +30,7 @@ def sample_files() -> dict[str, bytes]:
         "Job Spec.docx": docgen.make_docx(["Role description"], table=[["Salary", "€100k"]], header="ACME", footer="p1"),
         "locked.pdf": docgen.encrypt_pdf(docgen.make_pdf(["x"]), "pw"),
         "not really.pdf": b"plain text pretending",
-        "bomb.docx": docgen.zip_bomb_docx(),
+        "bomb.docx": docgen.cached("docx-xml-bomb", docgen.docx_xml_bomb),
     }
 
 
@@ -39,8 +49,8 @@ def upload(s3: Any, files: dict[str, bytes]) -> dict[str, Any]:
     return {"Records": records}
 
 
-def outputs(s3: Any) -> dict[str, tuple[bytes, dict[str, str]]]:
-    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix="extracted-text/").get("Contents", [])
+def outputs(s3: Any, prefix: str = "extracted-text/") -> dict[str, tuple[bytes, dict[str, str]]]:
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
     out = {}
     for obj in listed:
         got = s3.get_object(Bucket=BUCKET, Key=obj["Key"])
@@ -50,3 +60,157 @@ def outputs(s3: Any) -> dict[str, tuple[bytes, dict[str, str]]]:
 
 def error_reason(body: bytes) -> str:
     return str(json.loads(body)["reason"])
+
+
+def clear(s3: Any) -> None:
+    for obj in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+        s3.delete_object(Bucket=BUCKET, Key=obj["Key"])
+
+
+def record_for(s3: Any, name: str) -> tuple[str, bytes, dict[str, str]]:
+    """("text" | "error", body, metadata) of one attachment; fails unless exactly one record exists."""
+    out = outputs(s3, TEXT_PREFIX + name)
+    kinds = {key[len(TEXT_PREFIX + name):]: value for key, value in out.items()}
+    assert set(kinds) in ({".txt"}, {".error.json"}), f"{name}: records {sorted(kinds)}"
+    suffix = next(iter(kinds))
+    return ("text" if suffix == ".txt" else "error", *kinds[suffix])
+
+
+# --- the real-world corpus ---------------------------------------------------------------------
+
+def corpus_dir() -> Path | None:
+    """``CORPUS_DOCS``, else ``shared/corpus/docs`` beside the repository or its worktree root."""
+    candidates = [os.environ.get("CORPUS_DOCS", "")] + [str(p / "shared" / "corpus" / "docs") for p in REPO.parents[:2]]
+    return next((Path(c) for c in candidates if c and Path(c).is_dir()), None)
+
+
+def corpus_files() -> list[Path]:
+    root = corpus_dir()
+    if root is None:
+        return []
+    return sorted(p for p in root.rglob("*") if p.suffix.lower() in (".pdf", ".docx"))
+
+
+def require_corpus(files: list[Path]) -> None:
+    import pytest
+
+    if not files:
+        if IN_CI:
+            pytest.fail("CI=true and no document corpus: set CORPUS_DOCS to ../shared/corpus/docs")
+        pytest.skip("no document corpus (set CORPUS_DOCS)")
+
+
+# What the corpus files must give beyond "one record": the rest must be text.
+CORPUS_ERRORS = {
+    "005-libreoffice-writer-password__libreoffice-writer-password.pdf": "encrypted PDF needs a password",
+    "017-unreadable-meta-data__unreadablemetadata.pdf": "damaged PDF: the page tree (/Pages) is missing",
+}
+CORPUS_NO_TEXT_LAYER = {  # images only
+    "007-imagemagick-images__imagemagick-ASCII85Decode.pdf", "007-imagemagick-images__imagemagick-CCITTFaxDecode.pdf",
+    "007-imagemagick-images__imagemagick-lzw.pdf", "019-grayscale-image__grayscale-image.pdf", "023-cmyk-image__cmyk-image.pdf",
+}
+CORPUS_TEXT = {  # (pages, words that must be there)
+    "001-trivial__minimal-document.pdf": (1, "Lorem ipsum dolor sit amet"),
+    "004-pdflatex-4-pages__pdflatex-4-pages.pdf": (4, "Hello, here is some text without a meaning"),
+    "009-pdflatex-geotopo__GeoTopo-komprimiert.pdf": (117, "Geometrie und Topologie"),
+    "011-google-doc-document__google-doc-document.pdf": (1, "Beautiful is better than ugly."),
+    "015-arabic__habibi.pdf": (1, "حَبيبي habibi"),
+    "026-latex-multicolumn__multicolumn.pdf": (3, "Two-Column Document with Lorem Ipsum"),
+}
+
+
+def check_corpus_record(path: Path, kind: str, body: bytes, metadata: dict[str, str]) -> None:
+    """What every corpus file must come out as, whichever way it went through the handler."""
+    if path.name in CORPUS_ERRORS:
+        assert kind == "error" and error_reason(body) == CORPUS_ERRORS[path.name], body
+        return
+    assert kind == "text", body
+    text = body.decode("utf-8")
+    assert int(metadata["characters"]) == len(text)
+    assert "truncated" not in metadata and "unreadable-pages" not in metadata, metadata
+    if path.suffix == ".pdf":
+        assert int(metadata["pages"]) == text.count("\f") + 1
+        assert (metadata.get("warnings") == "no-text-layer") == (path.name in CORPUS_NO_TEXT_LAYER), metadata
+        if path.name in CORPUS_TEXT:
+            pages, words = CORPUS_TEXT[path.name]
+            assert int(metadata["pages"]) == pages and words in text
+    else:  # nothing python-docx finds in the body is missing, whatever else (notes, boxes) comes too
+        lines = set(text.split("\n"))
+        for paragraph in python_docx_paragraphs(path.read_bytes()):
+            assert paragraph in lines, paragraph
+
+
+def python_docx_paragraphs(data: bytes) -> list[str]:
+    import docx
+
+    document = docx.Document(io.BytesIO(data))
+    return [p.text for p in document.paragraphs if p.text.strip()]
+
+
+# --- hostile files -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Hostile:
+    """One hostile file of issue 19 and what it must come out as, within the function's timeout."""
+
+    name: str  # the attachment's file name (its extension is what the handler dispatches on)
+    build: Callable[[], bytes]
+    kind: str  # "text" | "error"
+    expect: str  # error: the reason's start; text: words the text must contain
+    metadata: dict[str, str] = field(default_factory=dict)  # text: how metadata values must start
+    env: dict[str, str] = field(default_factory=dict)
+    memory_mb: int = 256
+
+    def data(self) -> bytes:
+        return docgen.cached(self.name, self.build)
+
+    @property
+    def timeout_s(self) -> float:
+        return float({**FUNCTION_ENV, **self.env}["AWS_LAMBDA_FUNCTION_TIMEOUT"])
+
+
+HOSTILE = [
+    Hostile("lying-zip-sizes.docx", docgen.docx_lying_sizes, "error",
+            "damaged DOCX: part word/document.xml: BadZipFile: Bad CRC-32"),
+    Hostile("xml-bomb-1gb.docx", docgen.docx_xml_bomb, "error",
+            "DOCX part word/document.xml inflates to more than 64 MB: possible zip bomb"),
+    Hostile("99mb-xml.docx", docgen.docx_huge_xml, "text", "", metadata={"truncated": "characters"}),
+    Hostile("media-bomb.docx", docgen.zip_bomb_docx, "text", "innocent"),
+    Hostile("3000-parts.docx", docgen.many_parts_docx, "error", "DOCX has 3017 parts (limit 2000): possible zip bomb"),
+    Hostile("billion-laughs.docx", docgen.docx_with_dtd, "error", "DOCX part declares a DTD"),
+    Hostile("encrypted-office.docx", docgen.ole_encrypted_docx, "error", "password-protected DOCX (Office encryption)"),
+    Hostile("truncated.docx", docgen.truncated_docx, "error", "truncated DOCX"),
+    Hostile("empty.pdf", lambda: b"", "error", "empty file (0 bytes)"),
+    Hostile("length-999999999.pdf", lambda: docgen.make_pdf(["page one", "page two", "page three"], broken_pages=(2,)),
+            "text", "page three", metadata={"unreadable-pages": "2", "pages": "3"}),
+    Hostile("deep-page-tree.pdf", docgen.pdf_deep_page_tree, "error", "page tree nested deeper than 256 levels"),
+    Hostile("500mb-content-stream.pdf", docgen.pdf_content_bomb, "text", "Before the bomb",
+            metadata={"unreadable-pages": "2"}),
+    Hostile("100000-pages.pdf", docgen.pdf_many_pages, "text", "same page",
+            metadata={"pages": "500", "truncated": "pages (limit 500, the document claims 100000)"}),
+    Hostile("aes-no-copy-no-print.pdf", lambda: docgen.encrypt_pdf(docgen.make_pdf(["AES protected words"]), "", "AES-256"),
+            "text", "AES protected words"),
+    Hostile("scan.pdf", docgen.pdf_scanned, "text", "", metadata={"warnings": "no-text-layer"}),
+    Hostile("cjk-identity-h.pdf", docgen.pdf_identity_h_without_tounicode, "text", "",
+            metadata={"warnings": "suspect-encoding", "suspect-pages": "1"}),
+    # The time budget follows the function's timeout: 20 s leaves at most 15 s for the parse
+    # (pypdf needs about 20 s per page of this file), 60 s would leave 50.
+    Hostile("form-xobject-time-bomb.pdf", docgen.pdf_xobject_time_bomb, "text", "Ordinary first page",
+            metadata={"unreadable-pages": "2", "truncated": "stopped at the time budget: pages after"},
+            env={"AWS_LAMBDA_FUNCTION_TIMEOUT": "20"}),
+    # A 128 MB function: its child gets what is left of 128 MB, and pypdf's table of 2,000,000
+    # cross-reference entries (291 MB on the host) ends as a record, not an OOM kill.
+    Hostile("xref-2m-entries.pdf", docgen.pdf_xref_bomb, "error", "PDF could not be opened: needs more than the",
+            env={"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}, memory_mb=128),
+]
+
+
+def check_hostile(case: Hostile, kind: str, body: bytes, metadata: dict[str, str]) -> None:
+    if case.kind == "error":
+        assert kind == "error", body[:300]
+        assert error_reason(body).startswith(case.expect), error_reason(body)
+        return
+    assert kind == "text", body[:300]
+    assert case.expect in body.decode("utf-8")
+    for name, value in case.metadata.items():
+        assert metadata.get(name, "").startswith(value), (name, metadata)
