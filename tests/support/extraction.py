@@ -198,10 +198,10 @@ HOSTILE = [
     Hostile("form-xobject-time-bomb.pdf", docgen.pdf_xobject_time_bomb, "text", "Ordinary first page",
             metadata={"unreadable-pages": "2", "truncated": "stopped at the time budget: pages after"},
             env={"AWS_LAMBDA_FUNCTION_TIMEOUT": "20"}),
-    # A 128 MB function: its child gets what is left of 128 MB, and pypdf's table of 2,000,000
-    # cross-reference entries (291 MB on the host) ends as a record, not an OOM kill.
+    # A 160 MB function: its child gets what is left of 160 MB (about 45 MB), and pypdf's table of
+    # 2,000,000 cross-reference entries (291 MB on the host) ends as a record, not an OOM kill.
     Hostile("xref-2m-entries.pdf", docgen.pdf_xref_bomb, "error", "PDF could not be opened: needs more than the",
-            env={"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}, memory_mb=128),
+            env={"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "160"}, memory_mb=160),
 ]
 
 
