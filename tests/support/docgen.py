@@ -157,10 +157,10 @@ def pdf_many_pages(count: int = 100_000, per_node: int = 1000) -> bytes:
     return assemble_pdf(objs)
 
 
-def pdf_xobject_time_bomb(pages: int = 20, invocations: int = 100, operations: int = 1000) -> bytes:
+def pdf_xobject_time_bomb(pages: int = 20, invocations: int = 1000, operations: int = 1000) -> bytes:
     """Page 1 is ordinary; every later page draws one form XObject ``invocations`` times, each
-    drawing ``operations`` one-letter texts: well under pypdf's per-page limits, and about 20 s of
-    pypdf per page on this machine."""
+    drawing ``operations`` one-letter texts: under pypdf's per-page limits (5,000 form invocations),
+    and 20 s to 2 minutes of pypdf per page on this machine, depending on its load."""
     form = b" ".join([b"BT /F1 1 Tf 0 0 Td (x) Tj ET"] * operations)
     objs = {1: b"<< /Type /Catalog /Pages 2 0 R >>", 3: HELVETICA, 4: pdf_stream(text_ops("Ordinary first page")),
             5: pdf_stream(b" ".join([b"/X Do"] * invocations)),
