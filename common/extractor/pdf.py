@@ -17,6 +17,7 @@ from common.extractor.errors import MEMORY, Rejected, describe
 
 INHERITED = ("/Resources", "/MediaBox", "/CropBox", "/Rotate")
 MAX_TREE_DEPTH = 256  # real files nest a few levels; pypdf's own flattening stops at 100
+MAX_SCANNED_OBJECTS = 100_000  # looked at for pages when the page tree is missing
 MB = 1024 * 1024
 _IDENTITY = ("/Identity-H", "/Identity-V")
 _ODD_CATEGORIES = ("Cc", "Cn", "Co", "Cs")
@@ -34,9 +35,9 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
             _decrypt(reader)
         catalog: Any = reader.trailer["/Root"].get_object()
         tree = catalog.get("/Pages")
-        if tree is None or not hasattr(tree.get_object(), "keys"):
-            raise Rejected("damaged PDF: the page tree (/Pages) is missing")
-        claimed = _claimed(tree)
+        if tree is not None and not hasattr(tree.get_object(), "keys"):
+            tree = None  # a dangling reference: the pages are found by their type below
+        claimed = _claimed(tree) if tree is not None else None
     except Rejected as rejected:
         yield ("fatal", rejected.reason)
         return
@@ -53,7 +54,7 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
         yield ("fatal", reason)
         return
     yield ("info", {"claimed": claimed, "version": pypdf.__version__})
-    walker = _pages(reader, tree)
+    walker = _pages(reader, tree) if tree is not None else _orphan_pages(reader)
     index, more, damage = 0, False, ""
     while True:
         try:
@@ -76,7 +77,7 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
             yield ("begin", index)  # so the parent knows which page a killed child was on
             yield _page(index, page)
         index += 1
-    yield ("walked", {"found": index, "more": more, "damage": damage})
+    yield ("walked", {"found": index, "more": more, "damage": damage, "recovered": tree is None})
 
 
 def stream_limit(memory_bytes: int) -> int:
@@ -152,6 +153,23 @@ def _pages(reader: Any, tree: Any) -> Iterator[Any]:
             if name not in page:
                 page[NameObject(name)] = value
         yield page
+
+
+def _orphan_pages(reader: Any) -> Iterator[Any]:
+    """Without a page tree, every object of /Type /Page, in object-number order (what pdfminer.six
+    does too): a damaged file's pages, perhaps with stale ones of earlier revisions."""
+    from pypdf import PageObject
+    from pypdf.generic import DictionaryObject, IndirectObject
+
+    numbers = sorted({(num, gen) for gen, entries in reader.xref.items() for num in entries}
+                     | {(num, 0) for num in reader.xref_objStm})
+    for num, gen in numbers[:MAX_SCANNED_OBJECTS]:
+        try:
+            node = reader.get_object(IndirectObject(num, gen, reader))
+        except Exception:
+            continue
+        if isinstance(node, DictionaryObject) and node.get("/Type") == "/Page":
+            yield PageObject(reader, IndirectObject(num, gen, reader))
 
 
 def _page(index: int, page: Any) -> tuple[Any, ...]:

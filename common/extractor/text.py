@@ -63,7 +63,7 @@ class Extraction:
     unreadable_pages: dict[int, str] = field(default_factory=dict)  # 1-based page -> reason
     pages_without_text: list[int] = field(default_factory=list)
     suspect_pages: list[int] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)  # "no-text-layer", "suspect-encoding"
+    warnings: list[str] = field(default_factory=list)  # "no-text-layer", "suspect-encoding", "page-tree-missing"
     peak_rss_mb: float = 0.0  # of the last child
 
 
@@ -184,6 +184,8 @@ def _finish_pdf(result: Extraction, texts: list[str], info: dict[str, Any] | Non
     claimed = info.get("claimed") if info else None
     damage = walked.get("damage", "")
     if not texts:
+        if walked.get("recovered"):
+            raise Rejected("damaged PDF: the page tree (/Pages) is missing and no page object was found")
         raise Rejected(damage or "PDF has no pages")
     if len(result.unreadable_pages) == len(texts):
         first = min(result.unreadable_pages)
@@ -200,6 +202,8 @@ def _finish_pdf(result: Extraction, texts: list[str], info: dict[str, Any] | Non
         result.warnings.append("no-text-layer")
     if result.suspect_pages:
         result.warnings.append("suspect-encoding")
+    if walked.get("recovered"):  # order and completeness unknown; stale pages of old revisions possible
+        result.warnings.append("page-tree-missing")
     result.pages = len(texts)
     result.text = "\f".join(texts)  # form feeds keep page boundaries
     return result

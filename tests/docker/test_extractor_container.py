@@ -10,13 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import boto3
 import pytest
 
 from common.runtime.functions import image_ref
 from tests.support import docgen
 from tests.support.extraction import (
-    BUCKET,
     FUNCTION_ENV,
     HOSTILE,
     Hostile,
@@ -24,6 +22,7 @@ from tests.support.extraction import (
     check_hostile,
     clear,
     corpus_files,
+    empty_mail_bucket,  # noqa: F401 (the s3 fixture)
     outputs,
     record_for,
     require_corpus,
@@ -36,21 +35,6 @@ MB = 1024 * 1024
 CORPUS = corpus_files()
 # Lambda has no /dev/shm: a read-only one makes multiprocessing's semaphores fail here too.
 LAMBDA_LIKE = {"tmpfs": {"/tmp": "rw,size=64m", "/dev/shm": "ro,size=64k"}}
-
-
-@pytest.fixture(scope="module")
-def bucket(moto_server):
-    client = boto3.client("s3")
-    client.create_bucket(Bucket=BUCKET)
-    yield client
-    clear(client)
-    client.delete_bucket(Bucket=BUCKET)
-
-
-@pytest.fixture
-def s3(bucket):
-    clear(bucket)
-    return bucket
 
 
 def start(run_image: Any, moto_server: str, memory_mb: int = 256, env: dict[str, str] | None = None) -> Any:

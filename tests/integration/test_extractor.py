@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import boto3
 import pytest
 
 from common.local.rie import InvokeError
 from tests.support.extraction import (
-    BUCKET,
     FUNCTION_ENV,
     PREFIX,
     TEXT_PREFIX,
     check_corpus_record,
-    clear,
     corpus_files,
+    empty_mail_bucket,  # noqa: F401 (the s3 fixture)
     error_reason,
     outputs,
     record_for,
@@ -25,21 +23,6 @@ from tests.support.extraction import (
 )
 
 CORPUS = corpus_files()
-
-
-@pytest.fixture(scope="module")
-def bucket(moto_server):
-    client = boto3.client("s3")
-    client.create_bucket(Bucket=BUCKET)
-    yield client
-    clear(client)
-    client.delete_bucket(Bucket=BUCKET)
-
-
-@pytest.fixture
-def s3(bucket):
-    clear(bucket)
-    return bucket
 
 
 @pytest.fixture(scope="module")

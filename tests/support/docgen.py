@@ -45,14 +45,20 @@ def cached(name: str, build: Callable[[], bytes]) -> bytes:
 HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
 
 
-def assemble_pdf(objs: dict[int, bytes], root: int = 1) -> bytes:
-    """A PDF file from numbered object bodies, with a correct cross-reference table."""
+def _pdf_objects(objs: dict[int, bytes]) -> tuple[io.BytesIO, dict[int, int]]:
+    """The header and the numbered objects; returns the file so far and each object's offset."""
     out = io.BytesIO()
     out.write(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
     offsets = {}
     for num in sorted(objs):
         offsets[num] = out.tell()
         out.write(b"%d 0 obj\n" % num + objs[num] + b"\nendobj\n")
+    return out, offsets
+
+
+def assemble_pdf(objs: dict[int, bytes], root: int = 1) -> bytes:
+    """A PDF file from numbered object bodies, with a correct cross-reference table."""
+    out, offsets = _pdf_objects(objs)
     xref = out.tell()
     size = max(objs) + 1
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % size)
@@ -99,6 +105,11 @@ def make_pdf(pages: list[str], *, claimed_pages: int | None = None, padding_byte
                          f"/Resources << /Font << /F1 3 0 R >> /XObject << /Im0 4 0 R >> >> >>").encode()
         objs[content_id] = pdf_stream(text_ops(text), length=999_999_999 if i + 1 in broken_pages else None)
     return assemble_pdf(objs)
+
+
+def pdf_without_page_tree(pages: list[str]) -> bytes:
+    """make_pdf's file with the catalog's /Pages pointing at an object that does not exist."""
+    return make_pdf(pages).replace(b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Catalog /Pages 99 0 R >>")
 
 
 def encrypt_pdf(data: bytes, user_password: str, algorithm: str = "RC4-128") -> bytes:
@@ -181,12 +192,7 @@ def pdf_xref_bomb(entries: int = 2_000_000) -> bytes:
     limit stops it below 2,000,000. Only the child's memory limit does."""
     objs = {1: b"<< /Type /Catalog /Pages 2 0 R >>", 2: b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             3: _page_dict(2, 4), 4: pdf_stream(text_ops("xref page")), 5: HELVETICA}
-    out = io.BytesIO()
-    out.write(b"%PDF-1.7\n")
-    offsets = {}
-    for num in sorted(objs):
-        offsets[num] = out.tell()
-        out.write(b"%d 0 obj\n" % num + objs[num] + b"\nendobj\n")
+    out, offsets = _pdf_objects(objs)
     xref_at = out.tell()
     # 4 bytes an entry (type, 2-byte offset, generation): 8 MB decoded, under any stream limit.
     rows = [struct.pack(">BHB", 0, 0, 255)] + [struct.pack(">BHB", 1, offsets[n], 0) for n in range(1, 6)]

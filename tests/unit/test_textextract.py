@@ -109,6 +109,13 @@ def test_pdf_unreadable_pages_are_skipped_and_listed() -> None:
     assert reason.startswith("no page could be read (page 1: over a safety limit")
 
 
+def test_pdf_without_its_page_tree_is_read_from_its_page_objects() -> None:
+    result = textextract.extract(docgen.pdf_without_page_tree(["first page", "second page"]), "x.pdf", LIMITS)
+    assert result.text == "first page\fsecond page" and result.warnings == ["page-tree-missing"]
+    no_pages = docgen.assemble_pdf({1: b"<< /Type /Catalog /Pages 9 0 R >>", 2: docgen.HELVETICA})
+    assert reject_reason(no_pages, "x.pdf") == "damaged PDF: the page tree (/Pages) is missing and no page object was found"
+
+
 def test_encrypted_pdfs_with_an_empty_user_password_open_and_others_say_password() -> None:
     pdf = docgen.make_pdf(["secret text"])
     for algorithm in ("RC4-128", "AES-128", "AES-256"):  # AES needs cryptography, in the image as on the host
