@@ -77,15 +77,16 @@ def patch_moto() -> None:
 
 
 class EmbeddedMoto:
-    """moto's server on a thread of this process.
+    """moto's server on a thread of this process; ``iam=True``: it enforces IAM (common.local.iam), its
+    admin is the ``local-admin`` user.
 
     It binds its socket in the caller's thread, so a taken port raises ``OSError`` at once: moto's
     own ``ThreadedMotoServer`` binds in its server thread and waits for an event that thread never
     sets when the bind fails, so ``start()`` hung for ever and signals could not stop it.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 4566):
-        self.host, self.port = host, port
+    def __init__(self, host: str = "127.0.0.1", port: int = 4566, iam: bool = True):
+        self.host, self.port, self.iam = host, port, iam
         self._server: Any = None
         self._thread: Any = None
 
@@ -101,7 +102,10 @@ class EmbeddedMoto:
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
+        from common.local import iam
+
         patch_moto()
+        iam.set_enforced(self.iam)
         self._server = make_server(self.host, self.port, DomainDispatcherApplication(create_backend_app), threaded=True,
                                    request_handler=MotoRequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
@@ -121,8 +125,8 @@ class MotoProcess:
     """A moto server in its own process: for load (chaos test, benchmark), where sharing the
     caller's GIL with the emulator would measure the GIL instead of the code."""
 
-    def __init__(self, port: int, host: str = "127.0.0.1"):
-        self.host, self.port = host, port
+    def __init__(self, port: int, host: str = "127.0.0.1", iam: bool = True):
+        self.host, self.port, self.iam = host, port, iam
         self._proc: Any = None
 
     @property
@@ -135,7 +139,8 @@ class MotoProcess:
 
         from common.local.rie import wait_for_port
 
-        self._proc = subprocess.Popen([sys.executable, "-m", "common.local.emulator", "-H", self.host, "-p", str(self.port)],
+        self._proc = subprocess.Popen([sys.executable, "-m", "common.local.emulator", "-H", self.host, "-p", str(self.port),
+                                      "--iam", "on" if self.iam else "off"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port(self.port, self.host, timeout=60, proc=self._proc)
         return self
@@ -148,11 +153,19 @@ class MotoProcess:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="moto server with the route cache")
+    import os
+
+    from common.local import iam
+
+    parser = argparse.ArgumentParser(description="moto server with the route cache and enforced IAM")
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=4566)
+    # The compose file sets IAM (default on there; `make up IAM=off`); unset, nothing is enforced.
+    parser.add_argument("--iam", choices=["on", "off"], default=os.environ.get("IAM", "off").lower() or "off",
+                        help="enforce IAM (default: $IAM, else off); the admin is the local-admin user")
     args = parser.parse_args(argv)
     patch_moto()
+    iam.set_enforced(args.iam == "on")
     from moto.server import main as moto_main
 
     moto_main(["-H", args.host, "-p", str(args.port)])

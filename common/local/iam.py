@@ -1,0 +1,459 @@
+"""Enforced IAM in the local emulator: what AWS checks, checked by moto.
+
+moto's server authenticates requests when ``INITIAL_NO_AUTH_ACTION_COUNT`` is reached, but it
+authorizes almost every service against the resource ``*`` (so any statement naming a table,
+topic or parameter never matches) and it ignores every condition except ``StringEquals`` with
+keys it knows (moto 5.2.5, moto/iam/access_control.py). A least-privilege role would be denied
+everything, or a wrong ``Condition`` would pass. :func:`enforce` replaces moto's authorization
+hook with one that builds the request context AWS builds -- the action, the resource ARNs and
+the condition keys of each request (:func:`context`) -- and evaluates the caller's identity
+policies with explicit deny, wildcards and the condition operators our policies use
+(:func:`evaluate`). Two AWS behaviours come with it: a GetObject/HeadObject of a missing key is
+403 unless the caller may ``s3:ListBucket`` (S3 API reference, GetObject), and AssumeRole obeys
+the role's trust policy.
+
+Credentials are derived from the identity (:func:`derived_key`), so the local admin's keys and a
+role session's keys are the same after ``/moto-api/reset`` or a restart: functions started before a
+reset keep working once the harness has assumed their roles again.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import hashlib
+import json
+import string
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+ACCOUNT = "123456789012"  # moto's default account
+ADMIN_USER = "local-admin"
+ADMIN_PROFILE = "local-admin"
+ADMIN_ARN = f"arn:aws:iam::{ACCOUNT}:user/{ADMIN_USER}"
+ADMIN_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+# Local-only: these keys open nothing but an emulator on 127.0.0.1, like moto's own "testing".
+_SEED = b"service-email-handler local emulator"
+
+
+def derived_key(identity: str) -> tuple[str, str, str]:
+    """(access key id, secret, session token) for ``identity``: stable across resets and restarts."""
+    digest = hashlib.sha256(_SEED + identity.encode()).hexdigest().upper()
+    alphabet = string.ascii_uppercase + string.digits
+    key_id = "".join(alphabet[int(digest[i:i + 2], 16) % len(alphabet)] for i in range(0, 32, 2))
+    secret = hashlib.sha256(b"secret:" + _SEED + identity.encode()).hexdigest()[:40]
+    token = hashlib.sha512(b"token:" + _SEED + identity.encode()).hexdigest()
+    return key_id, secret, token
+
+
+def admin_credentials() -> dict[str, str]:
+    key_id, secret, _ = derived_key("user/" + ADMIN_USER)
+    return {"AWS_ACCESS_KEY_ID": "AKIA" + key_id, "AWS_SECRET_ACCESS_KEY": secret}
+
+
+# --- policy evaluation -----------------------------------------------------------------------------
+
+class UnsupportedCondition(Exception):
+    """A condition operator this evaluator does not implement: denied, and said so, never ignored."""
+
+
+@dataclass
+class Request:
+    action: str  # service:Action
+    resources: list[str]
+    conditions: dict[str, list[str]] = field(default_factory=dict)  # lower-case key -> values
+
+
+def _glob(pattern: str, value: str, ignore_case: bool = False) -> bool:
+    if ignore_case:
+        pattern, value = pattern.lower(), value.lower()
+    return fnmatch.fnmatchcase(value, pattern.replace("[", "[[]"))
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _operator_matches(operator: str, expected: list[str], actual: list[str]) -> bool:
+    base = operator.removesuffix("IfExists")
+    quantifier, _, base = base.rpartition(":")
+    if base in ("StringEquals", "ArnEquals"):
+        test = lambda a: any(a == e for e in expected)  # noqa: E731
+    elif base == "StringEqualsIgnoreCase":
+        test = lambda a: any(a.lower() == e.lower() for e in expected)  # noqa: E731
+    elif base in ("StringLike", "ArnLike"):
+        test = lambda a: any(_glob(e, a) for e in expected)  # noqa: E731
+    elif base in ("StringNotEquals", "ArnNotEquals"):
+        test = lambda a: all(a != e for e in expected)  # noqa: E731
+    elif base in ("StringNotLike", "ArnNotLike"):
+        test = lambda a: all(not _glob(e, a) for e in expected)  # noqa: E731
+    elif base == "Bool":
+        test = lambda a: any(a.lower() == e.lower() for e in expected)  # noqa: E731
+    else:
+        raise UnsupportedCondition(operator)
+    if quantifier == "ForAllValues":
+        return all(test(a) for a in actual)
+    if quantifier == "ForAnyValue":
+        return any(test(a) for a in actual)
+    return any(test(a) for a in actual)
+
+
+def _conditions_hold(condition: dict[str, dict[str, Any]], context: dict[str, list[str]]) -> bool:
+    for operator, keys in condition.items():
+        for key, expected in keys.items():
+            actual = context.get(key.lower())
+            if actual is None:
+                # IAM: a missing key satisfies ...IfExists, ForAllValues and the negated operators.
+                if operator.endswith("IfExists") or operator.startswith("ForAllValues:") or "Not" in operator:
+                    continue
+                return False
+            if not _operator_matches(operator, [str(e) for e in _listed(expected)], actual):
+                return False
+    return True
+
+
+def _statement_applies(statement: dict[str, Any], action: str, resource: str, context: dict[str, list[str]]) -> bool:
+    if "Action" in statement:
+        if not any(_glob(p, action, ignore_case=True) for p in _listed(statement["Action"])):
+            return False
+    elif any(_glob(p, action, ignore_case=True) for p in _listed(statement.get("NotAction", []))):
+        return False
+    if "Resource" in statement:
+        if not any(_glob(p, resource) for p in _listed(statement["Resource"])):
+            return False
+    elif "NotResource" in statement and any(_glob(p, resource) for p in _listed(statement["NotResource"])):
+        return False
+    return _conditions_hold(statement.get("Condition", {}), context)
+
+
+def evaluate(documents: Iterable[dict[str, Any]], request: Request) -> bool:
+    """Identity-policy evaluation: every resource of the request needs an Allow and no Deny."""
+    statements = [s for d in documents for s in _listed(d.get("Statement", []))]
+    for resource in request.resources:
+        allowed = False
+        for s in statements:
+            if _statement_applies(s, request.action, resource, request.conditions):
+                if s.get("Effect") == "Deny":
+                    return False
+                allowed = True
+        if not allowed:
+            return False
+    return True
+
+
+def trusts(trust_policy: dict[str, Any], principal_arn: str) -> bool:
+    """Does the role's trust policy let ``principal_arn`` (an IAM user or role ARN) assume it?"""
+    account = principal_arn.split(":")[4]
+    for s in _listed(trust_policy.get("Statement", [])):
+        if s.get("Effect") != "Allow" or not any(_glob(a, "sts:AssumeRole", True) for a in _listed(s.get("Action", []))):
+            continue
+        aws = _listed((s.get("Principal") or {}).get("AWS", [])) if isinstance(s.get("Principal"), dict) else \
+            [s.get("Principal")]
+        if any(p in ("*", principal_arn, account, f"arn:aws:iam::{account}:root") for p in aws):
+            return True
+    return False
+
+
+# --- the request context AWS builds ------------------------------------------------------------------
+
+def _params(response: Any) -> dict[str, Any]:
+    body = response.body
+    if isinstance(body, dict):  # DynamoDB's handler has already parsed it
+        return body
+    if isinstance(body, bytes):
+        body = body.decode(errors="replace")
+    if isinstance(body, str) and body.lstrip().startswith("{"):
+        try:
+            return dict(json.loads(body))
+        except json.JSONDecodeError:
+            pass
+    return {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in response.querystring.items()}
+
+
+def _indexed(params: dict[str, Any], prefix: str) -> list[str]:
+    """Query-protocol lists: Destinations.member.1, Destinations.member.2, ..."""
+    return [str(v) for k, v in sorted(params.items()) if k.startswith(prefix + ".")]
+
+
+def _address(value: str) -> str:
+    from email.utils import parseaddr
+
+    return parseaddr(value)[1] or value
+
+
+def _ses_identity(region: str, account: str, address: str) -> str:
+    """The identity SES authorizes a send against: the address if it is verified itself, else its domain."""
+    from moto.ses.models import ses_backends
+
+    backend = ses_backends[account][region]
+    name = address if address in backend.email_identities else address.rpartition("@")[2]
+    return f"arn:aws:ses:{region}:{account}:identity/{name}"
+
+
+SES_SANDBOX: dict[str, bool] = {"on": False}  # the emulator's SES account is in the sandbox (SES checks recipients too)
+
+
+def _ses_request(action: str, params: dict[str, Any], region: str, account: str) -> Request:
+    if action == "SendEmail" and "Content" in params:  # SESv2; raw content is authorized as SendRawEmail
+        source = str(params.get("FromEmailAddress", ""))
+        destination = params.get("Destination") or {}
+        recipients = [a for k in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(k, [])]
+        action = "SendRawEmail" if "Raw" in params.get("Content", {}) else "SendEmail"
+        config_set = str(params.get("ConfigurationSetName", ""))
+        if not source and "Raw" in params.get("Content", {}):
+            import base64
+            import email
+
+            raw = email.message_from_bytes(base64.b64decode(params["Content"]["Raw"]["Data"]))
+            source = str(raw.get("From", ""))
+    else:
+        source = str(params.get("Source", ""))
+        recipients = _indexed(params, "Destinations.member") + [
+            a for part in ("ToAddresses", "CcAddresses", "BccAddresses")
+            for a in _indexed(params, f"Destination.{part}.member")]
+        config_set = str(params.get("ConfigurationSetName", ""))
+    sender = _address(source)
+    resources = [_ses_identity(region, account, sender)] if sender else ["*"]
+    if config_set:
+        resources.append(f"arn:aws:ses:{region}:{account}:configuration-set/{config_set}")
+    if SES_SANDBOX["on"]:
+        resources += [_ses_identity(region, account, _address(r)) for r in recipients]
+    conditions = {"ses:fromaddress": [sender], "ses:recipients": [_address(r) for r in recipients]}
+    return Request(f"ses:{action}", list(dict.fromkeys(resources)), conditions)
+
+
+def context(response: Any, service: str, action: str) -> Request:
+    """The action, resources and condition keys of a non-S3 request, as AWS would evaluate them."""
+    region, account = response.region, response.current_account
+    params = _params(response)
+    arn = f"arn:aws:{service}:{region}:{account}"
+    if service == "sqs":
+        url = str(params.get("QueueUrl") or params.get("QueueName") or "")
+        return Request(f"sqs:{action}", [f"{arn}:{url.rstrip('/').rsplit('/', 1)[-1]}" if url else "*"])
+    if service == "dynamodb":
+        tables = [str(params["TableName"])] if "TableName" in params else list(params.get("RequestItems", {}))
+        index = f"/index/{params['IndexName']}" if params.get("IndexName") else ""
+        return Request(f"dynamodb:{action}", [f"{arn}:table/{t}{index}" for t in tables] or ["*"])
+    if service == "sns":
+        topic = params.get("TopicArn") or (f"{arn}:{params['Name']}" if action == "CreateTopic" else "")
+        return Request(f"sns:{action}", [str(topic or "*")])
+    if service == "ssm":
+        names = [str(params["Name"])] if "Name" in params else [str(n) for n in params.get("Names", [])]
+        return Request(f"ssm:{action}", [f"{arn}:parameter{n if n.startswith('/') else '/' + n}" for n in names] or ["*"])
+    if service == "logs":
+        group = params.get("logGroupName")
+        if not group:
+            return Request(f"logs:{action}", ["*"])
+        stream = params.get("logStreamName")
+        return Request(f"logs:{action}", [f"{arn}:log-group:{group}" + (f":log-stream:{stream}" if stream else ":*")])
+    if service == "ses":
+        return _ses_request(action, params, region, account)
+    if service == "sts" and action == "AssumeRole":
+        return Request("sts:AssumeRole", [str(params.get("RoleArn", "*"))])
+    if service == "iam" and params.get("RoleName"):
+        return Request(f"iam:{action}", [f"arn:aws:iam::{account}:role/{params['RoleName']}"])
+    return Request(f"{service}:{action}", ["*"])
+
+
+# S3's API names as moto reports them -> the IAM action AWS checks.
+_S3_ACTIONS = {"ListObjects": "ListBucket", "ListObjectsV2": "ListBucket", "HeadBucket": "ListBucket",
+               "ListAllMyBuckets": "ListAllMyBuckets", "ListBuckets": "ListAllMyBuckets",
+               "GetPublicAccessBlock": "GetBucketPublicAccessBlock", "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
+               "DeletePublicAccessBlock": "PutBucketPublicAccessBlock", "GetBucketCORS": "GetBucketCORS",
+               "DeleteObjects": "DeleteObject"}
+
+
+# --- moto hooks ------------------------------------------------------------------------------------
+
+def _caller(response: Any, iam_request_cls: type) -> Any:
+    from urllib.parse import urlparse
+
+    parsed = urlparse(response.uri)
+    path = response.raw_path + ("?" + parsed.query if parsed.query else "")
+    # moto signs ``body or data``; some handlers (Lambda's) keep headers or query parameters in
+    # ``data``, but a GET, HEAD or DELETE without a body was signed over an empty payload.
+    bodiless = not response.raw_body and response.method in ("GET", "HEAD", "DELETE")
+    request = iam_request_cls(account_id=response.current_account, method=response.method, path=path,
+                              data={} if bodiless else response.data, body=response.raw_body,
+                              headers=response.headers,
+                              action=response._get_action())
+    request.check_signature()
+    return request
+
+
+def _documents(request: Any) -> list[dict[str, Any]]:
+    out = []
+    for policy in request._access_key.collect_policies():
+        from moto.iam.models import Policy
+
+        if isinstance(policy, Policy):
+            document = next(v.document for v in policy.versions if v.is_default)
+        elif isinstance(policy, str):
+            document = policy
+        else:
+            document = policy["policy_document"]
+        out.append(json.loads(unquote(document)) if isinstance(document, str) else document)
+    return out
+
+
+def _enforcing() -> bool:
+    from moto import settings
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    if ActionAuthenticatorMixin.request_count >= settings.INITIAL_NO_AUTH_ACTION_COUNT:
+        return True
+    ActionAuthenticatorMixin.request_count += 1
+    return False
+
+
+def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> None:
+    from moto.core.exceptions import AccessDeniedError, JsonRESTError
+    from moto.s3.exceptions import S3AccessDeniedError
+
+    if s3:
+        raise S3AccessDeniedError()
+    message = (f"User: {request._access_key.arn} is not authorized to perform: {checked.action} "
+               f"on resource: {', '.join(checked.resources)} because no identity-based policy allows the "
+               f"{checked.action} action")
+    if "json" in str(response.headers.get("Content-Type", "")):  # JSON protocols: AccessDeniedException, as AWS
+        error = JsonRESTError("AccessDeniedException", message)
+        error.code = 400
+        raise error
+    raise AccessDeniedError(user_arn=request._access_key.arn, action=f"{checked.action} on resource: "
+                                                                      f"{', '.join(checked.resources)}")
+
+
+def _authorize_normal(self: Any, resource: str = "*") -> None:
+    from moto.iam.access_control import IAMRequest
+
+    if not _enforcing():
+        return
+    request = _caller(self, IAMRequest)
+    service = request._service
+    action = self._get_action()
+    if f"{service}:{action}" == "sts:GetCallerIdentity":  # needs no permission (STS API reference)
+        return
+    checked = context(self, "ses" if self.service_name == "sesv2" else service, action)
+    try:
+        allowed = evaluate(_documents(request), checked)
+    except UnsupportedCondition:
+        allowed = False
+    if allowed and checked.action == "sts:AssumeRole":
+        allowed = _role_trusts(self, checked.resources[0], request._access_key.arn)
+    if not allowed:
+        _deny(self, request, checked)
+
+
+def _role_trusts(response: Any, role_arn: str, principal: str) -> bool:
+    from moto.iam.models import iam_backends
+
+    try:
+        role = iam_backends[response.current_account]["aws"].get_role_by_arn(role_arn)
+    except Exception:
+        return False  # AWS: a role that does not exist cannot be assumed
+    return trusts(json.loads(unquote(role.assume_role_policy_document)), principal)
+
+
+def _authorize_s3(self: Any, bucket_name: str | None = None, key_name: str | None = None) -> None:
+    from moto.iam.access_control import S3IAMRequest
+
+    if not _enforcing():
+        return
+    request = _caller(self, S3IAMRequest)
+    api = str(self.data.get("Action", ""))
+    action = "s3:" + _S3_ACTIONS.get(api, api)
+    bucket = bucket_name or "*"
+    resource = f"arn:aws:s3:::{bucket}/{key_name}" if key_name else f"arn:aws:s3:::{bucket}"
+    conditions: dict[str, list[str]] = {}
+    if action == "s3:ListBucket":
+        conditions["s3:prefix"] = [str((self.querystring.get("prefix") or [""])[0])]
+    documents = _documents(request)
+    checked = Request(action, [resource], conditions)
+    try:
+        allowed = evaluate(documents, checked)
+    except UnsupportedCondition:
+        allowed = False
+    if not allowed:
+        _deny(self, request, checked, s3=True)
+    if action == "s3:GetObject" and key_name and bucket_name and not _key_exists(self, bucket_name, key_name):
+        # "If you don't have the s3:ListBucket permission, Amazon S3 returns an HTTP status code 403"
+        listing = Request("s3:ListBucket", [f"arn:aws:s3:::{bucket_name}"], {})
+        try:
+            may_list = evaluate(documents, listing)
+        except UnsupportedCondition:
+            may_list = False
+        if not may_list:
+            _deny(self, request, listing, s3=True)
+
+
+def _key_exists(response: Any, bucket: str, key: str) -> bool:
+    try:
+        return response.backend.get_object(bucket, key) is not None
+    except Exception:
+        return False
+
+
+def _deterministic_sessions() -> None:
+    from moto.sts.models import AssumedRole
+
+    original = AssumedRole.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        key_id, secret, token = derived_key(f"{self.role_arn}/{self.session_name}")
+        self.access_key.access_key_id = self.access_key_id = "ASIA" + key_id
+        self.access_key.secret_access_key = self.secret_access_key = secret
+        self.session_token = token
+
+    AssumedRole.__init__ = init  # type: ignore[method-assign]
+
+
+def bootstrap_admin() -> None:
+    """The local admin user (all actions) with its derived keys, in every region's IAM (IAM is global)."""
+    from moto.iam.models import iam_backends
+
+    backend = iam_backends[ACCOUNT]["aws"]
+    if ADMIN_USER in backend.users:
+        return
+    user = backend.create_user("us-east-1", ADMIN_USER)
+    backend.put_user_policy(ADMIN_USER, "local-admin", ADMIN_POLICY)
+    key = user.create_access_key(prefix="AKIA")
+    creds = admin_credentials()
+    key.access_key_id, key.secret_access_key = creds["AWS_ACCESS_KEY_ID"], creds["AWS_SECRET_ACCESS_KEY"]
+    backend.access_keys[key.access_key_id] = key
+
+
+def _admin_after_reset() -> None:
+    from moto.moto_api._internal.models import MotoAPIBackend
+
+    original = MotoAPIBackend.reset
+
+    def reset(self: Any) -> None:
+        original(self)
+        bootstrap_admin()
+
+    MotoAPIBackend.reset = reset  # type: ignore[method-assign]
+
+
+@functools.cache  # once per process: the hooks wrap what they replace
+def install() -> None:
+    """Replace moto's authorization hooks; enforcement itself follows INITIAL_NO_AUTH_ACTION_COUNT."""
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    ActionAuthenticatorMixin._authenticate_and_authorize_normal_action = _authorize_normal  # type: ignore[method-assign]
+    ActionAuthenticatorMixin._authenticate_and_authorize_s3_action = _authorize_s3  # type: ignore[method-assign]
+    _deterministic_sessions()
+    _admin_after_reset()
+    bootstrap_admin()
+
+
+def set_enforced(on: bool) -> None:
+    """In this process: enforce IAM from the next request on (or stop enforcing)."""
+    from moto import settings
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    install()
+    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0 if on else float("inf")
+    ActionAuthenticatorMixin.request_count = 0
