@@ -11,14 +11,27 @@ from common.aws import client, error_code
 def get(bucket: str, key: str) -> dict[str, Any] | None:
     """GetObject response (Body unread, ContentLength known) or None if the key does not exist.
 
-    A missing bucket is not "not found": it raises, because it means broken infrastructure.
+    S3 answers a missing key with 403, not NoSuchKey, unless the caller may ``s3:ListBucket``
+    (S3 API reference, GetObject). The roles may list only their own prefixes (``s3:prefix``
+    condition, deploy/iam.py), so a 403 is settled by listing the key itself: absent -> None,
+    present -> the denial was real and is raised. A missing bucket raises: broken infrastructure.
     """
     try:
         return client("s3").get_object(Bucket=bucket, Key=key)
     except Exception as exc:
-        if error_code(exc) == "NoSuchKey":
+        code = error_code(exc)
+        if code == "NoSuchKey" or (code in ("AccessDenied", "403") and not exists(bucket, key, exc)):
             return None
         raise
+
+
+def exists(bucket: str, key: str, denial: BaseException) -> bool:
+    """Is ``key`` in the bucket? Asked after a denied read; a denied listing re-raises that read's error."""
+    try:
+        listed = client("s3").list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    except Exception:
+        raise denial from None
+    return any(o.get("Key") == key for o in listed.get("Contents", []))
 
 
 def put(bucket: str, key: str, body: bytes, content_type: str, metadata: dict[str, str] | None = None) -> None:

@@ -95,8 +95,11 @@ class RulesCache:
     @staticmethod
     def _load(cfg: Config) -> Rules:
         from common.aws import s3, ssm
+        from common.store import layout
 
         key = ssm.get_parameter(cfg.spam_rules_parameter)
+        if not key.startswith(layout.CONFIG):  # the role may read nothing else (deploy/iam.py)
+            raise ValueError(f"{cfg.spam_rules_parameter} names {key!r}: the rules file must be under {layout.CONFIG}")
         obj = s3.get(cfg.bucket, key)
         if obj is None:
             raise FileNotFoundError(f"s3://{cfg.bucket}/{key} named by {cfg.spam_rules_parameter}")
