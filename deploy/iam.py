@@ -16,6 +16,15 @@ from common.store import layout
 
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
+POLICY_NAME = "least-privilege"
+
+
+def local_trust(account: str) -> str:
+    """Locally nothing is the Lambda service: the account's own principals (the local admin, which
+    hands each function its role's credentials) may assume the role too."""
+    statements = json.loads(TRUST)["Statement"] + [{"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
+                                                     "Action": "sts:AssumeRole"}]
+    return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)
 
 SENDER_QUEUE_ACTIONS = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]
 S3_ACTIONS = {"read": "s3:GetObject", "write": "s3:PutObject", "delete": "s3:DeleteObject"}
@@ -61,6 +70,10 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     spec = BY_NAME[function]
     statements = [_allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(f"/aws/lambda/{cfg.name(function)}")])]
     statements += [_allow([S3_ACTIONS[access]], a.objects(*prefixes)) for access, prefixes in layout.ACCESS[function].items()]
+    if reads := layout.ACCESS[function].get("read"):
+        # A read of a missing key is 403 without s3:ListBucket; listing is limited to what it may read.
+        statements.append(_allow(["s3:ListBucket"], [f"arn:aws:s3:::{cfg.bucket}"],
+                                 {"StringLike": {"s3:prefix": sorted(f"{p}*" for p in reads)}}))
     if function == "inbound-handler":
         statements += [
             _allow(["ssm:GetParameter"], [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"]),
@@ -109,3 +122,75 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
                    {"StringEquals": {"ses:FromAddress": cfg.public_email}}),
         ]
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def role_arn(cfg: Config, account: str, function: str) -> str:
+    return f"arn:aws:iam::{account}:role/{role_name(cfg, function)}"
+
+
+def converge_role(run: Any, account: str, function: str, trust: str = TRUST) -> str:
+    """The function's role with its trust policy and :func:`policy` inline; returns the role ARN."""
+    from common.aws import client, or_none
+    from deploy.resources import CREATE, UNCHANGED, UPDATE
+
+    cfg, name = run.cfg, role_name(run.cfg, function)
+    wanted = policy(cfg, account, function)
+    api = client("iam")
+    current_role = or_none(lambda: api.get_role(RoleName=name), "NoSuchEntity")
+    if current_role is None:
+        run.note("iam-role", name, CREATE, f"{len(wanted['Statement'])} least-privilege statements")
+        if run.apply:
+            api.create_role(RoleName=name, AssumeRolePolicyDocument=trust,
+                            Description=f"{function} of {cfg.prefix} (email-handler)")
+            api.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(wanted))
+        return role_arn(cfg, account, function)
+    found = or_none(lambda: api.get_role_policy(RoleName=name, PolicyName=POLICY_NAME), "NoSuchEntity")
+    differ = []
+    if found is None or canonical(_document(found["PolicyDocument"])) != canonical(wanted):
+        differ.append("policy")
+    if canonical(_document(current_role["Role"]["AssumeRolePolicyDocument"])) != canonical(json.loads(trust)):
+        differ.append("trust")
+    if not differ:
+        run.note("iam-role", name, UNCHANGED)
+        return role_arn(cfg, account, function)
+    run.note("iam-role", name, UPDATE, ", ".join(differ))
+    if run.apply:
+        if "policy" in differ:
+            api.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(wanted))
+        if "trust" in differ:
+            api.update_assume_role_policy(RoleName=name, PolicyDocument=trust)
+    return role_arn(cfg, account, function)
+
+
+def _document(doc: Any) -> Any:
+    """IAM answers policy documents URL-encoded (AWS) or as objects (boto3 decodes some)."""
+    from urllib.parse import unquote
+
+    return json.loads(unquote(doc)) if isinstance(doc, str) else doc
+
+
+def canonical(doc: Any) -> Any:
+    """Policy documents compare equal regardless of list order or one-element lists."""
+    if isinstance(doc, dict):
+        return {k: canonical(v) for k, v in sorted(doc.items())}
+    if isinstance(doc, list):
+        items = [canonical(v) for v in doc]
+        return items[0] if len(items) == 1 else sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    return doc
+
+
+def local_roles(run: Any) -> dict[str, str]:
+    """The six production roles in the local emulator (same policies, trust also the account): function -> ARN."""
+    from common.aws.sts import account_id
+    from common.runtime.functions import FUNCTIONS
+
+    account = account_id()
+    return {f.name: converge_role(run, account, f.name, local_trust(account)) for f in FUNCTIONS}
+
+
+def ensure_local_role(cfg: Config, function: str) -> str:
+    from common.aws.sts import account_id
+    from deploy.resources import Run
+
+    account = account_id()
+    return converge_role(Run(cfg, apply=True, report=None), account, function, local_trust(account))

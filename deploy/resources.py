@@ -97,8 +97,13 @@ class Run:
 
 def provision(cfg: Config, report: Callable[[Change], None] | None = None, *, apply: bool = True,
               local: bool = False) -> list[Change]:
+    """The local modes' provisioning: the shared resources and the six function roles (the
+    production policies from deploy.iam, so enforced IAM locally checks what AWS will check)."""
+    from deploy import iam
+
     run = Run(cfg, apply, report)
     shared(run, local=local)
+    iam.local_roles(run)
     return run.changes
 
 

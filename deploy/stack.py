@@ -71,40 +71,10 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
 # --- IAM -----------------------------------------------------------------------------------------
 
 def role(run: Run, account: str, function: str) -> str:
-    cfg, name = run.cfg, iam.role_name(run.cfg, function)
-    arn = f"arn:aws:iam::{account}:role/{name}"
-    wanted = iam.policy(cfg, account, function)
-    api = client("iam")
-    if or_none(lambda: api.get_role(RoleName=name), "NoSuchEntity") is None:
-        run.note("iam-role", name, CREATE, f"{len(wanted['Statement'])} least-privilege statements")
-        if run.apply:
-            api.create_role(RoleName=name, AssumeRolePolicyDocument=iam.TRUST,
-                            Description=f"{function} of {cfg.prefix} (email-handler deploy)")
-            api.put_role_policy(RoleName=name, PolicyName="least-privilege", PolicyDocument=json.dumps(wanted))
-        return arn
-    found = or_none(lambda: api.get_role_policy(RoleName=name, PolicyName="least-privilege"), "NoSuchEntity")
-    current = found["PolicyDocument"] if found else None
-    if isinstance(current, str):
-        from urllib.parse import unquote
-
-        current = json.loads(unquote(current))
-    if _canonical(current) == _canonical(wanted):
-        run.note("iam-role", name, UNCHANGED)
-    else:
-        run.note("iam-role", name, UPDATE, "policy")
-        if run.apply:
-            api.put_role_policy(RoleName=name, PolicyName="least-privilege", PolicyDocument=json.dumps(wanted))
-    return arn
+    return iam.converge_role(run, account, function)
 
 
-def _canonical(doc: Any) -> Any:
-    """Policy documents compare equal regardless of list order or one-element lists."""
-    if isinstance(doc, dict):
-        return {k: _canonical(v) for k, v in sorted(doc.items())}
-    if isinstance(doc, list):
-        items = [_canonical(v) for v in doc]
-        return items[0] if len(items) == 1 else sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
-    return doc
+_canonical = iam.canonical
 
 
 # --- functions -----------------------------------------------------------------------------------
