@@ -45,10 +45,14 @@ def local_defaults() -> dict[str, str]:
     return local_env()
 
 
+IAM_ENFORCED = os.environ.get("IAM", "on").lower() != "off"
+
+
 @pytest.fixture(scope="session")
 def moto_server(local_defaults: dict[str, str]) -> Iterator[str]:
-    """A real moto server on a free port; AWS_ENDPOINT_URL points at it for the whole session."""
-    server = EmbeddedMoto(port=free_port()).start()
+    """A real moto server on a free port that enforces IAM (``IAM=off`` turns that off); this
+    process holds the local admin's credentials and AWS_ENDPOINT_URL points at it for the session."""
+    server = EmbeddedMoto(port=free_port(), iam=IAM_ENFORCED).start()
     with aws_endpoint(server.url, local_defaults):
         yield server.url
     server.stop()
@@ -59,6 +63,11 @@ def _rie_starter(log_dir: Path, local_defaults: dict[str, str], started: list[Ri
         merged = {**local_defaults, **(env or {})}
         if "AWS_ENDPOINT_URL" in os.environ:
             merged.setdefault("AWS_ENDPOINT_URL", os.environ["AWS_ENDPOINT_URL"])
+            if "AWS_ACCESS_KEY_ID" not in (env or {}):  # as on Lambda: the credentials of its own role
+                from common.local.env import function_credentials
+                from common.runtime import config
+
+                merged.update(function_credentials(config.load(local_defaults), function))
         merged.update(dict.fromkeys(drop, ""))  # "" also masks the inherited environment; config treats it as unset
         proc = RieProcess(function, free_port(), merged, log_dir / f"{function}-{len(started)}.log")
         started.append(proc.start())

@@ -80,10 +80,11 @@ def _env_int(name: str) -> int | None:
 
 
 def _local_env() -> dict[str, str]:
-    """The local defaults (compose/local.env), overridden by this shell's environment."""
-    from common.local.env import local_env
+    """The local defaults (compose/local.env), overridden by this shell's environment, with the local
+    admin's credentials (.build/local/credentials, profile local-admin) for the emulator."""
+    from common.local.env import admin_credentials, local_env
 
-    return {**local_env(), **os.environ}
+    return {**local_env(), **os.environ, **admin_credentials()}
 
 
 def _endpoint(args: argparse.Namespace) -> str:
@@ -131,7 +132,9 @@ def _invoke(args: argparse.Namespace) -> int:
          arg("--function-port", type=int, default=9001, help="first of six consecutive RIE ports"),
          arg("--log-dir", default=".build/dev/logs"),
          arg("--visibility-timeout", type=int,
-             help="seconds before a failed message is retried (default: each queue's own, as on AWS)"))
+             help="seconds before a failed message is retried (default: each queue's own, as on AWS)"),
+         arg("--no-iam", action="store_true",
+             help="do not enforce IAM (by default each function may do only what its production role allows)"))
 def _dev(args: argparse.Namespace) -> int:
     from common.local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailable, SignalGuard
     from common.runtime.log import set_level
@@ -146,7 +149,8 @@ def _dev(args: argparse.Namespace) -> int:
                          functions={f.name: args.function_port + i for i, f in enumerate(FUNCTIONS)})
         stack = DevStack(_local_env(), ports, Path(args.log_dir), args.visibility_timeout,
                          report=lambda line: print(line, flush=True),
-                         activity=lambda line: print(f"[wiring] {line}", flush=True), guard=guard)
+                         activity=lambda line: print(f"[wiring] {line}", flush=True), guard=guard,
+                         iam=not args.no_iam)
         stack.start()
         guard.running()
         print(stack.summary(), flush=True)
@@ -251,6 +255,11 @@ def _provision(args: argparse.Namespace) -> int:
                 print(f"[provision] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                 return 1
             time.sleep(1)
+    if args.local and not args.dry_run:  # open the functions' role sessions (compose: function containers use them)
+        from common.local.env import function_credentials
+
+        for f in FUNCTIONS:
+            function_credentials(cfg, f.name, ensure_role=False)
     changed = sum(c.action != "unchanged" for c in changes)
     print(f"[provision] {'would change' if args.dry_run else 'changed'} {changed} of {len(changes)} resources", flush=True)
     return 0

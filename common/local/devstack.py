@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from common.local.env import cli_hint
 from common.local.rie import INVOKE_PATH, REPO
 from common.runtime.functions import FUNCTIONS
 
@@ -180,8 +181,8 @@ def ensure_rie() -> None:
 class DevStack:
     def __init__(self, env: dict[str, str], ports: DevPorts, log_dir: Path, visibility_s: int | None = None,
                  report: Callable[[str], None] = print, activity: Callable[[str], None] | None = None,
-                 guard: SignalGuard | None = None) -> None:
-        self.env, self.ports, self.log_dir, self.visibility_s = env, ports, log_dir, visibility_s
+                 guard: SignalGuard | None = None, iam: bool = True) -> None:
+        self.env, self.ports, self.log_dir, self.visibility_s, self.iam = env, ports, log_dir, visibility_s, iam
         self.report, self.activity = report, activity
         self.guard = guard
         self._stoppers: list[tuple[str, Callable[[], None]]] = []
@@ -202,7 +203,7 @@ class DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailable` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.local.emulator import EmbeddedMoto
-        from common.local.env import use_endpoint
+        from common.local.env import admin_credentials, function_credentials, use_endpoint, write_admin_credentials
         from common.local.ingress import SmtpIngress
         from common.local.rie import RieProcess, wait_for_port
         from common.local.wiring import Endpoint, Wiring
@@ -211,15 +212,21 @@ class DevStack:
 
         check_ports(self.ports)
         ensure_rie()
-        moto = self._register("emulator", EmbeddedMoto(HOST, self.ports.emulator))
-        self._step(f"AWS emulator (moto) on {self.endpoint}", moto.start)
-        # This process's own clients (provisioning, wiring, ingress) talk to the emulator too.
+        enforced = "IAM enforced" if self.iam else "IAM not enforced (--no-iam)"
+        moto = self._register("emulator", EmbeddedMoto(HOST, self.ports.emulator, iam=self.iam))
+        self._step(f"AWS emulator (moto, {enforced}) on {self.endpoint}", moto.start)
+        # This process's own clients (provisioning, wiring, ingress) talk to the emulator as the local admin.
+        self.credentials_file = write_admin_credentials()
+        self.env = {**self.env, **admin_credentials(self.credentials_file)}
         use_endpoint(self.endpoint, self.env)
         cfg = config.load(self.env)
-        self._step("provisioning (queues, tables, bucket, topics, wiring queues)",
+        self._step("provisioning (queues, tables, bucket, topics, wiring queues, the six roles)",
                    lambda: resources.provision(cfg, local=True))
+        # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).
+        roles = {name: function_credentials(cfg, name, ensure_role=False) for name in self.ports.functions}
         procs = {name: self._register(name, RieProcess(
-            name, port, {**self.env, **function_env(name), "AWS_ENDPOINT_URL": self.endpoint, "PYTHON": sys.executable},
+            name, port, {**self.env, **function_env(name), **roles[name], "AWS_ENDPOINT_URL": self.endpoint,
+                         "PYTHON": sys.executable},
             self.log_dir / f"{name}.log", api_port=self.ports.runtime_apis[name]))
             for name, port in self.ports.functions.items()}
 
@@ -268,6 +275,9 @@ class DevStack:
             lines.append(f"  {name:<21} http://127.0.0.1:{port}{INVOKE_PATH}")
         lines += [
             f"  function logs         {self.log_dir}/",
+            f"  IAM                   {'enforced: each function runs as its own role' if self.iam else 'not enforced'}",
+            f"  admin credentials     {self.credentials_file} (profile local-admin; inject/outbox use them)",
+            f"     with the AWS CLI:  {cli_hint(self.endpoint, self.credentials_file)}",
             "",
             "  send a test mail:  email-handler inject tests/fixtures/mail/latin1-charsets.eml",
             f"     or over SMTP:  python3 -c \"import smtplib; smtplib.SMTP('127.0.0.1', {self.ports.smtp}).sendmail("

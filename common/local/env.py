@@ -10,12 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from common.runtime.config import DEV_THREAD_SECRET
+from common.local.iam import ACCOUNT, ADMIN_PROFILE
+from common.runtime.config import DEV_THREAD_SECRET, Config
 
 ENV_FILE = Path(__file__).resolve().parents[2] / "compose" / "local.env"
 # scripts/compose.sh writes one file per running `make up` stack: its endpoint and, when DynamoDB
 # is routed to moto beside LocalStack, where DynamoDB answers.
 STACKS_DIR = ENV_FILE.parents[1] / ".build" / "local" / "stacks"
+# The tools' admin credentials in both local modes (shared-credentials format, profile local-admin).
+CREDENTIALS_FILE = Path(__file__).resolve().parents[2] / ".build" / "local" / "credentials"
 
 # Fallback when the package is installed without the repository (the file is the source of truth).
 _BUILTIN = {
@@ -33,19 +36,18 @@ _BUILTIN = {
 
 
 def local_env() -> dict[str, str]:
-    if not ENV_FILE.exists():
-        return dict(_BUILTIN)
-    out: dict[str, str] = {}
-    for line in ENV_FILE.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
-    return out
+    """The local defaults, with the local admin's credentials (which work whether IAM is enforced or not)."""
+    out: dict[str, str] = dict(_BUILTIN)
+    if ENV_FILE.exists():
+        out = {}
+        for line in ENV_FILE.read_text().splitlines():
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                key, _, value = line.partition("=")
+                out[key.strip()] = value.strip()
+    return {**out, **admin_credentials()}
 
 
-AWS_CLIENT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                        "AWS_REGION", "AWS_DEFAULT_REGION")
 
 
 def _same_endpoint(a: str, b: str) -> bool:
@@ -78,6 +80,57 @@ def stack_routes(url: str) -> dict[str, str]:
     return {}
 
 
+def admin_credentials(path: Path = CREDENTIALS_FILE) -> dict[str, str]:
+    """The ``local-admin`` profile of ``.build/local/credentials``, else the emulator's derived admin keys."""
+    import configparser
+
+    parser = configparser.ConfigParser()
+    if path.exists():
+        parser.read(path)
+    if parser.has_section(ADMIN_PROFILE):
+        section = parser[ADMIN_PROFILE]
+        return {"AWS_ACCESS_KEY_ID": section["aws_access_key_id"], "AWS_SECRET_ACCESS_KEY": section["aws_secret_access_key"]}
+    from common.local.iam import admin_credentials as derived
+
+    return derived()
+
+
+def write_admin_credentials(path: Path = CREDENTIALS_FILE) -> Path:
+    """Write the local admin's keys as profile ``local-admin`` (for the AWS CLI and the tools)."""
+    from common.local.iam import admin_credentials as derived
+
+    creds = derived()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"[{ADMIN_PROFILE}]\naws_access_key_id = {creds['AWS_ACCESS_KEY_ID']}\n"
+                    f"aws_secret_access_key = {creds['AWS_SECRET_ACCESS_KEY']}\n")
+    return path
+
+
+def cli_hint(endpoint: str, path: Path = CREDENTIALS_FILE) -> str:
+    return (f"AWS_SHARED_CREDENTIALS_FILE={path} AWS_PROFILE={ADMIN_PROFILE} "
+            f"aws --endpoint-url {endpoint} --region {_BUILTIN['AWS_REGION']} s3 ls")
+
+
+def function_credentials(cfg: Config, function: str, ensure_role: bool = True) -> dict[str, str]:
+    """What Lambda gives the function: credentials of its own role, from sts:AssumeRole (this
+    process's clients must hold the admin's credentials). The role is created if it is missing.
+
+    The emulator derives a session's keys from the role and the session name, so assuming again
+    after a reset gives the same keys: functions started earlier keep working."""
+    from common.aws import client
+    from common.aws.sts import account_id
+    from deploy.iam import ensure_local_role, role_arn
+
+    arn = ensure_local_role(cfg, function) if ensure_role else role_arn(cfg, account_id(), function)
+    creds = client("sts").assume_role(RoleArn=arn, RoleSessionName=function)["Credentials"]
+    return {"AWS_ACCESS_KEY_ID": creds["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
+            "AWS_SESSION_TOKEN": creds["SessionToken"]}
+
+
+AWS_CLIENT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                        "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION")
+
+
 def use_endpoint(url: str, env: dict[str, str]) -> None:
     """Point this process's AWS clients at ``url``, with credentials and region from ``env``; DynamoDB
     goes where the `make up` stack at ``url`` routes it, unless ``env`` says otherwise."""
@@ -88,6 +141,8 @@ def use_endpoint(url: str, env: dict[str, str]) -> None:
     os.environ.update(routes | settings)
     if "AWS_ENDPOINT_URL_DYNAMODB" not in routes | settings:
         os.environ.pop("AWS_ENDPOINT_URL_DYNAMODB", None)  # a route of the previous endpoint must not follow this one
+    if "AWS_SESSION_TOKEN" not in env:  # long-term keys: a token left from other credentials would break them
+        os.environ.pop("AWS_SESSION_TOKEN", None)
     reset_clients()
 
 
@@ -107,3 +162,20 @@ def aws_endpoint(url: str, env: dict[str, str]) -> Iterator[None]:
             else:
                 os.environ[k] = v
         reset_clients()
+
+
+def function_env_files(cfg: Config, directory: Path) -> list[Path]:
+    """``<directory>/<function>.env`` with the credentials of the function's role session (the
+    compose stack's function containers read them). The keys are derived from the role and the
+    session name, so this needs no emulator; ``email-handler provision --local`` opens the sessions."""
+    from common.local.iam import derived_key
+    from common.runtime.functions import FUNCTIONS
+
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for f in FUNCTIONS:
+        key_id, secret, token = derived_key(f"arn:aws:iam::{ACCOUNT}:role/{cfg.name(f.name)}/{f.name}")
+        path = directory / f"{f.name}.env"
+        path.write_text(f"AWS_ACCESS_KEY_ID=ASIA{key_id}\nAWS_SECRET_ACCESS_KEY={secret}\nAWS_SESSION_TOKEN={token}\n")
+        out.append(path)
+    return out

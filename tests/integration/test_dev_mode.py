@@ -19,6 +19,26 @@ from tests.support.devproc import DevProcess
 from tests.support.scenario import LocalSystem, run_scenario
 
 
+def outside_the_role_is_denied(endpoint: str) -> None:
+    """With the credentials file's admin, take inbound-handler's role as Lambda would: what its
+    policy allows works, anything else is denied."""
+    import boto3
+
+    from common.local.env import CREDENTIALS_FILE, admin_credentials
+
+    admin = admin_credentials(CREDENTIALS_FILE)
+    sts = boto3.client("sts", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
+                       aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"])
+    role = "arn:aws:iam::123456789012:role/service-email-handler-local-inbound-handler"
+    creds = sts.assume_role(RoleArn=role, RoleSessionName="check")["Credentials"]
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=creds["AccessKeyId"],
+                      aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"])
+    bucket = "service-email-handler-local-mail"
+    s3.put_object(Bucket=bucket, Key="conversations/iam-check/1.eml", Body=b"x")  # its policy: archive writes
+    with pytest.raises(Exception, match="AccessDenied"):
+        s3.get_object(Bucket=bucket, Key="conversations/iam-check/1.eml")  # not in its policy
+
+
 @pytest.mark.timeout(600)
 def test_email_handler_dev_end_to_end(tmp_path) -> None:
     dev = DevProcess(tmp_path / "logs")
@@ -29,7 +49,9 @@ def test_email_handler_dev_end_to_end(tmp_path) -> None:
         for f in FUNCTIONS:  # every endpoint is printed
             assert f"http://127.0.0.1:{first + FUNCTIONS.index(f)}/2015-03-31/functions/function/invocations" in text
         assert f"smtp://127.0.0.1:{smtp}" in text
+        assert "enforced: each function runs as its own role" in text and "AWS_PROFILE=local-admin aws --endpoint-url" in text
         run_scenario(LocalSystem(smtp_port=smtp, endpoint=f"http://127.0.0.1:{aws}"))
+        outside_the_role_is_denied(f"http://127.0.0.1:{aws}")
         # `email-handler inject`: stored and handed over as SES would, then where the mail went.
         fixture = REPO / "tests" / "fixtures" / "mail" / "latin1-charsets.eml"
         for extra, outcome in (([], "forwarded"), (["--verdict", "spam=FAIL"], "quarantined")):

@@ -135,8 +135,8 @@ def test_soft_authentication_failures_are_forwarded_with_a_banner(stack, inbound
 def _set_rules(stack, text: str) -> None:
     from common.aws import client
 
-    client("s3").put_object(Bucket=stack.cfg.bucket, Key="owner/rules.txt", Body=text.encode())
-    client("ssm").put_parameter(Name=stack.cfg.spam_rules_parameter, Value="owner/rules.txt", Overwrite=True, Type="String")
+    client("s3").put_object(Bucket=stack.cfg.bucket, Key="config/owner-rules.txt", Body=text.encode())
+    client("ssm").put_parameter(Name=stack.cfg.spam_rules_parameter, Value="config/owner-rules.txt", Overwrite=True, Type="String")
 
 
 @pytest.mark.parametrize(("message", "reason"), [
@@ -273,3 +273,11 @@ def test_corpus_expectations(stack, inbound) -> None:
     assert r["status"] == "forwarded", r
     record = stack.conversation(r["conversationId"])
     assert "\r" not in record["displayName"] and "\n" not in record["subject"]
+
+
+def test_a_duplicate_ses_delivery_is_already_processed_under_the_production_role(stack, inbound) -> None:
+    """SES and Lambda deliver at least once. Under the role's policy a missing staging key is a 403
+    (no unconditional s3:ListBucket), which must still read as "already processed", not an error."""
+    event = stack.receipt(mail(), SES_ID)
+    assert inbound.invoke(event)["status"] == "forwarded"
+    assert inbound.invoke(event) == {"status": "already-processed", "messageId": SES_ID}

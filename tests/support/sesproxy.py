@@ -65,8 +65,9 @@ class SesProxy:
                     self.end_headers()
                     self.wfile.write(data)
                     return
+                # The Host header goes along unchanged: it is signed, and the emulator checks signatures.
                 request = urllib.request.Request(proxy.upstream + self.path, data=body, method="POST",
-                                                 headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
+                                                 headers=dict(self.headers.items()))
                 try:
                     with urllib.request.urlopen(request, timeout=30) as resp:
                         status, data, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "text/xml")

@@ -1,0 +1,74 @@
+"""Enforced IAM: the functions run under their production roles (deploy/iam.py) on an emulator that
+checks every request the way AWS does, so a permission missing from a role fails here, not on AWS."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+
+from common.aws import client
+from common.local.env import function_credentials
+from common.local.rie import InvokeError
+from deploy import iam
+from tests.conftest import IAM_ENFORCED
+from tests.support.mailgen import mail
+
+pytestmark = pytest.mark.skipif(not IAM_ENFORCED, reason="IAM=off: the emulator does not enforce IAM")
+ACCOUNT = "123456789012"
+
+
+def as_role(stack, function: str, service: str):
+    creds = function_credentials(stack.cfg, function, ensure_role=False)
+    return boto3.client(service, endpoint_url=stack.url, region_name=stack.cfg.region,
+                        aws_access_key_id=creds["AWS_ACCESS_KEY_ID"], aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
+                        aws_session_token=creds["AWS_SESSION_TOKEN"])
+
+
+def denied(call) -> str:
+    with pytest.raises(Exception) as err:
+        call()
+    code = err.value.response["Error"]["Code"]  # type: ignore[attr-defined]
+    assert code in ("AccessDenied", "AccessDeniedException"), err.value
+    return code
+
+
+def test_the_local_roles_carry_exactly_the_deployed_policies(stack) -> None:
+    for function in ("inbound-handler", "ack-sender", "attachment-extractor"):
+        name = stack.cfg.name(function)
+        found = client("iam").get_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME)["PolicyDocument"]
+        assert iam.canonical(iam._document(found)) == iam.canonical(iam.policy(stack.cfg, ACCOUNT, function))
+
+
+def test_a_role_may_do_what_its_policy_says_and_nothing_else(stack) -> None:
+    cfg = stack.cfg
+    s3 = as_role(stack, "inbound-handler", "s3")
+    s3.put_object(Bucket=cfg.bucket, Key="conversations/x/1.eml", Body=b"x")  # write: allowed
+    denied(lambda: s3.get_object(Bucket=cfg.bucket, Key="conversations/x/1.eml"))  # the archive is write-only
+    denied(lambda: s3.list_objects_v2(Bucket=cfg.bucket, Prefix="conversations/"))  # may list only what it reads
+    assert s3.list_objects_v2(Bucket=cfg.bucket, Prefix="staging/").get("KeyCount") == 0
+    sqs = as_role(stack, "inbound-handler", "sqs")
+    url = f"{stack.url}/{ACCOUNT}/{cfg.ack_queue}"
+    sqs.send_message(QueueUrl=url, MessageBody="{}")
+    denied(lambda: sqs.receive_message(QueueUrl=url))
+    denied(lambda: sqs.get_queue_url(QueueName=cfg.ack_queue))  # finding 1: URLs are built instead
+    denied(lambda: as_role(stack, "attachment-extractor", "dynamodb").get_item(
+        TableName=cfg.conversations_table, Key={"conversationId": {"S": "x"}}))
+    denied(lambda: as_role(stack, "ack-sender", "sns").publish(
+        TopicArn=f"arn:aws:sns:{cfg.region}:{ACCOUNT}:{cfg.feedback_topic}", Message="x"))
+
+
+def test_removing_one_needed_action_from_a_role_makes_the_scenario_fail(stack, rie_function) -> None:
+    """The harness has teeth: the same first contact that passes under the full policy fails, with
+    AccessDenied, when the role loses sqs:SendMessage."""
+    inbound = rie_function("inbound-handler")
+    name, doc = stack.cfg.name("inbound-handler"), iam.policy(stack.cfg, ACCOUNT, "inbound-handler")
+    statements = [s for s in doc["Statement"] if s["Action"] != ["sqs:SendMessage"]]
+    assert len(statements) == len(doc["Statement"]) - 1
+    client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME,
+                                  PolicyDocument=json.dumps({**doc, "Statement": statements}))
+    with pytest.raises(InvokeError, match="not authorized to perform: sqs:SendMessage"):
+        inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000a01"))
+    client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(doc))
+    assert inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000a02"))["status"] == "forwarded"
