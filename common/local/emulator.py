@@ -62,10 +62,27 @@ def dynamodb_atomic() -> None:
     original = DynamoHandler.call_action
 
     def call_action(self: Any) -> Any:
+        # IAM (signature and policies, when enforced) is checked before taking the lock: it reads no table.
+        try:
+            self._authenticate_and_authorize_normal_action()
+        except Exception as denied:
+            return _error_response(self, denied)
+        self.authorized = True
         with lock:
             return original(self)
 
     DynamoHandler.call_action = call_action  # type: ignore[method-assign]
+
+
+def _error_response(handler: Any, error: Any) -> Any:
+    """What moto's call_action answers for an HTTPException raised by its auth hook."""
+    from werkzeug.exceptions import HTTPException
+
+    if not isinstance(error, HTTPException):
+        raise error
+    status, headers, body = handler._transform_response(handler.response_headers, (error.description, {"status": error.code}))
+    headers, body = handler._enrich_response(headers, body)
+    return status, headers, body
 
 
 @functools.cache  # once per process: the patches wrap what they replace

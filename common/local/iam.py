@@ -284,18 +284,23 @@ def _caller(response: Any, iam_request_cls: type) -> Any:
 
 
 def _documents(request: Any) -> list[dict[str, Any]]:
+    from moto.iam.models import Policy
+
     out = []
     for policy in request._access_key.collect_policies():
-        from moto.iam.models import Policy
-
         if isinstance(policy, Policy):
             document = next(v.document for v in policy.versions if v.is_default)
         elif isinstance(policy, str):
             document = policy
         else:
             document = policy["policy_document"]
-        out.append(json.loads(unquote(document)) if isinstance(document, str) else document)
+        out.append(_parsed(document) if isinstance(document, str) else document)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(document: str) -> dict[str, Any]:
+    return dict(json.loads(unquote(document)))
 
 
 def _enforcing() -> bool:
@@ -328,6 +333,8 @@ def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> No
 def _authorize_normal(self: Any, resource: str = "*") -> None:
     from moto.iam.access_control import IAMRequest
 
+    if getattr(self, "authorized", False):  # checked already, outside the DynamoDB lock (emulator.py)
+        return
     if not _enforcing():
         return
     request = _caller(self, IAMRequest)
