@@ -13,6 +13,7 @@ from typing import Any
 from common.runtime.config import Config
 from common.runtime.functions import dlq_name
 from common.store import layout
+from deploy.plan import Run, canonical
 
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
@@ -51,6 +52,9 @@ class Arns:
     def topic(self, name: str) -> str:
         return f"arn:aws:sns:{self.region}:{self.account}:{name}"
 
+    def parameter(self, name: str) -> str:
+        return f"arn:aws:ssm:{self.region}:{self.account}:parameter{name if name.startswith('/') else '/' + name}"
+
     def log_group(self, name: str) -> str:
         return f"arn:aws:logs:{self.region}:{self.account}:log-group:{name}:*"
 
@@ -74,6 +78,10 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
         # A read of a missing key is 403 without s3:ListBucket; listing is limited to what it may read.
         statements.append(_allow(["s3:ListBucket"], [f"arn:aws:s3:::{cfg.bucket}"],
                                  {"StringLike": {"s3:prefix": sorted(f"{p}*" for p in reads)}}))
+    if "thread_secret" in spec.requires:  # the HMAC secret, read at cold start (SecureString, aws/ssm key)
+        statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.thread_secret_parameter)]))
+    if not spec.queue_field:  # invoked asynchronously: Lambda sends a failed event to the async DLQ as the role
+        statements.append(_allow(["sqs:SendMessage"], [a.queue(cfg.name("async-dlq"))]))
     if function == "inbound-handler":
         statements += [
             _allow(["ssm:GetParameter"], [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"]),
@@ -116,9 +124,13 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["dynamodb:PutItem"], [a.table(cfg.send_status_table)]),  # hourly alert throttle (store/alerts.py)
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
             # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that
-            # action), the service reference lists ses:SendEmail; both, pinned to the public address.
-            _allow(["ses:SendEmail", "ses:SendRawEmail"], [f"arn:aws:ses:{a.region}:{account}:identity/{cfg.domain_name}",
-                                          f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
+            # action), the service reference lists ses:SendEmail; both. In the sandbox SES also authorises
+            # against each recipient's identity, so the identities are identity/*; ses:FromAddress pins
+            # the sender to the public address whatever the identity.
+            _allow(["ses:SendEmail", "ses:SendRawEmail"], [f"arn:aws:ses:{a.region}:{account}:identity/*"],
+                   {"StringEquals": {"ses:FromAddress": cfg.public_email}}),
+            _allow(["ses:SendEmail", "ses:SendRawEmail"],
+                   [f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
                    {"StringEquals": {"ses:FromAddress": cfg.public_email}}),
         ]
     return {"Version": "2012-10-17", "Statement": statements}
@@ -128,37 +140,34 @@ def role_arn(cfg: Config, account: str, function: str) -> str:
     return f"arn:aws:iam::{account}:role/{role_name(cfg, function)}"
 
 
-def converge_role(run: Any, account: str, function: str, trust: str = TRUST) -> str:
+def converge_role(run: Run, account: str, function: str, trust: str = TRUST) -> str:
     """The function's role with its trust policy and :func:`policy` inline; returns the role ARN."""
     from common.aws import client, or_none
-    from deploy.resources import CREATE, UNCHANGED, UPDATE
 
     cfg, name = run.cfg, role_name(run.cfg, function)
     wanted = policy(cfg, account, function)
     api = client("iam")
-    current_role = or_none(lambda: api.get_role(RoleName=name), "NoSuchEntity")
-    if current_role is None:
-        run.note("iam-role", name, CREATE, f"{len(wanted['Statement'])} least-privilege statements")
-        if run.apply:
-            api.create_role(RoleName=name, AssumeRolePolicyDocument=trust,
-                            Description=f"{function} of {cfg.prefix} (email-handler)")
-            api.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(wanted))
-        return role_arn(cfg, account, function)
-    found = or_none(lambda: api.get_role_policy(RoleName=name, PolicyName=POLICY_NAME), "NoSuchEntity")
+    current = or_none(lambda: api.get_role(RoleName=name), "NoSuchEntity")
     differ = []
-    if found is None or canonical(_document(found["PolicyDocument"])) != canonical(wanted):
-        differ.append("policy")
-    if canonical(_document(current_role["Role"]["AssumeRolePolicyDocument"])) != canonical(json.loads(trust)):
-        differ.append("trust")
-    if not differ:
-        run.note("iam-role", name, UNCHANGED)
-        return role_arn(cfg, account, function)
-    run.note("iam-role", name, UPDATE, ", ".join(differ))
-    if run.apply:
+    if current is not None:
+        found = or_none(lambda: api.get_role_policy(RoleName=name, PolicyName=POLICY_NAME), "NoSuchEntity")
+        if found is None or canonical(_document(found["PolicyDocument"])) != canonical(wanted):
+            differ.append("policy")
+        if canonical(_document(current["Role"]["AssumeRolePolicyDocument"])) != canonical(json.loads(trust)):
+            differ.append("trust")
+
+    def create() -> None:
+        api.create_role(RoleName=name, AssumeRolePolicyDocument=trust, Description=f"{function} of {cfg.prefix} (email-handler)")
+        api.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(wanted))
+
+    def update(differ: Any) -> None:
         if "policy" in differ:
             api.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(wanted))
         if "trust" in differ:
             api.update_assume_role_policy(RoleName=name, PolicyDocument=trust)
+
+    run.converge("iam-role", name, current, differ, create=create, update=update,
+                 create_detail=f"{len(wanted['Statement'])} least-privilege statements")
     return role_arn(cfg, account, function)
 
 
@@ -169,17 +178,7 @@ def _document(doc: Any) -> Any:
     return json.loads(unquote(doc)) if isinstance(doc, str) else doc
 
 
-def canonical(doc: Any) -> Any:
-    """Policy documents compare equal regardless of list order or one-element lists."""
-    if isinstance(doc, dict):
-        return {k: canonical(v) for k, v in sorted(doc.items())}
-    if isinstance(doc, list):
-        items = [canonical(v) for v in doc]
-        return items[0] if len(items) == 1 else sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
-    return doc
-
-
-def local_roles(run: Any) -> dict[str, str]:
+def local_roles(run: Run) -> dict[str, str]:
     """The six production roles in the local emulator (same policies, trust also the account): function -> ARN."""
     from common.aws.sts import account_id
     from common.runtime.functions import FUNCTIONS
@@ -190,7 +189,67 @@ def local_roles(run: Any) -> dict[str, str]:
 
 def ensure_local_role(cfg: Config, function: str) -> str:
     from common.aws.sts import account_id
-    from deploy.resources import Run
 
     account = account_id()
     return converge_role(Run(cfg, apply=True, report=None), account, function, local_trust(account))
+
+
+def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
+    """The least-privilege policy of the user or role that runs ``email-handler deploy``/``destroy``/``replay``:
+    every action those commands call, on this deployment's resources (``{project}-{env}-*``) wherever
+    the service lets a policy name them."""
+    region, p = cfg.region, cfg.prefix
+    arn = f"arn:aws:{{}}:{region}:{account}:{{}}".format
+    rule_sets = arn("ses", "receipt-rule-set/*")
+    statements = [
+        _allow(["sts:GetCallerIdentity", "ecr:GetAuthorizationToken", "lambda:GetAccountSettings", "sns:ListTopics",
+                "logs:DescribeLogGroups", "cloudwatch:DescribeAlarms", "ses:ListIdentities",
+                "ses:DescribeActiveReceiptRuleSet", "ses:GetIdentityVerificationAttributes",
+                "ses:GetIdentityDkimAttributes", "ses:GetIdentityMailFromDomainAttributes", "ses:GetAccount",
+                "lambda:ListEventSourceMappings", "lambda:CreateEventSourceMapping", "ses:SetActiveReceiptRuleSet",
+                "ses:CreateReceiptRuleSet"], ["*"]),
+        _allow(["ecr:DescribeRepositories", "ecr:CreateRepository", "ecr:DeleteRepository", "ecr:PutLifecyclePolicy",
+                "ecr:GetLifecyclePolicy", "ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload",
+                "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage",
+                "ecr:GetDownloadUrlForLayer", "ecr:DescribeImages", "ecr:GetRepositoryPolicy", "ecr:SetRepositoryPolicy"],
+               [arn("ecr", f"repository/{p}-*")]),
+        _allow(["iam:GetRole", "iam:CreateRole", "iam:DeleteRole", "iam:GetRolePolicy", "iam:PutRolePolicy",
+                "iam:DeleteRolePolicy", "iam:ListRolePolicies", "iam:UpdateAssumeRolePolicy"],
+               [f"arn:aws:iam::{account}:role/{p}-*"]),
+        _allow(["iam:PassRole"], [f"arn:aws:iam::{account}:role/{p}-*"],
+               {"StringEquals": {"iam:PassedToService": "lambda.amazonaws.com"}}),
+        _allow(["lambda:GetFunction", "lambda:CreateFunction", "lambda:DeleteFunction", "lambda:UpdateFunctionCode",
+                "lambda:UpdateFunctionConfiguration", "lambda:GetFunctionConfiguration", "lambda:PublishVersion",
+                "lambda:GetAlias", "lambda:CreateAlias", "lambda:UpdateAlias", "lambda:GetPolicy",
+                "lambda:AddPermission", "lambda:RemovePermission", "lambda:GetFunctionConcurrency",
+                "lambda:DeleteFunctionConcurrency", "lambda:GetFunctionEventInvokeConfig",
+                "lambda:PutFunctionEventInvokeConfig", "lambda:UpdateFunctionEventInvokeConfig", "lambda:InvokeFunction"],
+               [arn("lambda", f"function:{p}-*")]),
+        _allow(["lambda:UpdateEventSourceMapping", "lambda:DeleteEventSourceMapping", "lambda:GetEventSourceMapping"],
+               [arn("lambda", "event-source-mapping:*")]),
+        _allow(["s3:ListBucket", "s3:CreateBucket", "s3:DeleteBucket", "s3:GetBucketPublicAccessBlock",
+                "s3:PutBucketPublicAccessBlock", "s3:GetLifecycleConfiguration", "s3:PutLifecycleConfiguration",
+                "s3:GetBucketPolicy", "s3:PutBucketPolicy", "s3:GetBucketNotification", "s3:PutBucketNotification",
+                "s3:ListBucketVersions"], [f"arn:aws:s3:::{cfg.bucket}"]),
+        _allow(["s3:GetObject", "s3:PutObject"], [f"arn:aws:s3:::{cfg.bucket}/{layout.CONFIG}*"]),
+        _allow(["s3:DeleteObject", "s3:DeleteObjectVersion"], [f"arn:aws:s3:::{cfg.bucket}/*"]),  # destroy --delete-data
+        _allow(["dynamodb:DescribeTable", "dynamodb:CreateTable", "dynamodb:UpdateTable", "dynamodb:DeleteTable",
+                "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"], [arn("dynamodb", f"table/{p}-*")]),
+        _allow(["sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:SetQueueAttributes", "sqs:CreateQueue",
+                "sqs:DeleteQueue", "sqs:ReceiveMessage", "sqs:DeleteMessage"], [arn("sqs", f"{p}-*")]),
+        _allow(["sns:CreateTopic", "sns:DeleteTopic", "sns:GetTopicAttributes", "sns:ListSubscriptionsByTopic",
+                "sns:Subscribe"], [arn("sns", f"{p}-*")]),
+        _allow(["ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"],
+               [arn("ssm", f"parameter/{cfg.project}/{cfg.env}/*")]),
+        _allow(["logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:DeleteLogGroup"],
+               [arn("logs", f"log-group:/aws/lambda/{p}-*"), arn("logs", f"log-group:/{cfg.project}/{cfg.env}/*")]),
+        _allow(["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"], [arn("cloudwatch", f"alarm:{p}-*")]),
+        _allow(["ses:VerifyDomainIdentity", "ses:VerifyDomainDkim", "ses:SetIdentityMailFromDomain"],
+               [arn("ses", f"identity/{cfg.domain_name}")]),
+        _allow(["ses:DescribeConfigurationSet", "ses:CreateConfigurationSet", "ses:DeleteConfigurationSet",
+                "ses:CreateConfigurationSetEventDestination", "ses:UpdateConfigurationSetEventDestination"],
+               [arn("ses", f"configuration-set/{cfg.ses_configuration_set}")]),
+        _allow(["ses:DescribeReceiptRuleSet", "ses:DeleteReceiptRuleSet", "ses:CreateReceiptRule", "ses:UpdateReceiptRule",
+                "ses:DeleteReceiptRule", "ses:SetReceiptRulePosition"], [rule_sets]),
+    ]
+    return {"Version": "2012-10-17", "Statement": statements}

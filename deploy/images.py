@@ -13,6 +13,7 @@ push path is the same: ECR's authorization token, docker login, the registry que
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from common.aws import client, or_none
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS
 from deploy.errors import DeployError
-from deploy.resources import CREATE, UNCHANGED, Run
+from deploy.plan import CREATE, UNCHANGED, Run
 
 REPO = Path(__file__).resolve().parents[1]
 KEEP_IMAGES = 10
@@ -61,8 +62,13 @@ def docker_client() -> Any:
 
 def build(report: Callable[[str], None]) -> None:
     """scripts/images.sh: the offline build every local mode uses (cached: seconds when nothing changed)."""
+    import os
+
     report("[deploy] building images (scripts/images.sh)")
-    done = subprocess.run([str(REPO / "scripts" / "images.sh")], cwd=REPO, capture_output=True, text=True)
+    # Lambda takes one single-platform manifest: BuildKit's default provenance attestation would turn
+    # the push into an image index, which Lambda rejects (checked after the push: manifest_media_type).
+    env = {**os.environ, "BUILDX_NO_DEFAULT_ATTESTATIONS": "1"}
+    done = subprocess.run([str(REPO / "scripts" / "images.sh")], cwd=REPO, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise DeployError("the image build failed:\n" + (done.stdout + done.stderr)[-3000:],
                           "fix the build (full logs under .build/logs/), then deploy again")
@@ -77,26 +83,28 @@ def architecture(image: Any) -> str:
 
 
 def _repository(run: Run, name: str) -> str:
-    """Create the ECR repository if missing (scan on push, immutable tags, keep the last N images)."""
+    """The ECR repository (scan on push, immutable tags); its lifecycle policy is reconciled every run."""
     ecr = client("ecr")
     found = or_none(lambda: ecr.describe_repositories(repositoryNames=[name]), "RepositoryNotFoundException")
-    if found:
-        run.note("ecr-repository", name, UNCHANGED)
-        return str(found["repositories"][0]["repositoryUri"])
-    run.note("ecr-repository", name, CREATE, f"scan on push, immutable tags, keep {KEEP_IMAGES} images")
-    if not run.apply:
-        from common.aws.sts import account_id
+    policy = or_none(lambda: ecr.get_lifecycle_policy(repositoryName=name), "LifecyclePolicyNotFoundException") \
+        if found else None
+    differ = [] if found is None or (policy and json.loads(policy["lifecyclePolicyText"]) == json.loads(_lifecycle())) \
+        else ["lifecycle policy"]
 
-        return f"{account_id()}.dkr.ecr.{run.cfg.region}.amazonaws.com/{name}"
-    repo = ecr.create_repository(repositoryName=name, imageTagMutability="IMMUTABLE",
-                                 imageScanningConfiguration={"scanOnPush": True})["repository"]
-    ecr.put_lifecycle_policy(repositoryName=name, lifecyclePolicyText=_lifecycle())
-    return str(repo["repositoryUri"])
+    def create() -> None:
+        ecr.create_repository(repositoryName=name, imageTagMutability="IMMUTABLE", imageScanningConfiguration={"scanOnPush": True})
+        ecr.put_lifecycle_policy(repositoryName=name, lifecyclePolicyText=_lifecycle())
+
+    run.converge("ecr-repository", name, found, differ, create=create,
+                 update=lambda _: ecr.put_lifecycle_policy(repositoryName=name, lifecyclePolicyText=_lifecycle()),
+                 create_detail=f"scan on push, immutable tags, keep {KEEP_IMAGES} images")
+    from common.aws.sts import account_id
+
+    return str(found["repositories"][0]["repositoryUri"]) if found else \
+        f"{account_id()}.dkr.ecr.{run.cfg.region}.amazonaws.com/{name}"
 
 
 def _lifecycle() -> str:
-    import json
-
     return json.dumps({"rules": [{"rulePriority": 1, "description": f"keep the last {KEEP_IMAGES} images",
                                   "selection": {"tagStatus": "any", "countType": "imageCountMoreThan",
                                                 "countNumber": KEEP_IMAGES},
@@ -129,6 +137,8 @@ def publish(run: Run, engine: Any, registry: str | None, report: Callable[[str],
         name = repository_name(run.cfg, f.name)
         repository_uri = _repository(run, name)
         tag, target = content_tag(image), f"{host}/{name}"
+        if registry:  # Lambda must pull what was pushed: the registry's own reference
+            repository_uri = target
         digest = _registry_digest(engine, f"{target}:{tag}", auth)
         if digest:
             run.note("image", f"{name}:{tag}", UNCHANGED, "already in the registry")
@@ -136,6 +146,8 @@ def publish(run: Run, engine: Any, registry: str | None, report: Callable[[str],
             run.note("image", f"{name}:{tag}", CREATE, "push")
             if run.apply:
                 digest = _push(engine, image, target, tag, auth, report)
+        if digest:
+            check_manifest(host, name, digest, auth, secure=registry is None)
         # A dry run cannot know the digest of an image it did not push: "" means "a new image".
         out[f.name] = Published(f.name, repository_uri, tag, digest, architecture(image))
     return out
@@ -165,3 +177,32 @@ def _push(engine: Any, image: Any, target: str, tag: str, auth: dict[str, str], 
         raise DeployError(f"push of {target}:{tag} reported no digest", "deploy again; the registry may be unhealthy")
     report(f"[deploy]   pushed {target}:{tag} ({digest[:19]}...)")
     return digest
+
+
+LAMBDA_MANIFESTS = ("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json")
+
+
+def manifest_media_type(host: str, repository: str, digest: str, auth: dict[str, str], secure: bool = True) -> str:
+    """The media type the registry serves for ``repository@digest`` (Registry HTTP API v2)."""
+    import urllib.request
+
+    accept = ", ".join(LAMBDA_MANIFESTS + ("application/vnd.oci.image.index.v1+json",
+                                           "application/vnd.docker.distribution.manifest.list.v2+json"))
+    request = urllib.request.Request(f"{'https' if secure else 'http'}://{host}/v2/{repository}/manifests/{digest}",
+                                     method="HEAD", headers={"Accept": accept})
+    if auth.get("password"):
+        token = base64.b64encode(f"{auth['username']}:{auth['password']}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return str(resp.headers.get("Content-Type", "")).split(";")[0].strip()
+
+
+def check_manifest(host: str, repository: str, digest: str, auth: dict[str, str], secure: bool = True) -> None:
+    """Lambda accepts one single-platform manifest (Docker v2 schema 2 or OCI); an image index -- what
+    BuildKit pushes with provenance attestations or for several platforms -- is refused at create time."""
+    media_type = manifest_media_type(host, repository, digest, auth, secure)
+    if media_type not in LAMBDA_MANIFESTS:
+        raise DeployError(f"{host}/{repository}@{digest} is a {media_type or 'manifest of unknown type'}; Lambda accepts "
+                          "only a single-platform Docker v2 or OCI image manifest",
+                          "build without attestations and for one platform (BUILDX_NO_DEFAULT_ATTESTATIONS=1, or "
+                          "docker buildx build --provenance=false --sbom=false --platform linux/amd64), then deploy again")

@@ -1,7 +1,9 @@
 """`email-handler deploy`: preflight, images, shared resources, functions and their wiring.
 
-Every step records create / update / unchanged on one Run; ``dry_run`` records the same plan
-without changing anything, so the plan and the real run list the same changes.
+Every step converges through one Run (deploy.plan); ``dry_run`` records the same plan without
+changing anything, so the plan and the real run list the same changes. Preflight checks everything
+that could stop the deploy half-way (credentials, configuration, the bucket name, SES) before the
+first change.
 """
 
 from __future__ import annotations
@@ -9,12 +11,23 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from common.aws import reset_clients
-from deploy import preflight, stack
+from common.aws import client, or_none, reset_clients
+from common.runtime.config import Config
+from common.runtime.functions import FUNCTIONS, SENDERS
+from deploy import alarms, iam, lambdas, preflight, receiving, triggers
 from deploy.errors import DeployError
 from deploy.images import Published
-from deploy.resources import UNCHANGED, Change, Run, shared
+from deploy.plan import UNCHANGED, Change, Run
+from deploy.resources import (
+    DLQ_RETENTION_S,
+    attachments_notification,
+    queue,
+    shared,
+    subscription,
+    topic_arn,
+)
 
 
 @dataclass
@@ -22,29 +35,48 @@ class Options:
     env: str = "prd"
     region: str | None = None
     dry_run: bool = False
-    registry: str | None = None  # push here instead of the ECR repository's registry (tests, proxies)
+    registry: str | None = None  # push here instead of the ECR repository's registry (an emulator's tests)
     skip_build: bool = False
     allow_unverified: bool = False
+    replace_active_rule_set: bool = False
+
+
+@dataclass
+class Target:
+    cfg: Config
+    account: str
+
+
+def connect(options: Options, environ: dict[str, str], report: Callable[[str], None], need_secret: bool = True) -> Target:
+    """Region, credentials and configuration: the checks every command against AWS starts with."""
+    region = preflight.resolve_region(options.region, environ)
+    os.environ["AWS_REGION"] = region  # every client of this process talks to that region
+    reset_clients()
+    account = preflight.account()
+    cfg = preflight.load_config(environ, options.env, region, account, need_secret)
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    report(f"[deploy] {cfg.prefix} to account {account}, {region}" + (f" via {endpoint}" if endpoint else "")
+           + (" (dry run: nothing changes)" if options.dry_run else ""))
+    return Target(cfg, account)
 
 
 def deploy(options: Options, environ: Mapping[str, str] | None = None, report: Callable[[str], None] = print,
            images: dict[str, Published] | None = None) -> list[Change]:
     """Deploy; ``images`` (function -> published image) skips building and pushing (tests)."""
     environ = dict(os.environ if environ is None else environ)
-    region = preflight.resolve_region(options.region, environ)
-    os.environ["AWS_REGION"] = region  # every client of this process talks to that region
-    reset_clients()
-    cfg = preflight.load_config(environ, options.env, region)
-    account = preflight.account()
-    endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    report(f"[deploy] {cfg.prefix} to account {account}, {region}" + (f" via {endpoint}" if endpoint else "")
-           + (" (dry run: nothing changes)" if options.dry_run else ""))
+    if options.registry and not os.environ.get("AWS_ENDPOINT_URL"):
+        raise DeployError("--registry is for an emulator: Lambda on AWS pulls only from ECR",
+                          "drop --registry (the deploy pushes to this account's ECR repositories)")
+    target = connect(options, environ, report)
+    cfg = target.cfg
     preflight.receiving_available()
+    preflight.bucket_available(cfg)
     status = preflight.identity_status(cfg)
     if status not in ("", "Success") and not options.allow_unverified:
         raise DeployError(f"SES has not verified {cfg.domain_name} (status {status}): the system could neither send nor "
                           "receive", "publish these DNS records, wait for SES to verify the domain, then deploy again "
                                      "(or pass --allow-unverified):\n    " + "\n    ".join(preflight.dns_records(cfg)))
+    production = preflight.production_access()
     run = Run(cfg, apply=not options.dry_run, report=lambda c: report(f"[deploy] {c}") if c.action != UNCHANGED else None)
     if images is None:
         from deploy import images as publishing
@@ -54,27 +86,79 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
             publishing.build(report)
         images = publishing.publish(run, engine, options.registry, report)
     shared(run)
-    stack.wire(run, account, environ, images)
-    summarize(run, report, status)
+    wire(run, target.account, environ, images, options.replace_active_rule_set)
+    if run.apply:
+        records = preflight.dns_records(cfg)
+        report("[deploy] DNS records to publish (each whose SES check is not yet Success, and the MX records):\n    "
+               + "\n    ".join(records))
+        report(preflight.sandbox_note(cfg, production))
+    summarize(run, report)
     return run.changes
 
 
-def summarize(run: Run, report: Callable[[str], None], status: str) -> None:
+def thread_secret(run: Run) -> None:
+    """THREAD_SECRET as an SSM SecureString (AWS-managed key): never in a function's configuration."""
+    cfg, ssm = run.cfg, client("ssm")
+    if not cfg.thread_secret:  # not given: keep the stored one (preflight checked it exists)
+        run.converge("ssm-parameter", cfg.thread_secret_parameter, True, detail="SecureString, kept")
+        return
+    found = or_none(lambda: ssm.get_parameter(Name=cfg.thread_secret_parameter, WithDecryption=True), "ParameterNotFound")
+    differ = [] if found is None or (found["Parameter"]["Value"] == cfg.thread_secret
+                                     and found["Parameter"]["Type"] == "SecureString") else ["new secret"]
+
+    def put(*_: Any) -> None:
+        ssm.put_parameter(Name=cfg.thread_secret_parameter, Value=cfg.thread_secret, Type="SecureString", Overwrite=True)
+
+    run.converge("ssm-parameter", cfg.thread_secret_parameter, found, differ, create=put, update=put,
+                 create_detail="SecureString THREAD_SECRET")
+
+
+def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, Published],
+         replace_active_rule_set: bool = False) -> None:
+    """Roles, functions and everything that invokes them, in dependency order."""
+    cfg = run.cfg
+    thread_secret(run)
+    queue(run, lambdas.async_dlq(cfg), {"MessageRetentionPeriod": str(DLQ_RETENTION_S)})
+    lambdas.log_groups(run)
+    for spec in FUNCTIONS:
+        role_arn = iam.converge_role(run, account, spec.name)
+        lambdas.function(run, spec, images[spec.name], role_arn, lambdas.environment(cfg, spec, source_env))
+    for name in lambdas.ASYNC_FUNCTIONS:
+        lambdas.on_failure(run, name)
+    for spec in SENDERS:
+        triggers.event_source(run, account, spec)
+    triggers.permission(run, account, "attachment-extractor", "s3-attachments", "s3.amazonaws.com", f"arn:aws:s3:::{cfg.bucket}")
+    attachments_notification(run, "LambdaFunctionConfigurations", "LambdaFunctionArn",
+                             lambdas.alias_arn(cfg, account, "attachment-extractor"), "attachment-extractor")
+    feedback = topic_arn(cfg, cfg.feedback_topic)
+    triggers.permission(run, account, "inbound-handler", "sns-ses-feedback", "sns.amazonaws.com", feedback)
+    subscription(run, feedback, "lambda", lambdas.alias_arn(cfg, account, "inbound-handler"),
+                 f"{cfg.feedback_topic} -> inbound-handler:{lambdas.ALIAS}")
+    subscription(run, topic_arn(cfg, cfg.alert_topic), "email", cfg.private_email, f"{cfg.alert_topic} -> owner e-mail")
+    rule_set = receiving.target_rule_set(cfg, replace_active_rule_set)
+    thread_rule, public_rule = receiving.rule_names(cfg)
+    triggers.permission(run, account, "reply-handler", "ses-receipt-thread", "ses.amazonaws.com",
+                        receiving.rule_arn(cfg, account, rule_set, thread_rule))
+    triggers.permission(run, account, "inbound-handler", "ses-receipt-public", "ses.amazonaws.com",
+                        receiving.rule_arn(cfg, account, rule_set, public_rule))
+    receiving.bucket_policy(run, account, rule_set)
+    receiving.receipt_rules(run, account, rule_set)
+    receiving.mail_from(run)
+    alarms.alarms(run)
+
+
+def summarize(run: Run, report: Callable[[str], None]) -> None:
     counts: dict[str, int] = {}
     for c in run.changes:
         counts[c.action] = counts.get(c.action, 0) + 1
     if not any(a != UNCHANGED for a in counts):
         report(f"[deploy] nothing to change: all {len(run.changes)} resources are up to date")
-    else:
-        verb = "would" if not run.apply else "did"
-        report(f"[deploy] {verb} create {counts.get('create', 0)}, update {counts.get('update', 0)}; "
-               f"{counts.get('unchanged', 0)} unchanged")
-    if run.apply and status != "Success":
-        report("[deploy] SES has not verified the domain yet; publish these DNS records:\n    "
-               + "\n    ".join(preflight.dns_records(run.cfg)))
+        return
+    verb = "would" if not run.apply else "did"
+    report(f"[deploy] {verb} create {counts.get('create', 0)}, update {counts.get('update', 0)}, delete "
+           f"{counts.get('delete', 0)}; {counts.get('unchanged', 0)} unchanged")
 
 
 def plan_lines(changes: list[Change]) -> list[tuple[str, str, str]]:
     """What a plan and a run are compared by."""
     return [(c.kind, c.name, c.action) for c in changes]
-

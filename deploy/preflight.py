@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.aws import client, error_code
+from common.aws import client, error_code, or_none
 from common.runtime import config
 from common.runtime.config import DEV_THREAD_SECRET, Config
 from common.runtime.errors import ConfigError
 from deploy.errors import DeployError
 
-REQUIRED = ("domain_name", "public_email", "private_email", "thread_secret")
+REQUIRED = ("domain_name", "public_email", "private_email")
 MIN_SECRET = 32
 
 
@@ -32,8 +32,13 @@ def resolve_region(cli_region: str | None, environ: Mapping[str, str]) -> str:
     return region
 
 
-def load_config(environ: Mapping[str, str], env: str, region: str) -> Config:
+def load_config(environ: Mapping[str, str], env: str, region: str, account: str, need_secret: bool = True) -> Config:
+    """The deploy's configuration. The bucket defaults to ``{project}-{env}-{account}-{region}-mail``:
+    bucket names are global, so the local default would collide with every other adopter."""
     values = {**environ, "ENVIRONMENT": env, "AWS_REGION": region}
+    if not values.get("EMAIL_BUCKET"):
+        project = values.get("PROJECT_NAME") or config.PROJECT
+        values["EMAIL_BUCKET"] = f"{project}-{env}-{account}-{region}-mail"
     try:
         cfg = config.load(values, require=REQUIRED)
     except ConfigError as exc:
@@ -41,10 +46,31 @@ def load_config(environ: Mapping[str, str], env: str, region: str) -> Config:
     if cfg.thread_secret == DEV_THREAD_SECRET:
         raise DeployError("THREAD_SECRET is the development secret from compose/local.env",
                           "export a random secret: THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))')")
-    if len(cfg.thread_secret) < MIN_SECRET:
+    if cfg.thread_secret and len(cfg.thread_secret) < MIN_SECRET:
         raise DeployError(f"THREAD_SECRET has {len(cfg.thread_secret)} characters; a deployed secret needs {MIN_SECRET}",
                           "export a longer random secret (secrets.token_hex(32) gives 64 characters)")
+    if need_secret and not cfg.thread_secret and not _parameter_exists(cfg.thread_secret_parameter):
+        raise DeployError(f"no THREAD_SECRET: the first deploy stores it in SSM ({cfg.thread_secret_parameter})",
+                          "export THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))') and deploy again")
     return cfg
+
+
+def _parameter_exists(name: str) -> bool:
+    return or_none(lambda: client("ssm").get_parameter(Name=name), "ParameterNotFound") is not None
+
+
+def bucket_available(cfg: Config) -> None:
+    """HeadBucket: 200 ours, 404 free; 403 means another account owns the name (global namespace)."""
+    try:
+        client("s3").head_bucket(Bucket=cfg.bucket)
+    except Exception as exc:
+        code = error_code(exc)
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            return
+        if code in ("403", "AccessDenied", "Forbidden"):
+            raise DeployError(f"the bucket name {cfg.bucket} belongs to another AWS account (HeadBucket answers 403)",
+                              "choose a name of your own: export EMAIL_BUCKET=<a globally unique name>") from None
+        raise
 
 
 def account() -> str:
@@ -88,19 +114,49 @@ def identity_status(cfg: Config) -> str:
     return str(attrs.get("VerificationAttributes", {}).get(cfg.domain_name, {}).get("VerificationStatus", ""))
 
 
+def production_access() -> bool | None:
+    """SES production access (False: the sandbox), or None when the endpoint cannot say."""
+    try:
+        return bool(client("sesv2").get_account().get("ProductionAccessEnabled"))
+    except Exception:
+        return None
+
+
 def dns_records(cfg: Config) -> list[str]:
-    """The records the owner publishes so SES can verify, sign, receive and handle bounces."""
+    """Every DNS record the domain needs whose SES check is not yet Success, with what it is for."""
     ses = client("ses")
+    domain = cfg.domain_name
     records = []
-    attrs: dict[str, Any] = ses.get_identity_verification_attributes(Identities=[cfg.domain_name]).get(
-        "VerificationAttributes", {}).get(cfg.domain_name, {})
-    if attrs.get("VerificationToken"):
-        records.append(f"TXT   _amazonses.{cfg.domain_name}  \"{attrs['VerificationToken']}\"")
-    dkim = ses.get_identity_dkim_attributes(Identities=[cfg.domain_name]).get("DkimAttributes", {}).get(cfg.domain_name, {})
-    for token in dkim.get("DkimTokens", []):
-        records.append(f"CNAME {token}._domainkey.{cfg.domain_name}  {token}.dkim.amazonses.com")
+    verify: dict[str, Any] = ses.get_identity_verification_attributes(Identities=[domain]).get(
+        "VerificationAttributes", {}).get(domain, {})
+    if verify.get("VerificationStatus") != "Success" and verify.get("VerificationToken"):
+        records.append(f"TXT   _amazonses.{domain}  \"{verify['VerificationToken']}\"   (domain verification: "
+                       f"{verify.get('VerificationStatus') or 'not started'})")
+    dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {})
+    if dkim.get("DkimVerificationStatus") != "Success":
+        for token in dkim.get("DkimTokens", []):
+            records.append(f"CNAME {token}._domainkey.{domain}  {token}.dkim.amazonses.com   (DKIM: "
+                           f"{dkim.get('DkimVerificationStatus') or 'not started'})")
+    mail_from = ses.get_identity_mail_from_domain_attributes(Identities=[domain]).get(
+        "MailFromDomainAttributes", {}).get(domain, {})
+    if mail_from.get("MailFromDomainStatus") != "Success":
+        status = mail_from.get("MailFromDomainStatus") or "not set up"
+        records += [f"MX    bounce.{domain}  10 feedback-smtp.{cfg.region}.amazonses.com   (MAIL FROM: {status}; "
+                    "until it is Success SES refuses every send)",
+                    f"TXT   bounce.{domain}  \"v=spf1 include:amazonses.com ~all\"   (MAIL FROM SPF: {status})"]
     inbound = f"inbound-smtp.{cfg.region}.amazonaws.com"
-    records += [f"MX    {cfg.domain_name}  10 {inbound}", f"MX    {cfg.thread_domain}  10 {inbound}",
-                f"MX    bounce.{cfg.domain_name}  10 feedback-smtp.{cfg.region}.amazonses.com",
-                f"TXT   bounce.{cfg.domain_name}  \"v=spf1 include:amazonses.com ~all\""]
+    records += [f"MX    {domain}  10 {inbound}   (receiving; SES cannot check it. This MX sends ALL mail for "
+                f"@{domain} to SES, not only {cfg.public_email}: move any other mailboxes of the domain first)",
+                f"MX    {cfg.thread_domain}  10 {inbound}   (receiving the owner's replies; SES cannot check it)"]
     return records
+
+
+def sandbox_note(cfg: Config, production: bool | None) -> str:
+    if production is None:
+        return "[deploy] SES production access: unknown (sesv2 GetAccount not available at this endpoint)"
+    if production:
+        return "[deploy] SES production access: yes"
+    return (f"[deploy] SES is in the sandbox in {cfg.region}: it sends only to verified addresses. Verify "
+            f"{cfg.private_email} (aws sesv2 create-email-identity --email-identity {cfg.private_email}) so forwards "
+            "arrive, and request production access before contacts can get acks and replies "
+            "(https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html)")

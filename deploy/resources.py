@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NamedTuple
 
@@ -24,6 +23,7 @@ from common.aws.sts import account_id
 from common.runtime.config import Config
 from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
 from common.store import layout
+from deploy.plan import CREATE, UNCHANGED, UPDATE, Change, Run, canonical  # noqa: F401 (re-exported)
 
 MAIN_RETENTION_S = 24 * 3600  # seed values: main queues 1 day, DLQs 7 days
 DLQ_RETENTION_S = 7 * 24 * 3600
@@ -53,18 +53,6 @@ TABLES: dict[str, tuple[str, str, dict[str, Index]]] = {
     "quarantine_table": ("id", "", {"pendingDigest": Index("pendingDigest")}),
 }
 
-CREATE, UPDATE, UNCHANGED = "create", "update", "unchanged"
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    kind: str
-    name: str
-    action: str  # create | update | unchanged
-    detail: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.action:<9} {self.kind:<16} {self.name}{'  (' + self.detail + ')' if self.detail else ''}"
 
 
 def default_spam_rules() -> str:
@@ -78,21 +66,6 @@ def local_queue(cfg: Config, purpose: str) -> str:
 
 def sender_queues(cfg: Config) -> tuple[str, ...]:
     return (cfg.ack_queue, cfg.forward_queue, cfg.reply_queue)
-
-
-class Run:
-    """Collects the changes of one provisioning run and applies them unless it is a dry run."""
-
-    def __init__(self, cfg: Config, apply: bool, report: Callable[[Change], None] | None) -> None:
-        self.cfg, self.apply, self.report = cfg, apply, report
-        self.changes: list[Change] = []
-
-    def note(self, kind: str, name: str, action: str, detail: str = "") -> str:
-        change = Change(kind, name, action, detail)
-        self.changes.append(change)
-        if self.report:
-            self.report(change)
-        return action
 
 
 def provision(cfg: Config, report: Callable[[Change], None] | None = None, *, apply: bool = True,
@@ -113,8 +86,8 @@ def shared(run: Run, local: bool = False) -> None:
     _bucket(run, cfg)
     for field_name, (key, ttl, indexes) in TABLES.items():
         _table(run, getattr(cfg, field_name), key, ttl, indexes)
-    for queue in sender_queues(cfg):
-        _queue_with_dlq(run, queue, QUEUE_VISIBILITY_S, cfg.max_receive_count)
+    for name in sender_queues(cfg):
+        _queue_with_dlq(run, name, QUEUE_VISIBILITY_S, cfg.max_receive_count)
     for topic in (cfg.alert_topic, cfg.feedback_topic):
         _topic(run, topic)
     _ses_identity(run, cfg.domain_name)
@@ -159,25 +132,44 @@ def bucket_exists(bucket: str) -> bool:
 
 # --- shared resources ----------------------------------------------------------------------------
 
+PUBLIC_ACCESS_BLOCK = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
+                       "RestrictPublicBuckets": True}
+LIFECYCLE = [
+    # Claim-check payloads only matter while their queue message can still be received.
+    {"ID": "queue-payloads", "Filter": {"Prefix": layout.QUEUE_PAYLOADS}, "Status": "Enabled", "Expiration": {"Days": 14}},
+    {"ID": "staging", "Filter": {"Prefix": layout.STAGING}, "Status": "Enabled", "Expiration": {"Days": 30}},
+]
+
+
 def _bucket(run: Run, cfg: Config) -> None:
+    """The private mail bucket; its public-access block and lifecycle are reconciled on every run."""
     s3 = client("s3")
-    if bucket_exists(cfg.bucket):
-        run.note("s3-bucket", cfg.bucket, UNCHANGED)
-        return
-    run.note("s3-bucket", cfg.bucket, CREATE, f"private, lifecycle for {layout.STAGING} and {layout.QUEUE_PAYLOADS}")
-    if not run.apply:
-        return
-    kwargs: dict[str, Any] = {}
-    if cfg.region != "us-east-1":
-        kwargs["CreateBucketConfiguration"] = {"LocationConstraint": cfg.region}
-    s3.create_bucket(Bucket=cfg.bucket, **kwargs)
-    s3.put_public_access_block(Bucket=cfg.bucket, PublicAccessBlockConfiguration={
-        "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
-    s3.put_bucket_lifecycle_configuration(Bucket=cfg.bucket, LifecycleConfiguration={"Rules": [
-        # Claim-check payloads only matter while their queue message can still be received.
-        {"ID": "queue-payloads", "Filter": {"Prefix": layout.QUEUE_PAYLOADS}, "Status": "Enabled", "Expiration": {"Days": 14}},
-        {"ID": "staging", "Filter": {"Prefix": layout.STAGING}, "Status": "Enabled", "Expiration": {"Days": 30}},
-    ]})
+    exists = bucket_exists(cfg.bucket)
+
+    def create() -> None:
+        kwargs: dict[str, Any] = {}
+        if cfg.region != "us-east-1":
+            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": cfg.region}
+        s3.create_bucket(Bucket=cfg.bucket, **kwargs)
+        settings(["public access block", "lifecycle"])
+
+    def settings(differ: Any) -> None:
+        if "public access block" in differ:
+            s3.put_public_access_block(Bucket=cfg.bucket, PublicAccessBlockConfiguration=PUBLIC_ACCESS_BLOCK)
+        if "lifecycle" in differ:
+            s3.put_bucket_lifecycle_configuration(Bucket=cfg.bucket, LifecycleConfiguration={"Rules": LIFECYCLE})
+
+    differ = []
+    if exists:
+        block = or_none(lambda: s3.get_public_access_block(Bucket=cfg.bucket), "NoSuchPublicAccessBlockConfiguration")
+        if (block or {}).get("PublicAccessBlockConfiguration") != PUBLIC_ACCESS_BLOCK:
+            differ.append("public access block")
+        rules = or_none(lambda: s3.get_bucket_lifecycle_configuration(Bucket=cfg.bucket), "NoSuchLifecycleConfiguration")
+        have = {r.get("ID"): {k: r.get(k) for k in ("ID", "Filter", "Status", "Expiration")} for r in (rules or {}).get("Rules", [])}
+        if any(canonical(have.get(r["ID"])) != canonical(r) for r in LIFECYCLE):
+            differ.append("lifecycle")
+    run.converge("s3-bucket", cfg.bucket, True if exists else None, differ, create=create, update=settings,
+                 create_detail=f"private, lifecycle for {layout.STAGING} and {layout.QUEUE_PAYLOADS}")
 
 
 def _index(name: str, index: Index) -> dict[str, Any]:
@@ -190,11 +182,14 @@ def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, Index]) -
     ddb = client("dynamodb")
     described = or_none(lambda: ddb.describe_table(TableName=name), "ResourceNotFoundException")
     existing = described["Table"] if described else None
-    if existing is None:
-        run.note("dynamodb-table", name, CREATE, f"key {key}" + (f", TTL {ttl}" if ttl else "")
-                 + "".join(f", index {i}" for i in indexes))
-        if not run.apply:
-            return
+    have = {i["IndexName"] for i in (existing or {}).get("GlobalSecondaryIndexes", [])}
+    missing = [i for i in indexes if i not in have]
+    ttl_on = True
+    if ttl and existing is not None:
+        status = ddb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
+        ttl_on = status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and status.get("AttributeName") == ttl
+
+    def create() -> None:
         attributes = sorted({key, *(i.key for i in indexes.values())})
         extra: dict[str, Any] = {"GlobalSecondaryIndexes": [_index(i, k) for i, k in indexes.items()]} if indexes else {}
         ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
@@ -203,50 +198,34 @@ def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, Index]) -
         ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
         if ttl:
             ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
-        return
-    have = {i["IndexName"] for i in existing.get("GlobalSecondaryIndexes", [])}
-    missing = [i for i in indexes if i not in have]
-    ttl_on = True
-    if ttl:
-        status = ddb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
-        ttl_on = status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and status.get("AttributeName") == ttl
-    if not missing and ttl_on:
-        run.note("dynamodb-table", name, UNCHANGED)
-        return
-    run.note("dynamodb-table", name, UPDATE, ", ".join([f"add index {i}" for i in missing] + ([] if ttl_on else [f"TTL {ttl}"])))
-    if not run.apply:
-        return
-    for index in missing:  # an older deployment: add what this version queries
-        ddb.update_table(TableName=name, AttributeDefinitions=[{"AttributeName": indexes[index].key, "AttributeType": "S"}],
-                         GlobalSecondaryIndexUpdates=[{"Create": _index(index, indexes[index])}])
-    if not ttl_on:
-        ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
+
+    def update(_: Any) -> None:
+        for index in missing:  # an older deployment: add what this version queries
+            ddb.update_table(TableName=name, AttributeDefinitions=[{"AttributeName": indexes[index].key, "AttributeType": "S"}],
+                             GlobalSecondaryIndexUpdates=[{"Create": _index(index, indexes[index])}])
+        if not ttl_on:
+            ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
+
+    run.converge("dynamodb-table", name, existing, [f"add index {i}" for i in missing] + ([] if ttl_on else [f"TTL {ttl}"]),
+                 create=create, update=update, create_detail=f"key {key}" + (f", TTL {ttl}" if ttl else "")
+                 + "".join(f", index {i}" for i in indexes))
 
 
-def _queue(run: Run, name: str, attributes: dict[str, str]) -> None:
+def queue(run: Run, name: str, attributes: dict[str, str]) -> None:
     sqs = client("sqs")
     url = queue_url(name)
-    if url is None:
-        run.note("sqs-queue", name, CREATE)
-        if run.apply:
-            sqs.create_queue(QueueName=name, Attributes=attributes)
-        return
-    current = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(attributes))["Attributes"]
-    differ = sorted(k for k, v in attributes.items() if _norm(current.get(k)) != _norm(v))
-    if not differ:
-        run.note("sqs-queue", name, UNCHANGED)
-        return
-    run.note("sqs-queue", name, UPDATE, ", ".join(differ))
-    if run.apply:
-        sqs.set_queue_attributes(QueueUrl=url, Attributes={k: attributes[k] for k in differ})
+    current = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(attributes))["Attributes"] if url else None
+    differ = sorted(k for k, v in attributes.items() if current is not None and _norm(current.get(k)) != _norm(v))
+    run.converge("sqs-queue", name, current, differ, create=lambda: sqs.create_queue(QueueName=name, Attributes=attributes),
+                 update=lambda differ: sqs.set_queue_attributes(QueueUrl=url, Attributes={k: attributes[k] for k in differ}))
 
 
-def _queue_with_dlq(run: Run, queue: str, visibility_s: int, max_receive_count: int,
+def _queue_with_dlq(run: Run, queue_name: str, visibility_s: int, max_receive_count: int,
                     retention_s: int = MAIN_RETENTION_S, extra: dict[str, str] | None = None) -> None:
-    dlq = dlq_name(queue)
-    _queue(run, dlq, {"MessageRetentionPeriod": str(DLQ_RETENTION_S)})
+    dlq = dlq_name(queue_name)
+    queue(run, dlq, {"MessageRetentionPeriod": str(DLQ_RETENTION_S)})
     dlq_arn = queue_arn(run.cfg, dlq)
-    _queue(run, queue, {
+    queue(run, queue_name, {
         "MessageRetentionPeriod": str(retention_s),
         "VisibilityTimeout": str(visibility_s),
         "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}),
@@ -267,30 +246,22 @@ def _norm(value: str | None) -> Any:
 def _topic(run: Run, name: str) -> None:
     sns = client("sns")
     existing = {t["TopicArn"].rsplit(":", 1)[1] for page in sns.get_paginator("list_topics").paginate() for t in page["Topics"]}
-    if name in existing:
-        run.note("sns-topic", name, UNCHANGED)
-        return
-    run.note("sns-topic", name, CREATE)
-    if run.apply:
-        sns.create_topic(Name=name)
+    run.converge("sns-topic", name, name if name in existing else None, create=lambda: sns.create_topic(Name=name))
 
 
 def _ses_identity(run: Run, domain: str) -> None:
     """The sending and receiving domain, with Easy DKIM (SES signs every message it sends)."""
     ses = client("ses")
-    if domain not in ses.list_identities(IdentityType="Domain").get("Identities", []):
-        run.note("ses-identity", domain, CREATE, "with DKIM; publish the DNS records the deploy prints")
-        if run.apply:
-            ses.verify_domain_identity(Domain=domain)
-            ses.verify_domain_dkim(Domain=domain)
-        return
-    dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {})
-    if dkim.get("DkimTokens"):
-        run.note("ses-identity", domain, UNCHANGED)
-        return
-    run.note("ses-identity", domain, UPDATE, "enable DKIM")
-    if run.apply:
+    exists = domain in ses.list_identities(IdentityType="Domain").get("Identities", [])
+    dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {}) if exists else {}
+
+    def create() -> None:
+        ses.verify_domain_identity(Domain=domain)
         ses.verify_domain_dkim(Domain=domain)
+
+    run.converge("ses-identity", domain, domain if exists else None, [] if dkim.get("DkimTokens") else ["enable DKIM"],
+                 create=create, update=lambda _: ses.verify_domain_dkim(Domain=domain),
+                 create_detail="with DKIM; publish the DNS records the deploy prints")
 
 
 def _configuration_set(run: Run, cfg: Config) -> None:
@@ -298,67 +269,61 @@ def _configuration_set(run: Run, cfg: Config) -> None:
     ses = client("ses")
     name = cfg.ses_configuration_set
     destination: dict[str, Any] = {"Name": "feedback", "Enabled": True, "MatchingEventTypes": list(FEEDBACK_EVENTS),
-                   "SNSDestination": {"TopicARN": topic_arn(cfg, cfg.feedback_topic)}}
+                                   "SNSDestination": {"TopicARN": topic_arn(cfg, cfg.feedback_topic)}}
     described = or_none(lambda: ses.describe_configuration_set(
         ConfigurationSetName=name, ConfigurationSetAttributeNames=["eventDestinations"]), "ConfigurationSetDoesNotExist")
-    if described is None:
-        run.note("ses-config-set", name, CREATE, "events delivery, bounce, complaint -> " + cfg.feedback_topic)
-        if run.apply:
-            ses.create_configuration_set(ConfigurationSet={"Name": name})
-            ses.create_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
-        return
-    current = next((d for d in described.get("EventDestinations", []) if d.get("Name") == "feedback"), None)
-    if current is not None and sorted(current.get("MatchingEventTypes", [])) == sorted(FEEDBACK_EVENTS) and \
-            current.get("SNSDestination", {}).get("TopicARN") == destination["SNSDestination"]["TopicARN"]:
-        run.note("ses-config-set", name, UNCHANGED)
-        return
-    if current is None and "EventDestinations" not in described:
-        # An emulator that does not report event destinations: nothing to compare with.
-        run.note("ses-config-set", name, UNCHANGED, "event destinations not reported by this endpoint")
-        return
-    run.note("ses-config-set", name, UPDATE, "feedback event destination")
-    if run.apply:
+    current = next((d for d in (described or {}).get("EventDestinations", []) if d.get("Name") == "feedback"), None)
+    # An emulator that does not report event destinations leaves nothing to compare with.
+    reported = described is not None and "EventDestinations" in described
+    same = current is not None and sorted(current.get("MatchingEventTypes", [])) == sorted(FEEDBACK_EVENTS) and \
+        current.get("SNSDestination", {}).get("TopicARN") == destination["SNSDestination"]["TopicARN"]
+
+    def create() -> None:
+        ses.create_configuration_set(ConfigurationSet={"Name": name})
+        ses.create_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
+
+    def update(_: Any) -> None:
         if current is None:
             ses.create_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
         else:
             ses.update_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
+
+    run.converge("ses-config-set", name, described, [] if same or not reported else ["feedback event destination"],
+                 create=create, update=update, create_detail="events delivery, bounce, complaint -> " + cfg.feedback_topic)
 
 
 def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> None:
     logs = client("logs")
     found = logs.describe_log_groups(logGroupNamePrefix=name).get("logGroups", [])
     group = next((g for g in found if g["logGroupName"] == name), None)
-    if group is not None and group.get("retentionInDays") == retention_days:
-        run.note("log-group", name, UNCHANGED)
-        return
-    run.note("log-group", name, CREATE if group is None else UPDATE, f"retention {retention_days} days")
-    if not run.apply:
-        return
-    if group is None:
+
+    def create() -> None:
         logs.create_log_group(logGroupName=name)
-    logs.put_retention_policy(logGroupName=name, retentionInDays=retention_days)
+        logs.put_retention_policy(logGroupName=name, retentionInDays=retention_days)
+
+    run.converge("log-group", name, group, [] if group is None or group.get("retentionInDays") == retention_days
+                 else [f"retention {retention_days} days"], create=create,
+                 update=lambda _: logs.put_retention_policy(logGroupName=name, retentionInDays=retention_days),
+                 create_detail=f"retention {retention_days} days")
 
 
 def _spam_rules(run: Run, cfg: Config) -> None:
+    """Created once, never overwritten: the owner edits the list (a bucket created in this dry run has no objects)."""
     s3 = client("s3")
-    # Never overwrite the owner's edited list (and a bucket created in this dry run has no objects).
-    if (run.apply or bucket_exists(cfg.bucket)) and \
-            _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES), "404", "NoSuchKey", "NotFound"):
-        run.note("s3-object", layout.SPAM_RULES, UNCHANGED, "owner-edited; never overwritten")
-        return
-    run.note("s3-object", layout.SPAM_RULES, CREATE, "default keyword lists")
-    if run.apply:
-        s3.put_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES, Body=default_spam_rules().encode(), ContentType="text/plain")
+    exists = (run.apply or bucket_exists(cfg.bucket)) and \
+        _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES), "404", "NoSuchKey", "NotFound")
+    run.converge("s3-object", layout.SPAM_RULES, True if exists else None,
+                 create=lambda: s3.put_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES, Body=default_spam_rules().encode(),
+                                              ContentType="text/plain"),
+                 detail="owner-edited; never overwritten", create_detail="default keyword lists")
 
 
 def _parameter(run: Run, name: str, value: str) -> None:
     ssm = client("ssm")
-    if _exists(lambda: ssm.get_parameter(Name=name), "ParameterNotFound"):
-        run.note("ssm-parameter", name, UNCHANGED, "owner-edited; never overwritten")
-        return
-    run.note("ssm-parameter", name, CREATE, f"= {value}")
-    if run.apply:
-        ssm.put_parameter(Name=name, Value=value, Type="String")
+    exists = _exists(lambda: ssm.get_parameter(Name=name), "ParameterNotFound")
+    run.converge("ssm-parameter", name, True if exists else None,
+                 create=lambda: ssm.put_parameter(Name=name, Value=value, Type="String"),
+                 detail="owner-edited; never overwritten", create_detail=f"= {value}")
 
 
 # --- local event wiring --------------------------------------------------------------------------
@@ -390,12 +355,10 @@ def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str)
     subs: list[dict[str, Any]] = []
     if run.apply or _exists(lambda: sns.get_topic_attributes(TopicArn=topic), "NotFound", "NotFoundException"):
         subs = sns.list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
-    if any(s.get("Endpoint") == endpoint and s.get("Protocol") == protocol for s in subs):
-        run.note("sns-subscription", label, UNCHANGED)
-        return
-    run.note("sns-subscription", label, CREATE, protocol + (" (confirm the e-mail AWS sends)" if protocol == "email" else ""))
-    if run.apply:
-        sns.subscribe(TopicArn=topic, Protocol=protocol, Endpoint=endpoint)
+    found = next((s for s in subs if s.get("Endpoint") == endpoint and s.get("Protocol") == protocol), None)
+    run.converge("sns-subscription", label, found,
+                 create=lambda: sns.subscribe(TopicArn=topic, Protocol=protocol, Endpoint=endpoint),
+                 create_detail=protocol + (" (confirm the e-mail AWS sends)" if protocol == "email" else ""))
 
 
 def attachments_notification(run: Run, kind: str, arn_key: str, target: str, target_name: str) -> None:
@@ -409,9 +372,7 @@ def attachments_notification(run: Run, kind: str, arn_key: str, target: str, tar
               "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": layout.ATTACHMENTS}]}}}
     s3 = client("s3")
     current = s3.get_bucket_notification_configuration(Bucket=bucket).get(kind, []) if run.apply or bucket_exists(bucket) else []
-    if any(c.get(arn_key) == target and layout.ATTACHMENTS in json.dumps(c.get("Filter", {})) for c in current):
-        run.note("s3-notification", f"{bucket}/{layout.ATTACHMENTS}", UNCHANGED)
-        return
-    run.note("s3-notification", f"{bucket}/{layout.ATTACHMENTS}", CREATE, "ObjectCreated -> " + target_name)
-    if run.apply:
-        s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={kind: [wanted]})
+    found = next((c for c in current if c.get(arn_key) == target and layout.ATTACHMENTS in json.dumps(c.get("Filter", {}))), None)
+    run.converge("s3-notification", f"{bucket}/{layout.ATTACHMENTS}", found,
+                 create=lambda: s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={kind: [wanted]}),
+                 create_detail="ObjectCreated -> " + target_name)

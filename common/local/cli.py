@@ -305,26 +305,86 @@ def _smtp(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("deploy", "push the images to ECR and create or update the stack on AWS",
-         arg("--env", default="prd", help="environment name in every resource name (default prd)"),
-         arg("--region", help="AWS region (default: AWS_REGION or the profile's; must agree with AWS_REGION)"),
+AWS_TARGET = (arg("--env", default="prd", help="environment name in every resource name (default prd)"),
+              arg("--region", help="AWS region (default: AWS_REGION or the profile's; must agree with AWS_REGION)"))
+
+
+@command("deploy", "push the images to ECR and create or update the stack on AWS", *AWS_TARGET,
          arg("--dry-run", action="store_true", help="print the plan (create / update / unchanged), change nothing"),
-         arg("--registry", help="push to this registry host instead of the ECR repository's"),
+         arg("--registry", help="push to this registry host instead of ECR (an emulator's tests only)"),
          arg("--skip-build", action="store_true", help="use the images already built (make images)"),
-         arg("--allow-unverified", action="store_true", help="deploy although SES has not verified the domain yet"))
+         arg("--allow-unverified", action="store_true", help="deploy although SES has not verified the domain yet"),
+         arg("--replace-active-rule-set", action="store_true",
+             help="make this deployment's receipt rule set the active one (default: add its rules to the active set)"),
+         arg("--print-deployer-policy", action="store_true",
+             help="print the least-privilege IAM policy the deploying user needs, and exit"))
 def _deploy(args: argparse.Namespace) -> int:
     from deploy.errors import DeployError
     from deploy.main import Options, deploy
 
     options = Options(env=args.env, region=args.region, dry_run=args.dry_run, registry=args.registry,
-                      skip_build=args.skip_build, allow_unverified=args.allow_unverified)
+                      skip_build=args.skip_build, allow_unverified=args.allow_unverified,
+                      replace_active_rule_set=args.replace_active_rule_set)
     try:
+        if args.print_deployer_policy:
+            print(json.dumps(_deployer_policy(options), indent=2))
+            return 0
         deploy(options, report=lambda line: print(line, flush=True))
     except DeployError as exc:
         print(f"[deploy] error: {exc}", file=sys.stderr)
         return 2
     return 0
 
+
+def _deployer_policy(options: Any) -> dict[str, Any]:
+    """For the account of the current credentials, or placeholders when there are none."""
+    from common.runtime import config
+    from deploy.iam import deployer_policy
+    from deploy.preflight import resolve_region
+
+    region = resolve_region(options.region, os.environ)
+    try:
+        from common.aws.sts import account_id
+
+        account = account_id()
+    except Exception:
+        account = "ACCOUNT_ID"
+    values = {**os.environ, "ENVIRONMENT": options.env, "AWS_REGION": region}
+    values.setdefault("EMAIL_BUCKET", f"{values.get('PROJECT_NAME') or config.PROJECT}-{options.env}-{account}-{region}-mail")
+    values.setdefault("DOMAIN_NAME", "example.com")
+    return deployer_policy(config.load(values), account)
+
+
+@command("destroy", "remove what the deploy made (keeps the mail bucket and tables unless --delete-data)", *AWS_TARGET,
+         arg("--dry-run", action="store_true", help="list what would be deleted, delete nothing"),
+         arg("--delete-data", action="store_true", help="also the mail bucket (every object), the tables and the spam log"))
+def _destroy(args: argparse.Namespace) -> int:
+    from deploy.destroy import destroy
+    from deploy.errors import DeployError
+    from deploy.main import Options
+
+    try:
+        destroy(Options(env=args.env, region=args.region, dry_run=args.dry_run), args.delete_data,
+                report=lambda line: print(line, flush=True))
+    except DeployError as exc:
+        print(f"[destroy] error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+@command("replay", "re-invoke the asynchronous events Lambda gave up on (the async DLQ)", *AWS_TARGET,
+         arg("--dry-run", action="store_true", help="list them, invoke nothing"))
+def _replay(args: argparse.Namespace) -> int:
+    from deploy.errors import DeployError
+    from deploy.main import Options
+    from deploy.replay import replay
+
+    try:
+        replay(Options(env=args.env, region=args.region, dry_run=args.dry_run), report=lambda line: print(line, flush=True))
+    except DeployError as exc:
+        print(f"[replay] error: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

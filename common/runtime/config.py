@@ -40,6 +40,7 @@ class Config:
     private_email: str = ""
     owner_emails: tuple[str, ...] = ()
     thread_secret: str = ""
+    thread_secret_parameter: str = ""  # SSM SecureString holding THREAD_SECRET on AWS (read at cold start)
     bucket: str = ""
     conversations_table: str = ""
     idempotency_table: str = ""
@@ -192,6 +193,7 @@ def _with_defaults(cfg: Config) -> Config:
         "forward_queue": cfg.name("forward"),
         "reply_queue": cfg.name("reply"),
         "spam_rules_parameter": f"/{cfg.project}/{cfg.env}/spam-rules-key",
+        "thread_secret_parameter": f"/{cfg.project}/{cfg.env}/thread-secret",
         "spam_log_group": f"/{cfg.project}/{cfg.env}/spam",
         "alert_topic": cfg.name("alerts"),
         "feedback_topic": cfg.name("ses-feedback"),
@@ -231,3 +233,20 @@ def _validate(cfg: Config) -> None:
             raise ConfigError(f"{env_name(name)} must not be negative")
     if not re.fullmatch(r"[a-z0-9-]+", cfg.env):
         raise ConfigError(f"ENVIRONMENT={cfg.env!r} must be lowercase letters, digits or hyphens")
+
+
+def with_secrets(cfg: Config, require: Iterable[str] = ()) -> Config:
+    """THREAD_SECRET from its SSM SecureString when the environment does not carry it (on AWS it never
+    does: the deploy keeps it out of the function configuration). Called once, at cold start."""
+    from dataclasses import replace
+
+    if "thread_secret" in require and not cfg.thread_secret and cfg.thread_secret_parameter:
+        from common.aws import error_code, ssm
+
+        try:
+            cfg = replace(cfg, thread_secret=ssm.get_parameter(cfg.thread_secret_parameter, decrypt=True))
+        except Exception as exc:
+            if error_code(exc) != "ParameterNotFound":
+                raise
+        _validate(cfg)
+    return cfg.require(*require)

@@ -1,6 +1,6 @@
 """The six functions, one declarative table: names (also image and folder names), local ports, what
-each consumes, and the Lambda settings `email-handler deploy` applies (memory, timeout, reserved
-concurrency, SQS batch concurrency)."""
+each consumes, and the Lambda settings `email-handler deploy` applies (memory, timeout, SQS batch
+concurrency)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ class Function:
     queue_field: str = ""  # senders: the Config field naming the queue they consume
     timeout_s: int = 60
     memory_mb: int = 256
-    # Reserved concurrency (None: the account's unreserved pool). Senders keep two instances each:
-    # with the shared rate limiter more would only contend for the same SES slots.
-    reserved_concurrency: int | None = None
-    batch_concurrency: int = 0  # senders: the SQS event source's MaximumConcurrency (2 is the minimum)
+    # Senders: the SQS event source's MaximumConcurrency (2 is the minimum). It caps them without
+    # reserving concurrency, which an account with the new-account limit of 10 cannot grant.
+    batch_concurrency: int = 0
 
     @property
     def repository(self) -> str:
@@ -56,10 +55,10 @@ FUNCTIONS: tuple[Function, ...] = (
              memory_mb=MAIL_MEMORY_MB),
     Function("attachment-extractor", 9003, ()),
     # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (FR-2).
-    Function("ack-sender", 9004, ("public_email",), "ack_queue", 180, reserved_concurrency=2, batch_concurrency=2),
-    Function("forward-sender", 9005, ("public_email",), "forward_queue", 180, MAIL_MEMORY_MB, reserved_concurrency=2,
+    Function("ack-sender", 9004, ("public_email",), "ack_queue", 180, batch_concurrency=2),
+    Function("forward-sender", 9005, ("public_email",), "forward_queue", 180, MAIL_MEMORY_MB,
              batch_concurrency=2),
-    Function("reply-sender", 9006, ("public_email",), "reply_queue", 180, MAIL_MEMORY_MB, reserved_concurrency=2,
+    Function("reply-sender", 9006, ("public_email",), "reply_queue", 180, MAIL_MEMORY_MB,
              batch_concurrency=2),
 )
 SENDERS = tuple(f for f in FUNCTIONS if f.queue_field)

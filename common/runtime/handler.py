@@ -30,7 +30,7 @@ def make_handler(function_name: str, logic: Logic) -> Callable[[Any, LambdaConte
     configure(service=function_name, environment=os.environ.get("ENVIRONMENT", config_mod.DEFAULT_ENV))
     log = get_logger(function_name)
     try:
-        cfg = config_mod.load(require=spec.requires)
+        cfg = config_mod.with_secrets(config_mod.load(), spec.requires)
     except ConfigError as exc:
         # Raised at import: the runtime reports it as the init error (errorType ConfigError).
         log.error("configuration invalid", extra={"function": function_name, "error": str(exc)})

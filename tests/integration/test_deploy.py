@@ -24,6 +24,7 @@ from tests.support.sesproxy import SesProxy
 
 ACCOUNT = "123456789012"
 PREFIX = "service-email-handler-prd"
+BUCKET = f"{PREFIX}-{ACCOUNT}-us-east-1-mail"  # bucket names are global: account and region in the default
 
 
 def images(digest: str = "a", only: str = "") -> dict[str, Published]:
@@ -55,9 +56,7 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     assert client("lambda").list_functions()["Functions"] == []  # the dry run touched nothing
     changes, _ = run(env)
     assert plan_lines(plan) == plan_lines(changes)
-    # Everything is new, except that unreserved functions keep their (absent) reservation.
-    assert [c for c in changes if c.action != "create"] == \
-        [c for c in changes if c.kind == "lambda-concurrency" and c.detail == "unreserved"]
+    assert [c for c in changes if c.action != "create"] == []  # everything is new
 
     lam = client("lambda")
     for f in FUNCTIONS:
@@ -69,13 +68,15 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         assert (config["MemorySize"], config["Timeout"]) == (f.memory_mb, f.timeout_s)
         variables = config["Environment"]["Variables"]
         assert variables["ENVIRONMENT"] == "prd" and variables["MAX_SEND_RATE"] == "14"
-        assert ("THREAD_SECRET" in variables) == ("thread_secret" in f.requires)  # only the handlers hold it
+        assert "THREAD_SECRET" not in variables  # the secret is in SSM (a SecureString), read at cold start
+        assert ("THREAD_SECRET_PARAMETER" in variables) == ("thread_secret" in f.requires)
+        assert variables["EMAIL_BUCKET"] == BUCKET
         assert variables["ALERT_TOPIC_ARN"] == f"arn:aws:sns:us-east-1:{ACCOUNT}:{PREFIX}-alerts"
         assert config["Role"] == f"arn:aws:iam::{ACCOUNT}:role/{name}"
         alias = lam.get_alias(FunctionName=name, Name="live")
         assert alias["FunctionVersion"] != "$LATEST"
-        concurrency = lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")
-        assert concurrency == f.reserved_concurrency
+        # No reservation anywhere: a new account (limit 10) could not grant one; MaximumConcurrency caps the senders.
+        assert lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions") is None
     for f in SENDERS:  # the sender queues feed the live alias with partial batch responses
         queue = client("sqs").get_queue_url(QueueName=f"{PREFIX}-{f.name.removesuffix('-sender')}")["QueueUrl"]
         attrs = client("sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
@@ -94,14 +95,18 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     doc = client("iam").get_role_policy(RoleName=f"{PREFIX}-forward-sender", PolicyName="least-privilege")["PolicyDocument"]
     doc = json.loads(urllib.request.unquote(doc)) if isinstance(doc, str) else doc
     reads = [s for s in doc["Statement"] if "s3:GetObject" in s["Action"]]
-    assert [r["Resource"] for r in reads] == [[f"arn:aws:s3:::{PREFIX}-mail/attachments/*",
-                                               f"arn:aws:s3:::{PREFIX}-mail/queue-payloads/*"]]
-    [send] = [s for s in doc["Statement"] if "ses:SendRawEmail" in s["Action"]]
-    assert send["Condition"] == {"StringEquals": {"ses:FromAddress": "hello@example.com"}}
+    assert [r["Resource"] for r in reads] == [[f"arn:aws:s3:::{BUCKET}/attachments/*",
+                                               f"arn:aws:s3:::{BUCKET}/queue-payloads/*"]]
+    sends = [s for s in doc["Statement"] if "ses:SendRawEmail" in s["Action"]]
+    assert {r for s in sends for r in s["Resource"]} == {f"arn:aws:ses:us-east-1:{ACCOUNT}:identity/*",
+                                                         f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}"}
+    assert all(s["Condition"] == {"StringEquals": {"ses:FromAddress": "hello@example.com"}} for s in sends)
     assert not any(r == "*" for s in doc["Statement"] for r in s["Resource"])
+    secret = client("ssm").get_parameter(Name="/service-email-handler/prd/thread-secret", WithDecryption=True)["Parameter"]
+    assert secret["Type"] == "SecureString" and secret["Value"] == env["THREAD_SECRET"]
 
     # S3 -> extractor, SES feedback -> inbound-handler, alerts -> the owner.
-    notification = client("s3").get_bucket_notification_configuration(Bucket=f"{PREFIX}-mail")
+    notification = client("s3").get_bucket_notification_configuration(Bucket=BUCKET)
     [to_extractor] = notification["LambdaFunctionConfigurations"]
     assert to_extractor["LambdaFunctionArn"].endswith(f"{PREFIX}-attachment-extractor:live")
     subs = client("sns").list_subscriptions()["Subscriptions"]
@@ -114,13 +119,13 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     assert ses.describe_active_receipt_rule_set()["Metadata"]["Name"] == PREFIX
     thread, public = ses.describe_receipt_rule_set(RuleSetName=PREFIX)["Rules"]
     assert thread["Recipients"] == ["thread.example.com"] and public["Recipients"] == ["hello@example.com"]
-    assert thread["Actions"][0]["S3Action"] == {"BucketName": f"{PREFIX}-mail", "ObjectKeyPrefix": "staging/"}
+    assert thread["Actions"][0]["S3Action"] == {"BucketName": BUCKET, "ObjectKeyPrefix": "staging/"}
     assert thread["Actions"][1]["LambdaAction"]["FunctionArn"].endswith(f"{PREFIX}-reply-handler:live")
     assert thread["Actions"][2] == {"StopAction": {"Scope": "RuleSet"}}
     assert public["Actions"][1]["LambdaAction"]["InvocationType"] == "Event"
     mail_from = ses.get_identity_mail_from_domain_attributes(Identities=["example.com"])["MailFromDomainAttributes"]
     assert mail_from["example.com"]["BehaviorOnMXFailure"] == "RejectMessage"
-    policy = json.loads(client("s3").get_bucket_policy(Bucket=f"{PREFIX}-mail")["Policy"])
+    policy = json.loads(client("s3").get_bucket_policy(Bucket=BUCKET)["Policy"])
     assert policy["Statement"][0]["Principal"] == {"Service": "ses.amazonaws.com"}
 
     # Alarms: any DLQ message within a minute, any function error within five, to the alert topic.
@@ -131,7 +136,17 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     errors = alarms[f"{PREFIX}-reply-sender-errors"]
     assert (errors["MetricName"], errors["Period"], errors["Threshold"]) == ("Errors", 300, 0.0)
     assert errors["AlarmActions"] == [f"arn:aws:sns:us-east-1:{ACCOUNT}:{PREFIX}-alerts"]
-    assert len(alarms) == len(FUNCTIONS) + len(SENDERS)
+    assert len(alarms) == len(FUNCTIONS) + len(SENDERS) + 1  # + the async DLQ
+    assert f"{PREFIX}-async-dlq-not-empty" in alarms
+    # inbound-handler, reply-handler, attachment-extractor: a failed asynchronous event goes to the async DLQ.
+    for name in ("inbound-handler", "reply-handler", "attachment-extractor"):
+        config = lam.get_function_event_invoke_config(FunctionName=f"{PREFIX}-{name}", Qualifier="live")
+        assert config["DestinationConfig"]["OnFailure"]["Destination"] == \
+            f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq" and config["MaximumRetryAttempts"] == 2
+    # SNS's permission names the topic only; S3's and SES's also the account.
+    statements = json.loads(lam.get_policy(FunctionName=f"{PREFIX}-inbound-handler", Qualifier="live")["Policy"])["Statement"]
+    by_sid = {s["Sid"]: s.get("Condition", {}) for s in statements}
+    assert "StringEquals" not in by_sid["sns-ses-feedback"] and by_sid["ses-receipt-public"]["StringEquals"]
 
 
 def test_second_deploy_changes_nothing_and_says_so(env) -> None:
@@ -211,7 +226,7 @@ def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(env, mot
     client("ses").verify_domain_dkim(Domain="example.com")
     # moto verifies at once; the proxy answers as SES does while the DNS records are missing.
     proxy = SesProxy(moto_server, rewrite=lambda params, body: body.replace(b"Success", b"Pending")
-                     if params.get("Action") == "GetIdentityVerificationAttributes" else body)
+                     if params.get("Action") in ("GetIdentityVerificationAttributes", "GetIdentityDkimAttributes") else body)
     monkeypatch.setenv("AWS_ENDPOINT_URL_SES", proxy.url)
     reset_clients()
     try:
@@ -232,7 +247,7 @@ def test_iam_policies_name_only_their_own_resources(env) -> None:
     from deploy.iam import policy
     from deploy.preflight import load_config
 
-    cfg = load_config(env, "prd", "us-east-1")
+    cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
     for f in FUNCTIONS:
         statements = policy(cfg, ACCOUNT, f.name)["Statement"]
         resources = [r for s in statements for r in s["Resource"]]
@@ -242,5 +257,6 @@ def test_iam_policies_name_only_their_own_resources(env) -> None:
         topics = [r for s in statements if "sns:Publish" in s["Action"] for r in s["Resource"]]
         assert topics in ([], [f"arn:aws:sns:us-east-1:{ACCOUNT}:{PREFIX}-alerts"])
     extractor = {a for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"] for a in s["Action"]}
-    assert not any(a.startswith(("dynamodb:", "sqs:", "sns:", "ses:")) for a in extractor)
-    assert BY_NAME["attachment-extractor"].reserved_concurrency is None
+    assert not any(a.startswith(("dynamodb:", "sns:", "ses:")) for a in extractor)
+    queues = [s["Resource"] for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"] if "sqs:SendMessage" in s["Action"]]
+    assert queues == [[f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"]]  # Lambda's on-failure destination

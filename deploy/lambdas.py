@@ -1,0 +1,178 @@
+"""The six Lambda functions: image, settings, the ``live`` alias, reserved concurrency, and where a
+failed asynchronous event goes.
+
+``live`` is what every trigger invokes, so it -- not ``$LATEST`` -- is compared with what the code
+wants: after a run that updated the function but died before moving the alias, the next run still
+publishes and moves it. A function whose creation failed (State ``Failed``) cannot be repaired and
+is deleted and created again (Lambda DG, function states).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+from typing import Any
+
+from common.aws import client, error_code, or_none
+from common.runtime.config import Config, env_name
+from common.runtime.functions import FUNCTIONS, Function
+from deploy.images import Published
+from deploy.plan import Run
+from deploy.resources import log_group, queue_arn, topic_arn
+
+ALIAS = "live"
+FUNCTION_LOG_RETENTION_DAYS = 30
+# SES, S3 and SNS invoke these asynchronously: after Lambda's two retries the event goes to ASYNC_DLQ.
+ASYNC_FUNCTIONS = tuple(f.name for f in FUNCTIONS if not f.queue_field)
+ASYNC_RETRIES = 2
+ASYNC_MAX_AGE_S = 6 * 3600
+# Variables Lambda sets itself or that make no sense in a function's environment; the HMAC secret is
+# read from SSM at cold start (common/runtime/config.py), never stored in the configuration.
+_NOT_PASSED = {"region", "send_queue", "alert_topic_arn", "thread_secret"}
+
+
+def function_name(cfg: Config, function: str) -> str:
+    return cfg.name(function)
+
+
+def alias_arn(cfg: Config, account: str, function: str) -> str:
+    return f"arn:aws:lambda:{cfg.region}:{account}:function:{function_name(cfg, function)}:{ALIAS}"
+
+
+def async_dlq(cfg: Config) -> str:
+    return cfg.name("async-dlq")
+
+
+def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str, str]:
+    """The function's variables: the configuration the deploy was given, minus what it must not see."""
+    env = {"PROJECT_NAME": cfg.project, "ENVIRONMENT": cfg.env, "DOMAIN_NAME": cfg.domain_name,
+           "PUBLIC_EMAIL": cfg.public_email, "PRIVATE_EMAIL": cfg.private_email, "EMAIL_BUCKET": cfg.bucket,
+           "ALERT_TOPIC_ARN": topic_arn(cfg, cfg.alert_topic), "LOG_LEVEL": source.get("LOG_LEVEL", "INFO")}
+    for f in fields(Config):
+        name = env_name(f.name)
+        if not f.name.startswith("_") and f.name not in _NOT_PASSED and name in source and name not in env:
+            env[name] = source[name]
+    if "thread_secret" in spec.requires:  # only the two handlers may read the HMAC secret
+        env[env_name("thread_secret_parameter")] = cfg.thread_secret_parameter
+    else:
+        env.pop(env_name("thread_secret_parameter"), None)
+    return dict(sorted(env.items()))
+
+
+def _wanted(cfg: Config, spec: Function, image: Published, role_arn: str, env: dict[str, str]) -> dict[str, Any]:
+    return {"Role": role_arn, "MemorySize": spec.memory_mb, "Timeout": spec.timeout_s,
+            "Environment": {"Variables": env}, "Description": f"{spec.name} ({cfg.prefix}, image {image.tag})"}
+
+
+def _differences(described: dict[str, Any] | None, wanted: dict[str, Any], image: Published) -> list[str]:
+    """What a described function (or version) lacks; a dry run's new image ("" digest) always differs."""
+    if described is None:
+        return ["missing"]
+    have = described["Configuration"]
+    out = []
+    if described.get("Code", {}).get("ImageUri") != image.image_uri or not image.digest or \
+            have.get("Architectures", ["x86_64"]) != [image.architecture]:
+        out.append("image " + image.tag)
+    out += [k for k in ("Role", "MemorySize", "Timeout", "Description") if have.get(k) != wanted[k]]
+    if have.get("Environment", {}).get("Variables", {}) != wanted["Environment"]["Variables"]:
+        out.append("Environment")
+    return out
+
+
+def function(run: Run, spec: Function, image: Published, role_arn: str, env: dict[str, str]) -> None:
+    """The function ($LATEST), then ``live`` on a published version equal to what is wanted."""
+    api, name = client("lambda"), function_name(run.cfg, spec.name)
+    wanted = _wanted(run.cfg, spec, image, role_arn, env)
+    current = or_none(lambda: api.get_function(FunctionName=name), "ResourceNotFoundException")
+    failed = current is not None and current["Configuration"].get("State") == "Failed"
+
+    def create() -> None:
+        if failed:
+            api.delete_function(FunctionName=name)
+        _retry_role_propagation(lambda: api.create_function(
+            FunctionName=name, PackageType="Image", Code={"ImageUri": image.image_uri},
+            Architectures=[image.architecture], Publish=False, **wanted))
+        api.get_waiter("function_active_v2").wait(FunctionName=name, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+
+    def update(differ: Any) -> None:
+        if any(d.startswith("image") for d in differ):
+            api.update_function_code(FunctionName=name, ImageUri=image.image_uri, Architectures=[image.architecture])
+            _wait_updated(api, name)
+        if any(not d.startswith("image") for d in differ):
+            _retry_role_propagation(lambda: api.update_function_configuration(FunctionName=name, **wanted))
+            _wait_updated(api, name)
+
+    reason = (current or {}).get("Configuration", {}).get("StateReason", "")
+    run.converge("lambda-function", name, None if failed else current, _differences(current, wanted, image),
+                 create=create, update=update,
+                 create_detail=(f"replaces the function in state Failed ({reason})" if failed else
+                                f"image {image.tag}, {spec.memory_mb} MB, {spec.timeout_s} s"))
+    exists = current is not None and not failed
+    _unreserved(run, api, name, exists)
+    live = or_none(lambda: api.get_function(FunctionName=name, Qualifier=ALIAS), "ResourceNotFoundException") \
+        if exists else None
+    alias = or_none(lambda: api.get_alias(FunctionName=name, Name=ALIAS), "ResourceNotFoundException") if exists else None
+
+    def publish() -> str:
+        version = str(api.publish_version(FunctionName=name)["Version"])
+        api.get_waiter("published_version_active").wait(FunctionName=name, Qualifier=version,
+                                                        WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+        return version
+
+    differ = ["version" if d == "missing" else d for d in _differences(live, wanted, image)] if alias else []
+    run.converge("lambda-alias", f"{name}:{ALIAS}", alias, differ,
+                 create=lambda: api.create_alias(FunctionName=name, Name=ALIAS, FunctionVersion=publish()),
+                 update=lambda _: api.update_alias(FunctionName=name, Name=ALIAS, FunctionVersion=publish()),
+                 create_detail="to a new version", detail="to a new version")
+
+
+def _wait_updated(api: Any, name: str) -> None:
+    api.get_waiter("function_updated_v2").wait(FunctionName=name, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+
+
+def _retry_role_propagation(call: Any, attempts: int = 12) -> Any:
+    """A role created seconds ago may not be assumable by Lambda yet (IAM is eventually consistent)."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception as exc:
+            if error_code(exc) != "InvalidParameterValueException" or "assume" not in str(exc).lower() \
+                    or attempt == attempts - 1:
+                raise
+            time.sleep(5)
+    return None
+
+
+def _unreserved(run: Run, api: Any, name: str, exists: bool) -> None:
+    """No function reserves concurrency. A reservation must leave the account 100 unreserved, which
+    new accounts (limit 10) cannot; the senders are capped by their event source's MaximumConcurrency.
+    A reservation an older deploy made is removed."""
+    current = api.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions") if exists else None
+    if current is not None:
+        run.converge("lambda-concurrency", name, current, [f"remove the reservation of {current}"],
+                     update=lambda _: api.delete_function_concurrency(FunctionName=name))
+
+
+def log_groups(run: Run) -> None:
+    for spec in FUNCTIONS:
+        log_group(run, f"/aws/lambda/{function_name(run.cfg, spec.name)}", FUNCTION_LOG_RETENTION_DAYS)
+
+
+def on_failure(run: Run, function_: str) -> None:
+    """A failed asynchronous event (after Lambda's retries) goes to the async DLQ, not away."""
+    api, name = client("lambda"), function_name(run.cfg, function_)
+    destination = queue_arn(run.cfg, async_dlq(run.cfg))
+    wanted = {"MaximumRetryAttempts": ASYNC_RETRIES, "MaximumEventAgeInSeconds": ASYNC_MAX_AGE_S,
+              "DestinationConfig": {"OnFailure": {"Destination": destination}}}
+    exists = run.apply or or_none(lambda: api.get_function(FunctionName=name), "ResourceNotFoundException") is not None
+    current = or_none(lambda: api.get_function_event_invoke_config(FunctionName=name, Qualifier=ALIAS),
+                      "ResourceNotFoundException") if exists else None
+    have = {"MaximumRetryAttempts": (current or {}).get("MaximumRetryAttempts"),
+            "MaximumEventAgeInSeconds": (current or {}).get("MaximumEventAgeInSeconds"),
+            "DestinationConfig": {"OnFailure": {"Destination": (current or {}).get("DestinationConfig", {})
+                                                .get("OnFailure", {}).get("Destination")}}}
+    differ = [k for k, v in wanted.items() if have[k] != v]
+    run.converge("lambda-on-failure", f"{name}:{ALIAS}", current, differ,
+                 create=lambda: api.put_function_event_invoke_config(FunctionName=name, Qualifier=ALIAS, **wanted),
+                 update=lambda _: api.update_function_event_invoke_config(FunctionName=name, Qualifier=ALIAS, **wanted),
+                 detail=f"{ASYNC_RETRIES} retries, then {async_dlq(run.cfg)}")

@@ -1,0 +1,144 @@
+"""SES receiving: the receipt rules (thread replies first, then the public address), the bucket
+policy that lets SES store mail, and the MAIL FROM domain.
+
+An account has one active receipt rule set, and other applications may rely on it. When another set
+is active the deploy adds its two rules to that set; only ``--replace-active-rule-set`` makes this
+deployment's own set the active one (which switches the other set's rules off).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from common.aws import client, or_none
+from common.runtime.config import Config
+from common.store import layout
+from deploy.errors import DeployError
+from deploy.lambdas import alias_arn
+from deploy.plan import Run, canonical
+from deploy.resources import bucket_exists
+
+MAIL_FROM_LABEL = "bounce"  # MAIL FROM domain bounce.<DOMAIN_NAME>
+
+
+def own_rule_set(cfg: Config) -> str:
+    return cfg.prefix
+
+
+def rule_names(cfg: Config) -> tuple[str, str]:
+    return f"{cfg.prefix}-thread", f"{cfg.prefix}-public"
+
+
+def active_rule_set() -> str | None:
+    found = client("ses").describe_active_receipt_rule_set().get("Metadata") or {}
+    return str(found["Name"]) if found.get("Name") else None
+
+
+def target_rule_set(cfg: Config, replace_active: bool) -> str:
+    """Where the rules go: the active set if another one is active (unless replacing it), else ours."""
+    active = active_rule_set()
+    return own_rule_set(cfg) if active is None or active == own_rule_set(cfg) or replace_active else active
+
+
+def rule_arn(cfg: Config, account: str, rule_set: str, rule: str) -> str:
+    return f"arn:aws:ses:{cfg.region}:{account}:receipt-rule-set/{rule_set}:receipt-rule/{rule}"
+
+
+def bucket_policy(run: Run, account: str, rule_set: str) -> None:
+    """SES's receipt rules may write raw mail to staging/ of this bucket, for this account's rule set only."""
+    cfg = run.cfg
+    wanted = {"Version": "2012-10-17", "Statement": [{
+        "Sid": "SesReceiptRulesStoreMail", "Effect": "Allow", "Principal": {"Service": "ses.amazonaws.com"},
+        "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{cfg.bucket}/{layout.STAGING}*",
+        "Condition": {"StringEquals": {"aws:SourceAccount": account},
+                      "ArnLike": {"aws:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:receipt-rule-set/{rule_set}:*"}}}]}
+    s3 = client("s3")
+    current = None
+    if bucket_exists(cfg.bucket):
+        found = or_none(lambda: s3.get_bucket_policy(Bucket=cfg.bucket), "NoSuchBucketPolicy")
+        current = json.loads(found["Policy"]) if found else None
+    run.converge("s3-bucket-policy", cfg.bucket, current, [] if canonical(current) == canonical(wanted) else ["policy"],
+                 create=lambda: s3.put_bucket_policy(Bucket=cfg.bucket, Policy=json.dumps(wanted)),
+                 update=lambda _: s3.put_bucket_policy(Bucket=cfg.bucket, Policy=json.dumps(wanted)),
+                 create_detail="SES may write staging/")
+
+
+def _rule_view(rule: dict[str, Any]) -> dict[str, Any]:
+    keys = ("Name", "Enabled", "TlsPolicy", "ScanEnabled", "Recipients", "Actions")
+    return {k: rule.get(k) for k in keys}
+
+
+def receipt_rules(run: Run, account: str, rule_set: str) -> None:
+    """Thread replies first (and stop), then the public address: both store to staging/ and invoke ``live``."""
+    cfg, ses = run.cfg, client("ses")
+    thread_rule, public_rule = rule_names(cfg)
+    s3_action = {"S3Action": {"BucketName": cfg.bucket, "ObjectKeyPrefix": layout.STAGING}}
+
+    def lambda_action(function: str) -> dict[str, Any]:
+        return {"LambdaAction": {"FunctionArn": alias_arn(cfg, account, function), "InvocationType": "Event"}}
+
+    rules: list[dict[str, Any]] = [
+        {"Name": thread_rule, "Enabled": True, "TlsPolicy": "Optional", "ScanEnabled": True,
+         "Recipients": [cfg.thread_domain],
+         "Actions": [s3_action, lambda_action("reply-handler"), {"StopAction": {"Scope": "RuleSet"}}]},
+        {"Name": public_rule, "Enabled": True, "TlsPolicy": "Optional", "ScanEnabled": True,
+         "Recipients": [cfg.public_email], "Actions": [s3_action, lambda_action("inbound-handler")]},
+    ]
+    ours = rule_set == own_rule_set(cfg)
+    described = or_none(lambda: ses.describe_receipt_rule_set(RuleSetName=rule_set), "RuleSetDoesNotExist")
+    if ours:
+        run.converge("ses-rule-set", rule_set, described, create=lambda: ses.create_receipt_rule_set(RuleSetName=rule_set))
+    elif described is None:
+        raise DeployError(f"the active receipt rule set {rule_set} disappeared", "deploy again")
+    existing = [r["Name"] for r in (described or {}).get("Rules", [])]
+    by_name = {r["Name"]: r for r in (described or {}).get("Rules", [])}
+    after: str | None = None
+    for rule in rules:
+        current = by_name.get(rule["Name"])
+        where = rule_set if ours else f"{rule_set} (the active set of this account, kept active)"
+        differ = [] if current is None or canonical(_rule_view(current)) == canonical(_rule_view(rule)) else ["rule"]
+        name = rule["Name"]
+        if current is not None and _position(existing, name, after):
+            differ.append("order")
+
+        def create(rule: dict[str, Any] = rule, after: str | None = after) -> None:
+            ses.create_receipt_rule(RuleSetName=rule_set, Rule=rule, **({"After": after} if after else {}))
+
+        def update(differ: Any, rule: dict[str, Any] = rule, after: str | None = after) -> None:
+            if "rule" in differ:
+                ses.update_receipt_rule(RuleSetName=rule_set, Rule=rule)
+            if "order" in differ:
+                ses.set_receipt_rule_position(RuleSetName=rule_set, RuleName=rule["Name"], **({"After": after} if after else {}))
+
+        run.converge("ses-receipt-rule", name, current, differ, create=create, update=update,
+                     create_detail=f"{', '.join(rule['Recipients'])} in {where}")
+        after = name
+    if ours:
+        active = active_rule_set()
+        run.converge("ses-active-rule-set", rule_set, active, [] if active == rule_set else [f"replaces {active}"],
+                     create=lambda: ses.set_active_receipt_rule_set(RuleSetName=rule_set),
+                     update=lambda _: ses.set_active_receipt_rule_set(RuleSetName=rule_set),
+                     create_detail="no rule set was active")
+
+
+def _position(existing: list[str], name: str, after: str | None) -> bool:
+    """Is ``name`` out of place? It belongs first (after None) or right after ``after``."""
+    index = existing.index(name)
+    return index != 0 if after is None else (after not in existing or index != existing.index(after) + 1)
+
+
+def mail_from(run: Run) -> None:
+    """Bounces come back to bounce.<domain>; with RejectMessage SES refuses to send until its MX exists."""
+    cfg, ses = run.cfg, client("ses")
+    wanted = f"{MAIL_FROM_LABEL}.{cfg.domain_name}"
+    attrs = ses.get_identity_mail_from_domain_attributes(Identities=[cfg.domain_name]).get("MailFromDomainAttributes", {})
+    current = attrs.get(cfg.domain_name, {})
+    differ = [] if current.get("MailFromDomain") == wanted and current.get("BehaviorOnMXFailure") == "RejectMessage" \
+        else ["MAIL FROM"]
+
+    def apply(*_: Any) -> None:
+        ses.set_identity_mail_from_domain(Identity=cfg.domain_name, MailFromDomain=wanted, BehaviorOnMXFailure="RejectMessage")
+
+    run.converge("ses-mail-from", wanted, current if current.get("MailFromDomain") else None, differ, create=apply, update=apply,
+                 create_detail="BehaviorOnMXFailure=RejectMessage")

@@ -1,0 +1,65 @@
+"""`email-handler replay [--dry-run]`: re-invoke the asynchronous events Lambda gave up on.
+
+inbound-handler, reply-handler and attachment-extractor send an event that still failed after
+Lambda's two retries to the async DLQ (an on-failure destination). Each message there is Lambda's
+invocation record: the function (``requestContext.functionArn``, the ``live`` alias) and the event
+(``requestPayload``). Replay invokes the function again with that event, asynchronously as SES, S3
+and SNS do, and deletes the message only once Lambda has accepted the invocation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from common.aws import client
+from deploy.lambdas import async_dlq
+from deploy.main import Options, connect
+from deploy.resources import queue_url
+
+
+def replay(options: Options, environ: Mapping[str, str] | None = None, report: Callable[[str], None] = print,
+           limit: int = 1000) -> list[dict[str, Any]]:
+    """Returns one entry per message: function, request id, outcome (replayed | would replay | skipped: why)."""
+    target = connect(options, dict(os.environ if environ is None else environ), report, need_secret=False)
+    name = async_dlq(target.cfg)
+    url = queue_url(name)
+    if url is None:
+        report(f"[replay] {name} does not exist: nothing was deployed here")
+        return []
+    sqs, lam = client("sqs"), client("lambda")
+    done: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while len(done) < limit:
+        # The visibility timeout keeps a message we could not replay out of this loop; SQS shows it again later.
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
+                                       VisibilityTimeout=60 if options.dry_run else 300).get("Messages", [])
+        fresh = [m for m in messages if m["MessageId"] not in seen]
+        if not fresh:
+            break
+        for m in fresh:
+            seen.add(m["MessageId"])
+            entry = _replay_one(lam, sqs, url, m, options.dry_run)
+            done.append(entry)
+            report(f"[replay] {entry['function']} {entry['requestId']}: {entry['outcome']}")
+    report(f"[replay] {sum(e['outcome'] == 'replayed' for e in done)} replayed, "
+           f"{sum(e['outcome'].startswith('skipped') for e in done)} skipped, of {len(done)} in {name}")
+    return done
+
+
+def _replay_one(lam: Any, sqs: Any, url: str, message: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    try:
+        record = json.loads(message["Body"])
+        context, payload = record["requestContext"], record["requestPayload"]
+        function = str(context["functionArn"])
+    except (ValueError, KeyError, TypeError) as exc:
+        return {"function": "?", "requestId": message["MessageId"], "outcome": f"skipped: not an invocation record ({exc})"}
+    entry = {"function": function.split(":function:")[-1], "requestId": str(context.get("requestId", "")),
+             "condition": context.get("condition", "")}
+    if dry_run:
+        return {**entry, "outcome": "would replay"}
+    lam.invoke(FunctionName=function, InvocationType="Event", Payload=json.dumps(payload).encode())
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return {**entry, "outcome": "replayed"}

@@ -1,0 +1,74 @@
+"""What invokes the functions: resource-based permissions, the senders' SQS event sources, the S3
+notification for attachments and the SNS subscription for SES feedback."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from common.aws import client, or_none
+from common.runtime.functions import Function
+from deploy.lambdas import ALIAS, alias_arn, function_name
+from deploy.plan import Run
+from deploy.resources import queue_arn
+
+BATCH_SIZE = 10
+# AddPermission: SourceAccount guards against a bucket deleted and recreated by another account (S3)
+# and names the account for SES; SNS documents SourceArn alone (the topic ARN holds the account).
+SOURCE_ACCOUNT_PRINCIPALS = ("s3.amazonaws.com", "ses.amazonaws.com")
+
+
+def _function_exists(run: Run, name: str) -> bool:
+    return run.apply or or_none(lambda: client("lambda").get_function(FunctionName=name),
+                                "ResourceNotFoundException") is not None
+
+
+def _statement_view(statement: dict[str, Any]) -> dict[str, Any]:
+    condition = statement.get("Condition", {})
+    return {"principal": (statement.get("Principal") or {}).get("Service"),
+            "source_arn": condition.get("ArnLike", {}).get("AWS:SourceArn"),
+            "source_account": condition.get("StringEquals", {}).get("AWS:SourceAccount")}
+
+
+def permission(run: Run, account: str, function: str, sid: str, principal: str, source_arn: str) -> None:
+    """Let an AWS service invoke the function's ``live`` alias for ``source_arn`` only (reconciled)."""
+    api, name = client("lambda"), function_name(run.cfg, function)
+    statements: list[dict[str, Any]] = []
+    if _function_exists(run, name):
+        found = or_none(lambda: api.get_policy(FunctionName=name, Qualifier=ALIAS), "ResourceNotFoundException")
+        statements = json.loads(found["Policy"]).get("Statement", []) if found else []
+    current = next((s for s in statements if s.get("Sid") == sid), None)
+    with_account = principal in SOURCE_ACCOUNT_PRINCIPALS
+    wanted = {"principal": principal, "source_arn": source_arn, "source_account": account if with_account else None}
+    differ = [k for k, v in wanted.items() if current is not None and _statement_view(current)[k] != v]
+
+    def add() -> None:
+        api.add_permission(FunctionName=name, Qualifier=ALIAS, StatementId=sid, Action="lambda:InvokeFunction",
+                           Principal=principal, SourceArn=source_arn, **({"SourceAccount": account} if with_account else {}))
+
+    def replace(_: Any) -> None:
+        api.remove_permission(FunctionName=name, Qualifier=ALIAS, StatementId=sid)
+        add()
+
+    run.converge("lambda-permission", f"{name}:{ALIAS} {sid}", current, differ, create=add, update=replace,
+                 create_detail=principal)
+
+
+def event_source(run: Run, account: str, spec: Function) -> None:
+    """The sender's queue -> its ``live`` alias, partial batch responses, bounded concurrency."""
+    api = client("lambda")
+    queue = getattr(run.cfg, spec.queue_field)
+    source, target = queue_arn(run.cfg, queue), alias_arn(run.cfg, account, spec.name)
+    wanted = {"BatchSize": BATCH_SIZE, "MaximumBatchingWindowInSeconds": 0,
+              "FunctionResponseTypes": ["ReportBatchItemFailures"],
+              "ScalingConfig": {"MaximumConcurrency": spec.batch_concurrency}}
+    current: list[dict[str, Any]] = []
+    if _function_exists(run, function_name(run.cfg, spec.name)):
+        current = api.list_event_source_mappings(EventSourceArn=source, FunctionName=target).get("EventSourceMappings", [])
+    mapping = current[0] if current else None
+    differ = [k for k, v in wanted.items() if mapping is not None and mapping.get(k, {} if k == "ScalingConfig" else None) != v]
+    run.converge("event-source", f"{queue} -> {function_name(run.cfg, spec.name)}:{ALIAS}", mapping, differ,
+                 create=lambda: api.create_event_source_mapping(EventSourceArn=source, FunctionName=target, Enabled=True,
+                                                                **wanted),
+                 update=lambda _: api.update_event_source_mapping(UUID=mapping["UUID"], **wanted) if mapping else None,
+                 create_detail=f"batch {BATCH_SIZE}, ReportBatchItemFailures, max concurrency {spec.batch_concurrency}")
