@@ -86,6 +86,8 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
         statements += [
             _allow(["ssm:GetParameter"], [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"]),
             _allow(["dynamodb:UpdateItem"], [a.table(cfg.conversations_table), a.table(cfg.suppression_table)]),
+            # the owner's complaint flags the contact's conversation (common/inbound/feedback.py)
+            _allow(["dynamodb:GetItem"], [a.table(cfg.conversations_table)]),
             # SES feedback: send records, duplicate SNS ids, the SES-id index
             _allow(["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
                    [a.table(cfg.send_status_table)]),

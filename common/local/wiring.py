@@ -184,7 +184,7 @@ class Wiring:
         from common.local.rie import InvokeError
         from common.runtime.clock import iso_z
         from common.store import layout
-        from deploy.stack import alias_arn
+        from deploy.lambdas import alias_arn
 
         if error is None:
             condition, response = "Success", result

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from common.aws import client, reset_clients
-from common.runtime.functions import BY_NAME, FUNCTIONS, SENDERS
+from common.runtime.functions import FUNCTIONS, SENDERS
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.main import Options, deploy, plan_lines
