@@ -33,9 +33,9 @@ def replay(options: Options, environ: Mapping[str, str] | None = None, report: C
     done: list[dict[str, Any]] = []
     seen: set[str] = set()
     while len(done) < limit:
-        # The visibility timeout keeps a message we could not replay out of this loop; SQS shows it again later.
+        # A dry run leaves every message visible; a replay hides one it could not invoke for 5 minutes.
         messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
-                                       VisibilityTimeout=60 if options.dry_run else 300).get("Messages", [])
+                                       VisibilityTimeout=0 if options.dry_run else 300).get("Messages", [])
         fresh = [m for m in messages if m["MessageId"] not in seen]
         if not fresh:
             break
@@ -45,6 +45,7 @@ def replay(options: Options, environ: Mapping[str, str] | None = None, report: C
             done.append(entry)
             report(f"[replay] {entry['function']} {entry['requestId']}: {entry['outcome']}")
     report(f"[replay] {sum(e['outcome'] == 'replayed' for e in done)} replayed, "
+           f"{sum(e['outcome'].startswith('failed') for e in done)} failed (kept), "
            f"{sum(e['outcome'].startswith('skipped') for e in done)} skipped, of {len(done)} in {name}")
     return done
 
@@ -60,6 +61,9 @@ def _replay_one(lam: Any, sqs: Any, url: str, message: dict[str, Any], dry_run: 
              "condition": context.get("condition", "")}
     if dry_run:
         return {**entry, "outcome": "would replay"}
-    lam.invoke(FunctionName=function, InvocationType="Event", Payload=json.dumps(payload).encode())
+    try:
+        lam.invoke(FunctionName=function, InvocationType="Event", Payload=json.dumps(payload).encode())
+    except Exception as exc:  # the message stays in the queue for the next replay
+        return {**entry, "outcome": f"failed: {type(exc).__name__}: {str(exc)[:200]}"}
     sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     return {**entry, "outcome": "replayed"}

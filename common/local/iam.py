@@ -114,13 +114,16 @@ def _conditions_hold(condition: dict[str, dict[str, Any]], context: dict[str, li
     return True
 
 
-def _statement_applies(statement: dict[str, Any], action: str, resource: str, context: dict[str, list[str]]) -> bool:
+def _statement_applies(statement: dict[str, Any], action: str, resource: str | None,
+                       context: dict[str, list[str]]) -> bool:
     if "Action" in statement:
         if not any(_glob(p, action, ignore_case=True) for p in _listed(statement["Action"])):
             return False
     elif any(_glob(p, action, ignore_case=True) for p in _listed(statement.get("NotAction", []))):
         return False
-    if "Resource" in statement:
+    if resource is None:
+        pass
+    elif "Resource" in statement:
         if not any(_glob(p, resource) for p in _listed(statement["Resource"])):
             return False
     elif "NotResource" in statement and any(_glob(p, resource) for p in _listed(statement["NotResource"])):
@@ -131,7 +134,9 @@ def _statement_applies(statement: dict[str, Any], action: str, resource: str, co
 def evaluate(documents: Iterable[dict[str, Any]], request: Request) -> bool:
     """Identity-policy evaluation: every resource of the request needs an Allow and no Deny."""
     statements = [s for d in documents for s in _listed(d.get("Statement", []))]
-    for resource in request.resources:
+    # No resolved resource (a service the emulator does not map, e.g. Lambda, ECR, CloudWatch): the
+    # action is checked against every statement whatever its Resource, so the action list is still proven.
+    for resource in request.resources or [None]:
         allowed = False
         for s in statements:
             if _statement_applies(s, request.action, resource, request.conditions):
@@ -196,6 +201,8 @@ SES_SANDBOX: dict[str, bool] = {"on": False}  # the emulator's SES account is in
 
 
 def _ses_request(action: str, params: dict[str, Any], region: str, account: str) -> Request:
+    if action not in ("SendEmail", "SendRawEmail"):  # management calls: checked by action (deployer policy)
+        return Request(f"ses:{action}", [])
     if action == "SendEmail" and "Content" in params:  # SESv2; raw content is authorized as SendRawEmail
         source = str(params.get("FromEmailAddress", ""))
         destination = params.get("Destination") or {}
@@ -254,7 +261,7 @@ def context(response: Any, service: str, action: str) -> Request:
         return Request("sts:AssumeRole", [str(params.get("RoleArn", "*"))])
     if service == "iam" and params.get("RoleName"):
         return Request(f"iam:{action}", [f"arn:aws:iam::{account}:role/{params['RoleName']}"])
-    return Request(f"{service}:{action}", ["*"])
+    return Request(f"{service}:{action}", [])
 
 
 # S3's API names as moto reports them -> the IAM action AWS checks.
@@ -342,7 +349,9 @@ def _authorize_normal(self: Any, resource: str = "*") -> None:
     action = self._get_action()
     if f"{service}:{action}" == "sts:GetCallerIdentity":  # needs no permission (STS API reference)
         return
-    checked = context(self, "ses" if self.service_name == "sesv2" else service, action)
+    # The signing name is not always the IAM prefix (CloudWatch signs as "monitoring").
+    iam_prefix = {"monitoring": "cloudwatch", "email": "ses"}.get(service, service)
+    checked = context(self, "ses" if self.service_name == "sesv2" else iam_prefix, action)
     try:
         allowed = evaluate(_documents(request), checked)
     except UnsupportedCondition:
@@ -373,6 +382,8 @@ def _authorize_s3(self: Any, bucket_name: str | None = None, key_name: str | Non
     action = "s3:" + _S3_ACTIONS.get(api, api)
     bucket = bucket_name or "*"
     resource = f"arn:aws:s3:::{bucket}/{key_name}" if key_name else f"arn:aws:s3:::{bucket}"
+    if action == "s3:DeleteObject" and not key_name:  # DeleteObjects: checked per key on AWS, the keys are in the body
+        resource = f"arn:aws:s3:::{bucket}/*"
     conditions: dict[str, list[str]] = {}
     if action == "s3:ListBucket":
         conditions["s3:prefix"] = [str((self.querystring.get("prefix") or [""])[0])]

@@ -260,3 +260,165 @@ def test_iam_policies_name_only_their_own_resources(env) -> None:
     assert not any(a.startswith(("dynamodb:", "sns:", "ses:")) for a in extractor)
     queues = [s["Resource"] for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"] if "sqs:SendMessage" in s["Action"]]
     assert queues == [[f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"]]  # Lambda's on-failure destination
+
+
+def changed(changes) -> list[tuple[str, str, str]]:
+    return [(c.kind, c.name, c.action) for c in changes if c.action != "unchanged"]
+
+
+def test_live_is_compared_not_latest_so_a_half_finished_deploy_is_completed(env) -> None:
+    run(env)
+    name = f"{PREFIX}-ack-sender"
+    new = images("b", only="ack-sender")
+    # A run that updated the function and died before moving the alias: $LATEST is new, live is old.
+    lam = client("lambda")
+    lam.update_function_code(FunctionName=name, ImageUri=new["ack-sender"].image_uri)
+    lam.update_function_configuration(FunctionName=name, Description=f"ack-sender ({PREFIX}, image {new['ack-sender'].tag})")
+    changes, _ = run(env, new)
+    assert changed(changes) == [("lambda-alias", f"{name}:live", "update")]
+    live = client("lambda").get_function(FunctionName=name, Qualifier="live")["Code"]["ImageUri"]
+    assert live == new["ack-sender"].image_uri
+    assert changed(run(env, new)[0]) == []
+
+
+def test_a_function_in_state_failed_is_recreated(env) -> None:
+    from moto.backends import get_backend
+
+    run(env)
+    name = f"{PREFIX}-reply-handler"
+    get_backend("lambda")[ACCOUNT]["us-east-1"].get_function(name).state = "Failed"  # as Lambda leaves a failed creation
+    changes, _ = run(env)
+    [change] = [c for c in changes if c.kind == "lambda-function" and c.action != "unchanged"]
+    assert (change.name, change.action) == (name, "create") and "Failed" in change.detail
+    assert client("lambda").get_function(FunctionName=name)["Configuration"]["State"] == "Active"
+
+
+def test_no_reserved_concurrency_and_an_old_reservation_is_removed(env) -> None:
+    run(env)
+    name = f"{PREFIX}-forward-sender"
+    client("lambda").put_function_concurrency(FunctionName=name, ReservedConcurrentExecutions=2)  # an older deploy's
+    assert changed(run(env)[0]) == [("lambda-concurrency", name, "update")]
+    assert client("lambda").get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions") is None
+    assert changed(run(env)[0]) == []
+
+
+def test_another_applications_active_rule_set_stays_active_unless_replacing_is_asked(env) -> None:
+    ses = client("ses")
+    ses.create_receipt_rule_set(RuleSetName="other-app")
+    ses.create_receipt_rule(RuleSetName="other-app", Rule={"Name": "other", "Enabled": True, "Recipients": ["other.example"],
+                                                           "Actions": [{"StopAction": {"Scope": "RuleSet"}}]})
+    ses.set_active_receipt_rule_set(RuleSetName="other-app")
+    changes, _ = run(env)
+    assert ses.describe_active_receipt_rule_set()["Metadata"]["Name"] == "other-app"
+    rules = [r["Name"] for r in ses.describe_receipt_rule_set(RuleSetName="other-app")["Rules"]]
+    assert rules[:2] == [f"{PREFIX}-thread", f"{PREFIX}-public"] and "other" in rules
+    assert not [c for c in changes if c.kind in ("ses-rule-set", "ses-active-rule-set")]
+    policy = json.loads(client("lambda").get_policy(FunctionName=f"{PREFIX}-inbound-handler", Qualifier="live")["Policy"])
+    public = next(s for s in policy["Statement"] if s["Sid"] == "ses-receipt-public")
+    assert public["Condition"]["ArnLike"]["AWS:SourceArn"].endswith(f"receipt-rule-set/other-app:receipt-rule/{PREFIX}-public")
+    assert changed(run(env)[0]) == []
+
+    changes, _ = run(env, replace_active_rule_set=True)
+    assert ses.describe_active_receipt_rule_set()["Metadata"]["Name"] == PREFIX
+    assert ("ses-active-rule-set", PREFIX, "update") in changed(changes)
+
+
+def test_the_bucket_reconciles_settings_made_only_at_creation(env) -> None:
+    run(env)
+    client("s3").delete_public_access_block(Bucket=BUCKET)
+    client("s3").delete_bucket_lifecycle(Bucket=BUCKET)
+    changes, _ = run(env)
+    [bucket] = [c for c in changes if c.kind == "s3-bucket"]
+    assert bucket.action == "update" and bucket.detail == "public access block, lifecycle"
+    block = client("s3").get_public_access_block(Bucket=BUCKET)["PublicAccessBlockConfiguration"]
+    assert all(block.values())
+    assert changed(run(env)[0]) == []
+
+
+def test_a_bucket_name_taken_by_another_account_is_a_clear_error_before_anything_changes(env, moto_server) -> None:
+    # Another account's bucket: to this deployer HeadBucket answers 403, as AWS does for a name owned elsewhere.
+    client("s3").create_bucket(Bucket="taken-by-someone-else")
+    deployer = deployer_user(env)
+    with pytest.raises(DeployError, match="belongs to another AWS account") as err:
+        as_user(deployer, lambda: run({**env, "EMAIL_BUCKET": "taken-by-someone-else"}))
+    assert "EMAIL_BUCKET" in str(err.value)
+    assert client("lambda").list_functions()["Functions"] == []
+
+
+def deployer_user(env: dict[str, str]) -> dict[str, str]:
+    """An IAM user holding exactly `email-handler deploy --print-deployer-policy`'s policy."""
+    from deploy.iam import deployer_policy
+    from deploy.preflight import load_config
+
+    iam_api = client("iam")
+    iam_api.create_user(UserName="deployer")
+    cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
+    iam_api.put_user_policy(UserName="deployer", PolicyName="deploy", PolicyDocument=json.dumps(deployer_policy(cfg, ACCOUNT)))
+    key = iam_api.create_access_key(UserName="deployer")["AccessKey"]
+    return {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+
+
+def as_user(credentials: dict[str, str], call: Any) -> Any:
+    import os
+
+    saved = {k: os.environ.get(k) for k in credentials}
+    os.environ.update(credentials)
+    reset_clients()
+    try:
+        return call()
+    finally:
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
+        reset_clients()
+
+
+def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env) -> None:
+    """Under enforced IAM, a user with only the printed deployer policy deploys, redeploys and destroys."""
+    from deploy.destroy import destroy
+
+    deployer = deployer_user(env)
+    as_user(deployer, lambda: run(env))
+    assert changed(as_user(deployer, lambda: run(env))[0]) == []
+    as_user(deployer, lambda: destroy(Options(), delete_data=True, environ=env, report=lambda line: None))
+    assert client("lambda").list_functions()["Functions"] == []
+
+
+def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(env) -> None:
+    from deploy.destroy import destroy
+
+    run(env)
+    lines: list[str] = []
+    plan = destroy(Options(dry_run=True), environ=env, report=lines.append)
+    assert {c.action for c in plan} == {"delete"} and len(client("lambda").list_functions()["Functions"]) == len(FUNCTIONS)
+    done = destroy(Options(), environ=env, report=lines.append)
+    assert plan_lines(plan) == plan_lines(done)
+    assert client("lambda").list_functions()["Functions"] == []
+    assert not [r for r in client("iam").list_roles()["Roles"] if r["RoleName"].startswith(PREFIX)]
+    assert client("ses").describe_active_receipt_rule_set().get("Metadata") is None
+    client("s3").head_bucket(Bucket=BUCKET)  # the mail is kept
+    assert any("kept" in line and BUCKET in line for line in lines)
+    destroy(Options(), delete_data=True, environ=env, report=lines.append)
+    assert BUCKET not in [b["Name"] for b in client("s3").list_buckets()["Buckets"]]
+    assert changed(destroy(Options(), delete_data=True, environ=env, report=lines.append)) == []
+
+
+def test_replay_reinvokes_the_events_lambda_gave_up_on(env) -> None:
+    from deploy.replay import replay
+
+    run(env)
+    sqs = client("sqs")
+    url = sqs.get_queue_url(QueueName=f"{PREFIX}-async-dlq")["QueueUrl"]
+    event = {"Records": [{"eventSource": "aws:s3", "s3": {"bucket": {"name": BUCKET}, "object": {"key": "attachments/a/b/c.pdf"}}}]}
+    record = {"version": "1.0", "requestContext": {"requestId": "r-1", "condition": "RetriesExhausted",
+                                                   "functionArn": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:"
+                                                                  f"{PREFIX}-attachment-extractor:live"},
+              "requestPayload": event, "responseContext": {"statusCode": 200, "functionError": "Unhandled"}}
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+    listed = replay(Options(dry_run=True), environ=env, report=lambda line: None)
+    assert [(e["function"], e["requestId"], e["outcome"]) for e in listed] == \
+        [(f"{PREFIX}-attachment-extractor:live", "r-1", "would replay")]
+    # moto cannot invoke an image function (HTTP 500): the replay says so and keeps the event for the next one.
+    [entry] = replay(Options(), environ=env, report=lambda line: None)  # the dry run left the message visible
+    assert entry["requestId"] == "r-1" and entry["outcome"].startswith(("replayed", "failed"))
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    left = int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+    assert left == (0 if entry["outcome"] == "replayed" else 1)
