@@ -136,7 +136,8 @@ def evaluate(documents: Iterable[dict[str, Any]], request: Request) -> bool:
     statements = [s for d in documents for s in _listed(d.get("Statement", []))]
     # No resolved resource (a service the emulator does not map, e.g. Lambda, ECR, CloudWatch): the
     # action is checked against every statement whatever its Resource, so the action list is still proven.
-    for resource in request.resources or [None]:
+    unresolved: list[str | None] = [None]
+    for resource in request.resources or unresolved:
         allowed = False
         for s in statements:
             if _statement_applies(s, request.action, resource, request.conditions):
