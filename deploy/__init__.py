@@ -1,6 +1,6 @@
-"""`email-handler deploy`: the function images to ECR and a wired production stack, idempotently.
+"""`email-handler deploy`, `destroy` and `replay`: the function images to ECR and a wired production stack.
 
-deploy.main runs the steps; deploy.images publishes the images; deploy.stack creates or converges
-the Lambda functions and everything around them; deploy.iam holds the least-privilege policies;
-deploy.preflight checks credentials, region, secrets and SES before anything changes.
+deploy.plan is the one converge step (describe -> compare -> note -> apply, dry run); deploy.main runs
+preflight, images, resources, iam, lambdas, triggers, receiving and alarms in dependency order;
+deploy.destroy removes it all again; deploy.replay re-invokes failed asynchronous events.
 """
