@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from common.aws import client, dynamodb
+from common.local.env import admin_credentials
 from common.runtime import config
 from deploy import resources
 from tests.conftest import REPO
@@ -46,7 +47,8 @@ def prd(stack, moto_server):
 def cli(moto_server: str, *args: str) -> subprocess.CompletedProcess[str]:
     # A user's shell for AWS: no local defaults, credentials from the environment, no --endpoint.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DOMAIN_NAME", "PUBLIC_EMAIL", "PRIVATE_EMAIL"))}
-    env |= {"AWS_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    # The emulator enforces IAM: the shell holds an administrator's keys (the local admin's, here).
+    env |= {"AWS_ENDPOINT_URL": moto_server, **admin_credentials()}
     return subprocess.run([sys.executable, "-m", "common.local.cli", *args, "--env", "prd", "--region", "us-east-1"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
