@@ -64,6 +64,19 @@ def terminal_only(log_path: Path) -> Iterator[TextIO]:
         console.close()
 
 
+def headline(results: dict[str, Any]) -> None:
+    """The per-mail cost figures where issue 16 names them: ``inbound.aws_calls_per_mail`` and
+    ``senders.aws_calls_per_send`` (beside their floors), copied from the cost section."""
+    cost = results.get("cost")
+    if not cost:
+        return
+    inbound, sends = cost["inbound"], cost["senders"]
+    results["inbound"] = {"aws_calls_per_mail": inbound["aws_calls_per_mail"], "floor": inbound["floor"]}
+    results.setdefault("senders", {}).update(
+        aws_calls_per_send=sends["aws_calls_per_send"], aws_calls_floor=sends["floor"],
+        **{k: v for k, v in sends.items() if k.startswith("sender_cpu_ms")})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("sections", nargs="*", metavar="SECTION", help=f"any of {', '.join(SECTIONS)} (default: all)")
@@ -87,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         results.setdefault("measured", {})[name] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         print(table(results[name]), flush=True)
         print(f"[bench] {name}: {time.monotonic() - began:.0f} s", flush=True)
+    headline(results)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {RESULTS}")
     return 0
