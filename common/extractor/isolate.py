@@ -1,9 +1,10 @@
-"""Run one parse in a forked child with an address-space limit and a hard deadline.
+"""Run one parse in a forked child with a memory limit and a hard deadline.
 
 Why a child: a parser that allocates without bound, loops, or crashes in C must not take the
-invocation with it. The child's ``RLIMIT_AS`` turns runaway allocation into ``MemoryError`` (or the
-child's death) before the sandbox's memory is exhausted, and ``SIGKILL`` on the deadline is the
-only time limit a parser cannot catch (a ``SIGALRM`` exception can be swallowed by library code).
+invocation with it. The child's memory is held below what the sandbox has left (``RLIMIT_AS`` plus
+a watchdog, see ``run``), so runaway allocation ends the child, not the function; and ``SIGKILL``
+on the deadline is the only time limit a parser cannot catch (a ``SIGALRM`` exception can be
+swallowed by library code, and pypdf's form-XObject code did).
 
 Why fork and a pipe: Lambda has no ``/dev/shm``, so ``multiprocessing.Queue``/``Pool`` (semaphores)
 fail there; ``Process`` with ``Pipe`` needs only ``os.fork`` and ``os.pipe``. The fork start method is

@@ -154,12 +154,12 @@ def _pdf(data: bytes, limits: Limits, deadline: float) -> Extraction:
             if current is None:  # lost while walking the page tree, not on a page
                 walked = {"damage": f"page tree: {stop.reason}"}
                 break
+            if time.monotonic() >= deadline or restarts >= MAX_RESTARTS:  # the page in hand is not read either
+                result.truncated.append(f"{stop.reason}: pages after {len(texts)} not read")
+                break
             result.unreadable_pages[current + 1] = stop.reason
             texts.append("")
             restarts += 1
-            if time.monotonic() >= deadline or restarts > MAX_RESTARTS:
-                result.truncated.append(f"{stop.reason}: pages after {len(texts)} not read")
-                break
     return _finish_pdf(result, texts, info, walked)
 
 
