@@ -30,6 +30,8 @@ from common.store import alerts, conversations, holds, layout, sendstatus
 
 log = get_logger("feedback")
 TYPES = ("Delivery", "Bounce", "Complaint")
+EXPECTED_OTHER_TYPES = ("Send",)  # nothing to do, nothing wrong: logged at INFO
+SES_VALIDATION = "Successfully validated SNS topic for Amazon SES event publishing"
 
 
 class FeedbackResult(TypedDict):
@@ -71,8 +73,16 @@ def origin(cfg: Config, corr: str, message: dict[str, Any]) -> dict[str, str]:
 def apply_one(cfg: Config, message: dict[str, Any]) -> dict[str, Any]:
     kind = str(message.get("notificationType") or message.get("eventType") or "")
     sns_id = str(message.get("_snsMessageId") or "")
+    if "_text" in message:  # not JSON: SES's validation message when an event destination is created
+        validation = str(message["_text"]).startswith(SES_VALIDATION)
+        (log.info if validation else log.warning)("feedback ignored", extra={
+            "reason": "SES's topic validation message" if validation else "SNS message is not a JSON object",
+            "sns_message_id": sns_id, "length": len(str(message["_text"]))})
+        return {"type": "", "status": "ignored"}
     if kind not in TYPES:
-        log.warning("feedback ignored", extra={"reason": f"unsupported notification type {kind!r}"})
+        # SES publishes every event type the configuration set asks for; LocalStack publishes "Send" whatever it asks.
+        (log.info if kind in EXPECTED_OTHER_TYPES else log.warning)(
+            "feedback ignored", extra={"reason": f"unsupported notification type {kind!r}", "sns_message_id": sns_id})
         return {"type": kind, "status": "ignored"}
     if sns_id and not sendstatus.claim_notification(cfg, sns_id):
         log.info("feedback ignored", extra={"reason": "duplicate SNS message", "sns_message_id": sns_id})

@@ -118,16 +118,22 @@ def sqs_records(event: Any) -> list[SqsRecord]:
 
 
 def sns_messages(event: Any) -> list[dict[str, Any]]:
-    """SNS-delivered JSON messages (SES feedback notifications arrive this way)."""
+    """SNS-delivered JSON messages (SES feedback notifications arrive this way).
+
+    A message that is not a JSON object is kept as ``{"_snsMessageId": ..., "_text": <message>}``
+    for the caller to log and ignore: SES publishes a plain-text validation message to a topic when
+    an event destination is created ("Successfully validated SNS topic for Amazon SES event
+    publishing."), and failing on it would only make Lambda retry it and then drop it."""
     out = []
     for r in _records(event, "aws:sns"):
         sns = _get(r, "Sns")
+        text = str(sns.get("Message", ""))
         try:
-            message = json.loads(sns.get("Message", ""))
-        except json.JSONDecodeError as exc:
-            raise EventError(f"SNS message is not JSON: {exc.msg}") from None
+            message = json.loads(text)
+        except json.JSONDecodeError:
+            message = None
         if not isinstance(message, dict):
-            raise EventError("SNS message is not a JSON object")
+            message = {"_text": text}
         message.setdefault("_snsMessageId", sns.get("MessageId", ""))
         out.append(message)
     return out

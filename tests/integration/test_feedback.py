@@ -89,3 +89,23 @@ def test_senders_skip_suppressed_recipients_with_a_logged_reason(stack, inbound,
     [record] = stack.send_records()  # the outcome is the completed idempotency record
     assert record["status"] == "COMPLETED" and record["data"]["status"] == "suppressed"
     assert record["correlationId"] == "ack-s1" and "sesMessageId" not in record
+
+
+def test_ses_topic_validation_text_and_send_events_are_ignored_at_info(stack, rie_function) -> None:
+    """SES publishes a plain-text message to a topic when an event destination is created, and SES (or
+    LocalStack, whatever MatchingEventTypes says) may publish "Send" events: inbound-handler answers
+    both without failing (a failure would be retried, then dropped) and logs them at INFO."""
+    fn = rie_function("inbound-handler")
+    topic = f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.feedback_topic}"
+    text = "Successfully validated SNS topic for Amazon SES event publishing."
+    assert fn.invoke(sns_event(text, topic, "sns-v1")) == {"status": "feedback", "results": [{"type": "", "status": "ignored"}]}
+    send = {"eventType": "Send", "mail": {"messageId": "ses-5", "destination": ["jane@corp.example"]}, "send": {}}
+    assert fn.invoke(sns_event(json.dumps(send), topic, "sns-s1"))["results"] == [{"type": "Send", "status": "ignored"}]
+    lines = [json.loads(line) for line in fn.output().splitlines() if line.startswith("{")]
+    ignored = [line for line in lines if line["message"] == "feedback ignored"]
+    assert [(line["level"], line["sns_message_id"]) for line in ignored] == [("INFO", "sns-v1"), ("INFO", "sns-s1")]
+    assert ignored[0]["reason"] == "SES's topic validation message"
+    assert not [line for line in lines if line["level"] in ("WARNING", "ERROR")]
+    assert fn.invoke(sns_event("not json either", topic, "sns-x1"))["results"] == [{"type": "", "status": "ignored"}]
+    assert [line["level"] for line in map(json.loads, (x for x in fn.output().splitlines() if x.startswith("{")))
+            if line["message"] == "feedback ignored"][-1] == "WARNING"  # unexpected text: still ignored, but loudly
