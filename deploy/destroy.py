@@ -15,7 +15,7 @@ from functools import partial
 
 from common.aws import client, or_none
 from common.runtime.functions import FUNCTIONS, dlq_name
-from deploy import alarms, iam, receiving
+from deploy import alarms, iam, receiving, triggers
 from deploy.images import repository_name
 from deploy.lambdas import async_dlq, function_name
 from deploy.main import Options, connect, summarize
@@ -29,6 +29,7 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
     cfg, run = target.cfg, Run(target.cfg, apply=not options.dry_run,
                                report=lambda c: report(f"[destroy] {c}") if c.action != UNCHANGED else None)
     _receiving(run)
+    _schedule(run)
     cw = client("cloudwatch")
     names = [a["AlarmName"] for a in alarms.wanted(run)]
     existing = {a["AlarmName"] for a in cw.describe_alarms(AlarmNames=names).get("MetricAlarms", [])}
@@ -80,6 +81,20 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
         report(f"[destroy] kept (data; --delete-data removes them): s3://{cfg.bucket}, the tables, {cfg.spam_log_group}")
     summarize(run, lambda line: report(line.replace("[deploy]", "[destroy]")))
     return run.changes
+
+
+def _schedule(run: Run) -> None:
+    """The digest rule: its targets first (EventBridge refuses to delete a rule that has targets)."""
+    events, name = client("events"), triggers.digest_rule_name(run.cfg)
+    found = or_none(lambda: events.describe_rule(Name=name), "ResourceNotFoundException")
+
+    def delete() -> None:
+        ids = [t["Id"] for t in events.list_targets_by_rule(Rule=name).get("Targets", [])]
+        if ids:
+            events.remove_targets(Rule=name, Ids=ids)
+        events.delete_rule(Name=name)
+
+    run.remove("events-rule", name, found is not None, delete, "and its target")
 
 
 def _exists(lam: object, name: str) -> bool:

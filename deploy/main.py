@@ -26,6 +26,7 @@ from deploy.resources import (
     queue,
     shared,
     subscription,
+    suppression_options,
     topic_arn,
 )
 
@@ -118,6 +119,7 @@ def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, P
     """Roles, functions and everything that invokes them, in dependency order."""
     cfg = run.cfg
     thread_secret(run)
+    suppression_options(run)  # AWS only: LocalStack community has no SESv2 management API
     queue(run, lambdas.async_dlq(cfg), {"MessageRetentionPeriod": str(DLQ_RETENTION_S)})
     lambdas.log_groups(run)
     for spec in FUNCTIONS:
@@ -135,6 +137,7 @@ def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, P
     subscription(run, feedback, "lambda", lambdas.alias_arn(cfg, account, "inbound-handler"),
                  f"{cfg.feedback_topic} -> inbound-handler:{lambdas.ALIAS}")
     subscription(run, topic_arn(cfg, cfg.alert_topic), "email", cfg.private_email, f"{cfg.alert_topic} -> owner e-mail")
+    triggers.digest_schedule(run, account)
     rule_set = receiving.target_rule_set(cfg, replace_active_rule_set)
     thread_rule, public_rule = receiving.rule_names(cfg)
     triggers.permission(run, account, "reply-handler", "ses-receipt-thread", "ses.amazonaws.com",

@@ -25,8 +25,10 @@ from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
 from common.store import layout
 from deploy.plan import CREATE, UNCHANGED, UPDATE, Change, Run, canonical  # noqa: F401 (re-exported)
 
-MAIN_RETENTION_S = 24 * 3600  # seed values: main queues 1 day, DLQs 7 days
-DLQ_RETENTION_S = 7 * 24 * 3600
+MAIN_RETENTION_S = 24 * 3600  # main queues 1 day
+# DLQs keep a message 14 days, SQS's maximum: a forward waiting out a hold on the owner's mailbox
+# (common/store/holds.py) can stay there longer than a week before it is redriven.
+DLQ_RETENTION_S = 14 * 24 * 3600
 LOG_RETENTION_DAYS = 90
 FEEDBACK_EVENTS = ("delivery", "bounce", "complaint")
 # Lambda retries an asynchronous invocation twice: three receives, then the local DLQ.
@@ -290,6 +292,34 @@ def _configuration_set(run: Run, cfg: Config) -> None:
 
     run.converge("ses-config-set", name, described, [] if same or not reported else ["feedback event destination"],
                  create=create, update=update, create_detail="events delivery, bounce, complaint -> " + cfg.feedback_topic)
+
+
+# No address is suppressed by SES for sends with our configuration set: SES's account-level list
+# (on for bounces and complaints in accounts since 2019) would otherwise silently drop every forward
+# after one bounce or complaint of the owner's mailbox. Our own list decides (it never suppresses the
+# owner: common/store/sendstatus.py) and sees every bounce (SES DG, configuration set-level suppression).
+SUPPRESSED_REASONS: list[str] = []
+
+
+def suppression_options(run: Run) -> None:
+    """The configuration set overrides the account-level suppression list with SUPPRESSED_REASONS (SESv2)."""
+    sesv2, name = client("sesv2"), run.cfg.ses_configuration_set
+    found = or_none(lambda: sesv2.get_configuration_set(ConfigurationSetName=name), "NotFoundException",
+                    "ConfigurationSetDoesNotExist") if run.apply or _config_set_exists(name) else None
+    # A set without SuppressionOptions follows the account's list: that is "not there yet".
+    reasons = ((found or {}).get("SuppressionOptions") or {}).get("SuppressedReasons")
+    wanted = ",".join(SUPPRESSED_REASONS) or "none (our own list decides)"
+
+    def put(*_: Any) -> None:
+        sesv2.put_configuration_set_suppression_options(ConfigurationSetName=name, SuppressedReasons=SUPPRESSED_REASONS)
+
+    run.converge("ses-suppression", name, reasons, [] if reasons is None or sorted(reasons) == sorted(SUPPRESSED_REASONS)
+                 else [f"SuppressedReasons {wanted}"], create=put, update=put,
+                 create_detail=f"SES's account-level list overridden: suppressed reasons {wanted}")
+
+
+def _config_set_exists(name: str) -> bool:
+    return _exists(lambda: client("ses").describe_configuration_set(ConfigurationSetName=name), "ConfigurationSetDoesNotExist")
 
 
 def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> None:

@@ -1,5 +1,5 @@
 """What invokes the functions: resource-based permissions, the senders' SQS event sources, the S3
-notification for attachments and the SNS subscription for SES feedback."""
+notification for attachments, the SNS subscription for SES feedback and the daily digest schedule."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from common.aws import client, or_none
+from common.runtime.config import Config
 from common.runtime.functions import Function
 from deploy.lambdas import ALIAS, alias_arn, function_name
 from deploy.plan import Run
@@ -72,3 +73,44 @@ def event_source(run: Run, account: str, spec: Function) -> None:
                                                                 **wanted),
                  update=lambda _: api.update_event_source_mapping(UUID=mapping["UUID"], **wanted) if mapping else None,
                  create_detail=f"batch {BATCH_SIZE}, ReportBatchItemFailures, max concurrency {spec.batch_concurrency}")
+
+
+# The owner's daily quarantine digest (common/inbound/quarantine.py): an EventBridge rule on a schedule
+# (UTC) invokes inbound-handler's live alias with the event common.runtime.events.OwnerTask reads.
+DIGEST_SCHEDULE = "cron(0 7 * * ? *)"
+DIGEST_TARGET_ID = "inbound-handler"
+# The scheduled event's time and the rule's ARN, with the task named: {"source": "aws.events",
+# "detail-type": "Scheduled Event", "time": ISO, "detail": {"task": "quarantine-digest"}}.
+DIGEST_INPUT = {"InputPathsMap": {"time": "$.time"},
+                "InputTemplate": '{"version": "0", "source": "aws.events", "detail-type": "Scheduled Event", '
+                                 '"time": "<time>", "resources": ["<aws.events.rule-arn>"], '
+                                 '"detail": {"task": "quarantine-digest"}}'}
+
+
+def digest_rule_name(cfg: Config) -> str:
+    return cfg.name("quarantine-digest")
+
+
+def digest_rule_arn(cfg: Config, account: str) -> str:
+    return f"arn:aws:events:{cfg.region}:{account}:rule/{digest_rule_name(cfg)}"
+
+
+def digest_schedule(run: Run, account: str) -> None:
+    """The rule (schedule, enabled), inbound-handler's permission for it alone, and the rule's target."""
+    cfg, events = run.cfg, client("events")
+    name, target = digest_rule_name(cfg), alias_arn(cfg, account, "inbound-handler")
+    rule = or_none(lambda: events.describe_rule(Name=name), "ResourceNotFoundException")
+    wanted = {"ScheduleExpression": DIGEST_SCHEDULE, "State": "ENABLED",
+              "Description": "daily quarantine digest to the owner (email-handler)"}
+    put_rule = lambda *_: events.put_rule(Name=name, **wanted)  # noqa: E731
+    run.converge("events-rule", name, rule, [k for k, v in wanted.items() if rule is not None and rule.get(k) != v],
+                 create=put_rule, update=put_rule, create_detail=f"{DIGEST_SCHEDULE} (UTC)")
+    permission(run, account, "inbound-handler", "events-quarantine-digest", "events.amazonaws.com",
+               digest_rule_arn(cfg, account))
+    targets = events.list_targets_by_rule(Rule=name).get("Targets", []) if rule is not None else []
+    current = next((t for t in targets if t.get("Id") == DIGEST_TARGET_ID), None)
+    want = {"Id": DIGEST_TARGET_ID, "Arn": target, "InputTransformer": DIGEST_INPUT}
+    differ = [k for k, v in want.items() if current is not None and current.get(k) != v]
+    put_target = lambda *_: events.put_targets(Rule=name, Targets=[want])  # noqa: E731
+    run.converge("events-target", f"{name} -> {function_name(cfg, 'inbound-handler')}:{ALIAS}", current, differ,
+                 create=put_target, update=put_target, create_detail="task quarantine-digest")

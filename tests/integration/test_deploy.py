@@ -148,6 +148,43 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     by_sid = {s["Sid"]: s.get("Condition", {}) for s in statements}
     assert "StringEquals" not in by_sid["sns-ses-feedback"] and by_sid["ses-receipt-public"]["StringEquals"]
 
+    # The owner's daily quarantine digest: 07:00 UTC, EventBridge -> inbound-handler:live, only from that rule.
+    rule = client("events").describe_rule(Name=f"{PREFIX}-quarantine-digest")
+    assert (rule["ScheduleExpression"], rule["State"]) == ("cron(0 7 * * ? *)", "ENABLED")
+    [target] = client("events").list_targets_by_rule(Rule=f"{PREFIX}-quarantine-digest")["Targets"]
+    assert target["Arn"] == f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-inbound-handler:live"
+    assert json.loads(digest_input(target, "2026-01-01T07:00:00Z", rule["Arn"]))["detail"] == {"task": "quarantine-digest"}
+    digest = next(s for s in statements if s["Sid"] == "events-quarantine-digest")
+    assert digest["Principal"] == {"Service": "events.amazonaws.com"} and "StringEquals" not in digest["Condition"]
+    assert digest["Condition"]["ArnLike"]["AWS:SourceArn"] == rule["Arn"] == \
+        f"arn:aws:events:us-east-1:{ACCOUNT}:rule/{PREFIX}-quarantine-digest"
+
+    # SES's account-level suppression list never applies to our sends (our own list protects the owner) ...
+    options = client("sesv2").get_configuration_set(ConfigurationSetName=PREFIX)["SuppressionOptions"]
+    assert options == {"SuppressedReasons": []}
+    # ... and a dead letter (a forward held for the owner's mailbox) is kept 14 days, SQS's maximum.
+    for dlq in (f"{PREFIX}-forward-dlq", f"{PREFIX}-async-dlq"):
+        url = client("sqs").get_queue_url(QueueName=dlq)["QueueUrl"]
+        assert client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["MessageRetentionPeriod"])[
+            "Attributes"]["MessageRetentionPeriod"] == str(14 * 24 * 3600)
+
+
+def digest_input(target: dict[str, Any], time: str, rule_arn: str) -> str:
+    """What EventBridge hands inbound-handler: the target's input template filled in for one run."""
+    transformer = target["InputTransformer"]
+    assert transformer["InputPathsMap"] == {"time": "$.time"}
+    return str(transformer["InputTemplate"]).replace("<time>", time).replace("<aws.events.rule-arn>", rule_arn)
+
+
+def test_the_scheduled_digest_event_is_what_inbound_handler_runs_the_digest_on(stack, rie_function) -> None:
+    from deploy.triggers import DIGEST_INPUT
+
+    event = json.loads(digest_input({"InputTransformer": DIGEST_INPUT}, "2026-01-01T07:00:00Z",
+                                    f"arn:aws:events:us-east-1:{ACCOUNT}:rule/{PREFIX}-quarantine-digest"))
+    assert event["source"] == "aws.events" and event["detail-type"] == "Scheduled Event"
+    result = rie_function("inbound-handler").invoke(event)
+    assert result["status"] == "nothing-quarantined", result  # the digest ran (nothing was held)
+
 
 def test_second_deploy_changes_nothing_and_says_so(env) -> None:
     run(env)
@@ -260,6 +297,18 @@ def test_iam_policies_name_only_their_own_resources(env) -> None:
     assert not any(a.startswith(("dynamodb:", "sns:", "ses:")) for a in extractor)
     queues = [s["Resource"] for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"] if "sqs:SendMessage" in s["Action"]]
     assert queues == [[f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"]]  # Lambda's on-failure destination
+
+
+def test_drifted_suppression_options_and_schedule_are_converged(env) -> None:
+    run(env)
+    client("sesv2").put_configuration_set_suppression_options(ConfigurationSetName=PREFIX, SuppressedReasons=["BOUNCE"])
+    client("events").put_rule(Name=f"{PREFIX}-quarantine-digest", ScheduleExpression="rate(1 hour)", State="DISABLED")
+    assert changed(run(env)[0]) == [("ses-suppression", PREFIX, "update"),
+                                    ("events-rule", f"{PREFIX}-quarantine-digest", "update")]
+    assert client("sesv2").get_configuration_set(ConfigurationSetName=PREFIX)["SuppressionOptions"] == {"SuppressedReasons": []}
+    rule = client("events").describe_rule(Name=f"{PREFIX}-quarantine-digest")
+    assert (rule["ScheduleExpression"], rule["State"]) == ("cron(0 7 * * ? *)", "ENABLED")
+    assert changed(run(env)[0]) == []
 
 
 def changed(changes) -> list[tuple[str, str, str]]:
@@ -394,6 +443,7 @@ def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(en
     assert client("lambda").list_functions()["Functions"] == []
     assert not [r for r in client("iam").list_roles()["Roles"] if r["RoleName"].startswith(PREFIX)]
     assert client("ses").describe_active_receipt_rule_set().get("Metadata") is None
+    assert client("events").list_rules(NamePrefix=PREFIX)["Rules"] == []
     client("s3").head_bucket(Bucket=BUCKET)  # the mail is kept
     assert any("kept" in line and BUCKET in line for line in lines)
     destroy(Options(), delete_data=True, environ=env, report=lines.append)
