@@ -108,11 +108,60 @@ def sesv2_suppression_options() -> None:
         SESV2Response.dispatch
 
 
+def ses_sandbox() -> None:
+    """SES's sandbox, switched by ``common.local.iam.SES_SANDBOX`` (off: moto's account sends to anyone).
+
+    In the sandbox SES sends only to verified identities (an address, or its domain) and refuses
+    the rest with MessageRejected "Email address is not verified. The following identities failed
+    the check in region ...: <address>" (SES DG, "Request production access"); sesv2 GetAccount,
+    which moto 5.2.5 lacks, says ``ProductionAccessEnabled`` false. The IAM side (SES also
+    authorises the send against each recipient's identity) is in common.local.iam."""
+    import json
+    from email.utils import getaddresses
+
+    from moto.ses.exceptions import MessageRejectedError
+    from moto.ses.models import SESBackend
+    from moto.sesv2 import urls
+    from moto.sesv2.responses import SESV2Response
+
+    from common.local.iam import SES_SANDBOX
+
+    def refuse_unverified(backend: Any, recipients: list[str]) -> None:
+        if not SES_SANDBOX["on"]:
+            return
+        failed = [a for _, a in getaddresses(recipients) if a and not backend._is_verified_address(a)]
+        if failed:
+            raise MessageRejectedError("Email address is not verified. The following identities failed the check in "
+                                       f"region {backend.region_name.upper()}: {', '.join(failed)}")
+
+    send_raw, send = SESBackend.send_raw_email, SESBackend.send_email
+
+    def send_raw_email(self: Any, source: str, destinations: list[str], raw_data: str) -> Any:
+        refuse_unverified(self, list(destinations))
+        return send_raw(self, source, destinations, raw_data)
+
+    def send_email(self: Any, source: str, subject: str, body: str, destinations: dict[str, list[str]]) -> Any:
+        refuse_unverified(self, [a for addresses in destinations.values() for a in addresses])
+        return send(self, source, subject, body, destinations)
+
+    def get_account(self: Any) -> str:
+        return json.dumps({"ProductionAccessEnabled": not SES_SANDBOX["on"], "SendingEnabled": True,
+                           "EnforcementStatus": "HEALTHY", "DedicatedIpAutoWarmupEnabled": False,
+                           "SendQuota": {"Max24HourSend": 200.0 if SES_SANDBOX["on"] else 50000.0,
+                                         "MaxSendRate": 1.0 if SES_SANDBOX["on"] else 14.0, "SentLast24Hours": 0.0}})
+
+    SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
+    SESBackend.send_email = send_email  # type: ignore[method-assign]
+    SESV2Response.get_account = get_account  # type: ignore[attr-defined]
+    urls.url_paths["{0}/v2/email/account$"] = SESV2Response.dispatch
+
+
 @functools.cache  # once per process: the patches wrap what they replace
 def patch_moto() -> None:
     """What the embedded server changes in moto: fidelity fixes and two measured speed-ups."""
     dynamodb_atomic()
     sesv2_suppression_options()
+    ses_sandbox()
     route_cache()
     sqs_retention_check()
 

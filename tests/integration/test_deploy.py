@@ -299,6 +299,17 @@ def test_iam_policies_name_only_their_own_resources(env) -> None:
     assert queues == [[f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"]]  # Lambda's on-failure destination
 
 
+def test_the_deploy_says_whether_ses_is_in_the_sandbox(env, monkeypatch) -> None:
+    from common.local.iam import SES_SANDBOX
+
+    monkeypatch.setitem(SES_SANDBOX, "on", True)  # sesv2 GetAccount: ProductionAccessEnabled false
+    _, lines = run(env)
+    [note] = [line for line in lines if "SES" in line and "sandbox" in line]
+    assert "SES is in the sandbox in us-east-1" in note and "owner@example.net" in note  # verify the owner's mailbox
+    monkeypatch.setitem(SES_SANDBOX, "on", False)
+    assert "[deploy] SES production access: yes" in run(env)[1]
+
+
 def test_drifted_suppression_options_and_schedule_are_converged(env) -> None:
     run(env)
     client("sesv2").put_configuration_set_suppression_options(ConfigurationSetName=PREFIX, SuppressedReasons=["BOUNCE"])

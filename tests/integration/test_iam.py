@@ -73,3 +73,38 @@ def test_removing_one_needed_action_from_a_role_makes_the_scenario_fail(stack, r
         inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000a01"))
     client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(doc))
     assert inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000a02"))["status"] == "forwarded"
+
+
+def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_policy_sends_to_verified_ones(
+        stack, rie_function, monkeypatch) -> None:
+    """In the sandbox SES sends only to verified identities and also authorises the send against each
+    recipient's identity: the forward to the verified owner goes out under forward-sender's deployed
+    policy, the ack to an unverified contact is refused by SES (MessageRejected: the DLQ at once)."""
+    from common.local.iam import SES_SANDBOX
+    from common.runtime.functions import dlq_name
+
+    cfg = stack.cfg
+    monkeypatch.setitem(SES_SANDBOX, "on", True)
+    client("ses").verify_email_identity(EmailAddress=cfg.private_email)
+    inbound, forward = rie_function("inbound-handler"), rie_function("forward-sender")
+    assert inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000b01"))["status"] == "forwarded"
+    stack.run_sender(forward, cfg.forward_queue)
+    stack.run_sender(rie_function("ack-sender"), cfg.ack_queue)
+    assert [m.destinations for m in stack.sent()] == [[cfg.private_email]]  # the forward, and nothing else
+    [dead] = stack.receive(dlq_name(cfg.ack_queue))
+    attributes = {k: v["StringValue"] for k, v in dead.get("MessageAttributes", {}).items()}
+    assert attributes["errorCode"] == "MessageRejected"
+
+    # The send policy before issue 12 named only the domain identity: in the sandbox SES also checks the
+    # recipient's identity, so even the forward to the verified owner was denied.
+    name, doc = cfg.name("forward-sender"), iam.policy(cfg, ACCOUNT, "forward-sender")
+    domain_only = [{**s, "Resource": [f"arn:aws:ses:{cfg.region}:{ACCOUNT}:identity/{cfg.domain_name}"]}
+                   if s["Resource"] == [f"arn:aws:ses:{cfg.region}:{ACCOUNT}:identity/*"] else s for s in doc["Statement"]]
+    assert domain_only != doc["Statement"]
+    client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME,
+                                  PolicyDocument=json.dumps({**doc, "Statement": domain_only}))
+    assert inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000b02"))["status"] == "forwarded"
+    stack.run_sender(forward, cfg.forward_queue)
+    assert len(stack.sent()) == 1  # nothing more went out
+    [denied] = stack.receive(dlq_name(cfg.forward_queue))
+    assert denied["MessageAttributes"]["errorCode"]["StringValue"] == "AccessDeniedException"
