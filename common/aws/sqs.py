@@ -28,21 +28,24 @@ def send(queue_name: str, body: str, attributes: dict[str, str] | None = None) -
     return str(response["MessageId"])
 
 
-def receive(queue_name: str, max_messages: int = 10, wait_s: int = 1, visibility_s: int | None = None) -> list[dict[str, Any]]:
+def receive(queue_name: str, max_messages: int = 10, wait_s: int = 1, visibility_s: int | None = None,
+            api: Any = None) -> list[dict[str, Any]]:
+    """``api``: another SQS client (the local wiring polls a sender's queue with the sender's role, as
+    Lambda's event-source mapping does); default: this process's."""
     kwargs: dict[str, Any] = {}
     if visibility_s is not None:
         kwargs["VisibilityTimeout"] = visibility_s
-    response = client("sqs").receive_message(
+    response = (api or client("sqs")).receive_message(
         QueueUrl=queue_url(queue_name), MaxNumberOfMessages=max_messages, WaitTimeSeconds=wait_s,
         AttributeNames=["All"], MessageAttributeNames=["All"], **kwargs,
     )
     return list(response.get("Messages", []))
 
 
-def delete(queue_name: str, receipt_handles: list[str]) -> None:
+def delete(queue_name: str, receipt_handles: list[str], api: Any = None) -> None:
     for start in range(0, len(receipt_handles), 10):
         chunk = receipt_handles[start:start + 10]
-        client("sqs").delete_message_batch(
+        (api or client("sqs")).delete_message_batch(
             QueueUrl=queue_url(queue_name),
             Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)],
         )

@@ -274,11 +274,16 @@ def _provision(args: argparse.Namespace) -> int:
          arg("--health-file", help="touched while every source is polling"),
          ENDPOINT)
 def _wiring(args: argparse.Namespace) -> int:
+    from common.local.env import function_credentials
     from common.local.wiring import Endpoint, Wiring
+    from common.runtime.functions import SENDERS
 
     cfg = _local_config(args)
     endpoints = {f.name: Endpoint(f.name, args.rie_url_template.format(function=f.name, port=f.port)) for f in FUNCTIONS}
-    wiring = Wiring(cfg, endpoints, args.visibility_timeout, report=lambda line: print(f"[wiring] {line}", flush=True))
+    # As Lambda's event-source mapping: each sender's queue is polled with the sender's role session.
+    roles = {f.name: function_credentials(cfg, f.name, ensure_role=False) for f in SENDERS}
+    wiring = Wiring(cfg, endpoints, args.visibility_timeout, report=lambda line: print(f"[wiring] {line}", flush=True),
+                    roles=roles)
     wiring.start()
     print(f"[wiring] polling {', '.join(s.queue for s in wiring.sources)}", flush=True)
     health = Path(args.health_file) if args.health_file else None

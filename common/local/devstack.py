@@ -243,7 +243,8 @@ class DevStack:
 
         self._step("six functions under the RIE", functions)
         endpoints = {name: Endpoint(name, proc.url) for name, proc in procs.items()}
-        self.wiring = self._register("wiring", Wiring(cfg, endpoints, self.visibility_s, report=self.activity))
+        # Each sender's queue is polled with the sender's role, as Lambda's event-source mapping does.
+        self.wiring = self._register("wiring", Wiring(cfg, endpoints, self.visibility_s, report=self.activity, roles=roles))
         self._step("event wiring (SQS, S3, SNS, async invocations)", self.wiring.start)
         ingress = self._register("smtp", SmtpIngress(cfg, HOST, self.ports.smtp))
         self._step(f"SMTP ingress on {HOST}:{self.ports.smtp}", ingress.start)

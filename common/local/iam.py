@@ -239,7 +239,9 @@ def context(response: Any, service: str, action: str) -> Request:
     arn = f"arn:aws:{service}:{region}:{account}"
     if service == "sqs":
         url = str(params.get("QueueUrl") or params.get("QueueName") or "")
-        return Request(f"sqs:{action}", [f"{arn}:{url.rstrip('/').rsplit('/', 1)[-1]}" if url else "*"])
+        # "You cannot set permissions explicitly for SendMessageBatch, DeleteMessageBatch, or
+        # ChangeMessageVisibilityBatch": the single action's permission covers its batch (SQS DG).
+        return Request(f"sqs:{action.removesuffix('Batch')}", [f"{arn}:{url.rstrip('/').rsplit('/', 1)[-1]}" if url else "*"])
     if service == "dynamodb":
         tables = [str(params["TableName"])] if "TableName" in params else list(params.get("RequestItems", {}))
         index = f"/index/{params['IndexName']}" if params.get("IndexName") else ""

@@ -44,9 +44,10 @@ class BatchResult:
 
 
 def poll_queue_once(queue: str, queue_arn: str, invoke: Invoke, batch_size: int = 10, wait_s: int = 0,
-                    visibility_s: int | None = None, region: str = "us-east-1") -> BatchResult:
-    """One turn of an SQS event-source mapping with ``ReportBatchItemFailures``."""
-    messages = sqs.receive(queue, max_messages=batch_size, wait_s=wait_s, visibility_s=visibility_s)
+                    visibility_s: int | None = None, region: str = "us-east-1", api: Any = None) -> BatchResult:
+    """One turn of an SQS event-source mapping with ``ReportBatchItemFailures``; ``api`` is the SQS
+    client it polls with (Lambda's mapping uses the function's execution role)."""
+    messages = sqs.receive(queue, max_messages=batch_size, wait_s=wait_s, visibility_s=visibility_s, api=api)
     result = BatchResult(received=len(messages))
     if not messages:
         return result
@@ -65,7 +66,7 @@ def poll_queue_once(queue: str, queue_arn: str, invoke: Invoke, batch_size: int 
             return result
         failed_ids = set()
     handles = [m["ReceiptHandle"] for m in messages if m["MessageId"] not in failed_ids]
-    sqs.delete(queue, handles)
+    sqs.delete(queue, handles, api=api)
     result.deleted = [i for i in ids if i not in failed_ids]
     result.failed = [i for i in ids if i in failed_ids]
     return result
@@ -127,23 +128,42 @@ class Source:
     queue: str
     route: Callable[[dict[str, Any]], Route] | None = None  # None: an SQS event-source mapping (senders)
     function: str = ""  # the consumer of a sender queue
+    api: Any = None  # the SQS client it polls with (None: this process's, the local admin)
+
+
+def role_sqs(credentials: dict[str, str], region: str) -> Any:
+    """An SQS client holding a role session's credentials (endpoint: AWS_ENDPOINT_URL, as every client)."""
+    import boto3
+
+    return boto3.session.Session(aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
+                                 aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
+                                 aws_session_token=credentials.get("AWS_SESSION_TOKEN")).client("sqs", region_name=region)
 
 
 class Wiring:
-    """Start with :meth:`start`; every source polls until :meth:`stop`."""
+    """Start with :meth:`start`; every source polls until :meth:`stop`.
+
+    ``roles`` (function -> credentials of its role session) makes each sender queue be polled with its
+    sender's role, as Lambda's event-source mapping polls with the function's execution role: a role
+    without sqs:ReceiveMessage or sqs:DeleteMessage fails here as it would on AWS. The other sources
+    stand in for AWS services and the local tooling, which use this process's (admin) credentials."""
 
     def __init__(self, cfg: Config, endpoints: dict[str, Endpoint], visibility_s: int | None = None,
-                 batch_size: int = 10, report: Callable[[str], None] | None = None) -> None:
+                 batch_size: int = 10, report: Callable[[str], None] | None = None,
+                 roles: dict[str, dict[str, str]] | None = None) -> None:
         self.cfg, self.endpoints, self.visibility_s, self.batch_size = cfg, endpoints, visibility_s, batch_size
         self.report = report or (lambda line: None)
-        self.sources = [Source(getattr(cfg, f.queue_field), function=f.name) for f in SENDERS] + [
+        roles = roles or {}
+        self.sources = [Source(getattr(cfg, f.queue_field), function=f.name,
+                               api=role_sqs(roles[f.name], cfg.region) if f.name in roles else None) for f in SENDERS] + [
             Source(resources.local_queue(cfg, "s3-events"), s3_route),
             Source(resources.local_queue(cfg, "ses-feedback"), sns_route),
             Source(resources.local_queue(cfg, "invocations"), invocation_route),
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.last_poll: dict[str, float] = {}
+        self.last_poll: dict[str, float] = {}  # the last poll that worked
+        self.failing: dict[str, str] = {}  # queue -> why its polls fail (cleared by the next that works)
 
     def start(self) -> Wiring:
         for source in self.sources:
@@ -158,21 +178,28 @@ class Wiring:
             thread.join(timeout)
 
     def healthy(self) -> bool:
-        """Every source has polled at least once and its thread is still running."""
-        return bool(self._threads) and all(t.is_alive() for t in self._threads) and \
+        """Every source has polled successfully, none is failing now, and every thread is running."""
+        return bool(self._threads) and all(t.is_alive() for t in self._threads) and not self.failing and \
             all(s.queue in self.last_poll for s in self.sources)
 
     def _run(self, source: Source) -> None:
         arn = resources.queue_arn(self.cfg, source.queue)
         while not self._stop.is_set():
             try:
-                self.last_poll[source.queue] = time.monotonic()
                 if source.route is None:
                     self._batch(source, arn)
                 else:
                     self._messages(source)
-            except Exception as exc:  # the emulator restarting, a network blip: keep the wiring alive
-                log.error("wiring poll failed", extra={"queue": source.queue, "error": f"{type(exc).__name__}: {exc}"})
+                self.last_poll[source.queue] = time.monotonic()
+                if self.failing.pop(source.queue, None) is not None:
+                    self.report(f"{source.function or source.queue}: polling {source.queue} works again")
+            except Exception as exc:  # a denied role, the emulator restarting: keep the wiring alive and say so
+                error = f"{type(exc).__name__}: {exc}"
+                if self.failing.get(source.queue) != error:  # once per distinct error, not every 2 s
+                    self.report(f"{source.function or source.queue}: cannot poll {source.queue}: {error}")
+                self.failing[source.queue] = error
+                log.error("wiring poll failed", extra={"queue": source.queue, "function": source.function or None,
+                                                       "error": error})
                 self._stop.wait(2)
 
     def _record(self, request_id: str, function: str, receives: int, result: Any = None,
@@ -207,7 +234,7 @@ class Wiring:
     def _batch(self, source: Source, arn: str) -> None:
         endpoint = self.endpoints[source.function]
         result = poll_queue_once(source.queue, arn, endpoint, batch_size=self.batch_size, wait_s=1,
-                                 visibility_s=self.visibility_s, region=self.cfg.region)
+                                 visibility_s=self.visibility_s, region=self.cfg.region, api=source.api)
         if not result.received:
             return
         outcome = "ok" if not result.failed else f"{len(result.failed)} failed" + (f" ({result.error})" if result.error else "")

@@ -108,3 +108,61 @@ def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_polic
     assert len(stack.sent()) == 1  # nothing more went out
     [denied] = stack.receive(dlq_name(cfg.forward_queue))
     assert denied["MessageAttributes"]["errorCode"]["StringValue"] == "AccessDeniedException"
+
+
+def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None:
+    """As Lambda's event-source mapping uses the function's execution role: without sqs:ReceiveMessage
+    the ack queue is not polled (the wiring says so and is not healthy), without sqs:DeleteMessage a
+    handled batch stays in the queue; with the deployed policy it works."""
+    import time
+
+    from common.aws import sqs
+    from common.local.wiring import Endpoint, Wiring
+    from common.runtime.functions import FUNCTIONS, SENDERS
+
+    cfg = stack.cfg
+    invoked: list[dict] = []
+    endpoints = {f.name: Endpoint(f.name, "-", invoke=lambda url, event, timeout: {}) for f in FUNCTIONS}
+    endpoints["ack-sender"] = Endpoint("ack-sender", "-", invoke=lambda url, event, timeout: invoked.append(event) or {})
+    name, doc = cfg.name("ack-sender"), iam.policy(cfg, ACCOUNT, "ack-sender")
+
+    def without(action: str) -> None:
+        statements = [{**s, "Action": [a for a in s["Action"] if a != action]} for s in doc["Statement"]]
+        client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME,
+                                      PolicyDocument=json.dumps({**doc, "Statement": statements}))
+
+    def until(what, check, timeout: float = 20.0):
+        deadline = time.monotonic() + timeout
+        while not (value := check()):
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.2)
+        return value
+
+    from deploy import resources
+
+    resources.provision(cfg, local=True)  # the wiring's own queues too
+    lines: list[str] = []
+    roles = {f.name: function_credentials(cfg, f.name, ensure_role=False) for f in SENDERS}
+    without("sqs:ReceiveMessage")
+    sqs.send(cfg.ack_queue, "{}")
+    wiring = Wiring(cfg, endpoints, visibility_s=2, report=lines.append, roles=roles).start()
+    try:
+        error = until("the denied poll", lambda: wiring.failing.get(cfg.ack_queue))
+        assert "not authorized to perform: sqs:ReceiveMessage" in error and "assumed-role/" + name in error
+        assert not wiring.healthy() and invoked == [] and stack.depth(cfg.ack_queue) == 1
+        assert any("ack-sender: cannot poll" in line for line in lines)
+        until("the other sources", lambda: set(wiring.last_poll) == {s.queue for s in wiring.sources} - {cfg.ack_queue})
+
+        without("sqs:DeleteMessage")  # receives again, but cannot delete what was handled
+        until("an invocation", lambda: invoked)
+        error = until("the denied delete", lambda: "sqs:DeleteMessage" in wiring.failing.get(cfg.ack_queue, "") and
+                      wiring.failing[cfg.ack_queue])
+        assert stack.depth(cfg.ack_queue) == 1
+
+        client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(doc))
+        until("the queue drained", lambda: stack.depth(cfg.ack_queue) == 0)
+        until("healthy", wiring.healthy)
+        # the handled message came back because it could not be deleted, then the role deleted it (no DLQ)
+        assert len(invoked) >= 2 and stack.depth(cfg.ack_queue + "-dlq") == 0
+    finally:
+        wiring.stop()

@@ -233,6 +233,8 @@ def _local_names(node: ast.AST) -> set[str]:
 
 
 def _client_service(node: ast.AST) -> str:
+    if isinstance(node, ast.BoolOp):  # (api or client("sqs")).op(...)
+        return next((svc for v in node.values if (svc := _client_service(v))), "")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "client" and node.args \
             and isinstance(node.args[0], ast.Constant):
         return str(node.args[0].value)
