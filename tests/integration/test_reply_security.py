@@ -199,6 +199,17 @@ def test_html_reply_and_attachment_names_are_scrubbed(stack, fns, thread) -> Non
     assert att.get_filename() == "hello@example.com.pdf"
 
 
+def test_a_contacts_crafted_subject_cannot_stall_the_owners_reply(stack, fns, thread) -> None:
+    # The contact's Subject comes back in the owner's reply ("Re: ..."), which is scrubbed: a sub-address
+    # tag of "&#aaa" repeats made the scrubber backtrack exponentially, reply-handler timed out on every
+    # attempt and the owner's reply was lost.
+    crafted = b"owner+" + b"&#aaa" * 40 + b"!"
+    raw = raw_reply(thread).replace(b"Subject: Re: Role", b"Subject: Re: " + crafted)
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+    [msg] = sent(stack, fns)
+    assert msg.message["Subject"] == "Re: " + crafted.decode()
+
+
 def test_rejections_alert_the_owner_once_per_reason(stack, fns, thread) -> None:
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="test-sec-alerts")["QueueUrl"]

@@ -111,3 +111,12 @@ def test_scrub_pattern_spells_case_out_instead_of_ignorecase() -> None:
     from common.reply import scrub
 
     assert not scrub._pattern(PRIVATE).flags & re.IGNORECASE
+
+
+@pytest.mark.timeout(60)  # a hang guard, not a speed target: before the fix this call ran for hours
+def test_a_crafted_sub_address_tag_cannot_make_the_scrubber_backtrack_exponentially() -> None:
+    # "owner+" + "&#aaa" * 16 + "!" took 52 s: the tag's hex run could be split between a character
+    # reference and the next tag characters in 3^k ways, each tried when the "@" never came.
+    crafted = "owner+" + "&#aaa" * 40 + "!"
+    assert hide_addresses(crafted, PRIVATE, "hello@example.com") == crafted
+    assert hide_addresses(crafted[:-1] + "&#64;example.net", PRIVATE, "hello@example.com") == "hello@example.com"
