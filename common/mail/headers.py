@@ -18,6 +18,7 @@ from common.mail.sanitize import clean_header_text
 
 MAX_ENCODED_WORDS = 256  # per header value; limits.screen refuses more before anything is parsed
 MAX_COMMENT_DEPTH = 10
+MAX_MAILBOXES = 100  # per address field read; a From names one, a real To or Cc rarely more than this
 
 _FOLD = re.compile(r"\r?\n(?=[ \t])|\r?\n")
 # RFC 2047 encoded word. The text has no "?" (Q encodes it, B cannot contain it), so each match
@@ -198,10 +199,19 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
         else:
             groups[-1].append((kind, text))
     mailboxes = [g for g in groups if any(k in ("word", "quoted", "angle") for k, _ in g)]
-    # "Smith, Jane <jane@x.example>": a comma in an unquoted name, not two mailboxes.
-    while len(mailboxes) > 1 and not _has_address(mailboxes[0]):
-        kind, text = mailboxes[0][-1]
-        mailboxes[0:2] = [[*mailboxes[0][:-1], (kind, text + ","), *mailboxes[1]]]
+    if len(mailboxes) > MAX_MAILBOXES:
+        box.defects.append(f"more than {MAX_MAILBOXES} mailboxes")
+        mailboxes = mailboxes[:MAX_MAILBOXES]
+    # "Smith, Jane <jane@x.example>": a comma in an unquoted name, not two mailboxes. Everything before
+    # the first group holding an address is its name, joined once (merging pairwise was quadratic:
+    # a 42 KB "From: a,a,a,..." took 51 s).
+    addressed = next((i for i, g in enumerate(mailboxes) if _has_address(g)), len(mailboxes) - 1)
+    if addressed > 0:
+        merged: list[tuple[str, str]] = []
+        for group in mailboxes[:addressed]:
+            kind, text = group[-1]
+            merged += [*group[:-1], (kind, text + ",")]
+        mailboxes[:addressed + 1] = [[*merged, *mailboxes[addressed]]]
     box.mailboxes = len(mailboxes)
     if len(mailboxes) > 1:
         box.defects.append("several mailboxes")

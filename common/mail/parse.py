@@ -35,6 +35,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from email.generator import BytesGenerator
 from email.message import Message
+from email.parser import BytesFeedParser
 from io import BytesIO
 
 from common.mail import charsets, filetypes, limits
@@ -101,14 +102,15 @@ class ParsedMail:
         return self.header_counts.get(name.lower(), 0)
 
 
-class TooDeep(Exception):
-    pass
+class GiveUp(Exception):
+    """The mail asks the parser for more work than any real mail needs (nesting, re-parsing): the
+    owner gets it as :func:`minimal` makes it, the original attached whole."""
 
 
 def parse(raw: bytes) -> ParsedMail:
     try:
         return _parse(raw)
-    except TooDeep as exc:
+    except GiveUp as exc:
         return minimal(raw, str(exc))
     except Exception as exc:  # RecursionError from deep nesting, or anything a mail can provoke
         return minimal(raw, f"{type(exc).__name__}: {str(exc)[:200]}")
@@ -219,9 +221,10 @@ def _b64(data: bytes | memoryview) -> bytes:
 
 def _parse(raw: bytes) -> ParsedMail:
     source = _Source(raw)
-    msg = email.message_from_bytes(source.skeleton(), policy=email.policy.compat32)
+    skeleton = source.skeleton()
+    msg = email.message_from_bytes(skeleton, policy=email.policy.compat32)
     mail = ParsedMail(raw_size=len(raw))
-    parts = _walk(msg, mail)
+    parts = _walk(msg, mail, _Budget(REPARSE_FACTOR * len(skeleton) + REPARSE_FLOOR))
     mail.charset = charsets.scrub(next((p.params["charset"] for p in parts
                                         if p.maintype == "text" and p.params.get("charset")), ""))[:40]
     hints = (mail.charset,) if mail.charset else ()
@@ -287,8 +290,25 @@ class _Part:
         return out
 
 
-def _walk(msg: Message, mail: ParsedMail) -> list[_Part]:
-    """Every part in document order, without recursion (nesting and part count bounded)."""
+# Recovering parts (a boundary that never appears, parts after a closing delimiter) parses text
+# again. Each nesting level can hand its whole rest to the next, so without a budget 45 levels of an
+# 11.7 MB mail re-parsed ~500 MB (55 s, 200 MB). Real mail re-parses a fraction of its size once.
+REPARSE_FACTOR = 2
+REPARSE_FLOOR = 1024 * 1024  # small mails are never cut short (re-parsing 1 MB costs ~50 ms)
+
+
+@dataclass(slots=True)
+class _Budget:
+    left: int  # bytes the walk may still hand to the parser again
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise GiveUp(f"recovering its MIME parts would parse it more than {REPARSE_FACTOR} times over")
+
+
+def _walk(msg: Message, mail: ParsedMail, budget: _Budget) -> list[_Part]:
+    """Every part in document order, without recursion (nesting, part count and re-parsing bounded)."""
     parts: list[_Part] = []
     stack: list[tuple[Message, int, _Part | None]] = [(msg, 0, None)]
     while stack:
@@ -302,14 +322,14 @@ def _walk(msg: Message, mail: ParsedMail) -> list[_Part]:
             continue
         children = node.get_payload()
         if not isinstance(children, list):
-            children = _recover_parts(node, mail)
+            children = _recover_parts(node, mail, budget)
             if children is None:
                 if raw_payload(node).strip():  # no boundary at all: the body is text
                     part.maintype, part.subtype = "text", "plain"
                 continue
-        children = [*children, *_epilogue_parts(node, mail)]
+        children = [*children, *_epilogue_parts(node, mail, budget)]
         if depth >= MAX_DEPTH:  # no client shows this: the owner gets the original, attached whole
-            raise TooDeep(f"MIME nesting deeper than {MAX_DEPTH} levels")
+            raise GiveUp(f"MIME nesting deeper than {MAX_DEPTH} levels")
         stack.extend((c, depth + 1, part) for c in reversed(children) if isinstance(c, Message))
     return parts
 
@@ -324,7 +344,7 @@ def raw_payload(node: Message) -> str:
     return payload if isinstance(payload, str) else ""
 
 
-def _recover_parts(node: Message, mail: ParsedMail) -> list[Message] | None:
+def _recover_parts(node: Message, mail: ParsedMail, budget: _Budget) -> list[Message] | None:
     """A multipart whose declared boundary never appears, as mail clients read it: the first
     delimiter-like line followed by a header is taken as the boundary and the body re-split.
     (An 8-bit boundary lands here too: the feed parser compares it in a decoded form that never
@@ -336,27 +356,20 @@ def _recover_parts(node: Message, mail: ParsedMail) -> list[Message] | None:
         return None
     boundary = found.group(1)
     mail.problems.append(f"declared boundary not found; recovered {charsets.scrub(boundary[:40])!r} from the body")
-    stand_in = "seh-recovered-" + hashlib.sha256(boundary.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    body = re.sub(r"(?m)^--" + re.escape(boundary), lambda m: "--" + stand_in, body)
-    head = f'Content-Type: {node.get_content_type()}; boundary="{stand_in}"\n\n'
-    sub = email.message_from_bytes(head.encode() + body.encode("ascii", "surrogateescape"), policy=email.policy.compat32)
-    parts = [p for p in sub.get_payload() if isinstance(p, Message)] if sub.is_multipart() else []
+    parts = _reparse(node.get_content_type(), boundary, body, budget, stand_in=True)
     if not parts:
         return None
     node.set_payload(parts)  # type: ignore[arg-type]  # a list payload is what a multipart holds
     return parts
 
 
-def _epilogue_parts(node: Message, mail: ParsedMail) -> list[Message]:
+def _epilogue_parts(node: Message, mail: ParsedMail, budget: _Budget) -> list[Message]:
     """Parts after the closing delimiter (a nested multipart that reused its parent's boundary
     closes the parent early): mail clients still show them, so they are not dropped."""
     epilogue, boundary = node.epilogue, node.get_boundary()
     if not epilogue or not boundary or f"--{boundary}" not in epilogue:
         return []
-    head = f'Content-Type: multipart/mixed; boundary="{boundary}"\n\n'
-    sub = email.message_from_bytes(head.encode() + epilogue.encode("ascii", "surrogateescape"),
-                                   policy=email.policy.compat32)
-    parts = [p for p in sub.get_payload() if isinstance(p, Message)] if sub.is_multipart() else []
+    parts = _reparse("multipart/mixed", boundary, epilogue, budget, stand_in=not boundary.isascii())
     if not parts:
         return []
     mail.problems.append(f"{len(parts)} part(s) after the closing boundary recovered")
@@ -365,10 +378,35 @@ def _epilogue_parts(node: Message, mail: ParsedMail) -> list[Message]:
     return parts
 
 
+def _reparse(ctype: str, boundary: str, body: str, budget: _Budget, stand_in: bool) -> list[Message]:
+    """The parts of ``body`` split at ``boundary``: the container's header is built as a Message (a
+    boundary holding quotes or 8-bit bytes cannot break it); ``stand_in`` renames the boundary to
+    an ASCII token first, for boundaries the feed parser would never match."""
+    budget.spend(len(body))
+    if stand_in:
+        token = "seh-recovered-" + hashlib.sha256(boundary.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        body = re.sub(r"(?m)^--" + re.escape(boundary), lambda m: "--" + token, body)
+        boundary = token
+    head = Message(policy=email.policy.compat32)
+    head["Content-Type"] = ctype if ctype.startswith("multipart/") else "multipart/mixed"
+    head.set_param("boundary", boundary)
+    parser = BytesFeedParser(policy=email.policy.compat32)
+    parser.feed(email.policy.compat32.fold_binary("Content-Type", str(head["Content-Type"])) + b"\n")
+    parser.feed(body.encode("ascii", "surrogateescape"))
+    sub = parser.close()
+    return [p for p in sub.get_payload() if isinstance(p, Message)] if sub.is_multipart() else []
+
+
+# A part's own header fields are not under limits.screen's per-field caps (it reads only the top
+# block), so each value this module interprets is cut first: no real Content-Type, Disposition or
+# Content-ID needs more (RFC 2231 splits long file names into sections well within this).
+PART_FIELD_CHARS = 8 * 1024
+
+
 def _describe(node: Message, depth: int, parent: _Part | None, index: int) -> _Part:
     fields: dict[str, str] = {}
     for name, value in node.raw_items():
-        fields.setdefault(str(name).lower(), str(value))
+        fields.setdefault(str(name).lower(), str(value)[:PART_FIELD_CHARS])
     ctype, params = parse_params(fields.get("content-type", ""))
     if "/" not in ctype:  # absent or invalid: RFC 2045 default (message/rfc822 inside a digest)
         ctype = node.get_default_type()
@@ -378,7 +416,7 @@ def _describe(node: Message, depth: int, parent: _Part | None, index: int) -> _P
     maintype, _, subtype = ctype.partition("/")
     if node.is_multipart() and maintype not in ("multipart", "message"):
         maintype, subtype = "multipart", "mixed"  # the feed parser split it: follow its reading
-    cid = clean_header_text(unfold(fields.get("content-id", "")), 250).strip("<>")
+    cid = clean_header_text(unfold(fields.get("content-id", "")[:1024]), 250).strip("<>")
     return _Part(node, maintype, subtype, params, clean_header_text(charsets.scrub(unfold(fields.get("content-type", ""))), 998),
                  disposition if disposition in ("inline", "attachment") else "", dparams, charsets.scrub(cid),
                  depth, parent, index)
@@ -454,29 +492,42 @@ def _body(parts: list[_Part], subtype: str) -> _Part | None:
     """The part ``EmailMessage.get_body((subtype,))`` would choose, found without recursion:
     the first text/<subtype> in document order that is not an attachment, entering only the start
     part of a multipart/related, and nothing inside message/* parts."""
+    starts = _related_starts(parts)
     for p in parts:
         if p.maintype != "text" or p.subtype != subtype or _is_attachment(p):
             continue
         child, container = p, p.parent
-        while container is not None and _enterable(container, child):
+        while container is not None and _enterable(container, child, starts):
             child, container = container, container.parent
         if container is None:
             return p
     return None
 
 
-def _enterable(container: _Part, child: _Part) -> bool:
+def _related_starts(parts: list[_Part]) -> dict[int, _Part]:
+    """The start part of each multipart/related (by id of the container), found in one pass over the
+    parts with their precomputed Content-IDs: the part its ``start`` parameter names, else its first."""
+    starts: dict[int, _Part] = {}
+    named: set[int] = set()  # containers whose start part was found by its Content-ID
+    wanted = {id(p): p.params.get("start", "").strip("<>") for p in parts if p.ctype == "multipart/related"}
+    for p in parts:
+        key = id(p.parent)
+        if p.parent is None or key not in wanted or key in named:
+            continue
+        if wanted[key] and p.content_id == wanted[key]:
+            starts[key] = p
+            named.add(key)
+        else:
+            starts.setdefault(key, p)
+    return starts
+
+
+def _enterable(container: _Part, child: _Part, starts: dict[int, _Part]) -> bool:
     if container.maintype != "multipart" or _is_attachment(container):
         return False
     if container.subtype != "related":
         return True
-    start = container.params.get("start", "").strip("<>")
-    siblings = container.msg.get_payload()
-    if start:
-        for p in siblings if isinstance(siblings, list) else []:
-            if isinstance(p, Message) and clean_header_text(unfold(str(p.get("content-id", ""))), 250).strip("<>") == start:
-                return p is child.msg
-    return isinstance(siblings, list) and bool(siblings) and siblings[0] is child.msg
+    return starts.get(id(container)) is child
 
 
 def _text(p: _Part, source: _Source) -> str:

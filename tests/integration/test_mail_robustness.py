@@ -210,7 +210,7 @@ def test_caps_hold_in_time_and_memory(stack, inbound, case: caps.Case) -> None:
     assert result["status"] == case.status and case.reason in result.get("reason", ""), result
     assert stack.s3_keys("staging/") == []
     if case.status == "quarantined":
-        assert result["reason"].startswith("not parsed: ")
+        assert result["reason"].startswith("not parsed: ") is not case.parsed
     memory = BY_NAME["inbound-handler"].memory_mb
     print(f"\n[caps] {case.name}: {measured.seconds:.2f} s, peak RSS {measured.peak_mb:.0f} MB "
           f"(baseline {measured.baseline_mb:.0f} MB, function memory {memory} MB)")

@@ -26,6 +26,7 @@ class Case:
     build: Callable[[], bytes]
     status: str  # inbound-handler's result status
     reason: str = ""  # a substring of the quarantine reason
+    parsed: bool = False  # the quarantine comes from reading the parsed mail, not from a cap on the raw bytes
 
 
 CASES: tuple[Case, ...] = (
@@ -50,6 +51,17 @@ CASES: tuple[Case, ...] = (
     Case("multipart nested 400 deep (parsed as a minimal mail, the original attached)", lambda: g.nested(400),
          "forwarded"),
     Case("35 MB attachment", lambda: g.big_attachment(35 * 1024 * 1024 // 4 * 3), "forwarded"),
+    # Shapes within every field cap whose parse grew faster than the mail (review H1).
+    Case("200,000 parts without a Content-Type (2 MB; was 10 s, 94 MB)", lambda: g.boundary_only_parts(200_000),
+         "quarantined", "MIME delimiter lines"),
+    Case(f"{limits.MAX_DELIMITER_LINES - 100} parts without a Content-Type (just under)",
+         lambda: g.boundary_only_parts(limits.MAX_DELIMITER_LINES - 100), "forwarded"),
+    Case("From: a,a,a,... 32,000 names in one 64 KB field (42 KB was 51 s)", lambda: g.from_commas(32_000),
+         "quarantined", "From header has no usable address", parsed=True),
+    Case("multipart/related start= naming no part, 490 text parts with 4 KB Content-IDs (was 185 s)",
+         lambda: g.related_start(490, 4096), "forwarded"),
+    Case("45 early-closed multiparts around 11.7 MB of text (was 55 s, 200 MB; now a minimal mail)",
+         lambda: g.early_closed(45, 11_700_000), "forwarded"),
 )
 
 

@@ -162,3 +162,38 @@ def big_attachment(size: int) -> bytes:
     import os
 
     return attachment_mail("big.pdf", b"%PDF-1.4\n" + os.urandom(size), "application/pdf")
+
+
+# S3 / review H1: shapes that pass the field caps but made the parser's work grow faster than the mail.
+
+def boundary_only_parts(n: int) -> bytes:
+    """``n`` parts that are only a delimiter line, a blank line and one character: no Content-Type at all."""
+    return raw([*basic(), ("MIME-Version", "1.0"), ("Content-Type", 'multipart/mixed; boundary="b"')],
+               b"--b\r\n\r\nx\r\n" * n + b"--b--\r\n")
+
+
+def from_commas(n: int) -> bytes:
+    """``From: a,a,a,...`` (``n`` names, no address): merging them pairwise was quadratic."""
+    return from_field("a," * n + "a")
+
+
+def related_start(n: int, id_chars: int) -> bytes:
+    """multipart/related whose ``start`` names no part, a first part that is not text, then ``n`` text
+    parts with ``id_chars``-long Content-IDs: every text part used to compare every sibling's id."""
+    parts = [b"--r\r\nContent-Type: application/octet-stream\r\n\r\nzz\r\n"]
+    parts += [b"--r\r\nContent-Type: text/plain\r\nContent-ID: <%d%s>\r\n\r\nt\r\n" % (i, b"x" * id_chars) for i in range(n)]
+    return raw([*basic(), ("MIME-Version", "1.0"),
+                ("Content-Type", 'multipart/related; boundary="r"; start="<nomatch@x>"')], b"".join(parts) + b"--r--\r\n")
+
+
+def early_closed(depth: int, padding: int) -> bytes:
+    """``depth`` multiparts, each closed early with the next one in its epilogue, around ``padding``
+    bytes of text (no transfer encoding, so no body is cut out): every level re-parsed the rest."""
+    body = b"--z\r\nContent-Type: text/plain\r\n\r\n" + (b"p" * 76 + b"\r\n") * (padding // 78) + b"--z--\r\n"
+    inner = b"z"
+    for k in range(depth, 0, -1):
+        bk = b"b%d" % k
+        body = (b"--" + bk + b"\r\nContent-Type: text/plain\r\n\r\nlevel %d\r\n--" % k + bk + b"--\r\n--" + bk +
+                b'\r\nContent-Type: multipart/mixed; boundary="' + inner + b'"\r\n\r\n' + body)
+        inner = bk
+    return raw([*basic(), ("MIME-Version", "1.0"), ("Content-Type", b'multipart/mixed; boundary="' + inner + b'"')], body)

@@ -10,7 +10,7 @@ import email.policy
 
 import pytest
 
-from common.mail import charsets, limits
+from common.mail import charsets, headers, limits
 from common.mail.headers import address_problem, decode_words, parse_mailbox
 from common.mail.parse import ParsedMail, parse
 from tests.support import mailgen as g
@@ -240,6 +240,8 @@ def test_large_attachment_round_trips() -> None:
     (g.many_headers(limits.MAX_HEADER_FIELDS - 10), g.many_headers(limits.MAX_HEADER_FIELDS), "header fields"),
     (g.big_header(limits.MAX_HEADER_FIELD_BYTES - 1000), g.big_header(limits.MAX_HEADER_FIELD_BYTES + 1000), "header field x-big over"),
     (g.many_parts(limits.MAX_MIME_PARTS - 2), g.many_parts(limits.MAX_MIME_PARTS), "MIME parts"),
+    (g.boundary_only_parts(limits.MAX_DELIMITER_LINES - 1), g.boundary_only_parts(limits.MAX_DELIMITER_LINES),
+     "MIME delimiter lines"),
 ])
 def test_caps(under: bytes, over: bytes, reason: str) -> None:
     assert limits.screen(under) == ""
@@ -249,6 +251,16 @@ def test_caps(under: bytes, over: bytes, reason: str) -> None:
 def test_header_block_cap() -> None:
     raw = g.raw([*g.basic(), *((f"X-H{i}", "v" * 900) for i in range(300))])
     assert limits.screen(raw) == f"header block over {limits.MAX_HEADER_BYTES} bytes"
+
+
+def test_a_bare_cr_header_block_is_screened_field_by_field() -> None:
+    # The feed parser splits lines at a bare CR too: screened as one field, this header block of
+    # 300 encoded words in one field and 600 bare-CR Content-Type lines passed every cap (review L9).
+    words = g.encoded_words(300).replace(b"\r\n", b"\r")
+    assert limits.screen(words) == "300 encoded words in subject (limit 256)"
+    parts = g.many_parts(limits.MAX_MIME_PARTS).replace(b"\r\n", b"\r")
+    assert "MIME parts" in limits.screen(parts)
+    assert limits.screen(g.raw(g.basic()).replace(b"\r\n", b"\r")) == ""
 
 
 def test_comment_depth_ignores_quoted_and_escaped_parentheses() -> None:
@@ -282,3 +294,47 @@ def test_content_type_with_a_missing_line_break_keeps_its_type() -> None:
                 b"<p>Dear member</p>\r\n")
     mail = parse(raw)
     assert mail.html.strip() == "<p>Dear member</p>" and mail.attachments == []
+
+
+# --- review H1: work that grew faster than the mail ------------------------------------------------------
+
+def test_from_names_before_the_address_are_merged_once_and_capped() -> None:
+    box = parse_mailbox("Smith, Jane, Dr. <jane@x.example>, bob@y.example")
+    assert (box.address, box.display_name, box.mailboxes) == ("jane@x.example", "Smith, Jane, Dr.", 2)
+    many = parse_mailbox("a," * 32_000 + "a <jane@x.example>")  # the address is past the cap: not read
+    assert many.address == "" and f"more than {headers.MAX_MAILBOXES} mailboxes" in many.defects
+
+
+def test_related_start_is_found_by_content_id_and_else_the_first_part() -> None:
+    def related(start: str, first: bytes) -> bytes:
+        body = (b"--r\r\nContent-Type: " + first + b"\r\nContent-ID: <one@x>\r\n\r\nfirst\r\n"
+                b"--r\r\nContent-Type: text/html\r\nContent-ID: <two@x>\r\n\r\n<p>second</p>\r\n--r--\r\n")
+        return g.raw([*g.basic(), ("MIME-Version", "1.0"),
+                      ("Content-Type", f'multipart/related; boundary="r"; start="{start}"')], body)
+
+    assert parse(related("<two@x>", b"text/html")).html == "<p>second</p>"
+    assert parse(related("<none@x>", b"text/html")).html == "first"
+    assert parse(related("<none@x>", b"image/png")).html == ""  # the start part is not HTML: no body
+    mail = parse(g.related_start(300, 1024))  # 300 candidates, none the start: each used to scan every sibling
+    assert mail.text == "" and len(mail.attachments) == 301
+
+
+def test_recovering_parts_has_a_budget_then_the_mail_is_minimal() -> None:
+    shallow = parse(g.early_closed(3, 1000))
+    assert not shallow.parse_failed and "level 3" in [a.data.decode().strip() for a in shallow.attachments]
+    deep = parse(g.early_closed(20, 2_000_000))
+    assert deep.parse_failed.startswith("recovering its MIME parts would parse it more than")
+    assert [a.role for a in deep.attachments] == ["message"]
+
+
+def test_a_boundary_with_quotes_is_reparsed_safely() -> None:
+    # A part after the closing delimiter is recovered by parsing the epilogue again, under a header
+    # that was an f-string: a boundary holding '"' rewrote it (here into a second boundary parameter)
+    # and the part was lost (review L8).
+    b = b'x"; boundary="y'
+    body = (b"--" + b + b"\r\nContent-Type: text/plain\r\n\r\ninner\r\n--" + b + b"--\r\n"
+            b"--" + b + b"\r\nContent-Type: text/plain; name=after.txt\r\n\r\nafter\r\n--" + b + b"--\r\n")
+    declared = b'multipart/mixed; boundary="x\\"; boundary=\\"y"'
+    mail = parse(g.raw([*g.basic(), ("MIME-Version", "1.0"), ("Content-Type", declared)], body))
+    assert not mail.parse_failed and mail.text.strip() == "inner"
+    assert [(a.filename, a.data.strip()) for a in mail.attachments] == [("after.txt", b"after")]
