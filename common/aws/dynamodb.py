@@ -31,8 +31,26 @@ def from_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: (int(v) if type(v).__name__ == "Decimal" else v) for k, v in out.items()}
 
 
+# DynamoDB refuses a partition key over 2,048 bytes (a sort key over 1,024) with a ValidationException,
+# on reads as on writes. Every key this project builds is far shorter (ids, hashed or capped
+# addresses), so a longer one is a bug upstream: refused here, with the same error on every stack.
+MAX_KEY_BYTES = 1024
+
+
+class KeyTooLong(ValueError):
+    pass
+
+
+def check_key(table: str, key: dict[str, Any]) -> dict[str, Any]:
+    for name, value in key.items():
+        size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else len(str(value))
+        if size > MAX_KEY_BYTES:
+            raise KeyTooLong(f"{table}: key {name} is {size} bytes (this project's limit is {MAX_KEY_BYTES})")
+    return key
+
+
 def get(table: str, key: dict[str, Any], consistent: bool = True) -> dict[str, Any] | None:
-    response = client("dynamodb").get_item(TableName=table, Key=to_item(key), ConsistentRead=consistent)
+    response = client("dynamodb").get_item(TableName=table, Key=to_item(check_key(table, key)), ConsistentRead=consistent)
     return from_item(response.get("Item"))
 
 
@@ -45,7 +63,7 @@ def batch_get(table: str, keys: list[dict[str, Any]], consistent: bool = True,
     """The items of ``table`` with these keys (missing ones are left out), in one BatchGetItem per
     100 distinct keys. Keys DynamoDB returns as unprocessed (throttling, size) are asked for again
     after 50, 100, 200 ms ...; still unprocessed after five requests, it raises."""
-    distinct = list({repr(sorted(k.items())): k for k in keys}.values())  # a key twice is a ValidationException
+    distinct = list({repr(sorted(k.items())): check_key(table, k) for k in keys}.values())  # a key twice is a ValidationException
     found: list[dict[str, Any]] = []
     for start in range(0, len(distinct), BATCH_GET_KEYS):
         request: dict[str, Any] = {table: {"Keys": [to_item(k) for k in distinct[start:start + BATCH_GET_KEYS]],
@@ -96,7 +114,7 @@ def update(table: str, key: dict[str, Any], expression: str, values: dict[str, A
            return_values: str = "NONE", raise_on_condition: bool = False) -> dict[str, Any] | None:
     """UpdateItem. Returns the requested attributes; None when ``condition`` does not hold, or with
     ``raise_on_condition`` a :class:`ConditionFailed` carrying the current item (no second read)."""
-    kwargs: dict[str, Any] = {"TableName": table, "Key": to_item(key), "UpdateExpression": expression,
+    kwargs: dict[str, Any] = {"TableName": table, "Key": to_item(check_key(table, key)), "UpdateExpression": expression,
                               "ReturnValues": return_values}
     if values:
         kwargs["ExpressionAttributeValues"] = to_item(values)
@@ -119,7 +137,7 @@ def update(table: str, key: dict[str, Any], expression: str, values: dict[str, A
 
 def delete(table: str, key: dict[str, Any], return_old: bool = False) -> dict[str, Any] | None:
     """DeleteItem; with ``return_old`` the item as it was (None if there was none)."""
-    response = client("dynamodb").delete_item(TableName=table, Key=to_item(key),
+    response = client("dynamodb").delete_item(TableName=table, Key=to_item(check_key(table, key)),
                                               ReturnValues="ALL_OLD" if return_old else "NONE")
     return from_item(response.get("Attributes"))
 

@@ -1,7 +1,7 @@
 """The embedded AWS emulator: a real moto server, in this process (no Docker) or in its own.
 
 ``python -m common.local.emulator [-H HOST] [-p PORT]`` runs the same server as ``moto_server`` with
-one fidelity fix and two measured speed-ups (:func:`patch_moto`); the compose image and the load tests use it.
+fidelity fixes and two measured speed-ups (:func:`patch_moto`); the compose image and the load tests use it.
 """
 
 from __future__ import annotations
@@ -156,10 +156,49 @@ def ses_sandbox() -> None:
     urls.url_paths["{0}/v2/email/account$"] = SESV2Response.dispatch
 
 
+def sqs_message_characters() -> None:
+    """Refuse a message body SQS refuses: a character outside XML 1.0's set (SendMessage and
+    SendMessageBatch: InvalidMessageContents). moto 5.2.5 stores anything, so a body with U+FFFF from
+    a stranger's subject passed every local test and failed on AWS."""
+    import re
+
+    from moto.sqs.exceptions import SQSException
+    from moto.sqs.models import SQSBackend
+
+    outside = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+    original = SQSBackend._validate_message
+
+    def validate(self: Any, queue: Any, message_body: str, *args: Any, **kwargs: Any) -> None:
+        if outside.search(message_body):
+            raise SQSException("InvalidMessageContents", "Invalid characters found. Valid unicode characters are #x9 | "
+                               "#xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")
+        original(self, queue, message_body, *args, **kwargs)
+
+    SQSBackend._validate_message = validate  # type: ignore[method-assign]
+
+
+def dynamodb_read_key_sizes() -> None:
+    """Refuse an over-long key on GetItem, BatchGetItem, UpdateItem and DeleteItem as DynamoDB does
+    (ValidationException: partition key over 2,048 bytes, sort key over 1,024); moto checks PutItem only."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in ("get_item", "update_item", "delete_item"):
+        original = getattr(DynamoDBBackend, name)
+
+        def checked(self: Any, table_name: str, key: dict[str, Any], *args: Any, _original: Any = original,
+                    **kwargs: Any) -> Any:
+            self.get_table(table_name)._validate_key_sizes(key)
+            return _original(self, table_name, key, *args, **kwargs)
+
+        setattr(DynamoDBBackend, name, checked)
+
+
 @functools.cache  # once per process: the patches wrap what they replace
 def patch_moto() -> None:
     """What the embedded server changes in moto: fidelity fixes and two measured speed-ups."""
     dynamodb_atomic()
+    dynamodb_read_key_sizes()
+    sqs_message_characters()
     sesv2_suppression_options()
     ses_sandbox()
     route_cache()

@@ -50,7 +50,10 @@ class OutboundMessage:
     schema: int = SCHEMA
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        # ASCII only: SQS refuses a body with a character outside XML's set (InvalidMessageContents), and
+        # a stranger's mail can carry U+FFFE, U+FFFF or C0 controls in its subject, name or body. Escaped,
+        # every character travels; the claim-check limit counts the escaped size.
+        return json.dumps(asdict(self), ensure_ascii=True, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, doc: Any) -> OutboundMessage:

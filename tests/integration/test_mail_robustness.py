@@ -62,6 +62,19 @@ def test_8bit_from_is_recorded_forwarded_and_never_stuck_in_staging(stack, inbou
         assert not result["ack"] and len(stack.sent()) == 1
 
 
+def test_noncharacters_from_a_stranger_reach_the_owner(stack, inbound, senders) -> None:
+    # U+FFFF from an encoded-word Subject, U+FFFE and U+FFFF from UTF-8 bytes in the body: SQS refuses
+    # a body holding them unescaped (InvalidMessageContents; the emulator too), so the forward could
+    # never be queued and the mail was lost on every attempt (review H3a).
+    raw = g.raw([*g.basic(subject=b"=?utf-8?b?77+/?= Offer"), ("Content-Type", "text/plain; charset=utf-8")],
+                "Body \ufffe and \uffff and \x01.\r\n".encode())
+    result = deliver(stack, inbound, raw)
+    assert result["status"] == "forwarded" and result["ack"], result
+    send_all(stack, senders)
+    [fwd] = [m.message for m in stack.sent() if m.destinations == ["owner@example.net"]]
+    assert fwd["Subject"] == "\uffff Offer" and "Body \ufffe and \uffff and" in fwd.get_body(("plain",)).get_content()
+
+
 def test_deep_nesting_is_archived_and_forwarded_with_the_original(stack, inbound, senders) -> None:
     raw = g.nested(400)  # 1,000 deep is over the MIME part cap: quarantined unparsed (test_caps_hold_…)
     result = deliver(stack, inbound, raw)
@@ -211,6 +224,9 @@ def test_caps_hold_in_time_and_memory(stack, inbound, case: caps.Case) -> None:
     assert stack.s3_keys("staging/") == []
     if case.status == "quarantined":
         assert result["reason"].startswith("not parsed: ") is not case.parsed
+    if case.status == "forwarded":
+        [forward] = [m for m in stack.peek(stack.cfg.forward_queue) if m.idempotency_key == f"forward:{SES_ID}"]
+        assert ("This message could not be parsed" in forward.text) is case.minimal
     memory = BY_NAME["inbound-handler"].memory_mb
     print(f"\n[caps] {case.name}: {measured.seconds:.2f} s, peak RSS {measured.peak_mb:.0f} MB "
           f"(baseline {measured.baseline_mb:.0f} MB, function memory {memory} MB)")

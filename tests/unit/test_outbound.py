@@ -61,3 +61,19 @@ def test_addresses_ses_cannot_take_are_refused_before_sending(to: str, why: str)
 def test_idn_domains_are_sent_in_ascii() -> None:
     email = build(msg(to=["jane@mächine.example"]), "hello@example.com", "example.com", "", lambda k: b"")
     assert email["To"].addresses[0].addr_spec == "jane@xn--mchine-bua.example"
+
+
+def test_queue_bodies_are_ascii_whatever_the_mail_held() -> None:
+    """SQS refuses characters outside XML's set (U+FFFE, U+FFFF, C0 controls): the JSON escapes them."""
+    msg = OutboundMessage(kind="forward", idempotency_key="forward:x", correlation_id="forward-x", to=["o@example.net"],
+                          subject="\uffff Grüße", text="\ufffe\x01 body")
+    body = msg.to_json()
+    assert body.isascii() and json.loads(body)["subject"] == "\uffff Grüße" and json.loads(body)["text"] == "\ufffe\x01 body"
+
+
+def test_dynamodb_keys_over_the_limit_are_refused_before_any_request() -> None:
+    from common.aws import dynamodb
+
+    assert dynamodb.check_key("t", {"entry": "a" * dynamodb.MAX_KEY_BYTES}) == {"entry": "a" * dynamodb.MAX_KEY_BYTES}
+    with pytest.raises(dynamodb.KeyTooLong, match="key entry is 3012 bytes"):
+        dynamodb.check_key("t", {"entry": "a" * 3000 + "@x.example.o"})
