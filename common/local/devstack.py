@@ -155,14 +155,6 @@ def check_ports(ports: DevPorts) -> None:
         raise PortsUnavailable("\n".join(problems))
 
 
-def function_env(name: str) -> dict[str, str]:
-    """What Lambda would set from the function's configuration (the RIE reads the timeout)."""
-    from common.runtime.functions import BY_NAME
-
-    spec = BY_NAME[name]
-    return {"AWS_LAMBDA_FUNCTION_TIMEOUT": str(spec.timeout_s), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb)}
-
-
 def ensure_rie() -> None:
     """Fetch the RIE binary on first use (it comes from the pinned aws-sam-cli wheel)."""
     from common.local.rie import rie_binary
@@ -225,7 +217,7 @@ class DevStack:
         # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).
         roles = {name: function_credentials(cfg, name, ensure_role=False) for name in self.ports.functions}
         procs = {name: self._register(name, RieProcess(
-            name, port, {**self.env, **function_env(name), **roles[name], "AWS_ENDPOINT_URL": self.endpoint,
+            name, port, {**self.env, **roles[name], "AWS_ENDPOINT_URL": self.endpoint,
                          "PYTHON": sys.executable},
             self.log_dir / f"{name}.log", api_port=self.ports.runtime_apis[name]))
             for name, port in self.ports.functions.items()}

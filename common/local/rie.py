@@ -98,7 +98,13 @@ class RieProcess:
 
     def start(self, wait: bool = True) -> RieProcess:
         task_root = REPO / "images" / self.function
-        env = {**os.environ, **self.env}
+        from common.runtime.functions import BY_NAME
+
+        spec = BY_NAME[self.function]
+        # What Lambda sets from the function's configuration (the RIE reads the timeout; the
+        # extractor sizes its parser child by the memory). Callers may shorten them for a test.
+        env = {"AWS_LAMBDA_FUNCTION_TIMEOUT": str(spec.timeout_s), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+               **os.environ, **self.env}
         env.pop("AWS_LAMBDA_RUNTIME_API", None)
         env.update(
             RIE_BIN=str(rie_binary()),
