@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.runtime.functions import BY_NAME, FUNCTIONS
+from common.runtime.functions import BY_NAME, EMULATOR_PORT, FUNCTIONS, SMTP_PORT
 
-DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+DEFAULT_ENDPOINT = f"http://127.0.0.1:{EMULATOR_PORT}"
 Run = Callable[[argparse.Namespace], int]
 
 
@@ -127,9 +127,9 @@ def _invoke(args: argparse.Namespace) -> int:
 
 
 @command("dev", "the whole system locally without Docker (moto + host RIE + wiring + SMTP)",
-         arg("--emulator-port", type=int, default=4566),
-         arg("--smtp-port", type=int, default=2525),
-         arg("--function-port", type=int, default=9001, help="first of six consecutive RIE ports"),
+         arg("--emulator-port", type=int, default=EMULATOR_PORT),
+         arg("--smtp-port", type=int, default=SMTP_PORT),
+         arg("--function-port", type=int, default=FUNCTIONS[0].port, help="first of six consecutive RIE ports"),
          arg("--log-dir", default=".build/dev/logs"),
          arg("--visibility-timeout", type=int,
              help="seconds before a failed message is retried (default: each queue's own, as on AWS)"),
@@ -298,7 +298,7 @@ def _wiring(args: argparse.Namespace) -> int:
 
 
 @command("smtp", "run the SMTP ingress (compose service)",
-         arg("--host", default="127.0.0.1"), arg("--port", type=int, default=2525), ENDPOINT)
+         arg("--host", default="127.0.0.1"), arg("--port", type=int, default=SMTP_PORT), ENDPOINT)
 def _smtp(args: argparse.Namespace) -> int:
     from common.local.ingress import SmtpIngress
 

@@ -21,9 +21,8 @@ from typing import Any
 
 from common.local.env import cli_hint
 from common.local.rie import INVOKE_PATH, REPO
-from common.runtime.functions import FUNCTIONS
+from common.runtime.functions import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
 
-AWS_PORT, SMTP_PORT = 4566, 2525
 HOST = "127.0.0.1"
 
 
@@ -41,7 +40,7 @@ def free_ports(count: int, avoid: set[int]) -> list[int]:
 
 @dataclass
 class DevPorts:
-    emulator: int = AWS_PORT
+    emulator: int = EMULATOR_PORT
     smtp: int = SMTP_PORT
     functions: dict[str, int] = field(default_factory=lambda: {f.name: f.port for f in FUNCTIONS})
     # Each RIE's internal Runtime API (its default, 9001, is a function port): picked free when not given.

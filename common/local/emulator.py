@@ -10,6 +10,8 @@ import argparse
 import functools
 from typing import Any
 
+from common.runtime.functions import EMULATOR_PORT
+
 
 def route_cache() -> None:
     """Route requests without listing moto's package directory each time.
@@ -214,7 +216,7 @@ class EmbeddedMoto:
     sets when the bind fails, so ``start()`` hung for ever and signals could not stop it.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 4566, iam: bool = True):
+    def __init__(self, host: str = "127.0.0.1", port: int = EMULATOR_PORT, iam: bool = True):
         self.host, self.port, self.iam = host, port, iam
         self._server: Any = None
         self._thread: Any = None
@@ -288,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description="moto server with the route cache and enforced IAM")
     parser.add_argument("-H", "--host", default="127.0.0.1")
-    parser.add_argument("-p", "--port", type=int, default=4566)
+    parser.add_argument("-p", "--port", type=int, default=EMULATOR_PORT)
     # The compose file sets IAM (default on there; `make up IAM=off`); unset, nothing is enforced.
     parser.add_argument("--iam", choices=["on", "off"], default=os.environ.get("IAM", "off").lower() or "off",
                         help="enforce IAM (default: $IAM, else off); the admin is the local-admin user")

@@ -22,6 +22,7 @@ from typing import Any
 from common.aws import s3, sqs
 from common.local import events as localevents
 from common.runtime.config import Config
+from common.runtime.functions import SMTP_PORT
 from common.runtime.log import get_logger
 from common.store import layout
 from deploy import resources
@@ -214,7 +215,7 @@ def _smtp_class() -> type:
 
 
 class SmtpIngress:
-    def __init__(self, cfg: Config, host: str = "127.0.0.1", port: int = 2525) -> None:
+    def __init__(self, cfg: Config, host: str = "127.0.0.1", port: int = SMTP_PORT) -> None:
         self.cfg, self.host, self.port = cfg, host, port
         self._controller: Any = None
 

@@ -48,6 +48,10 @@ def image_ref(name: str) -> str:
 # cut-body parser), which keeps room for the worst shapes the parsing caps let through.
 MAIL_MEMORY_MB = 512
 
+# The local modes' other endpoints (CONTRACT.md "Command line"); the functions' RIE ports are in the table below.
+EMULATOR_PORT = 4566
+SMTP_PORT = 2525
+
 FUNCTIONS: tuple[Function, ...] = (
     Function("inbound-handler", 9001, ("domain_name", "public_email", "private_email", "thread_secret"),
              memory_mb=MAIL_MEMORY_MB),
