@@ -29,7 +29,7 @@ images: ## build OS base (debootstrap if needed), shared base, 6 function images
 	@scripts/images.sh
 	@scripts/localstack-image.sh >/dev/null || echo "[images] no LocalStack image: make up falls back to moto (EMULATOR=localstack fails)"
 
-up: ## start the local stack (compose; EMULATOR=auto|localstack|moto, auto = LocalStack when it can be had); also makes .venv for the CLI
+up: ## start the local stack (compose; EMULATOR=auto|localstack|moto, auto = LocalStack when it can be had; IAM=on|off, moto enforces IAM by default); also makes .venv for the CLI
 	@if [ -n "$(HOST_PYTHON)" ]; then $(MAKE) --no-print-directory venv; \
 	 else echo "[up] no Python >= 3.12 on this machine: use the CLI inside the stack, e.g. docker exec $$(docker ps -qf label=com.docker.compose.service=wiring) email-handler outbox"; fi
 	@scripts/compose.sh up

@@ -6,6 +6,9 @@
 # With LocalStack, DynamoDB is tried as soon as LocalStack is up: when LocalStack's own DynamoDB
 # cannot start (offline it downloads a JRE and DynamoDB Local on first use and answers 500),
 # compose/dynamodb-moto.yml routes DynamoDB alone to a moto server (AWS_ENDPOINT_URL_DYNAMODB).
+# IAM=on (default) | off: with moto the emulator enforces IAM and each function container runs with
+# its own role session's credentials (written before the start, with the local admin's for the host
+# CLI, by `python -m common.local.env` in the local tools image); LocalStack community enforces none.
 # Uses `docker compose` (v2 plugin) when present, else docker-compose 1.29.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,6 +69,24 @@ except Exception as exc:
 PY
 }
 
+# .build/local/credentials (profile local-admin: the host CLI and the AWS CLI) and
+# .build/local/roles/<function>.env (each function container's second env_file). The keys are
+# derived from the identities (common/local/iam.py), so no emulator is needed; the init service
+# opens the role sessions they belong to.
+write_credentials() {
+  mkdir -p .build/local
+  docker run --rm --network none --user "$(id -u):$(id -g)" -v "$PWD/.build/local:/out" \
+    "service-email-handler/local:${IMAGE_TAG:-latest}" python -m common.local.env /out
+}
+
+# down/logs read the compose files too, which name the role env files: an empty one will do there.
+ensure_env_files() {
+  mkdir -p .build/local/roles
+  for f in inbound-handler reply-handler attachment-extractor ack-sender forward-sender reply-sender; do
+    [ -e ".build/local/roles/$f.env" ] || : > ".build/local/roles/$f.env"
+  done
+}
+
 write_stack_file() { # emulator image dynamodb-url-or-empty
   mkdir -p "$(dirname "$stack_file")"
   printf '{"project": "%s", "endpoint": "%s", "emulator": "%s", "image": "%s", "dynamodb": %s}\n' \
@@ -74,8 +95,11 @@ write_stack_file() { # emulator image dynamodb-url-or-empty
 
 case "${1:-up}" in
   up)
+    case "${IAM:=on}" in on|off) ;; *) echo "IAM must be on or off (got '$IAM')" >&2; exit 2 ;; esac
+    export IAM
     scripts/images.sh
     mkdir -p .build/logs
+    write_credentials
     choose_emulator
     files="-p $PROJECT -f compose/docker-compose.yml -f compose/emulator-$emulator.yml"
     dynamodb_note=""
@@ -103,9 +127,21 @@ case "${1:-up}" in
     routed=""; [[ "$files" == *dynamodb-moto* ]] && routed=$DYNAMODB_URL
     write_stack_file "$emulator" "${LOCALSTACK_IMAGE:-service-email-handler/local:${IMAGE_TAG:-latest}}" "$routed"
     label=$emulator; [ "$emulator" = localstack ] && label="LocalStack 4.4.0, $LOCALSTACK_IMAGE"
+    if [ "$emulator" = localstack ]; then
+      iam_note="IAM: not enforced: LocalStack's community edition does not enforce IAM (EMULATOR=moto does);
+     the functions still run with their own role sessions' credentials"
+    elif [ "$IAM" = on ]; then
+      iam_note="IAM: enforced: each function runs with its own role's credentials and may do only what
+     deploy/iam.py grants it (IAM=off make up turns enforcement off)"
+    else
+      iam_note="IAM: not enforced (IAM=off); the functions still run with their own role sessions' credentials"
+    fi
     cat <<MSG
 
 [up] ready. AWS emulator ($label): $AWS_URL
+     $iam_note
+     admin credentials: .build/local/credentials (profile local-admin; email-handler inject/outbox/invoke use them)
+       with the AWS CLI: AWS_SHARED_CREDENTIALS_FILE=$PWD/.build/local/credentials AWS_PROFILE=local-admin aws --endpoint-url $AWS_URL s3 ls
 ${dynamodb_note:+     $dynamodb_note
 }     SMTP ingress (SES receiving): smtp://127.0.0.1:${SMTP_PORT:-2525}   (hello@example.com and *@thread.example.com)
      functions (POST an event to each RIE invocation URL):
@@ -123,11 +159,13 @@ ${dynamodb_note:+     $dynamodb_note
 MSG
     ;;
   down)
+    ensure_env_files
     # --remove-orphans also takes the services of files this stack did not list (a stale state).
     files=$(cat "$state" 2>/dev/null || echo "-p $PROJECT -f compose/docker-compose.yml -f compose/emulator-moto.yml")
     $COMPOSE $files down --remove-orphans -t 5
     rm -f "$state" "$stack_file" ;;
   logs)
+    ensure_env_files
     files=$(cat "$state" 2>/dev/null || echo "-p $PROJECT -f compose/docker-compose.yml -f compose/emulator-moto.yml")
     $COMPOSE $files logs -f --tail=50 ;;
   *) echo "usage: $0 up|down|logs|--which" >&2; exit 2 ;;

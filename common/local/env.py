@@ -95,14 +95,24 @@ def admin_credentials(path: Path = CREDENTIALS_FILE) -> dict[str, str]:
     return derived()
 
 
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: two stacks starting side by side write the same files."""
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+        tmp.write(text)
+    os.chmod(tmp.name, 0o600)
+    os.replace(tmp.name, path)
+
+
 def write_admin_credentials(path: Path = CREDENTIALS_FILE) -> Path:
     """Write the local admin's keys as profile ``local-admin`` (for the AWS CLI and the tools)."""
     from common.local.iam import admin_credentials as derived
 
     creds = derived()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"[{ADMIN_PROFILE}]\naws_access_key_id = {creds['AWS_ACCESS_KEY_ID']}\n"
-                    f"aws_secret_access_key = {creds['AWS_SECRET_ACCESS_KEY']}\n")
+    _write(path, f"[{ADMIN_PROFILE}]\naws_access_key_id = {creds['AWS_ACCESS_KEY_ID']}\n"
+                 f"aws_secret_access_key = {creds['AWS_SECRET_ACCESS_KEY']}\n")
     return path
 
 
@@ -171,11 +181,29 @@ def function_env_files(cfg: Config, directory: Path) -> list[Path]:
     from common.local.iam import derived_key
     from common.runtime.functions import FUNCTIONS
 
-    directory.mkdir(parents=True, exist_ok=True)
     out = []
     for f in FUNCTIONS:
         key_id, secret, token = derived_key(f"arn:aws:iam::{ACCOUNT}:role/{cfg.name(f.name)}/{f.name}")
         path = directory / f"{f.name}.env"
-        path.write_text(f"AWS_ACCESS_KEY_ID=ASIA{key_id}\nAWS_SECRET_ACCESS_KEY={secret}\nAWS_SESSION_TOKEN={token}\n")
+        _write(path, f"AWS_ACCESS_KEY_ID=ASIA{key_id}\nAWS_SECRET_ACCESS_KEY={secret}\nAWS_SESSION_TOKEN={token}\n")
         out.append(path)
     return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m common.local.env DIR`` (scripts/compose.sh, in the local tools image): DIR/credentials
+    (profile local-admin, for the host CLI) and DIR/roles/<function>.env (each function container's
+    role-session credentials, its second env_file)."""
+    import argparse
+
+    from common.runtime import config
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("directory", type=Path)
+    args = parser.parse_args(argv)
+    write_admin_credentials(args.directory / "credentials")
+    function_env_files(config.load(local_env()), args.directory / "roles")
+
+
+if __name__ == "__main__":
+    main()

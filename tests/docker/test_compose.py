@@ -61,14 +61,17 @@ def stack(request, docker_client) -> Iterator[dict[str, int]]:
             # offline, LocalStack's DynamoDB cannot start: moto answers DynamoDB, and the summary says so
             assert (f"DynamoDB: moto at http://127.0.0.1:{ports['dynamodb']}" in up.stdout) == routed
             assert routed or "DynamoDB: LocalStack's own" in up.stdout
+            assert "IAM: not enforced: LocalStack's community edition does not enforce IAM" in up.stdout
         else:
             assert "[up] ready. AWS emulator (moto)" in up.stdout and not routed
+            assert "IAM: enforced: each function runs with its own role's credentials" in up.stdout
+        assert "admin credentials: .build/local/credentials (profile local-admin" in up.stdout
         # emulator (+ moto for DynamoDB) + 6 functions + wiring + smtp healthy; init provisioned and exited 0
         assert f"all {10 if routed else 9} services healthy, 1 one-shot done" in up.stdout
         assert f"http://127.0.0.1:{ports['ack-sender']}" in up.stdout  # prints how to reach each function
         assert f"smtp://127.0.0.1:{ports['smtp']}" in up.stdout and "email-handler outbox" in up.stdout
         print(f"\n[compose] {emulator}: up in {time.monotonic() - started:.0f}s")
-        yield ports | {"routed": int(routed), "emulator": emulator}  # type: ignore[dict-item]
+        yield ports | {"routed": int(routed), "emulator": emulator, "project": project}  # type: ignore[dict-item]
     finally:
         down = subprocess.run([str(REPO / "scripts/compose.sh"), "down"], env=env, capture_output=True, text=True, timeout=120)
     # `make down` stops it all: no container of the project is left behind.
@@ -81,11 +84,19 @@ def test_compose_function_answers(stack, case) -> None:
     case.check(invoke(f"http://127.0.0.1:{stack[case.function]}", event_for(case)))
 
 
-def test_compose_emulator_reachable_from_host(stack) -> None:
+def admin_client(service: str, port: int) -> Any:
+    """What the host CLI uses: the local admin of .build/local/credentials (make up wrote it)."""
     import boto3
 
-    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{stack['aws']}", region_name="us-east-1",
-                      aws_access_key_id="testing", aws_secret_access_key="testing")
+    from common.local.env import CREDENTIALS_FILE, admin_credentials
+
+    keys = admin_credentials(CREDENTIALS_FILE)
+    return boto3.client(service, endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                        aws_access_key_id=keys["AWS_ACCESS_KEY_ID"], aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"])
+
+
+def test_compose_emulator_reachable_from_host(stack) -> None:
+    s3 = admin_client("s3", stack["aws"])
     s3.create_bucket(Bucket="compose-probe")
     assert "compose-probe" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
@@ -93,12 +104,7 @@ def test_compose_emulator_reachable_from_host(stack) -> None:
 def test_compose_dynamodb_answers_where_the_summary_says(stack) -> None:
     """The stack's tables live where `make up` said DynamoDB is (moto beside LocalStack offline: init
     created them through AWS_ENDPOINT_URL_DYNAMODB), and every other service stays on the emulator."""
-    import boto3
-
-    def client(service: str, port: int) -> Any:
-        return boto3.client(service, endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                            aws_access_key_id="testing", aws_secret_access_key="testing")
-
+    client = admin_client
     dynamodb_port = stack["dynamodb"] if stack["routed"] else stack["aws"]
     assert "service-email-handler-local-conversations" in client("dynamodb", dynamodb_port).list_tables()["TableNames"]
     queues = client("sqs", stack["aws"]).list_queues()["QueueUrls"]
@@ -111,3 +117,32 @@ def test_compose_end_to_end_over_smtp(stack) -> None:
     started = time.monotonic()
     run_scenario(LocalSystem(smtp_port=stack["smtp"], endpoint=f"http://127.0.0.1:{stack['aws']}"))
     print(f"\n[compose] {stack['emulator']}: scenario in {time.monotonic() - started:.0f}s")
+
+
+def test_compose_each_function_runs_as_its_role_and_may_do_only_what_it_allows(stack, docker_client) -> None:
+    """The credentials inside the inbound-handler container are its role session's (moto: enforced, so a
+    call outside deploy/iam.py's policy is denied; LocalStack community enforces nothing, and says so)."""
+    import boto3
+
+    [container] = docker_client.containers.list(filters={"label": [f"com.docker.compose.project={stack['project']}",
+                                                                   "com.docker.compose.service=inbound-handler"]})
+    env = dict(item.split("=", 1) for item in container.attrs["Config"]["Env"])
+    assert env["AWS_ACCESS_KEY_ID"].startswith("ASIA") and env["AWS_SESSION_TOKEN"]  # not local.env's "testing"
+    if stack["emulator"] != "moto":
+        return
+
+    def as_inbound(service: str) -> Any:
+        return boto3.client(service, endpoint_url=f"http://127.0.0.1:{stack['aws']}", region_name="us-east-1",
+                            aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                            aws_session_token=env["AWS_SESSION_TOKEN"])
+
+    identity = as_inbound("sts").get_caller_identity()["Arn"]
+    assert identity.endswith(":assumed-role/service-email-handler-local-inbound-handler/inbound-handler")
+    bucket = "service-email-handler-local-mail"
+    s3 = as_inbound("s3")
+    s3.put_object(Bucket=bucket, Key="conversations/compose-iam/1.eml", Body=b"x")  # its policy: archive writes
+    for denied in (lambda: s3.get_object(Bucket=bucket, Key="conversations/compose-iam/1.eml"),  # write-only archive
+                   lambda: as_inbound("sqs").receive_message(QueueUrl=f"http://127.0.0.1:{stack['aws']}/123456789012/"
+                                                                       "service-email-handler-local-ack")):
+        with pytest.raises(Exception, match="AccessDenied"):
+            denied()
