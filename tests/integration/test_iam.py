@@ -166,3 +166,30 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None
         assert len(invoked) >= 2 and stack.depth(cfg.ack_queue + "-dlq") == 0
     finally:
         wiring.stop()
+
+
+@pytest.mark.parametrize("setting,enforced", [("on", True), ("off", False)])
+def test_the_compose_emulator_enforces_iam_as_the_IAM_variable_says(setting, enforced) -> None:
+    """compose/emulator-moto.yml passes IAM (default on) to `python -m common.local.emulator`:
+    `IAM=off make up` is a stack where moto's "testing" keys work, else only real identities do."""
+    import os
+    import subprocess
+    import sys
+
+    from common.local.rie import free_port, wait_for_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "common.local.emulator", "-p", str(port)],
+                            env={**os.environ, "IAM": setting}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, timeout=60, proc=proc)
+        sqs = boto3.client("sqs", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        if enforced:
+            with pytest.raises(Exception, match="InvalidClientTokenId|security token"):
+                sqs.list_queues()
+        else:
+            assert sqs.list_queues().get("QueueUrls", []) == []
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -64,3 +64,13 @@ def test_localstack_keeps_the_token_and_mounts_its_init_hooks() -> None:
     source, target, _ = hooks.split(":")
     assert (COMPOSE / source).is_dir() and target == "/etc/localstack/init/start.d"
     assert list((COMPOSE / source).glob("*.py"))
+
+
+def test_functions_run_with_their_role_credentials_and_moto_enforces_iam_by_default() -> None:
+    found = services()
+    for f in FUNCTIONS:  # local.env first: the role session's keys override its placeholder keys
+        assert found[f.name]["env_file"] == ["local.env", f"../.build/local/roles/{f.name}.env"], f.name
+    for tool in ("init", "wiring", "smtp"):  # the local admin (common.local.env.admin_credentials)
+        assert found[tool]["env_file"] == "local.env"
+    moto = yaml.safe_load((COMPOSE / "emulator-moto.yml").read_text())["services"]["aws"]
+    assert moto["environment"]["IAM"] == "${IAM:-on}"
