@@ -169,7 +169,7 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None
 
 
 @pytest.mark.parametrize("setting,enforced", [("on", True), ("off", False)])
-def test_the_compose_emulator_enforces_iam_as_the_IAM_variable_says(setting, enforced) -> None:
+def test_the_compose_emulator_enforces_iam_as_the_iam_variable_says(setting, enforced) -> None:
     """compose/emulator-moto.yml passes IAM (default on) to `python -m common.local.emulator`:
     `IAM=off make up` is a stack where moto's "testing" keys work, else only real identities do."""
     import os
