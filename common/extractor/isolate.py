@@ -36,7 +36,7 @@ _FORK = multiprocessing.get_context("fork")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 1024 * 1024
 # Kept free when a child is sized: pages the child dirties copy-on-write, the text the parent
-# collects meanwhile (2,000,000 characters), pipe buffers. Measured: see README.
+# collects meanwhile (2,000,000 characters), pipe buffers. Measured: see docs/extractor.md.
 PARENT_RESERVE = 32 * MB
 MIN_CHILD_ALLOWANCE = 32 * MB
 WATCH_INTERVAL = 0.05  # seconds between looks at the child's memory

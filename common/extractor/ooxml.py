@@ -1,6 +1,6 @@
 """DOCX to text: the package read straight from the zip, each XML part streamed through expat.
 
-Why not python-docx (measured, see README "attachment-extractor"): it inflates every part of the
+Why not python-docx (measured, see docs/decisions.md "Text extraction engines"): it inflates every part of the
 package, media included, into memory and builds a full lxml tree of each XML part (a 99 MB
 document.xml took 1.5 GB), and its text API leaves out footnotes, endnotes, comments, tracked
 insertions, text boxes, content controls, simple fields and nested tables. Here nothing but the

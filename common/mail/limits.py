@@ -3,7 +3,7 @@
 Mail comes from anyone, and parsing costs are set by the sender: a mail over any cap is
 quarantined unparsed (with the reason) instead of being parsed. :func:`screen` is a few linear
 scans in C (regular expressions over bytes), so it costs milliseconds even at SES's 40 MB.
-The values and their measured cost are in the README (security) and ``bench/mail_caps.py``.
+The values and their measured cost are in docs/security.md (Parsing caps) and ``bench/mail_caps.py``.
 """
 
 from __future__ import annotations

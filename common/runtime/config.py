@@ -76,7 +76,7 @@ class Config:
     max_forward_bytes: int = 40_000_000  # SESv2 SendEmail's message limit (common.aws.ses.MAX_MESSAGE_BYTES)
     spam_rules_ttl_s: float = 300.0
     transient_bounce_limit: int = 5
-    # --- security (README, Security): who is acked, what a contact sees, how the owner's mail is protected
+    # --- security (docs/security.md): who is acked, what a contact sees, how the owner's mail is protected
     public_name: str = ""  # display name on replies and acks; the owner's own name never goes out
     ack_limit_per_hour: int = 20  # acks per rolling clock hour, all senders (backscatter budget); 0 = no acks
     ack_limit_per_domain_per_hour: int = 5  # acks per hour to one sender domain
