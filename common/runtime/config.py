@@ -71,7 +71,10 @@ class Config:
     retry_delays: tuple[float, ...] = (0.0, 5.0, 30.0, 120.0)  # in-Lambda SES retries (FR-2)
     attempt_reserve_s: float = 10.0  # time kept free after the last retry's sleep for the send itself
     max_receive_count: int = 5  # queue redrive; the last receive raises the alert
-    idempotency_ttl_s: int = 14 * 24 * 3600  # outlives main (1 d) + DLQ (7 d) retention and a redrive
+    # A send's record must outlive every copy of its message: main queue (1 d) + DLQ (14 d) from the first enqueue,
+    # and a DLQ redrive starts that clock again ("redriven messages are treated as new messages", SQS DG), so
+    # two full cycles: a copy redriven once, late, is still recognised as sent (tests/unit/test_config.py).
+    idempotency_ttl_s: int = 30 * 24 * 3600
     claim_check_bytes: int = 200 * 1024  # queue messages above this go to S3 (claim check)
     max_forward_bytes: int = 40_000_000  # SESv2 SendEmail's message limit (common.aws.ses.MAX_MESSAGE_BYTES)
     spam_rules_ttl_s: float = 300.0
