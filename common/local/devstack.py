@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from common.local.env import cli_hint
-from common.local.rie import INVOKE_PATH, REPO
+from common.local.rie import INVOKE_PATH, REPO, free_port
 from common.runtime.functions import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
 
 HOST = "127.0.0.1"
@@ -30,9 +30,7 @@ def free_ports(count: int, avoid: set[int]) -> list[int]:
     """``count`` distinct ports the OS says are free now, none of them in ``avoid``."""
     found: list[int] = []
     while len(found) < count:
-        with socket.socket() as s:
-            s.bind((HOST, 0))
-            port = int(s.getsockname()[1])
+        port = free_port()
         if port not in avoid and port not in found:
             found.append(port)
     return found

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -31,10 +32,36 @@ def rie_binary() -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; macOS's range starts at 49152
+
+
+def free_port(count: int = 1) -> int:
+    """The first of ``count`` consecutive ports that are free now, below the kernel's ephemeral range.
+
+    Binding port 0 hands out an ephemeral port, and any outgoing connection (boto3 to the emulator, an RIE
+    invoke) may take that same port as its local end before our server binds it: seen in CI as an RIE that
+    exited with "address already in use". Ports below the ephemeral range are only ever taken by explicit
+    binds, so the window closes to another chooser picking the same random port."""
+    top = min(_ephemeral_floor(), 32768) - count
+    for _ in range(500):
+        base = random.randrange(20000, top)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports between 20000 and {top + count}")
 
 
 class InvokeError(RuntimeError):

@@ -4,7 +4,6 @@ with SIGINT (what Ctrl-C sends). Shared by the suites that drive the embedded st
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,23 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def consecutive_free_ports(count: int) -> int:
-    for _ in range(50):
-        base = free_port()
-        if base + count > 65000:
-            continue
-        try:
-            socks = []
-            for port in range(base, base + count):
-                s = socket.socket()
-                s.bind(("127.0.0.1", port))
-                socks.append(s)
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-        return base
-    raise RuntimeError("no run of free ports")
+    return free_port(count)
 
 
 @dataclass
