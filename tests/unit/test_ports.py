@@ -8,7 +8,7 @@ def test_free_ports_are_outside_the_ephemeral_range_and_bindable() -> None:
     died on it in CI). Chosen ports sit below the kernel's ephemeral range, consecutive and free."""
     for count in (1, 6):
         base = free_port(count)
-        assert 20000 <= base and base + count <= min(_ephemeral_floor(), 32768)
+        assert base >= 20000 and base + count <= min(_ephemeral_floor(), 32768)
         socks = [socket.socket() for _ in range(count)]
         try:
             for s, port in zip(socks, range(base, base + count), strict=True):
