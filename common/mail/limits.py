@@ -22,6 +22,10 @@ MAX_MIME_PARTS = 500  # Content-Type fields anywhere in the message
 # "x" has none: 200,000 of them took the parser 10 s and 94 MB).
 MAX_DELIMITER_LINES = 2 * MAX_MIME_PARTS
 MAX_STORED_ATTACHMENTS = 100  # per mail; the rest stay in the archive and are named in the forward
+# What the deny-list check (common/mail/withhold.py) reads inside a part before it gives up and withholds it:
+MAX_ARCHIVE_NAMES = 10_000  # names in a zip's central directory; more: withheld unread
+MAX_NESTED_ARCHIVE_BYTES = 32 * 1024 * 1024  # .zip members of a zip decompressed to read their names, per part
+MAX_MESSAGE_NESTING = 3  # forwarded messages inside forwarded messages that are parsed for their parts
 
 # The feed parser ends a line at CRLF, CR or LF, so the header block ends at the first empty line
 # under any of them, and fields are read after the same split (a bare-CR header block must not be

@@ -588,7 +588,15 @@ def _part_bytes(p: _Part, crlf: bool, mail: ParsedMail, source: _Source) -> byte
                 BytesGenerator(out, mangle_from_=False, policy=email.policy.compat32.clone(linesep=linesep)).flatten(block)
             generated = out.getvalue()
             if source.cuts and b"\x00seh-body-" in generated:
-                return source.restore(generated.decode("ascii", "surrogateescape"))
+                generated = source.restore(generated.decode("ascii", "surrogateescape"))
+            # RFC 2046 5.2.1 allows only 7bit/8bit/binary here, but some programs (Python's EmailMessage
+            # among them) base64 a forwarded message: the feed parser then read the encoded text as a
+            # message, and mail clients decode it, so the message is the decoded bytes.
+            cte = str(p.msg.get("content-transfer-encoding", "")).strip().lower()
+            if cte == "base64":
+                return _b64(generated)
+            if cte == "quoted-printable":
+                return quopri.decodestring(generated)
             return generated
         except Exception as exc:  # regenerating a pathological embedded message
             mail.problems.append(f"{p.ctype} part could not be regenerated: {type(exc).__name__}")

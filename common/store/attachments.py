@@ -3,38 +3,25 @@
 Everything is forwarded except what the owner's deny-list names (``ATTACHMENT_DENY_TYPES``:
 executables and scripts, also inside zip archives and forwarded messages, and Windows executables
 whatever their name) and what SES refuses to send at all (its "unsupported attachment types": a
-message with one of them is rejected whole). Withheld parts are still stored, under ``withheld/``,
-which no sender can read, and the forward names them with the reason.
+message with one of them is rejected whole); the rule is common/mail/withhold.py. Withheld parts
+are still stored, under ``withheld/``, which no sender can read, and the forward names them with
+the reason.
 """
 
 from __future__ import annotations
 
-import email
-import email.policy
-import io
 import re
-import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from common.aws import s3
 from common.mail.limits import MAX_STORED_ATTACHMENTS
 from common.mail.parse import Attachment as MailPart
-from common.mail.sanitize import extension
+from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
 from common.runtime.config import Config
 from common.store.sendqueue import Attachment
 
-# SES DG, "Amazon SES unsupported attachment types": SES rejects a message carrying any of these.
-SES_UNSUPPORTED = frozenset((
-    "ade", "adp", "app", "asp", "bas", "bat", "cer", "chm", "cmd", "com", "cpl", "crt", "csh", "der", "exe", "fxp",
-    "gadget", "hlp", "hta", "inf", "ins", "isp", "its", "js", "jse", "ksh", "lib", "lnk", "mad", "maf", "mag",
-    "mam", "maq", "mar", "mas", "mat", "mau", "mav", "maw", "mda", "mdb", "mde", "mdt", "mdw", "mdz", "msc", "msh",
-    "msh1", "msh2", "mshxml", "msh1xml", "msh2xml", "msi", "msp", "mst", "ops", "pcd", "pif", "plg", "prf", "prg",
-    "reg", "scf", "scr", "sct", "shb", "shs", "sys", "ps1", "ps1xml", "ps2", "ps2xml", "psc1", "psc2", "tmp", "url",
-    "vb", "vbe", "vbs", "vps", "vsmacros", "vss", "vst", "vsw", "vxd", "ws", "wsc", "wsf", "wsh", "xnk"
-))
-ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
-MAX_ARCHIVE_NAMES = 10_000  # a central directory listing more names is itself suspicious: stop reading
+__all__ = ["SES_UNSUPPORTED", "Stored", "Withheld", "as_utf8", "store", "withhold_reason"]
 
 
 @dataclass(slots=True)
@@ -54,59 +41,6 @@ class Stored:
     def skipped(self) -> list[str]:
         """"name (why)" for the logs and the result."""
         return [f"{w.name} ({w.reason})" for w in self.withheld]
-
-
-def _denied_name(name: str, deny: frozenset[str]) -> str:
-    ext = extension(name)
-    if ext in deny:
-        return f"denied type .{ext}"
-    if ext in SES_UNSUPPORTED:
-        return f"Amazon SES does not send .{ext} files"
-    return ""
-
-
-def _is_windows_executable(data: bytes) -> bool:
-    if len(data) < 0x40 or data[:2] != b"MZ":
-        return False
-    offset = int.from_bytes(data[0x3C:0x40], "little")
-    return data[offset:offset + 4] == b"PE\0\0"
-
-
-def _archive_names(data: bytes) -> list[str]:
-    """File names in a zip's central directory (no member is decompressed); [] if unreadable."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            return [info.filename for info in archive.infolist()[:MAX_ARCHIVE_NAMES]]
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError):
-        return []
-
-
-def _message_names(data: bytes) -> list[str]:
-    """Attachment names inside a forwarded message (message/rfc822), any depth."""
-    try:
-        inner = email.message_from_bytes(data, policy=email.policy.compat32)
-        return [str(part.get_filename() or "") for part in inner.walk()]
-    except Exception:  # an unparseable inner message has no names we can check
-        return []
-
-
-def withhold_reason(name: str, content_type: str, data: bytes, deny: frozenset[str]) -> str:
-    """Why this part must not be forwarded ('' when it may be)."""
-    reason = _denied_name(name, deny)
-    if reason:
-        return reason
-    if _is_windows_executable(data):
-        return "Windows executable"
-    inside: list[str] = []
-    if data[:4] in ZIP_MAGIC:
-        inside = _archive_names(data)
-    elif content_type.lower() == "message/rfc822":
-        inside = _message_names(data)
-    for member in inside:
-        if _denied_name(member.rstrip("/"), deny):
-            where = "archive" if data[:4] in ZIP_MAGIC else "forwarded message"
-            return f"{where} contains {member.rsplit('/', 1)[-1][:100]} ({_denied_name(member, deny)})"
-    return ""
 
 
 def as_utf8(data: bytes, mime_header: str) -> bytes:

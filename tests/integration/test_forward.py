@@ -5,6 +5,8 @@ message/rfc822, message/partial, S/MIME and PGP parts as they are, and SESv2's 4
 
 from __future__ import annotations
 
+import email
+import email.policy
 import io
 import zipfile
 from email.message import EmailMessage
@@ -101,6 +103,68 @@ def test_forwarded_message_containing_an_executable_is_withheld(stack, fns) -> N
     assert result["skipped"] == ["fwd.eml (forwarded message contains payload.vbs (denied type .vbs))"]
 
 
+def attached_mail(*files: tuple[str, bytes, str], encoded_names: bool = False) -> bytes:
+    """A mail Jane forwards as an attachment; ``encoded_names``: its file names as RFC 2047 words (Outlook)."""
+    import base64
+
+    raw = mail(sender="Recruiter <r@agency.example>", to="jane@corp.example", subject="inner", attachments=files)
+    if encoded_names:
+        for name, _, _ in files:
+            word = f"=?utf-8?b?{base64.b64encode(name.encode()).decode()}?="
+            raw = raw.replace(f'filename="{name}"'.encode(), f'filename="{word}"'.encode())
+    return raw
+
+
+def with_message_part(inner: bytes, filename: str = "fwd.eml", ctype: str = "message/rfc822") -> bytes:
+    """Jane's mail carrying ``inner`` as a forwarded-as-attachment part, written as a client writes it."""
+    part = (f"Content-Type: {ctype}\r\nContent-Disposition: attachment; filename=\"{filename}\"\r\n\r\n").encode()
+    return (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: See below\r\n"
+            b"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n--b1\r\n"
+            b"Content-Type: text/plain\r\n\r\nforwarding this\r\n--b1\r\n" + part
+            + inner.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n") + b"\r\n--b1--\r\n")
+
+
+def prefixed_zip(names: dict[str, bytes], prefix: bytes = b"") -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in names.items():
+            archive.writestr(name, data)
+    return prefix + buffer.getvalue()
+
+
+DOS_HEADER = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + b"\0" * 60  # MZ, no PE header after it
+
+
+@pytest.mark.parametrize(("raw", "name", "reason"), [
+    (with_message_part(attached_mail(("setup.exe", b"x", "application/octet-stream"), encoded_names=True)),
+     "fwd.eml", "forwarded message contains setup.exe (denied type .exe)"),
+    (with_message_part(attached_mail(("invoice.pdf", DOS_HEADER, "application/pdf"))),
+     "fwd.eml", "forwarded message contains invoice.pdf (Windows executable)"),
+    (with_message_part(attached_mail(("a.zip", prefixed_zip({"run.vbs": b"x"}), "application/zip"))),
+     "fwd.eml", "forwarded message contains a.zip (archive contains run.vbs (denied type .vbs))"),
+    (with_message_part(attached_mail(("run.js", b"1", "text/javascript")), ctype="message/global"),
+     "fwd.eml", "forwarded message contains run.js (denied type .js)"),
+    (with_message_part(attached_mail(), filename="notes.scr"), "notes.scr", "denied type .scr"),
+    (mail(attachments=[("invoice.pdf", DOS_HEADER, "application/pdf")]), "invoice.pdf", "Windows executable"),
+    (mail(attachments=[("photos.zip", prefixed_zip({"a/inner.zip": prefixed_zip({"b/tool.exe": b"x"})}),
+                        "application/zip")]),
+     "photos.zip", "archive contains inner.zip (archive contains tool.exe (denied type .exe))"),
+    (mail(attachments=[("backup.dat", prefixed_zip({"setup.exe.": b"x"}, prefix=b"\0" * 4096),
+                        "application/octet-stream")]),
+     "backup.dat", "archive contains setup.exe. (denied type .exe)"),
+], ids=["message-encoded-name", "message-mz-as-pdf", "message-zip", "message-global", "message-part-named-scr",
+        "mz-as-pdf", "zip-in-zip", "zip-with-prefix-trailing-dot"])
+def test_denied_files_are_withheld_however_they_are_wrapped_or_named(stack, fns, raw, name, reason) -> None:
+    """Review M7: a denied file inside a forwarded message, behind a lying name or type, or in a nested
+    or prefixed zip is withheld, stored under withheld/ and named in the forward's footer."""
+    result, msg = forward(stack, fns, raw)
+    key = f"withheld/{CID}/{SES_ID}/{name}"
+    assert result["skipped"] == [f"{name} ({reason})"]
+    assert stack.s3_keys("withheld/") == [key]
+    assert list(parts(msg)) == []
+    assert f"{name} ({reason}; stored at s3://{stack.cfg.bucket}/{key})" in footer(msg)
+
+
 def test_the_deny_list_is_configurable(stack, rie_function, fns) -> None:
     strict = rie_function("inbound-handler", env={"ATTACHMENT_DENY_TYPES": "zip,exe"})
     result = strict.invoke(stack.receipt(mail(attachments=[("a.zip", zip_of("x.txt"), "application/zip"),
@@ -162,6 +226,29 @@ def test_forwarded_message_part_arrives_as_message_rfc822(stack, fns) -> None:
     assert part.get_content_type() == "message/rfc822" and part["Content-Transfer-Encoding"] == "7bit"
     carried = part.get_content()
     assert carried["Subject"] == "The role" and carried.get_content().strip() == "Details of the role."
+
+
+def test_a_base64_forwarded_message_arrives_decoded_and_is_checked(stack, fns) -> None:
+    """Python's EmailMessage (and others) base64 a message/rfc822 part; mail clients decode it, so the
+    forward carries the message itself (it carried the base64 text) and its parts pass the deny-list."""
+    outer = EmailMessage()
+    outer["From"], outer["To"], outer["Subject"] = "Jane Smith <jane@corp.example>", "hello@example.com", "FYI"
+    outer.set_content("See the attached mail.")
+    outer.add_attachment(attached_mail(("cv.pdf", b"%PDF-1.4 cv", "application/pdf")), maintype="message",
+                         subtype="rfc822", filename="role.eml")
+    assert b"Content-Transfer-Encoding: base64" in outer.as_bytes()
+    result, msg = forward(stack, fns, outer.as_bytes())
+    assert result["skipped"] == []
+    carried = parts(msg)["role.eml"]
+    inner = carried.get_content() if carried.get_content_type() == "message/rfc822" else \
+        email.message_from_bytes(carried.get_content(), policy=email.policy.default)
+    assert inner["Subject"] == "inner" and [p.get_filename() for p in inner.iter_attachments()] == ["cv.pdf"]
+    outer.clear_content()
+    outer.set_content("again")
+    outer.add_attachment(attached_mail(("cv.exe", b"x", "application/octet-stream")), maintype="message",
+                         subtype="rfc822", filename="role.eml")
+    result = fns["inbound"].invoke(stack.receipt(outer.as_bytes(), "0000000000000000000000000000000000000f02"))
+    assert result["skipped"] == ["role.eml (forwarded message contains cv.exe (denied type .exe))"]
 
 
 def test_message_partial_is_forwarded_with_a_note(stack, fns) -> None:

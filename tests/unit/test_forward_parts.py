@@ -35,10 +35,93 @@ def zip_bytes(*names: str) -> bytes:
     ("setup.zip", zip_bytes("docs/readme.txt", "docs/install.BAT"), "archive contains install.BAT (denied type .bat)"),
     ("broken.zip", b"PK\x03\x04 not really a zip", ""),  # unreadable: nothing cheap to see, forwarded
     ("picture.png", b"MZ" + b"\0" * 0x3A + (0x40).to_bytes(4, "little") + b"PE\0\0", "Windows executable"),
-    ("letter.txt", b"MZ is how this text starts", ""),  # MZ without a PE header is not an executable
+    ("letter.txt", b"MZ is how this text starts", ""),  # text, not a binary DOS header
 ])
 def test_withhold_reason(name, data, reason) -> None:
     assert withhold_reason(name, "application/octet-stream", data, DENY) == reason
+
+
+def zip_with(members: dict[str, bytes], prefix: bytes = b"") -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return prefix + buffer.getvalue()
+
+
+def forwarded(*attachments: tuple[str, bytes, str], encoded_names: bool = False) -> bytes:
+    """A mail as a client writes it, to be forwarded as an attachment (its bytes are a message/rfc822 part)."""
+    inner = email.message.EmailMessage()
+    inner["From"], inner["Subject"] = "Jane <jane@corp.example>", "inner"
+    inner.set_content("see attached")
+    for name, data, ctype in attachments:
+        inner.add_attachment(data, maintype=ctype.split("/")[0], subtype=ctype.split("/")[1], filename=name)
+    raw = inner.as_bytes()
+    if encoded_names:  # Outlook and Thunderbird write non-ASCII names as RFC 2047 encoded words
+        for name, _, _ in attachments:
+            import base64
+
+            word = f"=?utf-8?b?{base64.b64encode(name.encode()).decode()}?="
+            raw = raw.replace(f'filename="{name}"'.encode(), f'filename="{word}"'.encode())
+    return raw
+
+
+DOS = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + b"\0" * 60  # a DOS header, no PE header after it
+
+
+@pytest.mark.parametrize(("name", "ctype", "data", "reason"), [
+    # review M7: forwarded-as-attachment mail is checked part by part, names decoded as a client does
+    ("fwd.eml", "message/rfc822", forwarded(("setup.exe", b"x", "application/octet-stream"), encoded_names=True),
+     "forwarded message contains setup.exe (denied type .exe)"),
+    ("fwd.eml", "message/rfc822", forwarded(("invoice.pdf", DOS, "application/pdf")),
+     "forwarded message contains invoice.pdf (Windows executable)"),
+    ("fwd.eml", "message/rfc822", forwarded(("a.zip", zip_with({"run.bat": b"x"}), "application/zip")),
+     "forwarded message contains a.zip (archive contains run.bat (denied type .bat))"),
+    ("fwd.eml", "message/global", forwarded(("a.js", b"1", "text/javascript")),
+     "forwarded message contains a.js (denied type .js)"),
+    ("fwd.eml", "message/rfc822", forwarded(("fwd2.eml", forwarded(("x.exe", b"x", "application/octet-stream")),
+                                             "message/rfc822")),
+     "forwarded message contains fwd2.eml (forwarded message contains x.exe (denied type .exe))"),
+    ("fwd.eml", "message/rfc822", forwarded(("cv.pdf", b"%PDF-1.4", "application/pdf")), ""),
+    ("setup.exe", "message/rfc822", forwarded(), "denied type .exe"),  # a message/* part with a denied name
+    # the bytes decide, not the name or the declared type
+    ("invoice.pdf", "application/pdf", DOS, "Windows executable"),
+    ("letter.txt", "text/plain", b"MZ, the initials, start this letter.", ""),
+    # zips: with anything prepended (unzip tools read from the end), nested one level, trailing dots and spaces
+    ("photos.dat", "application/octet-stream", zip_with({"tool.exe": b"x"}, prefix=b"junk" * 100),
+     "archive contains tool.exe (denied type .exe)"),
+    ("outer.zip", "application/zip", zip_with({"docs/inner.zip": zip_with({"a/run.vbs": b"x"})}),
+     "archive contains inner.zip (archive contains run.vbs (denied type .vbs))"),
+    ("outer.zip", "application/zip", zip_with({"inner.zip": zip_with({"a.txt": b"x"}), "b.pdf": b"%PDF"}), ""),
+    ("a.zip", "application/zip", zip_with({"setup.exe.": b"x"}), "archive contains setup.exe. (denied type .exe)"),
+    ("a.zip", "application/zip", zip_with({"setup.exe ": b"x"}), "archive contains setup.exe  (denied type .exe)"),
+    ("dir\\setup.exe.", "application/octet-stream", b"x", "denied type .exe"),
+])
+def test_withhold_reason_sees_through_messages_lying_names_and_archives(name, ctype, data, reason) -> None:
+    assert withhold_reason(name, ctype, data, DENY | {"vbs"}) == reason
+
+
+def test_an_archive_listing_more_names_than_anyone_mails_is_withheld_unread() -> None:
+    names = {f"f{i}.txt": b"" for i in range(10_001)}
+    assert withhold_reason("many.zip", "application/zip", zip_with(names), DENY) == "archive lists more than 10000 files"
+
+
+def test_a_nested_archive_is_read_within_a_byte_budget() -> None:
+    from common.mail import limits
+
+    bomb = zip_with({"big.zip": b"\0" * (limits.MAX_NESTED_ARCHIVE_BYTES + 1)})
+    assert len(bomb) < 100_000
+    assert withhold_reason("a.zip", "application/zip", bomb, DENY) == \
+        "archive contains big.zip (an archive too large to check)"
+
+
+def test_forwarded_messages_nested_deeper_than_checked_are_withheld() -> None:
+    from common.mail import limits
+
+    data = forwarded(("cv.pdf", b"%PDF-1.4", "application/pdf"))
+    for _ in range(limits.MAX_MESSAGE_NESTING):
+        data = forwarded(("fwd.eml", data, "message/rfc822"))
+    assert "nested more than 3 deep cannot be checked" in withhold_reason("f.eml", "message/rfc822", data, DENY)
 
 
 def test_ses_list_matches_the_documented_examples() -> None:
