@@ -7,6 +7,9 @@ only where it is wanted and safe:
   ``Precedence: bulk|junk|list``, ``List-*`` headers), reports (``multipart/report``: delivery
   status and read receipts), or no-reply / role senders (``noreply``, ``no-reply``, ``donotreply``,
   ``do-not-reply`` anywhere in the local part, ``mailer-daemon``, ``postmaster``, ``bounce``).
+* Only one sender: a From field holding several mailboxes, a group, two angle-addrs or two bare
+  addresses, or several From fields make the sender unverifiable (which mailbox did DMARC check?),
+  so no ack; the mail itself is still forwarded or quarantined by the policy.
 * Backscatter: only a From that SES authenticated, i.e. DMARC PASS, or SPF PASS for an envelope
   domain equal to the From domain (a forged From on a DMARC-less domain passes neither), and no
   verdict FAIL at all. Never to
@@ -37,12 +40,27 @@ _ROLE = re.compile(r"^(mailer[-_.]?daemon|postmaster|bounces?)([-+._=].*)?$", re
 _LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
 _LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 GREETING_MAX = 30
+# from_defects (common/mail/headers.parse_mailbox) that leave more than one candidate sender
+AMBIGUOUS_FROM = ("several mailboxes", "several From fields", "group syntax", "several angle addresses",
+                  "several addresses without angle brackets")
 HOUR_S = 3600
 
 
 def refusal(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
     """Why this first contact gets no ack ('' when it gets one). Spends ack budget only when '' is returned."""
-    return rfc3834(mail) or unsafe_recipient(cfg, receipt, mail) or spend_budget(cfg, mail.from_address)
+    return (rfc3834(mail) or unverifiable_sender(mail) or unsafe_recipient(cfg, receipt, mail)
+            or spend_budget(cfg, mail.from_address))
+
+
+def unverifiable_sender(mail: ParsedMail) -> str:
+    """Several mailboxes or From fields, a group, two angle-addrs or two bare addresses in From:
+    SES's DMARC verdict may be about another mailbox than the one an ack would go to. (A name that
+    merely looks like an address, ``a@x.example <b@y.example>``, is not ambiguous: the angle-addr is
+    the mailbox, issue 17.2.)"""
+    found = [d for d in mail.from_defects if d.startswith(AMBIGUOUS_FROM)]
+    if found or mail.from_mailboxes > 1:
+        return f"unverifiable sender (From: {'; '.join(found) or 'several mailboxes'})"
+    return ""
 
 
 def rfc3834(mail: ParsedMail) -> str:

@@ -239,6 +239,8 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
     at = [i for i, (k, t) in enumerate(joined) if k == "word" and "@" in t]
     if not at:
         return box
+    if len(at) > 1:  # "a@x.example b@y.example": no syntax says which one is the mailbox
+        box.defects.append("several addresses without angle brackets")
     box.address = repair(joined[at[-1]][1])
     before = joined[:at[-1]]
     if before:

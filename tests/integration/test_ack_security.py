@@ -80,6 +80,34 @@ def test_rfc3834_senders_and_reports_get_no_ack(stack, inbound, raw, reason) -> 
     assert skipped_reasons(inbound)[-1] == reason
 
 
+def from_fields(*values: str) -> bytes:
+    head = "".join(f"From: {v}\r\n" for v in values)
+    return (head + "To: hello@example.com\r\nSubject: Hello\r\nMessage-ID: <m@corp.example>\r\n\r\nHi there.\r\n").encode()
+
+
+@pytest.mark.parametrize(("raw", "defect"), [
+    (from_fields("Jane <jane@corp.example>, Victim <victim@other.example>"), "several mailboxes"),
+    (from_fields("victim@other.example, jane@corp.example"), "several mailboxes"),
+    (from_fields("Jane <jane@corp.example>", "Victim <victim@other.example>"), "several From fields"),
+    (from_fields("Team: jane@corp.example;"), "group syntax"),
+    (from_fields("Team: jane@corp.example, victim@other.example;"), "group syntax; several mailboxes"),
+    (from_fields("jane@corp.example victim@other.example"), "several addresses without angle brackets"),
+    (from_fields("Jane <jane@corp.example> <victim@other.example>"), "several angle addresses"),
+], ids=["two-mailboxes", "two-bare-addresses", "two-from-fields", "group", "group-of-two", "two-words", "two-angles"])
+def test_a_from_with_several_mailboxes_or_a_group_gets_no_ack(stack, inbound, raw, defect) -> None:
+    """Review M6: which mailbox did DMARC verify? None is acked; the mail is still forwarded."""
+    result = deliver(stack, inbound, raw)
+    assert result["status"] == "forwarded" and result["firstContact"] and not result["ack"], result
+    assert stack.peek(stack.cfg.ack_queue) == [] and len(stack.peek(stack.cfg.forward_queue)) == 1
+    assert skipped_reasons(inbound)[-1] == f"unverifiable sender (From: {defect})"
+
+
+def test_a_quarantined_multi_from_mail_gets_no_ack_either(stack, inbound) -> None:
+    result = deliver(stack, inbound, from_fields("Jane <jane@corp.example>", "V <victim@other.example>"),
+                     verdicts={"spam": "FAIL"})
+    assert result["status"] == "quarantined" and stack.peek(stack.cfg.ack_queue) == []
+
+
 def test_delivery_report_with_a_real_envelope_is_archived_as_a_dsn(stack, inbound) -> None:
     raw = (b"From: Mail Delivery System <mailer@mx.corp.example>\r\nTo: hello@example.com\r\nSubject: Undelivered\r\n"
            b"Content-Type: multipart/report; report-type=delivery-status; boundary=b\r\n\r\n--b\r\n"
@@ -93,7 +121,9 @@ def test_delivery_report_with_a_real_envelope_is_archived_as_a_dsn(stack, inboun
 
 def test_display_name_is_never_reflected_beyond_one_short_word(stack, inbound, ack_sender) -> None:
     url = "https://evil.example/" + "a" * 180
-    deliver(stack, inbound, mail(sender=f'"{url}" <jane@corp.example>'))
+    # Written raw: Python's generator folds this name without its quotes, and "https:" unquoted reads
+    # as a group (no ack at all, test_a_from_with_several_mailboxes_or_a_group_gets_no_ack).
+    deliver(stack, inbound, from_fields(f'"{url}" <jane@corp.example>'))
     deliver(stack, inbound, mail(sender="José Ramírez <jose@corp.example>"))
     stack.run_sender(ack_sender, stack.cfg.ack_queue)
     sent = {m.destinations[0]: m for m in stack.sent()}
