@@ -3,10 +3,12 @@
 An ack is mail to an address we did not choose, signed with our domain's DKIM key, so it must go
 only where it is wanted and safe:
 
-* RFC 3834 section 2: never answer automatic mail (``Auto-Submitted`` other than ``no``,
-  ``Precedence: bulk|junk|list``, ``List-*`` headers), reports (``multipart/report``: delivery
-  status and read receipts), or no-reply / role senders (``noreply``, ``no-reply``, ``donotreply``,
-  ``do-not-reply`` anywhere in the local part, ``mailer-daemon``, ``postmaster``, ``bounce``).
+* RFC 3834 section 2: never answer automatic mail (``Auto-Submitted`` other than ``no``, the
+  autoresponders' ``X-Autoreply`` / ``X-Autorespond`` …, ``Precedence: bulk|junk|list|auto_reply``:
+  common/mail/autoreply.py; ``List-*`` headers; ``X-Auto-Response-Suppress: All|OOF|AutoReply``),
+  reports (``multipart/report``: delivery status and read receipts), or no-reply / role senders
+  (``noreply``, ``no-reply``, ``donotreply``, ``do-not-reply`` anywhere in the local part,
+  ``mailer-daemon``, ``postmaster``, ``bounce``).
 * Only one sender: a From field holding several mailboxes, a group, two angle-addrs or two bare
   addresses, or several From fields make the sender unverifiable (which mailbox did DMARC check?),
   so no ack; the mail itself is still forwarded or quarantined by the policy.
@@ -28,6 +30,7 @@ import re
 import time
 
 from common.aws import dynamodb
+from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
 from common.runtime.config import Config
 from common.runtime.events import VERDICTS, SesReceipt
@@ -64,17 +67,17 @@ def unverifiable_sender(mail: ParsedMail) -> str:
 
 
 def rfc3834(mail: ParsedMail) -> str:
-    auto = mail.headers.get("auto-submitted", "").split(";")[0].strip().lower()
-    if auto and auto != "no":
-        return f"Auto-Submitted: {auto}"
-    precedence = mail.headers.get("precedence", "").strip().lower()
-    if precedence in ("bulk", "junk", "list"):
-        return f"Precedence: {precedence}"
+    if why := automatic(mail):
+        return why
     if mail.has_list_headers():
         return "mailing list headers"
     ctype = mail.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype == "multipart/report" or ctype.startswith("message/"):
+    if ctype.startswith("message/"):
         return f"report or notification ({ctype})"
+    # Microsoft's request not to be auto-answered (Exchange puts it on its own out-of-office replies)
+    suppress = {v.strip().lower() for v in mail.headers.get("x-auto-response-suppress", "").split(",")}
+    if suppress & {"all", "autoreply", "oof"}:
+        return f"X-Auto-Response-Suppress: {mail.headers['x-auto-response-suppress'].strip()[:40]}"
     local = mail.from_address.rpartition("@")[0]
     if _NOREPLY.search(local) or _ROLE.match(local):
         return "no-reply sender"

@@ -5,7 +5,8 @@ aligned SPF, a thread address whose HMAC tag verifies), then the From field alon
 mailbox, nothing else), and only then parse. Anything else is archived under ``rejected/`` with the
 reason, never answered (no backscatter to a forged sender), and the owner is alerted at most once
 per hour per reason. A replayed owner message (same Message-ID in the same conversation, or a Date
-older than ``REPLY_MAX_AGE_SECONDS``) is rejected the same way. The recipient comes only from the
+older than ``REPLY_MAX_AGE_SECONDS``) is rejected the same way, and so is automatic mail from the
+owner's mailbox (an out-of-office reply or a read receipt to a thread address: common/mail/autoreply.py). The recipient comes only from the
 conversation record; To/Cc of the reply are never used; every spelling of a private address is
 replaced by the public one, and the contact sees ``PUBLIC_NAME``, never the owner's display name.
 """
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.aws import s3
 from common.mail import limits
+from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail, parse
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import conversation_id
@@ -68,6 +70,8 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         mail = parse(raw)
         received = parse_iso(receipt.timestamp) or datetime.now(UTC)
         auth.check_age(mail, received, cfg.reply_max_age_s)
+        if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (review M5)
+            raise NotAuthorised(f"automatic mail from the owner's mailbox ({why}); not relayed")
         if goal.kind == "release":
             result = release_held(cfg, goal.value, mid)
             staging.done(cfg, mid)

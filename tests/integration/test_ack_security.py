@@ -73,6 +73,17 @@ def test_unauthenticated_from_gets_no_ack(stack, inbound, kw, reason) -> None:
     (mail(sender="Jane <jane@corp.example>", text=None, headers={
         "Content-Type": "multipart/report; report-type=disposition-notification; boundary=b"}),
      "report or notification (multipart/report)"),
+    # review M5: every autoresponder marker, verified through the handler
+    (mail(headers={"Auto-Submitted": "auto-replied"}), "Auto-Submitted: auto-replied"),
+    (mail(headers={"Auto-Submitted": "auto-generated; owner-email=x@corp.example"}), "Auto-Submitted: auto-generated"),
+    (mail(headers={"X-Autoreply": "yes"}), "X-Autoreply: yes"),
+    (mail(headers={"X-Autorespond": "Out of office"}), "X-Autorespond: Out of office"),
+    (mail(headers={"Precedence": "bulk"}), "Precedence: bulk"),
+    (mail(headers={"Precedence": "list"}), "Precedence: list"),
+    (mail(headers={"Precedence": "auto_reply"}), "Precedence: auto_reply"),
+    (mail(headers={"List-Id": "Jobs <jobs.corp.example>"}), "mailing list headers"),
+    (mail(headers={"List-Unsubscribe": "<mailto:leave@corp.example>"}), "mailing list headers"),
+    (mail(headers={"X-Auto-Response-Suppress": "All"}), "X-Auto-Response-Suppress: All"),
 ])
 def test_rfc3834_senders_and_reports_get_no_ack(stack, inbound, raw, reason) -> None:
     result = deliver(stack, inbound, raw)

@@ -164,3 +164,46 @@ def test_only_the_owners_files_reach_the_contact(stack, fns, thread) -> None:
     assert result["status"] == "queued" and [k.rsplit("/", 1)[1] for k in result["attachments"]] == ["Offer.pdf"]
     [sent] = send_all(stack, fns)
     assert [p.get_filename() for p in sent.message.iter_attachments()] == ["Offer.pdf"]
+
+
+OOO = "I am out of the office until Monday, 24 November. For urgent matters call +1 555 0100.\n"
+MDN = ("Content-Type: multipart/report; report-type=disposition-notification; boundary=b\r\n\r\n--b\r\n"
+       "Content-Type: text/plain\r\n\r\nThe message was displayed.\r\n--b\r\n"
+       "Content-Type: message/disposition-notification\r\n\r\nFinal-Recipient: rfc822; owner@example.net\r\n"
+       "Disposition: manual-action/MDN-sent-manually; displayed\r\n--b--\r\n")
+
+
+@pytest.mark.parametrize(("headers", "why"), [
+    ({"Auto-Submitted": "auto-replied"}, "Auto-Submitted: auto-replied"),
+    ({"Auto-Submitted": "auto-generated"}, "Auto-Submitted: auto-generated"),
+    ({"X-Autoreply": "yes"}, "X-Autoreply: yes"),
+    ({"X-Autorespond": "vacation"}, "X-Autorespond: vacation"),
+    ({"Precedence": "auto_reply"}, "Precedence: auto_reply"),
+], ids=["gmail-vacation", "exchange-oof", "x-autoreply", "x-autorespond", "precedence"])
+def test_an_out_of_office_reply_from_the_owner_is_archived_never_relayed(stack, fns, thread, alert_queue, headers,
+                                                                           why) -> None:
+    """Review M5: the owner's autoresponder answers the forward's Reply-To (the thread address); it must
+    not reach the contact from the public address."""
+    result = reply(stack, fns, thread, text=OOO, subject="Automatic reply: Role", headers=headers)
+    reason = f"automatic mail from the owner's mailbox ({why}); not relayed"
+    assert (result["status"], result["reason"]) == ("rejected", reason)
+    assert stack.peek(stack.cfg.reply_queue) == [] and send_all(stack, fns) == []
+    assert stack.s3_keys("rejected/") == [result["key"]] and stack.s3_keys("staging/") == []
+    assert [a["reason"] for a in alerts(stack)] == [reason]
+
+
+def test_a_read_receipt_from_the_owner_is_not_relayed(stack, fns, thread) -> None:
+    head = (f"From: {OWNER}\r\nTo: {thread}\r\nSubject: Read: Role\r\nMessage-ID: <mdn-1@example.net>\r\n"
+            "MIME-Version: 1.0\r\n")
+    raw = (head + MDN).encode()
+    result = fns["reply-handler"].invoke(stack.receipt(raw, REPLY_ID, to=thread, source="owner@example.net"))
+    assert (result["status"], result["reason"]) == (
+        "rejected", "automatic mail from the owner's mailbox (report or notification (multipart/report)); not relayed")
+    assert send_all(stack, fns) == []
+
+
+def test_an_autoreply_to_new_starts_no_conversation(stack, fns) -> None:
+    new = f"new@{stack.cfg.thread_domain}"
+    result = reply(stack, fns, new, text="[to: bob@other.example]\n" + OOO, headers={"Auto-Submitted": "auto-replied"})
+    assert result["status"] == "rejected" and "automatic mail" in result["reason"]
+    assert stack.conversation("bob-at-other.example") is None and send_all(stack, fns) == []
