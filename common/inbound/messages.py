@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from common.inbound.ack import greeting_name
+from common.mail import limits
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import release_address
@@ -123,28 +124,42 @@ def _html_with(html: str, warnings: tuple[str, ...], block: list[tuple[str, str]
     return html[: body_close.start()] + bottom + html[body_close.start():] if body_close else html + bottom
 
 
+def _cut(value: object, limit: int, empty: str) -> str:
+    text = clean_header_text(value, limit + 1) or empty
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) -> OutboundMessage:
-    """The owner's quarantine digest: one entry per held mail with its release address."""
+    """The owner's quarantine digest: the oldest ``DIGEST_MAX_ENTRIES`` held mails with their release
+    addresses, each field cut short, and how many more there are (``held`` may be thousands after a
+    flood; the digest stays a few hundred KB at most)."""
     count = len(held)
+    shown = held[:limits.DIGEST_MAX_ENTRIES]
     rows = []
-    for n, item in enumerate(held, 1):
+    for n, item in enumerate(shown, 1):
         address = release_address(str(item["id"]), cfg.thread_secret, cfg.thread_domain)
-        rows.append((n, item, address))
+        rows.append((n, str(item["id"]), _cut(item.get("sender"), limits.DIGEST_SENDER_CHARS, "(no sender)"),
+                     _cut(item.get("subject"), limits.DIGEST_SUBJECT_CHARS, "(no subject)"),
+                     _cut(item.get("reason"), limits.DIGEST_REASON_CHARS, "(no reason)"),
+                     _cut(item.get("receivedAt"), 40, ""), address))
+    more = (f"… and {count - len(shown)} more — run `email-handler quarantine list` to see them all"
+            if count > len(shown) else "")
     text = [f"{count} message{'s' if count != 1 else ''} to {cfg.public_email} were quarantined and not forwarded.",
             "To release one, send any mail to its release address; it is then forwarded like any other.", ""]
-    for n, item, address in rows:
-        text += [f"{n}. {item.get('sender') or '(no sender)'}", f"   Subject:  {item.get('subject') or '(no subject)'}",
-                 f"   Reason:   {item.get('reason')}", f"   Received: {item.get('receivedAt')}",
+    for n, _, sender, subject, reason, received, address in rows:
+        text += [f"{n}. {sender}", f"   Subject:  {subject}", f"   Reason:   {reason}", f"   Received: {received}",
                  f"   Release:  {address}", ""]
+    if more:
+        text.append(more)
+    esc = htmllib.escape
     cells = "".join(
-        f"<tr><td>{htmllib.escape(str(item.get('sender') or ''))}</td><td>{htmllib.escape(str(item.get('subject') or ''))}</td>"
-        f"<td>{htmllib.escape(str(item.get('reason') or ''))}</td><td>{htmllib.escape(str(item.get('receivedAt') or ''))}</td>"
-        f'<td><a href="mailto:{address}?subject={quote("Release " + str(item["id"]))}">release</a></td></tr>'
-        for _, item, address in rows)
-    html = (f"<html><body><p>{htmllib.escape(text[0])}<br>{htmllib.escape(text[1])}</p>"
+        f"<tr><td>{esc(sender)}</td><td>{esc(subject)}</td><td>{esc(reason)}</td><td>{esc(received)}</td>"
+        f'<td><a href="mailto:{address}?subject={quote("Release " + qid)}">release</a></td></tr>'
+        for _, qid, sender, subject, reason, received, address in rows)
+    html = (f"<html><body><p>{esc(text[0])}<br>{esc(text[1])}</p>"
             '<table border="1" cellpadding="4" style="border-collapse:collapse">'
             "<tr><th>Sender</th><th>Subject</th><th>Reason</th><th>Received</th><th></th></tr>"
-            f"{cells}</table></body></html>")
+            f"{cells}</table>{f'<p>{esc(more)}</p>' if more else ''}</body></html>")
     return OutboundMessage(
         kind="digest", idempotency_key=idempotency_key, correlation_id=idempotency_key.replace(":", "-"),
         to=[cfg.private_email], subject=f"Quarantine: {count} message{'s' if count != 1 else ''} held",

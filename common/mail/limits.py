@@ -26,6 +26,11 @@ MAX_STORED_ATTACHMENTS = 100  # per mail; the rest stay in the archive and are n
 MAX_ARCHIVE_NAMES = 10_000  # names in a zip's central directory; more: withheld unread
 MAX_NESTED_ARCHIVE_BYTES = 32 * 1024 * 1024  # .zip members of a zip decompressed to read their names, per part
 MAX_MESSAGE_NESTING = 3  # forwarded messages inside forwarded messages that are parsed for their parts
+# The owner's daily quarantine digest (common/inbound/messages.build_digest): bounded whatever the day's volume
+DIGEST_MAX_ENTRIES = 100  # listed with their release addresses; the rest are counted ("and N more")
+DIGEST_SENDER_CHARS = 120
+DIGEST_SUBJECT_CHARS = 150
+DIGEST_REASON_CHARS = 200
 
 # The feed parser ends a line at CRLF, CR or LF, so the header block ends at the first empty line
 # under any of them, and fields are read after the same split (a bare-CR header block must not be

@@ -224,3 +224,36 @@ def test_only_the_owner_can_start_a_conversation(stack, fns) -> None:
     r = fns["reply-handler"].invoke(stack.receipt(raw, next_id("r"), to=new, source="owner@example.net",
                                                   verdicts={"dmarc": "FAIL", "spf": "FAIL"}))
     assert r["status"] == "rejected" and drain(stack, fns) == []
+
+
+def test_the_digest_stays_bounded_whatever_the_days_volume(stack, fns) -> None:
+    """Review M4: a flood of a few thousand held mails makes one digest of at most 100 entries, each
+    field cut short, that names how many more there are and the command that lists them."""
+    from common.aws import client
+    from common.mail import limits
+
+    total = 3_000
+    long_subject = "Win " + "big " * 400
+    long_sender = "Spammer " + "x" * 600 + " <spam@flood.example>"
+    items = [{"id": f"{n:016d}", "sesMessageId": f"flood{n:035d}", "key": f"spam/2026-11-23/flood{n}.eml",
+              "receivedAt": f"2026-11-23T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z",
+              "sender": long_sender, "subject": long_subject, "reason": "spam verdict FAIL " + "r" * 2000,
+              "status": records.HELD, records.PENDING_INDEX: records.PENDING} for n in range(total)]
+    ddb = client("dynamodb")
+    for start in range(0, total, 25):
+        ddb.batch_write_item(RequestItems={stack.cfg.quarantine_table: [
+            {"PutRequest": {"Item": dynamodb.to_item(i)}} for i in items[start:start + 25]]})
+    result = fns["inbound-handler"].invoke(digest_event())
+    assert result["status"] == "digest-sent" and result["count"] == total
+    [digest] = drain(stack, fns)
+    assert len(digest.raw) < 300_000  # SES takes 40 MB; a digest of 100 entries is a fraction of a megabyte
+    assert digest.message["Subject"] == f"Quarantine: {total} messages held"
+    text = digest.message.get_body(("plain",)).get_content()
+    html = digest.message.get_body(("html",)).get_content()
+    assert text.count("   Release:  release.") == limits.DIGEST_MAX_ENTRIES == html.count("mailto:release.")
+    more = f"and {total - limits.DIGEST_MAX_ENTRIES} more — run `email-handler quarantine list`"
+    assert more in text and more in html
+    assert long_subject not in text and long_sender not in text and "r" * 300 not in text
+    assert "0000000000000000" in text and f"{total - 1:016d}" not in text  # the oldest are listed
+    # Every held mail was counted in this digest: none is pending for the next one.
+    assert records.pending(stack.cfg) == []
