@@ -87,6 +87,36 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
     )
 
 
+def build_unparsed_forward(cfg: Config, mid: str, item: dict[str, Any], why: str, original: Attachment | None,
+                           size: int) -> OutboundMessage:
+    """The forward of a quarantined mail released without parsing it (it is over a parsing cap, and
+    parsing it is what the cap prevents): a note saying so, the raw original attached (``original``)
+    or, when it would not fit SES's size limit, the S3 key of the quarantined copy. Sender and subject
+    are SES's reading of the header (the quarantine record)."""
+    sender = clean_header_text(item.get("sender"), 300) or "(unknown sender)"
+    subject = clean_header_text(item.get("subject"), 300)
+    stored = f"s3://{cfg.bucket}/{item.get('key')}"
+    note = [f"Released from quarantine by the owner (it was held because: {clean_header_text(item.get('reason'), 500)}).",
+            f"It was not parsed ({why}): reading a mail over a parsing limit is what the limit prevents, so it is "
+            + ("attached whole as original.eml, exactly as received. Its attachments were not checked against the "
+               "deny-list: open it with care." if original else
+               f"not attached either: at {size:,} bytes it would not fit SES's size limit. It is stored at {stored}."),
+            "It starts no conversation: to answer the sender, mail "
+            f"new@{cfg.thread_domain} with [to: ADDRESS] on the first line."]
+    text = "".join(f"[!] {line}\n" for line in note) + f"\nFrom: {sender}\nSubject: {subject or '(no subject)'}\n" \
+        + f"Received: {clean_header_text(item.get('receivedAt'), 40)}\nStored at: {stored}\n"
+    return OutboundMessage(
+        kind="forward", idempotency_key=f"forward:{mid}", correlation_id=f"forward-{mid}", to=[cfg.private_email],
+        subject=subject or "(no subject)", text=text, from_name=f"Quarantine {cfg.domain_name}",
+        attachments=[original] if original else [], original_key=str(item.get("key", "")),
+    )
+
+
+def fits_attached(cfg: Config, size: int) -> bool:
+    """Whether ``size`` bytes fit a forward once base64-encoded, beside a short note."""
+    return int(size * _B64) + _OVERHEAD <= cfg.max_forward_bytes
+
+
 def _fit(limit: int, text: str, html: str, attachments: list[Attachment],
          sizes: dict[str, int]) -> tuple[list[Attachment], tuple[str, str, list[Attachment]] | None]:
     """Keep what fits SES's size limit: bodies first, then attachments smallest first."""

@@ -8,7 +8,8 @@
   thread addresses). Nothing held: nothing sent. Its idempotency key is derived from the ids it
   lists, so a repeated schedule run sends it once.
 * :func:`release` forwards a held mail as any other (never acked: the contact wrote a day ago and
-  the owner answers in person), marks it released, and is safe to repeat (the forward's
+  the owner answers in person), or, when it was held unparsed because it is over a parsing cap,
+  forwards it unparsed with the original attached whole; marks it released, and is safe to repeat (the forward's
   idempotency key is the original SES message id's). Called by reply-handler when the owner mails
   a release address, and by ``email-handler quarantine release`` through inbound-handler.
 """
@@ -20,7 +21,8 @@ from datetime import UTC, datetime
 from typing import Literal, NotRequired, TypedDict
 
 from common.aws import logs, s3
-from common.inbound.messages import build_digest
+from common.inbound.messages import build_digest, build_unparsed_forward, fits_attached
+from common.mail import limits
 from common.mail.parse import parse
 from common.runtime.clock import iso_z, parse_iso
 from common.runtime.config import Config
@@ -28,7 +30,7 @@ from common.runtime.events import SesReceipt
 from common.runtime.log import bind, get_logger
 from common.store import layout
 from common.store import quarantine as records
-from common.store.sendqueue import enqueue
+from common.store.sendqueue import Attachment, enqueue
 
 log = get_logger("quarantine")
 
@@ -93,14 +95,35 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
     raw = bytes(obj["Body"].read())
     mid = str(item["sesMessageId"])
     when = parse_iso(str(item.get("receivedAt", ""))) or datetime.now(UTC)
-    note = f"Released from quarantine by the owner (it was held because: {item.get('reason', 'unknown')})."
-    try:
-        result = deliver(cfg, mid, parse(raw), raw, when, (note,), None)
-    except Undeliverable as exc:
-        log.warning("release failed", extra={"quarantine_id": qid, "reason": str(exc)})
-        return {"status": "undeliverable", "id": qid, "reason": str(exc)}
+    if over := limits.screen(raw):  # held unparsed: still not parsed, forwarded whole
+        cid = release_unparsed(cfg, item, raw, mid, over)
+    else:
+        note = f"Released from quarantine by the owner (it was held because: {item.get('reason', 'unknown')})."
+        try:
+            result = deliver(cfg, mid, parse(raw), raw, when, (note,), None)
+        except Undeliverable as exc:
+            log.warning("release failed", extra={"quarantine_id": qid, "reason": str(exc)})
+            return {"status": "undeliverable", "id": qid, "reason": str(exc)}
+        cid = str(result.get("conversationId", ""))
     records.mark_released(cfg, qid, by)
-    log.info("quarantined mail released", extra={"quarantine_id": qid, "released_by": by,
-                                                 "conversation_id": result.get("conversationId")})
-    return {"status": "released", "id": qid, "messageId": mid, "conversationId": str(result.get("conversationId", ""))}
+    log.info("quarantined mail released", extra={"quarantine_id": qid, "released_by": by, "conversation_id": cid or None,
+                                                 "parsed": not over})
+    return {"status": "released", "id": qid, "messageId": mid, "conversationId": cid}
+
+
+def release_unparsed(cfg: Config, item: dict[str, object], raw: bytes, mid: str, why: str) -> str:
+    """Forward a mail that is over a parsing cap without parsing it (review M3): the raw original
+    attached (message/rfc822, or a base64 .eml when it is not 7-bit), or named by its S3 key when it
+    would not fit SES's size limit. No conversation is recorded (its sender was never read) and no
+    ack goes out. Returns the conversation id: always ''."""
+    original = None
+    if fits_attached(cfg, len(raw)):
+        key = layout.released_original(mid)
+        s3.put(cfg.bucket, key, raw, "message/rfc822")
+        original = Attachment(key, "original.eml", "message/rfc822")
+    forward = build_unparsed_forward(cfg, mid, item, why, original, len(raw))
+    enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
+    log.info("released mail forwarded unparsed", extra={"reason": why, "attached": original is not None,
+                                                        "size": len(raw), "key": item.get("key")})
+    return ""
 

@@ -189,6 +189,7 @@ def _quarantine_list(args: argparse.Namespace) -> int:
          arg("--raw", action="store_true", help="print the raw message (.eml) instead"))
 def _quarantine_show(args: argparse.Namespace) -> int:
     from common.aws import s3
+    from common.mail import limits
     from common.mail.parse import parse
     from common.mail.threads import release_address
     from common.store import quarantine
@@ -202,10 +203,11 @@ def _quarantine_show(args: argparse.Namespace) -> int:
     if args.raw:
         sys.stdout.buffer.write(raw)
         return 0 if raw else fail(f"s3://{t.cfg.bucket}/{item['key']} is missing")
-    mail = parse(raw) if raw else None
+    over = limits.screen(raw) if raw else ""
+    mail = parse(raw) if raw and not over else None  # a mail over a parsing cap is not parsed here either
     document = {**item, "s3": f"s3://{t.cfg.bucket}/{item['key']}",
                 "headers": {k: mail.headers.get(k, "") for k in ("from", "to", "cc", "date", "subject")} if mail else {},
-                "text": mail.body_text[:4000] if mail else "",
+                "text": mail.body_text[:4000] if mail else (f"(not parsed: {over}; --raw prints it)" if over else ""),
                 "attachments": [a.filename for a in mail.attachments] if mail else []}
     if t.cfg.thread_secret:
         document["releaseAddress"] = release_address(str(item["id"]), t.cfg.thread_secret, t.cfg.thread_domain)

@@ -62,6 +62,12 @@ def attachment(cid: str, mid: str, name: str) -> str:
     return f"{ATTACHMENTS}{cid}/{mid}/{name}"
 
 
+def released_original(mid: str) -> str:
+    """A quarantined mail released unparsed (it was over a parsing cap), attached whole to its forward.
+    ``quarantine`` is no conversation id (those hold ``-at-``, ``-linkedin-`` or end in 12 hex)."""
+    return f"{ATTACHMENTS}quarantine/{mid}/original.eml"
+
+
 def withheld(cid: str, mid: str, name: str) -> str:
     return f"{WITHHELD}{cid}/{mid}/{name}"
 

@@ -178,6 +178,52 @@ def test_an_operator_release_event_forwards_through_inbound_handler(stack, fns) 
     assert fwd.message["Subject"] == "Held"
 
 
+def test_mail_held_unparsed_over_a_cap_is_released_whole_without_being_parsed(stack, fns) -> None:
+    """Review M3: a mail quarantined because it is over a parsing cap is released by mailing its release
+    address: forwarded unparsed, the raw original attached, a note saying why; no conversation, no ack."""
+    from tests.support import mailgen as g
+
+    raw = g.many_parts(2_000)
+    held = inbound(stack, fns, raw)
+    assert held["status"] == "quarantined" and held["reason"] == "not parsed: 2002 MIME parts (limit 500)"
+    qid = records.quarantine_id(held["messageId"])
+    address = release_address(qid, stack.cfg.thread_secret, stack.cfg.thread_domain)
+    result = owner_mail(stack, fns, address, "", subject=f"Release {qid}")
+    assert (result["status"], result["conversationId"]) == ("released", "")
+    assert stack.peek(stack.cfg.ack_queue) == []
+    [fwd] = drain(stack, fns)
+    msg = fwd.message
+    assert fwd.destinations == ["owner@example.net"] and msg["Subject"] == "Hello"
+    text = msg.get_body(("plain",)).get_content()
+    assert "it was held because: not parsed: 2002 MIME parts (limit 500)" in text
+    assert "It was not parsed (2002 MIME parts (limit 500))" in text and "attached whole as original.eml" in text
+    [part] = list(msg.iter_attachments())
+    assert part.get_filename() == "original.eml"
+    carried = part.get_content()
+    carried = carried.as_bytes() if hasattr(carried, "as_bytes") else carried
+    assert carried.replace(b"\r\n", b"\n") == raw.replace(b"\r\n", b"\n")  # the original, byte for byte
+    assert stack.conversation(JANE) is None  # its sender was never read: no conversation
+    assert records.get(stack.cfg, qid)["status"] == "released"
+    assert owner_mail(stack, fns, address, "")["status"] == "already-released" and drain(stack, fns) == [fwd]
+
+
+def test_an_unparsed_release_too_large_to_attach_names_the_s3_key(stack, rie_function, fns) -> None:
+    from tests.support import mailgen as g
+
+    small = rie_function("inbound-handler", env={"MAX_FORWARD_BYTES": "200000"})
+    raw = g.many_headers(1_500) + b"x" * 200_000
+    held = small.invoke(stack.receipt(raw, next_id("i")))
+    assert held["reason"] == "not parsed: 1505 header fields (limit 1000)"
+    qid = records.quarantine_id(held["messageId"])
+    event = {"detail-type": "Quarantine Release", "source": "service-email-handler", "time": "2026-11-24T08:00:00Z",
+             "detail": {"task": "quarantine-release", "id": qid, "by": "alice"}}
+    assert small.invoke(event)["status"] == "released"
+    [fwd] = drain(stack, fns)
+    text = fwd.message.get_body(("plain",)).get_content()
+    assert f"would not fit SES's size limit. It is stored at s3://{stack.cfg.bucket}/{held['key']}" in text
+    assert list(fwd.message.iter_attachments()) == []
+
+
 # --- starting a conversation ----------------------------------------------------------------------
 
 def test_owner_starts_a_conversation_and_the_answer_threads_without_an_ack(stack, fns) -> None:
