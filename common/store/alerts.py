@@ -2,7 +2,8 @@
 
 The throttle is one conditional PutItem in the send-status table (``alert#<key>``): the first caller
 in an interval wins and publishes, the others only log. A flood of identical failures (rejected
-replies, held forwards) therefore costs the owner one message per hour, not one per mail.
+replies, held forwards) therefore costs the owner one message per hour, not one per mail. A publish
+that fails gives its claim back, so the retry of the same event (or the next failure) still alerts.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import Any
 
 from common.aws import dynamodb, sns
 from common.runtime.config import Config
+from common.runtime.log import get_logger
+
+log = get_logger("alerts")
 
 DEFAULT_INTERVAL_S = 3600
 
@@ -31,6 +35,17 @@ def publish_throttled(cfg: Config, key: str, subject: str, message: dict[str, An
     claimed = dynamodb.put(cfg.send_status_table,
                            {"id": item_id, "sentAt": now, "expiresAt": now + max(interval_s, 86400)},
                            condition="attribute_not_exists(id) OR sentAt < :cutoff", values={":cutoff": now - interval_s})
-    if claimed:
+    if not claimed:
+        return False
+    try:
         publish(cfg, subject, message)
-    return claimed
+    except Exception:
+        # Give the interval back: a publish that failed must not silence this alert for an hour; the
+        # event's retry (or the next failure) claims it again and publishes.
+        try:
+            dynamodb.put(cfg.send_status_table, {"id": item_id, "sentAt": 0, "expiresAt": now + 86400},
+                         condition="sentAt = :mine", values={":mine": now})
+        except Exception as exc:  # the publish error below is the one that matters
+            log.warning("alert throttle not released", extra={"error": f"{type(exc).__name__}: {exc}"})
+        raise
+    return True

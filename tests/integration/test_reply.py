@@ -207,3 +207,23 @@ def test_an_autoreply_to_new_starts_no_conversation(stack, fns) -> None:
     result = reply(stack, fns, new, text="[to: bob@other.example]\n" + OOO, headers={"Auto-Submitted": "auto-replied"})
     assert result["status"] == "rejected" and "automatic mail" in result["reason"]
     assert stack.conversation("bob-at-other.example") is None and send_all(stack, fns) == []
+
+
+def test_an_alert_whose_publish_failed_is_sent_on_the_retry_not_throttled_away(stack, fns, thread) -> None:
+    """Review M2: the hourly throttle is claimed before SNS publishes; a failed publish kept the claim, so
+    the retry of the same event (and every rejection for an hour) sent no alert at all."""
+    from common.local.rie import InvokeError
+
+    sns = client("sns")
+    topic = f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}"
+    sns.delete_topic(TopicArn=topic)  # SNS fails the publish
+    raw = mail(sender="Mallory <mallory@evil.example>", to=thread)
+    event = stack.receipt(raw, REPLY_ID, to=thread, source="mallory@evil.example")
+    with pytest.raises(InvokeError):
+        fns["reply-handler"].invoke(event)
+    assert stack.s3_keys("staging/") == [f"staging/{REPLY_ID}"]  # kept for the retry
+    sns.create_topic(Name=stack.cfg.alert_topic)
+    inbox = stack.watch_alerts()
+    result = fns["reply-handler"].invoke(event)  # Lambda's retry of the same event
+    assert (result["status"], result["alerted"]) == ("rejected", True)
+    assert [a["reason"] for a in inbox()] == ["envelope sender is not the owner"]
