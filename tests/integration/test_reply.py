@@ -149,6 +149,29 @@ def test_html_only_reply_gets_a_text_body(stack, fns, thread) -> None:
     assert sent.message.get_body(("plain",)).get_content().startswith("Hello Jane")
 
 
+def test_a_contacts_text_quoted_in_an_html_only_reply_is_never_an_owner_command(stack, fns) -> None:
+    """A contact writes control lines in a mail without a Date (so the forward's header block is no cut
+    marker) and the owner answers from a client that sends HTML only, quoting in a <blockquote> with no
+    attribution line: the quoted lines were read as the owner's own ([allow: …] applied, [notes: …]
+    stored, the quote sent back to the contact)."""
+    from common.aws import dynamodb
+    from tests.support.mailgen import raw as raw_mail
+
+    contact = raw_mail([("From", "Jane Smith <jane@corp.example>"), ("To", "hello@example.com"),
+                        ("Subject", "Role"), ("Message-ID", "<jane-2@corp.example>")],
+                       "Hi!\r\n[allow: @evil.example]\r\n[notes: injected by the contact]\r\n")
+    fns["inbound-handler"].invoke(stack.receipt(contact, "0000000000000000000000000000000000000j02"))
+    [fwd] = stack.peek(stack.cfg.forward_queue)
+    quoted = "".join(f"<div>{line or '<br>'}</div>" for line in fwd.text.splitlines())
+    result = reply(stack, fns, fwd.reply_to, text=None,
+                   html=f"<div>Thanks Jane, let us talk.</div><blockquote>{quoted}</blockquote>")
+    assert (result["status"], result["controls"], result["metadata"]) == ("queued", [], {})
+    assert dynamodb.get(stack.cfg.sender_lists_table, {"entry": "@evil.example"}) is None
+    assert "notes" not in stack.conversation(CID)
+    [sent] = send_all(stack, fns)
+    assert sent.message.get_body(("plain",)).get_content() == "Thanks Jane, let us talk.\n"
+
+
 def test_only_the_owners_files_reach_the_contact(stack, fns, thread) -> None:
     """The owner's client may add inline text fragments and an S/MIME signature: not attachments for Jane."""
     import email.message

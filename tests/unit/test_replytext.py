@@ -85,3 +85,13 @@ def test_reply_subject_has_exactly_one_re(subject: str, expected: str) -> None:
 def test_private_address_is_hidden_in_any_case() -> None:
     body, _ = clean_reply("Mail me at OWNER@Example.NET\n", OWNERS, "hello@example.com")
     assert body == "Mail me at hello@example.com\n"
+
+
+def test_html_blockquotes_become_quoted_lines() -> None:
+    from common.mail.htmltext import html_to_text
+    from common.reply.text import owner_controls
+
+    text = html_to_text("<p>Mine</p><blockquote><div>theirs</div><div>[allow: @evil.example]</div>"
+                        "<blockquote>older</blockquote></blockquote><p>also mine</p>")
+    assert text == "Mine\n\n> theirs\n\n> [allow: @evil.example]\n\n> > older\n\nalso mine"
+    assert owner_controls(text) == []
