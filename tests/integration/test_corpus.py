@@ -11,25 +11,33 @@ acks through the real senders; each message is then checked on its own:
 * a forward reached SES, and its subject and text match an independent parse (the stdlib's
   ``policy.default``, whose decoding shares nothing with common.mail.parse) wherever that parse
   reads them cleanly, and carry no U+FFFD or lone surrogate where it does not;
-* every forward and ack was sent (no failed batch, nothing in a DLQ).
+* every forward and ack was sent (no failed batch, nothing in a DLQ);
+* every stored PDF or DOCX attachment went through the attachment-extractor (as the S3 event
+  would send it) and ended extracted or rejected for a reason of the document's, never a failed
+  invocation or an "extractor failed" (a bug of ours);
+* no ack went where RFC 3834 section 2 (or a no-reply / role sender) says an automatic reply must
+  not go, judged again from the stdlib's reading of the top-level header.
 """
 
 from __future__ import annotations
 
 import email
 import email.policy
+import email.utils
+import json
 import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 import pytest
 
 from common.local.rie import InvokeError
 from common.mail.htmltext import html_to_text
-from tests.conftest import REPO
+from tests.conftest import REPO, load_event
 
 
 def corpus_dir() -> Path | None:
@@ -42,7 +50,7 @@ def corpus_dir() -> Path | None:
 
 
 CORPUS = corpus_dir()
-FILES = sorted(p for p in CORPUS.rglob("*") if p.is_file() and not p.name.startswith(("LICENSE", "README"))) \
+FILES = sorted(p for p in CORPUS.rglob("*") if p.is_file() and not p.name.startswith(("LICENSE", "README", "SOURCES"))) \
     if CORPUS else []
 pytestmark = pytest.mark.skipif(not FILES, reason="no mail corpus: set MAIL_CORPUS or provide ../shared/corpus/mail")
 
@@ -59,6 +67,7 @@ class Run:
     sent: dict[str, Any] = field(default_factory=dict)  # X-Correlation-ID -> SentMail
     failed_batches: list[str] = field(default_factory=list)
     staging: list[str] = field(default_factory=list)
+    extracted: dict[str, dict[str, Any]] = field(default_factory=dict)  # attachment key -> extractor result
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +93,33 @@ def run(moto_server, local_defaults, rie_module) -> Run:
     for sent in stack.sent():
         out.sent[str(sent.message["X-Correlation-ID"])] = sent
     out.staging = stack.s3_keys("staging/")
+    documents = [k for k in stack.s3_keys("attachments/") if k.lower().endswith((".pdf", ".docx"))]
+    if documents:
+        extractor = rie_module("attachment-extractor")
+        template = load_event("s3-attachment.json")["Records"][0]
+        for key in documents:
+            record = json.loads(json.dumps(template))
+            record["s3"]["bucket"]["name"] = stack.cfg.bucket
+            record["s3"]["object"]["key"] = quote_plus(key, safe="/")
+            try:
+                out.extracted[key] = extractor.invoke({"Records": [record]})["results"][0]
+            except InvokeError as exc:
+                out.extracted[key] = {"status": "invocation failed", "error": str(exc)}
     outcomes = Counter(r["status"] for _, _, r in out.results.values())
-    print(f"\n[corpus] {len(FILES)} messages from {CORPUS}: {dict(outcomes)}; {len(out.sent)} sent")
+    extracted = Counter(r["status"] for r in out.extracted.values())
+    print(f"\n[corpus] {len(FILES)} messages from {CORPUS}: {dict(outcomes)}; {len(out.sent)} sent; "
+          f"attached documents: {dict(extracted)}")
     return out
 
 
 def test_every_send_succeeded(run: Run) -> None:
     assert run.failed_batches == []
+
+
+def test_every_attached_document_is_extracted_or_rejected_for_its_own_reason(run: Run) -> None:
+    broken = {k: r for k, r in run.extracted.items()
+              if r["status"] not in ("extracted", "rejected") or "extractor failed" in r.get("reason", "")}
+    assert broken == {}
 
 
 def clean(text: str | None) -> str | None:
@@ -117,6 +146,27 @@ def reference(raw: bytes) -> tuple[str | None, str | None]:
     return subject, clean(body) if isinstance(body, str) else None
 
 
+def ack_forbidden(raw: bytes) -> str:
+    """Why RFC 3834 section 2 (or a no-reply / role sender) forbids an automatic reply ('' if nothing does)."""
+    msg = email.message_from_bytes(raw, policy=email.policy.compat32)
+    def first(name: str) -> str:
+        value = msg.get(name)
+        return "" if value is None else re.sub(r"\s+", " ", str(value)).strip().lower()
+    auto = first("auto-submitted").split(";")[0].split("(")[0].strip()
+    if auto and auto != "no":
+        return f"Auto-Submitted: {auto}"
+    if first("precedence") in ("bulk", "junk", "list"):
+        return f"Precedence: {first('precedence')}"
+    if any(k.lower().startswith("list-") for k in msg):
+        return "List-* header"
+    if msg.get_content_type() == "multipart/report" or msg.get_content_maintype() == "message":
+        return f"report ({msg.get_content_type()})"
+    local = email.utils.parseaddr(first("from"))[1].rpartition("@")[0]
+    if re.search(r"no[-_.]?reply|do[-_.]?not[-_.]?reply|^(mailer[-_.]?daemon|postmaster|bounces?)\b", local):
+        return f"role or no-reply sender {local}"
+    return ""
+
+
 def words(text: str) -> Counter[str]:
     return Counter(re.findall(r"\w+", text.lower()))
 
@@ -133,6 +183,8 @@ def test_message_reaches_an_outcome(run: Run, path: Path) -> None:
         assert result["key"].startswith("bounces/") and run.stack.s3_body(result["key"]) == raw
         return
     assert run.stack.s3_body(f"conversations/{result['conversationId']}/{mid}.eml") == raw
+    if result.get("ack"):
+        assert not ack_forbidden(raw), f"acked although {ack_forbidden(raw)}"
     forward = run.sent.get(f"forward-{mid}")
     assert forward is not None, "the forward never reached SES"
     msg = forward.message
