@@ -38,6 +38,10 @@ _EXTRA_LABELS = {
     "ucs-2": "utf-16", "iso-10646-ucs-2": "utf-16", "x-unicode-2-0-utf-7": "utf-7", "cp-850": "cp850",
 }
 _CHINESE = frozenset({"gb18030", "big5hkscs", "cp950"})
+# WHATWG's windows-1252 decoder: cp1252 for 0x80-0x9F, and the five bytes cp1252 leaves undefined
+# (0x81, 0x8D, 0x8F, 0x90, 0x9D) as the C1 controls of the same number, as Latin-1 reads them. It
+# decodes every byte string, so the last resort never has to turn a byte into U+FFFD.
+_WINDOWS_1252 = {b: bytes([b]).decode("cp1252") for b in range(0x80, 0xA0) if b not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -80,9 +84,14 @@ def decode(data: bytes, declared: str | None = None, hints: tuple[str, ...] = ()
             return scrub(data.decode(codec))
         except (UnicodeDecodeError, LookupError):
             continue
-    # Only reachable when every codec failed; cp1252 leaves five bytes undefined.
-    declared_codecs = codecs_for(declared)
-    return scrub(data.decode(declared_codecs[0] if declared_codecs and data.isascii() else "cp1252", "replace"))
+    # Only reachable when every codec failed (8-bit bytes that are not UTF-8, cp1252 or gb18030: binary
+    # data under a text type, or text cut mid-character): each byte stays one character, none U+FFFD.
+    return windows_1252(data)
+
+
+def windows_1252(data: bytes) -> str:
+    """``data`` under WHATWG's windows-1252, which has a character for every byte."""
+    return data.decode("latin-1").translate(_WINDOWS_1252)
 
 
 def has_surrogates(text: str) -> bool:

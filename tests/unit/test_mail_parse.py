@@ -4,6 +4,7 @@ tests/integration/test_mail_robustness.py)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import email
 import email.policy
@@ -72,6 +73,17 @@ def test_body_charset_fallbacks(text: str, declared: str, actual: str) -> None:
     mail = parse(g.wrong_charset_body(text, declared, actual) if declared else
                  g.raw(g.basic(), text.encode(actual)))
     assert mail.text.strip() == text and "\ufffd" not in mail.text
+
+
+def test_bytes_that_no_charset_decodes_keep_one_character_each_never_u_fffd() -> None:
+    # enmime's chardet-fail: a GIF sent as the text/plain body (base64, no charset). Its bytes are not
+    # UTF-8, cp1252 (0x8F) or gb18030, and the last resort wrote U+FFFD into the forward.
+    gif = bytes.fromhex("474946383961640004008000000066cc66ff9921f904000000002c0000000064000400") + b"\x02\x1a\x8c\x8f\xa9"
+    mail = parse(g.raw([*g.basic(), ("Content-Type", "text/plain; name=rzkly.txt"), ("Content-Transfer-Encoding", "base64")],
+                       base64.encodebytes(gif)))
+    assert mail.text.startswith("GIF89ad\x00") and "\ufffd" not in mail.text and len(mail.text) == len(gif)
+    # WHATWG windows-1252: cp1252's five undefined bytes are the C1 controls of the same number.
+    assert charsets.windows_1252(b"\x80\x81\x8d\x8f\x90\x9d\x9f\xe9") == "\u20ac\x81\x8d\x8f\x90\x9d\u0178\xe9"
 
 
 def test_encoded_words() -> None:
