@@ -22,6 +22,7 @@ acks through the real senders; each message is then checked on its own:
 from __future__ import annotations
 
 import email
+import email.errors
 import email.policy
 import email.utils
 import json
@@ -135,6 +136,10 @@ def reference(raw: bytes) -> tuple[str | None, str | None]:
         msg = email.message_from_bytes(raw, policy=email.policy.default)
         subject = clean(str(msg["subject"])) if msg["subject"] is not None else ""
     except Exception:
+        return None, None
+    if any(isinstance(d, email.errors.MissingHeaderBodySeparatorDefect) for d in msg.defects):
+        # A header line without a colon ended the stdlib's header block: it read the rest of the
+        # header (Subject perhaps) and the raw MIME parts as the body, which is a guess, not a reading.
         return None, None
     try:
         part = msg.get_body(("plain", "html"))

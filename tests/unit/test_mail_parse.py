@@ -86,6 +86,39 @@ def test_bytes_that_no_charset_decodes_keep_one_character_each_never_u_fffd() ->
     assert charsets.windows_1252(b"\x80\x81\x8d\x8f\x90\x9d\x9f\xe9") == "\u20ac\x81\x8d\x8f\x90\x9d\u0178\xe9"
 
 
+def test_a_header_line_without_a_colon_is_a_broken_fold_not_the_start_of_the_body() -> None:
+    # MimeKit's issue 358 (Exchange): a long field broken without its fold's leading space. The feed
+    # parser ended the header block there, and the owner got the rest of the header and the raw
+    # MIME parts as the body.
+    fields = [*g.basic(), ("X-Diagnostics", "1;AM4PR01MB1442;6:1Y77VdiYZvwh\r\nP8FxVksOO2tmFWl+LxT0Acgv7RaC"),
+              ("MIME-Version", "1.0"), ("Content-Type", 'multipart/alternative; boundary="b"')]
+    body = "--b\r\nContent-Type: text/plain\r\n\r\nTest headers\r\n--b\r\nContent-Type: text/html\r\n\r\n<p>Test</p>\r\n--b--\r\n"
+    mail = parse(g.raw(fields, body))
+    assert (mail.subject, mail.text.strip(), mail.html.strip()) == ("Hello", "Test headers", "<p>Test</p>")
+    assert mail.headers["x-diagnostics"] == "1;AM4PR01MB1442;6:1Y77VdiYZvwh P8FxVksOO2tmFWl+LxT0Acgv7RaC"
+    assert "1 header line(s) without a colon read as folded continuations" in mail.problems
+
+
+@pytest.mark.parametrize(("raw", "subject", "text"), [
+    # A stray line after From never joins it (nor any address field): the stdlib's reading stands.
+    (g.raw([("From", "Jane <jane@corp.example>\r\nevil@attacker.example"), ("Subject", "Hello"), ("X-A", "1")], "Hi"),
+     "", "evil@attacker.example\r\nSubject: Hello\r\nX-A: 1\r\n\r\nHi"),
+    # A body that begins without the empty line opens with its boundary: not a fold.
+    (g.raw([*g.basic(), ("Content-Type", 'multipart/mixed; boundary="b"\r\n--b\r\nContent-Type: text/plain')],
+           "Hi\r\n--b--"), "Hello", "Hi"),
+    # enmime's qp-utf8-header-no-break: a preamble line, then the first boundary, no empty line before them.
+    (g.raw([*g.basic(), ("Content-Type", 'multipart/mixed; boundary="b"\r\nThis is a multi-part message in MIME format.'
+                                         '\r\n--b\r\nContent-Type: text/plain')], "Hi\r\n--b--"), "Hello", "Hi"),
+    # No known field follows: a first body line without the empty line before it.
+    (g.raw([*g.basic(), ("X-A", "1\r\nHello there\r\nName: Bob")], "Thanks"),
+     "Hello", "Hello there\r\nName: Bob\r\n\r\nThanks"),
+])
+def test_stray_header_lines_that_are_not_broken_folds_end_the_header_as_before(raw: bytes, subject: str, text: str) -> None:
+    mail = parse(raw)
+    assert (mail.from_address, mail.subject, mail.text.strip()) == ("jane@corp.example", subject, text)
+    assert not any("colon" in p for p in mail.problems)
+
+
 def test_encoded_words() -> None:
     assert decode_words("=?utf-8?q?Caf=C3?= =?utf-8?q?=A9?= au lait") == "Café au lait"  # split UTF-8 sequence
     assert decode_words("=?iso-8859-1?Q?Die_Fr\udcf6sche?=") == "Die Frösche"  # raw 8-bit inside a Q word
