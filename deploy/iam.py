@@ -202,14 +202,19 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
     the service lets a policy name them."""
     region, p = cfg.region, cfg.prefix
     arn = f"arn:aws:{{}}:{region}:{account}:{{}}".format
-    rule_sets = arn("ses", "receipt-rule-set/*")
     statements = [
+        # Actions with no resource type in the Service Authorization Reference are evaluated against "*"
+        # (common.local.iam.NO_RESOURCE_ACTIONS): naming an ARN for them denies them. That is every SES v1
+        # receiving and identity action; the configuration-set actions below do take the set's ARN.
         _allow(["sts:GetCallerIdentity", "ecr:GetAuthorizationToken", "lambda:GetAccountSettings", "sns:ListTopics",
                 "logs:DescribeLogGroups", "cloudwatch:DescribeAlarms", "ses:ListIdentities",
                 "ses:DescribeActiveReceiptRuleSet", "ses:GetIdentityVerificationAttributes",
                 "ses:GetIdentityDkimAttributes", "ses:GetIdentityMailFromDomainAttributes", "ses:GetAccount",
                 "lambda:ListEventSourceMappings", "lambda:CreateEventSourceMapping", "ses:SetActiveReceiptRuleSet",
-                "ses:CreateReceiptRuleSet"], ["*"]),
+                "ses:CreateReceiptRuleSet", "ses:VerifyDomainIdentity", "ses:VerifyDomainDkim",
+                "ses:SetIdentityMailFromDomain", "ses:DescribeConfigurationSet", "ses:DescribeReceiptRuleSet",
+                "ses:DeleteReceiptRuleSet", "ses:CreateReceiptRule", "ses:UpdateReceiptRule", "ses:DeleteReceiptRule",
+                "ses:SetReceiptRulePosition"], ["*"]),
         _allow(["ecr:DescribeRepositories", "ecr:CreateRepository", "ecr:DeleteRepository", "ecr:PutLifecyclePolicy",
                 "ecr:GetLifecyclePolicy", "ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload",
                 "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage",
@@ -249,13 +254,9 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
         _allow(["logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:DeleteLogGroup"],
                [arn("logs", f"log-group:/aws/lambda/{p}-*"), arn("logs", f"log-group:/{cfg.project}/{cfg.env}/*")]),
         _allow(["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"], [arn("cloudwatch", f"alarm:{p}-*")]),
-        _allow(["ses:VerifyDomainIdentity", "ses:VerifyDomainDkim", "ses:SetIdentityMailFromDomain"],
-               [arn("ses", f"identity/{cfg.domain_name}")]),
-        _allow(["ses:DescribeConfigurationSet", "ses:CreateConfigurationSet", "ses:DeleteConfigurationSet",
-                "ses:CreateConfigurationSetEventDestination", "ses:UpdateConfigurationSetEventDestination",
-                "ses:GetConfigurationSet", "ses:PutConfigurationSetSuppressionOptions"],
+        _allow(["ses:CreateConfigurationSet", "ses:DeleteConfigurationSet", "ses:CreateConfigurationSetEventDestination",
+                "ses:UpdateConfigurationSetEventDestination", "ses:GetConfigurationSet",
+                "ses:PutConfigurationSetSuppressionOptions"],
                [arn("ses", f"configuration-set/{cfg.ses_configuration_set}")]),
-        _allow(["ses:DescribeReceiptRuleSet", "ses:DeleteReceiptRuleSet", "ses:CreateReceiptRule", "ses:UpdateReceiptRule",
-                "ses:DeleteReceiptRule", "ses:SetReceiptRulePosition"], [rule_sets]),
     ]
     return {"Version": "2012-10-17", "Statement": statements}

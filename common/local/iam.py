@@ -131,6 +131,55 @@ def _statement_applies(statement: dict[str, Any], action: str, resource: str | N
     return _conditions_hold(statement.get("Condition", {}), context)
 
 
+# Actions that support no resource-level permissions: the Service Authorization Reference lists them
+# with an empty "Resource types" column, and "If there is no value for this column, you must specify
+# all resources ("*") to which the policy applies in the Resource element of your policy statement"
+# (https://docs.aws.amazon.com/service-authorization/latest/reference/reference_policies_actions-resources-contextkeys.html).
+# AWS evaluates such a request against the resource "*", which a statement naming ARNs does not
+# match, so it is implicitly denied. The actions the project calls (deploy, destroy, replay, the roles,
+# the local tools), by service, as listed on list_amazonses.html (SES v1 and v2 share the ses prefix),
+# list_awslambda.html, list_amazonelasticcontainerregistry.html, list_amazoncloudwatchlogs.html,
+# list_amazonsns.html, list_amazonsqs.html, list_amazondynamodb.html, list_amazons3.html,
+# list_amazoneventbridge.html, list_awsidentityandaccessmanagementiam.html and
+# list_awssecuritytokenservice.html (checked against the machine-readable copy of the reference,
+# 2026-04). Every other action the project calls takes a resource type (cloudwatch:DescribeAlarms
+# takes alarm, the SES configuration-set actions configuration-set, ssm and events their own).
+NO_RESOURCE_ACTIONS = frozenset({
+    # SES receiving and identities (v1 API) and the account (v2 GetAccount)
+    "ses:CreateReceiptRuleSet", "ses:DeleteReceiptRuleSet", "ses:DescribeReceiptRuleSet",
+    "ses:DescribeActiveReceiptRuleSet", "ses:SetActiveReceiptRuleSet", "ses:CloneReceiptRuleSet",
+    "ses:ListReceiptRuleSets", "ses:CreateReceiptRule", "ses:UpdateReceiptRule", "ses:DeleteReceiptRule",
+    "ses:SetReceiptRulePosition", "ses:VerifyDomainIdentity", "ses:VerifyDomainDkim", "ses:VerifyEmailIdentity",
+    "ses:DeleteIdentity", "ses:SetIdentityMailFromDomain", "ses:ListIdentities",
+    "ses:GetIdentityVerificationAttributes", "ses:GetIdentityDkimAttributes",
+    "ses:GetIdentityMailFromDomainAttributes", "ses:DescribeConfigurationSet", "ses:ListConfigurationSets",
+    "ses:GetAccount", "ses:ListEmailIdentities",
+    "lambda:CreateEventSourceMapping", "lambda:ListEventSourceMappings", "lambda:ListFunctions",
+    "lambda:GetAccountSettings",
+    "ecr:GetAuthorizationToken",
+    "logs:DescribeLogGroups",
+    "sns:ListTopics", "sns:ListSubscriptions",
+    "sqs:ListQueues",
+    "dynamodb:ListTables",
+    "s3:ListAllMyBuckets",
+    "events:ListRules",
+    "iam:ListRoles",
+    "sts:GetCallerIdentity",
+})
+_NO_RESOURCE = frozenset(a.lower() for a in NO_RESOURCE_ACTIONS)
+
+
+def takes_no_resource(action: str) -> bool:
+    return action.lower() in _NO_RESOURCE
+
+
+def as_aws_evaluates(request: Request) -> Request:
+    """An action with no resource type is evaluated against "*", whatever the request names."""
+    if takes_no_resource(request.action):
+        return Request(request.action, ["*"], request.conditions)
+    return request
+
+
 def evaluate(documents: Iterable[dict[str, Any]], request: Request) -> bool:
     """Identity-policy evaluation: every resource of the request needs an Allow and no Deny."""
     statements = [s for d in documents for s in _listed(d.get("Statement", []))]
@@ -202,7 +251,7 @@ SES_SANDBOX: dict[str, bool] = {"on": False}  # the emulator's SES account is in
 
 
 def _ses_request(action: str, params: dict[str, Any], region: str, account: str) -> Request:
-    if action not in ("SendEmail", "SendRawEmail"):  # management calls: checked by action (deployer policy)
+    if action not in ("SendEmail", "SendRawEmail"):  # management calls: by action, or on "*" (NO_RESOURCE_ACTIONS)
         return Request(f"ses:{action}", [])
     if action == "SendEmail" and "Content" in params:  # SESv2; raw content is authorized as SendRawEmail
         source = str(params.get("FromEmailAddress", ""))
@@ -354,7 +403,7 @@ def _authorize_normal(self: Any, resource: str = "*") -> None:
         return
     # The signing name is not always the IAM prefix (CloudWatch signs as "monitoring").
     iam_prefix = {"monitoring": "cloudwatch", "email": "ses"}.get(service, service)
-    checked = context(self, "ses" if self.service_name == "sesv2" else iam_prefix, action)
+    checked = as_aws_evaluates(context(self, "ses" if self.service_name == "sesv2" else iam_prefix, action))
     try:
         allowed = evaluate(_documents(request), checked)
     except UnsupportedCondition:
@@ -391,7 +440,7 @@ def _authorize_s3(self: Any, bucket_name: str | None = None, key_name: str | Non
     if action == "s3:ListBucket":
         conditions["s3:prefix"] = [str((self.querystring.get("prefix") or [""])[0])]
     documents = _documents(request)
-    checked = Request(action, [resource], conditions)
+    checked = as_aws_evaluates(Request(action, [resource], conditions))
     try:
         allowed = evaluate(documents, checked)
     except UnsupportedCondition:

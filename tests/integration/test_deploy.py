@@ -432,14 +432,36 @@ def as_user(credentials: dict[str, str], call: Any) -> Any:
 
 
 def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env) -> None:
-    """Under enforced IAM, a user with only the printed deployer policy deploys, redeploys and destroys."""
+    """Under enforced IAM, a user with only the printed deployer policy deploys, redeploys and destroys.
+
+    The emulator evaluates an action with no resource type against "*" as AWS does
+    (common.local.iam.NO_RESOURCE_ACTIONS), so the SES identity and receipt-rule calls prove the
+    policy's Resource elements too, not only its action list."""
     from deploy.destroy import destroy
 
+    ses = client("ses")
+    assert ses.list_identities()["Identities"] == []  # a fresh account: the deploy verifies the domain
     deployer = deployer_user(env)
-    as_user(deployer, lambda: run(env))
+    changes, _ = as_user(deployer, lambda: run(env))
+    assert {("ses-identity", "create"), ("ses-rule-set", "create"), ("ses-receipt-rule", "create"),
+            ("ses-active-rule-set", "create"), ("ses-mail-from", "create")} <= {(c.kind, c.action) for c in changes}
     assert changed(as_user(deployer, lambda: run(env))[0]) == []
+    # drift the deployer has to converge: a receipt rule, the MAIL FROM domain, the feedback destination
+    thread = next(r for r in ses.describe_receipt_rule_set(RuleSetName=PREFIX)["Rules"] if r["Name"] == f"{PREFIX}-thread")
+    ses.update_receipt_rule(RuleSetName=PREFIX, Rule={**thread, "Enabled": False})
+    ses.set_identity_mail_from_domain(Identity="example.com", MailFromDomain="elsewhere.example.com")
+    fixed = changed(as_user(deployer, lambda: run(env))[0])
+    assert ("ses-receipt-rule", f"{PREFIX}-thread", "update") in fixed and ("ses-mail-from", "bounce.example.com", "update") in fixed
+    # moto has no SetReceiptRulePosition or DeleteReceiptRule; its IAM check runs before it looks the action up
+    for call in (lambda: client("ses").set_receipt_rule_position(RuleSetName=PREFIX, RuleName=f"{PREFIX}-public"),
+                 lambda: client("ses").delete_receipt_rule(RuleSetName=PREFIX, RuleName="not-there")):
+        try:
+            as_user(deployer, call)
+        except Exception as exc:
+            assert "AccessDenied" not in str(exc), exc
     as_user(deployer, lambda: destroy(Options(), delete_data=True, environ=env, report=lambda line: None))
     assert client("lambda").list_functions()["Functions"] == []
+    assert ses.list_receipt_rule_sets()["RuleSets"] == []
 
 
 def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(env) -> None:
