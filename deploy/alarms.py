@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from common.aws import client
+from common.aws import control_client
 from common.runtime.functions import FUNCTIONS, dlq_name
 from deploy.lambdas import async_dlq, function_name
 from deploy.plan import Run, differing
@@ -35,7 +35,7 @@ def wanted(run: Run) -> list[dict[str, Any]]:
 
 
 def alarms(run: Run) -> None:
-    cw = client("cloudwatch")
+    cw = control_client("cloudwatch")
     alarms_ = wanted(run)
     names = [a["AlarmName"] for a in alarms_]
     current = {a["AlarmName"]: a for start in range(0, len(names), 100)

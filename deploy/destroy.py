@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from functools import partial
 
-from common.aws import client, or_none
+from common.aws import control_client, or_none
 from common.runtime.functions import FUNCTIONS, dlq_name
 from deploy import alarms, iam, receiving, triggers
 from deploy.images import repository_name
@@ -30,12 +30,12 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
                                report=lambda c: report(f"[destroy] {c}") if c.action != UNCHANGED else None)
     _receiving(run)
     _schedule(run)
-    cw = client("cloudwatch")
+    cw = control_client("cloudwatch")
     names = [a["AlarmName"] for a in alarms.wanted(run)]
     existing = {a["AlarmName"] for a in cw.describe_alarms(AlarmNames=names).get("MetricAlarms", [])}
     for name in names:
         run.remove("cloudwatch-alarm", name, name in existing, partial(cw.delete_alarms, AlarmNames=[name]))
-    lam, iam_api, logs, ecr = client("lambda"), client("iam"), client("logs"), client("ecr")
+    lam, iam_api, logs, ecr = control_client("lambda"), control_client("iam"), control_client("logs"), control_client("ecr")
     for f in FUNCTIONS:
         fn = function_name(cfg, f.name)
         for mapping in (lam.list_event_source_mappings(FunctionName=fn).get("EventSourceMappings", [])
@@ -58,16 +58,16 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
         found = or_none(partial(ecr.describe_repositories, repositoryNames=[repo]), "RepositoryNotFoundException")
         run.remove("ecr-repository", repo, found is not None,
                    partial(ecr.delete_repository, repositoryName=repo, force=True))
-    sqs = client("sqs")
+    sqs = control_client("sqs")
     for name in [q for s in sender_queues(cfg) for q in (s, dlq_name(s))] + [async_dlq(cfg)]:
         url = queue_url(name)
         run.remove("sqs-queue", name, url is not None, partial(sqs.delete_queue, QueueUrl=url))
-    sns = client("sns")
+    sns = control_client("sns")
     topics = {t["TopicArn"] for page in sns.get_paginator("list_topics").paginate() for t in page["Topics"]}
     for topic in (cfg.alert_topic, cfg.feedback_topic):
         arn = topic_arn(cfg, topic)
         run.remove("sns-topic", topic, arn in topics, partial(sns.delete_topic, TopicArn=arn))
-    ses, ssm = client("ses"), client("ssm")
+    ses, ssm = control_client("ses"), control_client("ssm")
     config_set = or_none(lambda: ses.describe_configuration_set(ConfigurationSetName=cfg.ses_configuration_set),
                          "ConfigurationSetDoesNotExist")
     run.remove("ses-config-set", cfg.ses_configuration_set, config_set is not None,
@@ -85,7 +85,7 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
 
 def _schedule(run: Run) -> None:
     """The digest rule: its targets first (EventBridge refuses to delete a rule that has targets)."""
-    events, name = client("events"), triggers.digest_rule_name(run.cfg)
+    events, name = control_client("events"), triggers.digest_rule_name(run.cfg)
     found = or_none(lambda: events.describe_rule(Name=name), "ResourceNotFoundException")
 
     def delete() -> None:
@@ -102,12 +102,12 @@ def _exists(lam: object, name: str) -> bool:
 
 
 def _log_group(name: str) -> bool:
-    found = client("logs").describe_log_groups(logGroupNamePrefix=name).get("logGroups", [])
+    found = control_client("logs").describe_log_groups(logGroupNamePrefix=name).get("logGroups", [])
     return any(g["logGroupName"] == name for g in found)
 
 
 def _receiving(run: Run) -> None:
-    cfg, ses = run.cfg, client("ses")
+    cfg, ses = run.cfg, control_client("ses")
     own = receiving.own_rule_set(cfg)
     active = receiving.active_rule_set()
     if active == own:
@@ -123,7 +123,7 @@ def _receiving(run: Run) -> None:
 
 def _data(run: Run) -> None:
     cfg = run.cfg
-    s3, ddb, logs = client("s3"), client("dynamodb"), client("logs")
+    s3, ddb, logs = control_client("s3"), control_client("dynamodb"), control_client("logs")
 
     def empty_and_delete() -> None:
         for page in s3.get_paginator("list_object_versions").paginate(Bucket=cfg.bucket):

@@ -144,11 +144,11 @@ def role_arn(cfg: Config, account: str, function: str) -> str:
 
 def converge_role(run: Run, account: str, function: str, trust: str = TRUST) -> str:
     """The function's role with its trust policy and :func:`policy` inline; returns the role ARN."""
-    from common.aws import client, or_none
+    from common.aws import control_client, or_none
 
     cfg, name = run.cfg, role_name(run.cfg, function)
     wanted = policy(cfg, account, function)
-    api = client("iam")
+    api = control_client("iam")
     current = or_none(lambda: api.get_role(RoleName=name), "NoSuchEntity")
     differ = []
     if current is not None:

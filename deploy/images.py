@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.aws import client, or_none
+from common.aws import control_client, or_none
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS
 from deploy.errors import DeployError
@@ -84,7 +84,7 @@ def architecture(image: Any) -> str:
 
 def _repository(run: Run, name: str) -> str:
     """The ECR repository (scan on push, immutable tags); its lifecycle policy is reconciled every run."""
-    ecr = client("ecr")
+    ecr = control_client("ecr")
     found = or_none(lambda: ecr.describe_repositories(repositoryNames=[name]), "RepositoryNotFoundException")
     policy = or_none(lambda: ecr.get_lifecycle_policy(repositoryName=name), "LifecyclePolicyNotFoundException") \
         if found else None
@@ -113,7 +113,7 @@ def _lifecycle() -> str:
 
 def login(engine: Any, registry: str | None) -> tuple[str, dict[str, str]]:
     """ECR's authorization token -> docker login; returns the registry host and its auth config."""
-    data = client("ecr").get_authorization_token()["authorizationData"][0]
+    data = control_client("ecr").get_authorization_token()["authorizationData"][0]
     username, _, password = base64.b64decode(data["authorizationToken"]).decode().partition(":")
     host = registry or str(data["proxyEndpoint"]).removeprefix("https://").removeprefix("http://")
     auth = {"username": username, "password": password}

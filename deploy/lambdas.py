@@ -13,7 +13,7 @@ import time
 from dataclasses import fields
 from typing import Any
 
-from common.aws import client, error_code, or_none
+from common.aws import control_client, error_code, or_none
 from common.runtime.config import Config, env_name
 from common.runtime.functions import FUNCTIONS, Function
 from deploy.images import Published
@@ -81,7 +81,7 @@ def _differences(described: dict[str, Any] | None, wanted: dict[str, Any], image
 
 def function(run: Run, spec: Function, image: Published, role_arn: str, env: dict[str, str]) -> None:
     """The function ($LATEST), then ``live`` on a published version equal to what is wanted."""
-    api, name = client("lambda"), function_name(run.cfg, spec.name)
+    api, name = control_client("lambda"), function_name(run.cfg, spec.name)
     wanted = _wanted(run.cfg, spec, image, role_arn, env)
     current = or_none(lambda: api.get_function(FunctionName=name), "ResourceNotFoundException")
     failed = current is not None and current["Configuration"].get("State") == "Failed"
@@ -160,7 +160,7 @@ def log_groups(run: Run) -> None:
 
 def on_failure(run: Run, function_: str) -> None:
     """A failed asynchronous event (after Lambda's retries) goes to the async DLQ, not away."""
-    api, name = client("lambda"), function_name(run.cfg, function_)
+    api, name = control_client("lambda"), function_name(run.cfg, function_)
     destination = queue_arn(run.cfg, async_dlq(run.cfg))
     wanted = {"MaximumRetryAttempts": ASYNC_RETRIES, "MaximumEventAgeInSeconds": ASYNC_MAX_AGE_S,
               "DestinationConfig": {"OnFailure": {"Destination": destination}}}

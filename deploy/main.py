@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.aws import client, or_none, reset_clients
+from common.aws import control_client, or_none, reset_clients
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS, SENDERS
 from deploy import alarms, iam, lambdas, preflight, receiving, triggers
@@ -99,7 +99,7 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
 
 def thread_secret(run: Run) -> None:
     """THREAD_SECRET as an SSM SecureString (AWS-managed key): never in a function's configuration."""
-    cfg, ssm = run.cfg, client("ssm")
+    cfg, ssm = run.cfg, control_client("ssm")
     if not cfg.thread_secret:  # not given: keep the stored one (preflight checked it exists)
         run.converge("ssm-parameter", cfg.thread_secret_parameter, True, detail="SecureString, kept")
         return

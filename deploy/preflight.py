@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.aws import client, error_code, or_none
+from common.aws import control_client, error_code, or_none
 from common.runtime import config
 from common.runtime.config import DEV_THREAD_SECRET, Config
 from common.runtime.errors import ConfigError
@@ -56,13 +56,13 @@ def load_config(environ: Mapping[str, str], env: str, region: str, account: str,
 
 
 def _parameter_exists(name: str) -> bool:
-    return or_none(lambda: client("ssm").get_parameter(Name=name), "ParameterNotFound") is not None
+    return or_none(lambda: control_client("ssm").get_parameter(Name=name), "ParameterNotFound") is not None
 
 
 def bucket_available(cfg: Config) -> None:
     """HeadBucket: 200 ours, 404 free; 403 means another account owns the name (global namespace)."""
     try:
-        client("s3").head_bucket(Bucket=cfg.bucket)
+        control_client("s3").head_bucket(Bucket=cfg.bucket)
     except Exception as exc:
         code = error_code(exc)
         if code in ("404", "NoSuchBucket", "NotFound"):
@@ -99,7 +99,7 @@ def account() -> str:
 def receiving_available() -> None:
     """SES email receiving exists only in some regions; its rule-set API says so."""
     try:
-        client("ses").describe_active_receipt_rule_set()
+        control_client("ses").describe_active_receipt_rule_set()
     except Exception as exc:
         code = error_code(exc)
         if code and code not in ("AccessDenied", "AccessDeniedException", "Throttling"):
@@ -110,21 +110,21 @@ def receiving_available() -> None:
 
 def identity_status(cfg: Config) -> str:
     """'Success', 'Pending', 'Failed', ... or '' when the domain is not an SES identity yet."""
-    attrs = client("ses").get_identity_verification_attributes(Identities=[cfg.domain_name])
+    attrs = control_client("ses").get_identity_verification_attributes(Identities=[cfg.domain_name])
     return str(attrs.get("VerificationAttributes", {}).get(cfg.domain_name, {}).get("VerificationStatus", ""))
 
 
 def production_access() -> bool | None:
     """SES production access (False: the sandbox), or None when the endpoint cannot say."""
     try:
-        return bool(client("sesv2").get_account().get("ProductionAccessEnabled"))
+        return bool(control_client("sesv2").get_account().get("ProductionAccessEnabled"))
     except Exception:
         return None
 
 
 def dns_records(cfg: Config) -> list[str]:
     """Every DNS record the domain needs whose SES check is not yet Success, with what it is for."""
-    ses = client("ses")
+    ses = control_client("ses")
     domain = cfg.domain_name
     records = []
     verify: dict[str, Any] = ses.get_identity_verification_attributes(Identities=[domain]).get(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from common.aws import client, or_none
+from common.aws import control_client, or_none
 from common.runtime.config import Config
 from common.store import layout
 from deploy.errors import DeployError
@@ -31,7 +31,7 @@ def rule_names(cfg: Config) -> tuple[str, str]:
 
 
 def active_rule_set() -> str | None:
-    found = client("ses").describe_active_receipt_rule_set().get("Metadata") or {}
+    found = control_client("ses").describe_active_receipt_rule_set().get("Metadata") or {}
     return str(found["Name"]) if found.get("Name") else None
 
 
@@ -53,7 +53,7 @@ def bucket_policy(run: Run, account: str, rule_set: str) -> None:
         "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{cfg.bucket}/{layout.STAGING}*",
         "Condition": {"StringEquals": {"aws:SourceAccount": account},
                       "ArnLike": {"aws:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:receipt-rule-set/{rule_set}:*"}}}]}
-    s3 = client("s3")
+    s3 = control_client("s3")
     current = None
     if bucket_exists(cfg.bucket):
         found = or_none(lambda: s3.get_bucket_policy(Bucket=cfg.bucket), "NoSuchBucketPolicy")
@@ -71,7 +71,7 @@ def _rule_view(rule: dict[str, Any]) -> dict[str, Any]:
 
 def receipt_rules(run: Run, account: str, rule_set: str) -> None:
     """Thread replies first (and stop), then the public address: both store to staging/ and invoke ``live``."""
-    cfg, ses = run.cfg, client("ses")
+    cfg, ses = run.cfg, control_client("ses")
     thread_rule, public_rule = rule_names(cfg)
     s3_action = {"S3Action": {"BucketName": cfg.bucket, "ObjectKeyPrefix": layout.STAGING}}
 
@@ -130,7 +130,7 @@ def _position(existing: list[str], name: str, after: str | None) -> bool:
 
 def mail_from(run: Run) -> None:
     """Bounces come back to bounce.<domain>; with RejectMessage SES refuses to send until its MX exists."""
-    cfg, ses = run.cfg, client("ses")
+    cfg, ses = run.cfg, control_client("ses")
     wanted = f"{MAIL_FROM_LABEL}.{cfg.domain_name}"
     attrs = ses.get_identity_mail_from_domain_attributes(Identities=[cfg.domain_name]).get("MailFromDomainAttributes", {})
     current = attrs.get(cfg.domain_name, {})

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any, NamedTuple
 
-from common.aws import client, or_none
+from common.aws import control_client, or_none
 from common.aws.sts import account_id
 from common.runtime.config import Config
 from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
@@ -109,7 +109,7 @@ def _exists(call: Callable[[], Any], *missing_codes: str) -> bool:
 
 
 def queue_url(name: str) -> str | None:
-    found = or_none(lambda: client("sqs").get_queue_url(QueueName=name), "AWS.SimpleQueueService.NonExistentQueue",
+    found = or_none(lambda: control_client("sqs").get_queue_url(QueueName=name), "AWS.SimpleQueueService.NonExistentQueue",
                     "QueueDoesNotExist")
     return str(found["QueueUrl"]) if found else None
 
@@ -118,7 +118,7 @@ def queue_arn(cfg: Config, name: str) -> str:
     """The ARN a queue has (or will have): read when it exists, derived from the account otherwise."""
     url = queue_url(name)
     if url:
-        return str(client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+        return str(control_client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
     return f"arn:aws:sqs:{cfg.region}:{account_id()}:{name}"
 
 
@@ -129,7 +129,7 @@ def topic_arn(cfg: Config, name: str) -> str:
 
 
 def bucket_exists(bucket: str) -> bool:
-    return _exists(lambda: client("s3").head_bucket(Bucket=bucket), "404", "NoSuchBucket", "NotFound")
+    return _exists(lambda: control_client("s3").head_bucket(Bucket=bucket), "404", "NoSuchBucket", "NotFound")
 
 
 # --- shared resources ----------------------------------------------------------------------------
@@ -145,7 +145,7 @@ LIFECYCLE = [
 
 def _bucket(run: Run, cfg: Config) -> None:
     """The private mail bucket; its public-access block and lifecycle are reconciled on every run."""
-    s3 = client("s3")
+    s3 = control_client("s3")
     exists = bucket_exists(cfg.bucket)
 
     def create() -> None:
@@ -181,7 +181,7 @@ def _index(name: str, index: Index) -> dict[str, Any]:
 
 
 def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, Index]) -> None:
-    ddb = client("dynamodb")
+    ddb = control_client("dynamodb")
     described = or_none(lambda: ddb.describe_table(TableName=name), "ResourceNotFoundException")
     existing = described["Table"] if described else None
     have = {i["IndexName"] for i in (existing or {}).get("GlobalSecondaryIndexes", [])}
@@ -214,7 +214,7 @@ def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, Index]) -
 
 
 def queue(run: Run, name: str, attributes: dict[str, str]) -> None:
-    sqs = client("sqs")
+    sqs = control_client("sqs")
     url = queue_url(name)
     current = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(attributes))["Attributes"] if url else None
     differ = sorted(k for k, v in attributes.items() if current is not None and _norm(current.get(k)) != _norm(v))
@@ -246,14 +246,14 @@ def _norm(value: str | None) -> Any:
 
 
 def _topic(run: Run, name: str) -> None:
-    sns = client("sns")
+    sns = control_client("sns")
     existing = {t["TopicArn"].rsplit(":", 1)[1] for page in sns.get_paginator("list_topics").paginate() for t in page["Topics"]}
     run.converge("sns-topic", name, name if name in existing else None, create=lambda: sns.create_topic(Name=name))
 
 
 def _ses_identity(run: Run, domain: str) -> None:
     """The sending and receiving domain, with Easy DKIM (SES signs every message it sends)."""
-    ses = client("ses")
+    ses = control_client("ses")
     exists = domain in ses.list_identities(IdentityType="Domain").get("Identities", [])
     dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {}) if exists else {}
 
@@ -268,7 +268,7 @@ def _ses_identity(run: Run, domain: str) -> None:
 
 def _configuration_set(run: Run, cfg: Config) -> None:
     """SES publishes Delivery/Bounce/Complaint of every send made with this set to the feedback topic."""
-    ses = client("ses")
+    ses = control_client("ses")
     name = cfg.ses_configuration_set
     destination: dict[str, Any] = {"Name": "feedback", "Enabled": True, "MatchingEventTypes": list(FEEDBACK_EVENTS),
                                    "SNSDestination": {"TopicARN": topic_arn(cfg, cfg.feedback_topic)}}
@@ -303,7 +303,7 @@ SUPPRESSED_REASONS: list[str] = []
 
 def suppression_options(run: Run) -> None:
     """The configuration set overrides the account-level suppression list with SUPPRESSED_REASONS (SESv2)."""
-    sesv2, name = client("sesv2"), run.cfg.ses_configuration_set
+    sesv2, name = control_client("sesv2"), run.cfg.ses_configuration_set
     found = or_none(lambda: sesv2.get_configuration_set(ConfigurationSetName=name), "NotFoundException",
                     "ConfigurationSetDoesNotExist") if run.apply or _config_set_exists(name) else None
     # A set without SuppressionOptions follows the account's list: that is "not there yet".
@@ -319,11 +319,11 @@ def suppression_options(run: Run) -> None:
 
 
 def _config_set_exists(name: str) -> bool:
-    return _exists(lambda: client("ses").describe_configuration_set(ConfigurationSetName=name), "ConfigurationSetDoesNotExist")
+    return _exists(lambda: control_client("ses").describe_configuration_set(ConfigurationSetName=name), "ConfigurationSetDoesNotExist")
 
 
 def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> None:
-    logs = client("logs")
+    logs = control_client("logs")
     found = logs.describe_log_groups(logGroupNamePrefix=name).get("logGroups", [])
     group = next((g for g in found if g["logGroupName"] == name), None)
 
@@ -339,7 +339,7 @@ def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> 
 
 def _spam_rules(run: Run, cfg: Config) -> None:
     """Created once, never overwritten: the owner edits the list (a bucket created in this dry run has no objects)."""
-    s3 = client("s3")
+    s3 = control_client("s3")
     exists = (run.apply or bucket_exists(cfg.bucket)) and \
         _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES), "404", "NoSuchKey", "NotFound")
     run.converge("s3-object", layout.SPAM_RULES, True if exists else None,
@@ -349,7 +349,7 @@ def _spam_rules(run: Run, cfg: Config) -> None:
 
 
 def _parameter(run: Run, name: str, value: str) -> None:
-    ssm = client("ssm")
+    ssm = control_client("ssm")
     exists = _exists(lambda: ssm.get_parameter(Name=name), "ParameterNotFound")
     run.converge("ssm-parameter", name, True if exists else None,
                  create=lambda: ssm.put_parameter(Name=name, Value=value, Type="String"),
@@ -381,7 +381,7 @@ def _local_wiring(run: Run, cfg: Config) -> None:
 
 
 def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str) -> None:
-    sns = client("sns")
+    sns = control_client("sns")
     subs: list[dict[str, Any]] = []
     if run.apply or _exists(lambda: sns.get_topic_attributes(TopicArn=topic), "NotFound", "NotFoundException"):
         subs = sns.list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
@@ -400,7 +400,7 @@ def attachments_notification(run: Run, kind: str, arn_key: str, target: str, tar
     bucket = run.cfg.bucket
     wanted = {"Id": "attachments-to-extractor", arn_key: target, "Events": ["s3:ObjectCreated:*"],
               "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": layout.ATTACHMENTS}]}}}
-    s3 = client("s3")
+    s3 = control_client("s3")
     current = s3.get_bucket_notification_configuration(Bucket=bucket).get(kind, []) if run.apply or bucket_exists(bucket) else []
     found = next((c for c in current if c.get(arn_key) == target and layout.ATTACHMENTS in json.dumps(c.get("Filter", {}))), None)
     run.converge("s3-notification", f"{bucket}/{layout.ATTACHMENTS}", found,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from common.aws import client, or_none
+from common.aws import control_client, or_none
 from common.runtime.config import Config
 from common.runtime.functions import Function
 from deploy.lambdas import ALIAS, alias_arn, function_name
@@ -20,7 +20,7 @@ SOURCE_ACCOUNT_PRINCIPALS = ("s3.amazonaws.com", "ses.amazonaws.com")
 
 
 def _function_exists(run: Run, name: str) -> bool:
-    return run.apply or or_none(lambda: client("lambda").get_function(FunctionName=name),
+    return run.apply or or_none(lambda: control_client("lambda").get_function(FunctionName=name),
                                 "ResourceNotFoundException") is not None
 
 
@@ -33,7 +33,7 @@ def _statement_view(statement: dict[str, Any]) -> dict[str, Any]:
 
 def permission(run: Run, account: str, function: str, sid: str, principal: str, source_arn: str) -> None:
     """Let an AWS service invoke the function's ``live`` alias for ``source_arn`` only (reconciled)."""
-    api, name = client("lambda"), function_name(run.cfg, function)
+    api, name = control_client("lambda"), function_name(run.cfg, function)
     statements: list[dict[str, Any]] = []
     if _function_exists(run, name):
         found = or_none(lambda: api.get_policy(FunctionName=name, Qualifier=ALIAS), "ResourceNotFoundException")
@@ -57,7 +57,7 @@ def permission(run: Run, account: str, function: str, sid: str, principal: str, 
 
 def event_source(run: Run, account: str, spec: Function) -> None:
     """The sender's queue -> its ``live`` alias, partial batch responses, bounded concurrency."""
-    api = client("lambda")
+    api = control_client("lambda")
     queue = getattr(run.cfg, spec.queue_field)
     source, target = queue_arn(run.cfg, queue), alias_arn(run.cfg, account, spec.name)
     wanted = {"BatchSize": BATCH_SIZE, "MaximumBatchingWindowInSeconds": 0,
@@ -97,7 +97,7 @@ def digest_rule_arn(cfg: Config, account: str) -> str:
 
 def digest_schedule(run: Run, account: str) -> None:
     """The rule (schedule, enabled), inbound-handler's permission for it alone, and the rule's target."""
-    cfg, events = run.cfg, client("events")
+    cfg, events = run.cfg, control_client("events")
     name, target = digest_rule_name(cfg), alias_arn(cfg, account, "inbound-handler")
     rule = or_none(lambda: events.describe_rule(Name=name), "ResourceNotFoundException")
     wanted = {"ScheduleExpression": DIGEST_SCHEDULE, "State": "ENABLED",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @functools.cache
-def client(service: str, region: str | None = None, max_attempts: int = 3) -> BaseClient:
+def client(service: str, region: str | None = None, max_attempts: int = 3, mode: str = "standard") -> BaseClient:
     """A cached client; ``max_attempts=1`` when the caller owns retries (the SES sender does)."""
     import boto3
     from botocore.config import Config as BotoConfig
@@ -25,9 +25,23 @@ def client(service: str, region: str | None = None, max_attempts: int = 3) -> Ba
     return boto3.session.Session().client(
         service,
         region_name=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
-        config=BotoConfig(retries={"mode": "standard", "total_max_attempts": max_attempts}, connect_timeout=5,
+        config=BotoConfig(retries={"mode": mode, "total_max_attempts": max_attempts}, connect_timeout=5,
                           read_timeout=30, max_pool_connections=20),
     )
+
+
+# Control-plane calls (deploy, destroy): SES's management actions are throttled at 1 request/s
+# ("You can execute this operation no more than once per second", SES API reference; SES quotas)
+# and a deploy makes about 15 of them back to back; IAM, Lambda and ECR management calls have low
+# rates too. Three standard attempts (0-1 s, then 0-2 s) can end a run on one Throttling; ten, with
+# the adaptive mode's client-side rate limiting after a throttle, ride it out. The functions'
+# data-plane clients keep :func:`client`'s defaults.
+CONTROL_PLANE_ATTEMPTS = 10
+
+
+def control_client(service: str, region: str | None = None) -> BaseClient:
+    """A cached client for control-plane (management) calls: more attempts, adaptive retry mode."""
+    return client(service, region, max_attempts=CONTROL_PLANE_ATTEMPTS, mode="adaptive")
 
 
 def error_code(exc: BaseException) -> str:

@@ -505,3 +505,53 @@ def test_replay_reinvokes_the_events_lambda_gave_up_on(env) -> None:
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     left = int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
     assert left == (0 if entry["outcome"] == "replayed" else 1)
+
+
+class Throttled:
+    """A raw body for botocore's AWSResponse."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self.body
+
+
+def test_the_deploy_rides_out_ses_throttling(env, monkeypatch) -> None:
+    """SES's management actions allow one request per second and a deploy makes about 15 in a row:
+    a run of Throttling answers must be retried (more attempts, adaptive mode), not end the deploy.
+    The functions' data-plane clients keep their own retry settings."""
+    import boto3
+    from botocore.awsrequest import AWSResponse
+
+    from common.aws import CONTROL_PLANE_ATTEMPTS
+
+    error = (b"<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message>"
+             b"</Error><RequestId>t-1</RequestId></ErrorResponse>")
+    seen: list[str] = []
+
+    def throttle(request: Any, **_: Any) -> Any:
+        seen.append("VerifyDomainIdentity")
+        if len(seen) <= 4:  # more than the 3 attempts of a default client
+            return AWSResponse(request.url, 400, {}, Throttled(error))
+        return None
+
+    original = boto3.session.Session.client
+
+    def throttled_client(self: Any, service: str, *args: Any, **kwargs: Any) -> Any:
+        made = original(self, service, *args, **kwargs)
+        if service == "ses":
+            made.meta.events.register("before-send.ses.VerifyDomainIdentity", throttle)
+        return made
+
+    monkeypatch.setattr(boto3.session.Session, "client", throttled_client)
+    # no real waiting: the backoff is what is under test, not its duration
+    monkeypatch.setattr("botocore.retries.standard.ExponentialBackoff.delay_amount", lambda self, context: 0)
+    reset_clients()
+    changes, _ = run(env)
+    assert ("ses-identity", "example.com", "create") in changed(changes) and len(seen) == 5
+    assert client("ses").list_identities()["Identities"] == ["example.com"]
+    assert CONTROL_PLANE_ATTEMPTS >= 10
+    # the senders' SES client keeps owning its retries (one attempt), the other data-plane clients three
+    assert client("sesv2", max_attempts=1).meta.config.retries == {"mode": "standard", "total_max_attempts": 1}
+    assert client("sqs").meta.config.retries == {"mode": "standard", "total_max_attempts": 3}
