@@ -12,15 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import Any
 
 from common.aws import control_client, or_none
 from common.runtime.functions import FUNCTIONS, dlq_name
 from deploy import alarms, iam, receiving, triggers
 from deploy.images import repository_name
-from deploy.lambdas import async_dlq, function_name
+from deploy.lambdas import alias_arn, async_dlq, function_name
 from deploy.main import Options, connect, summarize
 from deploy.plan import UNCHANGED, Change, Run
-from deploy.resources import TABLES, bucket_exists, queue_url, sender_queues, topic_arn
+from deploy.resources import TABLES, bucket_exists, queue_arn, queue_url, sender_queues, topic_arn
 
 
 def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, str] | None = None,
@@ -36,12 +37,9 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
     for name in names:
         run.remove("cloudwatch-alarm", name, name in existing, partial(cw.delete_alarms, AlarmNames=[name]))
     lam, iam_api, logs, ecr = control_client("lambda"), control_client("iam"), control_client("logs"), control_client("ecr")
+    _event_sources(run, lam, target.account)
     for f in FUNCTIONS:
         fn = function_name(cfg, f.name)
-        for mapping in (lam.list_event_source_mappings(FunctionName=fn).get("EventSourceMappings", [])
-                        if _exists(lam, fn) else []):
-            run.remove("event-source", mapping["EventSourceArn"], True,
-                       partial(lam.delete_event_source_mapping, UUID=mapping["UUID"]))
         run.remove("lambda-function", fn, _exists(lam, fn), partial(lam.delete_function, FunctionName=fn))
         role = iam.role_name(cfg, f.name)
 
@@ -81,6 +79,30 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
         report(f"[destroy] kept (data; --delete-data removes them): s3://{cfg.bucket}, the tables, {cfg.spam_log_group}")
     summarize(run, lambda line: report(line.replace("[deploy]", "[destroy]")))
     return run.changes
+
+
+def _event_sources(run: Run, lam: Any, account: str) -> None:
+    """The senders' SQS mappings, before their functions and queues (deleting a function leaves its
+    mappings behind). They are made on the ``live`` alias and ListEventSourceMappings matches the
+    function exactly, qualifier included: the plain name does not list them. So they are found by
+    each sender queue's ARN and by each alias ARN (and by the plain name, for a mapping made on the
+    function itself); only mappings to this deployment's functions are removed."""
+    cfg = run.cfg
+    ours = {function_name(cfg, f.name) for f in FUNCTIONS}
+    queries: list[dict[str, str]] = [{"EventSourceArn": queue_arn(cfg, q)} for q in sender_queues(cfg) if queue_url(q)]
+    for f in FUNCTIONS:
+        if _exists(lam, function_name(cfg, f.name)):
+            queries += [{"FunctionName": alias_arn(cfg, account, f.name)}, {"FunctionName": function_name(cfg, f.name)}]
+    found: dict[str, dict[str, Any]] = {}
+    for query in queries:
+        for page in lam.get_paginator("list_event_source_mappings").paginate(**query):
+            for mapping in page.get("EventSourceMappings", []):
+                parts = str(mapping.get("FunctionArn", "")).split(":")  # arn:aws:lambda:R:A:function:NAME[:QUALIFIER]
+                if len(parts) > 6 and parts[6] in ours:
+                    found[mapping["UUID"]] = mapping
+    for uuid, mapping in found.items():
+        label = f"{mapping['EventSourceArn'].rsplit(':', 1)[-1]} -> {mapping['FunctionArn'].split(':function:')[-1]}"
+        run.remove("event-source", label, True, partial(lam.delete_event_source_mapping, UUID=uuid))
 
 
 def _schedule(run: Run) -> None:

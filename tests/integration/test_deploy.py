@@ -555,3 +555,31 @@ def test_the_deploy_rides_out_ses_throttling(env, monkeypatch) -> None:
     # the senders' SES client keeps owning its retries (one attempt), the other data-plane clients three
     assert client("sesv2", max_attempts=1).meta.config.retries == {"mode": "standard", "total_max_attempts": 1}
     assert client("sqs").meta.config.retries == {"mode": "standard", "total_max_attempts": 3}
+
+
+def test_destroy_removes_the_event_source_mappings_made_on_the_alias_before_the_queues(env) -> None:
+    """The senders' mappings are made on the ``live`` alias. ListEventSourceMappings filters by the exact
+    function (qualifier included): asked with the plain function name it does not list them (moto:
+    none; AWS documents the alias filter), so destroy lists them by queue ARN and by alias ARN."""
+    from deploy.destroy import destroy
+
+    run(env)
+    lam = client("lambda")
+    mappings = lam.list_event_source_mappings()["EventSourceMappings"]
+    assert len(mappings) == len(SENDERS)
+    sender = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-{SENDERS[0].name}"
+    # what the plain name (or unqualified ARN) lists for a mapping made on the alias: nothing
+    assert lam.list_event_source_mappings(FunctionName=sender.rsplit(":", 1)[-1])["EventSourceMappings"] == []
+    assert lam.list_event_source_mappings(FunctionName=sender)["EventSourceMappings"] == []
+    assert len(lam.list_event_source_mappings(FunctionName=f"{sender}:live")["EventSourceMappings"]) == 1
+    # a mapping of another application on one of our queues stays
+    lam.create_function(FunctionName="other-app", Role=f"arn:aws:iam::{ACCOUNT}:role/{PREFIX}-ack-sender", PackageType="Image",
+                        Code={"ImageUri": images()[SENDERS[0].name].image_uri})
+    queue = mappings[0]["EventSourceArn"]
+    lam.create_event_source_mapping(EventSourceArn=queue, FunctionName="other-app")
+    changes = destroy(Options(), environ=env, report=lambda line: None)
+    kinds = [c.kind for c in changes]
+    assert kinds.count("event-source") == len(SENDERS)
+    assert max(i for i, k in enumerate(kinds) if k == "event-source") < min(i for i, k in enumerate(kinds) if k == "sqs-queue")
+    assert [m["FunctionArn"].rsplit(":", 1)[-1] for m in lam.list_event_source_mappings()["EventSourceMappings"]] == \
+        ["other-app"]
