@@ -78,7 +78,8 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
                           "receive", "publish these DNS records, wait for SES to verify the domain, then deploy again "
                                      "(or pass --allow-unverified):\n    " + "\n    ".join(preflight.dns_records(cfg)))
     production = preflight.production_access()
-    run = Run(cfg, apply=not options.dry_run, report=lambda c: report(f"[deploy] {c}") if c.action != UNCHANGED else None)
+    run = Run(cfg, apply=not options.dry_run, report=lambda c: report(f"[deploy] {c}") if c.action != UNCHANGED else None,
+              say=lambda line: report(f"[deploy] {line}"))
     if images is None:
         from deploy import images as publishing
 

@@ -9,6 +9,7 @@ when it is not a dry run, so a plan and a run list the same changes by construct
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +33,11 @@ class Change:
 class Run:
     """The changes of one provisioning, deploy or destroy run; applied unless it is a dry run."""
 
-    def __init__(self, cfg: Config, apply: bool, report: Callable[[Change], None] | None) -> None:
+    def __init__(self, cfg: Config, apply: bool, report: Callable[[Change], None] | None,
+                 say: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
         self.cfg, self.apply, self.report = cfg, apply, report
+        self.say = say or (lambda line: None)  # progress while a step waits on AWS
+        self.sleep = sleep  # how a step waits (tests pass one that does not)
         self.changes: list[Change] = []
 
     def note(self, kind: str, name: str, action: str, detail: str = "") -> str:

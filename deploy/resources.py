@@ -18,7 +18,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any, NamedTuple
 
-from common.aws import control_client, or_none
+from common.aws import control_client, error_code, or_none
 from common.aws.sts import account_id
 from common.runtime.config import Config
 from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
@@ -218,8 +218,30 @@ def queue(run: Run, name: str, attributes: dict[str, str]) -> None:
     url = queue_url(name)
     current = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(attributes))["Attributes"] if url else None
     differ = sorted(k for k, v in attributes.items() if current is not None and _norm(current.get(k)) != _norm(v))
-    run.converge("sqs-queue", name, current, differ, create=lambda: sqs.create_queue(QueueName=name, Attributes=attributes),
+    run.converge("sqs-queue", name, current, differ, create=lambda: _create_queue(run, sqs, name, attributes),
                  update=lambda differ: sqs.set_queue_attributes(QueueUrl=url, Attributes={k: attributes[k] for k in differ}))
+
+
+# "When you delete a queue, you must wait at least 60 seconds before creating a queue with the same
+# name" (SQS DeleteQueue): a deploy right after `email-handler destroy` waits that out. The JSON
+# protocol reports the query-compatible code.
+DELETED_RECENTLY = ("AWS.SimpleQueueService.QueueDeletedRecently", "QueueDeletedRecently")
+RECREATE_WAIT_S = 70
+
+
+def _create_queue(run: Run, sqs: Any, name: str, attributes: dict[str, str]) -> Any:
+    waited, step = 0.0, 5.0
+    while True:
+        try:
+            return sqs.create_queue(QueueName=name, Attributes=attributes)
+        except Exception as exc:
+            if error_code(exc) not in DELETED_RECENTLY or waited >= RECREATE_WAIT_S:
+                raise
+        pause = min(step, RECREATE_WAIT_S - waited)
+        run.say(f"waiting for SQS: queue {name} was deleted less than 60 s ago and its name is not free yet "
+                f"(waited {waited:.0f} s of at most {RECREATE_WAIT_S} s)")
+        run.sleep(pause)
+        waited, step = waited + pause, min(step * 2, 20.0)
 
 
 def _queue_with_dlq(run: Run, queue_name: str, visibility_s: int, max_receive_count: int,

@@ -583,3 +583,48 @@ def test_destroy_removes_the_event_source_mappings_made_on_the_alias_before_the_
     assert max(i for i, k in enumerate(kinds) if k == "event-source") < min(i for i, k in enumerate(kinds) if k == "sqs-queue")
     assert [m["FunctionArn"].rsplit(":", 1)[-1] for m in lam.list_event_source_mappings()["EventSourceMappings"]] == \
         ["other-app"]
+
+
+class RecentlyDeleted:
+    """The SQS client as AWS answers within 60 s of DeleteQueue: ``refusals`` CreateQueue calls fail."""
+
+    def __init__(self, real: Any, refusals: int) -> None:
+        self.real, self.refusals, self.calls = real, refusals, 0
+
+    def create_queue(self, **kwargs: Any) -> Any:
+        from botocore.exceptions import ClientError
+
+        self.calls += 1
+        if self.calls <= self.refusals:
+            raise ClientError({"Error": {"Code": "AWS.SimpleQueueService.QueueDeletedRecently",
+                                         "Message": "You must wait 60 seconds after deleting a queue before you can "
+                                                    "create another queue with the same name."}}, "CreateQueue")
+        return self.real.create_queue(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_queue_deleted_moments_ago_is_created_once_sqs_frees_its_name(env, monkeypatch) -> None:
+    """A deploy right after `destroy`: SQS refuses a deleted queue's name for 60 s (QueueDeletedRecently).
+    The deploy waits with backoff for up to about 70 s, saying so, then creates it."""
+    from deploy import resources
+    from deploy.plan import Run
+    from deploy.preflight import load_config
+
+    cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
+    stub = RecentlyDeleted(client("sqs"), refusals=4)
+    monkeypatch.setattr(resources, "control_client", lambda service, region=None: stub if service == "sqs" else client(service))
+    said: list[str] = []
+    waits: list[float] = []
+    run_ = Run(cfg, True, None, say=said.append, sleep=waits.append)
+    resources.queue(run_, f"{PREFIX}-ack-dlq", {"MessageRetentionPeriod": "1209600"})
+    assert stub.calls == 5 and client("sqs").get_queue_url(QueueName=f"{PREFIX}-ack-dlq")
+    assert waits == [5, 10, 20, 20] and len(said) == 4
+    assert all("deleted less than 60 s ago" in line and f"{PREFIX}-ack-dlq" in line for line in said)
+    # SQS still refusing after about 70 s: the error, not an endless wait
+    stub = RecentlyDeleted(client("sqs"), refusals=100)
+    waits.clear()
+    with pytest.raises(Exception, match="QueueDeletedRecently"):
+        resources.queue(Run(cfg, True, None, sleep=waits.append), f"{PREFIX}-other", {})
+    assert sum(waits) == resources.RECREATE_WAIT_S
