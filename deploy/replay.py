@@ -19,6 +19,11 @@ from deploy.lambdas import async_dlq
 from deploy.main import Options, connect
 from deploy.resources import queue_url
 
+# Long polling: an empty answer is not one of short polling's "false empty responses" (SQS ReceiveMessage).
+POLL_S = 2
+LOOK_S = 120  # a dry run hides a listed message this long at most (it shows it again when done, or on a crash)
+MAX_IDLE_POLLS = 3  # empty answers while SQS still counts visible messages (its count lags)
+
 
 def replay(options: Options, environ: Mapping[str, str] | None = None, report: Callable[[str], None] = print,
            limit: int = 1000) -> list[dict[str, Any]]:
@@ -32,18 +37,34 @@ def replay(options: Options, environ: Mapping[str, str] | None = None, report: C
     sqs, lam = client("sqs"), client("lambda")
     done: list[dict[str, Any]] = []
     seen: set[str] = set()
-    while len(done) < limit:
-        # A dry run leaves every message visible; a replay hides one it could not invoke for 5 minutes.
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
-                                       VisibilityTimeout=0 if options.dry_run else 300).get("Messages", [])
-        fresh = [m for m in messages if m["MessageId"] not in seen]
-        if not fresh:
-            break
-        for m in fresh:
-            seen.add(m["MessageId"])
-            entry = _replay_one(lam, sqs, url, m, options.dry_run)
-            done.append(entry)
-            report(f"[replay] {entry['function']} {entry['requestId']}: {entry['outcome']}")
+    looked: list[str] = []  # a dry run's receipt handles: shown again when it is done
+    idle = 0
+    try:
+        while len(done) < limit:
+            # A dry run hides what it listed until it is done (so the next receive returns others) and then
+            # shows it again; a replay hides one it could not invoke for 5 minutes.
+            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=POLL_S,
+                                           VisibilityTimeout=LOOK_S if options.dry_run else 300).get("Messages", [])
+            if options.dry_run:
+                looked += [m["ReceiptHandle"] for m in messages]
+            fresh = [m for m in messages if m["MessageId"] not in seen]
+            if not fresh:
+                # Empty only when SQS also counts nothing visible (what this run hid is not visible).
+                count = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+                if int(count["Attributes"].get("ApproximateNumberOfMessages", 0)) == 0 or idle >= MAX_IDLE_POLLS:
+                    break
+                idle += 1
+                continue
+            idle = 0
+            for m in fresh:
+                seen.add(m["MessageId"])
+                entry = _replay_one(lam, sqs, url, m, options.dry_run)
+                done.append(entry)
+                report(f"[replay] {entry['function']} {entry['requestId']}: {entry['outcome']}")
+    finally:
+        for start in range(0, len(looked), 10):
+            sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0} for i, h in enumerate(looked[start:start + 10])])
     report(f"[replay] {sum(e['outcome'] == 'replayed' for e in done)} replayed, "
            f"{sum(e['outcome'].startswith('failed') for e in done)} failed (kept), "
            f"{sum(e['outcome'].startswith('skipped') for e in done)} skipped, of {len(done)} in {name}")

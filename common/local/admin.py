@@ -428,36 +428,69 @@ def _dlq_list(args: argparse.Namespace) -> int:
          arg("queue", nargs="?", help="e.g. forward (default: every DLQ)"), *TARGET)
 def _dlq_redrive(args: argparse.Namespace) -> int:
     t = target(args)
-    moved = {q: redrive(q) for q in _queue_arg(t.cfg, args.queue)}
+    done = {q: redrive(q, say=lambda line: print(line, file=sys.stderr, flush=True)) for q in _queue_arg(t.cfg, args.queue)}
     if args.json:
-        print(json.dumps(moved, indent=2))
+        print(json.dumps({q: [r.moved, r.source] for q, r in done.items()}, indent=2))
     else:
-        for queue, (count, source) in moved.items():
-            print(f"{queue}: {count} message(s) moved to {source}" if count else f"{queue}: empty")
+        for queue, r in done.items():
+            print(f"{queue}: {r.moved} message(s) moved to {r.source}" if r.moved else f"{queue}: empty")
+    for queue, r in done.items():
+        if r.left:
+            print(f"{queue}: SQS still counts {r.left} message(s) there (in flight elsewhere, or its count lags): "
+                  "run the redrive again in a minute", file=sys.stderr)
     return 0
 
 
-def redrive(dlq: str) -> tuple[int, str]:
+# Long polling: SQS asks every server, so an empty answer is not one of short polling's "false empty
+# responses" (a sampled subset; "you should repeat the request", SQS ReceiveMessage).
+REDRIVE_POLL_S = 5
+# Messages another consumer holds (an interrupted redrive took them for 60 s) come back by then.
+REDRIVE_PATIENCE_S = 70.0
+
+
+@dataclass
+class Redriven:
+    moved: int
+    source: str
+    left: int = 0  # what SQS still counted when the redrive gave up waiting
+
+
+def redrive(dlq: str, poll_s: int = REDRIVE_POLL_S, patience_s: float = REDRIVE_PATIENCE_S,
+            say: Callable[[str], None] = lambda line: None, clock: Callable[[], float] = time.monotonic) -> Redriven:
     """Move every message of ``dlq`` to its source queue (the queue whose redrive policy names it):
     send a copy (body and message attributes), then delete the original. A crash in between leaves
     a duplicate, which the senders' idempotency keys make harmless. (SQS's StartMessageMoveTask does
-    the same on AWS but is missing from moto; one path for both is the one that is tested.)"""
+    the same on AWS but is missing from moto; one path for both is the one that is tested.)
+
+    It ends on an empty long poll only when SQS also counts no message visible or in flight; messages
+    in flight are waited for up to ``patience_s``."""
     from common.aws import client, sqs
 
     sources = client("sqs").list_dead_letter_source_queues(QueueUrl=sqs.queue_url(dlq)).get("queueUrls", [])
     if len(sources) != 1:
         raise RuntimeError(f"{dlq} is the dead-letter queue of {len(sources)} queues; expected exactly one")
     source = sources[0].rsplit("/", 1)[1]
-    moved = 0
+    moved, since = 0, None
     while True:
-        batch = sqs.receive(dlq, max_messages=10, wait_s=0, visibility_s=60)
-        if not batch:
-            return moved, source
+        batch = sqs.receive(dlq, max_messages=10, wait_s=poll_s, visibility_s=60)
         for m in batch:
             attributes = {k: v["StringValue"] for k, v in (m.get("MessageAttributes") or {}).items() if "StringValue" in v}
             sqs.send(source, m["Body"], attributes)
             sqs.delete(dlq, [m["ReceiptHandle"]])
             moved += 1
+        if batch:
+            since = None
+            continue
+        counts = sqs.attributes(dlq)
+        visible = int(counts.get("ApproximateNumberOfMessages", 0))
+        in_flight = int(counts.get("ApproximateNumberOfMessagesNotVisible", 0))
+        if visible + in_flight == 0:
+            return Redriven(moved, source)
+        since = clock() if since is None else since
+        if clock() - since >= patience_s:
+            return Redriven(moved, source, visible + in_flight)
+        say(f"{dlq}: SQS counts {visible} visible and {in_flight} in-flight message(s); waiting for them "
+            f"(up to {patience_s:.0f} s)")
 
 
 # --- conversations ---------------------------------------------------------------------------------

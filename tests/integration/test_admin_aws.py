@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -78,3 +79,38 @@ def test_read_commands_on_a_deployment(prd, moto_server) -> None:
     assert {q["queue"] for q in queues} == {resources.dlq_name(q) for q in resources.sender_queues(prd)}
     assert json.loads(cli(moto_server, "quarantine", "list", "--json").stdout) == []
     assert json.loads(cli(moto_server, "suppression", "list", "--json").stdout) == []
+
+
+def test_redrive_does_not_stop_at_a_false_empty_receive_nor_leave_messages_in_flight(prd, monkeypatch) -> None:
+    """On AWS a short-poll ReceiveMessage samples some servers and may answer empty while the queue holds
+    messages; a message another consumer holds is invisible until its visibility timeout ends. Redrive
+    long-polls and ends only when SQS counts nothing visible or in flight."""
+    from common.aws import sqs
+    from common.local import admin
+
+    dlq = resources.dlq_name(prd.forward_queue)
+    sqs.send(dlq, json.dumps({"kind": "forward", "n": 1}))
+    real = sqs.receive
+
+    def sampled(queue_name: str, max_messages: int = 10, wait_s: int = 1, visibility_s: int | None = None,
+                api: Any = None) -> list[dict[str, Any]]:
+        if wait_s == 0:  # a short poll that sampled only servers without the message
+            return []
+        return real(queue_name, max_messages, wait_s, visibility_s, api)
+
+    monkeypatch.setattr(sqs, "receive", sampled)
+    done = admin.redrive(dlq, poll_s=1)
+    assert (done.moved, done.source, done.left) == (1, prd.forward_queue, 0)
+    assert [json.loads(m["Body"])["n"] for m in real(prd.forward_queue, wait_s=1)] == [1]
+
+    # a message in flight (another consumer took it for 2 s): waited for, then moved
+    sqs.send(dlq, json.dumps({"kind": "forward", "n": 2}))
+    assert len(real(dlq, wait_s=1, visibility_s=2)) == 1
+    said: list[str] = []
+    done = admin.redrive(dlq, poll_s=1, say=said.append)
+    assert (done.moved, done.left) == (1, 0) and said and "in-flight" in said[0]
+    # one that stays in flight longer than the patience is reported, not waited for forever
+    sqs.send(dlq, json.dumps({"kind": "forward", "n": 3}))
+    assert len(real(dlq, wait_s=1, visibility_s=60)) == 1
+    done = admin.redrive(dlq, poll_s=1, patience_s=1.5)
+    assert (done.moved, done.left) == (0, 1)

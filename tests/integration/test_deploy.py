@@ -459,6 +459,14 @@ def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env) -> None:
             as_user(deployer, call)
         except Exception as exc:
             assert "AccessDenied" not in str(exc), exc
+    # replay's dry run lists the async DLQ (hiding, then showing again what it listed)
+    from deploy.replay import replay
+
+    url = client("sqs").get_queue_url(QueueName=f"{PREFIX}-async-dlq")["QueueUrl"]
+    client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps({"requestContext": {
+        "requestId": "r-1", "functionArn": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-inbound-handler"},
+        "requestPayload": {}}))
+    assert len(as_user(deployer, lambda: replay(Options(dry_run=True), environ=env, report=lambda line: None))) == 1
     as_user(deployer, lambda: destroy(Options(), delete_data=True, environ=env, report=lambda line: None))
     assert client("lambda").list_functions()["Functions"] == []
     assert ses.list_receipt_rule_sets()["RuleSets"] == []
@@ -628,3 +636,23 @@ def test_a_queue_deleted_moments_ago_is_created_once_sqs_frees_its_name(env, mon
     with pytest.raises(Exception, match="QueueDeletedRecently"):
         resources.queue(Run(cfg, True, None, sleep=waits.append), f"{PREFIX}-other", {})
     assert sum(waits) == resources.RECREATE_WAIT_S
+
+
+def test_a_dry_run_replay_lists_every_failed_event_and_leaves_them_all_visible(env) -> None:
+    """More failed events than one receive returns: the dry run lists each once (it hides what it has
+    listed, then shows it again), and the replay after it still finds every one."""
+    from deploy.replay import replay
+
+    run(env)
+    sqs = client("sqs")
+    url = sqs.get_queue_url(QueueName=f"{PREFIX}-async-dlq")["QueueUrl"]
+    arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-attachment-extractor:live"
+    for n in range(23):
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps({
+            "requestContext": {"requestId": f"r-{n}", "functionArn": arn}, "requestPayload": {"n": n}}))
+    listed = replay(Options(dry_run=True), environ=env, report=lambda line: None)
+    assert sorted(e["requestId"] for e in listed) == sorted(f"r-{n}" for n in range(23))
+    assert {e["outcome"] for e in listed} == {"would replay"}
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) == ("23", "0")
+    assert len(replay(Options(), environ=env, report=lambda line: None)) == 23
