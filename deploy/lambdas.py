@@ -9,13 +9,13 @@ is deleted and created again (Lambda DG, function states).
 
 from __future__ import annotations
 
-import time
 from dataclasses import fields
 from typing import Any
 
-from common.aws import control_client, error_code, or_none
+from common.aws import control_client, or_none
 from common.runtime.config import Config, env_name
 from common.runtime.functions import FUNCTIONS, Function
+from deploy import propagation
 from deploy.images import Published
 from deploy.plan import Run
 from deploy.resources import log_group, queue_arn, topic_arn
@@ -89,9 +89,9 @@ def function(run: Run, spec: Function, image: Published, role_arn: str, env: dic
     def create() -> None:
         if failed:
             api.delete_function(FunctionName=name)
-        _retry_role_propagation(lambda: api.create_function(
+        propagation.retry(run, f"CreateFunction {name}", lambda: api.create_function(
             FunctionName=name, PackageType="Image", Code={"ImageUri": image.image_uri},
-            Architectures=[image.architecture], Publish=False, **wanted))
+            Architectures=[image.architecture], Publish=False, **wanted), propagation.ROLE_NOT_ASSUMABLE)
         api.get_waiter("function_active_v2").wait(FunctionName=name, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
 
     def update(differ: Any) -> None:
@@ -99,7 +99,9 @@ def function(run: Run, spec: Function, image: Published, role_arn: str, env: dic
             api.update_function_code(FunctionName=name, ImageUri=image.image_uri, Architectures=[image.architecture])
             _wait_updated(api, name)
         if any(not d.startswith("image") for d in differ):
-            _retry_role_propagation(lambda: api.update_function_configuration(FunctionName=name, **wanted))
+            propagation.retry(run, f"UpdateFunctionConfiguration {name}",
+                              lambda: api.update_function_configuration(FunctionName=name, **wanted),
+                              propagation.ROLE_NOT_ASSUMABLE)
             _wait_updated(api, name)
 
     reason = (current or {}).get("Configuration", {}).get("StateReason", "")
@@ -128,19 +130,6 @@ def function(run: Run, spec: Function, image: Published, role_arn: str, env: dic
 
 def _wait_updated(api: Any, name: str) -> None:
     api.get_waiter("function_updated_v2").wait(FunctionName=name, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
-
-
-def _retry_role_propagation(call: Any, attempts: int = 12) -> Any:
-    """A role created seconds ago may not be assumable by Lambda yet (IAM is eventually consistent)."""
-    for attempt in range(attempts):
-        try:
-            return call()
-        except Exception as exc:
-            if error_code(exc) != "InvalidParameterValueException" or "assume" not in str(exc).lower() \
-                    or attempt == attempts - 1:
-                raise
-            time.sleep(5)
-    return None
 
 
 def _unreserved(run: Run, api: Any, name: str, exists: bool) -> None:
@@ -172,7 +161,11 @@ def on_failure(run: Run, function_: str) -> None:
             "DestinationConfig": {"OnFailure": {"Destination": (current or {}).get("DestinationConfig", {})
                                                 .get("OnFailure", {}).get("Destination")}}}
     differ = [k for k, v in wanted.items() if have[k] != v]
+    def put(call: Any) -> None:  # Lambda checks that the role may sqs:SendMessage to the destination
+        propagation.retry(run, f"event invoke config of {name}", lambda: call(FunctionName=name, Qualifier=ALIAS, **wanted),
+                          propagation.ROLE_LACKS_PERMISSION)
+
     run.converge("lambda-on-failure", f"{name}:{ALIAS}", current, differ,
-                 create=lambda: api.put_function_event_invoke_config(FunctionName=name, Qualifier=ALIAS, **wanted),
-                 update=lambda _: api.update_function_event_invoke_config(FunctionName=name, Qualifier=ALIAS, **wanted),
+                 create=lambda: put(api.put_function_event_invoke_config),
+                 update=lambda _: put(api.update_function_event_invoke_config),
                  detail=f"{ASYNC_RETRIES} retries, then {async_dlq(run.cfg)}")

@@ -14,6 +14,7 @@ from typing import Any
 from common.aws import control_client, or_none
 from common.runtime.config import Config
 from common.store import layout
+from deploy import propagation
 from deploy.errors import DeployError
 from deploy.lambdas import alias_arn
 from deploy.plan import Run, canonical
@@ -102,12 +103,15 @@ def receipt_rules(run: Run, account: str, rule_set: str) -> None:
         if current is not None and _position(existing, name, after):
             differ.append("order")
 
+        # SES test-writes to the bucket and checks the Lambda permission when a rule is created or changed.
         def create(rule: dict[str, Any] = rule, after: str | None = after) -> None:
-            ses.create_receipt_rule(RuleSetName=rule_set, Rule=rule, **({"After": after} if after else {}))
+            propagation.retry(run, f"CreateReceiptRule {rule['Name']}", lambda: ses.create_receipt_rule(
+                RuleSetName=rule_set, Rule=rule, **({"After": after} if after else {})), propagation.SES_RULE_UNVALIDATED)
 
         def update(differ: Any, rule: dict[str, Any] = rule, after: str | None = after) -> None:
             if "rule" in differ:
-                ses.update_receipt_rule(RuleSetName=rule_set, Rule=rule)
+                propagation.retry(run, f"UpdateReceiptRule {rule['Name']}", lambda: ses.update_receipt_rule(
+                    RuleSetName=rule_set, Rule=rule), propagation.SES_RULE_UNVALIDATED)
             if "order" in differ:
                 ses.set_receipt_rule_position(RuleSetName=rule_set, RuleName=rule["Name"], **({"After": after} if after else {}))
 

@@ -23,6 +23,7 @@ from common.aws.sts import account_id
 from common.runtime.config import Config
 from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
 from common.store import layout
+from deploy import propagation
 from deploy.plan import CREATE, UNCHANGED, UPDATE, Change, Run, canonical  # noqa: F401 (re-exported)
 
 MAIN_RETENTION_S = 24 * 3600  # main queues 1 day
@@ -426,5 +427,9 @@ def attachments_notification(run: Run, kind: str, arn_key: str, target: str, tar
     current = s3.get_bucket_notification_configuration(Bucket=bucket).get(kind, []) if run.apply or bucket_exists(bucket) else []
     found = next((c for c in current if c.get(arn_key) == target and layout.ATTACHMENTS in json.dumps(c.get("Filter", {}))), None)
     run.converge("s3-notification", f"{bucket}/{layout.ATTACHMENTS}", found,
-                 create=lambda: s3.put_bucket_notification_configuration(Bucket=bucket, NotificationConfiguration={kind: [wanted]}),
+                 # S3 validates the destination (the function's permission, added just before) when it is put.
+                 create=lambda: propagation.retry(run, f"PutBucketNotificationConfiguration {bucket}",
+                                                  lambda: s3.put_bucket_notification_configuration(
+                                                      Bucket=bucket, NotificationConfiguration={kind: [wanted]}),
+                                                  propagation.S3_DESTINATION_UNVALIDATED),
                  create_detail="ObjectCreated -> " + target_name)

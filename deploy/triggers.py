@@ -9,6 +9,7 @@ from typing import Any
 from common.aws import control_client, or_none
 from common.runtime.config import Config
 from common.runtime.functions import Function
+from deploy import propagation
 from deploy.lambdas import ALIAS, alias_arn, function_name
 from deploy.plan import Run
 from deploy.resources import queue_arn
@@ -68,10 +69,18 @@ def event_source(run: Run, account: str, spec: Function) -> None:
         current = api.list_event_source_mappings(EventSourceArn=source, FunctionName=target).get("EventSourceMappings", [])
     mapping = current[0] if current else None
     differ = [k for k, v in wanted.items() if mapping is not None and mapping.get(k, {} if k == "ScalingConfig" else None) != v]
+
+    def create() -> None:  # Lambda checks that the function's role may read the queue when the mapping is made
+        propagation.retry(run, f"event source {queue}", lambda: api.create_event_source_mapping(
+            EventSourceArn=source, FunctionName=target, Enabled=True, **wanted), propagation.ROLE_LACKS_PERMISSION)
+
+    def update(_: Any) -> None:
+        if mapping:
+            propagation.retry(run, f"event source {queue}", lambda: api.update_event_source_mapping(
+                UUID=mapping["UUID"], **wanted), propagation.ROLE_LACKS_PERMISSION)
+
     run.converge("event-source", f"{queue} -> {function_name(run.cfg, spec.name)}:{ALIAS}", mapping, differ,
-                 create=lambda: api.create_event_source_mapping(EventSourceArn=source, FunctionName=target, Enabled=True,
-                                                                **wanted),
-                 update=lambda _: api.update_event_source_mapping(UUID=mapping["UUID"], **wanted) if mapping else None,
+                 create=create, update=update,
                  create_detail=f"batch {BATCH_SIZE}, ReportBatchItemFailures, max concurrency {spec.batch_concurrency}")
 
 

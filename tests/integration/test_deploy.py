@@ -656,3 +656,64 @@ def test_a_dry_run_replay_lists_every_failed_event_and_leaves_them_all_visible(e
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) == ("23", "0")
     assert len(replay(Options(), environ=env, report=lambda line: None)) == 23
+
+
+def refuse(monkeypatch: Any, answers: dict[tuple[str, str], tuple[int, dict[str, str], bytes]], times: int) -> list[str]:
+    """Every new client answers ``(service, operation)`` with ``(status, headers, body)`` for its first
+    ``times`` calls, as AWS does until a grant made seconds before has propagated; returns the calls seen."""
+    import boto3
+    from botocore.awsrequest import AWSResponse
+
+    seen: list[str] = []
+    original = boto3.session.Session.client
+
+    def made(self: Any, service: str, *args: Any, **kwargs: Any) -> Any:
+        new = original(self, service, *args, **kwargs)
+        for (svc, operation), (status, headers, body) in answers.items():
+            if svc != service:
+                continue
+
+            def answer(request: Any, operation: str = operation, status: int = status, headers: dict[str, str] = headers,
+                       body: bytes = body, **_: Any) -> Any:
+                seen.append(operation)
+                if seen.count(operation) <= times:
+                    return AWSResponse(request.url, status, headers, Throttled(body))
+                return None
+
+            new.meta.events.register(f"before-send.{service}.{operation}", answer)
+        return new
+
+    monkeypatch.setattr(boto3.session.Session, "client", made)
+    reset_clients()
+    return seen
+
+
+def test_calls_refused_until_a_fresh_grant_propagates_are_retried(env, monkeypatch) -> None:
+    """Right after a role, a policy or a permission is made, Lambda, S3 and SES refuse the calls that check it
+    (the error texts AWS users report). The deploy retries those errors, saying why, instead of stopping."""
+    from deploy import propagation
+
+    lambda_error = {"x-amzn-ErrorType": "InvalidParameterValueException"}
+    answers = {
+        ("lambda", "CreateEventSourceMapping"): (400, lambda_error, json.dumps({
+            "Type": "User", "message": "The provided execution role does not have permissions to call ReceiveMessage on SQS"}).encode()),
+        ("lambda", "PutFunctionEventInvokeConfig"): (400, lambda_error, json.dumps({
+            "Type": "User", "message": "The function execution role does not have permissions to call SendMessage on "
+                                       f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"}).encode()),
+        ("s3", "PutBucketNotificationConfiguration"): (400, {}, (
+            b"<Error><Code>InvalidArgument</Code><Message>Unable to validate the following destination configurations"
+            b"</Message><RequestId>r</RequestId></Error>")),
+        ("ses", "CreateReceiptRule"): (400, {}, (
+            b"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidS3Configuration</Code><Message>Could not write to "
+            b"bucket: " + BUCKET.encode() + b"</Message></Error><RequestId>r</RequestId></ErrorResponse>")),
+    }
+    monkeypatch.setattr(propagation, "STEP_S", 0.0)
+    seen = refuse(monkeypatch, answers, times=2)
+    changes, lines = run(env)
+    assert {op for _, op in answers} <= set(seen)
+    for kind in ("event-source", "lambda-on-failure", "s3-notification", "ses-receipt-rule"):
+        assert (kind, "create") in {(c.kind, c.action) for c in changes}, kind
+    assert sum("waiting for IAM to propagate" in line for line in lines) >= 2 * len(answers)
+    assert len(client("lambda").list_event_source_mappings()["EventSourceMappings"]) == len(SENDERS)
+    # what is not a propagation delay is not retried
+    assert not propagation.ROLE_LACKS_PERMISSION.matches(Exception("ResourceConflictException"))
