@@ -2,9 +2,10 @@
 
 inbound-handler, reply-handler and attachment-extractor send an event that still failed after
 Lambda's two retries to the async DLQ (an on-failure destination). Each message there is Lambda's
-invocation record: the function (``requestContext.functionArn``, the ``live`` alias) and the event
-(``requestPayload``). Replay invokes the function again with that event, asynchronously as SES, S3
-and SNS do, and deletes the message only once Lambda has accepted the invocation.
+invocation record: the function (``requestContext.functionArn``) and the event (``requestPayload``).
+Replay invokes the function's ``live`` alias again with that event (whatever qualifier the record
+names), asynchronously as SES, S3 and SNS do, and deletes the message only once Lambda has accepted
+the invocation.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from common.aws import client
-from deploy.lambdas import async_dlq
+from deploy.lambdas import ALIAS, ASYNC_FUNCTIONS, async_dlq, function_name
 from deploy.main import Options, connect
 from deploy.resources import queue_url
 
@@ -35,6 +36,7 @@ def replay(options: Options, environ: Mapping[str, str] | None = None, report: C
         report(f"[replay] {name} does not exist: nothing was deployed here")
         return []
     sqs, lam = client("sqs"), client("lambda")
+    ours = {function_name(target.cfg, f) for f in ASYNC_FUNCTIONS}
     done: list[dict[str, Any]] = []
     seen: set[str] = set()
     looked: list[str] = []  # a dry run's receipt handles: shown again when it is done
@@ -58,7 +60,7 @@ def replay(options: Options, environ: Mapping[str, str] | None = None, report: C
             idle = 0
             for m in fresh:
                 seen.add(m["MessageId"])
-                entry = _replay_one(lam, sqs, url, m, options.dry_run)
+                entry = _replay_one(lam, sqs, url, m, options.dry_run, ours)
                 done.append(entry)
                 report(f"[replay] {entry['function']} {entry['requestId']}: {entry['outcome']}")
     finally:
@@ -71,15 +73,27 @@ def replay(options: Options, environ: Mapping[str, str] | None = None, report: C
     return done
 
 
-def _replay_one(lam: Any, sqs: Any, url: str, message: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+def live(function_arn: str, ours: set[str]) -> str | None:
+    """The ``live`` alias of the record's function (whatever qualifier the record names: an old version
+    would run old code and has no on-failure destination), or None when it is not one of ``ours``."""
+    parts = function_arn.split(":")  # arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]
+    if len(parts) < 7 or parts[:3] != ["arn", "aws", "lambda"] or parts[5] != "function" or parts[6] not in ours:
+        return None
+    return ":".join(parts[:7] + [ALIAS])
+
+
+def _replay_one(lam: Any, sqs: Any, url: str, message: dict[str, Any], dry_run: bool, ours: set[str]) -> dict[str, Any]:
     try:
         record = json.loads(message["Body"])
         context, payload = record["requestContext"], record["requestPayload"]
-        function = str(context["functionArn"])
+        recorded = str(context["functionArn"])
     except (ValueError, KeyError, TypeError) as exc:
         return {"function": "?", "requestId": message["MessageId"], "outcome": f"skipped: not an invocation record ({exc})"}
-    entry = {"function": function.split(":function:")[-1], "requestId": str(context.get("requestId", "")),
+    function = live(recorded, ours)
+    entry = {"function": (function or recorded).split(":function:")[-1], "requestId": str(context.get("requestId", "")),
              "condition": context.get("condition", "")}
+    if function is None:
+        return {**entry, "outcome": "skipped: not a function of this deployment"}
     if dry_run:
         return {**entry, "outcome": "would replay"}
     try:

@@ -717,3 +717,41 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(env, monkeypat
     assert len(client("lambda").list_event_source_mappings()["EventSourceMappings"]) == len(SENDERS)
     # what is not a propagation delay is not retried
     assert not propagation.ROLE_LACKS_PERMISSION.matches(Exception("ResourceConflictException"))
+
+
+def test_replay_invokes_the_live_alias_whatever_the_record_names(env, monkeypatch) -> None:
+    """A record naming a version (or the unqualified function) is replayed on ``live``: an old version runs
+    old code and has no on-failure destination. A record of another function is skipped."""
+    from deploy.replay import replay
+
+    run(env)
+    sqs = client("sqs")
+    url = sqs.get_queue_url(QueueName=f"{PREFIX}-async-dlq")["QueueUrl"]
+    base = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:"
+    for n, arn in enumerate([f"{base}{PREFIX}-inbound-handler:3", f"{base}{PREFIX}-reply-handler", f"{base}other-app:live"]):
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"requestContext": {"requestId": f"r-{n}", "functionArn": arn},
+                                                               "requestPayload": {"n": n}}))
+    invoked: list[str] = []
+
+    def accept(request: Any, **_: Any) -> Any:
+        from urllib.parse import unquote
+
+        from botocore.awsrequest import AWSResponse
+
+        invoked.append(unquote(request.url.split("/functions/")[1].split("/invocations")[0]))
+        return AWSResponse(request.url, 202, {}, Throttled(b""))
+
+    import boto3
+
+    original = boto3.session.Session.client
+
+    def made(self: Any, service: str, *args: Any, **kwargs: Any) -> Any:
+        new = original(self, service, *args, **kwargs)
+        new.meta.events.register("before-send.lambda.Invoke", accept)
+        return new
+
+    monkeypatch.setattr(boto3.session.Session, "client", made)  # replay makes its clients anew
+    done = {e["requestId"]: e for e in replay(Options(), environ=env, report=lambda line: None)}
+    assert sorted(invoked) == [f"{base}{PREFIX}-inbound-handler:live", f"{base}{PREFIX}-reply-handler:live"]
+    assert (done["r-0"]["function"], done["r-0"]["outcome"]) == (f"{PREFIX}-inbound-handler:live", "replayed")
+    assert done["r-2"]["outcome"] == "skipped: not a function of this deployment"
