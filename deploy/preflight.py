@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +14,7 @@ from common.runtime.errors import ConfigError
 from deploy.errors import DeployError
 
 REQUIRED = ("domain_name", "public_email", "private_email")
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3 general purpose bucket naming rules
 MIN_SECRET = 32
 
 
@@ -36,13 +39,20 @@ def load_config(environ: Mapping[str, str], env: str, region: str, account: str,
     """The deploy's configuration. The bucket defaults to ``{project}-{env}-{account}-{region}-mail``:
     bucket names are global, so the local default would collide with every other adopter."""
     values = {**environ, "ENVIRONMENT": env, "AWS_REGION": region}
+    project = values.get("PROJECT_NAME") or config.PROJECT
     if not values.get("EMAIL_BUCKET"):
-        project = values.get("PROJECT_NAME") or config.PROJECT
         values["EMAIL_BUCKET"] = f"{project}-{env}-{account}-{region}-mail"
     try:
         cfg = config.load(values, require=REQUIRED)
     except ConfigError as exc:
         raise DeployError(f"configuration: {exc}", "export the variables named above (README, Configuration)") from None
+    if not BUCKET_NAME.fullmatch(cfg.bucket):
+        # CreateBucket would fail with InvalidBucketName after the run has started changing things.
+        digest = hashlib.sha256(f"{account}-{region}".encode()).hexdigest()[:10]
+        short = f"{project}-{env}"[:63 - len(digest) - 6].rstrip("-.") + f"-{digest}-mail"
+        raise DeployError(f"the bucket name {cfg.bucket} ({len(cfg.bucket)} characters) is not a valid S3 bucket name: "
+                          "3 to 63 lowercase letters, digits, hyphens and dots",
+                          f"choose a shorter one, e.g. export EMAIL_BUCKET={short} (unique to this account and region)")
     if cfg.thread_secret == DEV_THREAD_SECRET:
         raise DeployError("THREAD_SECRET is the development secret from compose/local.env",
                           "export a random secret: THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))')")
