@@ -72,6 +72,7 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
     cfg = target.cfg
     preflight.receiving_available()
     preflight.bucket_available(cfg)
+    preflight.environment_fits(cfg, environ)
     status = preflight.identity_status(cfg)
     if status not in ("", "Success") and not options.allow_unverified:
         raise DeployError(f"SES has not verified {cfg.domain_name} (status {status}): the system could neither send nor "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -63,6 +64,27 @@ def load_config(environ: Mapping[str, str], env: str, region: str, account: str,
         raise DeployError(f"no THREAD_SECRET: the first deploy stores it in SSM ({cfg.thread_secret_parameter})",
                           "export THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))') and deploy again")
     return cfg
+
+
+# "Environment variables: 4 KB, for all environment variables associated with the function, in
+# aggregate" (Lambda quotas, not adjustable); Lambda measures the variables as JSON ("exceeded the 4KB
+# limit. String measured: {...}").
+LAMBDA_ENVIRONMENT_LIMIT = 4096
+
+
+def environment_fits(cfg: Config, environ: Mapping[str, str]) -> None:
+    """Each function's variables fit Lambda's 4 KB, checked before CreateFunction would refuse them half-way."""
+    from common.runtime.functions import FUNCTIONS
+    from deploy.lambdas import environment
+
+    for spec in FUNCTIONS:
+        variables = environment(cfg, spec, dict(environ))
+        size = len(json.dumps(variables, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > LAMBDA_ENVIRONMENT_LIMIT:
+            largest = sorted(variables, key=lambda k: len(k) + len(variables[k]), reverse=True)[:3]
+            raise DeployError(f"{spec.name}'s environment variables take {size} bytes; Lambda allows "
+                              f"{LAMBDA_ENVIRONMENT_LIMIT} (4 KB) in all",
+                              "shorten the largest: " + ", ".join(f"{k} ({len(variables[k])} characters)" for k in largest))
 
 
 def _parameter_exists(name: str) -> bool:

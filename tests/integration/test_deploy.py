@@ -755,3 +755,15 @@ def test_replay_invokes_the_live_alias_whatever_the_record_names(env, monkeypatc
     assert sorted(invoked) == [f"{base}{PREFIX}-inbound-handler:live", f"{base}{PREFIX}-reply-handler:live"]
     assert (done["r-0"]["function"], done["r-0"]["outcome"]) == (f"{PREFIX}-inbound-handler:live", "replayed")
     assert done["r-2"]["outcome"] == "skipped: not a function of this deployment"
+
+
+def test_environment_variables_over_lambdas_4kb_are_refused_before_anything_changes(env) -> None:
+    """Lambda allows 4 KB of environment variables per function (as JSON); every configuration variable
+    given is passed on, so a long ACK_TEMPLATE would make CreateFunction fail after the shared resources."""
+    template = "Thank you for writing. " * 180  # about 4.1 KB
+    with pytest.raises(DeployError) as err:
+        run({**env, "ACK_TEMPLATE": template})
+    assert "4096 (4 KB)" in str(err.value) and f"ACK_TEMPLATE ({len(template)} characters)" in str(err.value)
+    assert client("sqs").list_queues().get("QueueUrls", []) == []  # nothing was made
+    changes, _ = run({**env, "ACK_TEMPLATE": template[:1500]})  # one that fits is deployed
+    assert ("lambda-function", f"{PREFIX}-ack-sender", "create") in changed(changes)
