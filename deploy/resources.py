@@ -24,6 +24,7 @@ from common.runtime.config import Config
 from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
 from common.store import layout
 from deploy import propagation
+from deploy.errors import DeployError
 from deploy.plan import CREATE, UNCHANGED, UPDATE, Change, Run, canonical  # noqa: F401 (re-exported)
 
 MAIN_RETENTION_S = 24 * 3600  # main queues 1 day
@@ -206,12 +207,37 @@ def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, Index]) -
         for index in missing:  # an older deployment: add what this version queries
             ddb.update_table(TableName=name, AttributeDefinitions=[{"AttributeName": indexes[index].key, "AttributeType": "S"}],
                              GlobalSecondaryIndexUpdates=[{"Create": _index(index, indexes[index])}])
+            _index_active(run, ddb, name, index)
         if not ttl_on:
             ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
 
     run.converge("dynamodb-table", name, existing, [f"add index {i}" for i in missing] + ([] if ttl_on else [f"TTL {ttl}"]),
                  create=create, update=update, create_detail=f"key {key}" + (f", TTL {ttl}" if ttl else "")
                  + "".join(f", index {i}" for i in indexes))
+
+
+INDEX_POLL_S = 10.0
+INDEX_WAIT_S = 3600.0  # the backfill of a large table takes long; ours are small
+
+
+def _index_active(run: Run, ddb: Any, table: str, index: str) -> None:
+    """A new index is queryable only once DynamoDB has backfilled it (IndexStatus ACTIVE; a Query before
+    fails with ValidationException), and the functions moved to ``live`` later in this run query it.
+    One index is added at a time, and the table is ACTIVE again before its TTL is set."""
+    waited = 0.0
+    while True:
+        described = ddb.describe_table(TableName=table)["Table"]
+        status = next((i.get("IndexStatus") for i in described.get("GlobalSecondaryIndexes", [])
+                       if i.get("IndexName") == index), None)
+        if status == "ACTIVE" and described.get("TableStatus") == "ACTIVE":
+            return
+        if waited >= INDEX_WAIT_S:
+            raise DeployError(f"the index {index} of {table} is still {status} after {INDEX_WAIT_S / 60:.0f} minutes",
+                              "deploy again later: the run continues from here")
+        if waited % 60 == 0:
+            run.say(f"waiting for DynamoDB to build the index {index} of {table} (status {status}, {waited:.0f} s)")
+        run.sleep(INDEX_POLL_S)
+        waited += INDEX_POLL_S
 
 
 def queue(run: Run, name: str, attributes: dict[str, str]) -> None:

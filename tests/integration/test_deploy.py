@@ -767,3 +767,52 @@ def test_environment_variables_over_lambdas_4kb_are_refused_before_anything_chan
     assert client("sqs").list_queues().get("QueueUrls", []) == []  # nothing was made
     changes, _ = run({**env, "ACK_TEMPLATE": template[:1500]})  # one that fits is deployed
     assert ("lambda-function", f"{PREFIX}-ack-sender", "create") in changed(changes)
+
+
+class Backfilling:
+    """The DynamoDB client while an index added by UpdateTable is being built: ``polls`` DescribeTable
+    answers show it CREATING (moto builds it at once). Records the calls in order."""
+
+    def __init__(self, real: Any, polls: int) -> None:
+        self.real, self.polls, self.calls = real, polls, []
+
+    def update_table(self, **kwargs: Any) -> Any:
+        self.calls.append("UpdateTable")
+        return self.real.update_table(**kwargs)
+
+    def describe_table(self, **kwargs: Any) -> Any:
+        described = self.real.describe_table(**kwargs)
+        if "UpdateTable" in self.calls and self.polls > 0:
+            self.polls -= 1
+            self.calls.append("DescribeTable: CREATING")
+            for index in described["Table"].get("GlobalSecondaryIndexes", []):
+                index["IndexStatus"] = "CREATING"
+        return described
+
+    def update_time_to_live(self, **kwargs: Any) -> Any:
+        self.calls.append("UpdateTimeToLive")
+        return self.real.update_time_to_live(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_an_index_added_to_an_older_table_is_active_before_the_run_goes_on(env, monkeypatch) -> None:
+    """An older deployment's idempotency table lacks the sesMessageId index: the deploy adds it and waits
+    until DynamoDB has built it (the functions moved to live later in the run query it), then sets TTL."""
+    from deploy import resources
+    from deploy.plan import Run
+    from deploy.preflight import load_config
+
+    cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
+    key, ttl, indexes = resources.TABLES["idempotency_table"]
+    client("dynamodb").create_table(TableName=cfg.idempotency_table, BillingMode="PAY_PER_REQUEST",
+                                    AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                                    KeySchema=[{"AttributeName": key, "KeyType": "HASH"}])
+    stub = Backfilling(client("dynamodb"), polls=3)
+    monkeypatch.setattr(resources, "control_client", lambda service, region=None: stub if service == "dynamodb" else client(service))
+    said: list[str] = []
+    waits: list[float] = []
+    resources._table(Run(cfg, True, None, say=said.append, sleep=waits.append), cfg.idempotency_table, key, ttl, indexes)
+    assert stub.calls == ["UpdateTable"] + ["DescribeTable: CREATING"] * 3 + ["UpdateTimeToLive"]
+    assert waits == [resources.INDEX_POLL_S] * 3 and "sesMessageId" in said[0]
