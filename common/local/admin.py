@@ -428,7 +428,16 @@ def _dlq_list(args: argparse.Namespace) -> int:
          arg("queue", nargs="?", help="e.g. forward (default: every DLQ)"), *TARGET)
 def _dlq_redrive(args: argparse.Namespace) -> int:
     t = target(args)
-    done = {q: redrive(q, say=lambda line: print(line, file=sys.stderr, flush=True)) for q in _queue_arg(t.cfg, args.queue)}
+    done: dict[str, Redriven] = {}
+    for queue in _queue_arg(t.cfg, args.queue):
+        try:
+            done[queue] = redrive(queue, say=lambda line: print(line, file=sys.stderr, flush=True))
+        except NoSourceQueue as exc:
+            # Lambda's on-failure destination (async-dlq) holds invocation records, not queue messages:
+            # there is no queue to move them to, `replay` re-invokes the function instead.
+            if args.queue:
+                return fail(str(exc))
+            print(f"[dlq] skipped: {exc}", file=sys.stderr)
     if args.json:
         print(json.dumps({q: [r.moved, r.source] for q, r in done.items()}, indent=2))
     else:
@@ -446,6 +455,10 @@ def _dlq_redrive(args: argparse.Namespace) -> int:
 REDRIVE_POLL_S = 5
 # Messages another consumer holds (an interrupted redrive took them for 60 s) come back by then.
 REDRIVE_PATIENCE_S = 70.0
+
+
+class NoSourceQueue(RuntimeError):
+    """The queue is a dead-letter target of no queue's redrive policy, so a redrive has nowhere to go."""
 
 
 @dataclass
@@ -467,6 +480,9 @@ def redrive(dlq: str, poll_s: int = REDRIVE_POLL_S, patience_s: float = REDRIVE_
     from common.aws import client, sqs
 
     sources = client("sqs").list_dead_letter_source_queues(QueueUrl=sqs.queue_url(dlq)).get("queueUrls", [])
+    if not sources:
+        raise NoSourceQueue(f"{dlq} is no queue's dead-letter queue (the functions' on-failure destination is "
+                            "one): `email-handler replay` re-invokes what it holds")
     if len(sources) != 1:
         raise RuntimeError(f"{dlq} is the dead-letter queue of {len(sources)} queues; expected exactly one")
     source = sources[0].rsplit("/", 1)[1]

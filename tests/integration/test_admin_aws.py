@@ -114,3 +114,19 @@ def test_redrive_does_not_stop_at_a_false_empty_receive_nor_leave_messages_in_fl
     assert len(real(dlq, wait_s=1, visibility_s=60)) == 1
     done = admin.redrive(dlq, poll_s=1, patience_s=1.5)
     assert (done.moved, done.left) == (0, 1)
+
+
+def test_redrive_of_every_dlq_skips_the_on_failure_destination_and_names_replay(prd, moto_server) -> None:
+    """The deploy's async-dlq (Lambda's on-failure destination) is no queue's DLQ: `dlq redrive` with no
+    queue named moved the senders' messages only after failing on it ("expected exactly one")."""
+    from common.aws import sqs
+    from deploy.lambdas import async_dlq
+
+    client("sqs").create_queue(QueueName=async_dlq(prd))
+    sqs.send(resources.dlq_name(prd.forward_queue), json.dumps({"kind": "forward", "n": 1}))
+    done = cli(moto_server, "dlq", "redrive")
+    assert done.returncode == 0, done.stderr
+    assert f"skipped: {async_dlq(prd)} is no queue's dead-letter queue" in done.stderr and "replay" in done.stderr
+    assert f"1 message(s) moved to {prd.forward_queue}" in done.stdout
+    named = cli(moto_server, "dlq", "redrive", "async")
+    assert named.returncode == 2 and "email-handler replay" in named.stderr
