@@ -22,7 +22,10 @@ DEFAULT_ENV = "prd"
 # Used by both local modes; `email-handler deploy` refuses to ship it.
 DEV_THREAD_SECRET = "dev-only-thread-secret-do-not-deploy"
 
-_EMAIL = re.compile(r"^[^@\s<>]+@[A-Za-z0-9.-]+\.[A-Za-z0-9-]+$")
+# 7-bit ASCII only: "Amazon SES does not support the SMTPUTF8 extension ... the email address string must be
+# 7-bit ASCII" (SES API, Destination), domains in punycode. A Unicode owner address would never match
+# SES's envelope, so every owner reply would be refused; say so at start instead.
+_EMAIL = re.compile(r"^[!-;=?A-~]+@[A-Za-z0-9.-]+\.[A-Za-z0-9-]+$")
 _DOMAIN = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9-]{1,63}\.)+[A-Za-z0-9-]{2,63}$")
 
 
@@ -212,10 +215,10 @@ def _validate(cfg: Config) -> None:
     for name in ("public_email", "private_email"):
         value = getattr(cfg, name)
         if value and not _EMAIL.match(value):
-            raise ConfigError(f"{env_name(name)}={value!r} is not an email address")
+            raise ConfigError(f"{env_name(name)}={value!r} is not an ASCII email address (use the domain's punycode form)")
     for value in cfg.owner_emails:
         if not _EMAIL.match(value):
-            raise ConfigError(f"OWNER_EMAILS contains {value!r}, which is not an email address")
+            raise ConfigError(f"OWNER_EMAILS contains {value!r}, which is not an ASCII email address")
     if cfg.domain_name and not _DOMAIN.match(cfg.domain_name):
         raise ConfigError(f"DOMAIN_NAME={cfg.domain_name!r} is not a domain name")
     if cfg.domain_name and cfg.public_email and not cfg.public_email.lower().endswith("@" + cfg.domain_name.lower()):

@@ -33,6 +33,8 @@ def test_missing_required_variables_are_named() -> None:
     ({"MAX_SEND_RATE": "fast"}, "MAX_SEND_RATE"),
     ({"EXTRACT_MAX_PAGES": "1.5"}, "EXTRACT_MAX_PAGES"),
     ({"OWNER_EMAILS": "owner@example.net, nope"}, "OWNER_EMAILS"),
+    ({"PRIVATE_EMAIL": "jörg@example.net"}, "PRIVATE_EMAIL=.* is not an ASCII email address"),
+    ({"OWNER_EMAILS": "owner@bücher.example"}, "OWNER_EMAILS contains"),
     ({"ENVIRONMENT": "Prod"}, "ENVIRONMENT"),
 ])
 def test_malformed_values_raise_naming_the_variable(env: dict[str, str], needle: str) -> None:
