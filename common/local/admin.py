@@ -412,16 +412,47 @@ def _dlq_list(args: argparse.Namespace) -> int:
         rows = [{"queue": q, "messages": int(sqs.attributes(q).get("ApproximateNumberOfMessages", 0))} for q in queues]
         return emit(args, rows, rows, [("queue", "queue", 56), ("messages", "messages", 0)], f"(no DLQs; {t.where})")
     [queue] = queues
-    seen: dict[str, dict[str, Any]] = {}
-    for _ in range(5):  # visibility 0: a look, not a take; SQS answers a sample per call
-        for m in sqs.receive(queue, max_messages=10, wait_s=0, visibility_s=0):
-            attributes = m.get("Attributes", {})
-            seen[m["MessageId"]] = {"messageId": m["MessageId"], "receives": attributes.get("ApproximateReceiveCount"),
-                                    "sent": utc(int(attributes.get("SentTimestamp", "0")) // 1000), **_summary(m["Body"])}
-    rows = sorted(seen.values(), key=lambda r: str(r["sent"]))
+    rows = []
+    for m in peek(queue):
+        attributes = m.get("Attributes", {})
+        rows.append({"messageId": m["MessageId"], "receives": attributes.get("ApproximateReceiveCount"),
+                     "sent": utc(int(attributes.get("SentTimestamp", "0")) // 1000), **_summary(m["Body"])})
+    rows.sort(key=lambda r: str(r["sent"]))
     columns = [("sent", "sent", 20), ("kind", "kind", 10), ("recipient", "recipient", 28), ("subject", "subject", 30),
                ("messageId", "message id", 0)]
     return emit(args, rows, rows, columns, f"({queue} is empty)")
+
+
+PEEK_HIDE_S = 30
+
+
+def peek(queue: str, limit: int = 1000) -> list[dict[str, Any]]:
+    """Every message in ``queue`` (up to ``limit``) without taking any. A receive with visibility 0 answers
+    the same first messages again (on AWS a sample of servers), so a deep DLQ listed as its first ~10: each
+    receive here hides what it returned for ``PEEK_HIDE_S`` so the next returns others, and everything is
+    shown again at the end, also when the listing fails half-way."""
+    from common.aws import client, sqs
+
+    seen: dict[str, dict[str, Any]] = {}
+    hidden: list[str] = []
+    idle = 0
+    try:
+        while len(seen) < limit and idle < 3:
+            batch = sqs.receive(queue, max_messages=10, wait_s=1, visibility_s=PEEK_HIDE_S)
+            hidden += [m["ReceiptHandle"] for m in batch]
+            fresh = [m for m in batch if m["MessageId"] not in seen]
+            seen.update((m["MessageId"], m) for m in fresh)
+            if fresh:
+                idle = 0
+            elif int(sqs.attributes(queue).get("ApproximateNumberOfMessages", 0)) == 0:
+                break
+            else:
+                idle += 1
+    finally:
+        for start in range(0, len(hidden), 10):
+            client("sqs").change_message_visibility_batch(QueueUrl=sqs.queue_url(queue), Entries=[
+                {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0} for i, h in enumerate(hidden[start:start + 10])])
+    return list(seen.values())
 
 
 @command("dlq redrive", "move failed messages back to the queue they came from (senders skip what was sent)",

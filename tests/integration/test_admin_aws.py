@@ -130,3 +130,17 @@ def test_redrive_of_every_dlq_skips_the_on_failure_destination_and_names_replay(
     assert f"1 message(s) moved to {prd.forward_queue}" in done.stdout
     named = cli(moto_server, "dlq", "redrive", "async")
     assert named.returncode == 2 and "email-handler replay" in named.stderr
+
+
+def test_dlq_list_shows_every_message_and_takes_none(prd, moto_server) -> None:
+    """A visibility-0 look answers the same first messages again: 25 failed forwards listed as 10."""
+    from common.aws import sqs
+
+    dlq = resources.dlq_name(prd.forward_queue)
+    for n in range(25):
+        sqs.send(dlq, json.dumps({"kind": "forward", "to": [f"c{n}@x.example"], "subject": f"s{n}",
+                                  "idempotency_key": f"k{n}"}))
+    done = cli(moto_server, "dlq", "list", "forward", "--json")
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["subject"] for r in json.loads(done.stdout)) == sorted(f"s{n}" for n in range(25))
+    assert sqs.attributes(dlq)["ApproximateNumberOfMessages"] == "25"  # shown again, none taken
