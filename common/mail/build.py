@@ -17,6 +17,7 @@ from typing import Any, cast
 from urllib.parse import unquote
 
 from common.mail.headers import idna_domain
+from common.mail.limits import MAX_SUBJECT_CHARS
 from common.mail.sanitize import MESSAGE_ID, clean_header_text, is_message_id
 from common.runtime.errors import EventError
 from common.store.sendqueue import OutboundMessage
@@ -72,7 +73,7 @@ def build(msg: OutboundMessage, sender: str, domain: str, attachment_prefix: str
     m["To"] = [address(a) for a in msg.to]
     if msg.reply_to:
         m["Reply-To"] = address(msg.reply_to)
-    m["Subject"] = clean_header_text(msg.subject) or "(no subject)"
+    m["Subject"] = clean_header_text(msg.subject, MAX_SUBJECT_CHARS) or "(no subject)"
     m["Date"] = formatdate(usegmt=True)
     m["Message-ID"] = make_msgid(domain=domain)  # SES replaces it; kept for non-SES transports
     if is_message_id(msg.in_reply_to):

@@ -16,6 +16,9 @@ from common.mail.headers import MAX_COMMENT_DEPTH, MAX_ENCODED_WORDS
 MAX_HEADER_BYTES = 256 * 1024
 MAX_HEADER_FIELDS = 1000  # real mail has < 100 (a long Received chain plus DKIM/ARC sets)
 MAX_HEADER_FIELD_BYTES = 64 * 1024  # one field, folded lines included
+# The Subject reaches the owner whole (the generator folds it): a cap below the field's would cut the
+# subject a sender wrote. Other header values are cut at one line's 998 characters.
+MAX_SUBJECT_CHARS = MAX_HEADER_FIELD_BYTES
 MAX_MIME_PARTS = 500  # Content-Type fields anywhere in the message
 # Lines starting with "--" anywhere in the message: every part opens with one and every multipart
 # closes with one, whether or not the part has a Content-Type (a part of "--b", a blank line and

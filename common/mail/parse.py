@@ -305,7 +305,7 @@ def _read_headers(mail: ParsedMail, fields: list[tuple[str, str]], hints: tuple[
     if mail.header_count("from") > 1:
         mail.from_defects.append("several From fields")
     mail.from_problem = address_problem(mail.from_address) if "from" in raw_first else "no From field"
-    mail.subject = mail.headers.get("subject", "")
+    mail.subject = header_text(raw_first.get("subject", ""), hints, limits.MAX_SUBJECT_CHARS)
     mail.message_id = next(iter(_ids(raw_first.get("message-id", ""))), "")
     mail.in_reply_to = next(iter(_ids(raw_first.get("in-reply-to", ""))), "")
     mail.references = _ids(raw_first.get("references", ""))[-20:]

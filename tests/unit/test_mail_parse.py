@@ -119,6 +119,22 @@ def test_stray_header_lines_that_are_not_broken_folds_end_the_header_as_before(r
     assert not any("colon" in p for p in mail.problems)
 
 
+def test_a_long_subject_reaches_the_forward_whole() -> None:
+    # Cut at one line's 998 characters before; the generator folds a long Subject, so the owner
+    # gets what the sender wrote (the screen caps the field at 64 KB, encoded words at 1,000).
+    from common.mail.build import POLICY, build
+    from common.store.sendqueue import OutboundMessage
+
+    subject = "Long subject words " * 70 + "=?utf-8?q?Gr=C3=BC=C3=9Fe?=" + " end" * 300
+    raw = g.raw(g.basic(subject=subject))
+    mail = parse(raw)
+    assert len(mail.subject) > 2000 and mail.subject == str(email.message_from_bytes(raw, policy=email.policy.default)["Subject"])
+    out = OutboundMessage("forward", "k", "c", ["owner@example.net"], mail.subject, "hi")
+    sent = build(out, "hello@example.com", "example.com", "", lambda key: b"").as_bytes()
+    assert max(map(len, sent.splitlines())) <= 78
+    assert str(email.message_from_bytes(sent, policy=POLICY)["Subject"]) == mail.subject
+
+
 def test_encoded_words() -> None:
     assert decode_words("=?utf-8?q?Caf=C3?= =?utf-8?q?=A9?= au lait") == "Café au lait"  # split UTF-8 sequence
     assert decode_words("=?iso-8859-1?Q?Die_Fr\udcf6sche?=") == "Die Frösche"  # raw 8-bit inside a Q word
