@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable
+from collections.abc import Buffer, Callable
 
+ISO2022_JP_MS = "seh-iso2022-jp-ms"  # registered below
 # Label (as codecs normalises it) -> the codecs tried in order. WHATWG maps these labels to the
 # superset because real mail under the label uses the superset's extra characters.
 _SUPERSETS: dict[str, tuple[str, ...]] = {
@@ -28,7 +29,7 @@ _SUPERSETS: dict[str, tuple[str, ...]] = {
     "big5": ("big5hkscs", "cp950"),
     "shift_jis": ("cp932", "shift_jis_2004"),
     "euc_jp": ("euc_jp", "euc_jis_2004", "cp932"),
-    "iso2022_jp": ("iso2022_jp", "iso2022_jp_ext", "iso2022_jp_2004", "iso2022_jp_3"),
+    "iso2022_jp": ("iso2022_jp", "iso2022_jp_ext", ISO2022_JP_MS, "iso2022_jp_2004", "iso2022_jp_3"),
     "euc_kr": ("cp949",),
 }
 # Labels codecs does not know, as mail clients write them.
@@ -92,6 +93,56 @@ def decode(data: bytes, declared: str | None = None, hints: tuple[str, ...] = ()
 def windows_1252(data: bytes) -> str:
     """``data`` under WHATWG's windows-1252, which has a character for every byte."""
     return data.decode("latin-1").translate(_WINDOWS_1252)
+
+
+# ISO-2022-JP as Windows writes it (CP50220/50221, and WHATWG's decoder): the JIS X 0208 sections
+# may hold NEC's row 13 (①, №, ㈱) and the IBM extensions, which Python's iso2022_jp codecs refuse,
+# so Japanese mail from Outlook fell through to UTF-8 and reached the owner as "$B$3$s(B".
+# Each 7-bit JIS section is mapped to Shift_JIS and read as cp932, which has those characters.
+_ISO2022_JP_ESCAPE = re.compile(rb"\x1b(\$[@B]|\([BJI])")
+
+
+def _decode_iso2022_jp_ms(buffer: Buffer, errors: str = "strict", /) -> tuple[str, int]:
+    data = bytes(buffer)  # bytes.decode hands a codec a memoryview
+    out: list[str] = []
+    mode, pos = b"(B", 0
+    for m in [*_ISO2022_JP_ESCAPE.finditer(data), None]:
+        end = m.start() if m else len(data)
+        chunk = data[pos:end]
+        if mode in (b"(B", b"(J"):
+            if not chunk.isascii() or b"\x1b" in chunk:
+                raise UnicodeDecodeError(ISO2022_JP_MS, data, pos, end, "not 7-bit ASCII outside a JIS section")
+            out.append(chunk.decode("ascii"))
+        elif mode == b"(I":  # JIS X 0201 katakana: Shift_JIS's single bytes 0xA1-0xDF
+            out.append(bytes(b | 0x80 for b in chunk).decode("cp932"))
+        else:  # a line break inside a JIS section (against RFC 1468) stays a line break
+            for piece in re.split(rb"(\r\n|\r|\n)", chunk):
+                if piece[:1] in (b"\r", b"\n"):
+                    out.append(piece.decode("ascii"))
+                    continue
+                if len(piece) % 2 or any(not 0x21 <= b <= 0x7E for b in piece):
+                    raise UnicodeDecodeError(ISO2022_JP_MS, data, pos, end, "not a JIS X 0208 byte pair")
+                sjis = bytearray()
+                for j1, j2 in zip(piece[::2], piece[1::2], strict=True):
+                    sjis.append(((j1 + 1) >> 1) + (0x70 if j1 < 0x5F else 0xB0))
+                    sjis.append(j2 + (0x1F + (j2 >= 0x60) if j1 & 1 else 0x7E))
+                out.append(bytes(sjis).decode("cp932"))
+        if m:
+            mode, pos = m.group(1), m.end()
+    return "".join(out), len(data)
+
+
+def _search(name: str) -> codecs.CodecInfo | None:
+    if name.replace("_", "-") != ISO2022_JP_MS:
+        return None
+
+    def encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
+        raise UnicodeError(f"{ISO2022_JP_MS} only decodes")
+
+    return codecs.CodecInfo(encode, _decode_iso2022_jp_ms, name=ISO2022_JP_MS)
+
+
+codecs.register(_search)
 
 
 def has_surrogates(text: str) -> bool:

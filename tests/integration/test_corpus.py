@@ -130,6 +130,11 @@ def clean(text: str | None) -> str | None:
     return re.sub(r"\s+", " ", text).strip()
 
 
+# An encoded word the stdlib left as it was: a charset it could not decode (ISO-2022-JP as Windows
+# writes it, with NEC's row 13), so its reading of that subject is no reading at all.
+ENCODED_WORD = re.compile(r"=\?[^?\s]+\?[bBqQ]\?[^?\s]*\?=")
+
+
 def reference(raw: bytes) -> tuple[str | None, str | None]:
     """Subject and body text as the stdlib's default policy reads them (None where it cannot)."""
     try:
@@ -137,6 +142,8 @@ def reference(raw: bytes) -> tuple[str | None, str | None]:
         subject = clean(str(msg["subject"])) if msg["subject"] is not None else ""
     except Exception:
         return None, None
+    if subject and ENCODED_WORD.search(subject):
+        subject = None
     if any(isinstance(d, email.errors.MissingHeaderBodySeparatorDefect) for d in msg.defects):
         # A header line without a colon ended the stdlib's header block: it read the rest of the
         # header (Subject perhaps) and the raw MIME parts as the body, which is a guess, not a reading.

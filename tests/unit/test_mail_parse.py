@@ -135,6 +135,20 @@ def test_a_long_subject_reaches_the_forward_whole() -> None:
     assert str(email.message_from_bytes(sent, policy=POLICY)["Subject"]) == mail.subject
 
 
+def test_iso_2022_jp_as_windows_writes_it() -> None:
+    # Outlook's ISO-2022-JP carries NEC's row 13 (①, ㈱, №) and IBM's extensions, which Python's
+    # iso2022_jp codecs refuse: the subject (php-mime-mail-parser's issue116, Russian) and the body
+    # fell through to UTF-8 and reached the owner as "$B'('%-b (B41".
+    subject = "=?iso-2022-jp?B?GyRCJygnJS1iGyhCNDEgGyRCJ2AnZBsoQiAyOC4wOS4yMDE2?="
+    body = b"\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n\x1b$B|b\x1b(B \x1b(I6@6E\x1b(B ok\r\n"
+    mail = parse(g.raw([*g.basic(subject=subject), ("Content-Type", "text/plain; charset=ISO-2022-JP")], body))
+    assert mail.subject == "ЖД№41 от 28.09.2016"
+    assert mail.text == "①会議は㈱です\r\n髙 ｶﾀｶﾅ ok\r\n"
+    # Plain JIS X 0208 still goes through the stdlib codec, and broken JIS is not read as it.
+    assert charsets.decode("日本語".encode("iso2022_jp"), "iso-2022-jp") == "日本語"
+    assert charsets.decode(b"\x1b$B-!2\x1b(B", "iso-2022-jp") != "①"
+
+
 def test_encoded_words() -> None:
     assert decode_words("=?utf-8?q?Caf=C3?= =?utf-8?q?=A9?= au lait") == "Café au lait"  # split UTF-8 sequence
     assert decode_words("=?iso-8859-1?Q?Die_Fr\udcf6sche?=") == "Die Frösche"  # raw 8-bit inside a Q word
