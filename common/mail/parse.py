@@ -96,7 +96,8 @@ class ParsedMail:
         return bool(_NOREPLY.match(self.from_address.partition("@")[0]))
 
     def has_list_headers(self) -> bool:
-        return any(name.startswith("list-") for name in self.headers)
+        """RFC 2369's List-* fields, or the older lists' own: ezmlm's Mailing-List, SmartList's X-Mailing-List."""
+        return any(name.startswith("list-") or name in ("mailing-list", "x-mailing-list") for name in self.headers)
 
     def header_count(self, name: str) -> int:
         return self.header_counts.get(name.lower(), 0)

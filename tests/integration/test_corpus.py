@@ -169,8 +169,8 @@ def ack_forbidden(raw: bytes) -> str:
         return f"Auto-Submitted: {auto}"
     if first("precedence") in ("bulk", "junk", "list"):
         return f"Precedence: {first('precedence')}"
-    if any(k.lower().startswith("list-") for k in msg):
-        return "List-* header"
+    if any(k.lower().startswith("list-") or k.lower() in ("mailing-list", "x-mailing-list") for k in msg):
+        return "List-* header (or an older list's Mailing-List, X-Mailing-List)"
     if msg.get_content_type() == "multipart/report" or msg.get_content_maintype() == "message":
         return f"report ({msg.get_content_type()})"
     local = email.utils.parseaddr(first("from"))[1].rpartition("@")[0]

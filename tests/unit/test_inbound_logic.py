@@ -72,6 +72,9 @@ def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
     ({"Auto-Submitted": "no"}, None, ""),
     ({"Precedence": "junk"}, None, "Precedence: junk"),
     ({"List-Id": "<x.corp.example>"}, None, "mailing list headers"),
+    # Lists older than RFC 2369 (mail-mime-parser's m0024, an ezmlm list message, was acked).
+    ({"Mailing-List": "contact list-help@list.example; run by ezmlm"}, None, "mailing list headers"),
+    ({"X-Mailing-List": "<list@corp.example>"}, None, "mailing list headers"),
     ({}, "do-not-reply@corp.example", "no-reply sender"),
     ({}, "postmaster@corp.example", "no-reply sender"),
     ({}, "gmail-noreply@google.com", "no-reply sender"),  # issue 17.4: anywhere in the local part
