@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import email
 import email.policy
-import io
-import zipfile
 from email.message import EmailMessage
 from email.utils import make_msgid
 
 import pytest
 
 from common.inbound.messages import FOOTER_MARKER
-from tests.support.mailgen import mail
+from tests.support.mailgen import mail, zip_of
 
 SES_ID = "0000000000000000000000000000000000000f01"
 CID = "jane-at-corp.example"
@@ -45,22 +43,15 @@ def footer(msg) -> str:
     return msg.get_body(("plain",)).get_content().split(FOOTER_MARKER)[1]
 
 
-def zip_of(*names: str) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name in names:
-            archive.writestr(name, b"content of " + name.encode())
-    return buffer.getvalue()
-
 
 PE = b"MZ" + b"\0" * 0x3A + (0x40).to_bytes(4, "little") + b"PE\0\0" + b"\0" * 64  # a minimal PE header
 
 
 def test_every_ordinary_type_is_forwarded(stack, fns) -> None:
     files = [("notes.txt", b"plain notes", "text/plain"), ("data.csv", b"a,b\n1,2\n", "text/csv"),
-             ("bundle.zip", zip_of("report.pdf", "img/photo.jpg"), "application/zip"),
+             ("bundle.zip", zip_of(["report.pdf", "img/photo.jpg"]), "application/zip"),
              ("old.doc", b"\xd0\xcf\x11\xe0 doc", "application/msword"),
-             ("deck.pptx", zip_of("ppt/presentation.xml"), "application/vnd.openxmlformats-officedocument"
+             ("deck.pptx", zip_of(["ppt/presentation.xml"]), "application/vnd.openxmlformats-officedocument"
                                                           ".presentationml.presentation"),
              ("anim.gif", b"GIF89a....", "image/gif"), ("photo.heic", b"\0\0\0\x18ftypheic", "image/heic")]
     result, msg = forward(stack, fns, mail(attachments=files))
@@ -75,7 +66,7 @@ def test_every_ordinary_type_is_forwarded(stack, fns) -> None:
     ("setup.exe", b"MZ", "denied type .exe"),
     ("INVOICE.PDF.js", b"alert(1)", "denied type .js"),
     ("run.ps1", b"Get-Item", "denied type .ps1"),
-    ("tools.zip", zip_of("readme.txt", "bin/tool.exe"), "archive contains tool.exe (denied type .exe)"),
+    ("tools.zip", zip_of(["readme.txt", "bin/tool.exe"]), "archive contains tool.exe (denied type .exe)"),
     ("invoice.pdf", PE, "Windows executable"),
     ("server.crt", b"-----BEGIN CERTIFICATE-----", "Amazon SES does not send .crt files"),
 ])
@@ -124,13 +115,6 @@ def with_message_part(inner: bytes, filename: str = "fwd.eml", ctype: str = "mes
             + inner.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n") + b"\r\n--b1--\r\n")
 
 
-def prefixed_zip(names: dict[str, bytes], prefix: bytes = b"") -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in names.items():
-            archive.writestr(name, data)
-    return prefix + buffer.getvalue()
-
 
 DOS_HEADER = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + b"\0" * 60  # MZ, no PE header after it
 
@@ -140,16 +124,16 @@ DOS_HEADER = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + b"\0" * 60 
      "fwd.eml", "forwarded message contains setup.exe (denied type .exe)"),
     (with_message_part(attached_mail(("invoice.pdf", DOS_HEADER, "application/pdf"))),
      "fwd.eml", "forwarded message contains invoice.pdf (Windows executable)"),
-    (with_message_part(attached_mail(("a.zip", prefixed_zip({"run.vbs": b"x"}), "application/zip"))),
+    (with_message_part(attached_mail(("a.zip", zip_of({"run.vbs": b"x"}), "application/zip"))),
      "fwd.eml", "forwarded message contains a.zip (archive contains run.vbs (denied type .vbs))"),
     (with_message_part(attached_mail(("run.js", b"1", "text/javascript")), ctype="message/global"),
      "fwd.eml", "forwarded message contains run.js (denied type .js)"),
     (with_message_part(attached_mail(), filename="notes.scr"), "notes.scr", "denied type .scr"),
     (mail(attachments=[("invoice.pdf", DOS_HEADER, "application/pdf")]), "invoice.pdf", "Windows executable"),
-    (mail(attachments=[("photos.zip", prefixed_zip({"a/inner.zip": prefixed_zip({"b/tool.exe": b"x"})}),
+    (mail(attachments=[("photos.zip", zip_of({"a/inner.zip": zip_of({"b/tool.exe": b"x"})}),
                         "application/zip")]),
      "photos.zip", "archive contains inner.zip (archive contains tool.exe (denied type .exe))"),
-    (mail(attachments=[("backup.dat", prefixed_zip({"setup.exe.": b"x"}, prefix=b"\0" * 4096),
+    (mail(attachments=[("backup.dat", zip_of({"setup.exe.": b"x"}, prefix=b"\0" * 4096),
                         "application/octet-stream")]),
      "backup.dat", "archive contains setup.exe. (denied type .exe)"),
 ], ids=["message-encoded-name", "message-mz-as-pdf", "message-zip", "message-global", "message-part-named-scr",
@@ -167,7 +151,7 @@ def test_denied_files_are_withheld_however_they_are_wrapped_or_named(stack, fns,
 
 def test_the_deny_list_is_configurable(stack, rie_function, fns) -> None:
     strict = rie_function("inbound-handler", env={"ATTACHMENT_DENY_TYPES": "zip,exe"})
-    result = strict.invoke(stack.receipt(mail(attachments=[("a.zip", zip_of("x.txt"), "application/zip"),
+    result = strict.invoke(stack.receipt(mail(attachments=[("a.zip", zip_of(["x.txt"]), "application/zip"),
                                                            ("b.jar", b"PK", "application/java-archive"),
                                                            ("c.js", b"1", "text/javascript")]), SES_ID))
     # .jar is no longer on the owner's list (forwarded); .zip is; SES's own list cannot be configured away.

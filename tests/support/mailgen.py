@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Sequence
 from email.message import EmailMessage
 from email.utils import make_msgid
@@ -197,3 +199,15 @@ def early_closed(depth: int, padding: int) -> bytes:
                 b'\r\nContent-Type: multipart/mixed; boundary="' + inner + b'"\r\n\r\n' + body)
         inner = bk
     return raw([*basic(), ("MIME-Version", "1.0"), ("Content-Type", b'multipart/mixed; boundary="' + inner + b'"')], body)
+
+
+def zip_of(members: dict[str, bytes] | Sequence[str], prefix: bytes = b"") -> bytes:
+    """A deflated zip of ``members`` (names alone: each holds "content of <name>"); ``prefix`` goes before
+    it (self-extractors and junk hide zips that way)."""
+    if not isinstance(members, dict):
+        members = {name: b"content of " + name.encode() for name in members}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return prefix + buffer.getvalue()

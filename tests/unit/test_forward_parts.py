@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import email
 import email.policy
-import io
-import zipfile
 
 import pytest
 
 from common.mail.build import build
 from common.store.attachments import SES_UNSUPPORTED, withhold_reason
 from common.store.sendqueue import Attachment, OutboundMessage
+from tests.support.mailgen import zip_of
 
 DENY = frozenset({"exe", "js", "jar", "bat"})
 
-
-def zip_bytes(*names: str) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for name in names:
-            archive.writestr(name, b"x")
-    return buffer.getvalue()
 
 
 @pytest.mark.parametrize(("name", "data", "reason"), [
@@ -31,8 +23,8 @@ def zip_bytes(*names: str) -> bytes:
     ("noext", b"plain", ""),
     ("lib.jar", b"PK\x03\x04", "denied type .jar"),
     ("cert.der", b"0\x82", "Amazon SES does not send .der files"),
-    ("photos.zip", zip_bytes("a.jpg", "b/c.png"), ""),
-    ("setup.zip", zip_bytes("docs/readme.txt", "docs/install.BAT"), "archive contains install.BAT (denied type .bat)"),
+    ("photos.zip", zip_of(["a.jpg", "b/c.png"]), ""),
+    ("setup.zip", zip_of(["docs/readme.txt", "docs/install.BAT"]), "archive contains install.BAT (denied type .bat)"),
     ("broken.zip", b"PK\x03\x04 not really a zip", ""),  # unreadable: nothing cheap to see, forwarded
     ("picture.png", b"MZ" + b"\0" * 0x3A + (0x40).to_bytes(4, "little") + b"PE\0\0", "Windows executable"),
     ("letter.txt", b"MZ is how this text starts", ""),  # text, not a binary DOS header
@@ -40,13 +32,6 @@ def zip_bytes(*names: str) -> bytes:
 def test_withhold_reason(name, data, reason) -> None:
     assert withhold_reason(name, "application/octet-stream", data, DENY) == reason
 
-
-def zip_with(members: dict[str, bytes], prefix: bytes = b"") -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return prefix + buffer.getvalue()
 
 
 def forwarded(*attachments: tuple[str, bytes, str], encoded_names: bool = False) -> bytes:
@@ -75,7 +60,7 @@ DOS = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + b"\0" * 60  # a DO
      "forwarded message contains setup.exe (denied type .exe)"),
     ("fwd.eml", "message/rfc822", forwarded(("invoice.pdf", DOS, "application/pdf")),
      "forwarded message contains invoice.pdf (Windows executable)"),
-    ("fwd.eml", "message/rfc822", forwarded(("a.zip", zip_with({"run.bat": b"x"}), "application/zip")),
+    ("fwd.eml", "message/rfc822", forwarded(("a.zip", zip_of({"run.bat": b"x"}), "application/zip")),
      "forwarded message contains a.zip (archive contains run.bat (denied type .bat))"),
     ("fwd.eml", "message/global", forwarded(("a.js", b"1", "text/javascript")),
      "forwarded message contains a.js (denied type .js)"),
@@ -88,13 +73,13 @@ DOS = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + b"\0" * 60  # a DO
     ("invoice.pdf", "application/pdf", DOS, "Windows executable"),
     ("letter.txt", "text/plain", b"MZ, the initials, start this letter.", ""),
     # zips: with anything prepended (unzip tools read from the end), nested one level, trailing dots and spaces
-    ("photos.dat", "application/octet-stream", zip_with({"tool.exe": b"x"}, prefix=b"junk" * 100),
+    ("photos.dat", "application/octet-stream", zip_of({"tool.exe": b"x"}, prefix=b"junk" * 100),
      "archive contains tool.exe (denied type .exe)"),
-    ("outer.zip", "application/zip", zip_with({"docs/inner.zip": zip_with({"a/run.vbs": b"x"})}),
+    ("outer.zip", "application/zip", zip_of({"docs/inner.zip": zip_of({"a/run.vbs": b"x"})}),
      "archive contains inner.zip (archive contains run.vbs (denied type .vbs))"),
-    ("outer.zip", "application/zip", zip_with({"inner.zip": zip_with({"a.txt": b"x"}), "b.pdf": b"%PDF"}), ""),
-    ("a.zip", "application/zip", zip_with({"setup.exe.": b"x"}), "archive contains setup.exe. (denied type .exe)"),
-    ("a.zip", "application/zip", zip_with({"setup.exe ": b"x"}), "archive contains setup.exe  (denied type .exe)"),
+    ("outer.zip", "application/zip", zip_of({"inner.zip": zip_of({"a.txt": b"x"}), "b.pdf": b"%PDF"}), ""),
+    ("a.zip", "application/zip", zip_of({"setup.exe.": b"x"}), "archive contains setup.exe. (denied type .exe)"),
+    ("a.zip", "application/zip", zip_of({"setup.exe ": b"x"}), "archive contains setup.exe  (denied type .exe)"),
     ("dir\\setup.exe.", "application/octet-stream", b"x", "denied type .exe"),
 ])
 def test_withhold_reason_sees_through_messages_lying_names_and_archives(name, ctype, data, reason) -> None:
@@ -103,13 +88,13 @@ def test_withhold_reason_sees_through_messages_lying_names_and_archives(name, ct
 
 def test_an_archive_listing_more_names_than_anyone_mails_is_withheld_unread() -> None:
     names = {f"f{i}.txt": b"" for i in range(10_001)}
-    assert withhold_reason("many.zip", "application/zip", zip_with(names), DENY) == "archive lists more than 10000 files"
+    assert withhold_reason("many.zip", "application/zip", zip_of(names), DENY) == "archive lists more than 10000 files"
 
 
 def test_a_nested_archive_is_read_within_a_byte_budget() -> None:
     from common.mail import limits
 
-    bomb = zip_with({"big.zip": b"\0" * (limits.MAX_NESTED_ARCHIVE_BYTES + 1)})
+    bomb = zip_of({"big.zip": b"\0" * (limits.MAX_NESTED_ARCHIVE_BYTES + 1)})
     assert len(bomb) < 100_000
     assert withhold_reason("a.zip", "application/zip", bomb, DENY) == \
         "archive contains big.zip (an archive too large to check)"
