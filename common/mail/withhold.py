@@ -95,8 +95,9 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
                     return f"archive contains {member[:100]} ({why})"
             if nested:
                 return _nested_archives(archive, infos, deny)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError, NotImplementedError,
-            RuntimeError):  # unreadable (or encrypted): nothing cheap to see; unzip tools cannot open it either
+    # unreadable, encrypted or an unknown compression method (zipfile's NotImplementedError is a RuntimeError):
+    # nothing cheap to see; unzip tools cannot open it either
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError, RuntimeError):
         return ""
     return ""
 
@@ -115,7 +116,7 @@ def _nested_archives(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], den
         try:
             with archive.open(info) as stream:
                 inner = stream.read(budget + 1)  # the declared size may lie: read no more than the budget
-        except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError, RuntimeError):
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError, RuntimeError):
             continue
         if len(inner) > budget:
             return f"archive contains {member[:100]} (an archive too large to check)"
