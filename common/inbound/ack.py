@@ -101,8 +101,7 @@ def unsafe_recipient(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
     if problem:
         return problem
     domain = address.rpartition("@")[2]
-    own = {a.lower() for a in (cfg.public_email, cfg.private_email, *cfg.owner_emails) if a}
-    if address in own or domain == cfg.thread_domain.lower():
+    if address in cfg.own_addresses or domain == cfg.thread_domain.lower():
         return "sender is one of our own addresses"
     v = receipt.verdicts
     failed = [name for name in VERDICTS if v.get(name) == "FAIL"]

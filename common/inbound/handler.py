@@ -100,7 +100,7 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         # Only a usable address is looked up (an unusable one is quarantined by assess_mail below): a
         # 3,000-character local part is a key DynamoDB refuses even on reads.
         listing = senderlists.lookup(cfg, mail.from_address) if mail.from_address and not mail.from_problem else None
-        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg), listing)
+        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg), listing, cfg.own_addresses)
     fields = log_fields(mail) if mail else envelope_fields(receipt)
 
     if decision.action == policy.DROP:
@@ -110,7 +110,8 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     if decision.action == policy.DSN:
         key = layout.bounce(when, mid)
         s3.put(cfg.bucket, key, raw, "message/rfc822")
-        log.info("delivery status notification archived", extra={**fields, "reason": decision.reason, "key": key})
+        log.info("archived without forward or ack (bounce, report or automatic reply)",
+                 extra={**fields, "reason": decision.reason, "key": key})
         staging.done(cfg, mid)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
     if decision.action == policy.QUARANTINE or mail is None:

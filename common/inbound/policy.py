@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
@@ -150,18 +151,25 @@ def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
 
 def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules, listing: Listing | None = None) -> Decision:
     """Every rule, first hit wins: :func:`assess_envelope`, then the parsed mail's."""
-    return assess_envelope(receipt, cfg) or assess_mail(receipt, mail, rules, listing)
+    return assess_envelope(receipt, cfg) or assess_mail(receipt, mail, rules, listing, cfg.own_addresses)
 
 
-def assess_mail(receipt: SesReceipt, mail: ParsedMail, rules: Rules, listing: Listing | None = None) -> Decision:
+def assess_mail(receipt: SesReceipt, mail: ParsedMail, rules: Rules, listing: Listing | None = None,
+                own: frozenset[str] = frozenset()) -> Decision:
     """``listing``: the owner's block/allow entry for the sender (common/store/senderlists.py): a
-    block quarantines, an allow skips the keyword lists (SES's verdicts above still apply)."""
+    block quarantines, an allow skips the keyword lists (SES's verdicts above still apply).
+    ``own``: this system's own addresses (Config.own_addresses)."""
     if is_dsn_content(mail):
         return Decision(DSN, "delivery status notification (multipart/report; report-type=delivery-status)")
     if not mail.from_address:
         return Decision(QUARANTINE, "From header has no usable address")
     if mail.from_problem:
         return Decision(QUARANTINE, f"sender address unusable: {mail.from_problem}")
+    if mail.from_address.lower() in own and (why := automatic(mail)):
+        # The owner's out-of-office answering the daily digest (From: PUBLIC_EMAIL) would come back as a
+        # forward every day. Archived like a bounce, never forwarded or acked; a forged From only hides
+        # the forger's own automatic mail.
+        return Decision(DSN, f"automatic mail from the owner's own mailbox ({why})")
     if listing is not None and listing.list == BLOCK:
         return Decision(QUARANTINE, f"blocked by the owner ({listing.entry})")
     if listing is None or listing.list != ALLOW:

@@ -53,17 +53,13 @@ class OwnerFrom:
     display_name: str
 
 
-def owner_addresses(cfg: Config) -> set[str]:
-    return {a.strip().lower() for a in (*cfg.owner_emails, cfg.private_email) if a}
-
-
 def envelope_sender(receipt: SesReceipt) -> str:
     return receipt.source.strip().strip("<>").strip().lower()
 
 
 def check_sender(receipt: SesReceipt, cfg: Config) -> None:
     """The owner's envelope sender and SES's verdicts (for any owner-only address). Never reads the message."""
-    if envelope_sender(receipt) not in owner_addresses(cfg):
+    if envelope_sender(receipt) not in cfg.owner_addresses:
         raise NotAuthorised("envelope sender is not the owner")
     v = receipt.verdicts
     if v.get("spam") == "FAIL" or v.get("virus") == "FAIL":
@@ -117,7 +113,7 @@ def check_from(raw: bytes, receipt: SesReceipt, cfg: Config) -> OwnerFrom:
         raise NotAuthorised("From is not exactly one mailbox")
     mailbox = header.addresses[0]
     address = mailbox.addr_spec.strip().lower()
-    owners = owner_addresses(cfg)
+    owners = cfg.owner_addresses
     if address not in owners:
         raise NotAuthorised("From is not the owner")
     # Every other spelling of an address (display name, comment, encoded word) must be the owner's too.

@@ -147,7 +147,7 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
                new: bool = False) -> ReplyResult:
     """Queue the owner's text to the conversation's contact (``new``: the first mail of a conversation
     the owner starts: its own subject, no threading headers); apply the owner's controls first."""
-    owners = tuple(auth.owner_addresses(cfg))
+    owners = tuple(cfg.owner_addresses)
     contact = str(record["senderEmail"])
     body, metadata = clean_reply(mail.body_text, owners, cfg.public_email)
     controls = owner.apply_controls(cfg, owner_controls(mail.body_text), contact, cid)

@@ -20,7 +20,7 @@ from typing import Literal
 
 from common.inbound.ack import address_problem
 from common.mail.threads import is_new_conversation_address, verify_release_address, verify_thread_address
-from common.reply.auth import NotAuthorised, owner_addresses
+from common.reply.auth import NotAuthorised
 from common.reply.text import Control
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
@@ -58,7 +58,7 @@ def recipient_problem(cfg: Config, address: str) -> str:
     if problem:
         return f"[to: {address[:100]}]: {problem.replace('sender ', '')}"
     domain = address.rpartition("@")[2].lower()
-    if address.lower() in owner_addresses(cfg) | {cfg.public_email.lower()} or \
+    if address.lower() in cfg.own_addresses or \
             domain in (cfg.domain_name.lower(), cfg.thread_domain.lower()):
         return f"[to: {address[:100]}] is one of this system's own addresses"
     return ""

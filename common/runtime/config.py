@@ -107,6 +107,16 @@ class Config:
     def thread_domain(self) -> str:
         return f"thread.{self.domain_name}"
 
+    @property
+    def owner_addresses(self) -> frozenset[str]:
+        """The owner's mailboxes (OWNER_EMAILS and PRIVATE_EMAIL), lowercase: who may reply and command."""
+        return frozenset(a.strip().lower() for a in (*self.owner_emails, self.private_email) if a.strip())
+
+    @property
+    def own_addresses(self) -> frozenset[str]:
+        """The owner's mailboxes and PUBLIC_EMAIL: never acked, suppressed, blocked or written to as a contact."""
+        return self.owner_addresses | ({self.public_email.strip().lower()} if self.public_email.strip() else set())
+
     def require(self, *names: str) -> Config:
         """Raise ConfigError naming every required field that is empty."""
         missing = [self._env_names.get(n, n.upper()) for n in names if not getattr(self, n)]

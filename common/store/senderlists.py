@@ -67,8 +67,7 @@ def candidates(address: str) -> list[str]:
 
 def protected(cfg: Config, entry: str) -> str:
     """Why ``entry`` may not be listed ('' if it may): it would catch the owner's own mail."""
-    own = [*cfg.owner_emails, cfg.private_email, cfg.public_email]
-    hit = next((a for a in own if a and covers(entry, a)), "")
+    hit = next((a for a in sorted(cfg.own_addresses) if covers(entry, a)), "")
     if hit:
         return f"{entry} covers the owner's address {hit}"
     for domain in (cfg.domain_name, cfg.thread_domain):

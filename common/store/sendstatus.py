@@ -74,8 +74,7 @@ def protected(cfg: Config, address: str) -> bool:
     suppressing them would silently drop every forward (issue 18 S1)."""
     local, _, domain = address.strip().lower().rpartition("@")
     canonical = f"{local.partition('+')[0]}@{domain}"
-    own = {a.strip().lower() for a in (cfg.private_email, cfg.public_email, *cfg.owner_emails) if a}
-    return canonical in own or address.strip().lower() in own
+    return canonical in cfg.own_addresses or address.strip().lower() in cfg.own_addresses
 
 
 def is_suppressed(cfg: Config, item: dict[str, Any] | None) -> bool:

@@ -218,6 +218,19 @@ def test_delivery_status_notifications_are_archived_and_dropped(stack, inbound) 
     assert stack.conversation("mailer-daemon-at-corp.example") is None
 
 
+def test_the_owners_automatic_reply_to_the_public_address_is_archived_not_forwarded(stack, inbound) -> None:
+    """The owner's out-of-office answers the daily digest (From: PUBLIC_EMAIL): forwarded, it would come back
+    to the owner as a conversation with themselves every day. A person's mail from the owner still goes."""
+    ooo = mail(sender="Owner <Owner@Example.net>", subject="Out of office: Quarantine digest",
+               headers={"Auto-Submitted": "auto-replied"})
+    result = deliver(stack, inbound, ooo, "00000000000000000000000000000000000000a1")
+    assert result["status"] == "dsn" and result["key"].startswith("bounces/")
+    assert "automatic mail from the owner's own mailbox (Auto-Submitted: auto-replied)" == result["reason"]
+    assert stack.peek(stack.cfg.ack_queue) == [] and stack.peek(stack.cfg.forward_queue) == []
+    written = deliver(stack, inbound, mail(sender="Owner <owner@example.net>"), "00000000000000000000000000000000000000a2")
+    assert written["status"] == "forwarded" and not written["ack"]
+
+
 def test_oversize_mail_is_forwarded_truncated_with_the_archive_key(stack, rie_function, forward_sender) -> None:
     small = rie_function("inbound-handler", env={"MAX_FORWARD_BYTES": "400000"})
     big = bytes(range(256)) * 1200  # ~300 KB: over the limit once base64-encoded with the body
