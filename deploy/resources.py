@@ -31,6 +31,10 @@ MAIN_RETENTION_S = 24 * 3600  # main queues 1 day
 # DLQs keep a message 14 days, SQS's maximum: a forward waiting out a hold on the owner's mailbox
 # (common/store/holds.py) can stay there longer than a week before it is redriven.
 DLQ_RETENTION_S = 14 * 24 * 3600
+# How long a sender queue message can live: main queue + DLQ from its first enqueue, and once more after
+# a DLQ redrive, which restarts retention ("redriven messages are treated as new messages", SQS DG).
+# Its claim-check payload must live as long (and the send record, IDEMPOTENCY_TTL_SECONDS, test_config).
+MESSAGE_LIFETIME_DAYS = 2 * (MAIN_RETENTION_S + DLQ_RETENTION_S) // 86400
 LOG_RETENTION_DAYS = 90
 FEEDBACK_EVENTS = ("delivery", "bounce", "complaint")
 # Lambda retries an asynchronous invocation twice: three receives, then the local DLQ.
@@ -140,7 +144,8 @@ PUBLIC_ACCESS_BLOCK = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "Block
                        "RestrictPublicBuckets": True}
 LIFECYCLE = [
     # Claim-check payloads only matter while their queue message can still be received.
-    {"ID": "queue-payloads", "Filter": {"Prefix": layout.QUEUE_PAYLOADS}, "Status": "Enabled", "Expiration": {"Days": 14}},
+    {"ID": "queue-payloads", "Filter": {"Prefix": layout.QUEUE_PAYLOADS}, "Status": "Enabled",
+     "Expiration": {"Days": MESSAGE_LIFETIME_DAYS}},
     {"ID": "staging", "Filter": {"Prefix": layout.STAGING}, "Status": "Enabled", "Expiration": {"Days": 30}},
 ]
 
