@@ -46,9 +46,12 @@ def free_port(count: int = 1) -> int:
     invoke) may take that same port as its local end before our server binds it: seen in CI as an RIE that
     exited with "address already in use". Ports below the ephemeral range are only ever taken by explicit
     binds, so the window closes to another chooser picking the same random port."""
-    top = min(_ephemeral_floor(), 32768) - count
+    floor = min(_ephemeral_floor(), 32768)
+    # A range that starts low (some containers use 1024-65535) leaves nothing below it: then any port will
+    # do, and the race is only as likely as it is with bind(0).
+    low, top = (20000, floor - count) if floor - count > 21000 else (20000, 65000 - count)
     for _ in range(500):
-        base = random.randrange(20000, top)
+        base = random.randrange(low, top)
         socks: list[socket.socket] = []
         try:
             for port in range(base, base + count):
@@ -61,7 +64,7 @@ def free_port(count: int = 1) -> int:
             for s in socks:
                 s.close()
         return base
-    raise RuntimeError(f"no {count} consecutive free ports between 20000 and {top + count}")
+    raise RuntimeError(f"no {count} consecutive free ports between {low} and {top + count}")
 
 
 class InvokeError(RuntimeError):

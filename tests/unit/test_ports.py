@@ -16,3 +16,10 @@ def test_free_ports_are_outside_the_ephemeral_range_and_bindable() -> None:
         finally:
             for s in socks:
                 s.close()
+
+
+def test_a_low_ephemeral_range_still_gives_ports(monkeypatch) -> None:
+    from common.local import rie
+
+    monkeypatch.setattr(rie, "_ephemeral_floor", lambda: 1024)
+    assert 20000 <= rie.free_port(6) < 65000
