@@ -98,38 +98,52 @@ def windows_1252(data: bytes) -> str:
 # ISO-2022-JP as Windows writes it (CP50220/50221, and WHATWG's decoder): the JIS X 0208 sections
 # may hold NEC's row 13 (①, №, ㈱) and the IBM extensions, which Python's iso2022_jp codecs refuse,
 # so Japanese mail from Outlook fell through to UTF-8 and reached the owner as "$B$3$s(B".
-# Each 7-bit JIS section is mapped to Shift_JIS and read as cp932, which has those characters.
-_ISO2022_JP_ESCAPE = re.compile(rb"\x1b(\$[@B]|\([BJI])")
+# The stdlib's iso2022_jp_ext codec still does the decoding at C speed (escapes, JIS X 0201 katakana,
+# line breaks, its JIS state across all of them); an error handler reads only each pair it refuses,
+# as the Shift_JIS pair it maps to, under cp932, which has those characters. Any other refusal goes
+# to the ``errors`` the caller asked for.
+_JIS_CP932 = "seh-jis-cp932"  # the handlers registered below: this name under "strict", else "<name>-<errors>"
+_JIS_PAIRS: dict[bytes, str] = {}  # refused pairs met so far -> their cp932 character (a few hundred at most)
+
+
+def _jis_pair_as_cp932(e: UnicodeError) -> tuple[str, int] | None:
+    if not isinstance(e, UnicodeDecodeError) or e.end - e.start != 2:
+        return None
+    pair = bytes(e.object[e.start:e.end])
+    text = _JIS_PAIRS.get(pair)
+    if text is None:
+        j1, j2 = pair
+        if not (0x21 <= j1 <= 0x7E and 0x21 <= j2 <= 0x7E):
+            return None
+        sjis = bytes((((j1 + 1) >> 1) + (0x70 if j1 < 0x5F else 0xB0), j2 + (0x1F + (j2 >= 0x60) if j1 & 1 else 0x7E)))
+        try:
+            text = sjis.decode("cp932")
+        except UnicodeDecodeError:
+            return None
+        _JIS_PAIRS[pair] = text
+    return text, e.end
+
+
+def _jis_handler(errors: str) -> str:
+    """The name of the registered handler that maps refused pairs and does what ``errors`` does otherwise."""
+    name = _JIS_CP932 if errors == "strict" else f"{_JIS_CP932}-{errors}"
+    try:
+        codecs.lookup_error(name)
+    except LookupError:
+        otherwise = codecs.lookup_error(errors)  # an unknown ``errors`` raises LookupError, as with any codec
+
+        def handle(e: UnicodeError) -> tuple[str | bytes, int]:
+            return _jis_pair_as_cp932(e) or otherwise(e)
+
+        codecs.register_error(name, handle)
+    return name
 
 
 def _decode_iso2022_jp_ms(buffer: Buffer, errors: str = "strict", /) -> tuple[str, int]:
-    data = bytes(buffer)  # bytes.decode hands a codec a memoryview
-    out: list[str] = []
-    mode, pos = b"(B", 0
-    for m in [*_ISO2022_JP_ESCAPE.finditer(data), None]:
-        end = m.start() if m else len(data)
-        chunk = data[pos:end]
-        if mode in (b"(B", b"(J"):
-            if not chunk.isascii() or b"\x1b" in chunk:
-                raise UnicodeDecodeError(ISO2022_JP_MS, data, pos, end, "not 7-bit ASCII outside a JIS section")
-            out.append(chunk.decode("ascii"))
-        elif mode == b"(I":  # JIS X 0201 katakana: Shift_JIS's single bytes 0xA1-0xDF
-            out.append(bytes(b | 0x80 for b in chunk).decode("cp932"))
-        else:  # a line break inside a JIS section (against RFC 1468) stays a line break
-            for piece in re.split(rb"(\r\n|\r|\n)", chunk):
-                if piece[:1] in (b"\r", b"\n"):
-                    out.append(piece.decode("ascii"))
-                    continue
-                if len(piece) % 2 or any(not 0x21 <= b <= 0x7E for b in piece):
-                    raise UnicodeDecodeError(ISO2022_JP_MS, data, pos, end, "not a JIS X 0208 byte pair")
-                sjis = bytearray()
-                for j1, j2 in zip(piece[::2], piece[1::2], strict=True):
-                    sjis.append(((j1 + 1) >> 1) + (0x70 if j1 < 0x5F else 0xB0))
-                    sjis.append(j2 + (0x1F + (j2 >= 0x60) if j1 & 1 else 0x7E))
-                out.append(bytes(sjis).decode("cp932"))
-        if m:
-            mode, pos = m.group(1), m.end()
-    return "".join(out), len(data)
+    return _ISO2022_JP_EXT.decode(buffer, _jis_handler(errors))
+
+
+_ISO2022_JP_EXT = codecs.lookup("iso2022_jp_ext")
 
 
 def _search(name: str) -> codecs.CodecInfo | None:

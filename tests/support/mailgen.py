@@ -126,6 +126,17 @@ def attachment_mail(name: str, data: bytes, declared: str, sender: str = "Jane <
     return raw([*basic(sender.encode()), ("MIME-Version", "1.0"), ("Content-Type", 'multipart/mixed; boundary="b1"')], body)
 
 
+def windows_jis(lines: int) -> bytes:
+    """ISO-2022-JP as Outlook writes it: each line a JIS X 0208 section of 37 characters, 14 of them
+    from NEC's row 13 (which Python's iso2022_jp codecs refuse); the body is ``windows_jis_text(lines)``."""
+    line = b"\x1b$B" + b"$3$s-!-\"$3$s-#$K" * 4 + b"$3$s-!-\"$3\x1b(B\r\n"
+    return raw([*basic(), ("MIME-Version", "1.0"), ("Content-Type", "text/plain; charset=ISO-2022-JP")], line * lines)
+
+
+def windows_jis_text(lines: int) -> str:
+    return ("こん①②こん③に" * 4 + "こん①②こ\r\n") * lines
+
+
 # S3: one generator per cap; ``n`` picks the size (tests use just under and over the cap).
 
 def encoded_words(n: int, field: str = "Subject", word: str = "=?utf-8?q?abcdefgh?=") -> bytes:

@@ -149,6 +149,23 @@ def test_iso_2022_jp_as_windows_writes_it() -> None:
     assert charsets.decode(b"\x1b$B-!2\x1b(B", "iso-2022-jp") != "①"
 
 
+def test_iso_2022_jp_as_windows_writes_it_keeps_the_stdlib_decoder() -> None:
+    # Only the pairs the stdlib refuses are read as cp932; katakana and line breaks stay with the
+    # stdlib codec (a hand-written decoder read "ｱ\r\n" as "ｱ濠"), and ``errors`` is honoured.
+    body = b"\x1b$B-!\x1b(B \x1b(I1\r\n\x1b(B\x1b$B-\"\r\n$3\x1b(B\r\n"
+    mail = parse(g.raw([*g.basic(), ("Content-Type", "text/plain; charset=ISO-2022-JP")], body))
+    assert mail.text == "① ｱ\r\n②\r\nこ\r\n"
+    assert b"\x1b$B-!\x7f\x21\x1b(B".decode(charsets.ISO2022_JP_MS, "replace") == "①\ufffd"
+    with pytest.raises(UnicodeDecodeError):
+        b"\x1b$B-!\x7f\x21\x1b(B".decode(charsets.ISO2022_JP_MS)
+
+
+def test_a_large_iso_2022_jp_body_as_windows_writes_it() -> None:
+    # Many refused pairs across many lines: each is mapped where it stands, the JIS state holds.
+    # (Its time under the RIE is a case of tests/support/caps.py, measured by make bench.)
+    assert parse(g.windows_jis(20_000)).text == g.windows_jis_text(20_000)
+
+
 def test_encoded_words() -> None:
     assert decode_words("=?utf-8?q?Caf=C3?= =?utf-8?q?=A9?= au lait") == "Café au lait"  # split UTF-8 sequence
     assert decode_words("=?iso-8859-1?Q?Die_Fr\udcf6sche?=") == "Die Frösche"  # raw 8-bit inside a Q word
