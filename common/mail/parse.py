@@ -63,6 +63,7 @@ class Attachment:
     role: str = "file"  # one of ROLES
     disposition: str = ""  # "inline" | "attachment" | ""
     content_id: str = ""  # without the angle brackets
+    charset: str = ""  # the part's charset parameter as sent ('' when none); text parts are decoded under it
 
 
 @dataclass(slots=True)
@@ -614,7 +615,7 @@ def _attachments(parts: list[_Part], chosen: list[_Part], mail: ParsedMail, hint
         if role == "text" and ctype == filetypes.OCTET and declared in ("text/plain", "text/enriched", "text/richtext"):
             ctype = "text/plain"
         mail.attachments.append(Attachment(shown, safe_filename(shown), ctype, data, declared, p.mime_header, role,
-                                           p.disposition, p.content_id))
+                                           p.disposition, p.content_id, p.params.get("charset", "")))
 
 
 def _role(p: _Part) -> str:

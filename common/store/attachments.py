@@ -10,11 +10,11 @@ the reason.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from common.aws import s3
+from common.mail import charsets
 from common.mail.limits import MAX_STORED_ATTACHMENTS
 from common.mail.parse import Attachment as MailPart
 from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
@@ -43,16 +43,12 @@ class Stored:
         return [f"{w.name} ({w.reason})" for w in self.withheld]
 
 
-def as_utf8(data: bytes, mime_header: str) -> bytes:
-    """Text in its declared charset, re-encoded as UTF-8 (what the forward labels it), so a Latin-1
-    or Shift_JIS part reads right in the owner's client; undecodable bytes become U+FFFD."""
-    match = re.search(r"charset\s*=\s*\"?([A-Za-z0-9_.:-]+)", mime_header)
-    for charset in ([match.group(1)] if match else []) + ["utf-8", "cp1252"]:
-        try:
-            return data.decode(charset).encode("utf-8")
-        except (LookupError, UnicodeDecodeError):
-            continue
-    return data.decode("utf-8", "replace").encode("utf-8")
+def as_utf8(data: bytes, charset: str) -> bytes:
+    """Text under its declared charset (the part's charset parameter), re-encoded as UTF-8 (what the
+    forward labels it), so a Latin-1, Shift_JIS or Outlook ISO-2022-JP part reads right in the
+    owner's client. Decoded as the body is (common.mail.charsets.decode): the label's superset
+    first, then the fallbacks, and never U+FFFD for a byte some fallback reads."""
+    return charsets.decode(data, charset).encode("utf-8")
 
 
 def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
@@ -87,7 +83,7 @@ def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
         inline = part.disposition == "inline" or (bool(part.content_id) and not part.disposition)
         if part.role == "text":  # a text part the sender put beside the body: shown inline, in its own type
             ctype = part.declared_type if part.declared_type.startswith("text/") else ctype
-            data, inline = as_utf8(part.data, part.mime_header), part.disposition != "attachment"
+            data, inline = as_utf8(part.data, part.charset), part.disposition != "attachment"
         key = key_for(name)
         s3.put(cfg.bucket, key, data, ctype)
         out.attachments.append(Attachment(key, name, ctype, inline=inline, content_id=part.content_id))

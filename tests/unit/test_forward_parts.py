@@ -169,13 +169,29 @@ def test_text_attachments_keep_their_bytes_and_say_utf_8_only_when_they_are() ->
     assert latin.get_content_charset() is None and latin.get_payload(decode=True) == files["attachments/x/1/l.txt"]
 
 
-@pytest.mark.parametrize(("data", "header", "text"), [
-    ("naïve".encode("latin-1"), 'text/plain; charset="iso-8859-1"', "naïve"),
-    ("日本".encode("shift_jis"), "text/plain; charset=Shift_JIS", "日本"),
-    ("naïve".encode(), "text/plain", "naïve"),  # no charset: UTF-8 if it decodes
-    ("naïve".encode("cp1252"), "text/plain; charset=bogus", "naïve"),  # unknown charset: cp1252
+@pytest.mark.parametrize(("data", "charset", "text"), [
+    ("naïve".encode("latin-1"), "iso-8859-1", "naïve"),
+    ("日本".encode("shift_jis"), "Shift_JIS", "日本"),
+    ("naïve".encode(), "", "naïve"),  # no charset: UTF-8 if it decodes
+    ("naïve".encode("cp1252"), "bogus", "naïve"),  # unknown charset: cp1252
+    ("€ “quoted”".encode("cp1252"), "iso-8859-1", "€ “quoted”"),  # the label's superset, as for the body
+    # Outlook's ISO-2022-JP with NEC's row 13: 7-bit, so it once passed as UTF-8 and reached the owner as "$B-!…"
+    (b"\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n", "iso-2022-jp", "①会議は㈱です\r\n"),
 ])
-def test_inline_text_parts_become_utf_8(data, header, text) -> None:
+def test_inline_text_parts_become_utf_8(data, charset, text) -> None:
     from common.store.attachments import as_utf8
 
-    assert as_utf8(data, header).decode("utf-8") == text
+    assert as_utf8(data, charset).decode("utf-8") == text
+
+
+def test_a_text_part_beside_the_body_is_decoded_under_its_own_charset() -> None:
+    from common.mail.parse import parse
+    from common.store.attachments import as_utf8
+    from tests.support import mailgen as g
+
+    body = (b"--b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nSee below.\r\n"
+            b"--b\r\nContent-Type: text/plain; charset=\"ISO-2022-JP\"\r\n\r\n\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n--b--\r\n")
+    mail = parse(g.raw([*g.basic(), ("MIME-Version", "1.0"), ("Content-Type", 'multipart/mixed; boundary="b"')], body))
+    [part] = mail.attachments
+    assert part.role == "text" and part.charset == "ISO-2022-JP"
+    assert as_utf8(part.data, part.charset).decode("utf-8") == "①会議は㈱です"
