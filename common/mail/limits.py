@@ -58,6 +58,69 @@ def header_block(raw: bytes) -> bytes:
     return raw[: m.start()] if m else raw[: MAX_HEADER_BYTES + 1]
 
 
+# The top header block, line by line as the feed parser splits it (CRLF, CR or LF).
+_HEADER_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n|$)")
+# Fields every mail has or every client reads: one of them after a stray line shows the header goes on.
+_KNOWN_FIELD = re.compile(rb"(?i)(?:from|to|cc|subject|date|message-id|mime-version|content-[a-z-]+|received|"
+                          rb"reply-to|references|in-reply-to|return-path|sender|x-[\x21-\x39\x3b-\x7e]*):")
+_ADDRESS_FIELDS = frozenset({b"from", b"sender", b"reply-to", b"to", b"cc", b"bcc", b"return-path"})
+# A line after the first that may be stray (no colon, not a fold, not "--" or "From "): most mail has
+# none, and then the screen stays a scan in C.
+_MAYBE_STRAY = re.compile(rb"[\r\n](?![ \t]|--|From )[^:\r\n]+(?=[\r\n]|\Z)")
+
+
+def mend_header(block: bytes) -> tuple[bytes, int]:
+    """The header block with each stray line read as a continuation; and how many.
+
+    A header line without a colon ends the header block for the feed parser (its
+    MissingHeaderBodySeparatorDefect), so every field after it, Content-Type included, became body
+    text: the owner got the rest of the header and the raw MIME parts. Exchange writes such lines
+    when it breaks a long field without folding it (MimeKit's issue 358). A line is mended (given the
+    leading space of a fold) only when it has no colon at all, is not the first line, does not start
+    with "--" (a body that begins without the empty line opens with its boundary), does not continue
+    an address field (no stray text joins From or Reply-To), and a field every client knows follows
+    it in the block before any line starting with "--" (a preamble line before the first boundary,
+    with no empty line above it, stays the start of the body). One pass over the block, which
+    :func:`screen` has capped at 256 KB before it mends.
+
+    :func:`screen` measures the mended block and the parser reads it (:func:`mend_header_block`):
+    both see one header, so a field's stray lines count towards that field's caps."""
+    if not _MAYBE_STRAY.search(block):
+        return block, 0
+    lines = [m for m in _HEADER_LINE.finditer(block) if m.end() > m.start()]
+    mend: list[int] = []
+    known_after = False
+    for i in range(len(lines) - 1, 0, -1):
+        line = lines[i].group()
+        if line.startswith(b"--"):  # the body began without the empty line: what follows are a part's fields
+            known_after = False
+            continue
+        # Without a colon only a continuation or an mbox "From " line is a field to the feed parser.
+        if known_after and b":" not in line and line[:1] not in (b" ", b"\t") and not line.startswith(b"From "):
+            mend.append(i)
+        known_after = known_after or _KNOWN_FIELD.match(line) is not None
+    if not mend:
+        return block, 0
+    mended: list[bytes] = []
+    pos = 0
+    for i in reversed(mend):  # in document order
+        previous = next((lines[j].group() for j in range(i - 1, -1, -1) if lines[j].group()[:1] not in (b" ", b"\t")), b"")
+        if previous.split(b":", 1)[0].strip().lower() in _ADDRESS_FIELDS:
+            continue
+        mended += [block[pos:lines[i].start()], b" "]
+        pos = lines[i].start()
+    if not mended:
+        return block, 0
+    return b"".join([*mended, block[pos:]]), len(mended) // 2
+
+
+def mend_header_block(raw: bytes) -> tuple[bytes, int]:
+    """The mail with its top header block mended (:func:`mend_header`); and how many lines were."""
+    block = header_block(raw)
+    mended, count = mend_header(block)
+    return (mended + raw[len(block):], count) if count else (raw, 0)
+
+
 def comment_depth(value: bytes) -> int:
     """The deepest nesting of RFC 5322 comments in ``value`` (quoted strings and escapes honoured)."""
     depth = deepest = 0
@@ -89,7 +152,7 @@ def screen(raw: bytes) -> str:
     block = header_block(raw)
     if len(block) > MAX_HEADER_BYTES:
         return f"header block over {MAX_HEADER_BYTES} bytes"
-    block = _LINE_ENDS.sub(b"\n", block)
+    block = _LINE_ENDS.sub(b"\n", mend_header(block)[0])  # the header the parser will read
     fields = len(_FIELD_START.findall(block))
     if fields > MAX_HEADER_FIELDS:
         return f"{fields} header fields (limit {MAX_HEADER_FIELDS})"

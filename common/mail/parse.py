@@ -221,58 +221,9 @@ def _b64(data: bytes | memoryview) -> bytes:
         return binascii.a2b_base64(clean[: len(clean) - len(clean) % 4]) if len(clean) >= 4 else b""
 
 
-# The top header block, line by line as the feed parser splits it (CRLF, CR or LF).
-_HEADER_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n|$)")
-# Fields every mail has or every client reads: one of them after a stray line shows the header goes on.
-_KNOWN_FIELD = re.compile(rb"(?i)(?:from|to|cc|subject|date|message-id|mime-version|content-[a-z-]+|received|"
-                          rb"reply-to|references|in-reply-to|return-path|sender|x-[\x21-\x39\x3b-\x7e]*):")
-_ADDRESS_FIELDS = frozenset({b"from", b"sender", b"reply-to", b"to", b"cc", b"bcc", b"return-path"})
-
-
-def mend_header_block(raw: bytes) -> tuple[bytes, int]:
-    """The mail with each stray line of its top header block read as a continuation; and how many.
-
-    A header line without a colon ends the header block for the feed parser (its
-    MissingHeaderBodySeparatorDefect), so every field after it, Content-Type included, became body
-    text: the owner got the rest of the header and the raw MIME parts. Exchange writes such lines
-    when it breaks a long field without folding it (MimeKit's issue 358). A line is mended (given the
-    leading space of a fold) only when it has no colon at all, is not the first line, does not start
-    with "--" (a body that begins without the empty line opens with its boundary), does not continue
-    an address field (no stray text joins From or Reply-To), and a field every client knows follows
-    it in the block before any line starting with "--" (a preamble line before the first boundary,
-    with no empty line above it, stays the start of the body). One pass over the block, which
-    limits.screen has capped at 256 KB and 1,000 lines."""
-    block = limits.header_block(raw)
-    lines = [m for m in _HEADER_LINE.finditer(block) if m.end() > m.start()]
-    mend: list[int] = []
-    known_after = False
-    for i in range(len(lines) - 1, 0, -1):
-        line = lines[i].group()
-        if line.startswith(b"--"):  # the body began without the empty line: what follows are a part's fields
-            known_after = False
-            continue
-        # Without a colon only a continuation or an mbox "From " line is a field to the feed parser.
-        if known_after and b":" not in line and line[:1] not in (b" ", b"\t") and not line.startswith(b"From "):
-            mend.append(i)
-        known_after = known_after or _KNOWN_FIELD.match(line) is not None
-    if not mend:
-        return raw, 0
-    mended: list[bytes] = []
-    pos = 0
-    for i in reversed(mend):  # in document order
-        previous = next((lines[j].group() for j in range(i - 1, -1, -1) if lines[j].group()[:1] not in (b" ", b"\t")), b"")
-        if previous.split(b":", 1)[0].strip().lower() in _ADDRESS_FIELDS:
-            continue
-        mended += [raw[pos:lines[i].start()], b" "]
-        pos = lines[i].start()
-    if not mended:
-        return raw, 0
-    return b"".join([*mended, raw[pos:]]), len(mended) // 2
-
-
 def _parse(raw: bytes) -> ParsedMail:
     mail = ParsedMail(raw_size=len(raw))
-    raw, mended = mend_header_block(raw)
+    raw, mended = limits.mend_header_block(raw)  # as limits.screen read it
     source = _Source(raw)
     skeleton = source.skeleton()
     msg = email.message_from_bytes(skeleton, policy=email.policy.compat32)

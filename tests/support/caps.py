@@ -36,6 +36,8 @@ CASES: tuple[Case, ...] = (
          "300 encoded words in subject"),
     Case(f"{limits.MAX_ENCODED_WORDS} encoded words in Subject (just under)",
          lambda: g.encoded_words(limits.MAX_ENCODED_WORDS), "forwarded"),
+    Case("Subject broken over 400 unfolded lines of encoded words (the screen reads the mended field)",
+         lambda: g.stray_encoded_words(400), "quarantined", "400 encoded words in subject"),
     Case("48 KB From of nested comments", lambda: g.comments(1000, 24), "quarantined", "comments nested"),
     Case(f"From with comments {limits.MAX_COMMENT_DEPTH} deep, 48 KB (just under)",
          lambda: g.comments(limits.MAX_COMMENT_DEPTH, 48 * 1024 // (2 * limits.MAX_COMMENT_DEPTH + 1)), "forwarded"),

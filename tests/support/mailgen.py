@@ -143,6 +143,14 @@ def encoded_words(n: int, field: str = "Subject", word: str = "=?utf-8?q?abcdefg
     return raw([(k, v) for k, v in basic() if k != field] + [(field, " ".join([word] * n))])
 
 
+def stray_encoded_words(n: int) -> bytes:
+    """A Subject broken without folds (MimeKit's issue 358): ``n`` lines of one encoded word each and
+    no colon, then a Date field. The parser reads them as one field (limits.mend_header)."""
+    fields = [(k, v) for k, v in basic() if k not in ("Subject", "Date")]
+    lines = "\r\n".join(f"=?utf-8?q?w{i}?=" for i in range(n))
+    return raw([*fields, ("Subject", "hi\r\n" + lines), ("Date", "Mon, 2 Nov 2026 10:00:00 +0000")])
+
+
 def comments(depth: int, repeat: int = 1) -> bytes:
     return from_field(("(" * depth + "x" + ")" * depth) * repeat + " <jane@corp.example>")
 

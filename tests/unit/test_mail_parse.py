@@ -334,6 +334,8 @@ def test_large_attachment_round_trips() -> None:
     (g.many_parts(limits.MAX_MIME_PARTS - 2), g.many_parts(limits.MAX_MIME_PARTS), "MIME parts"),
     (g.boundary_only_parts(limits.MAX_DELIMITER_LINES - 1), g.boundary_only_parts(limits.MAX_DELIMITER_LINES),
      "MIME delimiter lines"),
+    # Stray lines are counted in the field the parser joins them to (they passed as fields of their own).
+    (g.stray_encoded_words(limits.MAX_ENCODED_WORDS - 1), g.stray_encoded_words(400), "400 encoded words in subject"),
 ])
 def test_caps(under: bytes, over: bytes, reason: str) -> None:
     assert limits.screen(under) == ""
@@ -353,6 +355,18 @@ def test_a_bare_cr_header_block_is_screened_field_by_field() -> None:
     parts = g.many_parts(limits.MAX_MIME_PARTS).replace(b"\r\n", b"\r")
     assert "MIME parts" in limits.screen(parts)
     assert limits.screen(g.raw(g.basic()).replace(b"\r\n", b"\r")) == ""
+
+
+def test_the_screen_reads_the_header_the_parser_reads() -> None:
+    # The broken-fold mend ran after the screen: a Subject followed by 400 encoded-word lines passed
+    # the 256-word cap and reached the owner partly undecoded. Within the cap it is parsed whole.
+    under = g.stray_encoded_words(limits.MAX_ENCODED_WORDS - 1)
+    mail = parse(under)
+    assert mail.subject == "hi " + "".join(f"w{i}" for i in range(limits.MAX_ENCODED_WORDS - 1))
+    assert mail.headers["date"] == "Mon, 2 Nov 2026 10:00:00 +0000"
+    assert limits.mend_header(limits.header_block(under))[1] == limits.MAX_ENCODED_WORDS - 1
+    big = g.stray_encoded_words(7000)  # 7000 lines of ~12 bytes: the mended field is over its 64 KB
+    assert limits.screen(big.replace(b"=?utf-8?q?w", b"word")).startswith("header field subject over")
 
 
 def test_comment_depth_ignores_quoted_and_escaped_parentheses() -> None:
