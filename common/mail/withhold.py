@@ -40,6 +40,8 @@ SES_UNSUPPORTED = frozenset((
     "vb", "vbe", "vbs", "vps", "vsmacros", "vss", "vst", "vsw", "vxd", "ws", "wsc", "wsf", "wsh", "xnk"
 ))
 _EOCD = b"PK\x05\x06"
+_CENTRAL_ENTRY = b"PK\x01\x02"
+_ZIP64_LOCATOR = b"PK\x06\x07"
 _EOCD_SIZE = 22
 _EOCD_SEARCH = _EOCD_SIZE + 0xFFFF  # the record plus the longest archive comment
 MESSAGE_TYPES = frozenset({"message/rfc822", "message/global"})
@@ -69,12 +71,20 @@ def is_dos_executable(data: bytes) -> bool:
 
 
 def _zip_entries(data: bytes) -> int | None:
-    """The entry count of the archive's end-of-central-directory record, or None when there is none:
-    a zip is read from its end, so a file with anything prepended is still a zip to unzip tools."""
+    """How many entries the archive's central directory can hold, or None when there is no
+    end-of-central-directory record: a zip is read from its end, so a file with anything prepended is
+    still a zip to unzip tools. The count is the larger of the record's stated count and the
+    ``PK\\x01\\x02`` signatures in the directory it points at (zipfile builds an entry for every one of
+    those whatever the record states, so a lying count must not decide); a C-speed scan, nothing opened."""
     at = data.rfind(_EOCD, max(0, len(data) - _EOCD_SEARCH))
     if at < 0 or len(data) - at < _EOCD_SIZE:
         return None
-    return int.from_bytes(data[at + 10:at + 12], "little")
+    stated = int.from_bytes(data[at + 10:at + 12], "little")
+    size = int.from_bytes(data[at + 12:at + 16], "little")
+    # zipfile reads the directory that ends where the end record (or a zip64 end record) starts; with a
+    # zip64 locator the directory's size comes from the zip64 record instead, so count everything before
+    start = 0 if at >= 20 and data[at - 20:at - 16] == _ZIP64_LOCATOR else max(0, at - size)
+    return max(stated, data.count(_CENTRAL_ENTRY, start, at))
 
 
 def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> str:
@@ -82,7 +92,7 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
     entries = _zip_entries(data)
     if entries is None:
         return ""
-    if entries > limits.MAX_ARCHIVE_NAMES:  # 0xFFFF: a zip64 count, also far more than anyone mails
+    if entries > limits.MAX_ARCHIVE_NAMES:  # 0xFFFF: a zip64 count, also far more than anyone mails; unread
         return f"archive lists more than {limits.MAX_ARCHIVE_NAMES} files"
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:

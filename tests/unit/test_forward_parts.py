@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import email
 import email.policy
+import zipfile
 
 import pytest
 
+from common.mail import limits
 from common.mail.build import build
 from common.store.attachments import SES_UNSUPPORTED, withhold_reason
 from common.store.sendqueue import Attachment, OutboundMessage
@@ -91,8 +93,22 @@ def test_an_archive_listing_more_names_than_anyone_mails_is_withheld_unread() ->
     assert withhold_reason("many.zip", "application/zip", zip_of(names), DENY) == "archive lists more than 10000 files"
 
 
+def test_an_archive_whose_end_record_understates_its_names_is_withheld_unopened(monkeypatch) -> None:
+    # zipfile builds an entry for every central-directory record whatever count the end record states:
+    # the cap counts the records themselves, before anything is opened
+    archive = bytearray(zip_of([f"{n}.txt" for n in range(limits.MAX_ARCHIVE_NAMES + 1)], prefix=b"junk"))
+    at = archive.rfind(b"PK\x05\x06")
+    archive[at + 8:at + 12] = (1).to_bytes(2, "little") * 2  # "1 entry on this disk, 1 in all"
+
+    def opened(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the archive was opened")
+
+    monkeypatch.setattr(zipfile, "ZipFile", opened)
+    assert withhold_reason("many.zip", "application/zip", bytes(archive), DENY) == \
+        "archive lists more than 10000 files"
+
+
 def test_a_nested_archive_is_read_within_a_byte_budget() -> None:
-    from common.mail import limits
 
     bomb = zip_of({"big.zip": b"\0" * (limits.MAX_NESTED_ARCHIVE_BYTES + 1)})
     assert len(bomb) < 100_000
@@ -101,7 +117,6 @@ def test_a_nested_archive_is_read_within_a_byte_budget() -> None:
 
 
 def test_forwarded_messages_nested_deeper_than_checked_are_withheld() -> None:
-    from common.mail import limits
 
     data = forwarded(("cv.pdf", b"%PDF-1.4", "application/pdf"))
     for _ in range(limits.MAX_MESSAGE_NESTING):
