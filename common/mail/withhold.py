@@ -24,11 +24,14 @@ Nothing is decompressed except a nested ``.zip`` member, within the byte budget.
 from __future__ import annotations
 
 import io
-import zipfile
+from typing import TYPE_CHECKING
 
 from common.mail import limits
 from common.mail.parse import parse
 from common.mail.sanitize import extension
+
+if TYPE_CHECKING:
+    import zipfile
 
 # SES DG, "Amazon SES unsupported attachment types": SES rejects a message carrying any of these.
 SES_UNSUPPORTED = frozenset((
@@ -94,6 +97,8 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
         return ""
     if entries > limits.MAX_ARCHIVE_NAMES:  # 0xFFFF: a zip64 count, also far more than anyone mails; unread
         return f"archive lists more than {limits.MAX_ARCHIVE_NAMES} files"
+    import zipfile  # here, not at module level: it pulls in bz2, lzma and shutil on every cold start; few parts are zips
+
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()
@@ -114,6 +119,8 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
 
 def _nested_archives(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], deny: frozenset[str]) -> str:
     """One level down: the central directories of the ``.zip`` members, within the byte budget."""
+    import zipfile  # imported already by archive_reason, which calls this
+
     budget = limits.MAX_NESTED_ARCHIVE_BYTES
     for info in infos:
         member = info.filename.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
