@@ -162,7 +162,7 @@ def _cut(value: object, limit: int, empty: str) -> str:
 def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) -> OutboundMessage:
     """The owner's quarantine digest: the oldest ``DIGEST_MAX_ENTRIES`` held mails with their release
     addresses, each field cut short, and how many more there are (``held`` may be thousands after a
-    flood; the digest stays a few hundred KB at most)."""
+    flood; the digest stays a few hundred KB at most; the rest lead the next digests)."""
     count = len(held)
     shown = held[:limits.DIGEST_MAX_ENTRIES]
     rows = []
@@ -172,7 +172,8 @@ def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) 
                      _cut(item.get("subject"), limits.DIGEST_SUBJECT_CHARS, "(no subject)"),
                      _cut(item.get("reason"), limits.DIGEST_REASON_CHARS, "(no reason)"),
                      _cut(item.get("receivedAt"), 40, ""), address))
-    more = (f"… and {count - len(shown)} more — run `email-handler quarantine list` to see them all"
+    more = (f"… and {count - len(shown)} more, listed in the next digests — run `email-handler quarantine list` "
+            "to see them all now"
             if count > len(shown) else "")
     text = [f"{count} message{'s' if count != 1 else ''} to {cfg.public_email} were quarantined and not forwarded.",
             "To release one, send any mail to its release address; it is then forwarded like any other.", ""]

@@ -5,8 +5,9 @@
 * :func:`send_digest` runs on a schedule (EventBridge -> inbound-handler, once a day): when
   something was held since the last digest, one mail to the owner lists sender, subject and
   reason with a release address ``release.<id>.<tag>@thread.<domain>`` per mail (HMAC-tagged like
-  thread addresses). Nothing held: nothing sent. Its idempotency key is derived from the ids it
-  lists, so a repeated schedule run sends it once.
+  thread addresses), the oldest ``DIGEST_MAX_ENTRIES`` of them; only those are marked digested, the
+  rest lead the next digest. Nothing held: nothing sent. Its idempotency key is derived from the ids
+  it lists, so a repeated schedule run sends it once.
 * :func:`release` forwards a held mail as any other (never acked: the contact wrote a day ago and
   the owner answers in person), or, when it was held unparsed because it is over a parsing cap,
   forwards it unparsed with the original attached whole; marks it released, and is safe to repeat (the forward's
@@ -66,16 +67,18 @@ def hold(cfg: Config, receipt: SesReceipt, raw: bytes, reason: str, when: dateti
 
 
 def send_digest(cfg: Config) -> DigestResult:
+    """List the oldest held mails (``DIGEST_MAX_ENTRIES``) and mark only those digested: the rest stay
+    pending and lead the next digest, so every held mail gets its release address by mail in turn."""
     held = records.pending(cfg)
     if not held:
         log.info("quarantine digest skipped", extra={"reason": "nothing quarantined since the last digest"})
         return {"status": "nothing-quarantined", "count": 0}
-    ids = [str(item["id"]) for item in held]
+    ids = [str(item["id"]) for item in held[:limits.DIGEST_MAX_ENTRIES]]
     key = "digest:" + hashlib.sha256(",".join(ids).encode()).hexdigest()[:32]
     enqueue(cfg.forward_queue, build_digest(cfg, held, key), cfg.bucket, cfg.claim_check_bytes)
     records.mark_digested(cfg, ids, key)
-    log.info("quarantine digest queued", extra={"count": len(ids), "idempotency_key": key})
-    return {"status": "digest-sent", "count": len(ids), "ids": ids}
+    log.info("quarantine digest queued", extra={"count": len(held), "listed": len(ids), "idempotency_key": key})
+    return {"status": "digest-sent", "count": len(held), "ids": ids}
 
 
 def release(cfg: Config, qid: str, by: str) -> ReleaseResult:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -55,21 +54,12 @@ def pending(cfg: Config) -> list[dict[str, Any]]:
     return sorted((i for i in items if i.get("status") == HELD), key=lambda i: str(i.get("receivedAt", "")))
 
 
-MARK_THREADS = 16  # one UpdateItem per record; a flood of thousands is marked in parallel (boto3 clients are thread-safe)
-
-
 def mark_digested(cfg: Config, ids: list[str], digest_key: str) -> None:
-    def mark(qid: str) -> None:
+    """Mark the records a digest listed (at most ``DIGEST_MAX_ENTRIES``: one UpdateItem each, in turn)."""
+    now = iso_z()
+    for qid in ids:
         dynamodb.update(cfg.quarantine_table, {"id": qid}, "SET digestedAt = :t, digestKey = :k REMOVE #p",
                         {":t": now, ":k": digest_key}, names={"#p": PENDING_INDEX}, condition="attribute_exists(id)")
-
-    now = iso_z()
-    if len(ids) <= 1:
-        for qid in ids:
-            mark(qid)
-        return
-    with ThreadPoolExecutor(max_workers=MARK_THREADS) as pool:
-        list(pool.map(mark, ids))  # list(): the first failure is raised here
 
 
 def mark_released(cfg: Config, qid: str, by: str) -> bool:
