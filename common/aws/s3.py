@@ -38,6 +38,13 @@ def put(bucket: str, key: str, body: bytes, content_type: str, metadata: dict[st
     client("s3").put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type, Metadata=metadata or {})
 
 
+def copy(bucket: str, source: str, key: str, content_type: str) -> None:
+    """Copy ``source`` to ``key`` inside S3 (CopyObject: s3:GetObject on the source, s3:PutObject on the
+    destination); nothing passes through the function, whatever the size (up to S3's 5 GB)."""
+    client("s3").copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": source},
+                             ContentType=content_type, MetadataDirective="REPLACE")
+
+
 def put_json(bucket: str, key: str, document: Any) -> None:
     body = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False).encode()
     put(bucket, key, body, "application/json")

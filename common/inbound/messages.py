@@ -98,8 +98,8 @@ def build_unparsed_forward(cfg: Config, mid: str, item: dict[str, Any], why: str
     stored = f"s3://{cfg.bucket}/{item.get('key')}"
     note = [f"Released from quarantine by the owner (it was held because: {clean_header_text(item.get('reason'), 500)}).",
             f"It was not parsed ({why}): reading a mail over a parsing limit is what the limit prevents, so it is "
-            + ("attached whole as original.eml, exactly as received. Its attachments were not checked against the "
-               "deny-list: open it with care." if original else
+            + ("attached whole as original.eml, exactly as received, as a plain file (not shown as a message). "
+               "Its attachments were not checked against the deny-list: open it with care." if original else
                f"not attached either: at {size:,} bytes it would not fit SES's size limit. It is stored at {stored}."),
             "It starts no conversation: to answer the sender, mail "
             f"new@{cfg.thread_domain} with [to: ADDRESS] on the first line."]

@@ -10,8 +10,8 @@
   it lists, so a repeated schedule run sends it once.
 * :func:`release` forwards a held mail as any other (never acked: the contact wrote a day ago and
   the owner answers in person), or, when it was held unparsed because it is over a parsing cap,
-  forwards it unparsed with the original attached whole; marks it released, and is safe to repeat (the forward's
-  idempotency key is the original SES message id's). Called by reply-handler when the owner mails
+  forwards it unparsed with the original attached whole as an opaque file; marks it released, and is
+  safe to repeat (the forward's idempotency key is the original SES message id's). Called by reply-handler when the owner mails
   a release address, and by ``email-handler quarantine release`` through inbound-handler.
 """
 
@@ -116,17 +116,18 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
 
 def release_unparsed(cfg: Config, item: dict[str, object], raw: bytes, mid: str, why: str) -> str:
     """Forward a mail that is over a parsing cap without parsing it (review M3): the raw original
-    attached (message/rfc822, or a base64 .eml when it is not 7-bit), or named by its S3 key when it
-    would not fit SES's size limit. No conversation is recorded (its sender was never read) and no
-    ack goes out. Returns the conversation id: always ''."""
+    attached as an opaque ``original.eml`` (application/octet-stream, never message/rfc822: its
+    structure is what tripped the cap, and neither the owner's client nor SES's attachment checks
+    should read it inline), copied inside S3 from the held copy; or named by its S3 key when it would
+    not fit SES's size limit. No conversation is recorded (its sender was never read) and no ack goes
+    out. Returns the conversation id: always ''."""
     original = None
     if fits_attached(cfg, len(raw)):
         key = layout.released_original(mid)
-        s3.put(cfg.bucket, key, raw, "message/rfc822")
-        original = Attachment(key, "original.eml", "message/rfc822")
+        s3.copy(cfg.bucket, str(item["key"]), key, "application/octet-stream")
+        original = Attachment(key, "original.eml", "application/octet-stream")
     forward = build_unparsed_forward(cfg, mid, item, why, original, len(raw))
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
     log.info("released mail forwarded unparsed", extra={"reason": why, "attached": original is not None,
                                                         "size": len(raw), "key": item.get("key")})
     return ""
-

@@ -63,7 +63,8 @@ def attachment(cid: str, mid: str, name: str) -> str:
 
 
 def released_original(mid: str) -> str:
-    """A quarantined mail released unparsed (it was over a parsing cap), attached whole to its forward.
+    """A quarantined mail released unparsed (it was over a parsing cap): copied inside S3 from the held
+    copy and attached whole to its forward as an opaque file.
     ``quarantine`` is no conversation id (those hold ``-at-``, ``-linkedin-`` or end in 12 hex)."""
     return f"{ATTACHMENTS}quarantine/{mid}/original.eml"
 

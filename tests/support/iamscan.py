@@ -39,6 +39,7 @@ OPS: dict[tuple[str, str], tuple[str, ...]] = {
     ("s3", "get_object"): ("s3:GetObject",),
     ("s3", "list_objects_v2"): ("s3:ListBucket",),
     ("s3", "put_object"): ("s3:PutObject",),
+    ("s3", "copy_object"): ("s3:GetObject", "s3:PutObject"),  # read the source, write the copy
     ("s3", "delete_object"): ("s3:DeleteObject",),
     # SESv2 SendEmail with raw content is authorised as ses:SendRawEmail; the reference lists ses:SendEmail.
     ("sesv2", "send_email"): ("ses:SendEmail", "ses:SendRawEmail"),
