@@ -110,7 +110,7 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
                     return f"archive contains {member[:100]} ({why})"
             if nested:
                 return _nested_archives(archive, infos, deny)
-    # unreadable, encrypted or an unknown compression method (zipfile's NotImplementedError is a RuntimeError):
+    # unreadable, encrypted or an unknown compression method (zipfile raises a RuntimeError subclass for that):
     # nothing cheap to see; unzip tools cannot open it either
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError, RuntimeError):
         return ""
