@@ -1,7 +1,8 @@
 """Quarantined mail (table ``quarantine``): one record per mail held under ``spam/``.
 
 The raw mail stays in S3 (``layout.quarantined``); the record is what the owner's tools read: the
-daily digest (every record still carrying ``pendingDigest``, a sparse index), the release addresses
+daily digest (records still carrying ``pendingDigest``, a sparse index partitioned by the day the mail
+was held, so a digest reads only the days it offers), the release addresses
 and ``email-handler quarantine``. Item: ``id`` (16 base32 characters of SHA-256 of the SES message
 id: short enough for ``release.<id>.<tag>@thread.<domain>`` to stay within SMTP's 64-character
 local part), ``sesMessageId``, ``key``, ``receivedAt``, ``sender``, ``subject``, ``reason``,
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from common.aws import dynamodb
@@ -21,7 +22,7 @@ from common.runtime.clock import iso_z
 from common.runtime.config import Config
 
 PENDING_INDEX = "pendingDigest"
-PENDING = "1"
+PENDING = "1"  # the partition of records written before it was the day they were held
 HELD, RELEASED = "held", "released"
 SUBJECT_CHARS = 300
 
@@ -37,7 +38,7 @@ def record(cfg: Config, ses_message_id: str, key: str, when: datetime, sender: s
     qid = quarantine_id(ses_message_id)
     dynamodb.put(cfg.quarantine_table, {
         "id": qid, "sesMessageId": ses_message_id, "key": key, "receivedAt": iso_z(when), "sender": sender,
-        "subject": subject[:SUBJECT_CHARS], "reason": reason, "status": HELD, PENDING_INDEX: PENDING,
+        "subject": subject[:SUBJECT_CHARS], "reason": reason, "status": HELD, PENDING_INDEX: pending_day(when),
     }, condition="attribute_not_exists(id) OR #s = :held", names={"#s": "status"}, values={":held": HELD})
     return qid
 
@@ -46,9 +47,18 @@ def get(cfg: Config, qid: str) -> dict[str, Any] | None:
     return dynamodb.get(cfg.quarantine_table, {"id": qid.strip().lower()})
 
 
-def pending(cfg: Config) -> list[dict[str, Any]]:
-    """Held mail no digest has listed yet, oldest first."""
-    ids = [str(i["id"]) for i in dynamodb.query_all(cfg.quarantine_table, PENDING_INDEX, PENDING_INDEX, PENDING)]
+def pending_day(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def pending(cfg: Config, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Held mail of the last ``DIGEST_WINDOW_DAYS`` days that no digest has listed yet, oldest first
+    (and records written before the index was partitioned by day, under ``PENDING``)."""
+    from common.mail.limits import DIGEST_WINDOW_DAYS
+
+    now = now or datetime.now(UTC)
+    days = [pending_day(now - timedelta(days=n)) for n in range(DIGEST_WINDOW_DAYS)] + [PENDING]
+    ids = [str(i["id"]) for day in days for i in dynamodb.query_all(cfg.quarantine_table, PENDING_INDEX, PENDING_INDEX, day)]
     items = [i for start in range(0, len(ids), 100)
              for i in dynamodb.batch_get(cfg.quarantine_table, [{"id": q} for q in ids[start:start + 100]])]
     return sorted((i for i in items if i.get("status") == HELD), key=lambda i: str(i.get("receivedAt", "")))

@@ -273,6 +273,28 @@ def test_only_the_owner_can_start_a_conversation(stack, fns) -> None:
     assert r["status"] == "rejected" and drain(stack, fns) == []
 
 
+def test_the_digest_offers_a_week_of_held_mail_and_reads_no_older_days(stack, fns) -> None:
+    """Listing only 100 a day, a sustained flood would leave the digest a backlog of old spam for ever (and
+    every run reading all of it): the pending index is partitioned by the day the mail was held and a digest
+    reads the last DIGEST_WINDOW_DAYS days only; older held mail stays in `quarantine list` and releasable."""
+    from datetime import UTC, datetime, timedelta
+
+    from common.mail import limits
+
+    now = datetime.now(UTC)
+    old = now - timedelta(days=limits.DIGEST_WINDOW_DAYS + 1)
+    qids = {when: records.record(stack.cfg, f"held{n:035d}", f"spam/x/held{n}.eml", when, "s@spam.example",
+                                 f"held {n}", "spam verdict FAIL")
+            for n, when in enumerate((old, now - timedelta(days=limits.DIGEST_WINDOW_DAYS - 1), now))}
+    assert records.get(stack.cfg, qids[old])[records.PENDING_INDEX] == records.pending_day(old)
+    result = fns["inbound-handler"].invoke(digest_event())
+    assert result["status"] == "digest-sent" and result["count"] == 2 and qids[old] not in result["ids"]
+    [digest] = drain(stack, fns)
+    text = digest.message.get_body(("plain",)).get_content()
+    assert "held 1" in text and "held 2" in text and "held 0" not in text
+    assert records.get(stack.cfg, qids[old])["status"] == records.HELD  # still there for the CLI and release
+
+
 def test_the_digest_stays_bounded_whatever_the_days_volume(stack, fns) -> None:
     """Review M4: a flood of a few thousand held mails makes a digest of at most 100 entries, each
     field cut short, that names how many more there are and the command that lists them; only those
