@@ -44,14 +44,10 @@ lint: venv ## ruff and mypy (configured in pyproject.toml); make test runs it fi
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: ## the one test command: lint, unit, integration (moto + host RIE), docker (images, compose)
+test: ## the one test command: lint, unit, integration (moto + host RIE), docker (images, compose); prints a timing summary
 	@if [ -z "$(HOST_PYTHON)" ]; then exec scripts/test-in-container.sh; fi
-	@$(MAKE) --no-print-directory lint
-	@scripts/host-deps.sh
-	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; \
-	 else echo "[test] no Docker engine: the docker suite will be skipped (it cannot skip under CI=true)"; fi
-	@echo "[test] interpreter: $$($(PY) -c 'import sys; print(sys.executable, sys.version.split()[0])')"
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory venv
+	@scripts/test.sh
 
 test-unit: venv
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -151,10 +151,13 @@ def _pdf(data: bytes, limits: Limits, deadline: float) -> Extraction:
         except isolate.Stopped as stop:
             if info is None:
                 raise Rejected(f"PDF could not be opened: {stop.reason}") from None
-            if current is None:  # lost while walking the page tree, not on a page
+            out_of_time = time.monotonic() >= deadline
+            # Out of time between pages is the budget, not damage: a child restarted after a slow
+            # page spends its first moments re-opening the file and walking back to that page.
+            if current is None and not out_of_time:  # lost while walking the page tree, not on a page
                 walked = {"damage": f"page tree: {stop.reason}"}
                 break
-            if time.monotonic() >= deadline or restarts >= MAX_RESTARTS:  # the page in hand is not read either
+            if out_of_time or restarts >= MAX_RESTARTS:  # the page in hand is not read either
                 result.truncated.append(f"{stop.reason}: pages after {len(texts)} not read")
                 break
             result.unreadable_pages[current + 1] = stop.reason
@@ -195,7 +198,7 @@ def _finish_pdf(result: Extraction, texts: list[str], info: dict[str, Any] | Non
     if walked.get("more"):
         claims = f", the document claims {claimed}" if claimed else ""
         result.truncated.append(f"pages (limit {len(texts)}{claims})")
-    elif walked and claimed is not None and claimed != walked.get("found"):
+    elif walked.get("found") is not None and claimed is not None and claimed != walked["found"]:
         result.truncated.append(f"pages ({claimed} claimed, {walked.get('found')} present)")
     readable = len(texts) - len(result.unreadable_pages)
     if len(result.pages_without_text) == readable:
