@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.aws import s3
 from common.inbound import ack, policy, quarantine
-from common.inbound.messages import build_ack, build_forward
+from common.inbound.messages import build_ack, build_forward, unconverted_html
 from common.mail import limits
 from common.mail.build import unbuildable
 from common.mail.headers import header_text, parse_mailbox
@@ -144,7 +144,11 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
         return refuse(f"{exc} (the mail is not merged into it)")
     archive_key = layout.archive(cid, mid)
     s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
-    kept = attachments.store(cfg, mail.attachments, lambda name: layout.attachment(cid, mid, name),
+    parts = mail.attachments
+    if unconverted := unconverted_html(mail):  # the text is partial: the owner still gets every word
+        parts = [*parts, unconverted[0]]
+        warnings = (*warnings, unconverted[1])
+    kept = attachments.store(cfg, parts, lambda name: layout.attachment(cid, mid, name),
                              lambda name: layout.withheld(cid, mid, name))
     if mail.parse_failed:
         warnings = (*warnings, "This message could not be parsed; the original is attached and archived at "

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from common.inbound.ack import greeting_name
 from common.mail import limits
+from common.mail.parse import Attachment as MailPart
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import release_address
@@ -197,3 +198,21 @@ def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) 
         text="\n".join(text), html=html, from_name=f"Quarantine {cfg.domain_name}",
         headers={"Auto-Submitted": "auto-generated"},
     )
+
+
+HTML_ORIGINAL_NAME = "message.html"
+
+
+def unconverted_html(mail: ParsedMail) -> tuple[MailPart, str] | None:
+    """For an HTML-only mail longer than the text conversion reads (common.mail.htmltext.MAX_HTML_CHARS):
+    the whole HTML as a file for the forward, and the note saying so; None for every other mail."""
+    derived = mail.html_text
+    if derived is None or derived.complete:
+        return None
+    data = mail.html.encode("utf-8", "replace")
+    part = MailPart(HTML_ORIGINAL_NAME, HTML_ORIGINAL_NAME, "text/html", data, declared_type="text/html",
+                    mime_header="text/html; charset=utf-8", charset="utf-8")
+    note = (f"This mail's HTML body is {derived.total:,} characters; the text below was converted from its first "
+            f"{derived.read:,} only. The whole HTML is attached as {HTML_ORIGINAL_NAME} (or, when too large to "
+            "forward, stored where the footer says).")
+    return part, note

@@ -77,7 +77,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             staging.done(cfg, mid)
             return result
         if goal.kind == "new":
-            to = new_conversation_recipient(mail.body_text)
+            to = new_conversation_recipient(mail.own_text)
             problem = owner.recipient_problem(cfg, to)
             if problem:
                 raise NotAuthorised(problem)
@@ -149,8 +149,9 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
     the owner starts: its own subject, no threading headers); apply the owner's controls first."""
     owners = tuple(cfg.owner_addresses)
     contact = str(record["senderEmail"])
-    body, metadata = clean_reply(mail.body_text, owners, cfg.public_email)
-    controls = owner.apply_controls(cfg, owner_controls(mail.body_text), contact, cid)
+    own = mail.own_text  # an HTML-only reply: only the text before its first quote (common.mail.htmltext)
+    body, metadata = clean_reply(own, owners, cfg.public_email)
+    controls = owner.apply_controls(cfg, owner_controls(own), contact, cid)
     conversations.set_attributes(cfg, cid, metadata)
     # What the owner attached: files and messages, not the inline text fragments or S/MIME/PGP parts
     # of the owner's own client (a signature over the reply would not verify after cleaning anyway).
