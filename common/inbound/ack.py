@@ -101,7 +101,7 @@ def unsafe_recipient(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
     if problem:
         return problem
     domain = address.rpartition("@")[2]
-    if address in cfg.own_addresses or domain == cfg.thread_domain.lower():
+    if cfg.is_own(address):
         return "sender is one of our own addresses"
     v = receipt.verdicts
     failed = [name for name in VERDICTS if v.get(name) == "FAIL"]

@@ -100,7 +100,7 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         # Only a usable address is looked up (an unusable one is quarantined by assess_mail below): a
         # 3,000-character local part is a key DynamoDB refuses even on reads.
         listing = senderlists.lookup(cfg, mail.from_address) if mail.from_address and not mail.from_problem else None
-        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg), listing, cfg.own_addresses)
+        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg), listing, cfg.is_own)
     fields = log_fields(mail) if mail else envelope_fields(receipt)
 
     if decision.action == policy.DROP:

@@ -107,7 +107,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
 
 def check_contact(cfg: Config, contact: str) -> None:
     """The owner hears about a reply that cannot reach its contact, instead of the sender skipping it in silence."""
-    if sendstatus.protected(cfg, contact) or contact.lower().endswith("@" + cfg.thread_domain.lower()):
+    if cfg.is_own(contact):
         raise NotAuthorised("the conversation's contact is one of our own addresses (mail loop)")
     entry = sendstatus.suppression(cfg, contact)
     if entry:

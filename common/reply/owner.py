@@ -57,9 +57,7 @@ def recipient_problem(cfg: Config, address: str) -> str:
     problem = address_problem(address)
     if problem:
         return f"[to: {address[:100]}]: {problem.replace('sender ', '')}"
-    domain = address.rpartition("@")[2].lower()
-    if address.lower() in cfg.own_addresses or \
-            domain in (cfg.domain_name.lower(), cfg.thread_domain.lower()):
+    if cfg.is_own(address):
         return f"[to: {address[:100]}] is one of this system's own addresses"
     return ""
 
