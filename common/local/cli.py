@@ -419,8 +419,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.run(args))
+    from common.local.termsafe import SafeStream
+
+    saved = sys.stdout, sys.stderr
+    # Held mail is shown here: no sender may write control sequences to the operator's terminal.
+    sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.run(args))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = saved
 
 
 if __name__ == "__main__":  # run as the package module, so commands registered elsewhere land in one registry
