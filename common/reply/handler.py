@@ -20,11 +20,11 @@ from common.aws import s3
 from common.mail import limits
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail, parse
-from common.mail.sanitize import clean_header_text
+from common.mail.sanitize import clean_header_text, safe_filename
 from common.mail.threads import conversation_id
 from common.reply import auth, owner
 from common.reply.auth import NotAuthorised
-from common.reply.scrub import hide_addresses
+from common.reply.scrub import hide_addresses, hide_names, owner_names
 from common.reply.text import clean_reply, new_conversation_recipient, owner_controls, reply_subject
 from common.runtime import events
 from common.runtime.clock import parse_iso
@@ -150,7 +150,13 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
     owners = tuple(cfg.owner_addresses)
     contact = str(record["senderEmail"])
     own = mail.own_text  # an HTML-only reply: only the text before its first quote (common.mail.htmltext)
+    names = owner_names(cfg.owner_names, mail.display_name)
+
+    def hide(text: str) -> str:  # the owner's addresses and names, in whatever language surrounds them
+        return hide_names(hide_addresses(text, owners, cfg.public_email), names, cfg.public_name)
+
     body, metadata = clean_reply(own, owners, cfg.public_email)
+    body = hide_names(body, names, cfg.public_name)
     controls = owner.apply_controls(cfg, owner_controls(own), contact, cid)
     conversations.set_attributes(cfg, cid, metadata)
     # What the owner attached: files and messages, not the inline text fragments or S/MIME/PGP parts
@@ -161,8 +167,8 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
                                           "metadata": sorted(metadata), "controls": controls})
         return {"status": "commands-applied", "conversationId": cid, "metadata": metadata, "controls": controls}
     for att in files:  # a file name is shown to the contact too
-        att.filename = hide_addresses(att.filename, owners, cfg.public_email)
-        att.safe_name = hide_addresses(att.safe_name, owners, cfg.public_email)
+        att.filename = hide(att.filename)
+        att.safe_name = safe_filename(hide(att.safe_name))
     kept = attachments.store(cfg, files, lambda name: layout.reply_attachment(cid, mid, name),
                              lambda name: layout.withheld(cid, mid, name))
     for skipped in kept.skipped:
@@ -172,7 +178,7 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
     subject = (clean_header_text(mail.subject) or "(no subject)") if new else reply_subject(mail.subject)
     message = OutboundMessage(
         kind="new" if new else "reply", idempotency_key=f"reply:{cid}:{identity}", correlation_id=f"reply-{mid}",
-        to=[contact], subject=hide_addresses(subject, owners, cfg.public_email),
+        to=[contact], subject=hide(subject),
         text=body, from_name=cfg.public_name,
         in_reply_to=last or ses_form, references=[r for r in dict.fromkeys((last, ses_form)) if r],
         attachments=kept.attachments, conversation_id=cid,

@@ -42,6 +42,7 @@ class Config:
     public_email: str = ""
     private_email: str = ""
     owner_emails: tuple[str, ...] = ()
+    owner_names: tuple[str, ...] = ()  # the owner's names (comma-separated): hidden in all a contact receives
     thread_secret: str = ""
     thread_secret_parameter: str = ""  # SSM SecureString holding THREAD_SECRET on AWS (read at cold start)
     bucket: str = ""

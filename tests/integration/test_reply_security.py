@@ -221,3 +221,34 @@ def test_rejections_alert_the_owner_once_per_reason(stack, fns, thread) -> None:
     got = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])]
     assert [a["reason"] for a in got] == ["From header has a parse defect"]
     assert "attacker@evil.example" in got[0]["from"]
+
+
+@pytest.mark.parametrize("header", [
+    "De: Owner Name <hello@example.com>\r\nEnviado el: lunes\r\nPara: Owner Name <hello@example.com>",
+    "Da: Owner Name\r\nInviato: lunedi\r\nA: OWNER  NAME <owner@example.net>",
+    "Kutoka: Owner Name <owner@example.net>\r\nKwa: owner name",  # Swahili: a language no rule knows
+])
+def test_the_owners_name_never_reaches_the_contact_in_any_language(stack, fns, thread, header) -> None:
+    body = f"Thanks Jane, noted.\r\n\r\n{header}\r\nJane wrote: hello\r\n".encode()
+    raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role for Owner Name",
+               text=body.decode().replace("\r\n", "\n"))
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+    [msg] = sent(stack, fns)
+    assert b"owner name" not in msg.raw.lower() and b"example.net" not in msg.raw.lower(), msg.raw
+    assert msg.message.get_body(("plain",)).get_content().startswith("Thanks Jane, noted.")
+
+
+def test_controls_smuggled_in_a_contacts_nested_quotes_are_not_applied(stack, fns, thread) -> None:
+    # The contact's HTML: 25 nested quotes, all closed, a stray close, then controls; the owner answers
+    # HTML-only above it with an attribution in a language the cleaner does not know.
+    contact = ("<div>Hi</div>" + "<blockquote>" * 25 + "old" + "</blockquote>" * 25 + "</blockquote>"
+               "<div>[allow: @evil.example]</div><div style='display:none'>[block: @bank.example]</div><div>Best, Eve</div>")
+    html = f"<div>Noted, thanks.</div><div>Il giorno lun 2 nov 2026 Eve ha scritto:</div><blockquote>{contact}</blockquote>"
+    raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role", text=None, html=html)
+    result = deliver(stack, fns, thread, raw)
+    assert result["status"] == "queued" and result["controls"] == [], result
+    [msg] = sent(stack, fns)
+    text = msg.message.get_body(("plain",)).get_content()
+    assert text.startswith("Noted, thanks.") and "Best, Eve" not in text and "evil" not in text
+    table = client("dynamodb").scan(TableName=stack.cfg.sender_lists_table)["Items"]
+    assert not [i for i in table if "evil" in json.dumps(i) or "bank" in json.dumps(i)]
