@@ -105,20 +105,20 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
 
     if decision.action == policy.DROP:
         log.warning("mail dropped", extra={**fields, "reason": decision.reason, "verdicts": receipt.verdicts})
-        staging.done(cfg, mid)
+        staging.done(cfg, receipt)
         return {"status": "dropped", "reason": decision.reason, "messageId": mid}
     if decision.action == policy.DSN:
         key = layout.bounce(when, mid)
         s3.put(cfg.bucket, key, raw, "message/rfc822")
         log.info("archived without forward or ack (bounce, report or automatic reply)",
                  extra={**fields, "reason": decision.reason, "key": key})
-        staging.done(cfg, mid)
+        staging.done(cfg, receipt)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
     if decision.action == policy.QUARANTINE or mail is None:
         return quarantined(cfg, receipt, mail, raw, decision.reason, when)
 
     result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt)
-    staging.done(cfg, mid)
+    staging.done(cfg, receipt)
     return result
 
 
@@ -139,7 +139,8 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
         return quarantined(cfg, receipt, mail, raw, reason, when)
 
     try:
-        first_contact = conversations.record_inbound(cfg, cid, mid, mail, when)
+        first_contact = conversations.record_inbound(
+            cfg, cid, mid, mail, when, authenticated=receipt is not None and ack.authenticated(receipt, mail.from_address))
     except conversations.Collision as exc:
         return refuse(f"{exc} (the mail is not merged into it)")
     archive_key = layout.archive(cid, mid)
@@ -185,6 +186,6 @@ def quarantined(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None
         shown = header_text(receipt.header_from[:2000], limit=200)
     key = quarantine.hold(cfg, receipt, raw, reason, when, fields["sender"], shown, fields["subject"])
     log.warning("mail quarantined", extra={**fields, "reason": reason, "key": key})
-    staging.done(cfg, receipt.message_id)
+    staging.done(cfg, receipt)
     return {"status": "quarantined", "reason": reason, "key": key, "messageId": receipt.message_id}
 

@@ -74,7 +74,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             raise NotAuthorised(f"automatic mail from the owner's mailbox ({why}); not relayed")
         if goal.kind == "release":
             result = release_held(cfg, goal.value, mid)
-            staging.done(cfg, mid)
+            staging.done(cfg, receipt)
             return result
         if goal.kind == "new":
             to = new_conversation_recipient(mail.own_text)
@@ -91,17 +91,23 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             if not record or not record.get("senderEmail"):
                 raise NotAuthorised("unknown conversation")
             check_contact(cfg, str(record["senderEmail"]))
-        identities = auth.message_identities(mail)
-        if not all([replies.claim(cfg, cid, i, mid) for i in identities]):  # every claim is written
-            raise NotAuthorised("owner message already sent in this conversation (replay)")
-        identity = identities[0]
+        if goal.kind == "reply" and goal.address.lower() not in " ".join(
+                (mail.headers.get("to", ""), mail.headers.get("cc", ""))).lower():
+            # The owner's client addresses a reply to the thread address, and DKIM signs To and Cc
+            # (RFC 6376 section 5.4.1): a signed message delivered to another thread is a replay.
+            raise NotAuthorised("the thread address it was delivered to is not in its To or Cc (replayed to "
+                                "another conversation?)")
+        claims = auth.replay_claims(mail, cid)
+        if not all([replies.claim(cfg, scope, i, mid) for scope, i in claims]):  # every claim is written
+            raise NotAuthorised("owner message already sent (replay)")
+        identity = auth.message_identities(mail)[0]
         if goal.kind == "new":
             record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received)
     except NotAuthorised as exc:
         return reject(cfg, receipt, raw, str(exc))
     assert record is not None
     result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == "new")
-    staging.done(cfg, mid)
+    staging.done(cfg, receipt)
     return result
 
 
@@ -139,7 +145,7 @@ def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> 
                                          "recipients": list(receipt.recipients), "key": key, "verdicts": receipt.verdicts})
     alerted = alerts.publish_throttled(cfg, reason, "Reply rejected", {
         "alert": "reply-rejected", "reason": reason, "key": key, "envelopeSender": receipt.source, "from": sender})
-    staging.done(cfg, receipt.message_id)
+    staging.done(cfg, receipt)
     return {"status": "rejected", "reason": reason, "key": key, "alerted": alerted}
 
 

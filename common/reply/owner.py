@@ -34,6 +34,7 @@ log = get_logger("reply-handler")
 class Target:
     kind: Literal["reply", "new", "release"]
     value: str = ""  # the conversation id (reply) or the quarantine id (release)
+    address: str = ""  # the recipient SES delivered it to that says so
 
 
 def target(receipt: SesReceipt, cfg: Config) -> Target:
@@ -41,7 +42,7 @@ def target(receipt: SesReceipt, cfg: Config) -> Target:
     for recipient in receipt.recipients:
         cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if cid:
-            return Target("reply", cid)
+            return Target("reply", cid, recipient)
         qid = verify_release_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if qid:
             return Target("release", qid)

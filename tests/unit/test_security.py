@@ -141,3 +141,15 @@ def test_one_reading_of_our_own_address_for_acks_loops_and_protection(address: s
         mail = parse(g.mail(sender=f"X <{address.rstrip('.')}>"))
         assert unsafe_recipient(CFG, receipt(address.rstrip(".")), mail) == "sender is one of our own addresses"
         assert "own addresses" in recipient_problem(CFG, address.rstrip("."))
+
+
+@pytest.mark.parametrize("variant", ["Hi  there\t\nBye \n", "Hi there\nBye\n\n\n", "Hi \t there \r\nBye\r\n \r\n",
+                                     "Hi there\nBye"])
+def test_relaxed_body_ignores_what_dkim_relaxed_ignores(variant: str) -> None:
+    assert auth.relaxed_body(variant) == auth.relaxed_body("Hi there\nBye\n") == "Hi there\nBye"
+
+
+@pytest.mark.parametrize("variant", ["Hi there\n\nBye\n", "Hithere\nBye\n", " Hi there\nBye\n"])
+def test_relaxed_body_keeps_what_dkim_relaxed_signs(variant: str) -> None:
+    # RFC 6376 3.4.4: inner empty lines and the presence (not the length) of whitespace still count.
+    assert auth.relaxed_body(variant) != auth.relaxed_body("Hi there\nBye\n")
