@@ -146,9 +146,10 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
     archive_key = layout.archive(cid, mid)
     s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
     parts = mail.attachments
-    if unconverted := unconverted_html(mail):  # the text is partial: the owner still gets every word
-        parts = [*parts, unconverted[0]]
-        warnings = (*warnings, unconverted[1])
+    if unconverted := unconverted_html(cfg, mail, archive_key):  # the text is partial: the owner still gets every word
+        part, note = unconverted
+        parts = [*parts, part] if part else parts
+        warnings = (*warnings, note)
     kept = attachments.store(cfg, parts, lambda name: layout.attachment(cid, mid, name),
                              lambda name: layout.withheld(cid, mid, name))
     if mail.parse_failed:

@@ -103,3 +103,20 @@ def _closes_outer_quote(contact: str) -> bool:
                 return True
             depth -= 1
     return False
+
+
+def test_html_past_the_bound_is_attached_when_it_fits_and_named_in_the_archive_when_not() -> None:
+    from dataclasses import replace
+
+    from common.inbound.messages import HTML_ORIGINAL_NAME, unconverted_html
+    from common.runtime import config
+
+    cfg = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com",
+                       "PRIVATE_EMAIL": "owner@example.net", "THREAD_SECRET": "x" * 32})
+    mail = parse(g.bold_html(MAX_HTML_CHARS + 100_000))
+    assert unconverted_html(cfg, parse(g.mail(text=None, html="<p>short</p>")), "a.eml") is None
+    part, note = unconverted_html(cfg, mail, "conversations/c/m.eml") or (None, "")
+    assert part is not None and part.filename == HTML_ORIGINAL_NAME and part.data.startswith(b"<b>x</b>")
+    assert f"converted from its first {MAX_HTML_CHARS:,} only" in note
+    part, note = unconverted_html(replace(cfg, max_forward_bytes=2_000_000), mail, "conversations/c/m.eml") or (None, "")
+    assert part is None and f"archived at s3://{cfg.bucket}/conversations/c/m.eml" in note
