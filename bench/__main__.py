@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import cost, extract, forward_size, images, mail_caps, senders
+from bench import cost, extract, forward_size, html_text, images, mail_caps, senders
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -32,6 +32,8 @@ SECTIONS: dict[str, Section] = {
     "cost": ("cost per mail: AWS calls per inbound mail and per send, sender CPU per send", cost.run, cost.table),
     "senders": ("senders on the emulator: throughput, latency, rate limit", senders.run, senders.table),
     "caps": ("inbound-handler parsing caps (issue 18 S3): time and peak RSS per case", mail_caps.run, mail_caps.table),
+    "html": ("HTML to text: our tokenizer vs the stdlib's html.parser (time, peak allocations)", html_text.run,
+             html_text.table),
     "size": ("large mail and SESv2's 40 MB forward: time and peak RSS of inbound-handler and forward-sender",
              forward_size.run, forward_size.table),
 }

@@ -104,7 +104,8 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     elif function == "reply-handler":
         statements += [
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.conversations_table)]),
-            _allow(["dynamodb:PutItem"], [a.table(cfg.send_status_table)]),  # alert throttle, replay memory
+            # alert throttle, replay memory; UpdateItem: who handled a mail shared with inbound-handler (store/staging.py)
+            _allow(["dynamodb:PutItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
             _allow(["dynamodb:GetItem"], [a.table(cfg.suppression_table)]),  # a suppressed contact is told to the owner
             _allow(["sqs:SendMessage"], [a.queue(cfg.reply_queue)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),

@@ -82,7 +82,12 @@ def receipt_rules(run: Run, account: str, rule_set: str) -> None:
     rules: list[dict[str, Any]] = [
         {"Name": thread_rule, "Enabled": True, "TlsPolicy": "Optional", "ScanEnabled": True,
          "Recipients": [cfg.thread_domain],
-         "Actions": [s3_action, lambda_action("reply-handler"), {"StopAction": {"Scope": "RuleSet"}}]},
+         # No StopAction: it "terminates the evaluation of the receipt rule set"
+         # (https://docs.aws.amazon.com/ses/latest/APIReference/API_StopAction.html), so a mail to a
+         # thread address and the public address would never reach the public rule; the rules'
+         # recipient conditions already keep each handler to its own addresses (common/store/staging.py
+         # lets the last of the two delete the shared staging object).
+         "Actions": [s3_action, lambda_action("reply-handler")]},
         {"Name": public_rule, "Enabled": True, "TlsPolicy": "Optional", "ScanEnabled": True,
          "Recipients": [cfg.public_email], "Actions": [s3_action, lambda_action("inbound-handler")]},
     ]

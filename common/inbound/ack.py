@@ -95,20 +95,29 @@ def address_problem(address: str) -> str:
     return ""
 
 
+def authenticated(receipt: SesReceipt, address: str) -> bool:
+    """Whether SES's verdicts tie the mail to the domain of its From ``address``: DMARC PASS, or SPF
+    PASS for an envelope sender at that same domain. (A DKIM PASS alone may be any domain's signature.)"""
+    v = receipt.verdicts
+    domain = address.lower().rpartition("@")[2]
+    envelope_domain = receipt.source.strip().strip("<>").rpartition("@")[2].lower()
+    return v.get("dmarc") == "PASS" or (v.get("spf") == "PASS" and bool(domain) and envelope_domain == domain)
+
+
 def unsafe_recipient(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
     address = mail.from_address.lower()
     problem = address_problem(address) or ("sender address unusable for a reply" if mail.from_problem else "")
     if problem:
         return problem
     domain = address.rpartition("@")[2]
-    if address in cfg.own_addresses or domain == cfg.thread_domain.lower():
+    if cfg.is_own(address):
         return "sender is one of our own addresses"
     v = receipt.verdicts
     failed = [name for name in VERDICTS if v.get(name) == "FAIL"]
     if failed:  # even with DMARC PASS: a warning banner on the forward is enough, an ack is not needed
         return f"failed verdicts: {', '.join(failed)}"
     envelope_domain = receipt.source.strip().strip("<>").rpartition("@")[2].lower()
-    if v.get("dmarc") == "PASS" or (v.get("spf") == "PASS" and envelope_domain == domain):
+    if authenticated(receipt, address):
         return ""
     return (f"sender not authenticated (DMARC {v.get('dmarc')}, SPF {v.get('spf')}"
             f"{'' if envelope_domain == domain else ' for another domain'})")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.aws import s3
 from common.inbound import ack, policy, quarantine
-from common.inbound.messages import build_ack, build_forward
+from common.inbound.messages import build_ack, build_forward, unconverted_html
 from common.mail import limits
 from common.mail.build import unbuildable
 from common.mail.headers import header_text, parse_mailbox
@@ -100,25 +100,25 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         # Only a usable address is looked up (an unusable one is quarantined by assess_mail below): a
         # 3,000-character local part is a key DynamoDB refuses even on reads.
         listing = senderlists.lookup(cfg, mail.from_address) if mail.from_address and not mail.from_problem else None
-        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg), listing, cfg.own_addresses)
+        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg), listing, cfg.is_own)
     fields = log_fields(mail) if mail else envelope_fields(receipt)
 
     if decision.action == policy.DROP:
         log.warning("mail dropped", extra={**fields, "reason": decision.reason, "verdicts": receipt.verdicts})
-        staging.done(cfg, mid)
+        staging.done(cfg, receipt)
         return {"status": "dropped", "reason": decision.reason, "messageId": mid}
     if decision.action == policy.DSN:
         key = layout.bounce(when, mid)
         s3.put(cfg.bucket, key, raw, "message/rfc822")
         log.info("archived without forward or ack (bounce, report or automatic reply)",
                  extra={**fields, "reason": decision.reason, "key": key})
-        staging.done(cfg, mid)
+        staging.done(cfg, receipt)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
     if decision.action == policy.QUARANTINE or mail is None:
         return quarantined(cfg, receipt, mail, raw, decision.reason, when)
 
     result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt)
-    staging.done(cfg, mid)
+    staging.done(cfg, receipt)
     return result
 
 
@@ -139,12 +139,18 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
         return quarantined(cfg, receipt, mail, raw, reason, when)
 
     try:
-        first_contact = conversations.record_inbound(cfg, cid, mid, mail, when)
+        first_contact = conversations.record_inbound(
+            cfg, cid, mid, mail, when, authenticated=receipt is not None and ack.authenticated(receipt, mail.from_address))
     except conversations.Collision as exc:
         return refuse(f"{exc} (the mail is not merged into it)")
     archive_key = layout.archive(cid, mid)
     s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
-    kept = attachments.store(cfg, mail.attachments, lambda name: layout.attachment(cid, mid, name),
+    parts = mail.attachments
+    if unconverted := unconverted_html(cfg, mail, archive_key):  # the text is partial: the owner still gets every word
+        part, note = unconverted
+        parts = [*parts, part] if part else parts
+        warnings = (*warnings, note)
+    kept = attachments.store(cfg, parts, lambda name: layout.attachment(cid, mid, name),
                              lambda name: layout.withheld(cid, mid, name))
     if mail.parse_failed:
         warnings = (*warnings, "This message could not be parsed; the original is attached and archived at "
@@ -181,6 +187,6 @@ def quarantined(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None
         shown = header_text(receipt.header_from[:2000], limit=200)
     key = quarantine.hold(cfg, receipt, raw, reason, when, fields["sender"], shown, fields["subject"])
     log.warning("mail quarantined", extra={**fields, "reason": reason, "key": key})
-    staging.done(cfg, receipt.message_id)
+    staging.done(cfg, receipt)
     return {"status": "quarantined", "reason": reason, "key": key, "messageId": receipt.message_id}
 

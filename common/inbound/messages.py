@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from common.inbound.ack import greeting_name
 from common.mail import limits
+from common.mail.parse import Attachment as MailPart
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import release_address
@@ -117,11 +118,17 @@ def fits_attached(cfg: Config, size: int) -> bool:
     return int(size * _B64) + _OVERHEAD <= cfg.max_forward_bytes
 
 
+def _utf8_len(text: str) -> int:
+    """UTF-8 length without a copy for ASCII text (str.isascii reads a flag): a 38 MB HTML body must
+    not be encoded just to be measured."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
 def _fit(limit: int, text: str, html: str, attachments: list[Attachment],
          sizes: dict[str, int]) -> tuple[list[Attachment], tuple[str, str, list[Attachment]] | None]:
     """Keep what fits SES's size limit: bodies first, then attachments smallest first."""
     budget = limit - _OVERHEAD
-    body = int((len(text.encode()) + len(html.encode())) * _B64)
+    body = int((_utf8_len(text) + _utf8_len(html)) * _B64)
     att_sizes = {a.key: int(sizes[a.key] * _B64) for a in attachments}
     if body + sum(att_sizes.values()) <= budget:
         return attachments, None
@@ -197,3 +204,26 @@ def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) 
         text="\n".join(text), html=html, from_name=f"Quarantine {cfg.domain_name}",
         headers={"Auto-Submitted": "auto-generated"},
     )
+
+
+HTML_ORIGINAL_NAME = "message.html"
+
+
+def unconverted_html(cfg: Config, mail: ParsedMail, archive_key: str) -> tuple[MailPart | None, str] | None:
+    """For an HTML-only mail longer than the text conversion reads (common.mail.htmltext.MAX_HTML_CHARS):
+    the whole HTML as a file for the forward and the note saying so, or, when it could never fit a
+    forward (SES's size limit), only a note naming the archived original that holds it (no second
+    copy of up to 40 MB is made). None for every other mail."""
+    derived = mail.html_text
+    if derived is None or derived.complete:
+        return None
+    note = (f"This mail's HTML body is {derived.total:,} characters; the text below was converted from its first "
+            f"{derived.read:,} only. ")
+    if not fits_attached(cfg, len(mail.html) * 4 // 3):  # a character is 1-4 UTF-8 bytes; most HTML is ASCII
+        return None, note + (f"The whole HTML is too large to forward; it is in the original archived at "
+                             f"s3://{cfg.bucket}/{archive_key}.")
+    data = mail.html.encode("utf-8", "replace")
+    part = MailPart(HTML_ORIGINAL_NAME, HTML_ORIGINAL_NAME, "text/html", data, declared_type="text/html",
+                    mime_header="text/html; charset=utf-8", charset="utf-8")
+    return part, note + (f"The whole HTML is attached as {HTML_ORIGINAL_NAME} (or, when the forward has no "
+                         "room for it, stored where the footer says).")

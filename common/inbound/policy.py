@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.mail.autoreply import automatic
@@ -151,21 +152,21 @@ def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
 
 def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules, listing: Listing | None = None) -> Decision:
     """Every rule, first hit wins: :func:`assess_envelope`, then the parsed mail's."""
-    return assess_envelope(receipt, cfg) or assess_mail(receipt, mail, rules, listing, cfg.own_addresses)
+    return assess_envelope(receipt, cfg) or assess_mail(receipt, mail, rules, listing, cfg.is_own)
 
 
 def assess_mail(receipt: SesReceipt, mail: ParsedMail, rules: Rules, listing: Listing | None = None,
-                own: frozenset[str] = frozenset()) -> Decision:
+                own: Callable[[str], bool] = lambda address: False) -> Decision:
     """``listing``: the owner's block/allow entry for the sender (common/store/senderlists.py): a
     block quarantines, an allow skips the keyword lists (SES's verdicts above still apply).
-    ``own``: this system's own addresses (Config.own_addresses)."""
+    ``own``: whether an address is this system's own (Config.is_own)."""
     if is_dsn_content(mail):
         return Decision(DSN, "delivery status notification (multipart/report; report-type=delivery-status)")
     if not mail.from_address:
         return Decision(QUARANTINE, "From header has no usable address")
     if mail.from_problem:
         return Decision(QUARANTINE, f"sender address unusable: {mail.from_problem}")
-    if mail.from_address.lower() in own and (why := automatic(mail)):
+    if own(mail.from_address) and (why := automatic(mail)):
         # The owner's out-of-office answering the daily digest (From: PUBLIC_EMAIL) would come back as a
         # forward every day. Archived like a bounce, never forwarded or acked; a forged From only hides
         # the forger's own automatic mail.

@@ -136,9 +136,15 @@ def _invoke(args: argparse.Namespace) -> int:
          arg("--no-iam", action="store_true",
              help="do not enforce IAM (by default each function may do only what its production role allows)"))
 def _dev(args: argparse.Namespace) -> int:
+    from common.local import pyversion
     from common.local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailable, SignalGuard
     from common.runtime.log import set_level
 
+    print(f"[dev] functions run on {pyversion.describe()}", flush=True)
+    if problems := pyversion.differences():
+        print("[dev] cannot start, this Python reads mail differently from the function images:\n"
+              + "".join(f"  {p}\n" for p in problems) + f"  {pyversion.INSTALL}", file=sys.stderr, flush=True)
+        return 2
     guard = SignalGuard()
     guard.install()  # from here on, Ctrl-C or SIGTERM stops whatever has started, wherever start-up is
     stack: DevStack | None = None
@@ -413,8 +419,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.run(args))
+    from common.local.termsafe import SafeStream
+
+    saved = sys.stdout, sys.stderr
+    # Held mail is shown here: no sender may write control sequences to the operator's terminal.
+    sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.run(args))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = saved
 
 
 if __name__ == "__main__":  # run as the package module, so commands registered elsewhere land in one registry

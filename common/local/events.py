@@ -42,7 +42,7 @@ def envelope_sender(raw: bytes) -> str | None:
 
 
 def receipt_event(raw: bytes, message_id: str, recipients: list[str], source: str | None = None,
-                  verdicts: dict[str, str] | None = None, dmarc_policy: str = "",
+                  verdicts: dict[str, str] | None = None, dmarc_policy: str = "", destination: list[str] | None = None,
                   function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:local") -> dict[str, Any]:
     """The event of an SES receipt rule's Lambda action (after an S3 action stored ``raw``).
 
@@ -72,7 +72,8 @@ def receipt_event(raw: bytes, message_id: str, recipients: list[str], source: st
     if dmarc_policy:
         receipt["dmarcPolicy"] = dmarc_policy
     return {"Records": [{"eventSource": "aws:ses", "eventVersion": "1.0", "ses": {
-        "mail": {"timestamp": now, "source": source, "messageId": message_id, "destination": recipients,
+        "mail": {"timestamp": now, "source": source, "messageId": message_id,
+                 "destination": recipients if destination is None else destination,
                  "headersTruncated": len(headers) < len(fields), "headers": headers,
                  "commonHeaders": {"from": [first.get("from", "")[:2000]], "to": [first.get("to", "")[:2000]],
                                    "subject": first.get("subject", "")[:2000],

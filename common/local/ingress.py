@@ -21,6 +21,7 @@ from typing import Any
 
 from common.aws import s3, sqs
 from common.local import events as localevents
+from common.mail.threads import receiving_function
 from common.runtime.config import Config
 from common.runtime.functions import SMTP_PORT
 from common.runtime.log import get_logger
@@ -33,12 +34,7 @@ MAX_MESSAGE_BYTES = 40 * 1024 * 1024  # SES receiving's limit, headers included
 
 def route(cfg: Config, recipient: str) -> str | None:
     """The function SES's receipt rules would hand mail for ``recipient`` to, or None (refused)."""
-    address = recipient.strip().strip("<>").lower()
-    if address.rpartition("@")[2] == cfg.thread_domain.lower():
-        return "reply-handler"
-    if address == cfg.public_email.lower():
-        return "inbound-handler"
-    return None
+    return receiving_function(recipient, cfg.public_email, cfg.thread_domain)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,25 +53,29 @@ def deliver(cfg: Config, raw: bytes, envelope_from: str, recipients: list[str],
             verdicts: dict[str, str] | None = None, dmarc_policy: str = "") -> list[Delivery]:
     """Store ``raw`` as SES's S3 action would and queue the receipt rule's Lambda action.
 
-    Recipients go to the first rule that matches any of them (thread addresses first); recipients
-    no rule matches are ignored here (the SMTP ingress refused them already).
+    Every rule that matches a recipient runs, as on SES when no rule stops the rule set: a mail to
+    both the public address and a thread address reaches both handlers, each with the recipients
+    its rule matched. Recipients no rule matches are ignored here (the SMTP ingress refused them).
     """
     routed: dict[str, list[str]] = {}
     for r in recipients:
         function = route(cfg, r)
         if function:
             routed.setdefault(function, []).append(r)
-    for function in ("reply-handler", "inbound-handler"):  # rule order; the first match stops evaluation
+    if not routed:
+        return []
+    mid = localevents.message_id_for(raw)
+    s3.put(cfg.bucket, layout.staging(mid), raw, "message/rfc822")
+    deliveries = []
+    for function in ("reply-handler", "inbound-handler"):  # rule order
         if function in routed:
-            mid = localevents.message_id_for(raw)
-            s3.put(cfg.bucket, layout.staging(mid), raw, "message/rfc822")
             event = localevents.receipt_event(raw, mid, routed[function], source=envelope_from, verdicts=verdicts,
-                                           dmarc_policy=dmarc_policy)
+                                           dmarc_policy=dmarc_policy, destination=recipients)
             request_id = sqs.send(resources.local_queue(cfg, "invocations"), json.dumps({"function": function, "event": event}))
             log.info("mail received", extra={"ses_message_id": mid, "function": function, "recipients": routed[function],
                                              "size": len(raw)})
-            return [Delivery(mid, function, tuple(routed[function]), request_id)]
-    return []
+            deliveries.append(Delivery(mid, function, tuple(routed[function]), request_id))
+    return deliveries
 
 
 def await_handled(cfg: Config, delivery: Delivery, timeout: float) -> dict[str, Any]:

@@ -1,75 +1,118 @@
-"""Plain text from HTML mail bodies (stdlib only; good enough for previews, records and replies)."""
+"""Plain text from HTML mail bodies: for previews, records, forwards and the owner's HTML-only replies.
+
+A small tokenizer of our own instead of the stdlib's ``html.parser``: that parser changed between
+the Python versions this code runs on (CVE-2025-6069's fix for quadratic time on unclosed comments,
+and HTML5 end-of-file handling, came in 3.13.5 and 3.12.11), so the host's Python and the image's
+read the same mail differently, and an older one took minutes on 100 KB. Every token below is one
+regular-expression match that never looks back, and an unclosed construct ends at the end of the
+input, so the work is linear in the HTML read (``bench/html_text.py`` measures it against the stdlib).
+At most ``MAX_HTML_CHARS`` are read; the caller attaches the whole HTML when that was not all of it.
+"""
 
 from __future__ import annotations
 
+import html as htmllib
 import re
-from html.parser import HTMLParser
+from dataclasses import dataclass
+
+# HTML read for the text body: 2 M characters of the densest markup ("<b>x</b>" repeated) take
+# about 1.5 s and 60 MB (bench/html_text.py); real HTML mail is far smaller. Past it, the forward
+# carries the text read so far and the whole HTML attached (common.inbound.messages).
+MAX_HTML_CHARS = 2_000_000
 
 _BLOCK = frozenset({"p", "div", "br", "tr", "li", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre",
                     "table", "ul", "ol", "section", "article", "header", "footer", "hr"})
-_SKIP = frozenset({"script", "style", "head", "title"})
+# Elements whose content is never shown: skipped up to their end tag (or to the end of the input).
+_RAW = frozenset({"script", "style", "title", "head"})
+_RAW_END = {tag: re.compile(rf"</{tag}(?=[\s/>]|\Z)", re.I) for tag in _RAW}
+# Where a mail client puts the quoted or forwarded original of a reply written in HTML: any
+# <blockquote>, and the wrappers Gmail (gmail_quote), Yahoo (yahoo_quoted), Thunderbird
+# (moz-cite-prefix, moz-forward-container), Outlook (divRplyFwdMsg, appendonsend, OutlookMessageHeader)
+# and Proton Mail (protonmail_quote) write around it.
+_QUOTE_MARK = re.compile(r"gmail_quote|gmail_attr|yahoo_quoted|moz-cite-prefix|moz-forward-container|divrplyfwdmsg|"
+                         r"appendonsend|outlookmessageheader|protonmail_quote|zmail_extra", re.I)
+
+# One token per match, never backtracking into an earlier one: text, a comment (to "-->" or the end),
+# a start or end tag (quoted attribute values may hold ">"; unclosed ones run to the end), any other
+# markup declaration ("<!DOCTYPE", "<![CDATA[", "<?xml", "</ ...>"), or a lone "<" that is text.
+_TOKEN = re.compile(
+    r"(?P<text>[^<]++)"
+    r"|<!--.*?(?:-->|\Z)"
+    r"|<(?P<end>/?)(?P<tag>[A-Za-z][^\t\n\f\r />]*+)(?P<attrs>(?:[^>\"']++|\"[^\"]*+(?:\"|\Z)|'[^']*+(?:'|\Z))*+)(?:>|\Z)"
+    r"|<[!?/][^>]*+(?:>|\Z)"
+    r"|(?P<lt><)",
+    re.S)
+MAX_QUOTE_MARKS = 20
+_SPACE = re.compile(r"[ \t\r\f\v\u00a0]+")
 
 
-class _Text(HTMLParser):
-    """Text runs with the <blockquote> depth they were written at."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[tuple[str, int]] = []
-        self.skipping = 0
-        self.quoted = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _SKIP:
-            self.skipping += 1
-        elif tag in _BLOCK:
-            self.parts.append(("\n", self.quoted))
-            if tag == "blockquote":
-                self.quoted = min(self.quoted + 1, MAX_QUOTE_DEPTH)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _SKIP:
-            self.skipping = max(0, self.skipping - 1)
-        elif tag in _BLOCK:
-            self.parts.append(("\n", self.quoted))
-            if tag == "blockquote":
-                self.quoted = max(0, self.quoted - 1)
-
-    def handle_data(self, data: str) -> None:
-        if not self.skipping:
-            self.parts.append((data, self.quoted))
-
-    def lines(self) -> list[str]:
-        """The text as lines; a line written inside a <blockquote> starts with "> " per level, as mail
-        clients quote (so reply-handler drops the quoted history of an HTML-only reply, and an owner's
-        control never comes from a contact's quoted text)."""
-        out: list[str] = []
-        line: list[str] = []
-        depth = -1  # the quote depth of the current line: where its first visible text was written
-        for text, quoted in self.parts:
-            pieces = text.split("\n")
-            for n, piece in enumerate(pieces):
-                if n:
-                    out.append(("> " * max(depth, 0)) + "".join(line))
-                    line, depth = [], -1
-                if piece:
-                    line.append(piece)
-                    if depth < 0 and piece.strip(" \t\r\f\v\u00a0"):
-                        depth = quoted
-        out.append(("> " * max(depth, 0)) + "".join(line))
-        return out
+@dataclass(frozen=True, slots=True)
+class HtmlText:
+    text: str
+    complete: bool  # False: only the first ``read`` characters of the HTML were converted
+    read: int
+    total: int
 
 
-MAX_QUOTE_DEPTH = 20
+def convert(html: str, limit: int = MAX_HTML_CHARS, *, own_text_only: bool = False) -> HtmlText:
+    """``html`` as text, a line written inside a <blockquote> starting with "> " per level (as mail
+    clients quote plain text). ``own_text_only``: only what stands before the first quote or
+    forward wrapper (an owner's HTML-only reply: nothing below it is the owner's own text, however
+    the quotes inside are nested or closed)."""
+    source = html[:limit] if len(html) > limit else html
+    parts: list[tuple[str, int]] = []
+    quoted = 0
+    pos, end = 0, len(source)
+    while pos < end:
+        m = _TOKEN.match(source, pos)
+        assert m is not None  # every position starts some token (a lone "<" at worst)
+        pos = m.end()
+        if (text := m.group("text")) is not None:
+            parts.append((htmllib.unescape(text), quoted))
+        elif m.group("lt") is not None:
+            parts.append(("<", quoted))
+        elif (tag := m.group("tag")) is not None:
+            tag = tag.lower()
+            closing = bool(m.group("end"))
+            if own_text_only and not closing and (tag == "blockquote" or _QUOTE_MARK.search(m.group("attrs"))):
+                break
+            if tag in _RAW and not closing and not m.group("attrs").rstrip().endswith("/"):
+                after = _RAW_END[tag].search(source, pos)
+                pos = after.start() if after else end
+            elif tag in _BLOCK:
+                parts.append(("\n", quoted))
+                if tag == "blockquote":
+                    # Real depth, never capped: a capped count that still falls by one per
+                    # </blockquote> let text after 25 nested quotes come out unquoted.
+                    quoted = max(0, quoted - 1) if closing else quoted + 1
+    return HtmlText(_text(parts), complete=len(source) == len(html), read=len(source), total=len(html))
+
+
+def _text(parts: list[tuple[str, int]]) -> str:
+    out: list[str] = []
+    line: list[str] = []
+    depth = -1  # the quote depth of the current line: where its first visible text was written
+    for text, quoted in parts:
+        pieces = text.split("\n")
+        for n, piece in enumerate(pieces):
+            if n:
+                out.append(_prefix(depth) + "".join(line))
+                line, depth = [], -1
+            if piece:
+                line.append(piece)
+                if depth < 0 and piece.strip(" \t\r\f\v\u00a0"):
+                    depth = quoted
+    out.append(_prefix(depth) + "".join(line))
+    lines = [_SPACE.sub(" ", line).strip() for line in out]
+    lines = [line for line in lines if line.strip("> ") or not line.startswith(">")]  # empty quoted lines
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _prefix(depth: int) -> str:
+    """The quote marks of a line; deeper levels show as MAX_QUOTE_MARKS (a million nested quotes in
+    4 MB must not write a million marks per line)."""
+    return "> " * min(max(depth, 0), MAX_QUOTE_MARKS)
 
 
 def html_to_text(html: str) -> str:
-    parser = _Text()
-    try:
-        parser.feed(html)
-        parser.close()
-    except Exception:  # HTMLParser is lenient; anything it still rejects becomes tag-stripped text
-        return re.sub(r"<[^>]*>", " ", html).strip()
-    lines = [re.sub(r"[ \t\r\f\v\u00a0]+", " ", line).strip() for line in parser.lines()]
-    lines = [line for line in lines if line.strip("> ") or not line.startswith(">")]  # empty quoted lines
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    return convert(html).text

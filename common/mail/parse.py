@@ -40,7 +40,7 @@ from io import BytesIO
 
 from common.mail import charsets, filetypes, limits
 from common.mail.headers import address_problem, header_text, parse_mailbox, unfold
-from common.mail.htmltext import html_to_text
+from common.mail.htmltext import HtmlText, convert
 from common.mail.sanitize import MESSAGE_ID, clean_header_text, safe_filename, shorten_keep_extension
 
 _NOREPLY = re.compile(r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I)
@@ -86,11 +86,32 @@ class ParsedMail:
     from_mailboxes: int = 0
     charset: str = ""  # the body's declared charset (the hint for undeclared 8-bit header bytes)
     parse_failed: str = ""  # why the full parse failed and this is the minimal fallback ('' normally)
+    _html_text: HtmlText | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def html_text(self) -> HtmlText | None:
+        """The HTML body as text when the mail has no text body (None when it has one); converted
+        once, within common.mail.htmltext.MAX_HTML_CHARS, and kept."""
+        if self._has_text():
+            return None
+        if self._html_text is None:
+            self._html_text = convert(self.html)
+        return self._html_text
 
     @property
     def body_text(self) -> str:
         """The text body, or text derived from the HTML body when the mail has only HTML."""
-        return self.text if self.text.strip() else html_to_text(self.html)
+        derived = self.html_text
+        return self.text if derived is None else derived.text
+
+    @property
+    def own_text(self) -> str:
+        """What the writer of a reply wrote: the text body, or for an HTML-only mail the text before
+        the first quote or forward wrapper (nothing inside or after a quote is the writer's own)."""
+        return self.text if self._has_text() else convert(self.html, own_text_only=True).text
+
+    def _has_text(self) -> bool:
+        return bool(self.text) and not self.text.isspace()  # (not strip(): that copies a 38 MB body)
 
     @property
     def is_noreply(self) -> bool:

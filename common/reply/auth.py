@@ -144,9 +144,34 @@ def message_identities(mail: ParsedMail) -> tuple[str, ...]:
     Subject, text). Never the SES message id, which is new on every delivery (a replay gets a fresh
     one). Both are remembered, so a replay whose Message-ID was changed (legal when the DKIM
     signature does not cover it) is still recognised by its signed content."""
-    content = "\n".join(("content", mail.headers.get("date", ""), mail.subject, mail.body_text))
+    content = "\n".join(("content", mail.headers.get("date", ""), mail.subject, relaxed_body(mail.body_text)))
     found = [_digest("mid\n" + mail.message_id.strip())] if mail.message_id else []
     return (*found, _digest(content))
+
+
+ANY_CONVERSATION = "*"
+
+
+def replay_claims(mail: ParsedMail, cid: str) -> list[tuple[str, str]]:
+    """(scope, identity) to claim before relaying: the Message-ID once across all conversations (a
+    replay to another conversation's thread address is still a replay), the content per conversation
+    (the owner may well send the same short text to two contacts)."""
+    identities = message_identities(mail)
+    scopes = [ANY_CONVERSATION] * (len(identities) - 1) + [cid]
+    return list(zip(scopes, identities, strict=True))
+
+
+_WSP_RUN = re.compile(r"[ \t]+")
+
+
+def relaxed_body(text: str) -> str:
+    """The body as DKIM's "relaxed" body canonicalization reads it (RFC 6376 section 3.4.4): runs of
+    whitespace within a line as one space, none at a line's end, no empty lines at the body's end. A
+    replay that only adds such whitespace keeps a valid signature, so it must hash the same."""
+    lines = [_WSP_RUN.sub(" ", line).rstrip(" ") for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
 
 
 def _digest(text: str) -> str:

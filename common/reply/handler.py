@@ -20,11 +20,11 @@ from common.aws import s3
 from common.mail import limits
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail, parse
-from common.mail.sanitize import clean_header_text
+from common.mail.sanitize import clean_header_text, safe_filename
 from common.mail.threads import conversation_id
 from common.reply import auth, owner
 from common.reply.auth import NotAuthorised
-from common.reply.scrub import hide_addresses
+from common.reply.scrub import hide_addresses, hide_names, owner_names
 from common.reply.text import clean_reply, new_conversation_recipient, owner_controls, reply_subject
 from common.runtime import events
 from common.runtime.clock import parse_iso
@@ -74,10 +74,10 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             raise NotAuthorised(f"automatic mail from the owner's mailbox ({why}); not relayed")
         if goal.kind == "release":
             result = release_held(cfg, goal.value, mid)
-            staging.done(cfg, mid)
+            staging.done(cfg, receipt)
             return result
         if goal.kind == "new":
-            to = new_conversation_recipient(mail.body_text)
+            to = new_conversation_recipient(mail.own_text)
             problem = owner.recipient_problem(cfg, to)
             if problem:
                 raise NotAuthorised(problem)
@@ -91,23 +91,29 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             if not record or not record.get("senderEmail"):
                 raise NotAuthorised("unknown conversation")
             check_contact(cfg, str(record["senderEmail"]))
-        identities = auth.message_identities(mail)
-        if not all([replies.claim(cfg, cid, i, mid) for i in identities]):  # every claim is written
-            raise NotAuthorised("owner message already sent in this conversation (replay)")
-        identity = identities[0]
+        if goal.kind == "reply" and goal.address.lower() not in " ".join(
+                (mail.headers.get("to", ""), mail.headers.get("cc", ""))).lower():
+            # The owner's client addresses a reply to the thread address, and DKIM signs To and Cc
+            # (RFC 6376 section 5.4.1): a signed message delivered to another thread is a replay.
+            raise NotAuthorised("the thread address it was delivered to is not in its To or Cc (replayed to "
+                                "another conversation?)")
+        claims = auth.replay_claims(mail, cid)
+        if not all([replies.claim(cfg, scope, i, mid) for scope, i in claims]):  # every claim is written
+            raise NotAuthorised("owner message already sent (replay)")
+        identity = auth.message_identities(mail)[0]
         if goal.kind == "new":
             record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received)
     except NotAuthorised as exc:
         return reject(cfg, receipt, raw, str(exc))
     assert record is not None
     result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == "new")
-    staging.done(cfg, mid)
+    staging.done(cfg, receipt)
     return result
 
 
 def check_contact(cfg: Config, contact: str) -> None:
     """The owner hears about a reply that cannot reach its contact, instead of the sender skipping it in silence."""
-    if sendstatus.protected(cfg, contact) or contact.lower().endswith("@" + cfg.thread_domain.lower()):
+    if cfg.is_own(contact):
         raise NotAuthorised("the conversation's contact is one of our own addresses (mail loop)")
     entry = sendstatus.suppression(cfg, contact)
     if entry:
@@ -139,7 +145,7 @@ def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> 
                                          "recipients": list(receipt.recipients), "key": key, "verdicts": receipt.verdicts})
     alerted = alerts.publish_throttled(cfg, reason, "Reply rejected", {
         "alert": "reply-rejected", "reason": reason, "key": key, "envelopeSender": receipt.source, "from": sender})
-    staging.done(cfg, receipt.message_id)
+    staging.done(cfg, receipt)
     return {"status": "rejected", "reason": reason, "key": key, "alerted": alerted}
 
 
@@ -149,8 +155,15 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
     the owner starts: its own subject, no threading headers); apply the owner's controls first."""
     owners = tuple(cfg.owner_addresses)
     contact = str(record["senderEmail"])
-    body, metadata = clean_reply(mail.body_text, owners, cfg.public_email)
-    controls = owner.apply_controls(cfg, owner_controls(mail.body_text), contact, cid)
+    own = mail.own_text  # an HTML-only reply: only the text before its first quote (common.mail.htmltext)
+    names = owner_names(cfg.owner_names, mail.display_name)
+
+    def hide(text: str) -> str:  # the owner's addresses and names, in whatever language surrounds them
+        return hide_names(hide_addresses(text, owners, cfg.public_email), names, cfg.public_name)
+
+    body, metadata = clean_reply(own, owners, cfg.public_email)
+    body = hide_names(body, names, cfg.public_name)
+    controls = owner.apply_controls(cfg, owner_controls(own), contact, cid)
     conversations.set_attributes(cfg, cid, metadata)
     # What the owner attached: files and messages, not the inline text fragments or S/MIME/PGP parts
     # of the owner's own client (a signature over the reply would not verify after cleaning anyway).
@@ -160,8 +173,8 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
                                           "metadata": sorted(metadata), "controls": controls})
         return {"status": "commands-applied", "conversationId": cid, "metadata": metadata, "controls": controls}
     for att in files:  # a file name is shown to the contact too
-        att.filename = hide_addresses(att.filename, owners, cfg.public_email)
-        att.safe_name = hide_addresses(att.safe_name, owners, cfg.public_email)
+        att.filename = hide(att.filename)
+        att.safe_name = safe_filename(hide(att.safe_name))
     kept = attachments.store(cfg, files, lambda name: layout.reply_attachment(cid, mid, name),
                              lambda name: layout.withheld(cid, mid, name))
     for skipped in kept.skipped:
@@ -171,7 +184,7 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
     subject = (clean_header_text(mail.subject) or "(no subject)") if new else reply_subject(mail.subject)
     message = OutboundMessage(
         kind="new" if new else "reply", idempotency_key=f"reply:{cid}:{identity}", correlation_id=f"reply-{mid}",
-        to=[contact], subject=hide_addresses(subject, owners, cfg.public_email),
+        to=[contact], subject=hide(subject),
         text=body, from_name=cfg.public_name,
         in_reply_to=last or ses_form, references=[r for r in dict.fromkeys((last, ses_form)) if r],
         attachments=kept.attachments, conversation_id=cid,

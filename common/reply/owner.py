@@ -34,6 +34,7 @@ log = get_logger("reply-handler")
 class Target:
     kind: Literal["reply", "new", "release"]
     value: str = ""  # the conversation id (reply) or the quarantine id (release)
+    address: str = ""  # the recipient SES delivered it to that says so
 
 
 def target(receipt: SesReceipt, cfg: Config) -> Target:
@@ -41,7 +42,7 @@ def target(receipt: SesReceipt, cfg: Config) -> Target:
     for recipient in receipt.recipients:
         cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if cid:
-            return Target("reply", cid)
+            return Target("reply", cid, recipient)
         qid = verify_release_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if qid:
             return Target("release", qid)
@@ -57,9 +58,7 @@ def recipient_problem(cfg: Config, address: str) -> str:
     problem = address_problem(address)
     if problem:
         return f"[to: {address[:100]}]: {problem.replace('sender ', '')}"
-    domain = address.rpartition("@")[2].lower()
-    if address.lower() in cfg.own_addresses or \
-            domain in (cfg.domain_name.lower(), cfg.thread_domain.lower()):
+    if cfg.is_own(address):
         return f"[to: {address[:100]}] is one of this system's own addresses"
     return ""
 

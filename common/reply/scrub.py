@@ -75,3 +75,32 @@ def hide_addresses(text: str, private_addresses: tuple[str, ...], public_address
     if not text or not private_addresses:
         return text
     return _pattern(tuple(a.strip().lower() for a in private_addresses)).sub(public_address, text)
+
+
+MIN_NAME_CHARS = 3  # a shorter "name" would blank ordinary words
+
+
+def owner_names(configured: tuple[str, ...], display_name: str) -> tuple[str, ...]:
+    """The owner's names to hide: OWNER_NAMES, and the display name of the owner's own reply when it
+    is a full name (two words or more: what mail clients write into quote headers, such as
+    "Para: Owner Name <…>"). A one-word display name is left to OWNER_NAMES, to not blank a word."""
+    names = [n for n in configured if len(n.strip()) >= MIN_NAME_CHARS]
+    shown = " ".join(display_name.split())
+    if len(shown.split(" ")) >= 2 and len(shown) >= MIN_NAME_CHARS:
+        names.append(shown)
+    return tuple(dict.fromkeys(names))
+
+
+@functools.cache
+def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    # Any case, any run of spaces (a quote header may wrap or pad it), optionally quoted; whole words only.
+    alternatives = (r"\s+".join(re.escape(w) for w in n.split()) for n in sorted(names, key=len, reverse=True))
+    return re.compile(r"(?<!\w)[\"']?(?:" + "|".join(alternatives) + r")[\"']?(?!\w)", re.I)
+
+
+def hide_names(text: str, names: tuple[str, ...], replacement: str) -> str:
+    """``text`` with every one of ``names`` (any case, any spacing) replaced by ``replacement``
+    (PUBLIC_NAME; '' removes it). Works in any language: it does not look for quote headers."""
+    if not text or not names:
+        return text
+    return _names_pattern(names).sub(replacement, text)

@@ -21,12 +21,24 @@ _CONTROL = re.compile(r"^\s*\[\s*(block|allow|unblock)\s*(?::\s*([^\]]*?))?\s*\]
 _TO = re.compile(r"^\s*\[\s*to\s*:\s*([^\]]*?)\s*\]\s*$", re.I)
 _QUOTED = re.compile(r"^\s*>")
 # Gmail: "On Mon, 3 Nov 2026 at 10:00, Jane <jane@x> wrote:" (sometimes wrapped over two lines);
-# Apple Mail: "On 3 Nov 2026, at 10:00, Jane <jane@x> wrote:"; also localized "Am ... schrieb ...:"
-_ATTRIBUTION = re.compile(r"^\s*(On|Am|Le|El)\s.+(wrote|schrieb|a écrit|escribió)\s*:\s*$", re.I | re.S)
-# Outlook: a separator line, or a header block "From: ... Sent: ..." that starts the quoted original.
-_OUTLOOK_SEPARATOR = re.compile(r"^\s*(-{2,}\s*Original Message\s*-{2,}|_{10,})\s*$", re.I)
-_OUTLOOK_HEADER = re.compile(r"^\s*\*?(From|De|Von)\s*:\*?\s", re.I)
-_OUTLOOK_SENT = re.compile(r"^\s*\*?(Sent|Date|Envoyé|Gesendet)\s*:\*?\s", re.I)
+# Apple Mail: "On 3 Nov 2026, at 10:00, Jane <jane@x> wrote:"; and as Gmail writes it in de, fr, es,
+# it, nl, pt, pl and ru. Japanese and Chinese Gmail put the date and "<address>" before a bare colon:
+# _ATTRIBUTION_ANY catches any language's attribution that names an address and ends in a colon.
+_ATTRIBUTION = re.compile(r"^\s*(On|Am|Le|El|Il giorno|Il|Op|Em|W dniu|Dnia)\s.+(wrote|schrieb|a écrit|escribió|"
+                          r"ha scritto|schreef|escreveu|napisał\(a\)|napisała|napisał|пишет|написал\(а\)|"
+                          r"написала|написал)\s*[:：]\s*$", re.I | re.S)
+ATTRIBUTION_MAX_CHARS = 400  # lines tried against _ATTRIBUTION_ANY (two stars: kept off long lines)
+_ATTRIBUTION_ANY = re.compile(r"^(?=[^\n]*\d)[^\n]*<[^<>\s@]+@[^<>\s]+>[^\n]*[:：]\s*$", re.S)
+# Outlook: a separator line, or a header block "From: ... Sent: ..." that starts the quoted original,
+# in en, es, it, nl, pt, pl, ru, fr, de, ja and zh (as Outlook writes them in those languages).
+_OUTLOOK_SEPARATOR = re.compile(r"^\s*(-{2,}\s*(Original Message|Forwarded message|Mensaje original|Messaggio originale|"
+                                r"Oorspronkelijk bericht|Mensagem original|Wiadomość oryginalna|Исходное сообщение|"
+                                r"Message d'origine|Ursprüngliche Nachricht|Weitergeleitete Nachricht|元のメッセージ|"
+                                r"原始邮件|原始郵件)\s*-{2,}|_{10,}|Begin forwarded message:)\s*$", re.I)
+_OUTLOOK_HEADER = re.compile(r"^\s*\*?(From|De|Da|Van|Od|От|Von|差出人|发件人|寄件者)\s*[:：]\*?(\s|$)", re.I)
+_OUTLOOK_SENT = re.compile(r"^\s*\*?(Sent|Date|Envoyé|Gesendet|Datum|Enviado el|Enviado|Enviada em|Fecha|Inviato|"
+                           r"Data|Verzonden|Wysłano|Wysłane|Отправлено|Дата|送信日時|日付|发送时间|日期|寄件日期|"
+                           r"傳送時間)\s*[:：]\*?(\s|$)", re.I)
 _PREFIX = re.compile(r"^\s*((re|fwd?|aw|wg|sv|vs|antw)\s*(\[\d+\])?\s*:\s*)+", re.I)
 
 
@@ -76,8 +88,10 @@ def strip_history(text: str) -> str:
         if _OUTLOOK_HEADER.match(line) and any(_OUTLOOK_SENT.match(n) for n in lines[i + 1:i + 4]):
             break
         joined = line + (" " + lines[i + 1] if i + 1 < len(lines) else "")
-        if _ATTRIBUTION.match(line) or (_ATTRIBUTION.match(joined) and not line.rstrip().endswith(":")
-                                         and lines[i + 1:i + 2] and lines[i + 1].rstrip().endswith(":")):
+        any_language = len(joined) <= ATTRIBUTION_MAX_CHARS and _ATTRIBUTION_ANY.match(joined)
+        if _ATTRIBUTION.match(line) or (any_language and _ATTRIBUTION_ANY.match(line)) or (
+                (_ATTRIBUTION.match(joined) or any_language) and not line.rstrip().endswith(":")
+                and lines[i + 1:i + 2] and lines[i + 1].rstrip().endswith((":", "："))):
             break
         if _QUOTED.match(line):
             continue

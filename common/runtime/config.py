@@ -42,6 +42,7 @@ class Config:
     public_email: str = ""
     private_email: str = ""
     owner_emails: tuple[str, ...] = ()
+    owner_names: tuple[str, ...] = ()  # the owner's names (comma-separated): hidden in all a contact receives
     thread_secret: str = ""
     thread_secret_parameter: str = ""  # SSM SecureString holding THREAD_SECRET on AWS (read at cold start)
     bucket: str = ""
@@ -116,6 +117,20 @@ class Config:
     def own_addresses(self) -> frozenset[str]:
         """The owner's mailboxes and PUBLIC_EMAIL: never acked, suppressed, blocked or written to as a contact."""
         return self.owner_addresses | ({self.public_email.strip().lower()} if self.public_email.strip() else set())
+
+    def is_own(self, address: str) -> bool:
+        """The one reading of "our own address" (acks, loops, suppression and list protection use it):
+        an address of own_addresses in any case, with any ``+tag`` (RFC 5233 sub-addressing) and with
+        or without the root's trailing dot on its domain, or any address at DOMAIN_NAME or one of its
+        subdomains (thread.DOMAIN_NAME's thread addresses included)."""
+        local, _, domain = address.strip().strip("<>").strip().lower().rpartition("@")
+        domain = domain.rstrip(".")
+        if not local:
+            return False
+        ours = self.domain_name.strip().lower().rstrip(".")
+        if ours and (domain == ours or domain.endswith("." + ours)):
+            return True
+        return f"{local.partition('+')[0]}@{domain}" in self.own_addresses or f"{local}@{domain}" in self.own_addresses
 
     def require(self, *names: str) -> Config:
         """Raise ConfigError naming every required field that is empty."""

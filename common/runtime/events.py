@@ -47,6 +47,7 @@ class SesReceipt:
     dmarc_policy: str = ""  # only present when DMARC failed: none|quarantine|reject
     subject: str = ""
     header_from: str = ""  # commonHeaders.from[0]: SES's reading of From, for logs before (or without) a parse
+    destination: tuple[str, ...] = ()  # mail.destination: every envelope recipient, whichever rule matched it
 
     @classmethod
     def from_event(cls, event: Any) -> SesReceipt:
@@ -67,6 +68,7 @@ class SesReceipt:
             dmarc_policy=str(receipt.get("dmarcPolicy") or "").lower(),
             subject=str((mail.get("commonHeaders") or {}).get("subject") or ""),
             header_from=str(next(iter((mail.get("commonHeaders") or {}).get("from") or []), "")),
+            destination=tuple(str(r) for r in mail.get("destination") or recipients),
         )
 
 

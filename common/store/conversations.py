@@ -29,20 +29,26 @@ class Collision(Exception):
         self.cid, self.owner = cid, owner
 
 
-def record_inbound(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime) -> bool:
+def record_inbound(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, authenticated: bool = True) -> bool:
     """Upsert the conversation for a received mail; True on first contact (also when a first
     delivery is retried: the record remembers which SES message created it). Raises
-    :class:`Collision` instead of changing the ``senderEmail`` of an existing conversation."""
+    :class:`Collision` instead of changing the ``senderEmail`` of an existing conversation.
+    Not ``authenticated`` (SES's verdicts do not tie it to its From: common.inbound.ack.authenticated):
+    the mail sets the conversation's facts (display name, the message the owner's reply threads under)
+    only where it has none yet, so a spoof of an existing contact cannot rewrite them."""
     values: dict[str, Any] = {
         ":e": mail.from_address, ":d": mail.from_address.rpartition("@")[2], ":s": mail.subject,
         ":b": mail.body_text.strip()[:BODY_RECORD_CHARS], ":t": iso_z(when), ":m": mid,
         ":h": mail.message_id or f"<{mid}@email.amazonses.com>",
     }
+    def fact(name: str, value: str) -> str:
+        return f"{name} = {value}" if authenticated else f"{name} = if_not_exists({name}, {value})"
+
     expression = ("SET senderEmail = :e, emailDomain = :d, subject = :s, lastMessageBody = :b, #ts = :t, "
-                  "lastSesMessageId = :m, lastMessageId = :h, firstContactDate = if_not_exists(firstContactDate, :t), "
-                  "firstMessageId = if_not_exists(firstMessageId, :m)")
+                  f"{fact('lastSesMessageId', ':m')}, {fact('lastMessageId', ':h')}, "
+                  "firstContactDate = if_not_exists(firstContactDate, :t), firstMessageId = if_not_exists(firstMessageId, :m)")
     if mail.display_name:
-        expression += ", displayName = :n"
+        expression += ", " + fact("displayName", ":n")
         values[":n"] = mail.display_name
     try:
         new = dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,

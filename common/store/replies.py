@@ -19,7 +19,8 @@ MEMORY_TTL_S = 400 * 24 * 3600
 
 
 def claim(cfg: Config, cid: str, identity: str, ses_message_id: str) -> bool:
-    """True if ``ses_message_id`` is the (first) delivery of this owner message in this conversation."""
+    """True if ``ses_message_id`` is the (first) delivery of this owner message in conversation
+    ``cid`` (common.reply.auth.ANY_CONVERSATION: in any conversation)."""
     return dynamodb.put(cfg.send_status_table,
                         {"id": f"owner-message#{cid}#{identity}", "claimedBy": ses_message_id,
                          "expiresAt": int(time.time()) + MEMORY_TTL_S},

@@ -72,9 +72,7 @@ def release_notification(cfg: Config, sns_message_id: str) -> None:
 def protected(cfg: Config, address: str) -> bool:
     """The owner's own mailboxes and the public address (any case, any ``+tag``) are never suppressed:
     suppressing them would silently drop every forward (issue 18 S1)."""
-    local, _, domain = address.strip().lower().rpartition("@")
-    canonical = f"{local.partition('+')[0]}@{domain}"
-    return canonical in cfg.own_addresses or address.strip().lower() in cfg.own_addresses
+    return cfg.is_own(address)
 
 
 def is_suppressed(cfg: Config, item: dict[str, Any] | None) -> bool:

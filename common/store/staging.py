@@ -6,9 +6,15 @@ Lambda deliver at least once).
 
 from __future__ import annotations
 
-from common.aws import s3
+import time
+
+from common.aws import dynamodb, s3
+from common.mail.threads import receiving_function
 from common.runtime.config import Config
+from common.runtime.events import SesReceipt
 from common.store import layout
+
+SHARED_MEMORY_S = 7 * 24 * 3600  # who handled a shared mail: longer than SES's and Lambda's retries
 
 
 def fetch(cfg: Config, mid: str) -> bytes | None:
@@ -16,5 +22,17 @@ def fetch(cfg: Config, mid: str) -> bytes | None:
     return None if obj is None else bytes(obj["Body"].read())
 
 
-def done(cfg: Config, mid: str) -> None:
+def done(cfg: Config, receipt: SesReceipt) -> None:
+    """This handler is done with the mail: delete its staging object, unless another receipt rule's
+    handler still needs it. A mail to both the public address and a thread address runs both rules
+    (deploy/receiving.py: no rule stops the rule set), each storing the same object and invoking its
+    own function; the last of them to finish deletes it, so neither finds it gone."""
+    mid = receipt.message_id
+    functions = {f for r in receipt.destination if (f := receiving_function(r, cfg.public_email, cfg.thread_domain))}
+    mine = {f for r in receipt.recipients if (f := receiving_function(r, cfg.public_email, cfg.thread_domain))}
+    if len(functions) > 1 and mine:
+        item = dynamodb.update(cfg.send_status_table, {"id": f"staging#{mid}"}, "ADD handledBy :f SET expiresAt = :x",
+                               {":f": mine, ":x": int(time.time()) + SHARED_MEMORY_S}, return_values="ALL_NEW")
+        if not functions <= set((item or {}).get("handledBy") or ()):
+            return
     s3.delete(cfg.bucket, layout.staging(mid))

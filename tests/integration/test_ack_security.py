@@ -143,3 +143,13 @@ def test_display_name_is_never_reflected_beyond_one_short_word(stack, inbound, a
     assert "evil" not in sent["jane@corp.example"].raw.decode()
     assert sent["jose@corp.example"].message.get_body(("plain",)).get_content().startswith("Hello José,\n")
     assert jane["From"].addresses[0].display_name == PUBLIC_NAME and jane["Auto-Submitted"] == "auto-replied"
+
+
+@pytest.mark.parametrize("sender", ["hello+x@example.com", "HELLO@example.com.", "owner+jobs@example.net",
+                                    "ops@mail.example.com"])
+def test_a_spelling_of_our_own_address_gets_no_ack(stack, inbound, sender) -> None:
+    result = deliver(stack, inbound, mail(sender=f"Me <{sender.rstrip('.')}>"), source=sender)
+    assert result["status"] in ("forwarded", "dsn") and not result.get("ack"), result
+    assert stack.peek(stack.cfg.ack_queue) == []
+    if result["status"] == "forwarded":
+        assert skipped_reasons(inbound)[-1] == "sender is one of our own addresses"

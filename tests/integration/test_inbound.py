@@ -294,3 +294,19 @@ def test_a_duplicate_ses_delivery_is_already_processed_under_the_production_role
     event = stack.receipt(mail(), SES_ID)
     assert inbound.invoke(event)["status"] == "forwarded"
     assert inbound.invoke(event) == {"status": "already-processed", "messageId": SES_ID}
+
+
+def test_only_authenticated_mail_updates_a_conversations_facts(stack, inbound) -> None:
+    genuine = mail(sender="Jane Smith <jane@corp.example>", message_id="<genuine@corp.example>")
+    assert deliver(stack, inbound, genuine, "a" * 40)["status"] == "forwarded"
+    spoof = mail(sender="Jane (urgent) <jane@corp.example>", message_id="<forged@evil.example>", subject="Wire it")
+    result = deliver(stack, inbound, spoof, "b" * 40, source="x@evil.example",
+                     verdicts={"spf": "FAIL", "dkim": "FAIL", "dmarc": "FAIL"})
+    assert result["status"] == "forwarded"  # no p=reject: still the owner's to judge, with a warning
+    record = stack.conversation("jane-at-corp.example")
+    assert record["displayName"] == "Jane Smith" and record["lastMessageId"] == "<genuine@corp.example>"
+    assert record["lastSesMessageId"] == "a" * 40
+    later = mail(sender="Jane S. <jane@corp.example>", message_id="<later@corp.example>")
+    deliver(stack, inbound, later, "c" * 40)
+    record = stack.conversation("jane-at-corp.example")
+    assert record["displayName"] == "Jane S." and record["lastMessageId"] == "<later@corp.example>"

@@ -82,3 +82,29 @@ def test_a_bare_lf_dot_does_not_end_the_message(stack, ingress) -> None:
     queue = resources.local_queue(stack.cfg, "invocations")
     assert stack.depth(queue) == 1  # one message, not two
     assert b"\r\nbody\r\n.\r\nMAIL FROM:<evil@corp.example>\r\n" in staged(stack, stack.receive(queue))
+
+
+def test_a_mail_to_the_public_and_a_thread_address_reaches_both_handlers(stack, ingress) -> None:
+    from common.runtime.events import SesReceipt
+    from common.store import staging
+
+    thread = f"jane-at-corp.example.abcdef@{stack.cfg.thread_domain}"
+    raw = saved_eml(stack.cfg).replace(b"\n", b"\r\n")
+    with smtplib.SMTP("127.0.0.1", ingress.port, timeout=30) as smtp:
+        smtp.sendmail("jane@corp.example", [stack.cfg.public_email, thread], raw)
+    seen: dict[str, dict] = {}
+    for _ in range(5):  # moto returns a subset per call
+        seen.update((m["MessageId"], m) for m in stack.receive(resources.local_queue(stack.cfg, "invocations")))
+    bodies = [json.loads(m["Body"]) for m in seen.values()]
+    by_function = {b["function"]: SesReceipt.from_event(b["event"]) for b in bodies}
+    assert sorted(by_function) == ["inbound-handler", "reply-handler"]
+    assert by_function["inbound-handler"].recipients == (stack.cfg.public_email,)
+    assert by_function["reply-handler"].recipients == (thread,)
+    [mid] = {r.message_id for r in by_function.values()}
+    # Whichever finishes first leaves the shared staging object to the other; the last deletes it,
+    # and a retry of the first changes nothing.
+    staging.done(stack.cfg, by_function["reply-handler"])
+    staging.done(stack.cfg, by_function["reply-handler"])
+    assert staging.fetch(stack.cfg, mid) == raw
+    staging.done(stack.cfg, by_function["inbound-handler"])
+    assert staging.fetch(stack.cfg, mid) is None

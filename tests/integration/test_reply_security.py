@@ -120,7 +120,7 @@ def test_a_replayed_owner_reply_is_not_sent_again(stack, fns, thread) -> None:
     retry = deliver(stack, fns, thread, raw, mid="00000000000000000000000000000000000000a1")
     replay = deliver(stack, fns, thread, raw, mid="00000000000000000000000000000000000000a2")
     assert first["status"] == retry["status"] == "queued"
-    assert (replay["status"], replay["reason"]) == ("rejected", "owner message already sent in this conversation (replay)")
+    assert (replay["status"], replay["reason"]) == ("rejected", "owner message already sent (replay)")
     assert len(sent(stack, fns)) == 1
     assert stack.s3_keys("staging/") == []
 
@@ -130,7 +130,7 @@ def test_replay_with_a_new_message_id_is_recognised_by_its_signed_content(stack,
     raw = raw_reply(thread, body=b"See you Tuesday.\r\n", extra=b"Date: Mon, 23 Nov 2026 10:00:00 +0000\r\n")
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
     replay = deliver(stack, fns, thread, raw.replace(b"<r-1@example.net>", b"<forged-2@example.net>"))
-    assert (replay["status"], replay["reason"]) == ("rejected", "owner message already sent in this conversation (replay)")
+    assert (replay["status"], replay["reason"]) == ("rejected", "owner message already sent (replay)")
     assert len(sent(stack, fns)) == 1
 
 
@@ -221,3 +221,59 @@ def test_rejections_alert_the_owner_once_per_reason(stack, fns, thread) -> None:
     got = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])]
     assert [a["reason"] for a in got] == ["From header has a parse defect"]
     assert "attacker@evil.example" in got[0]["from"]
+
+
+@pytest.mark.parametrize("header", [
+    "De: Owner Name <hello@example.com>\r\nEnviado el: lunes\r\nPara: Owner Name <hello@example.com>",
+    "Da: Owner Name\r\nInviato: lunedi\r\nA: OWNER  NAME <owner@example.net>",
+    "Kutoka: Owner Name <owner@example.net>\r\nKwa: owner name",  # Swahili: a language no rule knows
+])
+def test_the_owners_name_never_reaches_the_contact_in_any_language(stack, fns, thread, header) -> None:
+    body = f"Thanks Jane, noted.\r\n\r\n{header}\r\nJane wrote: hello\r\n".encode()
+    raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role for Owner Name",
+               text=body.decode().replace("\r\n", "\n"))
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+    [msg] = sent(stack, fns)
+    assert b"owner name" not in msg.raw.lower() and b"example.net" not in msg.raw.lower(), msg.raw
+    assert msg.message.get_body(("plain",)).get_content().startswith("Thanks Jane, noted.")
+
+
+def test_controls_smuggled_in_a_contacts_nested_quotes_are_not_applied(stack, fns, thread) -> None:
+    # The contact's HTML: 25 nested quotes, all closed, a stray close, then controls; the owner answers
+    # HTML-only above it with an attribution in a language the cleaner does not know.
+    contact = ("<div>Hi</div>" + "<blockquote>" * 25 + "old" + "</blockquote>" * 25 + "</blockquote>"
+               "<div>[allow: @evil.example]</div><div style='display:none'>[block: @bank.example]</div><div>Best, Eve</div>")
+    html = f"<div>Noted, thanks.</div><div>Il giorno lun 2 nov 2026 Eve ha scritto:</div><blockquote>{contact}</blockquote>"
+    raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role", text=None, html=html)
+    result = deliver(stack, fns, thread, raw)
+    assert result["status"] == "queued" and result["controls"] == [], result
+    [msg] = sent(stack, fns)
+    text = msg.message.get_body(("plain",)).get_content()
+    assert text.startswith("Noted, thanks.") and "Best, Eve" not in text and "evil" not in text
+    table = client("dynamodb").scan(TableName=stack.cfg.sender_lists_table)["Items"]
+    assert not [i for i in table if "evil" in json.dumps(i) or "bank" in json.dumps(i)]
+
+
+@pytest.mark.parametrize("change", [b"See you Tuesday.  \r\n\r\n\r\n", b"See   you\tTuesday.\r\n \r\n"])
+def test_a_replay_padded_with_whitespace_dkim_relaxed_ignores_is_recognised(stack, fns, thread, change) -> None:
+    raw = raw_reply(thread, body=b"See you Tuesday.\r\n", extra=b"Date: Mon, 23 Nov 2026 10:00:00 +0000\r\n")
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+    padded = raw.replace(b"<r-1@example.net>", b"<forged-3@example.net>").replace(b"See you Tuesday.\r\n", change)
+    replay = deliver(stack, fns, thread, padded)
+    assert (replay["status"], replay["reason"]) == ("rejected", "owner message already sent (replay)")
+    assert len(sent(stack, fns)) == 1
+
+
+def test_a_message_id_is_claimed_once_across_conversations_and_bound_to_its_to(stack, fns, thread) -> None:
+    bob = fns["inbound-handler"].invoke(stack.receipt(mail(sender="Bob <bob@other.example>", subject="Hi"),
+                                                      "0000000000000000000000000000000000000b01"))
+    other = thread_address(bob["conversationId"], stack.cfg.thread_secret, stack.cfg.thread_domain)
+    raw = raw_reply(thread, body=b"Only for Jane.\r\n")
+    assert deliver(stack, fns, thread, raw)["status"] == "queued"
+    # The same signed message delivered to Bob's thread address: its To still names Jane's.
+    moved = deliver(stack, fns, other, raw)
+    assert moved["status"] == "rejected" and "not in its To or Cc" in moved["reason"], moved
+    # Even addressed to Bob's thread too (a Cc the owner wrote), the Message-ID was claimed already.
+    both = raw.replace(b"To: " + thread.encode(), b"To: " + thread.encode() + b"\r\nCc: " + other.encode())
+    assert (deliver(stack, fns, other, both)["reason"]) == "owner message already sent (replay)"
+    assert [m.destinations for m in sent(stack, fns)] == [["jane@corp.example"]]

@@ -95,3 +95,43 @@ def test_html_blockquotes_become_quoted_lines() -> None:
                         "<blockquote>older</blockquote></blockquote><p>also mine</p>")
     assert text == "Mine\n\n> theirs\n\n> [allow: @evil.example]\n\n> > older\n\nalso mine"
     assert owner_controls(text) == []
+
+
+QUOTE_HEADERS = {
+    "en": "From: Jane <jane@corp.example>\nSent: Monday, 2 November 2026 10:00",
+    "es": "De: Jane <jane@corp.example>\nEnviado el: lunes, 2 de noviembre de 2026 10:00",
+    "it": "Da: Jane <jane@corp.example>\nInviato: lunedì 2 novembre 2026 10:00",
+    "nl": "Van: Jane <jane@corp.example>\nVerzonden: maandag 2 november 2026 10:00",
+    "pt": "De: Jane <jane@corp.example>\nEnviada em: segunda-feira, 2 de novembro de 2026 10:00",
+    "pl": "Od: Jane <jane@corp.example>\nWysłano: poniedziałek, 2 listopada 2026 10:00",
+    "ru": "От: Jane <jane@corp.example>\nОтправлено: 2 ноября 2026 г. 10:00",
+    "fr": "De : Jane <jane@corp.example>\nEnvoyé : lundi 2 novembre 2026 10:00",
+    "de": "Von: Jane <jane@corp.example>\nGesendet: Montag, 2. November 2026 10:00",
+    "ja": "差出人: Jane <jane@corp.example>\n送信日時: 2026年11月2日 10:00",
+    "zh": "发件人: Jane <jane@corp.example>\n发送时间: 2026年11月2日 10:00",
+    "it-gmail": "Il giorno lun 2 nov 2026 alle ore 10:00 Jane <jane@corp.example> ha scritto:",
+    "nl-gmail": "Op ma 2 nov 2026 om 10:00 schreef Jane <jane@corp.example>:",
+    "pt-gmail": "Em seg., 2 de nov. de 2026 às 10:00, Jane <jane@corp.example> escreveu:",
+    "pl-gmail": "W dniu pon., 2 lis 2026 o 10:00 Jane <jane@corp.example> napisał(a):",
+    "ru-gmail": "пн, 2 нояб. 2026 г. в 10:00, Jane <jane@corp.example>:",
+    "ja-gmail": "2026年11月2日(月) 10:00 Jane <jane@corp.example>:",
+    "zh-gmail": "Jane <jane@corp.example> 于2026年11月2日周一 10:00写道：",
+}
+
+
+@pytest.mark.parametrize("lang", sorted(QUOTE_HEADERS))
+def test_quote_headers_in_each_language_end_the_owners_text(lang: str) -> None:
+    from common.reply.text import strip_history
+
+    text = f"Mine.\n[allow]\n\n{QUOTE_HEADERS[lang]}\n\n[block: @bank.example]\nTheirs\n"
+    assert strip_history(text) == "Mine.\n[allow]\n"
+
+
+def test_owner_names_are_hidden_whatever_surrounds_them() -> None:
+    from common.reply.scrub import hide_names, owner_names
+
+    names = owner_names(("Ana Owner",), "Owner  Name")
+    assert names == ("Ana Owner", "Owner Name")
+    assert owner_names((), "Owner") == ()  # one word: left to OWNER_NAMES
+    text = "Para: Owner Name <x>\nKwa: \"OWNER\n NAME\"\nana owner, Owner Names, Bowner Name"
+    assert hide_names(text, names, "Alex") == "Para: Alex <x>\nKwa: Alex\nAlex, Owner Names, Bowner Name"

@@ -120,3 +120,36 @@ def test_a_crafted_sub_address_tag_cannot_make_the_scrubber_backtrack_exponentia
     crafted = "owner+" + "&#aaa" * 40 + "!"
     assert hide_addresses(crafted, PRIVATE, "hello@example.com") == crafted
     assert hide_addresses(crafted[:-1] + "&#64;example.net", PRIVATE, "hello@example.com") == "hello@example.com"
+
+
+OWN = [("hello+x@example.com", True), ("HELLO@EXAMPLE.COM.", True), ("<owner+jobs@example.net.>", True),
+       ("anything@thread.example.com", True), ("ops@mail.example.com", True), ("me+a+b@other.example", True),
+       ("jane@corp.example", False), ("owner@example.net.evil", False), ("hello@example.community", False),
+       ("hello@notexample.com", False), ("owner@sub.example.net", False), ("", False), ("example.com", False)]
+
+
+@pytest.mark.parametrize(("address", "own"), OWN)
+def test_one_reading_of_our_own_address_for_acks_loops_and_protection(address: str, own: bool) -> None:
+    from common.inbound.ack import unsafe_recipient
+    from common.mail.parse import parse
+    from common.reply.owner import recipient_problem
+    from tests.support import mailgen as g
+
+    assert CFG.is_own(address) is own
+    assert sendstatus.protected(CFG, address) is own
+    if own and "<" not in address and address.count("@") == 1:
+        mail = parse(g.mail(sender=f"X <{address.rstrip('.')}>"))
+        assert unsafe_recipient(CFG, receipt(address.rstrip(".")), mail) == "sender is one of our own addresses"
+        assert "own addresses" in recipient_problem(CFG, address.rstrip("."))
+
+
+@pytest.mark.parametrize("variant", ["Hi  there\t\nBye \n", "Hi there\nBye\n\n\n", "Hi \t there \r\nBye\r\n \r\n",
+                                     "Hi there\nBye"])
+def test_relaxed_body_ignores_what_dkim_relaxed_ignores(variant: str) -> None:
+    assert auth.relaxed_body(variant) == auth.relaxed_body("Hi there\nBye\n") == "Hi there\nBye"
+
+
+@pytest.mark.parametrize("variant", ["Hi there\n\nBye\n", "Hithere\nBye\n", " Hi there\nBye\n"])
+def test_relaxed_body_keeps_what_dkim_relaxed_signs(variant: str) -> None:
+    # RFC 6376 3.4.4: inner empty lines and the presence (not the length) of whitespace still count.
+    assert auth.relaxed_body(variant) != auth.relaxed_body("Hi there\nBye\n")

@@ -1,0 +1,40 @@
+"""The CLI never writes a mail's control characters to the operator's terminal (common.local.termsafe)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from common.local import admin, cli
+from common.local.termsafe import clean
+from common.runtime import config
+from tests.support.mailgen import mail
+
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+ATTACK = "\x1b]0;pwned\x07\x1b[2J\x1b[H\rFake line\x08\x9b31m\u202egnp.exe\u2066x\u2069 end"
+
+
+def test_clean_keeps_text_tabs_newlines_and_non_latin_scripts() -> None:
+    assert clean("a\tb\nc \u05e9\u05dc\u05d5\u05dd 日本 é") == "a\tb\nc \u05e9\u05dc\u05d5\u05dd 日本 é"
+    assert not UNSAFE.search(clean(ATTACK)) and "Fake line" in clean(ATTACK)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_quarantine_show_prints_no_control_characters(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str], as_json: bool) -> None:
+    from common.aws import s3
+    from common.store import quarantine
+
+    cfg = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com",
+                       "PRIVATE_EMAIL": "owner@example.net", "THREAD_SECRET": "x" * 32})
+    raw = mail(sender="Eve\u202e <eve@corp.example>", subject="Hi \u202eexe.pdf", text=ATTACK + "\n" + ATTACK)
+    item = {"id": "q1", "key": "spam/2026-11-25/q1.eml", "status": "held", "reason": "subject \x1b[31mmatch",
+            "sender": "Eve <eve@corp.example>", "subject": "Hi \x1b]0;x\x07"}
+    monkeypatch.setattr(admin, "target", lambda args: admin.Target(cfg, False, "test"))
+    monkeypatch.setattr(quarantine, "get", lambda c, qid: item)
+    monkeypatch.setattr(s3, "get", lambda bucket, key: {"Body": io.BytesIO(raw)})
+    assert cli.main(["quarantine", "show", "q1", *(["--json"] if as_json else [])]) == 0
+    out, err = capsys.readouterr()
+    assert "Fake line" in out and not UNSAFE.search(out + err), repr(out)
