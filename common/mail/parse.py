@@ -281,6 +281,8 @@ def _parse(raw: bytes) -> ParsedMail:
         text_part = _body(parts, "plain", named=True)
         html_part = None if text_part is not None else _body(parts, "html", named=True)
     mail.text = _text(text_part, source) if text_part else ""
+    if text_part and html_part and mail.text.strip() and not _alternatives(text_part, html_part):
+        html_part = None  # side by side in a multipart/mixed: both are shown, so the HTML is a part of its own
     mail.html = _text(html_part, source) if html_part else ""
     chosen = [p for p in (text_part, html_part) if p is not None]
     _attachments(parts, chosen, mail, hints, source)
@@ -560,6 +562,13 @@ def _body(parts: list[_Part], subtype: str, named: bool) -> _Part | None:
         if container is None:
             return p
     return None
+
+
+def _alternatives(a: _Part, b: _Part) -> bool:
+    """Whether two parts are renderings of one content: the nearest multipart/alternative above one
+    is above the other (RFC 2046 5.1.4)."""
+    above = next((p for p in a.ancestors() if p.subtype == "alternative"), None)
+    return above is not None and any(p is above for p in b.ancestors())
 
 
 def _related_starts(parts: list[_Part]) -> dict[int, _Part]:

@@ -1,7 +1,9 @@
-"""Issue 17's "Done when": every message of a real-world corpus nobody here wrote reaches an outcome.
+"""Every message of real-world corpora nobody here wrote reaches an outcome, and its forward carries
+what the stdlib's reading of it holds.
 
-The corpus is the fixture set of public mail libraries in ``../shared/corpus/mail/`` (read in place,
-never copied; ``MAIL_CORPUS`` points elsewhere). Line endings are made CRLF first, as an SMTP client
+The corpora are the fixture sets of public mail libraries in ``../shared/corpus/mail/`` (read in
+place; ``MAIL_CORPUS`` points elsewhere) and in ``tests/fixtures/corpus/`` (mime4j, enmime; their
+licences beside them, tests/fixtures/corpus/README.md). Line endings are made CRLF first, as an SMTP client
 sends them (the files have bare LF as their sources do). All messages go through one inbound-handler
 under the real RIE against moto (module scope, so the cold start is paid once), then the forwards and
 acks through the real senders; each message is then checked on its own:
@@ -16,7 +18,12 @@ acks through the real senders; each message is then checked on its own:
   would send it) and ended extracted or rejected for a reason of the document's, never a failed
   invocation or an "extractor failed" (a bug of ours);
 * no ack went where RFC 3834 section 2 (or a no-reply / role sender) says an automatic reply must
-  not go, judged again from the stdlib's reading of the top-level header.
+  not go, judged again from the stdlib's reading of the top-level header;
+* the forward shows no raw MIME as its text (part headers the stdlib's body does not hold), carries
+  or names in its footer every named part of the stdlib's reading (parts by name), and at least as
+  many parts as the stdlib reads beside the body (parts by count);
+* its banner and footer agree: an original the banner calls attached is attached, and nothing the
+  footer lists as not attached is.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import email.utils
 import json
 import os
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +44,10 @@ from urllib.parse import quote_plus
 
 import pytest
 
+from common.inbound.messages import FOOTER_MARKER
 from common.local.rie import InvokeError
 from common.mail.htmltext import html_to_text
+from common.mail.parse import ORIGINAL_NAME
 from tests.conftest import REPO, load_event
 
 
@@ -51,9 +61,19 @@ def corpus_dir() -> Path | None:
 
 
 CORPUS = corpus_dir()
-FILES = sorted(p for p in CORPUS.rglob("*") if p.is_file() and not p.name.startswith(("LICENSE", "README", "SOURCES"))) \
-    if CORPUS else []
-pytestmark = pytest.mark.skipif(not FILES, reason="no mail corpus: set MAIL_CORPUS or provide ../shared/corpus/mail")
+OURS = REPO / "tests" / "fixtures" / "corpus"
+
+
+def messages(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(("LICENSE", "NOTICE", "README", "SOURCES")))
+
+
+FILES = (messages(CORPUS) if CORPUS else []) + messages(OURS)
+
+
+def label(path: Path) -> str:
+    return str(path.relative_to(OURS.parent)) if path.is_relative_to(OURS) else \
+        str(path.relative_to(CORPUS)) if CORPUS else str(path)
 
 
 def as_smtp(raw: bytes) -> bytes:
@@ -179,11 +199,72 @@ def ack_forbidden(raw: bytes) -> str:
     return ""
 
 
+MIME_HEADER = re.compile(r"(?im)^content-(?:type[ \t]*:[ \t]*[\w.+-]+/|transfer-encoding[ \t]*:)")
+
+
+def name_keys(name: str) -> tuple[str, str]:
+    """A part name as the forward's may differ from it (NFKC, path and unsafe characters dropped, cut
+    to 120 characters, "-2" for a repeat): its first and last letters and digits."""
+    last = unicodedata.normalize("NFKC", name).replace("\\", "/").rsplit("/", 1)[-1]
+    alnum = re.sub(r"\W", "", last.lower())
+    return alnum[:12], alnum[-10:]
+
+
+@dataclass
+class Reading:
+    """The stdlib's (policy.default) reading of a mail's parts, not entering message/* parts."""
+    names: list[str] = field(default_factory=list)  # named parts, where the stdlib decoded the name
+    beside_body: int = 0  # non-empty leaf parts other than the body and its alternative renderings
+
+
+def leaves(msg: Any) -> list[tuple[Any, list[Any]]]:
+    """(part, its multipart ancestors) of every part that is not a multipart, in document order;
+    message/* parts are leaves (their insides are the forwarded message's, not this mail's)."""
+    out: list[tuple[Any, list[Any]]] = []
+    stack: list[tuple[Any, list[Any]]] = [(msg, [])]
+    while stack:
+        node, above = stack.pop()
+        if node.get_content_maintype() != "multipart":
+            out.append((node, above))
+        elif node.is_multipart():
+            stack.extend((child, [*above, node]) for child in reversed(node.get_payload()))
+    return out
+
+
+def parts_read(raw: bytes) -> Reading | None:
+    try:
+        msg = email.message_from_bytes(raw, policy=email.policy.default)
+        body = msg.get_body(("plain", "html"))
+        read = leaves(msg)
+    except Exception:
+        return None
+    reading = Reading()
+    bodies: dict[str, Any] = {}  # the first unnamed inline text/plain and text/html: the body either way
+    for node, above in read:
+        name = node.get_filename()
+        if name and not re.search("[\ud800-\udfff\ufffd]|=\\?", name) and any(name_keys(name)):
+            reading.names.append(name)
+        if node.get_content_maintype() == "text" and not name and not node.is_attachment() \
+                and not any(a.get_content_maintype() == "message" for a in above):
+            bodies.setdefault(node.get_content_subtype(), node)
+    shown = [n for n in (body, *bodies.values()) if n is not None]
+    alternatives = [next((a for a in reversed(above) if a.get_content_subtype() == "alternative"), None)
+                    for node, above in read if any(node is n for n in shown)]
+    for node, above in read:
+        if any(node is n for n in shown) or not str(node.get_payload()).strip():
+            continue
+        if node.get_content_maintype() == "text" and not node.get_filename() and \
+                any(a is not None and any(a is b for b in above) for a in alternatives):
+            continue  # another rendering of the body
+        reading.beside_body += 1
+    return reading
+
+
 def words(text: str) -> Counter[str]:
     return Counter(re.findall(r"\w+", text.lower()))
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(CORPUS)) if CORPUS else str(p))
+@pytest.mark.parametrize("path", FILES, ids=label)
 def test_message_reaches_an_outcome(run: Run, path: Path) -> None:
     mid, raw, result = run.results[path]
     assert result["status"] in ("forwarded", "quarantined", "dsn"), result
@@ -206,6 +287,21 @@ def test_message_reaches_an_outcome(run: Run, path: Path) -> None:
     text = msg.get_body(("plain",)).get_content()
     # Where the stdlib's reading is garbled (8-bit headers, wrong charsets), ours must not be.
     assert not re.search("[\ud800-\udfff\ufffd]", str(msg["Subject"]) + text)
+    assert not MIME_HEADER.search(text) or MIME_HEADER.search(str(body or "")), "raw MIME shown as the text"
+    forwarded = [p for p, _ in leaves(msg) if p.get_filename()]
+    footer = text.rpartition(FOOTER_MARKER)[2]
+    not_attached = footer.partition("Not attached: ")[2]
+    banner = "".join(line for line in text.splitlines() if line.startswith("[!] "))
+    assert ("the original is attached" in banner) == any(p.get_filename() == ORIGINAL_NAME for p in forwarded)
+    assert not [p.get_filename() for p in forwarded if f"{p.get_filename()} (" in not_attached], "attached and not attached"
+    reading = parts_read(raw)
+    if reading is not None:
+        carried = " ".join("".join(name_keys(str(p.get_filename()))) + " " + re.sub(r"\W", "", str(p.get_filename()).lower())
+                           for p in forwarded) + re.sub(r"\W", "", not_attached.lower())
+        lost = [n for n in reading.names if not any(key and key in carried for key in name_keys(n))]
+        assert lost == [], "named parts lost"
+        assert len(result["attachments"]) + len(result["skipped"]) >= reading.beside_body, "parts missing"
+        assert len(forwarded) == len(result["attachments"]), "stored parts missing from the forward"
     if body:
         expected, got = words(body), words(text)
         found = sum(min(n, got[w]) for w, n in expected.items())

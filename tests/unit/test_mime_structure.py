@@ -100,3 +100,13 @@ def test_top_level_unknown_text_and_message_wrappers_are_kept() -> None:
     wrapped = parse(mail(b"message/rfc822", b"From: inner@x.example\r\nSubject: Wrapped\r\n\r\ninside\r\n"))
     [att] = wrapped.attachments
     assert att.role == "message" and email.message_from_bytes(att.data, policy=email.policy.default)["Subject"] == "Wrapped"
+
+
+def test_html_beside_the_text_in_mixed_is_a_part_not_the_texts_alternative() -> None:
+    body = (b"--m\r\nContent-Type: text/html\r\n\r\n<p>first</p>\r\n--m\r\nContent-Type: text/plain\r\n\r\nsecond\r\n--m--\r\n")
+    parsed = parse(mail(b'multipart/mixed; boundary="m"', body))
+    assert parsed.text.strip() == "second" and parsed.html == ""
+    assert [(a.declared_type, a.role) for a in parsed.attachments] == [("text/html", "text")]
+    # an empty text part beside it: the HTML is the body, as the stdlib and mail clients show it
+    empty = parse(mail(b'multipart/mixed; boundary="m"', body.replace(b"second", b"")))
+    assert "first" in empty.html and empty.attachments == []
