@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import email
 import email.errors
+import email.parser
 import email.policy
 import email.utils
 import json
@@ -69,11 +70,23 @@ def messages(root: Path) -> list[Path]:
 
 
 FILES = (messages(CORPUS) if CORPUS else []) + messages(OURS)
+ADDED_FROM = b"From: Corpus Sender <corpus-sender@corp.example>\r\n"
 
 
-def label(path: Path) -> str:
-    return str(path.relative_to(OURS.parent)) if path.is_relative_to(OURS) else \
+def without_from(path: Path) -> bool:
+    return email.parser.BytesHeaderParser(policy=email.policy.compat32).parsebytes(path.read_bytes()).get("from") is None
+
+
+# A message without From is quarantined and its forward never judged: each goes through once more
+# with a From added, so its structure is judged too.
+CASES = [(p, False) for p in FILES] + [(p, True) for p in FILES if without_from(p)]
+
+
+def label(case: tuple[Path, bool]) -> str:
+    path, added = case
+    name = str(path.relative_to(OURS.parent)) if path.is_relative_to(OURS) else \
         str(path.relative_to(CORPUS)) if CORPUS else str(path)
+    return name + (" +From" if added else "")
 
 
 def as_smtp(raw: bytes) -> bytes:
@@ -84,7 +97,7 @@ def as_smtp(raw: bytes) -> bytes:
 @dataclass
 class Run:
     stack: Any
-    results: dict[Path, tuple[str, bytes, dict[str, Any]]] = field(default_factory=dict)
+    results: dict[tuple[Path, bool], tuple[str, bytes, dict[str, Any]]] = field(default_factory=dict)
     sent: dict[str, Any] = field(default_factory=dict)  # X-Correlation-ID -> SentMail
     failed_batches: list[str] = field(default_factory=list)
     staging: list[str] = field(default_factory=list)
@@ -100,13 +113,13 @@ def run(moto_server, local_defaults, rie_module) -> Run:
     fast = {"RETRY_DELAYS_SECONDS": "0", "MAX_SEND_RATE": "200"}
     senders = {"forward-sender": rie_module("forward-sender", env=fast), "ack-sender": rie_module("ack-sender", env=fast)}
     out = Run(stack)
-    for n, path in enumerate(FILES):
-        raw, mid = as_smtp(path.read_bytes()), f"corpus{n:034d}"
+    for n, (path, added) in enumerate(CASES):
+        raw, mid = as_smtp((ADDED_FROM if added else b"") + path.read_bytes()), f"corpus{n:034d}"
         try:
             result = inbound.invoke(stack.receipt(raw, mid))
         except InvokeError as exc:
             result = {"status": "invocation failed", "error": str(exc)}
-        out.results[path] = (mid, raw, result)
+        out.results[(path, added)] = (mid, raw, result)
     for name, queue in (("forward-sender", stack.cfg.forward_queue), ("ack-sender", stack.cfg.ack_queue)):
         for batch in stack.run_sender(senders[name], queue, max_batches=200):
             out.failed_batches += [f"{name}: {i} {batch.error}" for i in batch.failed]
@@ -128,7 +141,8 @@ def run(moto_server, local_defaults, rie_module) -> Run:
                 out.extracted[key] = {"status": "invocation failed", "error": str(exc)}
     outcomes = Counter(r["status"] for _, _, r in out.results.values())
     extracted = Counter(r["status"] for r in out.extracted.values())
-    print(f"\n[corpus] {len(FILES)} messages from {CORPUS}: {dict(outcomes)}; {len(out.sent)} sent; "
+    print(f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS}, {len(CASES) - len(FILES)} again with a From "
+          f"added: {dict(outcomes)}; {len(out.sent)} sent; "
           f"attached documents: {dict(extracted)}")
     return out
 
@@ -202,6 +216,17 @@ def ack_forbidden(raw: bytes) -> str:
 MIME_HEADER = re.compile(r"(?im)^content-(?:type[ \t]*:[ \t]*[\w.+-]+/|transfer-encoding[ \t]*:)")
 
 
+def sent_as_text(raw: bytes) -> bool:
+    """Whether the text part the stdlib shows holds MIME headers itself (a mail source the sender
+    sent as text/plain), so showing them is showing the text, not a multipart left unsplit."""
+    try:
+        part = email.message_from_bytes(raw, policy=email.policy.default).get_body(("plain", "html"))
+        data = part.get_payload(decode=True) if part is not None else b""
+    except Exception:
+        return False
+    return isinstance(data, bytes) and MIME_HEADER.search(data.decode("latin-1")) is not None
+
+
 def name_keys(name: str) -> tuple[str, str]:
     """A part name as the forward's may differ from it (NFKC, path and unsafe characters dropped, cut
     to 120 characters, "-2" for a repeat): its first and last letters and digits."""
@@ -264,9 +289,9 @@ def words(text: str) -> Counter[str]:
     return Counter(re.findall(r"\w+", text.lower()))
 
 
-@pytest.mark.parametrize("path", FILES, ids=label)
-def test_message_reaches_an_outcome(run: Run, path: Path) -> None:
-    mid, raw, result = run.results[path]
+@pytest.mark.parametrize("case", CASES, ids=label)
+def test_message_reaches_an_outcome(run: Run, case: tuple[Path, bool]) -> None:
+    mid, raw, result = run.results[case]
     assert result["status"] in ("forwarded", "quarantined", "dsn"), result
     assert f"staging/{mid}" not in run.staging
     if result["status"] == "quarantined":
@@ -287,7 +312,7 @@ def test_message_reaches_an_outcome(run: Run, path: Path) -> None:
     text = msg.get_body(("plain",)).get_content()
     # Where the stdlib's reading is garbled (8-bit headers, wrong charsets), ours must not be.
     assert not re.search("[\ud800-\udfff\ufffd]", str(msg["Subject"]) + text)
-    assert not MIME_HEADER.search(text) or MIME_HEADER.search(str(body or "")), "raw MIME shown as the text"
+    assert not MIME_HEADER.search(text) or sent_as_text(raw), "raw MIME shown as the text"
     forwarded = [p for p, _ in leaves(msg) if p.get_filename()]
     footer = text.rpartition(FOOTER_MARKER)[2]
     not_attached = footer.partition("Not attached: ")[2]
