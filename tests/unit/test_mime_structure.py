@@ -110,3 +110,13 @@ def test_html_beside_the_text_in_mixed_is_a_part_not_the_texts_alternative() -> 
     # an empty text part beside it: the HTML is the body, as the stdlib and mail clients show it
     empty = parse(mail(b'multipart/mixed; boundary="m"', body.replace(b"second", b"")))
     assert "first" in empty.html and empty.attachments == []
+
+
+def test_a_folded_line_that_lost_its_indent_is_read_as_a_continuation_even_with_a_colon() -> None:
+    # php-mime-mail-parser's issue84: a Received field folded without indentation; its time has colons
+    raw = (b"Received: from unknown (HELO lists.php.net) (127.0.0.1)\r\nby localhost with SMTP; 19 Nov 2014 08:46:08 -0000\r\n"
+           b"From: tyra3l@gmail.com (Ferenc Kovacs)\r\nSubject: Re: constructors\r\n"
+           b"Content-Type: text/plain\r\n\r\nThe reply.\r\n")
+    parsed = parse(raw)
+    assert parsed.text.strip() == "The reply." and parsed.from_address == "tyra3l@gmail.com"
+    assert parsed.subject == "Re: constructors"
