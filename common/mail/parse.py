@@ -228,7 +228,7 @@ def _b64(data: bytes | memoryview) -> bytes:
 # A quoted boundary parameter folded inside its quotes (``boundary="simple\r\n boundary"``): unfolding
 # removes the CRLF only (RFC 5322 section 2.2.3), so the boundary is "simple boundary"; compat32's
 # get_boundary() keeps the line break and the feed parser never finds a delimiter.
-_FOLDED_BOUNDARY = re.compile(rb'(;[ \t\r\n]*boundary[ \t]*=[ \t]*")((?:[^"\\\r\n]|\\.)*(?:\r?\n[ \t](?:[^"\\\r\n]|\\.)*)+)"',
+_FOLDED_BOUNDARY = re.compile(rb'(;[ \t\r\n]*boundary[ \t\r\n]*=[ \t\r\n]*")((?:[^"\\\r\n]|\\.)*(?:\r?\n[ \t](?:[^"\\\r\n]|\\.)*)+)"',
                               re.I)
 _BOUNDARY_VALUE = re.compile(rb'[;\s]boundary[ \t]*=[ \t]*(?:"((?:[^"\\\r\n]|\\.){1,200})"|([^\s;"]{1,200}))', re.I)
 # A delimiter line with text after the boundary and a space (``--boundary trailing text``): mime4j

@@ -29,6 +29,7 @@ def three_named(boundary: bytes, delimiter: bytes | None = None) -> bytes:
 @pytest.mark.parametrize("content_type", [
     b'multipart/mixed; boundary="simple\r\n boundary"',  # folded inside the quotes: unfold removes CRLF only
     b'multipart/mixed;\r\n\tboundary="simple\r\n boundary"',  # and the field folded before it
+    b'multipart/mixed; boundary=\r\n "simple\r\n boundary"',  # and between the = and the quote
     b"multipart/mixed; boundary*0=\"simple\"; boundary*1=\" boundary\"",  # RFC 2231 continuation
 ])
 def test_a_folded_or_continued_boundary_splits_the_multipart(content_type: bytes) -> None:
