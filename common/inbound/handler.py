@@ -152,9 +152,6 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
         warnings = (*warnings, note)
     kept = attachments.store(cfg, parts, lambda name: layout.attachment(cid, mid, name),
                              lambda name: layout.withheld(cid, mid, name))
-    if mail.parse_failed:
-        warnings = (*warnings, "This message could not be parsed; the original is attached and archived at "
-                               f"s3://{cfg.bucket}/{archive_key}")
     forward = build_forward(cfg, mid, cid, mail, kept, warnings, archive_key,
                             thread_address(cid, cfg.thread_secret, cfg.thread_domain))
     # A forward that can never be built is quarantined now, before any ack goes out (issue 17.2).

@@ -9,8 +9,8 @@ from urllib.parse import quote
 
 from common.inbound.ack import greeting_name
 from common.mail import limits
+from common.mail.parse import ORIGINAL_NAME, ParsedMail
 from common.mail.parse import Attachment as MailPart
-from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import release_address
 from common.runtime.config import Config
@@ -54,6 +54,14 @@ def _partial_note(mail: ParsedMail) -> str:
             "as received, and a mail client can join the parts once all have arrived.")
 
 
+def _unparsed_note(mail: ParsedMail, kept: list[Attachment], archived: str) -> str:
+    """The banner of a mail read by parse.minimal(): what the owner gets, as the footer lists it (the
+    original is attached only when the deny-list check and the size limit both let it through)."""
+    what = ("the original is attached" if any(a.filename == ORIGINAL_NAME for a in kept) else
+            "the original is not attached (the footer says why)")
+    return f"This message could not be parsed ({mail.parse_failed}); {what}. It is archived at {archived}."
+
+
 def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Stored, warnings: tuple[str, ...],
                   archive_key: str, reply_to: str) -> OutboundMessage:
     """The forward to the owner: the original's header block on top, both bodies, every stored part
@@ -68,6 +76,8 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
         notes += [f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key})" for a in dropped]
         warnings = (*warnings, "This forward was shortened to fit the mail size limit. The complete original is "
                                f"archived at s3://{cfg.bucket}/{archive_key}")
+    if mail.parse_failed:
+        warnings = (*warnings, _unparsed_note(mail, kept, f"s3://{cfg.bucket}/{archive_key}"))
     partial = _partial_note(mail)
     if partial:
         warnings = (*warnings, partial)

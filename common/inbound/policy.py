@@ -132,6 +132,54 @@ def is_dsn_content(mail: ParsedMail) -> bool:
         main == "multipart/report" and re.search(r"report-type\s*=\s*\"?delivery-status", ctype) is not None)
 
 
+# Non-RFC 3464 delivery reports, recognised by content (docs/inbound.md#delivery-reports lists the
+# formats and the corpora they come from). The subjects and first lines the common MTAs write:
+_BOUNCE_SUBJECT = re.compile(
+    r"^(undeliver(ed|able)|returned mail|mail delivery (failed|failure)|delivery (status notification|failure"
+    r"|has failed)|failure notice|mail system error|non[- ]?delivery|message not delivered|delivery notification"
+    r"|undelivered mail returned to sender|warning: could not send message|rejected:|message delayed)", re.I)
+_BOUNCE_BODY = re.compile("|".join((
+    r"this message was created automatically by mail delivery software",  # Exim
+    r"this is the qmail-send program at",  # qmail
+    r"this is the mail system at host",  # Postfix
+    r"delivery to the following recipients? failed",  # Gmail
+    r"the following addresses had permanent fatal errors",  # Sendmail
+    r"transcript of session follows",  # Sendmail, old postmasters
+    r"your message (wasn't|was not|could not be) delivered",  # Gmail, Microsoft 365
+    r"delivery has failed to these recipients or groups",  # Exchange
+    r"i'm sorry to have to inform you that your message could not",  # Postfix's MAILER-DAEMON
+    r"(unable|failed) to deliver (your|the) message",
+    r"could not be delivered to (one or more|the following) recipients?",
+)), re.I)
+_ROLE_SENDER = re.compile(r"^(mailer[-_.]?daemon|postmaster|mail[-_.]?delivery[-_.]?(subsystem|system)?)([-+._].*)?$", re.I)
+BOUNCE_SCAN_CHARS = 20_000  # the report's own words come first; the returned mail follows
+
+
+def delivery_report(mail: ParsedMail) -> str:
+    """Why ``mail`` is a delivery report ('' when nothing says so): its type (RFC 3464), what only a
+    mail system adds (a null return path, X-Failed-Recipients), or a mail system's sender with a
+    bounce's subject or words. A person's mail from postmaster@ without those is not one."""
+    if is_dsn_content(mail):
+        return "delivery status notification (multipart/report; report-type=delivery-status)"
+    # RFC 5321 4.5.5: the null reverse-path is for non-delivery notifications and other automatic
+    # mail; the receiving MTA records the envelope sender as the first Return-Path (RFC 5321 4.4).
+    if mail.headers.get("return-path", "").replace(" ", "") == "<>":
+        return "delivery report (null sender: Return-Path <>)"
+    if "x-failed-recipients" in mail.headers:  # Exim writes it on every bounce it sends
+        return "delivery report (X-Failed-Recipients)"
+    if any(a.declared_type == "message/delivery-status" for a in mail.attachments):  # RFC 3464 2.1, outside a report
+        return "delivery report (message/delivery-status part)"
+    role = _ROLE_SENDER.match(mail.from_address.partition("@")[0]) or \
+        re.fullmatch(r"mail delivery (subsystem|system)", mail.display_name.strip(), re.I)
+    if role is None:
+        return ""
+    if _BOUNCE_SUBJECT.search(mail.subject.strip()):
+        return "delivery report (mail system sender, bounce subject)"
+    if _BOUNCE_BODY.search(mail.body_text[:BOUNCE_SCAN_CHARS]):
+        return "delivery report (mail system sender, bounce text)"
+    return ""
+
+
 def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
     """The rules that need only SES's receipt (verdicts, envelope, recipients): they run before the
     raw mail is parsed, so nothing a stranger wrote is parsed for mail that is dropped anyway."""
@@ -160,8 +208,8 @@ def assess_mail(receipt: SesReceipt, mail: ParsedMail, rules: Rules, listing: Li
     """``listing``: the owner's block/allow entry for the sender (common/store/senderlists.py): a
     block quarantines, an allow skips the keyword lists (SES's verdicts above still apply).
     ``own``: whether an address is this system's own (Config.is_own)."""
-    if is_dsn_content(mail):
-        return Decision(DSN, "delivery status notification (multipart/report; report-type=delivery-status)")
+    if report := delivery_report(mail):
+        return Decision(DSN, report)
     if not mail.from_address:
         return Decision(QUARANTINE, "From header has no usable address")
     if mail.from_problem:

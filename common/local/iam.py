@@ -19,15 +19,17 @@ reset keep working once the harness has assumed their roles again.
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import functools
 import hashlib
+import hmac
 import json
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, quote, unquote, urlparse
 
 ACCOUNT = "123456789012"  # moto's default account
 ADMIN_USER = "local-admin"
@@ -342,6 +344,78 @@ def _caller(response: Any, iam_request_cls: type) -> Any:
     return request
 
 
+@dataclass(frozen=True, slots=True)
+class _Presigned:
+    _access_key: Any  # what moto's IAMRequest holds: the caller's key, its policies and ARN
+
+
+MAX_PRESIGNED_SECONDS = 7 * 24 * 3600  # X-Amz-Expires: "Minimum value of 1. Maximum value of 604800 (seven days)"
+
+
+def presigned_problem(method: str, path: str, query: str, headers: dict[str, str], secret: str,
+                      now: datetime.datetime) -> str:
+    """Why a query-string SigV4 request (a presigned URL) is refused ('' when it is valid): its
+    signature, recomputed over the request as sent, and its expiry. "Authenticating Requests: Using
+    Query Parameters (AWS Signature Version 4)",
+    https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html: the canonical
+    request holds every query parameter but X-Amz-Signature, the signed headers, and UNSIGNED-PAYLOAD."""
+    params = parse_qsl(query, keep_blank_values=True)
+    q = dict(params)
+    try:
+        signed_at = datetime.datetime.strptime(q["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.UTC)
+        expires = int(q["X-Amz-Expires"])
+        key_id, day, region, service, terminal = q["X-Amz-Credential"].split("/")
+        signed_headers = q["X-Amz-SignedHeaders"].split(";")
+        signature = q["X-Amz-Signature"]
+    except (KeyError, ValueError):
+        return "AuthorizationQueryParametersError"
+    if q.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or not 1 <= expires <= MAX_PRESIGNED_SECONDS \
+            or terminal != "aws4_request" or day != q["X-Amz-Date"][:8]:
+        return "AuthorizationQueryParametersError"
+    if now > signed_at + datetime.timedelta(seconds=expires):
+        return "Request has expired"
+    lowered = {k.lower(): v for k, v in headers.items()}
+    encode = functools.partial(quote, safe="-_.~")
+    canonical = "\n".join([
+        method, path,
+        "&".join(f"{encode(k)}={encode(v)}" for k, v in sorted(params) if k != "X-Amz-Signature"),
+        "".join(f"{h}:{' '.join(str(lowered.get(h, '')).split())}\n" for h in signed_headers),
+        ";".join(signed_headers), "UNSIGNED-PAYLOAD"])
+    scope = f"{day}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", q["X-Amz-Date"], scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = f"AWS4{secret}".encode()
+    for part in (day, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    return "" if hmac.compare_digest(expected, signature) and key_id else "SignatureDoesNotMatch"
+
+
+def _presigned_caller(response: Any) -> _Presigned:
+    """The caller of a presigned S3 request, once its signature and expiry hold (else S3's 403)."""
+    from moto.iam.access_control import CreateAccessKeyFailure, create_access_key
+    from moto.s3.exceptions import S3AccessDeniedError, S3SignatureDoesNotMatchError
+
+    query = urlparse(response.uri).query
+    q = dict(parse_qsl(query, keep_blank_values=True))
+    if "X-Amz-Algorithm" not in q:
+        # Anonymous, or Signature Version 2 (AWSAccessKeyId=…&Signature=…), which S3 no longer accepts
+        # (https://docs.aws.amazon.com/AmazonS3/latest/API/Appendix-Sigv2.html): 403, as for a private bucket.
+        raise S3AccessDeniedError()
+    token = {"X-Amz-Security-Token": q["X-Amz-Security-Token"]} if "X-Amz-Security-Token" in q else {}
+    try:
+        key = create_access_key(response.current_account, "aws", q.get("X-Amz-Credential", "").split("/")[0], token)
+    except CreateAccessKeyFailure:
+        raise S3AccessDeniedError() from None
+    now = datetime.datetime.now(datetime.UTC)
+    problem = presigned_problem(response.method, response.raw_path, query, dict(response.headers),
+                                key.create_credentials().secret_key, now)
+    if problem == "SignatureDoesNotMatch":
+        raise S3SignatureDoesNotMatchError()
+    if problem:
+        raise S3AccessDeniedError()  # S3 answers an expired or malformed presigned URL with 403 AccessDenied
+    return _Presigned(key)
+
+
 def _documents(request: Any) -> list[dict[str, Any]]:
     from moto.iam.models import Policy
 
@@ -429,7 +503,7 @@ def _authorize_s3(self: Any, bucket_name: str | None = None, key_name: str | Non
 
     if not _enforcing():
         return
-    request = _caller(self, S3IAMRequest)
+    request = _caller(self, S3IAMRequest) if "Authorization" in self.headers else _presigned_caller(self)
     api = str(self.data.get("Action", ""))
     action = "s3:" + _S3_ACTIONS.get(api, api)
     bucket = bucket_name or "*"

@@ -271,7 +271,9 @@ def address_problem(address: str) -> str:
     if address.startswith('"'):
         return "quoted local part"
     local, at, domain = address.rpartition("@")
-    if not at or not local:
+    if not at:  # "Moderator-Address <moderator>": a bare local name, as RFC 822's local delivery allowed
+        return "no domain (no @ in the address)"
+    if not local:
         return "no local part"
     if not domain:
         return "no domain"

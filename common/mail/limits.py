@@ -69,7 +69,11 @@ _KNOWN_FIELD = re.compile(rb"(?i)(?:from|to|cc|subject|date|message-id|mime-vers
 _ADDRESS_FIELDS = frozenset({b"from", b"sender", b"reply-to", b"to", b"cc", b"bcc", b"return-path"})
 # A line after the first that may be stray (no colon, not a fold, not "--" or "From "): most mail has
 # none, and then the screen stays a scan in C.
-_MAYBE_STRAY = re.compile(rb"[\r\n](?![ \t]|--|From )[^:\r\n]+(?=[\r\n]|\Z)")
+# A line that is not a field to the feed parser: no field name (printable ASCII, no space) before a
+# colon. "by localhost with SMTP; 19 Nov 2014 08:46:08" (a folded Received line that lost its
+# indentation) has colons, but in its time, after a space.
+_MAYBE_STRAY = re.compile(rb"[\r\n](?![ \t]|--|From |[\x21-\x39\x3b-\x7e]*:)[^\r\n]+(?=[\r\n]|\Z)")
+_FIELD_START = re.compile(rb"[\x21-\x39\x3b-\x7e]*:")
 
 
 def mend_header(block: bytes) -> tuple[bytes, int]:
@@ -99,7 +103,7 @@ def mend_header(block: bytes) -> tuple[bytes, int]:
             known_after = False
             continue
         # Without a colon only a continuation or an mbox "From " line is a field to the feed parser.
-        if known_after and b":" not in line and line[:1] not in (b" ", b"\t") and not line.startswith(b"From "):
+        if known_after and not _FIELD_START.match(line) and line[:1] not in (b" ", b"\t") and not line.startswith(b"From "):
             mend.append(i)
         known_after = known_after or _KNOWN_FIELD.match(line) is not None
     if not mend:

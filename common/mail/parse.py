@@ -44,12 +44,16 @@ from common.mail.htmltext import HtmlText, convert
 from common.mail.sanitize import MESSAGE_ID, clean_header_text, safe_filename, shorten_keep_extension
 
 _NOREPLY = re.compile(r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I)
-MAX_DEPTH = 50  # MIME nesting the walk follows; a deeper mail is parsed as minimal() (the original attached)
+# MIME nesting the walk follows; a deeper mail is parsed as minimal(). The stdlib's feed parser
+# reads far deeper (500 levels, the part cap of limits.screen, in tests/unit/test_mail_parse.py) and
+# real test corpora nest about 100 levels, which the forward carries in full.
+MAX_DEPTH = 200
 _READABLE_TEXT = frozenset({"plain", "html", "enriched", "richtext", "markdown"})
 _CRYPTO = frozenset({"application/pkcs7-mime", "application/x-pkcs7-mime", "application/pkcs7-signature",
                      "application/x-pkcs7-signature", "application/pgp-encrypted", "application/pgp-signature",
                      "application/pgp-keys"})
 ROLES = ("file", "text", "message", "crypto")
+ORIGINAL_NAME = "original message.eml"  # the whole mail, attached by minimal()
 
 
 @dataclass(slots=True)
@@ -142,12 +146,12 @@ def parse(raw: bytes) -> ParsedMail:
 def minimal(raw: bytes, why: str) -> ParsedMail:
     """What can be said without the MIME parser: the top header block, and the original attached."""
     mail = ParsedMail(raw_size=len(raw), parse_failed=why)
-    mail.problems.append(f"message could not be parsed ({why}); the original is attached")
+    mail.problems.append(f"message could not be parsed ({why})")
     try:
         _read_headers(mail, raw_fields(limits.header_block(raw)), ())
     except Exception as exc:  # even the header block: keep going with what we have
         mail.problems.append(f"header block unreadable: {type(exc).__name__}")
-    mail.attachments.append(Attachment("original message.eml", "original message.eml", "message/rfc822", raw,
+    mail.attachments.append(Attachment(ORIGINAL_NAME, ORIGINAL_NAME, "message/rfc822", raw,
                                        declared_type="message/rfc822", mime_header="message/rfc822", role="message"))
     return mail
 
@@ -242,9 +246,44 @@ def _b64(data: bytes | memoryview) -> bytes:
         return binascii.a2b_base64(clean[: len(clean) - len(clean) % 4]) if len(clean) >= 4 else b""
 
 
+# A quoted boundary parameter folded inside its quotes (``boundary="simple\r\n boundary"``): unfolding
+# removes the CRLF only (RFC 5322 section 2.2.3), so the boundary is "simple boundary"; compat32's
+# get_boundary() keeps the line break and the feed parser never finds a delimiter.
+_FOLDED_BOUNDARY = re.compile(rb'(;[ \t\r\n]*boundary[ \t\r\n]*=[ \t\r\n]*")((?:[^"\\\r\n]|\\.)*(?:\r?\n[ \t](?:[^"\\\r\n]|\\.)*)+)"',
+                              re.I)
+_BOUNDARY_VALUE = re.compile(rb'[;\s]boundary[ \t]*=[ \t]*(?:"((?:[^"\\\r\n]|\\.){1,200})"|([^\s;"]{1,200}))', re.I)
+# A delimiter line with text after the boundary and a space (``--boundary trailing text``): mime4j
+# and other tolerant readers take it as the delimiter; the feed parser allows only whitespace there.
+_TRAILING_TEXT = re.compile(rb"\n--[^\s]{1,200}(?:--)?[ \t]+[^\s]")  # a literal start: 35 MB in 0.06 s
+
+
+def mend_boundaries(raw: bytes) -> tuple[bytes, list[str]]:
+    """``raw`` with what stops the feed parser from splitting a multipart a mail client splits
+    mended, and what was mended: folded boundary parameters unfolded, and delimiter lines of a
+    declared boundary with trailing text cut to the delimiter (RFC 2046 section 5.1.1)."""
+    notes: list[str] = []
+    raw, folded = _FOLDED_BOUNDARY.subn(lambda m: m.group(1) + re.sub(rb"\r?\n", b"", m.group(2)) + b'"', raw)
+    if folded:
+        notes.append(f"{folded} boundary parameter(s) folded across lines read unfolded")
+    if _TRAILING_TEXT.search(raw) is None:
+        return raw, notes
+    declared = {(m.group(1) or m.group(2)).rstrip() for m in _BOUNDARY_VALUE.finditer(raw)}
+    declared.discard(b"")
+    if not declared:
+        return raw, notes
+    # Longest first, so a boundary that extends another is matched whole.
+    names = b"|".join(re.escape(b) for b in sorted(declared, key=len, reverse=True)[:limits.MAX_DELIMITER_LINES])
+    raw, cut = re.subn(rb"(?m)^(--(?:" + names + rb")(?:--)?)[ \t]+[^\s][^\r\n]*", rb"\1", raw)
+    if cut:
+        notes.append(f"{cut} delimiter line(s) with text after the boundary read as delimiters")
+    return raw, notes
+
+
 def _parse(raw: bytes) -> ParsedMail:
     mail = ParsedMail(raw_size=len(raw))
     raw, mended = limits.mend_header_block(raw)  # as limits.screen read it
+    raw, boundary_notes = mend_boundaries(raw)
+    mail.problems += boundary_notes
     source = _Source(raw)
     skeleton = source.skeleton()
     msg = email.message_from_bytes(skeleton, policy=email.policy.compat32)
@@ -255,8 +294,16 @@ def _parse(raw: bytes) -> ParsedMail:
                                         if p.maintype == "text" and p.params.get("charset")), ""))[:40]
     hints = (mail.charset,) if mail.charset else ()
     _read_headers(mail, [(str(k), str(v)) for k, v in msg.raw_items()], hints)
-    text_part, html_part = _body(parts, "plain"), _body(parts, "html")
+    # A named part is a file the sender attached, whatever its type (a named inline text/html in a
+    # multipart/mixed is not the HTML rendering of the text beside it). Only when no unnamed part can
+    # be the body is a named one shown as the body, and then it is attached as well (its name kept).
+    text_part, html_part = _body(parts, "plain", named=False), _body(parts, "html", named=False)
+    if text_part is None and html_part is None:
+        text_part = _body(parts, "plain", named=True)
+        html_part = None if text_part is not None else _body(parts, "html", named=True)
     mail.text = _text(text_part, source) if text_part else ""
+    if text_part and html_part and mail.text.strip() and not _alternatives(text_part, html_part):
+        html_part = None  # side by side in a multipart/mixed: both are shown, so the HTML is a part of its own
     mail.html = _text(html_part, source) if html_part else ""
     chosen = [p for p in (text_part, html_part) if p is not None]
     _attachments(parts, chosen, mail, hints, source)
@@ -350,7 +397,10 @@ def _walk(msg: Message, mail: ParsedMail, budget: _Budget) -> list[_Part]:
         if not isinstance(children, list):
             children = _recover_parts(node, mail, budget)
             if children is None:
-                if raw_payload(node).strip():  # no boundary at all: the body is text
+                body = raw_payload(node)
+                if _MIME_LINE.search(body):  # parts that cannot be split are never shown as text
+                    raise GiveUp(f"a {part.ctype} whose parts could not be split (boundary not found)")
+                if body.strip():  # no MIME inside at all: the body is text
                     part.maintype, part.subtype = "text", "plain"
                 continue
         children = [*children, *_epilogue_parts(node, mail, budget)]
@@ -360,6 +410,7 @@ def _walk(msg: Message, mail: ParsedMail, budget: _Budget) -> list[_Part]:
     return parts
 
 
+_MIME_LINE = re.compile(r"(?im)^content-(?:type|transfer-encoding|disposition)[ \t]*:")
 _DELIMITER = re.compile(r"^--([^\s]{1,200})[ \t]*\r?\n(?=[A-Za-z][A-Za-z0-9-]*:)", re.M)
 
 
@@ -514,13 +565,17 @@ def _is_attachment(p: _Part) -> bool:
     return p.disposition == "attachment"
 
 
-def _body(parts: list[_Part], subtype: str) -> _Part | None:
+def _named(p: _Part) -> bool:
+    return bool(p.dparams.get("filename") or p.params.get("name"))
+
+
+def _body(parts: list[_Part], subtype: str, named: bool) -> _Part | None:
     """The part ``EmailMessage.get_body((subtype,))`` would choose, found without recursion:
-    the first text/<subtype> in document order that is not an attachment, entering only the start
-    part of a multipart/related, and nothing inside message/* parts."""
+    the first text/<subtype> in document order that is not an attachment (nor named, unless
+    ``named``), entering only the start part of a multipart/related, and nothing inside message/* parts."""
     starts = _related_starts(parts)
     for p in parts:
-        if p.maintype != "text" or p.subtype != subtype or _is_attachment(p):
+        if p.maintype != "text" or p.subtype != subtype or _is_attachment(p) or (_named(p) and not named):
             continue
         child, container = p, p.parent
         while container is not None and _enterable(container, child, starts):
@@ -528,6 +583,13 @@ def _body(parts: list[_Part], subtype: str) -> _Part | None:
         if container is None:
             return p
     return None
+
+
+def _alternatives(a: _Part, b: _Part) -> bool:
+    """Whether two parts are renderings of one content: the nearest multipart/alternative above one
+    is above the other (RFC 2046 5.1.4)."""
+    above = next((p for p in a.ancestors() if p.subtype == "alternative"), None)
+    return above is not None and any(p is above for p in b.ancestors())
 
 
 def _related_starts(parts: list[_Part]) -> dict[int, _Part]:
@@ -568,7 +630,7 @@ def _attachments(parts: list[_Part], chosen: list[_Part], mail: ParsedMail, hint
     # The nearest multipart/alternative around each body part holds other renderings of it.
     alternatives = {id(next(a for a in c.ancestors() if a.subtype == "alternative")) for c in chosen
                     if any(a.subtype == "alternative" for a in c.ancestors())}
-    chosen_ids = {id(c) for c in chosen}
+    chosen_ids = {id(c) for c in chosen if not _named(c)}  # a named body part is attached as well
     crlf = b"\r\n" in source.raw[:4096]
     for p in parts:
         if p.maintype == "multipart" or id(p) in chosen_ids:
@@ -595,7 +657,7 @@ def _role(p: _Part) -> str:
         return "crypto"
     if p.maintype == "message" or p.ctype == "text/rfc822-headers":
         return "message"
-    if p.maintype == "text" and not _is_attachment(p) and not (p.dparams.get("filename") or p.params.get("name")):
+    if p.maintype == "text" and not _is_attachment(p) and not _named(p):
         return "text" if p.subtype in _READABLE_TEXT else "file"
     return "file"
 

@@ -1,7 +1,9 @@
-"""Issue 17's "Done when": every message of a real-world corpus nobody here wrote reaches an outcome.
+"""Every message of real-world corpora nobody here wrote reaches an outcome, and its forward carries
+what the stdlib's reading of it holds.
 
-The corpus is the fixture set of public mail libraries in ``../shared/corpus/mail/`` (read in place,
-never copied; ``MAIL_CORPUS`` points elsewhere). Line endings are made CRLF first, as an SMTP client
+The corpora are the fixture sets of public mail libraries in ``../shared/corpus/mail/`` (read in
+place; ``MAIL_CORPUS`` points elsewhere) and in ``tests/fixtures/corpus/`` (mime4j, enmime; their
+licences beside them, tests/fixtures/corpus/README.md). Line endings are made CRLF first, as an SMTP client
 sends them (the files have bare LF as their sources do). All messages go through one inbound-handler
 under the real RIE against moto (module scope, so the cold start is paid once), then the forwards and
 acks through the real senders; each message is then checked on its own:
@@ -16,18 +18,25 @@ acks through the real senders; each message is then checked on its own:
   would send it) and ended extracted or rejected for a reason of the document's, never a failed
   invocation or an "extractor failed" (a bug of ours);
 * no ack went where RFC 3834 section 2 (or a no-reply / role sender) says an automatic reply must
-  not go, judged again from the stdlib's reading of the top-level header.
+  not go, judged again from the stdlib's reading of the top-level header;
+* the forward shows no raw MIME as its text (part headers the stdlib's body does not hold), carries
+  or names in its footer every named part of the stdlib's reading (parts by name), and at least as
+  many parts as the stdlib reads beside the body (parts by count);
+* its banner and footer agree: an original the banner calls attached is attached, and nothing the
+  footer lists as not attached is.
 """
 
 from __future__ import annotations
 
 import email
 import email.errors
+import email.parser
 import email.policy
 import email.utils
 import json
 import os
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +45,10 @@ from urllib.parse import quote_plus
 
 import pytest
 
+from common.inbound.messages import FOOTER_MARKER
 from common.local.rie import InvokeError
 from common.mail.htmltext import html_to_text
+from common.mail.parse import ORIGINAL_NAME
 from tests.conftest import REPO, load_event
 
 
@@ -51,9 +62,31 @@ def corpus_dir() -> Path | None:
 
 
 CORPUS = corpus_dir()
-FILES = sorted(p for p in CORPUS.rglob("*") if p.is_file() and not p.name.startswith(("LICENSE", "README", "SOURCES"))) \
-    if CORPUS else []
-pytestmark = pytest.mark.skipif(not FILES, reason="no mail corpus: set MAIL_CORPUS or provide ../shared/corpus/mail")
+OURS = REPO / "tests" / "fixtures" / "corpus"
+
+
+def messages(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(("LICENSE", "NOTICE", "README", "SOURCES")))
+
+
+FILES = (messages(CORPUS) if CORPUS else []) + messages(OURS)
+ADDED_FROM = b"From: Corpus Sender <corpus-sender@corp.example>\r\n"
+
+
+def without_from(path: Path) -> bool:
+    return email.parser.BytesHeaderParser(policy=email.policy.compat32).parsebytes(path.read_bytes()).get("from") is None
+
+
+# A message without From is quarantined and its forward never judged: each goes through once more
+# with a From added, so its structure is judged too.
+CASES = [(p, False) for p in FILES] + [(p, True) for p in FILES if without_from(p)]
+
+
+def label(case: tuple[Path, bool]) -> str:
+    path, added = case
+    name = str(path.relative_to(OURS.parent)) if path.is_relative_to(OURS) else \
+        str(path.relative_to(CORPUS)) if CORPUS else str(path)
+    return name + (" +From" if added else "")
 
 
 def as_smtp(raw: bytes) -> bytes:
@@ -64,7 +97,7 @@ def as_smtp(raw: bytes) -> bytes:
 @dataclass
 class Run:
     stack: Any
-    results: dict[Path, tuple[str, bytes, dict[str, Any]]] = field(default_factory=dict)
+    results: dict[tuple[Path, bool], tuple[str, bytes, dict[str, Any]]] = field(default_factory=dict)
     sent: dict[str, Any] = field(default_factory=dict)  # X-Correlation-ID -> SentMail
     failed_batches: list[str] = field(default_factory=list)
     staging: list[str] = field(default_factory=list)
@@ -80,13 +113,13 @@ def run(moto_server, local_defaults, rie_module) -> Run:
     fast = {"RETRY_DELAYS_SECONDS": "0", "MAX_SEND_RATE": "200"}
     senders = {"forward-sender": rie_module("forward-sender", env=fast), "ack-sender": rie_module("ack-sender", env=fast)}
     out = Run(stack)
-    for n, path in enumerate(FILES):
-        raw, mid = as_smtp(path.read_bytes()), f"corpus{n:034d}"
+    for n, (path, added) in enumerate(CASES):
+        raw, mid = as_smtp((ADDED_FROM if added else b"") + path.read_bytes()), f"corpus{n:034d}"
         try:
             result = inbound.invoke(stack.receipt(raw, mid))
         except InvokeError as exc:
             result = {"status": "invocation failed", "error": str(exc)}
-        out.results[path] = (mid, raw, result)
+        out.results[(path, added)] = (mid, raw, result)
     for name, queue in (("forward-sender", stack.cfg.forward_queue), ("ack-sender", stack.cfg.ack_queue)):
         for batch in stack.run_sender(senders[name], queue, max_batches=200):
             out.failed_batches += [f"{name}: {i} {batch.error}" for i in batch.failed]
@@ -108,7 +141,8 @@ def run(moto_server, local_defaults, rie_module) -> Run:
                 out.extracted[key] = {"status": "invocation failed", "error": str(exc)}
     outcomes = Counter(r["status"] for _, _, r in out.results.values())
     extracted = Counter(r["status"] for r in out.extracted.values())
-    print(f"\n[corpus] {len(FILES)} messages from {CORPUS}: {dict(outcomes)}; {len(out.sent)} sent; "
+    print(f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS}, {len(CASES) - len(FILES)} again with a From "
+          f"added: {dict(outcomes)}; {len(out.sent)} sent; "
           f"attached documents: {dict(extracted)}")
     return out
 
@@ -179,13 +213,85 @@ def ack_forbidden(raw: bytes) -> str:
     return ""
 
 
+MIME_HEADER = re.compile(r"(?im)^content-(?:type[ \t]*:[ \t]*[\w.+-]+/|transfer-encoding[ \t]*:)")
+
+
+def sent_as_text(raw: bytes) -> bool:
+    """Whether the text part the stdlib shows holds MIME headers itself (a mail source the sender
+    sent as text/plain), so showing them is showing the text, not a multipart left unsplit."""
+    try:
+        part = email.message_from_bytes(raw, policy=email.policy.default).get_body(("plain", "html"))
+        data = part.get_payload(decode=True) if part is not None else b""
+    except Exception:
+        return False
+    return isinstance(data, bytes) and MIME_HEADER.search(data.decode("latin-1")) is not None
+
+
+def name_keys(name: str) -> tuple[str, str]:
+    """A part name as the forward's may differ from it (NFKC, path and unsafe characters dropped, cut
+    to 120 characters, "-2" for a repeat): its first and last letters and digits."""
+    last = unicodedata.normalize("NFKC", name).replace("\\", "/").rsplit("/", 1)[-1]
+    alnum = re.sub(r"\W", "", last.lower())
+    return alnum[:12], alnum[-10:]
+
+
+@dataclass
+class Reading:
+    """The stdlib's (policy.default) reading of a mail's parts, not entering message/* parts."""
+    names: list[str] = field(default_factory=list)  # named parts, where the stdlib decoded the name
+    beside_body: int = 0  # non-empty leaf parts other than the body and its alternative renderings
+
+
+def leaves(msg: Any) -> list[tuple[Any, list[Any]]]:
+    """(part, its multipart ancestors) of every part that is not a multipart, in document order;
+    message/* parts are leaves (their insides are the forwarded message's, not this mail's)."""
+    out: list[tuple[Any, list[Any]]] = []
+    stack: list[tuple[Any, list[Any]]] = [(msg, [])]
+    while stack:
+        node, above = stack.pop()
+        if node.get_content_maintype() != "multipart":
+            out.append((node, above))
+        elif node.is_multipart():
+            stack.extend((child, [*above, node]) for child in reversed(node.get_payload()))
+    return out
+
+
+def parts_read(raw: bytes) -> Reading | None:
+    try:
+        msg = email.message_from_bytes(raw, policy=email.policy.default)
+        body = msg.get_body(("plain", "html"))
+        read = leaves(msg)
+    except Exception:
+        return None
+    reading = Reading()
+    bodies: dict[str, Any] = {}  # the first unnamed inline text/plain and text/html: the body either way
+    for node, above in read:
+        name = node.get_filename()
+        if name and not re.search("[\ud800-\udfff\ufffd]|=\\?", name) and any(name_keys(name)):
+            reading.names.append(name)
+        if node.get_content_maintype() == "text" and not name and not node.is_attachment() \
+                and not any(a.get_content_maintype() == "message" for a in above):
+            bodies.setdefault(node.get_content_subtype(), node)
+    shown = [n for n in (body, *bodies.values()) if n is not None]
+    alternatives = [next((a for a in reversed(above) if a.get_content_subtype() == "alternative"), None)
+                    for node, above in read if any(node is n for n in shown)]
+    for node, above in read:
+        if any(node is n for n in shown) or not str(node.get_payload()).strip():
+            continue
+        if node.get_content_maintype() == "text" and not node.get_filename() and \
+                any(a is not None and any(a is b for b in above) for a in alternatives):
+            continue  # another rendering of the body
+        reading.beside_body += 1
+    return reading
+
+
 def words(text: str) -> Counter[str]:
     return Counter(re.findall(r"\w+", text.lower()))
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(CORPUS)) if CORPUS else str(p))
-def test_message_reaches_an_outcome(run: Run, path: Path) -> None:
-    mid, raw, result = run.results[path]
+@pytest.mark.parametrize("case", CASES, ids=label)
+def test_message_reaches_an_outcome(run: Run, case: tuple[Path, bool]) -> None:
+    mid, raw, result = run.results[case]
     assert result["status"] in ("forwarded", "quarantined", "dsn"), result
     assert f"staging/{mid}" not in run.staging
     if result["status"] == "quarantined":
@@ -206,6 +312,21 @@ def test_message_reaches_an_outcome(run: Run, path: Path) -> None:
     text = msg.get_body(("plain",)).get_content()
     # Where the stdlib's reading is garbled (8-bit headers, wrong charsets), ours must not be.
     assert not re.search("[\ud800-\udfff\ufffd]", str(msg["Subject"]) + text)
+    assert not MIME_HEADER.search(text) or sent_as_text(raw), "raw MIME shown as the text"
+    forwarded = [p for p, _ in leaves(msg) if p.get_filename()]
+    footer = text.rpartition(FOOTER_MARKER)[2]
+    not_attached = footer.partition("Not attached: ")[2]
+    banner = "".join(line for line in text.splitlines() if line.startswith("[!] "))
+    assert ("the original is attached" in banner) == any(p.get_filename() == ORIGINAL_NAME for p in forwarded)
+    assert not [p.get_filename() for p in forwarded if f"{p.get_filename()} (" in not_attached], "attached and not attached"
+    reading = parts_read(raw)
+    if reading is not None:
+        carried = " ".join("".join(name_keys(str(p.get_filename()))) + " " + re.sub(r"\W", "", str(p.get_filename()).lower())
+                           for p in forwarded) + re.sub(r"\W", "", not_attached.lower())
+        lost = [n for n in reading.names if not any(key and key in carried for key in name_keys(n))]
+        assert lost == [], "named parts lost"
+        assert len(result["attachments"]) + len(result["skipped"]) >= reading.beside_body, "parts missing"
+        assert len(forwarded) == len(result["attachments"]), "stored parts missing from the forward"
     if body:
         expected, got = words(body), words(text)
         found = sum(min(n, got[w]) for w, n in expected.items())

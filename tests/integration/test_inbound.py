@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -245,6 +248,44 @@ def test_oversize_mail_is_forwarded_truncated_with_the_archive_key(stack, rie_fu
     assert [r.failed for r in stack.run_sender(forward_sender, stack.cfg.forward_queue)] == [[]]
     [sent] = stack.sent()
     assert len(sent.raw) < 400_000
+
+
+def fetch(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_the_stored_copy_an_oversize_forward_names_opens_by_presigned_url(stack, rie_function) -> None:
+    """Under local IAM a presigned GET (query-string SigV4) is verified as S3 does, signature and
+    expiry, then authorized as its signer; it used to fail with KeyError 'HTTP_AUTHORIZATION'."""
+    import boto3
+    from botocore.config import Config
+
+    small = rie_function("inbound-handler", env={"MAX_FORWARD_BYTES": "400000"})
+    big = bytes(range(256)) * 1200
+    raw = mail(text="Please see attached.", attachments=[("big.pdf", big, "application/pdf")])
+    assert small.invoke(stack.receipt(raw, SES_ID))["status"] == "forwarded"
+    [fwd] = stack.peek(stack.cfg.forward_queue)
+    stored = re.search(r"big\.pdf \(too large to forward; stored at s3://([^/]+)/([^)]+)\)", fwd.text)
+    assert stored is not None, fwd.text
+    s3 = boto3.client("s3", config=Config(signature_version="s3v4"))  # SigV4: S3 has retired SigV2
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": stored[1], "Key": stored[2]}, ExpiresIn=300)
+    assert fetch(url) == (200, big)
+    archive = s3.generate_presigned_url("get_object", Params={"Bucket": stack.cfg.bucket,
+                                                              "Key": f"conversations/jane-at-corp.example/{SES_ID}.eml"})
+    assert fetch(archive) == (200, raw)
+    tampered = url.replace("big.pdf", "small.pdf")
+    assert fetch(tampered)[0] == 403 and b"SignatureDoesNotMatch" in fetch(tampered)[1]
+    expired = s3.generate_presigned_url("get_object", Params={"Bucket": stored[1], "Key": stored[2]}, ExpiresIn=1)
+    time.sleep(2)
+    status, body = fetch(expired)
+    assert status == 403 and b"AccessDenied" in body
+    sigv2 = boto3.client("s3", config=Config(signature_version="s3")).generate_presigned_url(
+        "get_object", Params={"Bucket": stored[1], "Key": stored[2]})
+    assert fetch(sigv2)[0] == 403
 
 
 CORPUS = sorted((__import__("pathlib").Path(__file__).parents[1] / "fixtures" / "mail").glob("*.eml"))

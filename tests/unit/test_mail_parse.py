@@ -13,7 +13,7 @@ import pytest
 
 from common.mail import charsets, headers, limits
 from common.mail.headers import address_problem, decode_words, parse_mailbox
-from common.mail.parse import ParsedMail, parse
+from common.mail.parse import MAX_DEPTH, ParsedMail, parse
 from tests.support import mailgen as g
 
 
@@ -186,10 +186,12 @@ def test_deep_nesting_gives_a_minimal_mail_with_the_original() -> None:
 
 
 def test_moderate_nesting_is_parsed_and_deeper_falls_back() -> None:
-    mail = parse(g.nested(40))
-    assert not mail.parse_failed and mail.text.strip() == "Deep inside."
+    for depth in (40, 100, MAX_DEPTH):  # test corpora nest about 100 levels, which the stdlib reads
+        mail = parse(g.nested(depth))
+        assert not mail.parse_failed and mail.text.strip() == "Deep inside.", depth
     mail = parse(g.nested(400))  # within the part cap, deeper than any client nests
-    assert mail.parse_failed == "MIME nesting deeper than 50 levels" and mail.attachments[0].role == "message"
+    assert mail.parse_failed == f"MIME nesting deeper than {MAX_DEPTH} levels" and mail.attachments[0].role == "message"
+    assert email.message_from_bytes(g.nested(490), policy=email.policy.default).get_body(("plain",)) is not None
 
 
 @pytest.mark.parametrize("raw", [b"", b"\x00\xff" * 100, b"From:\r\n\r\n", b"Content-Type: multipart/mixed\r\n\r\n--",
@@ -231,7 +233,8 @@ def test_two_from_fields_are_a_defect() -> None:
     ("a@[192.0.2.1]", "IP-literal domain"), ("a" * 3000 + "@x.example", "local part longer than 64 octets"),
     ("a@localhost", "invalid domain"), ("a@-x.example", "invalid domain"),
     ("a b@x.example", "local part has characters outside RFC 5322 atext"),
-    ("", "no address"), ("@x.example", "no local part"),
+    ("", "no address"), ("@x.example", "no local part"), ("moderator", "no domain (no @ in the address)"),
+    ("jane@", "no domain"),
 ])
 def test_address_problem(address: str, problem: str) -> None:
     assert address_problem(address) == problem
