@@ -157,7 +157,7 @@ def _pdf(data: bytes, limits: Limits, deadline: float) -> Extraction:
             if current is None and not out_of_time:  # lost while walking the page tree, not on a page
                 walked = {"damage": f"page tree: {stop.reason}"}
                 break
-            if out_of_time or restarts >= MAX_RESTARTS:  # the page in hand is not read either
+            if current is None or out_of_time or restarts >= MAX_RESTARTS:  # the page in hand is not read either
                 result.truncated.append(f"{stop.reason}: pages after {len(texts)} not read")
                 break
             result.unreadable_pages[current + 1] = stop.reason
