@@ -103,6 +103,7 @@ def shared(run: Run, local: bool = False) -> None:
     log_group(run, cfg.spam_log_group)
     _spam_rules(run, cfg)
     _parameter(run, cfg.spam_rules_parameter, layout.SPAM_RULES)
+    owner_key(run)
     if local:
         _local_wiring(run, cfg)
 
@@ -408,6 +409,27 @@ def _parameter(run: Run, name: str, value: str) -> None:
     run.converge("ssm-parameter", name, True if exists else None,
                  create=lambda: ssm.put_parameter(Name=name, Value=value, Type="String"),
                  detail="owner-edited; never overwritten", create_detail=f"= {value}")
+
+
+def owner_key(run: Run) -> None:
+    """The owner's public key (OWNER_SMIME_CERT or OWNER_PGP_KEY, read and checked by
+    config.with_owner_key_file) in SSM, where forward-sender reads it at cold start. Not secret, so a
+    String; Intelligent-Tiering takes the advanced tier only for a key over the standard tier's 4 KB
+    (an OpenPGP key with several user ids): "Intelligent-Tiering ... evaluates each request ... and
+    upgrades to Advanced when needed" (Systems Manager API Reference, PutParameter, Tier)."""
+    cfg = run.cfg
+    if not cfg.owner_key:
+        return
+    ssm = control_client("ssm")
+    found = or_none(lambda: ssm.get_parameter(Name=cfg.owner_key_parameter), "ParameterNotFound")
+    differ = [] if found is None or found["Parameter"]["Value"] == cfg.owner_key else ["new key"]
+
+    def put(*_: Any) -> None:
+        ssm.put_parameter(Name=cfg.owner_key_parameter, Value=cfg.owner_key, Type="String", Overwrite=True,
+                          Tier="Intelligent-Tiering")
+
+    run.converge("ssm-parameter", cfg.owner_key_parameter, found, differ, create=put, update=put,
+                 create_detail="the owner's public key")
 
 
 # --- local event wiring --------------------------------------------------------------------------
