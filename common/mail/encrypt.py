@@ -30,9 +30,24 @@ KEEP_SUBJECT = "original"  # ENCRYPTED_SUBJECT=original keeps the original subje
 # RFC 3834; everything else (Content-*, MIME-Version) is the encrypted payload's own.
 _OUTER = ("From", "To", "Cc", "Reply-To", "Date", "Message-ID", "In-Reply-To", "References", "X-Correlation-ID",
           "Auto-Submitted", "X-Auto-Response-Suppress", "Precedence")
-# The parts an encrypted owner reply arrives as (RFC 3156 section 4; RFC 8551 section 3.3).
+# What an encrypted message's top-level Content-Type is (RFC 3156 section 4; RFC 8551 section 3.3).
 ENCRYPTED_TYPES = frozenset({"multipart/encrypted", "application/pkcs7-mime", "application/x-pkcs7-mime"})
 _PROBE = b"probe"
+
+
+def encrypted_kind(content_type: str) -> str:
+    """The encryption a message's top-level Content-Type says it carries ('' for none): PGP/MIME
+    (RFC 3156 section 4) or S/MIME enveloped data (RFC 8551 section 3.3; ``signed-data`` and
+    ``certs-only`` are not encrypted, and a missing smime-type is read as enveloped, the common case)."""
+    ctype, _, params = content_type.partition(";")
+    ctype = ctype.strip().lower()
+    if ctype == "multipart/encrypted":
+        return "PGP/MIME (multipart/encrypted)"
+    if ctype in ("application/pkcs7-mime", "application/x-pkcs7-mime"):
+        smime_type = next((p.split("=", 1)[1].strip().strip('"').lower() for p in params.split(";")
+                           if p.strip().lower().startswith("smime-type=")), "enveloped-data")
+        return "" if smime_type in ("signed-data", "certs-only") else f"S/MIME ({ctype}; smime-type={smime_type})"
+    return ""
 
 
 class OwnerKeyError(ConfigError):
@@ -132,8 +147,6 @@ def _parse_pgp(text: str) -> OwnerKey:
     except Exception as exc:  # pysequoia raises plain Exception for a malformed key
         raise OwnerKeyError(f"{label}: not a readable OpenPGP public key ({exc})") from None
     fingerprint = str(cert.fingerprint).upper()
-    if cert.has_secret_keys:
-        raise OwnerKeyError(f"{label}: key {fingerprint} holds secret key material; give the public key only")
     if cert.is_revoked:
         raise OwnerKeyError(f"{label}: key {fingerprint} is revoked")
     ids = [str(u) for u in cert.user_ids]
