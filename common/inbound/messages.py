@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from common.inbound.ack import greeting_name
-from common.mail import limits
+from common.mail import limits, trackers
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import release_address
@@ -60,6 +60,10 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
     withheld or did not fit SES's size limit."""
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     text, html = mail.body_text, mail.html
+    if html and cfg.remove_trackers == "on":
+        html, removed = trackers.clean(html)
+        if removed:
+            warnings = (*warnings, trackers.banner(removed))
     notes = [f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})" for w in stored.withheld]
     kept, truncated = _fit(cfg.forward_budget, text, html, stored.attachments, stored.sizes)
     if truncated:

@@ -101,6 +101,7 @@ class Config:
     owner_pgp_key: str = ""  # host tools: path of an ASCII-armored OpenPGP public key (PGP/MIME, RFC 3156)
     owner_key: str = ""  # the key's text; functions read it from owner_key_parameter at cold start
     owner_key_parameter: str = ""  # SSM parameter holding the key; set = encryption on (common/mail/encrypt.py)
+    remove_trackers: str = "on"  # "off" forwards HTML with its tracking pixels and redirects (common/mail/trackers.py)
     encrypted_subject: str = "[...]"  # outer Subject of encrypted mail ("original" keeps the real one)
     _env_names: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -258,6 +259,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({cfg.domain_name})")
     if cfg.thread_secret and len(cfg.thread_secret) < 16:
         raise ConfigError("THREAD_SECRET must be at least 16 characters")
+    if cfg.remove_trackers not in ("on", "off"):
+        raise ConfigError(f"REMOVE_TRACKERS={cfg.remove_trackers!r} must be on or off")
     if cfg.owner_smime_cert and cfg.owner_pgp_key:
         raise ConfigError("set OWNER_SMIME_CERT or OWNER_PGP_KEY, not both: mail to the owner is encrypted to one key")
     if cfg.max_send_rate <= 0:
