@@ -95,3 +95,11 @@ def test_the_forward_says_how_many_trackers_went_and_the_switch_turns_it_off(swi
 
 def test_the_banner_counts_as_relay_does() -> None:
     assert [trackers.banner(n) for n in (1, 2)] == ["1 tracker removed", "2 trackers removed"]
+
+
+def test_the_work_per_body_is_bounded_and_what_is_left_is_kept(monkeypatch) -> None:
+    monkeypatch.setattr(trackers, "MAX_TAGS", 3)
+    pixel = '<img src="https://news.example.org/p.gif" width="1" height="1">'
+    plain = '<a href="https://example.org/">x</a>'  # not a candidate link: costs no examination
+    cleaned, removed = trackers.clean((plain * 5 + pixel) * 5)
+    assert removed == 3 and cleaned.count(pixel) == 2 and cleaned.count(plain) == 25
