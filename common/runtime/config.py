@@ -101,6 +101,12 @@ class Config:
     owner_pgp_key: str = ""  # host tools: path of an ASCII-armored OpenPGP public key (PGP/MIME, RFC 3156)
     owner_key: str = ""  # the key's text; functions read it from owner_key_parameter at cold start
     owner_key_parameter: str = ""  # SSM parameter holding the key; set = encryption on (common/mail/encrypt.py)
+    # --- retention (docs/owner.md "What is stored, for how long"): days; 0 keeps for ever
+    retention_archive_days: int = 730  # conversations/ and the conversation records (DynamoDB TTL)
+    retention_attachments_days: int = 730  # attachments/, withheld/, reply-attachments/
+    retention_text_days: int = 730  # extracted-text/
+    retention_quarantine_days: int = 30  # spam/ and the quarantine records: digests offer a week, release after
+    retention_rejected_days: int = 90  # rejected/ and bounces/: evidence for the owner's alerts
     remove_trackers: str = "on"  # "off" forwards HTML with its tracking pixels and redirects (common/mail/trackers.py)
     encrypted_subject: str = "[...]"  # outer Subject of encrypted mail ("original" keeps the real one)
     _env_names: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -259,6 +265,10 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({cfg.domain_name})")
     if cfg.thread_secret and len(cfg.thread_secret) < 16:
         raise ConfigError("THREAD_SECRET must be at least 16 characters")
+    for name in ("retention_archive_days", "retention_attachments_days", "retention_text_days",
+                 "retention_quarantine_days", "retention_rejected_days"):
+        if getattr(cfg, name) < 0:
+            raise ConfigError(f"{env_name(name)} must be a number of days (0 keeps for ever)")
     if cfg.remove_trackers not in ("on", "off"):
         raise ConfigError(f"REMOVE_TRACKERS={cfg.remove_trackers!r} must be on or off")
     if cfg.owner_smime_cert and cfg.owner_pgp_key:
