@@ -111,18 +111,18 @@ def _parse_smime(text: str, now: datetime) -> OwnerKey:
         # RFC 8551 section 2.3); an EC certificate would need key agreement, which it does not build.
         raise OwnerKeyError(f"{label}: certificate {fingerprint} has a {type(cert.public_key()).__name__.lstrip('_')} "
                             "key; S/MIME encryption here needs an RSA certificate")
-    try:
-        usage = cert.extensions.get_extension_for_class(x509.KeyUsage).value
-    except x509.ExtensionNotFound:
-        usage = None
+    def extension(kind: Any) -> Any:
+        try:
+            return cert.extensions.get_extension_for_class(kind).value
+        except x509.ExtensionNotFound:
+            return None
+
+    usage = extension(x509.KeyUsage)
     # RFC 8550 section 4.4.2: with keyUsage present, RSA key transport needs keyEncipherment.
     if usage is not None and not usage.key_encipherment:
         raise OwnerKeyError(f"{label}: certificate {fingerprint} cannot encrypt: its keyUsage lacks keyEncipherment "
                             "(a signing-only certificate); give the owner's encryption certificate")
-    try:
-        purposes = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    except x509.ExtensionNotFound:
-        purposes = None
+    purposes = extension(x509.ExtendedKeyUsage)
     # RFC 8550 section 4.4.4: with extendedKeyUsage present, S/MIME needs emailProtection (or any).
     if purposes is not None and not ({ExtendedKeyUsageOID.EMAIL_PROTECTION, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE}
                                      & set(purposes)):
@@ -223,3 +223,25 @@ def read_key_file(path: str, variable: str) -> str:
             return fh.read(64 * 1024)
     except (OSError, UnicodeDecodeError) as exc:
         raise OwnerKeyError(f"{variable}={path!r} cannot be read: {exc}") from None
+
+
+def status(cfg: Any) -> dict[str, Any] | None:
+    """The owner's key as the deployment holds it, for `email-handler status` (None: mail to the owner
+    goes in clear): kind, fingerprint, identity and expiry, or ``problem`` when the stored key is
+    missing, unreadable or expired (forward-sender then does not start, and forwards wait)."""
+    if not cfg.encrypts_to_owner:
+        return None
+    text = cfg.owner_key
+    if not text:
+        from common.aws import error_code, ssm
+
+        try:
+            text = ssm.get_parameter(cfg.owner_key_parameter)
+        except Exception as exc:
+            if error_code(exc) != "ParameterNotFound":
+                raise
+            return {"parameter": cfg.owner_key_parameter, "problem": "no key stored: deploy with OWNER_SMIME_CERT or OWNER_PGP_KEY"}
+    try:
+        return {"parameter": cfg.owner_key_parameter, **parse(text).summary()}
+    except OwnerKeyError as exc:
+        return {"parameter": cfg.owner_key_parameter, "problem": str(exc)}

@@ -12,7 +12,9 @@ from email import message_from_string, policy
 
 import pytest
 
-from common.mail.encrypt import ENCRYPTED_TYPES, NEUTRAL_SUBJECT
+from common.local.env import aws_endpoint, local_env
+from common.mail.encrypt import ENCRYPTED_TYPES, NEUTRAL_SUBJECT, parse, status
+from common.runtime import config
 from tests.conftest import REPO
 from tests.support.devproc import DevProcess
 from tests.support.ownerkeys import NOW, body_text, pgp_owner, smime_owner
@@ -48,6 +50,10 @@ def test_a_first_contact_forward_is_encrypted_to_the_owner_key_and_decrypts_to_t
         outer = message_from_string(fwd["raw"], policy=policy.default)
         assert outer.get_content_type() == ("application/pkcs7-mime" if kind == "smime" else "multipart/encrypted")
         assert fwd["subject"] == NEUTRAL_SUBJECT and "Lisbon" not in fwd["raw"]
+        with aws_endpoint(dev.endpoint, local_env()):  # what `email-handler status` shows of the stored key
+            shown = status(config.load({**local_env(), variable: str(path)}))
+        assert shown is not None and shown["kind"] == kind and "problem" not in shown
+        assert shown["fingerprint"] == parse(path.read_text()).fingerprint
         inner = owner.decrypt(fwd["raw"].encode())
         assert inner["Subject"] == "A role you may like"
         assert "we have a senior role in Lisbon" in body_text(inner)

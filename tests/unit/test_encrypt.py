@@ -150,3 +150,19 @@ def test_an_encrypted_reply_is_recognised_by_its_content_type(ctype, encrypted) 
     from common.mail.encrypt import encrypted_kind
 
     assert bool(encrypted_kind(ctype)) is encrypted
+
+
+def test_status_summarises_the_key_or_says_what_is_wrong() -> None:
+    from common.mail.encrypt import status
+
+    base = {"DOMAIN_NAME": "example.com"}
+    assert status(load(base)) is None  # no key: mail to the owner is in clear
+    good = status(load({**base, "OWNER_KEY": smime_owner().pem}))
+    assert good is not None and good["kind"] == "smime" and len(good["fingerprint"]) == 64 and good["expires"]
+    expired = status(load({**base, "OWNER_KEY": smime_owner(not_after=NOW - dt.timedelta(days=1)).pem}))
+    assert expired is not None and "expired on" in expired["problem"]
+
+
+def test_retention_days_must_not_be_negative() -> None:
+    with pytest.raises(ConfigError, match="RETENTION_ARCHIVE_DAYS must be a number of days"):
+        load({"RETENTION_ARCHIVE_DAYS": "-1"})
