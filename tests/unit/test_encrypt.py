@@ -166,3 +166,23 @@ def test_status_summarises_the_key_or_says_what_is_wrong() -> None:
 def test_retention_days_must_not_be_negative() -> None:
     with pytest.raises(ConfigError, match="RETENTION_ARCHIVE_DAYS must be a number of days"):
         load({"RETENTION_ARCHIVE_DAYS": "-1"})
+
+
+def test_a_forward_that_would_not_fit_once_encrypted_links_its_attachment_instead() -> None:
+    from common.inbound.messages import build_forward
+    from common.mail.parse import parse as parse_mail
+    from common.store.attachments import Stored
+
+    base = {"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com", "PRIVATE_EMAIL": "owner@example.net",
+            "MAX_FORWARD_BYTES": "1000000"}
+    raw = b"From: Jane <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: CV\r\n\r\nMy CV is attached.\r\n"
+    cv = Attachment("attachments/c/m/cv.pdf", "cv.pdf", "application/pdf")
+    stored = Stored([cv], {cv.key: 600_000})  # 822 KB once base64-encoded: fits 1 MB, not 1 MB / 1.4
+
+    def forwarded(extra: dict[str, str]) -> OutboundMessage:
+        return build_forward(load({**base, **extra}), "m1", "jane-at-corp.example", parse_mail(raw), stored, (),
+                             "conversations/c/m1.eml", "r@thread.example.com")
+
+    assert forwarded({}).attachments == [cv]
+    encrypted = forwarded({"OWNER_SMIME_CERT": "/keys/owner.pem"})
+    assert encrypted.attachments == [] and "cv.pdf (too large to forward; stored at s3://" in encrypted.text
