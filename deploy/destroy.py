@@ -70,7 +70,7 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
                          "ConfigurationSetDoesNotExist")
     run.remove("ses-config-set", cfg.ses_configuration_set, config_set is not None,
                lambda: ses.delete_configuration_set(ConfigurationSetName=cfg.ses_configuration_set))
-    for name in (cfg.thread_secret_parameter, cfg.spam_rules_parameter):
+    for name in (cfg.thread_secret_parameter, cfg.spam_rules_parameter, f"/{cfg.project}/{cfg.env}/owner-key"):
         found_parameter = or_none(partial(ssm.get_parameter, Name=name), "ParameterNotFound")
         run.remove("ssm-parameter", name, found_parameter is not None, partial(ssm.delete_parameter, Name=name))
     if delete_data:

@@ -80,6 +80,8 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
                                  {"StringLike": {"s3:prefix": sorted(f"{p}*" for p in reads)}}))
     if "thread_secret" in spec.requires:  # the HMAC secret, read at cold start (SecureString, aws/ssm key)
         statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.thread_secret_parameter)]))
+    if spec.owner_key and cfg.encrypts_to_owner:  # the owner's public key, read at cold start (String)
+        statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.owner_key_parameter)]))
     if not spec.queue_field:  # invoked asynchronously: Lambda sends a failed event to the async DLQ as the role
         statements.append(_allow(["sqs:SendMessage"], [a.queue(cfg.name("async-dlq"))]))
     if function == "inbound-handler":

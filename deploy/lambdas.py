@@ -28,7 +28,12 @@ ASYNC_RETRIES = 2
 ASYNC_MAX_AGE_S = 6 * 3600
 # Variables Lambda sets itself or that make no sense in a function's environment; the HMAC secret is
 # read from SSM at cold start (common/runtime/config.py), never stored in the configuration.
-_NOT_PASSED = {"region", "send_queue", "alert_topic_arn", "thread_secret"}
+_NOT_PASSED = {"region", "send_queue", "alert_topic_arn", "thread_secret",
+               # the owner's key: its files are the deploy's, its text is in SSM (owner_key_parameter)
+               "owner_smime_cert", "owner_pgp_key", "owner_key", "owner_key_parameter"}
+# Whoever must know that mail to the owner is encrypted: the sender that encrypts (and reads the key),
+# and inbound-handler, which sizes forwards so that they fit SES's limit once encrypted.
+_KNOW_OWNER_KEY = {"inbound-handler", "forward-sender"}
 
 
 def function_name(cfg: Config, function: str) -> str:
@@ -56,6 +61,8 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
         env[env_name("thread_secret_parameter")] = cfg.thread_secret_parameter
     else:
         env.pop(env_name("thread_secret_parameter"), None)
+    if cfg.encrypts_to_owner and spec.name in _KNOW_OWNER_KEY:
+        env[env_name("owner_key_parameter")] = cfg.owner_key_parameter
     return dict(sorted(env.items()))
 
 

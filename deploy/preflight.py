@@ -47,6 +47,11 @@ def load_config(environ: Mapping[str, str], env: str, region: str, account: str,
         cfg = config.load(values, require=REQUIRED)
     except ConfigError as exc:
         raise DeployError(f"configuration: {exc}", "export the variables named above (README, Configuration)") from None
+    try:
+        cfg = config.with_owner_key_file(cfg)  # a key that cannot encrypt stops the deploy before any change
+    except ConfigError as exc:
+        raise DeployError(f"the owner's key: {exc}", "give a current public key that can encrypt, or unset "
+                                                     "OWNER_SMIME_CERT / OWNER_PGP_KEY to forward in clear") from None
     if not BUCKET_NAME.fullmatch(cfg.bucket):
         # CreateBucket would fail with InvalidBucketName after the run has started changing things.
         digest = hashlib.sha256(f"{account}-{region}".encode()).hexdigest()[:10]

@@ -50,7 +50,7 @@ class Index(NamedTuple):
 
 # table name field -> (hash key, TTL attribute or "", global secondary indexes by name)
 TABLES: dict[str, tuple[str, str, dict[str, Index]]] = {
-    "conversations_table": ("conversationId", "", {}),
+    "conversations_table": ("conversationId", "expiresAt", {}),  # RETENTION_ARCHIVE_DAYS after the last message
     # aws-lambda-powertools' idempotency layout; a completed send also holds its SES message id and
     # correlation id (common.senders.idempotency): the index is SES feedback's fallback correlation.
     "idempotency_table": ("id", "expiration", {"sesMessageId": Index("sesMessageId", ("correlationId",))}),
@@ -58,7 +58,7 @@ TABLES: dict[str, tuple[str, str, dict[str, Index]]] = {
     "suppression_table": ("email", "expiresAt", {}),  # suppressions from transient bounces expire
     "sender_lists_table": ("entry", "", {}),  # the owner's block/allow lists
     # quarantined mail; the sparse index holds what the next daily digest must list
-    "quarantine_table": ("id", "", {"pendingDigest": Index("pendingDigest")}),
+    "quarantine_table": ("id", "expiresAt", {"pendingDigest": Index("pendingDigest")}),  # with its spam/ object
 }
 
 
@@ -103,6 +103,7 @@ def shared(run: Run, local: bool = False) -> None:
     log_group(run, cfg.spam_log_group)
     _spam_rules(run, cfg)
     _parameter(run, cfg.spam_rules_parameter, layout.SPAM_RULES)
+    owner_key(run)
     if local:
         _local_wiring(run, cfg)
 
@@ -142,12 +143,31 @@ def bucket_exists(bucket: str) -> bool:
 
 PUBLIC_ACCESS_BLOCK = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
                        "RestrictPublicBuckets": True}
-LIFECYCLE = [
-    # Claim-check payloads only matter while their queue message can still be received.
-    {"ID": "queue-payloads", "Filter": {"Prefix": layout.QUEUE_PAYLOADS}, "Status": "Enabled",
-     "Expiration": {"Days": MESSAGE_LIFETIME_DAYS}},
-    {"ID": "staging", "Filter": {"Prefix": layout.STAGING}, "Status": "Enabled", "Expiration": {"Days": 30}},
-]
+# A received mail stays in staging/ until it is handled; a failed one until Lambda's async retries
+# (at most 6 h) and the async DLQ (DLQ_RETENTION_S) are over, since `email-handler replay` re-invokes
+# it from there and reads it from staging: one day more than that, never longer.
+STAGING_DAYS = DLQ_RETENTION_S // 86400 + 1
+
+
+def lifecycle(cfg: Config) -> list[dict[str, Any]]:
+    """The mail bucket's lifecycle rules, one per prefix; a retention of 0 days has no rule (kept for ever).
+    Expiration counts from each object's creation ("Days ... after creation", S3 User Guide, Lifecycle
+    configuration elements)."""
+    days = [
+        # Claim-check payloads only matter while their queue message can still be received.
+        ("queue-payloads", layout.QUEUE_PAYLOADS, MESSAGE_LIFETIME_DAYS),
+        ("staging", layout.STAGING, STAGING_DAYS),
+        ("archive", layout.CONVERSATIONS, cfg.retention_archive_days),
+        ("attachments", layout.ATTACHMENTS, cfg.retention_attachments_days),
+        ("withheld", layout.WITHHELD, cfg.retention_attachments_days),
+        ("reply-attachments", layout.REPLY_ATTACHMENTS, cfg.retention_attachments_days),
+        ("extracted-text", layout.EXTRACTED, cfg.retention_text_days),
+        ("quarantine", layout.SPAM, cfg.retention_quarantine_days),
+        ("rejected", layout.REJECTED, cfg.retention_rejected_days),
+        ("bounces", layout.BOUNCES, cfg.retention_rejected_days),
+    ]
+    return [{"ID": rule, "Filter": {"Prefix": prefix}, "Status": "Enabled", "Expiration": {"Days": n}}
+            for rule, prefix, n in days if n > 0]
 
 
 def _bucket(run: Run, cfg: Config) -> None:
@@ -166,7 +186,7 @@ def _bucket(run: Run, cfg: Config) -> None:
         if "public access block" in differ:
             s3.put_public_access_block(Bucket=cfg.bucket, PublicAccessBlockConfiguration=PUBLIC_ACCESS_BLOCK)
         if "lifecycle" in differ:
-            s3.put_bucket_lifecycle_configuration(Bucket=cfg.bucket, LifecycleConfiguration={"Rules": LIFECYCLE})
+            s3.put_bucket_lifecycle_configuration(Bucket=cfg.bucket, LifecycleConfiguration={"Rules": lifecycle(cfg)})
 
     differ = []
     if exists:
@@ -175,10 +195,11 @@ def _bucket(run: Run, cfg: Config) -> None:
             differ.append("public access block")
         rules = or_none(lambda: s3.get_bucket_lifecycle_configuration(Bucket=cfg.bucket), "NoSuchLifecycleConfiguration")
         have = {r.get("ID"): {k: r.get(k) for k in ("ID", "Filter", "Status", "Expiration")} for r in (rules or {}).get("Rules", [])}
-        if any(canonical(have.get(r["ID"])) != canonical(r) for r in LIFECYCLE):
+        wanted = lifecycle(cfg)
+        if set(have) != {r["ID"] for r in wanted} or any(canonical(have.get(r["ID"])) != canonical(r) for r in wanted):
             differ.append("lifecycle")
     run.converge("s3-bucket", cfg.bucket, True if exists else None, differ, create=create, update=settings,
-                 create_detail=f"private, lifecycle for {layout.STAGING} and {layout.QUEUE_PAYLOADS}")
+                 create_detail="private, lifecycle per prefix (retention settings)")
 
 
 def _index(name: str, index: Index) -> dict[str, Any]:
@@ -408,6 +429,27 @@ def _parameter(run: Run, name: str, value: str) -> None:
     run.converge("ssm-parameter", name, True if exists else None,
                  create=lambda: ssm.put_parameter(Name=name, Value=value, Type="String"),
                  detail="owner-edited; never overwritten", create_detail=f"= {value}")
+
+
+def owner_key(run: Run) -> None:
+    """The owner's public key (OWNER_SMIME_CERT or OWNER_PGP_KEY, read and checked by
+    config.with_owner_key_file) in SSM, where forward-sender reads it at cold start. Not secret, so a
+    String; Intelligent-Tiering takes the advanced tier only for a key over the standard tier's 4 KB
+    (an OpenPGP key with several user ids): "Intelligent-Tiering ... evaluates each request ... and
+    upgrades to Advanced when needed" (Systems Manager API Reference, PutParameter, Tier)."""
+    cfg = run.cfg
+    if not cfg.owner_key:
+        return
+    ssm = control_client("ssm")
+    found = or_none(lambda: ssm.get_parameter(Name=cfg.owner_key_parameter), "ParameterNotFound")
+    differ = [] if found is None or found["Parameter"]["Value"] == cfg.owner_key else ["new key"]
+
+    def put(*_: Any) -> None:
+        ssm.put_parameter(Name=cfg.owner_key_parameter, Value=cfg.owner_key, Type="String", Overwrite=True,
+                          Tier="Intelligent-Tiering")
+
+    run.converge("ssm-parameter", cfg.owner_key_parameter, found, differ, create=put, update=put,
+                 create_detail="the owner's public key")
 
 
 # --- local event wiring --------------------------------------------------------------------------

@@ -52,3 +52,11 @@ def put_json(bucket: str, key: str, document: Any) -> None:
 
 def delete(bucket: str, key: str) -> None:
     client("s3").delete_object(Bucket=bucket, Key=key)
+
+
+def keys(bucket: str, prefix: str) -> list[str]:
+    """Every key under ``prefix`` (all pages): operator tools only."""
+    out: list[str] = []
+    for page in client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        out += [str(o["Key"]) for o in page.get("Contents", [])]
+    return out

@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from common.inbound.ack import greeting_name
-from common.mail import limits
+from common.mail import limits, trackers
 from common.mail.parse import ORIGINAL_NAME, ParsedMail
 from common.mail.parse import Attachment as MailPart
 from common.mail.sanitize import clean_header_text
@@ -69,8 +69,12 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
     withheld or did not fit SES's size limit."""
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     text, html = mail.body_text, mail.html
+    if html and cfg.remove_trackers == "on":
+        html, removed = trackers.clean(html)
+        if removed:
+            warnings = (*warnings, trackers.banner(removed))
     notes = [f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})" for w in stored.withheld]
-    kept, truncated = _fit(cfg.max_forward_bytes, text, html, stored.attachments, stored.sizes)
+    kept, truncated = _fit(cfg.forward_budget, text, html, stored.attachments, stored.sizes)
     if truncated:
         text, html, dropped = truncated
         notes += [f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key})" for a in dropped]
@@ -125,7 +129,7 @@ def build_unparsed_forward(cfg: Config, mid: str, item: dict[str, Any], why: str
 
 def fits_attached(cfg: Config, size: int) -> bool:
     """Whether ``size`` bytes fit a forward once base64-encoded, beside a short note."""
-    return int(size * _B64) + _OVERHEAD <= cfg.max_forward_bytes
+    return int(size * _B64) + _OVERHEAD <= cfg.forward_budget
 
 
 def _utf8_len(text: str) -> int:

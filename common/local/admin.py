@@ -556,3 +556,15 @@ def _conversations(args: argparse.Namespace) -> int:
     # the owner pressed "spam" on a forward from this contact (SES complaint): a candidate for `block`
     rows = [{**i, "spam": f"{i.get('spamReports', 1)}x" if i.get("spamCandidate") else ""} for i in items]
     return emit(args, items, rows, columns, f"(no conversations yet; {t.where})")
+
+
+@command("forget", "remove a contact's conversations, archive, attachments, extracted text and records",
+         arg("address", help="the contact's address"), *TARGET)
+def _forget(args: argparse.Namespace) -> int:
+    from common.store.erasure import forget
+
+    t = target(args)
+    removed = forget(t.cfg, args.address)
+    rows = [{"kind": kind, "what": what} for kind, whats in removed.items() for what in whats]
+    return emit(args, removed, rows, [("kind", "kind", 14), ("what", "removed", 0)],
+                f"(nothing stored for {args.address}; {t.where})")

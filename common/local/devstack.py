@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +199,8 @@ class DevStack:
         from common.runtime import config
         from deploy import resources
 
+        # The owner's key first: one that cannot encrypt stops the start before anything runs.
+        owner_key = config.with_owner_key_file(config.load(self.env)).owner_key
         check_ports(self.ports)
         ensure_rie()
         enforced = "IAM enforced" if self.iam else "IAM not enforced (--no-iam)"
@@ -208,7 +210,7 @@ class DevStack:
         self.credentials_file = write_admin_credentials()
         self.env = {**self.env, **admin_credentials(self.credentials_file)}
         use_endpoint(self.endpoint, self.env)
-        cfg = config.load(self.env)
+        cfg = replace(config.load(self.env), owner_key=owner_key)
         self._step("provisioning (queues, tables, bucket, topics, wiring queues, the six roles)",
                    lambda: resources.provision(cfg, local=True))
         # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 from common.aws import s3
 from common.mail import limits
 from common.mail.autoreply import automatic
+from common.mail.encrypt import encrypted_kind
 from common.mail.parse import ParsedMail, parse
 from common.mail.sanitize import clean_header_text, safe_filename
 from common.mail.threads import conversation_id
@@ -72,6 +73,11 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         auth.check_age(mail, received, cfg.reply_max_age_s)
         if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (review M5)
             raise NotAuthorised(f"automatic mail from the owner's mailbox ({why}); not relayed")
+        if goal.kind != "release" and (encrypted := encrypted_kind(mail.headers.get("content-type", ""))):
+            # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to
+            # relay, and the contact could not read it either. Refused with a notice, never dropped.
+            raise NotAuthorised(f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again "
+                                "unencrypted (signing is fine)")
         if goal.kind == "release":
             result = release_held(cfg, goal.value, mid)
             staging.done(cfg, receipt)

@@ -21,6 +21,9 @@ PROJECT = "service-email-handler"
 DEFAULT_ENV = "prd"
 # Used by both local modes; `email-handler deploy` refuses to ship it.
 DEV_THREAD_SECRET = "dev-only-thread-secret-do-not-deploy"
+# Size of an encrypted message over its plaintext: base64 (4/3), line breaks every 64-76 characters,
+# and the envelope's own few hundred bytes, rounded up.
+ENCRYPTION_GROWTH = 1.4
 
 # 7-bit ASCII only: "Amazon SES does not support the SMTPUTF8 extension ... the email address string must be
 # 7-bit ASCII" (SES API, Destination), domains in punycode. A Unicode owner address would never match
@@ -94,6 +97,19 @@ class Config:
     max_pages: int = 500
     max_output_chars: int = 2_000_000
     extract_time_budget_s: float = 50.0
+    # --- the owner's key (docs/owner.md): mail to the owner is encrypted to it when one is configured
+    owner_smime_cert: str = ""  # host tools: path of a PEM X.509 certificate (S/MIME, RFC 8551)
+    owner_pgp_key: str = ""  # host tools: path of an ASCII-armored OpenPGP public key (PGP/MIME, RFC 3156)
+    owner_key: str = ""  # the key's text; functions read it from owner_key_parameter at cold start
+    owner_key_parameter: str = ""  # SSM parameter holding the key; set = encryption on (common/mail/encrypt.py)
+    # --- retention (docs/owner.md "What is stored, for how long"): days; 0 keeps for ever
+    retention_archive_days: int = 730  # conversations/ and the conversation records (DynamoDB TTL)
+    retention_attachments_days: int = 730  # attachments/, withheld/, reply-attachments/
+    retention_text_days: int = 730  # extracted-text/
+    retention_quarantine_days: int = 30  # spam/ and the quarantine records: digests offer a week, release after
+    retention_rejected_days: int = 90  # rejected/ and bounces/: evidence for the owner's alerts
+    remove_trackers: str = "on"  # "off" forwards HTML with its tracking pixels and redirects (common/mail/trackers.py)
+    encrypted_subject: str = "[...]"  # outer Subject of encrypted mail ("original" keeps the real one)
     _env_names: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -131,6 +147,18 @@ class Config:
         if ours and (domain == ours or domain.endswith("." + ours)):
             return True
         return f"{local.partition('+')[0]}@{domain}" in self.own_addresses or f"{local}@{domain}" in self.own_addresses
+
+    @property
+    def encrypts_to_owner(self) -> bool:
+        """Whether mail to the owner is encrypted (a key configured: its text, its file or its parameter)."""
+        return bool(self.owner_key_parameter or self.owner_key)
+
+    @property
+    def forward_budget(self) -> int:
+        """The size a forward may have before the sender encrypts it: encryption base64-encodes the whole
+        message once more (S/MIME's DER, OpenPGP's armor: 4/3 plus line breaks), so the budget shrinks
+        until the encrypted message still fits SES's limit (tests/unit/test_encrypt.py measures it)."""
+        return int(self.max_forward_bytes / ENCRYPTION_GROWTH) if self.encrypts_to_owner else self.max_forward_bytes
 
     def require(self, *names: str) -> Config:
         """Raise ConfigError naming every required field that is empty."""
@@ -230,6 +258,8 @@ def _with_defaults(cfg: Config) -> Config:
         "feedback_topic": cfg.name("ses-feedback"),
         "ses_configuration_set": cfg.prefix,
     }
+    if cfg.owner_smime_cert or cfg.owner_pgp_key or cfg.owner_key:
+        derived["owner_key_parameter"] = f"/{cfg.project}/{cfg.env}/owner-key"
     changes: dict[str, object] = {k: v for k, v in derived.items() if not getattr(cfg, k)}
     if not cfg.owner_emails and cfg.private_email:
         changes["owner_emails"] = (cfg.private_email,)
@@ -250,6 +280,14 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({cfg.domain_name})")
     if cfg.thread_secret and len(cfg.thread_secret) < 16:
         raise ConfigError("THREAD_SECRET must be at least 16 characters")
+    for name in ("retention_archive_days", "retention_attachments_days", "retention_text_days",
+                 "retention_quarantine_days", "retention_rejected_days"):
+        if getattr(cfg, name) < 0:
+            raise ConfigError(f"{env_name(name)} must be a number of days (0 keeps for ever)")
+    if cfg.remove_trackers not in ("on", "off"):
+        raise ConfigError(f"REMOVE_TRACKERS={cfg.remove_trackers!r} must be on or off")
+    if cfg.owner_smime_cert and cfg.owner_pgp_key:
+        raise ConfigError("set OWNER_SMIME_CERT or OWNER_PGP_KEY, not both: mail to the owner is encrypted to one key")
     if cfg.max_send_rate <= 0:
         raise ConfigError("MAX_SEND_RATE must be positive")
     if not cfg.retry_delays or any(d < 0 for d in cfg.retry_delays):
@@ -281,3 +319,43 @@ def with_secrets(cfg: Config, require: Iterable[str] = ()) -> Config:
                 raise
         _validate(cfg)
     return cfg.require(*require)
+
+
+def with_owner_key_file(cfg: Config) -> Config:
+    """Host tools (`email-handler dev`, the deploy): the owner's key read from the file OWNER_SMIME_CERT or
+    OWNER_PGP_KEY names and checked, so a key that cannot encrypt stops the start, not a send."""
+    from dataclasses import replace
+
+    from common.mail import encrypt
+
+    variable = "OWNER_SMIME_CERT" if cfg.owner_smime_cert else "OWNER_PGP_KEY" if cfg.owner_pgp_key else ""
+    if not variable:
+        return cfg
+    text = encrypt.read_key_file(cfg.owner_smime_cert or cfg.owner_pgp_key, variable)
+    key = encrypt.parse(text)
+    if key.kind != ("smime" if cfg.owner_smime_cert else "pgp"):
+        raise ConfigError(f"{variable} names a file holding an {'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}")
+    return replace(cfg, owner_key=text)
+
+
+def with_owner_key(cfg: Config) -> Config:
+    """The function that encrypts (forward-sender): the owner's key from SSM at cold start, checked.
+    Fails closed: with encryption configured and no usable key the function does not start, and the
+    forwards wait in their queue instead of going out in clear."""
+    from dataclasses import replace
+
+    from common.mail import encrypt
+
+    if cfg.owner_key_parameter and not cfg.owner_key:
+        from common.aws import error_code, ssm
+
+        try:
+            cfg = replace(cfg, owner_key=ssm.get_parameter(cfg.owner_key_parameter, decrypt=False))
+        except Exception as exc:
+            if error_code(exc) != "ParameterNotFound":
+                raise
+            raise ConfigError(f"OWNER_KEY_PARAMETER names {cfg.owner_key_parameter}, which does not exist: "
+                              "deploy again with OWNER_SMIME_CERT or OWNER_PGP_KEY") from None
+    if cfg.owner_key:
+        encrypt.parse(cfg.owner_key)
+    return cfg

@@ -18,6 +18,8 @@ class Function:
     # Senders: the SQS event source's MaximumConcurrency (2 is the minimum). It caps them without
     # reserving concurrency, which an account with the new-account limit of 10 cannot grant.
     batch_concurrency: int = 0
+    # Reads the owner's key at cold start and encrypts mail to the owner with it (common/mail/encrypt.py).
+    owner_key: bool = False
 
     @property
     def repository(self) -> str:
@@ -61,7 +63,7 @@ FUNCTIONS: tuple[Function, ...] = (
     # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (FR-2).
     Function("ack-sender", 9004, ("public_email",), "ack_queue", 180, batch_concurrency=2),
     Function("forward-sender", 9005, ("public_email",), "forward_queue", 180, MAIL_MEMORY_MB,
-             batch_concurrency=2),
+             batch_concurrency=2, owner_key=True),
     Function("reply-sender", 9006, ("public_email",), "reply_queue", 180, MAIL_MEMORY_MB,
              batch_concurrency=2),
 )

@@ -31,6 +31,8 @@ def make_handler(function_name: str, logic: Logic) -> Callable[[Any, LambdaConte
     log = get_logger(function_name)
     try:
         cfg = config_mod.with_secrets(config_mod.load(), spec.requires)
+        if spec.owner_key:
+            cfg = config_mod.with_owner_key(cfg)
     except ConfigError as exc:
         # Raised at import: the runtime reports it as the init error (errorType ConfigError).
         log.error("configuration invalid", extra={"function": function_name, "error": str(exc)})

@@ -31,7 +31,11 @@ from common.store import alerts, holds, layout, sendstatus
 from common.store.sendqueue import OutboundMessage, load
 
 if TYPE_CHECKING:  # pragma: no cover
+    from email.message import EmailMessage
+
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from common.mail.encrypt import OwnerKey
 
 log = get_logger("sender")
 
@@ -169,7 +173,8 @@ class Sender:
     def send_with_retries(self, msg: OutboundMessage) -> dict[str, Any]:
         from common.mail.build import build
 
-        raw = build(msg, self.cfg.public_email, self.cfg.domain_name, self.prefix, self._fetch).as_bytes()
+        built = build(msg, self.cfg.public_email, self.cfg.domain_name, self.prefix, self._fetch)
+        raw = self._encrypted_for_owner(msg, built).as_bytes()
         ses.prepare()  # a cold client costs ~100 ms: pay it before taking a rate slot, not inside it
         attempts, code = 0, ""
         for delay in self.cfg.retry_delays:
@@ -197,6 +202,25 @@ class Sender:
             # Recorded by the idempotency completion that follows (common.senders.idempotency).
             return {"status": "sent", "sesMessageId": ses_id, "attempts": attempts, "sentAt": sendstatus.now_iso()}
         raise SendFailed(code, attempts, "retries exhausted")
+
+    def _encrypted_for_owner(self, msg: OutboundMessage, built: EmailMessage) -> EmailMessage:
+        """Mail to the owner only, encrypted to the owner's key when one is configured. Here, inside the
+        idempotent send, so a retry re-encrypts the same message and the queue and S3 never hold a
+        second copy; a forward cut to the size budget (common/inbound/messages.py) fits once encrypted."""
+        if not self.cfg.encrypts_to_owner or not {a.lower() for a in msg.to} <= self.cfg.owner_addresses:
+            return built
+        from common.mail.encrypt import OwnerKeyError, encrypt
+
+        if not self.cfg.owner_key:  # never send the owner's mail in clear when encryption is configured
+            raise SendFailed("OwnerKeyMissing", 0, f"this sender has no owner key ({self.cfg.owner_key_parameter})")
+        try:
+            key = _owner_key(self.cfg.owner_key)
+            key.check()  # a key may expire while a sandbox is warm
+        except OwnerKeyError as exc:
+            raise SendFailed("OwnerKeyUnusable", 0, str(exc)) from None
+        encrypted = encrypt(built, key, self.cfg.encrypted_subject)
+        log.info("mail encrypted to the owner", extra={"key_kind": key.kind, "fingerprint": key.fingerprint})
+        return encrypted
 
     def _fetch(self, key: str) -> bytes:
         obj = s3.get(self.cfg.bucket, key)
@@ -233,6 +257,14 @@ def _as_doc(msg: OutboundMessage) -> dict[str, Any]:
     import json
 
     return dict(json.loads(msg.to_json()))
+
+
+@functools.cache
+def _owner_key(text: str) -> OwnerKey:
+    """Parsed once per sandbox (with_owner_key checked it at cold start)."""
+    from common.mail.encrypt import parse
+
+    return parse(text)
 
 
 @functools.cache

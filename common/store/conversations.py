@@ -50,6 +50,7 @@ def record_inbound(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: date
     if mail.display_name:
         expression += ", " + fact("displayName", ":n")
         values[":n"] = mail.display_name
+    expression = _expiry(cfg, expression, values, when)
     try:
         new = dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,
                               names={"#ts": "timestamp"}, return_values="ALL_NEW",
@@ -58,6 +59,15 @@ def record_inbound(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: date
     except dynamodb.ConditionFailed as exc:
         raise Collision(cid, str((exc.item or {}).get("senderEmail", ""))) from None
     return new is not None and new.get("firstMessageId") == mid
+
+
+def _expiry(cfg: Config, expression: str, values: dict[str, Any], when: datetime) -> str:
+    """The record expires (DynamoDB TTL ``expiresAt``) RETENTION_ARCHIVE_DAYS after its last message, with
+    its archive; 0 keeps it for ever (and removes an expiry set before)."""
+    if cfg.retention_archive_days <= 0:
+        return expression + " REMOVE expiresAt"
+    values[":x"] = int(when.timestamp()) + cfg.retention_archive_days * 86400
+    return expression + ", expiresAt = :x"
 
 
 def set_attributes(cfg: Config, cid: str, attributes: dict[str, str]) -> None:
@@ -83,9 +93,11 @@ def start_outbound(cfg: Config, cid: str, address: str, subject: str, mid: str, 
     """The owner starts a conversation with ``address``: create the record (or keep the existing one's
     history). ``firstMessageId`` is the owner's message, so the contact's answer is not a first
     contact and gets no automatic acknowledgement."""
-    return dynamodb.update(
-        cfg.conversations_table, {"conversationId": cid},
-        "SET senderEmail = :e, emailDomain = :d, subject = :s, #ts = :t, firstContactDate = if_not_exists(firstContactDate, :t), "
-        "firstMessageId = if_not_exists(firstMessageId, :m), startedBy = if_not_exists(startedBy, :o)",
-        {":e": address.lower(), ":d": address.rpartition("@")[2].lower(), ":s": subject, ":t": iso_z(when), ":m": mid,
-         ":o": "owner"}, names={"#ts": "timestamp"}, return_values="ALL_NEW") or {}
+    values: dict[str, Any] = {":e": address.lower(), ":d": address.rpartition("@")[2].lower(), ":s": subject,
+                              ":t": iso_z(when), ":m": mid, ":o": "owner"}
+    expression = _expiry(cfg, "SET senderEmail = :e, emailDomain = :d, subject = :s, #ts = :t, "
+                              "firstContactDate = if_not_exists(firstContactDate, :t), "
+                              "firstMessageId = if_not_exists(firstMessageId, :m), startedBy = if_not_exists(startedBy, :o)",
+                         values, when)
+    return dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,
+                           names={"#ts": "timestamp"}, return_values="ALL_NEW") or {}

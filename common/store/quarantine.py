@@ -36,10 +36,14 @@ def record(cfg: Config, ses_message_id: str, key: str, when: datetime, sender: s
            reason: str) -> str:
     """Write (or, on a retried delivery, rewrite) the record of a quarantined mail; returns its id."""
     qid = quarantine_id(ses_message_id)
-    dynamodb.put(cfg.quarantine_table, {
+    item: dict[str, Any] = {
         "id": qid, "sesMessageId": ses_message_id, "key": key, "receivedAt": iso_z(when), "sender": sender,
         "subject": subject[:SUBJECT_CHARS], "reason": reason, "status": HELD, PENDING_INDEX: pending_day(when),
-    }, condition="attribute_not_exists(id) OR #s = :held", names={"#s": "status"}, values={":held": HELD})
+    }
+    if cfg.retention_quarantine_days > 0:  # DynamoDB TTL: the record goes when S3's lifecycle removes the mail
+        item["expiresAt"] = int(when.timestamp()) + cfg.retention_quarantine_days * 86400
+    dynamodb.put(cfg.quarantine_table, item, condition="attribute_not_exists(id) OR #s = :held", names={"#s": "status"},
+                 values={":held": HELD})
     return qid
 
 

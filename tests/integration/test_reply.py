@@ -250,3 +250,28 @@ def test_an_alert_whose_publish_failed_is_sent_on_the_retry_not_throttled_away(s
     result = fns["reply-handler"].invoke(event)  # Lambda's retry of the same event
     assert (result["status"], result["alerted"]) == ("rejected", True)
     assert [a["reason"] for a in inbox()] == ["envelope sender is not the owner"]
+
+
+ENCRYPTED_REPLIES = {
+    "pgp": ('multipart/encrypted; protocol="application/pgp-encrypted"; boundary="e"',
+            "--e\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n--e\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n-----BEGIN PGP MESSAGE-----\r\n\r\nwcBMA0\r\n"
+            "-----END PGP MESSAGE-----\r\n--e--\r\n", "PGP/MIME (multipart/encrypted)"),
+    "smime": ('application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"',
+              "MIIBhwYJKoZIhvcNAQcDoIIBeDCCAXQCAQAxggEw\r\n",
+              "S/MIME (application/pkcs7-mime; smime-type=enveloped-data)"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ENCRYPTED_REPLIES))
+def test_a_reply_encrypted_to_the_owners_own_key_is_refused_with_a_notice(stack, fns, thread, alert_queue, kind) -> None:
+    ctype, body, what = ENCRYPTED_REPLIES[kind]
+    cte = "Content-Transfer-Encoding: base64\r\n" if kind == "smime" else ""
+    raw = (f"From: {OWNER}\r\nTo: {thread}\r\nSubject: Re: Role\r\nMessage-ID: <enc-{kind}@example.net>\r\n"
+           f"MIME-Version: 1.0\r\nContent-Type: {ctype}\r\n{cte}\r\n{body}").encode()
+    result = fns["reply-handler"].invoke(stack.receipt(raw, REPLY_ID, to=thread, source="owner@example.net"))
+    reason = f"the reply is encrypted ({what}) and cannot be relayed: send it again unencrypted (signing is fine)"
+    assert (result["status"], result["reason"]) == ("rejected", reason)
+    assert stack.peek(stack.cfg.reply_queue) == [] and send_all(stack, fns) == []
+    assert stack.s3_keys("rejected/") == [result["key"]]  # kept, not lost
+    assert [a["reason"] for a in alerts(stack)] == [reason]  # the owner is told

@@ -3,6 +3,7 @@ with SIGINT (what Ctrl-C sends). Shared by the suites that drive the embedded st
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ class DevProcess:
     smtp: int = 0
     first: int = 0  # the first of the six function ports
     output: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # on top of this process's environment
     proc: subprocess.Popen[str] | None = None
 
     def __post_init__(self) -> None:
@@ -52,7 +54,7 @@ class DevProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "common.local.cli", "dev", "--emulator-port", str(self.aws), "--smtp-port",
              str(self.smtp), "--function-port", str(self.first), "--log-dir", str(self.log_dir), "--visibility-timeout", "1"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.env})
         ready = threading.Event()
 
         def read() -> None:

@@ -1,0 +1,105 @@
+"""Tracker removal in forwards: one test per rule of common/data/trackers.json, pixels by size and
+visibility, real images and cid: parts kept, hostile HTML in linear time, the banner and the switch."""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib import resources
+
+import pytest
+
+from common.inbound.messages import build_forward
+from common.mail import trackers
+from common.mail.parse import parse
+from common.runtime.config import load
+from common.runtime.errors import ConfigError
+from common.store.attachments import Stored
+
+DATA = json.loads(resources.files("common").joinpath("data/trackers.json").read_text())
+
+
+@pytest.mark.parametrize("rule", DATA["open"], ids=[r["id"] for r in DATA["open"]])
+def test_each_open_tracking_rule_removes_its_pixel_whatever_its_size(rule) -> None:
+    page = f'<p>Hi</p><img src="{rule["example"]}" width="600" alt="logo"><p>Bye</p>'
+    cleaned, removed = trackers.clean(page)
+    assert (cleaned, removed) == ("<p>Hi</p><p>Bye</p>", 1)
+
+
+@pytest.mark.parametrize("rule", DATA["click"], ids=[r["id"] for r in DATA["click"]])
+def test_each_click_redirect_rule_unwraps_to_its_target(rule) -> None:
+    href = rule["example"].replace("&", "&amp;")  # as it stands in HTML
+    cleaned, removed = trackers.clean(f'<a class="btn" href="{href}" title="x">Apply</a>')
+    target = rule["target"].replace("&", "&amp;")
+    assert (cleaned, removed) == (f'<a class="btn" href="{target}" title="x">Apply</a>', 1)
+
+
+@pytest.mark.parametrize("tag", [
+    '<img src="https://news.example.org/p.gif" width="1" height="1">',
+    "<img src='//news.example.org/p.gif' width=1px height=0>",
+    '<img src="https://news.example.org/p.gif" style="width:1px;height:1px;border:0">',
+    '<img src="https://news.example.org/p.gif" style="display: none">',
+    '<img src="https://news.example.org/p.gif" hidden>',
+    '<IMG SRC="https://news.example.org/p.gif" WIDTH="0" HEIGHT="20"/>',
+])
+def test_a_tiny_or_hidden_remote_image_is_a_pixel(tag) -> None:
+    assert trackers.clean(f"a{tag}b") == ("ab", 1)
+
+
+@pytest.mark.parametrize("tag", [
+    '<img src="https://news.example.org/hero.jpg" width="600" height="300" alt="the product">',
+    '<img src="https://news.example.org/hero.jpg">',  # no size given: a content image
+    '<img src="cid:logo@corp" width="1" height="1">',  # a part of the mail itself: nothing is fetched
+    '<img src="data:image/gif;base64,R0lGOD" width="1" height="1">',
+    '<a href="https://example.org/job?id=7">a plain link</a>',
+    '<a href="https://www.google.com/url?q=javascript:alert(1)">not an http(s) target</a>',
+])
+def test_content_images_and_plain_links_are_kept(tag) -> None:
+    assert trackers.clean(tag) == (tag, 0)
+
+
+def test_hostile_html_is_cleaned_in_linear_time() -> None:
+    # Unterminated tags, unterminated quotes and many attribute starts: the shapes that make
+    # backtracking parsers quadratic. 4 MB and 8 MB must take about twice as long, not four times.
+    def hostile(n: int) -> str:
+        unit = '<img src="x a=" b=\'c <a href="https://www.google.com/url?q=' + 'a="' * 50
+        return unit * (n // len(unit))
+
+    def timed(text: str) -> float:
+        start = time.perf_counter()
+        trackers.clean(text)
+        return time.perf_counter() - start
+
+    small, large = timed(hostile(4_000_000)), timed(hostile(8_000_000))
+    assert large < 4 * max(small, 0.01), (small, large)
+
+
+RAW = (b"From: Shop <news@shop.example>\r\nTo: hello@example.com\r\nSubject: Offer\r\nMIME-Version: 1.0\r\n"
+       b"Content-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>Sale</p>"
+       b'<img src="https://shop.us1.list-manage.com/track/open.php?u=1&amp;id=2" width="1" height="1">'
+       b'<img src="https://shop.example/hero.jpg" width="600"></body></html>\r\n')
+
+
+@pytest.mark.parametrize(("switch", "banner"), [("on", True), ("off", False)])
+def test_the_forward_says_how_many_trackers_went_and_the_switch_turns_it_off(switch, banner) -> None:
+    cfg = load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com", "PRIVATE_EMAIL": "owner@example.net",
+                "REMOVE_TRACKERS": switch})
+    fwd = build_forward(cfg, "m1", "news-at-shop.example", parse(RAW), Stored(), (),
+                        "conversations/c/m1.eml", "r@thread.example.com")
+    assert ("1 tracker removed" in fwd.html and "1 tracker removed" in fwd.text) is banner
+    assert ("list-manage.com" in fwd.html) is not banner
+    assert "https://shop.example/hero.jpg" in fwd.html
+    with pytest.raises(ConfigError, match="REMOVE_TRACKERS"):
+        load({"REMOVE_TRACKERS": "maybe"})
+
+
+def test_the_banner_counts_as_relay_does() -> None:
+    assert [trackers.banner(n) for n in (1, 2)] == ["1 tracker removed", "2 trackers removed"]
+
+
+def test_the_work_per_body_is_bounded_and_what_is_left_is_kept(monkeypatch) -> None:
+    monkeypatch.setattr(trackers, "MAX_TAGS", 3)
+    pixel = '<img src="https://news.example.org/p.gif" width="1" height="1">'
+    plain = '<a href="https://example.org/">x</a>'  # not a candidate link: costs no examination
+    cleaned, removed = trackers.clean((plain * 5 + pixel) * 5)
+    assert removed == 3 and cleaned.count(pixel) == 2 and cleaned.count(plain) == 25
