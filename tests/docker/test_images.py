@@ -132,3 +132,25 @@ def test_base_image_holds_only_what_runs_on_lambda(docker_client) -> None:
         read_only=True, remove=True, network_mode="none",
     ).decode().strip()
     assert out == "[]"
+
+
+def test_base_image_creates_each_kept_services_client_and_no_dropped_one(docker_client) -> None:
+    """The build keeps only docker/aws-services.txt's botocore models: each of those clients can be
+    created (creating a client loads its model; no network, no credentials), a dropped one cannot."""
+    from pathlib import Path
+
+    kept = [line.split("#", 1)[0].strip() for line in
+            (Path(__file__).resolve().parents[2] / "docker" / "aws-services.txt").read_text().splitlines()]
+    kept = [name for name in kept if name]
+    code = ("import sys, boto3, botocore.exceptions as e; s = boto3.session.Session(region_name='us-east-1'); "
+            "made = [s.client(n).meta.service_model.service_name for n in sys.argv[1:]]; "
+            "dropped = ''\n"
+            "try:\n    s.client('ec2')\nexcept e.UnknownServiceError:\n    dropped = 'ec2'\n"
+            "print(' '.join(made), '|', dropped, '|', ' '.join(sorted(s.get_available_services())))")
+    out = docker_client.containers.run(
+        BASE_IMAGE, entrypoint=["python", "-c", code, *kept], read_only=True, remove=True, network_mode="none",
+    ).decode().strip()
+    made, dropped, available = (part.split() for part in out.split("|"))
+    assert made == kept
+    assert dropped == ["ec2"]
+    assert available == sorted(kept)
