@@ -154,3 +154,32 @@ def test_base_image_creates_each_kept_services_client_and_no_dropped_one(docker_
     assert made == kept
     assert dropped == ["ec2"]
     assert available == sorted(kept)
+
+
+def test_base_image_trims_leave_every_shipped_module_importable(docker_client) -> None:
+    """What Dockerfile.base deletes (unused Powertools parts, the stdlib's tests and pydoc topics,
+    glibc's iconv modules) is gone, and every module the functions ship still imports, with the
+    compiled extensions (cryptography's Rust core through pypdf's AES, awslambdaric's runtime client)."""
+    code = (
+        "import importlib, importlib.util as u, os, pkgutil, sysconfig, common\n"
+        "mods = [m.name for m in pkgutil.walk_packages(common.__path__, 'common.')]\n"
+        "for name in mods: importlib.import_module(name)\n"
+        "import runtime_client, simplejson._speedups\n"
+        "from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes\n"
+        "from pypdf._crypt_providers import crypt_provider\n"
+        "enc = Cipher(algorithms.AES(b'k' * 16), modes.CBC(b'i' * 16)).encryptor()\n"
+        "assert len(enc.update(b'x' * 16) + enc.finalize()) == 16\n"
+        "from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer\n"
+        "from aws_lambda_powertools.utilities.batch import BatchProcessor\n"
+        "from importlib.metadata import version\n"
+        "gone = [m for m in ('aws_lambda_powertools.event_handler', 'aws_lambda_powertools.utilities.parser',"
+        " 'test', 'pydoc_data') if u.find_spec(m)]\n"
+        "gconv = [d for d in os.listdir('/usr/lib') if os.path.isdir(f'/usr/lib/{d}/gconv')]\n"
+        "print(len(mods), crypt_provider[0], version('aws-lambda-powertools'), gone, gconv)\n")
+    out = docker_client.containers.run(
+        BASE_IMAGE, entrypoint=["python", "-c", code], read_only=True, remove=True, network_mode="none",
+    ).decode().split(maxsplit=3)
+    assert int(out[0]) > 50
+    assert out[1] == "cryptography"
+    assert out[2][0].isdigit()  # Powertools reads its own version from its metadata
+    assert out[3].strip() == "[] []"
