@@ -132,3 +132,54 @@ def test_base_image_holds_only_what_runs_on_lambda(docker_client) -> None:
         read_only=True, remove=True, network_mode="none",
     ).decode().strip()
     assert out == "[]"
+
+
+def test_base_image_creates_each_kept_services_client_and_no_dropped_one(docker_client) -> None:
+    """The build keeps only docker/aws-services.txt's botocore models: each of those clients can be
+    created (creating a client loads its model; no network, no credentials), a dropped one cannot."""
+    from pathlib import Path
+
+    kept = [line.split("#", 1)[0].strip() for line in
+            (Path(__file__).resolve().parents[2] / "docker" / "aws-services.txt").read_text().splitlines()]
+    kept = [name for name in kept if name]
+    code = ("import sys, boto3, botocore.exceptions as e; s = boto3.session.Session(region_name='us-east-1'); "
+            "made = [s.client(n).meta.service_model.service_name for n in sys.argv[1:]]; "
+            "dropped = ''\n"
+            "try:\n    s.client('ec2')\nexcept e.UnknownServiceError:\n    dropped = 'ec2'\n"
+            "print(' '.join(made), '|', dropped, '|', ' '.join(sorted(s.get_available_services())))")
+    out = docker_client.containers.run(
+        BASE_IMAGE, entrypoint=["python", "-c", code, *kept], read_only=True, remove=True, network_mode="none",
+    ).decode().strip()
+    made, dropped, available = (part.split() for part in out.split("|"))
+    assert made == kept
+    assert dropped == ["ec2"]
+    assert available == sorted(kept)
+
+
+def test_base_image_trims_leave_every_shipped_module_importable(docker_client) -> None:
+    """What Dockerfile.base deletes (unused Powertools parts, the stdlib's tests and pydoc topics,
+    glibc's iconv modules) is gone, and every module the functions ship still imports, with the
+    compiled extensions (cryptography's Rust core through pypdf's AES, awslambdaric's runtime client)."""
+    code = (
+        "import importlib, importlib.util as u, os, pkgutil, sysconfig, common\n"
+        "mods = [m.name for m in pkgutil.walk_packages(common.__path__, 'common.')]\n"
+        "for name in mods: importlib.import_module(name)\n"
+        "import runtime_client, simplejson._speedups\n"
+        "from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes\n"
+        "from pypdf._crypt_providers import crypt_provider\n"
+        "enc = Cipher(algorithms.AES(b'k' * 16), modes.CBC(b'i' * 16)).encryptor()\n"
+        "assert len(enc.update(b'x' * 16) + enc.finalize()) == 16\n"
+        "from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer\n"
+        "from aws_lambda_powertools.utilities.batch import BatchProcessor\n"
+        "from importlib.metadata import version\n"
+        "gone = [m for m in ('aws_lambda_powertools.event_handler', 'aws_lambda_powertools.utilities.parser',"
+        " 'test', 'pydoc_data') if u.find_spec(m)]\n"
+        "gconv = [d for d in os.listdir('/usr/lib') if os.path.isdir(f'/usr/lib/{d}/gconv')]\n"
+        "print(len(mods), crypt_provider[0], version('aws-lambda-powertools'), gone, gconv)\n")
+    out = docker_client.containers.run(
+        BASE_IMAGE, entrypoint=["python", "-c", code], read_only=True, remove=True, network_mode="none",
+    ).decode().split(maxsplit=3)
+    assert int(out[0]) > 50
+    assert out[1] == "cryptography"
+    assert out[2][0].isdigit()  # Powertools reads its own version from its metadata
+    assert out[3].strip() == "[] []"
