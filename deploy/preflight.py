@@ -6,7 +6,6 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from common.aws import control_client, error_code, or_none
 from common.runtime import config
@@ -152,35 +151,6 @@ def production_access() -> bool | None:
         return bool(control_client("sesv2").get_account().get("ProductionAccessEnabled"))
     except Exception:
         return None
-
-
-def dns_records(cfg: Config) -> list[str]:
-    """Every DNS record the domain needs whose SES check is not yet Success, with what it is for."""
-    ses = control_client("ses")
-    domain = cfg.domain_name
-    records = []
-    verify: dict[str, Any] = ses.get_identity_verification_attributes(Identities=[domain]).get(
-        "VerificationAttributes", {}).get(domain, {})
-    if verify.get("VerificationStatus") != "Success" and verify.get("VerificationToken"):
-        records.append(f"TXT   _amazonses.{domain}  \"{verify['VerificationToken']}\"   (domain verification: "
-                       f"{verify.get('VerificationStatus') or 'not started'})")
-    dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {})
-    if dkim.get("DkimVerificationStatus") != "Success":
-        for token in dkim.get("DkimTokens", []):
-            records.append(f"CNAME {token}._domainkey.{domain}  {token}.dkim.amazonses.com   (DKIM: "
-                           f"{dkim.get('DkimVerificationStatus') or 'not started'})")
-    mail_from = ses.get_identity_mail_from_domain_attributes(Identities=[domain]).get(
-        "MailFromDomainAttributes", {}).get(domain, {})
-    if mail_from.get("MailFromDomainStatus") != "Success":
-        status = mail_from.get("MailFromDomainStatus") or "not set up"
-        records += [f"MX    bounce.{domain}  10 feedback-smtp.{cfg.region}.amazonses.com   (MAIL FROM: {status}; "
-                    "until it is Success SES refuses every send)",
-                    f"TXT   bounce.{domain}  \"v=spf1 include:amazonses.com ~all\"   (MAIL FROM SPF: {status})"]
-    inbound = f"inbound-smtp.{cfg.region}.amazonaws.com"
-    records += [f"MX    {domain}  10 {inbound}   (receiving; SES cannot check it. This MX sends ALL mail for "
-                f"@{domain} to SES, not only {cfg.public_email}: move any other mailboxes of the domain first)",
-                f"MX    {cfg.thread_domain}  10 {inbound}   (receiving the owner's replies; SES cannot check it)"]
-    return records
 
 
 def sandbox_note(cfg: Config, production: bool | None) -> str:

@@ -88,8 +88,9 @@ def provision(cfg: Config, report: Callable[[Change], None] | None = None, *, ap
     return run.changes
 
 
-def shared(run: Run, local: bool = False) -> None:
-    """The resources every mode needs (and with ``local``, the local wiring's), onto ``run``."""
+def shared(run: Run, local: bool = False, identity: bool = True) -> None:
+    """The resources every mode needs (and with ``local``, the local wiring's), onto ``run``; the deploy
+    converges the SES identity first, itself (``identity=False``)."""
     cfg = run.cfg
     _bucket(run, cfg)
     for field_name, (key, ttl, indexes) in TABLES.items():
@@ -98,7 +99,8 @@ def shared(run: Run, local: bool = False) -> None:
         _queue_with_dlq(run, name, QUEUE_VISIBILITY_S, cfg.max_receive_count)
     for topic in (cfg.alert_topic, cfg.feedback_topic):
         _topic(run, topic)
-    _ses_identity(run, cfg.domain_name)
+    if identity:
+        ses_identity(run, cfg.domain_name)
     _configuration_set(run, cfg)
     log_group(run, cfg.spam_log_group)
     _spam_rules(run, cfg)
@@ -305,7 +307,7 @@ def _topic(run: Run, name: str) -> None:
     run.converge("sns-topic", name, name if name in existing else None, create=lambda: sns.create_topic(Name=name))
 
 
-def _ses_identity(run: Run, domain: str) -> None:
+def ses_identity(run: Run, domain: str) -> None:
     """The sending and receiving domain, with Easy DKIM (SES signs every message it sends)."""
     ses = control_client("ses")
     exists = domain in ses.list_identities(IdentityType="Domain").get("Identities", [])
@@ -318,6 +320,35 @@ def _ses_identity(run: Run, domain: str) -> None:
     run.converge("ses-identity", domain, domain if exists else None, [] if dkim.get("DkimTokens") else ["enable DKIM"],
                  create=create, update=lambda _: ses.verify_domain_dkim(Domain=domain),
                  create_detail="with DKIM; publish the DNS records the deploy prints")
+
+
+def feedback_topic_policy(run: Run, account: str) -> None:
+    """SES may publish this deployment's feedback events to the feedback topic, for its configuration set
+    only: "you must ... allow Amazon SES to publish to the topic" with AWS:SourceAccount and AWS:SourceArn
+    conditions (SES DG, "Set up an Amazon SNS event destination for event publishing",
+    https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html). Without it
+    no bounce or complaint reaches inbound-handler. The account's own principals keep the default access."""
+    cfg, sns = run.cfg, control_client("sns")
+    arn = topic_arn(cfg, cfg.feedback_topic)
+    wanted = {"Version": "2012-10-17", "Statement": [
+        {"Sid": "AccountOwnerManages", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
+         "Action": ["SNS:GetTopicAttributes", "SNS:SetTopicAttributes", "SNS:Subscribe", "SNS:ListSubscriptionsByTopic",
+                    "SNS:Publish", "SNS:DeleteTopic"], "Resource": arn},
+        {"Sid": "SesPublishesFeedback", "Effect": "Allow", "Principal": {"Service": "ses.amazonaws.com"},
+         "Action": "SNS:Publish", "Resource": arn,
+         "Condition": {"StringEquals": {"AWS:SourceAccount": account},
+                       "StringLike": {"AWS:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:configuration-set/"
+                                                       f"{cfg.ses_configuration_set}"}}}]}
+    found = or_none(lambda: sns.get_topic_attributes(TopicArn=arn), "NotFound", "NotFoundException")
+    current = json.loads(found["Attributes"]["Policy"]) if found and found["Attributes"].get("Policy") else None
+    is_ours = current is not None and any(s.get("Sid") == "SesPublishesFeedback" for s in current.get("Statement", []))
+
+    def put(*_: Any) -> None:
+        sns.set_topic_attributes(TopicArn=arn, AttributeName="Policy", AttributeValue=json.dumps(wanted))
+
+    run.converge("sns-topic-policy", cfg.feedback_topic, current if is_ours else None,
+                 [] if canonical(current) == canonical(wanted) else ["policy"], create=put, update=put,
+                 create_detail="SES may publish feedback of configuration set " + cfg.ses_configuration_set)
 
 
 def _configuration_set(run: Run, cfg: Config) -> None:

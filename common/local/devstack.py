@@ -170,8 +170,9 @@ def ensure_rie() -> None:
 class DevStack:
     def __init__(self, env: dict[str, str], ports: DevPorts, log_dir: Path, visibility_s: int | None = None,
                  report: Callable[[str], None] = print, activity: Callable[[str], None] | None = None,
-                 guard: SignalGuard | None = None, iam: bool = True) -> None:
+                 guard: SignalGuard | None = None, iam: bool = True, account: str = "default") -> None:
         self.env, self.ports, self.log_dir, self.visibility_s, self.iam = env, ports, log_dir, visibility_s, iam
+        self.account = account  # "fresh": the emulator models a new AWS account (common/local/fresh.py)
         self.report, self.activity = report, activity
         self.guard = guard
         self._stoppers: list[tuple[str, Callable[[], None]]] = []
@@ -202,7 +203,7 @@ class DevStack:
         check_ports(self.ports)
         ensure_rie()
         enforced = "IAM enforced" if self.iam else "IAM not enforced (--no-iam)"
-        moto = self._register("emulator", EmbeddedMoto(HOST, self.ports.emulator, iam=self.iam))
+        moto = self._register("emulator", EmbeddedMoto(HOST, self.ports.emulator, iam=self.iam, account=self.account))
         self._step(f"AWS emulator (moto, {enforced}) on {self.endpoint}", moto.start)
         # This process's own clients (provisioning, wiring, ingress) talk to the emulator as the local admin.
         self.credentials_file = write_admin_credentials()
