@@ -346,7 +346,8 @@ def _dns_publish(args: argparse.Namespace) -> int:
     endpoint = _endpoint(args)
     try:
         body = Path(args.zone).read_bytes()
-        with urllib.request.urlopen(urllib.request.Request(endpoint + DNS_PATH, data=body, method="POST"), timeout=10) as r:
+        with urllib.request.urlopen(urllib.request.Request(endpoint + DNS_PATH, data=body, method="POST",
+                                                           headers={"Content-Type": "text/dns"}), timeout=10) as r:
             count = json.loads(r.read())["records"]
     except OSError as exc:
         detail = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else str(exc)

@@ -255,15 +255,23 @@ def _patch_ses() -> None:
                 raise _ses_error("Throttling", "Daily message quota exceeded.")
             if _sent and now - _sent[-1] < 1 / SANDBOX_RATE:
                 raise _ses_error("Throttling", "Maximum sending rate exceeded.")
-            _sent.extend([now] * recipients)
+
+    def sent(recipients: int, result: Any) -> Any:
+        """Count what SES accepted (a refused send does not count against the quotas)."""
+        if fresh():
+            with _lock:
+                _sent.extend([time.time()] * recipients)
+        return result
 
     def send_raw_email(self: Any, source: str, destinations: list[str], raw_data: str) -> Any:
-        check_send(self, source or _raw_from(raw_data), max(1, len(destinations)))
-        return send_raw(self, source, destinations, raw_data)
+        recipients = max(1, len(destinations))
+        check_send(self, source or _raw_from(raw_data), recipients)
+        return sent(recipients, send_raw(self, source, destinations, raw_data))
 
     def send_email(self: Any, source: str, subject: str, body: str, destinations: dict[str, list[str]]) -> Any:
-        check_send(self, source, max(1, sum(len(v) for v in destinations.values())))
-        return send(self, source, subject, body, destinations)
+        recipients = max(1, sum(len(v) for v in destinations.values()))
+        check_send(self, source, recipients)
+        return sent(recipients, send(self, source, subject, body, destinations))
 
     SESBackend.get_identity_verification_attributes = get_identity_verification_attributes  # type: ignore[method-assign]
     SESBackend.get_identity_dkim_attributes = get_identity_dkim_attributes  # type: ignore[method-assign]
@@ -382,7 +390,8 @@ def _routes() -> None:
             return 409, {}, json.dumps({"Error": "the emulator is not modelling a fresh account (--account fresh)"})
         if request.method == "GET":
             return 200, {}, json.dumps({"mx": mx_hosts(parse_qs(urlparse(full_url).query).get("name", [""])[0])})
-        body = request.data if isinstance(request.data, bytes) else str(request.data).encode()
+        # the raw body even when a client labels it a form (werkzeug then leaves request.data empty)
+        body = request.get_data() if hasattr(request, "get_data") else bytes(request.data or b"")
         return 200, {}, json.dumps({"records": publish(body.decode())})
 
     def account(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
