@@ -8,12 +8,13 @@ writes only to its own log group. The table is checked by tests/integration/test
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from common.runtime.config import Config
 from common.runtime.functions import dlq_name
 from common.store import layout
-from deploy.plan import Run, canonical
+from deploy.plan import Change, Run, canonical
 
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
@@ -189,11 +190,11 @@ def local_roles(run: Run) -> dict[str, str]:
     return {f.name: converge_role(run, account, f.name, local_trust(account)) for f in FUNCTIONS}
 
 
-def ensure_local_role(cfg: Config, function: str) -> str:
+def ensure_local_role(cfg: Config, function: str, report: Callable[[Change], None] | None = None) -> str:
     from common.aws.sts import account_id
 
     account = account_id()
-    return converge_role(Run(cfg, apply=True, report=None), account, function, local_trust(account))
+    return converge_role(Run(cfg, apply=True, report=report), account, function, local_trust(account))
 
 
 def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:

@@ -13,9 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from common.aws import control_client, or_none, reset_clients
+from common.aws import reset_clients
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS, SENDERS
 from deploy import alarms, dns, iam, lambdas, preflight, receiving, triggers
@@ -144,28 +143,10 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
                        "(or with --wait to poll until SES verifies the domain)")
 
 
-def thread_secret(run: Run) -> None:
-    """THREAD_SECRET as an SSM SecureString (AWS-managed key): never in a function's configuration."""
-    cfg, ssm = run.cfg, control_client("ssm")
-    if not cfg.thread_secret:  # not given: keep the stored one (preflight checked it exists)
-        run.converge("ssm-parameter", cfg.thread_secret_parameter, True, detail="SecureString, kept")
-        return
-    found = or_none(lambda: ssm.get_parameter(Name=cfg.thread_secret_parameter, WithDecryption=True), "ParameterNotFound")
-    differ = [] if found is None or (found["Parameter"]["Value"] == cfg.thread_secret
-                                     and found["Parameter"]["Type"] == "SecureString") else ["new secret"]
-
-    def put(*_: Any) -> None:
-        ssm.put_parameter(Name=cfg.thread_secret_parameter, Value=cfg.thread_secret, Type="SecureString", Overwrite=True)
-
-    run.converge("ssm-parameter", cfg.thread_secret_parameter, found, differ, create=put, update=put,
-                 create_detail="SecureString THREAD_SECRET")
-
-
 def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, Published],
          replace_active_rule_set: bool = False, verified: bool = True) -> None:
     """Roles, functions and everything that invokes them, in dependency order."""
     cfg = run.cfg
-    thread_secret(run)
     suppression_options(run)  # AWS only: LocalStack community has no SESv2 management API
     queue(run, lambdas.async_dlq(cfg), {"MessageRetentionPeriod": str(DLQ_RETENTION_S)})
     lambdas.log_groups(run)

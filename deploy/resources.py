@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from common.aws import control_client, error_code, or_none
 from common.aws.sts import account_id
-from common.runtime.config import Config
+from common.runtime.config import SECRET_PARAMETERS, Config, env_name
 from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
 from common.store import layout
 from deploy import propagation
@@ -105,6 +105,7 @@ def shared(run: Run, local: bool = False, identity: bool = True) -> None:
     log_group(run, cfg.spam_log_group)
     _spam_rules(run, cfg)
     _parameter(run, cfg.spam_rules_parameter, layout.SPAM_RULES)
+    secrets(run)
     if local:
         _local_wiring(run, cfg)
 
@@ -431,6 +432,26 @@ def _spam_rules(run: Run, cfg: Config) -> None:
                  create=lambda: s3.put_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES, Body=default_spam_rules().encode(),
                                               ContentType="text/plain"),
                  detail="owner-edited; never overwritten", create_detail="default keyword lists")
+
+
+def secrets(run: Run) -> None:
+    """Each secret of SECRET_PARAMETERS as an SSM SecureString (AWS-managed key), never in a function's
+    configuration: the functions read it at cold start (config.with_secrets), locally as on AWS."""
+    cfg, ssm = run.cfg, control_client("ssm")
+    for secret, parameter in SECRET_PARAMETERS.items():
+        name, value = getattr(cfg, parameter), getattr(cfg, secret)
+        if not value:  # not given: keep the stored one (the deploy's preflight checked it exists)
+            run.converge("ssm-parameter", name, True, detail="SecureString, kept")
+            continue
+        found = or_none(lambda: ssm.get_parameter(Name=name, WithDecryption=True), "ParameterNotFound")  # noqa: B023
+        differ = [] if found is None or (found["Parameter"]["Value"] == value
+                                         and found["Parameter"]["Type"] == "SecureString") else ["new secret"]
+
+        def put(*_: Any, name: str = name, value: str = value) -> None:
+            ssm.put_parameter(Name=name, Value=value, Type="SecureString", Overwrite=True)
+
+        run.converge("ssm-parameter", name, found, differ, create=put, update=put,
+                     create_detail=f"SecureString {env_name(secret)}")
 
 
 def _parameter(run: Run, name: str, value: str) -> None:

@@ -193,7 +193,13 @@ class DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailable` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.local.emulator import EmbeddedMoto
-        from common.local.env import admin_credentials, function_credentials, use_endpoint, write_admin_credentials
+        from common.local.env import (
+            admin_credentials,
+            function_credentials,
+            use_endpoint,
+            without_secrets,
+            write_admin_credentials,
+        )
         from common.local.ingress import SmtpIngress
         from common.local.rie import RieProcess, wait_for_port
         from common.local.wiring import Endpoint, Wiring
@@ -215,8 +221,8 @@ class DevStack:
         # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).
         roles = {name: function_credentials(cfg, name, ensure_role=False) for name in self.ports.functions}
         procs = {name: self._register(name, RieProcess(
-            name, port, {**self.env, **roles[name], "AWS_ENDPOINT_URL": self.endpoint,
-                         "PYTHON": sys.executable},
+            name, port, without_secrets({**self.env, **roles[name], "AWS_ENDPOINT_URL": self.endpoint,
+                                         "PYTHON": sys.executable}),
             self.log_dir / f"{name}.log", api_port=self.ports.runtime_apis[name]))
             for name, port in self.ports.functions.items()}
 
