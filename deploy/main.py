@@ -86,6 +86,7 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
     preflight.bucket_available(cfg)
     preflight.environment_fits(cfg, environ)
     production = preflight.production_access()
+    preflight.send_rate(environ, report)
     run = Run(cfg, apply=not options.dry_run, report=lambda c: report(f"[deploy] {c}") if c.action != UNCHANGED else None,
               say=lambda line: report(f"[deploy] {line}"))
     verified = identity_stage(run, options, report)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from common.aws import control_client, error_code, or_none
 from common.runtime import config
@@ -151,6 +152,22 @@ def production_access() -> bool | None:
         return bool(control_client("sesv2").get_account().get("ProductionAccessEnabled"))
     except Exception:
         return None
+
+
+def send_rate(environ: dict[str, str], report: Any) -> None:
+    """MAX_SEND_RATE within the account's SES sending rate (sesv2 GetAccount ``SendQuota.MaxSendRate``:
+    1 a second in the sandbox, https://docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas.html): the
+    senders share it, and a higher one only earns Throttling. Lowered in ``environ`` when above it."""
+    try:
+        quota = control_client("sesv2").get_account().get("SendQuota", {})
+    except Exception:
+        return  # an endpoint without sesv2 GetAccount: keep what was configured
+    account_rate = float(quota.get("MaxSendRate") or 0)
+    configured = float(environ.get("MAX_SEND_RATE") or config.load({}).max_send_rate)
+    if account_rate and configured > account_rate:
+        environ["MAX_SEND_RATE"] = f"{account_rate:g}"
+        report(f"[deploy] MAX_SEND_RATE {configured:g}/s is above this account's SES sending rate; the senders use "
+               f"{account_rate:g}/s (the account's SendQuota; {quota.get('Max24HourSend', 0):g} a day)")
 
 
 def sandbox_note(cfg: Config, production: bool | None) -> str:

@@ -35,7 +35,7 @@ def account(moto_server, local_defaults, monkeypatch) -> Iterator[dict[str, str]
     urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST")).read()
     fresh.set_fresh(True)
     values = {k: v for k, v in local_defaults.items() if k != "ENVIRONMENT"}
-    env = {**values, "THREAD_SECRET": secrets.token_hex(32), "MAX_SEND_RATE": "1", "AWS_REGION": "us-east-1"}
+    env = {**values, "THREAD_SECRET": secrets.token_hex(32), "MAX_SEND_RATE": "14", "AWS_REGION": "us-east-1"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     reset_clients()
@@ -73,8 +73,13 @@ def test_the_first_deploy_procedure_on_a_fresh_account(account, moto_server, tmp
         "MailFromDomainAttributes"]["example.com"]
     assert attrs["BehaviorOnMXFailure"] == "UseDefaultValue" and attrs["MailFromDomainStatus"] == "Success"
 
+    assert any("above this account's SES sending rate" in line for line in lines)
+    sender = client("lambda").get_function_configuration(FunctionName=f"{PREFIX}-forward-sender")
+    assert sender["Environment"]["Variables"]["MAX_SEND_RATE"] == "1"  # the sandbox's rate, not the 14 asked for
+
     code, report = status(capsys)
     assert (code, report["ready"], report["reasons"]) == (0, True, [])
+    assert report["send_rate"] == "1"
     assert report["sandbox"] is True and report["send_quota"]["Max24HourSend"] == 200.0
     assert set(report["versions"]) == {"inbound-handler", "reply-handler", "attachment-extractor", "ack-sender",
                                        "forward-sender", "reply-sender"} and all(report["versions"].values())
