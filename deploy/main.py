@@ -132,6 +132,14 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
         report(f"[deploy] SES verified {cfg.domain_name}")
         return True
     records = dns.records(cfg)
+    if status == "Failed":
+        # "If Amazon SES is unable to detect the records within 72 hours, the verification status changes to
+        # Failed"; verification starts again with VerifyDomainIdentity/VerifyDomainDkim (SES DG, "Verifying a
+        # DKIM domain identity", https://docs.aws.amazon.com/ses/latest/dg/troubleshoot-verification.html).
+        raise DeployError(f"SES could not verify {cfg.domain_name} (status Failed): it did not find the records of "
+                          f"{dns.write(cfg, records, options.build_dir)} in time",
+                          f"check them at your DNS provider (dig TXT _amazonses.{cfg.domain_name}), then run "
+                          f"`aws ses verify-domain-identity --domain {cfg.domain_name}` and deploy again")
     path = dns.write(cfg, records, options.build_dir)
     if options.allow_unverified:
         report(f"[deploy] SES has not verified {cfg.domain_name} (status {status}); going on without the MAIL FROM "

@@ -315,7 +315,14 @@ def ses_identity(run: Run, domain: str) -> None:
     dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {}) if exists else {}
 
     def create() -> None:
-        ses.verify_domain_identity(Domain=domain)
+        try:
+            ses.verify_domain_identity(Domain=domain)
+        except Exception as exc:
+            if error_code(exc) != "InvalidParameterValue":
+                raise
+            # SES refuses a domain it cannot verify for this account (VerifyDomainIdentity, InvalidParameterValue)
+            raise DeployError(f"SES cannot verify {domain} for this account: {exc}",
+                              "set DOMAIN_NAME to a domain you control and whose DNS you can change") from None
         ses.verify_domain_dkim(Domain=domain)
 
     run.converge("ses-identity", domain, domain if exists else None, [] if dkim.get("DkimTokens") else ["enable DKIM"],

@@ -160,8 +160,8 @@ def test_identities_start_pending_and_mail_from_needs_a_verified_identity(accoun
                                           BehaviorOnMXFailure="UseDefaultValue")
 
 
-def send(to: str = "owner@example.net") -> Any:
-    return client("ses").send_raw_email(Source="hello@example.com", Destinations=[to],
+def send(to: str = "owner@example.net", ses: Any = None) -> Any:
+    return (ses or client("ses")).send_raw_email(Source="hello@example.com", Destinations=[to],
                                         RawMessage={"Data": b"From: hello@example.com\r\nTo: " + to.encode()
                                                     + b"\r\nSubject: s\r\n\r\nbody\r\n"})
 
@@ -178,19 +178,23 @@ def test_reject_message_refuses_sends_while_mail_from_is_pending_and_use_default
 
 
 def test_the_sandbox_sends_to_verified_recipients_one_a_second_and_200_a_day(account, moto_server, monkeypatch) -> None:
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore would retry Throttling, a second later
-    reset_clients()
+    import boto3
+    from botocore.config import Config
+
+    # one attempt: botocore would retry Throttling, and a retry a second later is allowed again
+    once = boto3.client("ses", endpoint_url=moto_server, region_name="us-east-1",
+                        config=Config(retries={"max_attempts": 1, "mode": "standard"}))
     client("ses").verify_email_identity(EmailAddress="owner@example.net")
     verified_domain(moto_server)
     with pytest.raises(ClientError, match="not verified"):
-        send("stranger@example.org")
-    send()
+        send("stranger@example.org", once)
+    send(ses=once)
     with pytest.raises(ClientError, match="Maximum sending rate exceeded"):
-        send()
+        send(ses=once)
     monkeypatch.setattr(fresh, "SANDBOX_DAILY", 1)
     monkeypatch.setattr(fresh, "SANDBOX_RATE", 1e9)
     with pytest.raises(ClientError, match="Daily message quota exceeded"):
-        send()
+        send(ses=once)
     assert client("sesv2").get_account()["SendQuota"]["SentLast24Hours"] == 1.0
 
 
@@ -223,3 +227,23 @@ def test_dns_publish_is_refused_when_the_emulator_models_no_fresh_account(accoun
     fresh.set_fresh(False)
     assert cli(["dns", "publish", str(zone), "--endpoint", moto_server]) == 2
     assert "--account fresh" in capsys.readouterr().err
+
+
+def test_a_domain_ses_could_not_verify_is_a_one_line_error_with_what_to_do(account, moto_server, monkeypatch,
+                                                                          tmp_path) -> None:
+    from deploy.errors import DeployError
+    from tests.support.sesproxy import SesProxy
+
+    # after 72 hours without the records SES marks the identity Failed; the proxy answers so
+    proxy = SesProxy(moto_server, rewrite=lambda params, body: body.replace(b"Pending", b"Failed")
+                     if params.get("Action") == "GetIdentityVerificationAttributes" else body)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SES", proxy.url)
+    reset_clients()
+    try:
+        with pytest.raises(DeployError, match="could not verify example.com \\(status Failed\\)") as err:
+            run(account, tmp_path, [])
+        assert not isinstance(err.value, WaitingOnDns) and "aws ses verify-domain-identity" in err.value.fix
+    finally:
+        proxy.close()
+        monkeypatch.delenv("AWS_ENDPOINT_URL_SES")
+        reset_clients()
