@@ -403,22 +403,12 @@ def _routes() -> None:
     urls.url_paths["{0}" + ACCOUNT_PATH + "$"] = account
 
 
-def _reset_with_moto() -> None:
-    from moto.moto_api._internal.models import MotoAPIBackend
-
-    original = MotoAPIBackend.reset
-
-    def reset_all(self: Any) -> None:
-        original(self)
-        reset()
-
-    MotoAPIBackend.reset = reset_all  # type: ignore[method-assign]
-
-
 def install() -> None:
     """Called once by common.local.emulator.patch_moto; every rule is inert until :func:`set_fresh`."""
     _patch_ses()
     _patch_iam()
     _patch_lambda()
     _routes()
-    _reset_with_moto()
+    from common.local.iam import after_reset
+
+    after_reset(reset)  # the zone and the counters, not the switch
