@@ -133,9 +133,10 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
         return True
     records = dns.records(cfg)
     if status == "Failed":
-        # "If Amazon SES is unable to detect the records within 72 hours, the verification status changes to
-        # Failed"; verification starts again with VerifyDomainIdentity/VerifyDomainDkim (SES DG, "Verifying a
-        # DKIM domain identity", https://docs.aws.amazon.com/ses/latest/dg/troubleshoot-verification.html).
+        # "If Amazon SES is unable to detect the record within 72 hours, the domain's verification status
+        # changes to Failed. In that case, to verify the domain, you must restart the verification process"
+        # (SES API reference, VerifyDomainIdentity, VerificationToken,
+        # https://docs.aws.amazon.com/ses/latest/APIReference/API_VerifyDomainIdentity.html).
         raise DeployError(f"SES could not verify {cfg.domain_name} (status Failed): it did not find the records of "
                           f"{dns.write(cfg, records, options.build_dir)} in time",
                           f"check them at your DNS provider (dig TXT _amazonses.{cfg.domain_name}), then run "

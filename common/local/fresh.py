@@ -144,11 +144,13 @@ def _ses_error(code: str, message: str) -> Exception:
 def _step(identity: str, token: str | None, dkim_tokens: list[str], mail_from: str | None, region: str) -> set[str]:
     """One poll of SES's checks: at most one more of domain+DKIM, then MAIL FROM, turns Success.
 
-    "Amazon SES ... searches for the DNS records ... it can take up to 72 hours" -- so a check passes on a
-    poll after the records are published, never at once (SES DG, "Verifying a DKIM domain identity",
-    https://docs.aws.amazon.com/ses/latest/dg/creating-identities.html#just-verify-domain-proc); the custom
-    MAIL FROM domain is checked for its MX record only on a verified identity
-    (https://docs.aws.amazon.com/ses/latest/dg/mail-from.html)."""
+    "As Amazon SES searches for the TXT record, the domain's verification status is Pending. When Amazon SES
+    detects the record, the domain's verification status changes to Success ... [it] also changes to Success
+    when it is DKIM verified" (SES API reference, VerifyDomainIdentity,
+    https://docs.aws.amazon.com/ses/latest/APIReference/API_VerifyDomainIdentity.html): a check passes on
+    a poll after the records are published, never at once. The custom MAIL FROM domain belongs to "a
+    verified identity" and its status says whether SES "has successfully read the MX record"
+    (SetIdentityMailFromDomain, IdentityMailFromDomainAttributes)."""
     with _lock:
         done = _verified.setdefault(identity, set())
         if "domain" not in done:

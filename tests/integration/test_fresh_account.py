@@ -91,6 +91,25 @@ def test_the_first_deploy_procedure_on_a_fresh_account(account, moto_server, tmp
     assert not fresh.ses_may_publish(policy, topic, CONFIG_SET.replace(ACCOUNT, "210987654321"))  # another account's set
 
 
+def test_wait_polls_with_a_progress_line_until_ses_verifies(account, moto_server, tmp_path) -> None:
+    lines: list[str] = []
+    with pytest.raises(WaitingOnDns):
+        run(account, tmp_path, lines)  # the zone to publish
+    zone = (tmp_path / "prd" / "dns.zone").read_text()
+    lines.clear()
+
+    def report(line: str) -> None:  # the user publishes the records while the deploy waits
+        lines.append(line)
+        if line.startswith("[deploy] waiting for SES"):
+            fresh.publish(zone)
+
+    deploy(Options(build_dir=tmp_path, wait_s=60, poll_s=0.3), account, report=report, images=images())
+    assert any(line.startswith("[deploy] waiting for SES to verify example.com: Pending, checking every 0.3 s")
+               for line in lines)
+    assert "[deploy] SES verified example.com" in lines
+    assert client("lambda").list_functions()["Functions"]
+
+
 def test_the_deployer_policies_are_managed_and_within_the_quota(account, capsys) -> None:
     from deploy.iam import deployer_policies
     from deploy.preflight import load_config
