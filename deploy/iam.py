@@ -8,12 +8,13 @@ writes only to its own log group. The table is checked by tests/integration/test
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from common.runtime.config import Config
 from common.runtime.functions import dlq_name
 from common.store import layout
-from deploy.plan import Run, canonical
+from deploy.plan import Change, Run, canonical
 
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
@@ -192,11 +193,11 @@ def local_roles(run: Run) -> dict[str, str]:
     return {f.name: converge_role(run, account, f.name, local_trust(account)) for f in FUNCTIONS}
 
 
-def ensure_local_role(cfg: Config, function: str) -> str:
+def ensure_local_role(cfg: Config, function: str, report: Callable[[Change], None] | None = None) -> str:
     from common.aws.sts import account_id
 
     account = account_id()
-    return converge_role(Run(cfg, apply=True, report=None), account, function, local_trust(account))
+    return converge_role(Run(cfg, apply=True, report=report), account, function, local_trust(account))
 
 
 def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
@@ -251,8 +252,8 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
         _allow(["sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:SetQueueAttributes", "sqs:CreateQueue",
                 "sqs:DeleteQueue", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
                [arn("sqs", f"{p}-*")]),
-        _allow(["sns:CreateTopic", "sns:DeleteTopic", "sns:GetTopicAttributes", "sns:ListSubscriptionsByTopic",
-                "sns:Subscribe"], [arn("sns", f"{p}-*")]),
+        _allow(["sns:CreateTopic", "sns:DeleteTopic", "sns:GetTopicAttributes", "sns:SetTopicAttributes",
+                "sns:ListSubscriptionsByTopic", "sns:Subscribe"], [arn("sns", f"{p}-*")]),
         _allow(["ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"],
                [arn("ssm", f"parameter/{cfg.project}/{cfg.env}/*")]),
         _allow(["logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:DeleteLogGroup"],
@@ -264,3 +265,29 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
                [arn("ses", f"configuration-set/{cfg.ses_configuration_set}")]),
     ]
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+# "Managed policy size cannot exceed 6,144 characters"; "IAM does not count white space" (IAM and
+# AWS STS quotas, https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html). An inline
+# user policy may hold only 2,048 characters in all, too little for the deployer: it is a managed policy.
+MANAGED_POLICY_LIMIT = 6144
+
+
+def policy_size(document: dict[str, Any]) -> int:
+    return len(json.dumps(document, separators=(",", ":")))
+
+
+def deployer_policies(cfg: Config, account: str) -> list[dict[str, Any]]:
+    """The deployer policy as managed policies of at most MANAGED_POLICY_LIMIT characters each, split
+    between statements (a user may have 10 managed policies attached)."""
+    parts: list[dict[str, Any]] = []
+    for statement in deployer_policy(cfg, account)["Statement"]:
+        if parts and policy_size({**parts[-1], "Statement": [*parts[-1]["Statement"], statement]}) <= MANAGED_POLICY_LIMIT:
+            parts[-1]["Statement"].append(statement)
+        else:
+            parts.append({"Version": "2012-10-17", "Statement": [statement]})
+    return parts
+
+
+def deployer_policy_names(cfg: Config, count: int) -> list[str]:
+    return [f"{cfg.prefix}-deployer" + (f"-{i + 1}" if count > 1 else "") for i in range(count)]

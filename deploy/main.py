@@ -9,21 +9,24 @@ first change.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
-from common.aws import control_client, or_none, reset_clients
+from common.aws import reset_clients
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS, SENDERS
-from deploy import alarms, iam, lambdas, preflight, receiving, triggers
+from deploy import alarms, dns, iam, lambdas, preflight, receiving, triggers
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.plan import UNCHANGED, Change, Run
 from deploy.resources import (
     DLQ_RETENTION_S,
     attachments_notification,
+    feedback_topic_policy,
     queue,
+    ses_identity,
     shared,
     subscription,
     suppression_options,
@@ -40,6 +43,15 @@ class Options:
     skip_build: bool = False
     allow_unverified: bool = False
     replace_active_rule_set: bool = False
+    wait_s: float = 0  # --wait: poll SES's verification this long before stopping with exit code 3
+    poll_s: float = 15
+    build_dir: Path = dns.BUILD_DIR  # where .build/deploy/<env>/dns.zone goes
+
+
+class WaitingOnDns(DeployError):
+    """Not a failure: SES has not verified the domain yet; the records are printed and written."""
+
+    EXIT_CODE = 3
 
 
 @dataclass
@@ -73,14 +85,11 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
     preflight.receiving_available()
     preflight.bucket_available(cfg)
     preflight.environment_fits(cfg, environ)
-    status = preflight.identity_status(cfg)
-    if status not in ("", "Success") and not options.allow_unverified:
-        raise DeployError(f"SES has not verified {cfg.domain_name} (status {status}): the system could neither send nor "
-                          "receive", "publish these DNS records, wait for SES to verify the domain, then deploy again "
-                                     "(or pass --allow-unverified):\n    " + "\n    ".join(preflight.dns_records(cfg)))
     production = preflight.production_access()
+    preflight.send_rate(environ, report)
     run = Run(cfg, apply=not options.dry_run, report=lambda c: report(f"[deploy] {c}") if c.action != UNCHANGED else None,
               say=lambda line: report(f"[deploy] {line}"))
+    verified = identity_stage(run, options, report)
     if images is None:
         from deploy import images as publishing
 
@@ -88,39 +97,66 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
         if not options.skip_build and not options.dry_run:
             publishing.build(report)
         images = publishing.publish(run, engine, options.registry, report)
-    shared(run)
-    wire(run, target.account, environ, images, options.replace_active_rule_set)
+    shared(run, identity=False)
+    wire(run, target.account, environ, images, options.replace_active_rule_set, verified)
     if run.apply:
-        records = preflight.dns_records(cfg)
-        report("[deploy] DNS records to publish (each whose SES check is not yet Success, and the MX records):\n    "
-               + "\n    ".join(records))
+        records = dns.records(cfg)
+        dns.write(cfg, records, options.build_dir)
+        report("[deploy] DNS records (each whose SES check is not yet Success, and the MX records):\n    "
+               + "\n    ".join(r.line() for r in dns.pending(records)))
         report(preflight.sandbox_note(cfg, production))
     summarize(run, report)
     return run.changes
 
 
-def thread_secret(run: Run) -> None:
-    """THREAD_SECRET as an SSM SecureString (AWS-managed key): never in a function's configuration."""
-    cfg, ssm = run.cfg, control_client("ssm")
-    if not cfg.thread_secret:  # not given: keep the stored one (preflight checked it exists)
-        run.converge("ssm-parameter", cfg.thread_secret_parameter, True, detail="SecureString, kept")
-        return
-    found = or_none(lambda: ssm.get_parameter(Name=cfg.thread_secret_parameter, WithDecryption=True), "ParameterNotFound")
-    differ = [] if found is None or (found["Parameter"]["Value"] == cfg.thread_secret
-                                     and found["Parameter"]["Type"] == "SecureString") else ["new secret"]
+def identity_stage(run: Run, options: Options, report: Callable[[str], None]) -> bool:
+    """Stage 1: the SES domain identity and its DNS records, before anything that needs verification.
 
-    def put(*_: Any) -> None:
-        ssm.put_parameter(Name=cfg.thread_secret_parameter, Value=cfg.thread_secret, Type="SecureString", Overwrite=True)
-
-    run.converge("ssm-parameter", cfg.thread_secret_parameter, found, differ, create=put, update=put,
-                 create_detail="SecureString THREAD_SECRET")
+    Unverified, the deploy stops here (exit code 3, records printed and written to dns.zone/dns.json) unless
+    ``--wait`` sees SES verify it in time or ``--allow-unverified`` goes on without what needs it (the
+    MAIL FROM domain: SES sets it only "for a verified identity", SES API reference,
+    SetIdentityMailFromDomain). Returns whether the identity is verified."""
+    cfg = run.cfg
+    ses_identity(run, cfg.domain_name)
+    status = preflight.identity_status(cfg)
+    if status in ("", "Success") or not run.apply:  # "": not created yet (a dry run), or an endpoint that does not say
+        return status in ("", "Success")
+    deadline = time.monotonic() + options.wait_s
+    while status != "Success" and time.monotonic() < deadline:
+        left = max(0, int(deadline - time.monotonic()))
+        report(f"[deploy] waiting for SES to verify {cfg.domain_name}: {status}, checking every "
+               f"{options.poll_s:g} s ({left} s left)")
+        run.sleep(min(options.poll_s, max(deadline - time.monotonic(), 0)))
+        status = preflight.identity_status(cfg)
+    if status == "Success":
+        report(f"[deploy] SES verified {cfg.domain_name}")
+        return True
+    records = dns.records(cfg)
+    if status == "Failed":
+        # "If Amazon SES is unable to detect the record within 72 hours, the domain's verification status
+        # changes to Failed. In that case, to verify the domain, you must restart the verification process"
+        # (SES API reference, VerifyDomainIdentity, VerificationToken,
+        # https://docs.aws.amazon.com/ses/latest/APIReference/API_VerifyDomainIdentity.html).
+        raise DeployError(f"SES could not verify {cfg.domain_name} (status Failed): it did not find the records of "
+                          f"{dns.write(cfg, records, options.build_dir)} in time",
+                          f"check them at your DNS provider (dig TXT _amazonses.{cfg.domain_name}), then run "
+                          f"`aws ses verify-domain-identity --domain {cfg.domain_name}` and deploy again")
+    path = dns.write(cfg, records, options.build_dir)
+    if options.allow_unverified:
+        report(f"[deploy] SES has not verified {cfg.domain_name} (status {status}); going on without the MAIL FROM "
+               f"domain (--allow-unverified). The DNS records are in {path}")
+        return False
+    report("[deploy] publish these DNS records (also in " + str(path) + " and dns.json):\n    "
+           + "\n    ".join(r.line() for r in dns.pending(records)))
+    raise WaitingOnDns(f"waiting on DNS: SES has not verified {cfg.domain_name} yet (status {status})",
+                       f"publish the records of {path} at your DNS provider, then run the deploy again "
+                       "(or with --wait to poll until SES verifies the domain)")
 
 
 def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, Published],
-         replace_active_rule_set: bool = False) -> None:
+         replace_active_rule_set: bool = False, verified: bool = True) -> None:
     """Roles, functions and everything that invokes them, in dependency order."""
     cfg = run.cfg
-    thread_secret(run)
     suppression_options(run)  # AWS only: LocalStack community has no SESv2 management API
     queue(run, lambdas.async_dlq(cfg), {"MessageRetentionPeriod": str(DLQ_RETENTION_S)})
     lambdas.log_groups(run)
@@ -135,6 +171,7 @@ def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, P
     attachments_notification(run, "LambdaFunctionConfigurations", "LambdaFunctionArn",
                              lambdas.alias_arn(cfg, account, "attachment-extractor"), "attachment-extractor")
     feedback = topic_arn(cfg, cfg.feedback_topic)
+    feedback_topic_policy(run, account)
     triggers.permission(run, account, "inbound-handler", "sns-ses-feedback", "sns.amazonaws.com", feedback)
     subscription(run, feedback, "lambda", lambdas.alias_arn(cfg, account, "inbound-handler"),
                  f"{cfg.feedback_topic} -> inbound-handler:{lambdas.ALIAS}")
@@ -148,7 +185,7 @@ def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, P
                         receiving.rule_arn(cfg, account, rule_set, public_rule))
     receiving.bucket_policy(run, account, rule_set)
     receiving.receipt_rules(run, account, rule_set)
-    receiving.mail_from(run)
+    receiving.mail_from(run, verified)
     alarms.alarms(run)
 
 

@@ -159,33 +159,20 @@ def production_access() -> bool | None:
         return None
 
 
-def dns_records(cfg: Config) -> list[str]:
-    """Every DNS record the domain needs whose SES check is not yet Success, with what it is for."""
-    ses = control_client("ses")
-    domain = cfg.domain_name
-    records = []
-    verify: dict[str, Any] = ses.get_identity_verification_attributes(Identities=[domain]).get(
-        "VerificationAttributes", {}).get(domain, {})
-    if verify.get("VerificationStatus") != "Success" and verify.get("VerificationToken"):
-        records.append(f"TXT   _amazonses.{domain}  \"{verify['VerificationToken']}\"   (domain verification: "
-                       f"{verify.get('VerificationStatus') or 'not started'})")
-    dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {})
-    if dkim.get("DkimVerificationStatus") != "Success":
-        for token in dkim.get("DkimTokens", []):
-            records.append(f"CNAME {token}._domainkey.{domain}  {token}.dkim.amazonses.com   (DKIM: "
-                           f"{dkim.get('DkimVerificationStatus') or 'not started'})")
-    mail_from = ses.get_identity_mail_from_domain_attributes(Identities=[domain]).get(
-        "MailFromDomainAttributes", {}).get(domain, {})
-    if mail_from.get("MailFromDomainStatus") != "Success":
-        status = mail_from.get("MailFromDomainStatus") or "not set up"
-        records += [f"MX    bounce.{domain}  10 feedback-smtp.{cfg.region}.amazonses.com   (MAIL FROM: {status}; "
-                    "until it is Success SES refuses every send)",
-                    f"TXT   bounce.{domain}  \"v=spf1 include:amazonses.com ~all\"   (MAIL FROM SPF: {status})"]
-    inbound = f"inbound-smtp.{cfg.region}.amazonaws.com"
-    records += [f"MX    {domain}  10 {inbound}   (receiving; SES cannot check it. This MX sends ALL mail for "
-                f"@{domain} to SES, not only {cfg.public_email}: move any other mailboxes of the domain first)",
-                f"MX    {cfg.thread_domain}  10 {inbound}   (receiving the owner's replies; SES cannot check it)"]
-    return records
+def send_rate(environ: dict[str, str], report: Any) -> None:
+    """MAX_SEND_RATE within the account's SES sending rate (sesv2 GetAccount ``SendQuota.MaxSendRate``:
+    1 a second in the sandbox, https://docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas.html): the
+    senders share it, and a higher one only earns Throttling. Lowered in ``environ`` when above it."""
+    try:
+        quota = control_client("sesv2").get_account().get("SendQuota", {})
+    except Exception:
+        return  # an endpoint without sesv2 GetAccount: keep what was configured
+    account_rate = float(quota.get("MaxSendRate") or 0)
+    configured = float(environ.get("MAX_SEND_RATE") or config.load({}).max_send_rate)
+    if account_rate and configured > account_rate:
+        environ["MAX_SEND_RATE"] = f"{account_rate:g}"
+        report(f"[deploy] MAX_SEND_RATE {configured:g}/s is above this account's SES sending rate; the senders use "
+               f"{account_rate:g}/s (the account's SendQuota; {quota.get('Max24HourSend', 0):g} a day)")
 
 
 def sandbox_note(cfg: Config, production: bool | None) -> str:

@@ -15,12 +15,11 @@ from common.aws import control_client, or_none
 from common.runtime.config import Config
 from common.store import layout
 from deploy import propagation
+from deploy.dns import MAIL_FROM_LABEL
 from deploy.errors import DeployError
 from deploy.lambdas import alias_arn
 from deploy.plan import Run, canonical
 from deploy.resources import bucket_exists
-
-MAIL_FROM_LABEL = "bounce"  # MAIL FROM domain bounce.<DOMAIN_NAME>
 
 
 def own_rule_set(cfg: Config) -> str:
@@ -137,17 +136,30 @@ def _position(existing: list[str], name: str, after: str | None) -> bool:
     return index != 0 if after is None else (after not in existing or index != existing.index(after) + 1)
 
 
-def mail_from(run: Run) -> None:
-    """Bounces come back to bounce.<domain>; with RejectMessage SES refuses to send until its MX exists."""
+def mail_from(run: Run, verified: bool = True) -> None:
+    """Bounces come back to bounce.<domain>, set only on a verified identity (SetIdentityMailFromDomain
+    "Enables or disables the custom MAIL FROM domain setup for a verified identity", SES API reference).
+
+    BehaviorOnMXFailure=UseDefaultValue: while the MAIL FROM status is Pending, Failed or
+    TemporaryFailure SES sends with amazonses.com as the MAIL FROM domain instead of refusing with
+    MailFromDomainNotVerified, as RejectMessage would (SES API reference, SetIdentityMailFromDomain,
+    https://docs.aws.amazon.com/ses/latest/APIReference/API_SetIdentityMailFromDomain.html), so no send
+    waits in a DLQ for DNS. DMARC still aligns through the DKIM signature of the domain."""
     cfg, ses = run.cfg, control_client("ses")
     wanted = f"{MAIL_FROM_LABEL}.{cfg.domain_name}"
+    if not verified:
+        run.say(f"MAIL FROM {wanted}: not set yet, SES sets it only on a verified identity (deploy again once verified)")
+        return
     attrs = ses.get_identity_mail_from_domain_attributes(Identities=[cfg.domain_name]).get("MailFromDomainAttributes", {})
     current = attrs.get(cfg.domain_name, {})
-    differ = [] if current.get("MailFromDomain") == wanted and current.get("BehaviorOnMXFailure") == "RejectMessage" \
+    differ = [] if current.get("MailFromDomain") == wanted and current.get("BehaviorOnMXFailure") == MX_FAILURE \
         else ["MAIL FROM"]
 
     def apply(*_: Any) -> None:
-        ses.set_identity_mail_from_domain(Identity=cfg.domain_name, MailFromDomain=wanted, BehaviorOnMXFailure="RejectMessage")
+        ses.set_identity_mail_from_domain(Identity=cfg.domain_name, MailFromDomain=wanted, BehaviorOnMXFailure=MX_FAILURE)
 
     run.converge("ses-mail-from", wanted, current if current.get("MailFromDomain") else None, differ, create=apply, update=apply,
-                 create_detail="BehaviorOnMXFailure=RejectMessage")
+                 create_detail=f"BehaviorOnMXFailure={MX_FAILURE}")
+
+
+MX_FAILURE = "UseDefaultValue"

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from common.aws import control_client, error_code, or_none
 from common.aws.sts import account_id
-from common.runtime.config import Config
+from common.runtime.config import SECRET_PARAMETERS, Config, env_name
 from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
 from common.store import layout
 from deploy import propagation
@@ -88,8 +88,9 @@ def provision(cfg: Config, report: Callable[[Change], None] | None = None, *, ap
     return run.changes
 
 
-def shared(run: Run, local: bool = False) -> None:
-    """The resources every mode needs (and with ``local``, the local wiring's), onto ``run``."""
+def shared(run: Run, local: bool = False, identity: bool = True) -> None:
+    """The resources every mode needs (and with ``local``, the local wiring's), onto ``run``; the deploy
+    converges the SES identity first, itself (``identity=False``)."""
     cfg = run.cfg
     _bucket(run, cfg)
     for field_name, (key, ttl, indexes) in TABLES.items():
@@ -98,11 +99,13 @@ def shared(run: Run, local: bool = False) -> None:
         _queue_with_dlq(run, name, QUEUE_VISIBILITY_S, cfg.max_receive_count)
     for topic in (cfg.alert_topic, cfg.feedback_topic):
         _topic(run, topic)
-    _ses_identity(run, cfg.domain_name)
+    if identity:
+        ses_identity(run, cfg.domain_name)
     _configuration_set(run, cfg)
     log_group(run, cfg.spam_log_group)
     _spam_rules(run, cfg)
     _parameter(run, cfg.spam_rules_parameter, layout.SPAM_RULES)
+    secrets(run)
     owner_key(run)
     if local:
         _local_wiring(run, cfg)
@@ -326,19 +329,55 @@ def _topic(run: Run, name: str) -> None:
     run.converge("sns-topic", name, name if name in existing else None, create=lambda: sns.create_topic(Name=name))
 
 
-def _ses_identity(run: Run, domain: str) -> None:
+def ses_identity(run: Run, domain: str) -> None:
     """The sending and receiving domain, with Easy DKIM (SES signs every message it sends)."""
     ses = control_client("ses")
     exists = domain in ses.list_identities(IdentityType="Domain").get("Identities", [])
     dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {}) if exists else {}
 
     def create() -> None:
-        ses.verify_domain_identity(Domain=domain)
+        try:
+            ses.verify_domain_identity(Domain=domain)
+        except Exception as exc:
+            if error_code(exc) != "InvalidParameterValue":
+                raise
+            # SES refuses a domain it cannot verify for this account (VerifyDomainIdentity, InvalidParameterValue)
+            raise DeployError(f"SES cannot verify {domain} for this account: {exc}",
+                              "set DOMAIN_NAME to a domain you control and whose DNS you can change") from None
         ses.verify_domain_dkim(Domain=domain)
 
     run.converge("ses-identity", domain, domain if exists else None, [] if dkim.get("DkimTokens") else ["enable DKIM"],
                  create=create, update=lambda _: ses.verify_domain_dkim(Domain=domain),
                  create_detail="with DKIM; publish the DNS records the deploy prints")
+
+
+def feedback_topic_policy(run: Run, account: str) -> None:
+    """SES may publish this deployment's feedback events to the feedback topic, for its configuration set
+    only: "you must ... allow Amazon SES to publish to the topic" with AWS:SourceAccount and AWS:SourceArn
+    conditions (SES DG, "Set up an Amazon SNS event destination for event publishing",
+    https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html). Without it
+    no bounce or complaint reaches inbound-handler. The account's own principals keep the default access."""
+    cfg, sns = run.cfg, control_client("sns")
+    arn = topic_arn(cfg, cfg.feedback_topic)
+    wanted = {"Version": "2012-10-17", "Statement": [
+        {"Sid": "AccountOwnerManages", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
+         "Action": ["SNS:GetTopicAttributes", "SNS:SetTopicAttributes", "SNS:Subscribe", "SNS:ListSubscriptionsByTopic",
+                    "SNS:Publish", "SNS:DeleteTopic"], "Resource": arn},
+        {"Sid": "SesPublishesFeedback", "Effect": "Allow", "Principal": {"Service": "ses.amazonaws.com"},
+         "Action": "SNS:Publish", "Resource": arn,
+         "Condition": {"StringEquals": {"AWS:SourceAccount": account},
+                       "StringLike": {"AWS:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:configuration-set/"
+                                                       f"{cfg.ses_configuration_set}"}}}]}
+    found = or_none(lambda: sns.get_topic_attributes(TopicArn=arn), "NotFound", "NotFoundException")
+    current = json.loads(found["Attributes"]["Policy"]) if found and found["Attributes"].get("Policy") else None
+    is_ours = current is not None and any(s.get("Sid") == "SesPublishesFeedback" for s in current.get("Statement", []))
+
+    def put(*_: Any) -> None:
+        sns.set_topic_attributes(TopicArn=arn, AttributeName="Policy", AttributeValue=json.dumps(wanted))
+
+    run.converge("sns-topic-policy", cfg.feedback_topic, current if is_ours else None,
+                 [] if canonical(current) == canonical(wanted) else ["policy"], create=put, update=put,
+                 create_detail="SES may publish feedback of configuration set " + cfg.ses_configuration_set)
 
 
 def _configuration_set(run: Run, cfg: Config) -> None:
@@ -421,6 +460,26 @@ def _spam_rules(run: Run, cfg: Config) -> None:
                  create=lambda: s3.put_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES, Body=default_spam_rules().encode(),
                                               ContentType="text/plain"),
                  detail="owner-edited; never overwritten", create_detail="default keyword lists")
+
+
+def secrets(run: Run) -> None:
+    """Each secret of SECRET_PARAMETERS as an SSM SecureString (AWS-managed key), never in a function's
+    configuration: the functions read it at cold start (config.with_secrets), locally as on AWS."""
+    cfg, ssm = run.cfg, control_client("ssm")
+    for secret, parameter in SECRET_PARAMETERS.items():
+        name, value = getattr(cfg, parameter), getattr(cfg, secret)
+        if not value:  # not given: keep the stored one (the deploy's preflight checked it exists)
+            run.converge("ssm-parameter", name, True, detail="SecureString, kept")
+            continue
+        found = or_none(lambda: ssm.get_parameter(Name=name, WithDecryption=True), "ParameterNotFound")  # noqa: B023
+        differ = [] if found is None or (found["Parameter"]["Value"] == value
+                                         and found["Parameter"]["Type"] == "SecureString") else ["new secret"]
+
+        def put(*_: Any, name: str = name, value: str = value) -> None:
+            ssm.put_parameter(Name=name, Value=value, Type="SecureString", Overwrite=True)
+
+        run.converge("ssm-parameter", name, found, differ, create=put, update=put,
+                     create_detail=f"SecureString {env_name(secret)}")
 
 
 def _parameter(run: Run, name: str, value: str) -> None:

@@ -58,16 +58,27 @@ def moto_server(local_defaults: dict[str, str]) -> Iterator[str]:
     server.stop()
 
 
+def role_exists(function: str) -> bool:
+    """Its role is there: starting a function never restores a policy a test changed (only creates a missing role)."""
+    from common.aws import client, or_none
+    from common.runtime import config
+
+    name = config.load(local_env()).name(function)
+    return or_none(lambda: client("iam").get_role(RoleName=name), "NoSuchEntity") is not None
+
+
 def _rie_starter(log_dir: Path, local_defaults: dict[str, str], started: list[RieProcess]) -> Callable[..., RieProcess]:
     def start(function: str, env: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> RieProcess:
         merged = {**local_defaults, **(env or {})}
         if "AWS_ENDPOINT_URL" in os.environ:
             merged.setdefault("AWS_ENDPOINT_URL", os.environ["AWS_ENDPOINT_URL"])
             if "AWS_ACCESS_KEY_ID" not in (env or {}):  # as on Lambda: the credentials of its own role
-                from common.local.env import function_credentials
+                from common.local.env import function_credentials, without_secrets
                 from common.runtime import config
 
-                merged.update(function_credentials(config.load(local_defaults), function))
+                merged.update(function_credentials(config.load(local_defaults), function, ensure_role=not role_exists(function)))
+                # and its secrets from SSM at cold start, unless the test hands it one
+                merged = {**without_secrets(merged), **(env or {})}
         merged.update(dict.fromkeys(drop, ""))  # "" also masks the inherited environment; config treats it as unset
         proc = RieProcess(function, free_port(), merged, log_dir / f"{function}-{len(started)}.log")
         started.append(proc.start())

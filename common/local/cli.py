@@ -134,7 +134,9 @@ def _invoke(args: argparse.Namespace) -> int:
          arg("--visibility-timeout", type=int,
              help="seconds before a failed message is retried (default: each queue's own, as on AWS)"),
          arg("--no-iam", action="store_true",
-             help="do not enforce IAM (by default each function may do only what its production role allows)"))
+             help="do not enforce IAM (by default each function may do only what its production role allows)"),
+         arg("--aws-account", choices=["default", "fresh"], default="default",
+             help="fresh: the emulator models a new AWS account (pending SES identities, sandbox, quotas)"))
 def _dev(args: argparse.Namespace) -> int:
     from common.local import pyversion
     from common.local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailable, SignalGuard
@@ -156,7 +158,7 @@ def _dev(args: argparse.Namespace) -> int:
         stack = DevStack(_local_env(), ports, Path(args.log_dir), args.visibility_timeout,
                          report=lambda line: print(line, flush=True),
                          activity=lambda line: print(f"[wiring] {line}", flush=True), guard=guard,
-                         iam=not args.no_iam)
+                         iam=not args.no_iam, account=args.aws_account)
         stack.start()
         guard.running()
         print(stack.summary(), flush=True)
@@ -316,6 +318,52 @@ def _smtp(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("emulator", "the project's moto server in the foreground (the AWS emulator of both local modes)",
+         arg("--host", default="127.0.0.1"), arg("--port", type=int, default=EMULATOR_PORT),
+         arg("--iam", choices=["on", "off"], default="on", help="enforce IAM (default on; the admin is local-admin)"),
+         arg("--account", choices=["default", "fresh"], default="default",
+             help="fresh: model a new AWS account (SES identities pending until `dns publish`, sandbox, quotas)"))
+def _emulator(args: argparse.Namespace) -> int:
+    from common.local.emulator import EmbeddedMoto
+
+    try:
+        server = EmbeddedMoto(args.host, args.port, iam=args.iam == "on", account=args.account).start()
+    except OSError as exc:
+        print(f"[emulator] cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    print(f"[emulator] {server.url} (IAM {'enforced' if server.iam else 'not enforced'}, account {args.account}); "
+          "Ctrl-C stops it", flush=True)
+    run_until_signalled()
+    server.stop()
+    return 0
+
+
+group("dns", "a stand-in for DNS on the emulator's fresh-account model")
+
+
+@command("dns publish", "publish a zone file (as the deploy writes it) to the emulator's model of DNS",
+         arg("zone", metavar="FILE.zone"), ENDPOINT)
+def _dns_publish(args: argparse.Namespace) -> int:
+    import urllib.error
+    import urllib.request
+
+    from common.local.fresh import DNS_PATH
+
+    endpoint = _endpoint(args)
+    try:
+        body = Path(args.zone).read_bytes()
+        with urllib.request.urlopen(urllib.request.Request(endpoint + DNS_PATH, data=body, method="POST",
+                                                           headers={"Content-Type": "text/dns"}), timeout=10) as r:
+            count = json.loads(r.read())["records"]
+    except OSError as exc:
+        detail = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else str(exc)
+        print(f"[dns] cannot publish {args.zone} to {endpoint}: {detail} (dns publish works only on "
+              "`email-handler emulator --account fresh`; on AWS publish the records at your DNS provider)", file=sys.stderr)
+        return 2
+    print(f"[dns] published {count} records of {args.zone} to {endpoint}; SES checks them on its next poll")
+    return 0
+
+
 AWS_TARGET = (arg("--env", default="prd", help="environment name in every resource name (default prd)"),
               arg("--region", help="AWS region (default: AWS_REGION or the profile's; must agree with AWS_REGION)"))
 
@@ -327,30 +375,56 @@ AWS_TARGET = (arg("--env", default="prd", help="environment name in every resour
          arg("--allow-unverified", action="store_true", help="deploy although SES has not verified the domain yet"),
          arg("--replace-active-rule-set", action="store_true",
              help="make this deployment's receipt rule set the active one (default: add its rules to the active set)"),
+         arg("--wait", nargs="?", type=float, const=3600.0, default=0.0, metavar="SECONDS",
+             help="poll until SES verifies the domain (default 3600 s) instead of stopping with exit code 3"),
          arg("--print-deployer-policy", action="store_true",
-             help="print the least-privilege IAM policy the deploying user needs, and exit"))
+             help="print the least-privilege IAM policy the deploying user needs (managed policies), and exit"))
 def _deploy(args: argparse.Namespace) -> int:
     from deploy.errors import DeployError
-    from deploy.main import Options, deploy
+    from deploy.main import Options, WaitingOnDns, deploy
 
     options = Options(env=args.env, region=args.region, dry_run=args.dry_run, registry=args.registry,
                       skip_build=args.skip_build, allow_unverified=args.allow_unverified,
-                      replace_active_rule_set=args.replace_active_rule_set)
+                      replace_active_rule_set=args.replace_active_rule_set, wait_s=args.wait)
     try:
         if args.print_deployer_policy:
-            print(json.dumps(_deployer_policy(options), indent=2))
-            return 0
+            return _print_deployer_policy(options)
         deploy(options, report=lambda line: print(line, flush=True))
+    except WaitingOnDns as exc:
+        print(f"[deploy] {exc}", file=sys.stderr)
+        return WaitingOnDns.EXIT_CODE
     except DeployError as exc:
         print(f"[deploy] error: {exc}", file=sys.stderr)
         return 2
     return 0
 
 
-def _deployer_policy(options: Any) -> dict[str, Any]:
+def _print_deployer_policy(options: Any) -> int:
+    """The policy documents on stdout (one JSON object, or one per line when split), and on stderr how to
+    create them as managed policies and attach them: an inline user policy may hold only 2,048 characters."""
+    from deploy.iam import deployer_policy_names
+
+    cfg, account, documents = _deployer_policy(options)
+    names = deployer_policy_names(cfg, len(documents))
+    folder = options.build_dir / cfg.env
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = []
+    for name, document in zip(names, documents, strict=True):
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(document, indent=2) + "\n")
+        steps += [f"  aws iam create-policy --policy-name {name} --policy-document file://{path}",
+                  f"  aws iam attach-user-policy --user-name DEPLOYER --policy-arn arn:aws:iam::{account}:policy/{name}"]
+    print(json.dumps(documents[0], indent=2) if len(documents) == 1 else "\n".join(json.dumps(d) for d in documents))
+    print(f"[deploy] the deployer needs {len(documents)} managed {'policy' if len(documents) == 1 else 'policies'} "
+          "(an inline user policy is capped at 2,048 characters); create and attach them to the deploying user "
+          "(or role: attach-role-policy --role-name):\n" + "\n".join(steps), file=sys.stderr)
+    return 0
+
+
+def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
     """For the account of the current credentials, or placeholders when there are none."""
     from common.runtime import config
-    from deploy.iam import deployer_policy
+    from deploy.iam import deployer_policies
     from deploy.preflight import resolve_region
 
     region = resolve_region(options.region, os.environ)
@@ -363,7 +437,29 @@ def _deployer_policy(options: Any) -> dict[str, Any]:
     values = {**os.environ, "ENVIRONMENT": options.env, "AWS_REGION": region}
     values.setdefault("EMAIL_BUCKET", f"{values.get('PROJECT_NAME') or config.PROJECT}-{options.env}-{account}-{region}-mail")
     values.setdefault("DOMAIN_NAME", "example.com")
-    return deployer_policy(config.load(values), account)
+    cfg = config.load(values)
+    return cfg, account, deployer_policies(cfg, account)
+
+
+@command("status", "can mail flow? identity, DKIM, MAIL FROM, MX, sandbox, rules, versions, DLQs, alarms",
+         *AWS_TARGET, arg("--json", action="store_true", help="one JSON object with a top-level \"ready\""))
+def _status(args: argparse.Namespace) -> int:
+    from common.ops.status import collect, table
+    from deploy.errors import DeployError
+    from deploy.main import Options, connect
+
+    try:
+        target = connect(Options(env=args.env, region=args.region), dict(os.environ), report=lambda line: None,
+                         need_secret=False)
+        report = collect(target.cfg, target.account)
+    except DeployError as exc:
+        print(f"[status] error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2) if args.json else table(report))
+    if not report["ready"]:
+        print("[status] mail cannot flow: " + "; ".join(report["reasons"]), file=sys.stderr)
+        return 1
+    return 0
 
 
 @command("destroy", "remove what the deploy made (keeps the mail bucket and tables unless --delete-data)", *AWS_TARGET,

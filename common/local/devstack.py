@@ -170,8 +170,9 @@ def ensure_rie() -> None:
 class DevStack:
     def __init__(self, env: dict[str, str], ports: DevPorts, log_dir: Path, visibility_s: int | None = None,
                  report: Callable[[str], None] = print, activity: Callable[[str], None] | None = None,
-                 guard: SignalGuard | None = None, iam: bool = True) -> None:
+                 guard: SignalGuard | None = None, iam: bool = True, account: str = "default") -> None:
         self.env, self.ports, self.log_dir, self.visibility_s, self.iam = env, ports, log_dir, visibility_s, iam
+        self.account = account  # "fresh": the emulator models a new AWS account (common/local/fresh.py)
         self.report, self.activity = report, activity
         self.guard = guard
         self._stoppers: list[tuple[str, Callable[[], None]]] = []
@@ -192,7 +193,13 @@ class DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailable` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.local.emulator import EmbeddedMoto
-        from common.local.env import admin_credentials, function_credentials, use_endpoint, write_admin_credentials
+        from common.local.env import (
+            admin_credentials,
+            function_credentials,
+            use_endpoint,
+            without_secrets,
+            write_admin_credentials,
+        )
         from common.local.ingress import SmtpIngress
         from common.local.rie import RieProcess, wait_for_port
         from common.local.wiring import Endpoint, Wiring
@@ -204,7 +211,7 @@ class DevStack:
         check_ports(self.ports)
         ensure_rie()
         enforced = "IAM enforced" if self.iam else "IAM not enforced (--no-iam)"
-        moto = self._register("emulator", EmbeddedMoto(HOST, self.ports.emulator, iam=self.iam))
+        moto = self._register("emulator", EmbeddedMoto(HOST, self.ports.emulator, iam=self.iam, account=self.account))
         self._step(f"AWS emulator (moto, {enforced}) on {self.endpoint}", moto.start)
         # This process's own clients (provisioning, wiring, ingress) talk to the emulator as the local admin.
         self.credentials_file = write_admin_credentials()
@@ -216,8 +223,8 @@ class DevStack:
         # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).
         roles = {name: function_credentials(cfg, name, ensure_role=False) for name in self.ports.functions}
         procs = {name: self._register(name, RieProcess(
-            name, port, {**self.env, **roles[name], "AWS_ENDPOINT_URL": self.endpoint,
-                         "PYTHON": sys.executable},
+            name, port, without_secrets({**self.env, **roles[name], "AWS_ENDPOINT_URL": self.endpoint,
+                                         "PYTHON": sys.executable}),
             self.log_dir / f"{name}.log", api_port=self.ports.runtime_apis[name]))
             for name, port in self.ports.functions.items()}
 

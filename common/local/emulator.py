@@ -126,6 +126,7 @@ def ses_sandbox() -> None:
     from moto.sesv2 import urls
     from moto.sesv2.responses import SESV2Response
 
+    from common.local.fresh import sent_last_24_hours
     from common.local.iam import SES_SANDBOX
 
     def refuse_unverified(backend: Any, recipients: list[str]) -> None:
@@ -150,7 +151,8 @@ def ses_sandbox() -> None:
         return json.dumps({"ProductionAccessEnabled": not SES_SANDBOX["on"], "SendingEnabled": True,
                            "EnforcementStatus": "HEALTHY", "DedicatedIpAutoWarmupEnabled": False,
                            "SendQuota": {"Max24HourSend": 200.0 if SES_SANDBOX["on"] else 50000.0,
-                                         "MaxSendRate": 1.0 if SES_SANDBOX["on"] else 14.0, "SentLast24Hours": 0.0}})
+                                         "MaxSendRate": 1.0 if SES_SANDBOX["on"] else 14.0,
+                                         "SentLast24Hours": float(sent_last_24_hours())}})
 
     SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
     SESBackend.send_email = send_email  # type: ignore[method-assign]
@@ -198,11 +200,14 @@ def dynamodb_read_key_sizes() -> None:
 @functools.cache  # once per process: the patches wrap what they replace
 def patch_moto() -> None:
     """What the embedded server changes in moto: fidelity fixes and two measured speed-ups."""
+    from common.local import fresh
+
     dynamodb_atomic()
     dynamodb_read_key_sizes()
     sqs_message_characters()
     sesv2_suppression_options()
     ses_sandbox()
+    fresh.install()  # inert until an account is modelled as fresh (common/local/fresh.py)
     route_cache()
     sqs_retention_check()
 
@@ -216,8 +221,8 @@ class EmbeddedMoto:
     sets when the bind fails, so ``start()`` hung for ever and signals could not stop it.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = EMULATOR_PORT, iam: bool = True):
-        self.host, self.port, self.iam = host, port, iam
+    def __init__(self, host: str = "127.0.0.1", port: int = EMULATOR_PORT, iam: bool = True, account: str = "default"):
+        self.host, self.port, self.iam, self.account = host, port, iam, account
         self._server: Any = None
         self._thread: Any = None
 
@@ -233,10 +238,11 @@ class EmbeddedMoto:
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
-        from common.local import iam
+        from common.local import fresh, iam
 
         patch_moto()
         iam.set_enforced(self.iam)
+        fresh.set_fresh(self.account == "fresh")
         self._server = make_server(self.host, self.port, DomainDispatcherApplication(create_backend_app), threaded=True,
                                    request_handler=MotoRequestHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
@@ -286,7 +292,7 @@ class MotoProcess:
 def main(argv: list[str] | None = None) -> None:
     import os
 
-    from common.local import iam
+    from common.local import fresh, iam
 
     parser = argparse.ArgumentParser(description="moto server with the route cache and enforced IAM")
     parser.add_argument("-H", "--host", default="127.0.0.1")
@@ -294,9 +300,12 @@ def main(argv: list[str] | None = None) -> None:
     # The compose file sets IAM (default on there; `make up IAM=off`); unset, nothing is enforced.
     parser.add_argument("--iam", choices=["on", "off"], default=os.environ.get("IAM", "off").lower() or "off",
                         help="enforce IAM (default: $IAM, else off); the admin is the local-admin user")
+    parser.add_argument("--account", choices=["default", "fresh"], default="default",
+                        help="fresh: model a new AWS account (common/local/fresh.py)")
     args = parser.parse_args(argv)
     patch_moto()
     iam.set_enforced(args.iam == "on")
+    fresh.set_fresh(args.account == "fresh")
     from moto.server import main as moto_main
 
     moto_main(["-H", args.host, "-p", str(args.port)])

@@ -8,6 +8,7 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from common.local.iam import ACCOUNT, ADMIN_PROFILE
@@ -121,9 +122,26 @@ def cli_hint(endpoint: str, path: Path = CREDENTIALS_FILE) -> str:
             f"aws --endpoint-url {endpoint} --region {_BUILTIN['AWS_REGION']} s3 ls")
 
 
-def function_credentials(cfg: Config, function: str, ensure_role: bool = True) -> dict[str, str]:
+def _restored(change: Any) -> None:
+    import sys
+
+    if change.action != "unchanged":
+        print(f"[local] role of a function {change.action}d to its production policy: {change}", file=sys.stderr, flush=True)
+
+
+def without_secrets(env: dict[str, str]) -> dict[str, str]:
+    """A function's environment without the secrets it reads from SSM at cold start, as on AWS ("" also
+    masks a variable the process would inherit; the configuration treats it as unset)."""
+    from common.runtime.config import SECRET_PARAMETERS, env_name
+
+    return {**env, **{env_name(secret): "" for secret in SECRET_PARAMETERS}}
+
+
+def function_credentials(cfg: Config, function: str, ensure_role: bool = False) -> dict[str, str]:
     """What Lambda gives the function: credentials of its own role, from sts:AssumeRole (this
-    process's clients must hold the admin's credentials). The role is created if it is missing.
+    process's clients must hold the admin's credentials). Only with ``ensure_role`` is the role created
+    or converged to its production policy, and every change that makes is printed to stderr: a test that
+    removed a permission and then asked for this would silently test nothing.
 
     The emulator derives a session's keys from the role and the session name, so assuming again
     after a reset gives the same keys: functions started earlier keep working."""
@@ -131,7 +149,7 @@ def function_credentials(cfg: Config, function: str, ensure_role: bool = True) -
     from common.aws.sts import account_id
     from deploy.iam import ensure_local_role, role_arn
 
-    arn = ensure_local_role(cfg, function) if ensure_role else role_arn(cfg, account_id(), function)
+    arn = ensure_local_role(cfg, function, report=_restored) if ensure_role else role_arn(cfg, account_id(), function)
     creds = client("sts").assume_role(RoleArn=arn, RoleSessionName=function)["Credentials"]
     return {"AWS_ACCESS_KEY_ID": creds["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
             "AWS_SESSION_TOKEN": creds["SessionToken"]}

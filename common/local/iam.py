@@ -569,14 +569,15 @@ def bootstrap_admin() -> None:
     backend.access_keys[key.access_key_id] = key
 
 
-def _admin_after_reset() -> None:
+def after_reset(hook: Any) -> None:
+    """Run ``hook()`` after every ``/moto-api/reset`` (state the emulator keeps outside moto's backends)."""
     from moto.moto_api._internal.models import MotoAPIBackend
 
     original = MotoAPIBackend.reset
 
     def reset(self: Any) -> None:
         original(self)
-        bootstrap_admin()
+        hook()
 
     MotoAPIBackend.reset = reset  # type: ignore[method-assign]
 
@@ -589,7 +590,7 @@ def install() -> None:
     ActionAuthenticatorMixin._authenticate_and_authorize_normal_action = _authorize_normal  # type: ignore[method-assign]
     ActionAuthenticatorMixin._authenticate_and_authorize_s3_action = _authorize_s3  # type: ignore[method-assign]
     _deterministic_sessions()
-    _admin_after_reset()
+    after_reset(bootstrap_admin)
     bootstrap_admin()
 
 

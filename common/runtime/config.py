@@ -304,19 +304,29 @@ def _validate(cfg: Config) -> None:
         raise ConfigError(f"ENVIRONMENT={cfg.env!r} must be lowercase letters, digits or hyphens")
 
 
+# Secrets kept out of every function's configuration, each in an SSM SecureString: the field -> the field
+# naming its parameter. Provisioning (local) and the deploy store them (deploy/resources.py); a function
+# reads those it requires at cold start (with_secrets), locally as on AWS.
+SECRET_PARAMETERS: dict[str, str] = {"thread_secret": "thread_secret_parameter"}
+
+
 def with_secrets(cfg: Config, require: Iterable[str] = ()) -> Config:
-    """THREAD_SECRET from its SSM SecureString when the environment does not carry it (on AWS it never
-    does: the deploy keeps it out of the function configuration). Called once, at cold start."""
+    """Each required secret of SECRET_PARAMETERS from its SSM SecureString when the environment does not
+    carry it (neither on AWS nor in the local modes: the functions get no secret in their variables).
+    Called once, at cold start."""
     from dataclasses import replace
 
-    if "thread_secret" in require and not cfg.thread_secret and cfg.thread_secret_parameter:
+    wanted = [(s, p) for s, p in SECRET_PARAMETERS.items() if s in require and not getattr(cfg, s) and getattr(cfg, p)]
+    if wanted:
         from common.aws import error_code, ssm
 
-        try:
-            cfg = replace(cfg, thread_secret=ssm.get_parameter(cfg.thread_secret_parameter, decrypt=True))
-        except Exception as exc:
-            if error_code(exc) != "ParameterNotFound":
-                raise
+        for secret, parameter in wanted:
+            try:
+                found: dict[str, object] = {secret: ssm.get_parameter(getattr(cfg, parameter), decrypt=True)}
+                cfg = replace(cfg, **found)  # type: ignore[arg-type]
+            except Exception as exc:
+                if error_code(exc) != "ParameterNotFound":
+                    raise
         _validate(cfg)
     return cfg.require(*require)
 

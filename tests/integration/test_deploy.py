@@ -19,7 +19,7 @@ from common.aws import client, reset_clients
 from common.runtime.functions import FUNCTIONS, SENDERS
 from deploy.errors import DeployError
 from deploy.images import Published
-from deploy.main import Options, deploy, plan_lines
+from deploy.main import Options, WaitingOnDns, deploy, plan_lines
 from tests.support.sesproxy import SesProxy
 
 ACCOUNT = "123456789012"
@@ -44,8 +44,9 @@ def env(moto_server, local_defaults, monkeypatch) -> dict[str, str]:
     return {**values, "THREAD_SECRET": secrets.token_hex(32), "MAX_SEND_RATE": "14"}
 
 
-def run(env: dict[str, str], published: dict[str, Published] | None = None, **options: Any) -> tuple[list[Any], list[str]]:
-    lines: list[str] = []
+def run(env: dict[str, str], published: dict[str, Published] | None = None, lines: list[str] | None = None,
+        **options: Any) -> tuple[list[Any], list[str]]:
+    lines = [] if lines is None else lines
     changes = deploy(Options(**options), env, report=lines.append, images=published or images())
     return changes, lines
 
@@ -125,7 +126,8 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     assert len(thread["Actions"]) == 2 and not [a for r in (thread, public) for a in r["Actions"] if "StopAction" in a]
     assert public["Actions"][1]["LambdaAction"]["InvocationType"] == "Event"
     mail_from = ses.get_identity_mail_from_domain_attributes(Identities=["example.com"])["MailFromDomainAttributes"]
-    assert mail_from["example.com"]["BehaviorOnMXFailure"] == "RejectMessage"
+    # never refuses a send while MAIL FROM is pending (test_fresh_account.py: RejectMessage would)
+    assert mail_from["example.com"]["BehaviorOnMXFailure"] == "UseDefaultValue"
     policy = json.loads(client("s3").get_bucket_policy(Bucket=BUCKET)["Policy"])
     assert policy["Statement"][0]["Principal"] == {"Service": "ses.amazonaws.com"}
 
@@ -259,7 +261,7 @@ def test_docker_engine_not_running_is_a_clear_error(env, monkeypatch) -> None:
     assert "systemctl start docker" in str(err.value)
 
 
-def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(env, moto_server, monkeypatch) -> None:
+def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(env, moto_server, monkeypatch, tmp_path) -> None:
     client("ses").verify_domain_identity(Domain="example.com")
     client("ses").verify_domain_dkim(Domain="example.com")
     # moto verifies at once; the proxy answers as SES does while the DNS records are missing.
@@ -268,13 +270,20 @@ def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(env, mot
     monkeypatch.setenv("AWS_ENDPOINT_URL_SES", proxy.url)
     reset_clients()
     try:
-        with pytest.raises(DeployError, match="status Pending") as err:
-            run(env)
-        assert "_amazonses.example.com" in str(err.value) and "._domainkey.example.com" in str(err.value)
-        assert "MX    example.com  10 inbound-smtp.us-east-1.amazonaws.com" in str(err.value)
+        lines: list[str] = []
+        with pytest.raises(WaitingOnDns, match="status Pending") as err:
+            run(env, lines=lines, build_dir=tmp_path)
+        printed = "\n".join(lines)
+        assert "_amazonses.example.com" in printed and "._domainkey.example.com" in printed
+        assert "MX    example.com  10 inbound-smtp.us-east-1.amazonaws.com" in printed
+        assert str(tmp_path / "prd" / "dns.zone") in str(err.value)
+        zone = (tmp_path / "prd" / "dns.zone").read_text()
+        assert "example.com.\t1800\tIN\tMX\t10 inbound-smtp.us-east-1.amazonaws.com." in zone
+        assert json.loads((tmp_path / "prd" / "dns.json").read_text())["domain"] == "example.com"
         assert client("lambda").list_functions()["Functions"] == []
-        changes, _ = run(env, allow_unverified=True)  # the owner may go ahead on purpose
+        changes, _ = run(env, allow_unverified=True, build_dir=tmp_path)  # the owner may go ahead on purpose
         assert any(c.kind == "lambda-function" and c.action == "create" for c in changes)
+        assert not any(c.kind == "ses-mail-from" for c in changes)  # SES sets MAIL FROM on a verified identity only
     finally:
         proxy.close()
         monkeypatch.delenv("AWS_ENDPOINT_URL_SES")
@@ -407,14 +416,18 @@ def test_a_bucket_name_taken_by_another_account_is_a_clear_error_before_anything
 
 
 def deployer_user(env: dict[str, str]) -> dict[str, str]:
-    """An IAM user holding exactly `email-handler deploy --print-deployer-policy`'s policy."""
-    from deploy.iam import deployer_policy
+    """An IAM user holding exactly `email-handler deploy --print-deployer-policy`'s policies, created and
+    attached as it says (managed policies: an inline user policy is capped at 2,048 characters)."""
+    from deploy.iam import deployer_policies, deployer_policy_names
     from deploy.preflight import load_config
 
     iam_api = client("iam")
     iam_api.create_user(UserName="deployer")
     cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
-    iam_api.put_user_policy(UserName="deployer", PolicyName="deploy", PolicyDocument=json.dumps(deployer_policy(cfg, ACCOUNT)))
+    documents = deployer_policies(cfg, ACCOUNT)
+    for name, document in zip(deployer_policy_names(cfg, len(documents)), documents, strict=True):
+        arn = iam_api.create_policy(PolicyName=name, PolicyDocument=json.dumps(document))["Policy"]["Arn"]
+        iam_api.attach_user_policy(UserName="deployer", PolicyArn=arn)
     key = iam_api.create_access_key(UserName="deployer")["AccessKey"]
     return {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
 

@@ -193,3 +193,39 @@ def test_the_compose_emulator_enforces_iam_as_the_iam_variable_says(setting, enf
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_handlers_read_thread_secret_from_ssm_and_fail_without_ssm_get_parameter(stack, rie_function) -> None:
+    """As on AWS, a function gets no secret in its variables: reply-handler reads THREAD_SECRET from its
+    SecureString at cold start, so its role's ssm:GetParameter is what lets it verify a thread address."""
+    cfg = stack.cfg
+    stored = client("ssm").get_parameter(Name=cfg.thread_secret_parameter, WithDecryption=True)["Parameter"]
+    assert stored["Type"] == "SecureString" and stored["Value"] == cfg.thread_secret  # provisioning stored it
+    owner_reply = mail(sender=cfg.private_email, to=f"new@{cfg.thread_domain}", text="[to: someone@example.org]\nhi")
+    reply = rie_function("reply-handler")
+    assert "THREAD_SECRET" not in {k for k, v in reply.env.items() if v}
+    reply.invoke(stack.receipt(owner_reply, "0000000000000000000000000000000000000c01", to=f"new@{cfg.thread_domain}"))
+
+    name, doc = cfg.name("reply-handler"), iam.policy(cfg, ACCOUNT, "reply-handler")
+    statements = [{**s, "Action": [a for a in s["Action"] if a != "ssm:GetParameter"]} for s in doc["Statement"]]
+    client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME,
+                                  PolicyDocument=json.dumps({**doc, "Statement": [s for s in statements if s["Action"]]}))
+    cold = rie_function("reply-handler")  # a new cold start, under the changed role (not restored)
+    with pytest.raises(InvokeError) as err:
+        cold.invoke(stack.receipt(owner_reply, "0000000000000000000000000000000000000c02", to=f"new@{cfg.thread_domain}"))
+    assert "ssm:GetParameter" in str(err.value.payload) or "AccessDenied" in str(err.value.payload)
+
+
+def test_function_credentials_restore_a_role_only_when_asked_and_say_so(stack, capsys) -> None:
+    cfg = stack.cfg
+    name, doc = cfg.name("ack-sender"), iam.policy(cfg, ACCOUNT, "ack-sender")
+    changed = {**doc, "Statement": doc["Statement"][1:]}
+    client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(changed))
+    function_credentials(cfg, "ack-sender")  # not asked: the changed policy stays
+    current = client("iam").get_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME)["PolicyDocument"]
+    assert iam.canonical(iam._document(current)) == iam.canonical(changed)
+    assert capsys.readouterr().err == ""
+    function_credentials(cfg, "ack-sender", ensure_role=True)  # asked: restored, loudly
+    current = client("iam").get_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME)["PolicyDocument"]
+    assert iam.canonical(iam._document(current)) == iam.canonical(doc)
+    assert "updated to its production policy" in capsys.readouterr().err

@@ -36,7 +36,17 @@ def test_logs_are_flushed_before_the_response(rie_function, stack) -> None:
     assert "not JSON" in failed[0]["detail"] and failed[0]["level"] == "ERROR" and failed[0]["permanent"]
 
 
-def test_missing_config_is_a_clear_init_error(rie_function) -> None:
+def test_missing_config_is_a_clear_init_error(rie_function, moto_server) -> None:
+    from common.aws import client
+    from common.local.env import local_env
+    from common.runtime import config
+
+    # no secret in its variables (as always) and none stored in SSM either (provisioning stores one)
+    name = config.load(local_env()).thread_secret_parameter
+    try:
+        client("ssm").delete_parameter(Name=name)
+    except client("ssm").exceptions.ParameterNotFound:
+        pass
     fn = rie_function("inbound-handler", drop=("DOMAIN_NAME", "THREAD_SECRET"))
     with pytest.raises(InvokeError) as err:
         fn.invoke(event_for(CASES[0]))

@@ -244,7 +244,8 @@ def _client_service(node: ast.AST) -> str:
 
 def shipped_modules() -> list[str]:
     return sorted(".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
-                  for p in (REPO / "common").rglob("*.py") if "local" not in p.relative_to(REPO / "common").parts[:1])
+                  for p in (REPO / "common").rglob("*.py")
+                  if p.relative_to(REPO / "common").parts[0] not in ("local", "ops"))  # host-only: not in the image
 
 
 @dataclass

@@ -47,9 +47,10 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_shipped_code_never_imports_host_tooling() -> None:
-    """What an image runs (common/ but common/local, and the handlers) never imports the CLI, the
-    local tooling or the deploy: they are not in the image (Dockerfile.base drops common/local)."""
-    shipped = [p for p in (REPO / "common").rglob("*.py") if "local" not in p.relative_to(REPO / "common").parts[:1]]
+    """What an image runs (common/ but common/local and common/ops, and the handlers) never imports the CLI,
+    the local tooling or the deploy: they are not in the image (Dockerfile.base drops both)."""
+    shipped = [p for p in (REPO / "common").rglob("*.py")
+               if p.relative_to(REPO / "common").parts[0] not in ("local", "ops")]
     shipped += list((REPO / "images").glob("*/app.py"))
     offenders = {str(p.relative_to(REPO)): sorted(m for m in _imports(p) if m.split(".")[0] == "deploy"
                                                   or m == "common.local" or m.startswith("common.local."))
@@ -59,5 +60,6 @@ def test_shipped_code_never_imports_host_tooling() -> None:
 
 def test_every_common_package_is_a_role_from_the_contract() -> None:
     rooms = {p.name for p in (REPO / "common").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert rooms == {"runtime", "aws", "mail", "store", "inbound", "reply", "senders", "extractor", "local"}
+    assert rooms == {"runtime", "aws", "mail", "store", "inbound", "reply", "senders", "extractor", "local",
+                     "ops"}
     assert [p.name for p in (REPO / "common").glob("*.py")] == ["__init__.py"]  # no flat modules left
