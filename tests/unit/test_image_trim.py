@@ -24,12 +24,12 @@ def _trim_module() -> ModuleType:
 
 
 def _services_called() -> tuple[set[str], list[str]]:
-    """Service names passed to client()/control_client()/resource() under common/ (not common/local,
-    which never ships), and the calls whose service name is not a literal."""
+    """Service names passed to client()/control_client()/resource() under common/ (not common/local
+    or common/ops, which never ship), and the calls whose service name is not a literal."""
     names: set[str] = set()
     dynamic: list[str] = []
     for path in sorted((REPO / "common").rglob("*.py")):
-        if "local" in path.relative_to(REPO / "common").parts[:1]:
+        if path.relative_to(REPO / "common").parts[0] in ("local", "ops"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
