@@ -73,7 +73,7 @@ _ADDRESS_FIELDS = frozenset({b"from", b"sender", b"reply-to", b"to", b"cc", b"bc
 # colon. "by localhost with SMTP; 19 Nov 2014 08:46:08" (a folded Received line that lost its
 # indentation) has colons, but in its time, after a space.
 _MAYBE_STRAY = re.compile(rb"[\r\n](?![ \t]|--|From |[\x21-\x39\x3b-\x7e]*:)[^\r\n]+(?=[\r\n]|\Z)")
-_FIELD_START = re.compile(rb"[\x21-\x39\x3b-\x7e]*:")
+_FIELD_NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]*:")  # a field name and its colon, at a line's start
 
 
 def mend_header(block: bytes) -> tuple[bytes, int]:
@@ -103,7 +103,7 @@ def mend_header(block: bytes) -> tuple[bytes, int]:
             known_after = False
             continue
         # Without a colon only a continuation or an mbox "From " line is a field to the feed parser.
-        if known_after and not _FIELD_START.match(line) and line[:1] not in (b" ", b"\t") and not line.startswith(b"From "):
+        if known_after and not _FIELD_NAME.match(line) and line[:1] not in (b" ", b"\t") and not line.startswith(b"From "):
             mend.append(i)
         known_after = known_after or _KNOWN_FIELD.match(line) is not None
     if not mend:
