@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import html as htmllib
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from common.aws.s3 import Link
 from common.inbound.ack import greeting_name
 from common.mail import limits
 from common.mail.parse import ORIGINAL_NAME, ParsedMail
@@ -61,20 +63,45 @@ def _unparsed_note(mail: ParsedMail, kept: list[Attachment], archived: str) -> s
     return f"This message could not be parsed ({mail.parse_failed}); {what}. It is archived at {archived}."
 
 
+def _download(link: Link) -> str:
+    """The words beside a presigned link: until when it works, honestly (common.aws.s3.presign_get)."""
+    until = link.expires.strftime("%Y-%m-%d %H:%M UTC")
+    return f"download until {until}{' at the latest' if link.temporary else ''}: {link.url}"
+
+
+# Said once in the footer of a forward with a link signed by temporary (role) credentials.
+TEMPORARY_LINKS_NOTE = ("Download links are signed with the forwarding function's temporary AWS credentials and stop "
+                        "working when those expire, which can be sooner than the time shown; the s3:// keys stay valid.")
+
+
 def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Stored, warnings: tuple[str, ...],
-                  archive_key: str, reply_to: str) -> OutboundMessage:
+                  archive_key: str, reply_to: str, link: Callable[[str], Link] | None = None) -> OutboundMessage:
     """The forward to the owner: the original's header block on top, both bodies, every stored part
     (inline images beside the HTML), the original subject untouched, and a footer naming what was
-    withheld or did not fit SES's size limit."""
+    withheld or did not fit SES's size limit. ``link`` presigns a key: a part left out for size, and
+    the archived original of a shortened forward, get a download link beside their S3 key. Withheld
+    parts never do (the owner should not be one click from a withheld executable), nor does the
+    original of a mail that had withheld parts (they are inside it)."""
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     text, html = mail.body_text, mail.html
     notes = [f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})" for w in stored.withheld]
     kept, truncated = _fit(cfg.max_forward_bytes, text, html, stored.attachments, stored.sizes)
+    links: list[Link] = []
+
+    def linked(key: str, allowed: bool = True) -> str:
+        if link is None or not allowed:
+            return ""
+        links.append(link(key))
+        return "; " + _download(links[-1])
+
     if truncated:
         text, html, dropped = truncated
-        notes += [f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key})" for a in dropped]
+        notes += [f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key}{linked(a.key)})"
+                  for a in dropped]
+        original = linked(archive_key, allowed=not stored.withheld)
         warnings = (*warnings, "This forward was shortened to fit the mail size limit. The complete original is "
-                               f"archived at s3://{cfg.bucket}/{archive_key}")
+                               f"archived at s3://{cfg.bucket}/{archive_key}" + (f" ({original[2:]})" if original else
+                               " (no download link: it holds the withheld parts named below)" if link else ""))
     if mail.parse_failed:
         warnings = (*warnings, _unparsed_note(mail, kept, f"s3://{cfg.bucket}/{archive_key}"))
     partial = _partial_note(mail)
@@ -83,6 +110,8 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
     footer = [FOOTER_MARKER, f"From: {sender}", f"Conversation: {cid}"]
     if notes:
         footer.append("Not attached: " + "; ".join(notes))
+    if any(k.temporary for k in links):
+        footer.append(TEMPORARY_LINKS_NOTE)
     banner = "".join(f"[!] {w}\n" for w in warnings)
     block = header_block(mail)
     top = banner + ("\n" if banner else "") + "".join(f"{name}: {value}\n" for name, value in block) + "\n"

@@ -80,6 +80,8 @@ class Config:
     idempotency_ttl_s: int = 30 * 24 * 3600
     claim_check_bytes: int = 200 * 1024  # queue messages above this go to S3 (claim check)
     max_forward_bytes: int = 40_000_000  # SESv2 SendEmail's message limit (common.aws.ses.MAX_MESSAGE_BYTES)
+    # How long the download links of a shortened forward work (S3 allows 7 days at most; common.aws.s3.presign_get)
+    forward_link_days: int = 7
     spam_rules_ttl_s: float = 300.0
     transient_bounce_limit: int = 5
     # --- security (docs/security.md): who is acked, what a contact sees, how the owner's mail is protected
