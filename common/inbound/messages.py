@@ -119,7 +119,7 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
         kind="forward", idempotency_key=f"forward:{mid}", correlation_id=f"forward-{mid}", to=[cfg.private_email],
         subject=mail.subject or "(no subject)",
         text=top + text.rstrip() + "\n\n" + "\n".join(footer) + "\n",
-        html=_html_with(html, warnings, block, footer) if html else "",
+        html=_html_with(html, warnings, block, footer, [k.url for k in links]) if html else "",
         from_name=clean_header_text(f"{mail.display_name or mail.from_address} via {cfg.domain_name}", 200),
         reply_to=reply_to, references=[*mail.references, mail.message_id] if mail.message_id else [],
         attachments=kept, conversation_id=cid, original_key=archive_key,
@@ -178,12 +178,22 @@ def _fit(limit: int, text: str, html: str, attachments: list[Attachment],
     return [a for a in attachments if a in kept], (text, html, dropped)
 
 
-def _html_with(html: str, warnings: tuple[str, ...], block: list[tuple[str, str]], footer: list[str]) -> str:
-    top = "".join(f'<p style="background:#fff3cd;border:1px solid #e0a800;padding:6px">&#9888; {htmllib.escape(w)}</p>'
+def _linked(text: str, urls: list[str]) -> str:
+    """``text`` escaped for HTML with the download links this system made clickable, and only those (a
+    URL in a sender's display name stays text; an escaped URL is a valid href: &amp; reads as &)."""
+    text = htmllib.escape(text)
+    for url in dict.fromkeys(htmllib.escape(u) for u in urls):
+        text = text.replace(url, f'<a href="{url}">{url}</a>')
+    return text
+
+
+def _html_with(html: str, warnings: tuple[str, ...], block: list[tuple[str, str]], footer: list[str],
+               urls: list[str]) -> str:
+    top = "".join(f'<p style="background:#fff3cd;border:1px solid #e0a800;padding:6px">&#9888; {_linked(w, urls)}</p>'
                   for w in warnings)
     top += ('<div style="border-bottom:1px solid #ccc;margin:0 0 12px;padding:0 0 6px;font:13px sans-serif;color:#444">'
             + "<br>".join(f"<b>{name}:</b> {htmllib.escape(value)}" for name, value in block) + "</div>")
-    bottom = "<hr><pre>" + htmllib.escape("\n".join(footer)) + "</pre>"
+    bottom = "<hr><pre>" + _linked("\n".join(footer), urls) + "</pre>"
     body_open = re.search(r"<body[^>]*>", html, re.I)
     if body_open:
         html = html[: body_open.end()] + top + html[body_open.end():]

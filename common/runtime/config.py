@@ -243,6 +243,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("RETRY_DELAYS_SECONDS must be a comma-separated list of non-negative seconds")
     if cfg.max_receive_count < 1:
         raise ConfigError("MAX_RECEIVE_COUNT must be at least 1")
+    if not 1 <= cfg.forward_link_days <= 7:  # SigV4 presigned URLs last seven days at most (common.aws.s3)
+        raise ConfigError("FORWARD_LINK_DAYS must be 1 to 7")
     if re.search(r"[@\x00-\x1f\x7f<>\"]", cfg.public_name) or len(cfg.public_name) > 64:
         raise ConfigError("PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or control characters")
     for name in ("ack_limit_per_hour", "ack_limit_per_domain_per_hour", "transient_suppression_s",

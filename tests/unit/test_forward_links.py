@@ -4,6 +4,7 @@ Presigning is local computation (no request), so these run with made-up credenti
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
@@ -37,11 +38,12 @@ def credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]
     reset_clients()
 
 
-def forward(stored: Stored) -> str:
-    parsed = parse(mail(text="See attached."))
+def forward(stored: Stored, html: bool = False) -> str:
+    parsed = parse(mail(sender="\"Jane https://evil.example/x\" <jane@corp.example>", text="See attached.",
+                        html="<p>See attached.</p>" if html else None))
     fwd = build_forward(CFG, "m1", "jane-at-corp.example", parsed, stored, (), ARCHIVE, "t@thread.example.com",
                         lambda key: s3.presign_get(CFG.bucket, key, CFG.forward_link_days * 24 * 3600))
-    return fwd.text
+    return fwd.html if html else fwd.text
 
 
 def query(url: str) -> dict[str, str]:
@@ -76,11 +78,19 @@ def test_withheld_parts_and_an_original_holding_them_get_no_link(credentials) ->
     exe = Withheld(name="setup.exe", key="withheld/jane-at-corp.example/m1/setup.exe", reason="denied type .exe")
     text = forward(Stored(attachments=[BIG], sizes={BIG.key: 300_000}, withheld=[exe]))
     assert f"setup.exe (denied type .exe; stored at s3://{CFG.bucket}/{exe.key})" in text
-    assert text.count("https://") == 1 and "big.pdf (too large to forward; stored at" in text
+    assert text.count("X-Amz-Signature=") == 1 and "big.pdf (too large to forward; stored at" in text
     assert f"archived at s3://{CFG.bucket}/{ARCHIVE} (no download link: it holds the withheld parts" in text
 
 
 def test_a_forward_that_fits_carries_no_link(credentials) -> None:
     small = Attachment(key="attachments/jane-at-corp.example/m1/a.pdf", filename="a.pdf")
     text = forward(Stored(attachments=[small], sizes={small.key: 1000}))
-    assert "https://" not in text and "download" not in text
+    assert "X-Amz-Signature=" not in text and "download" not in text
+
+
+def test_the_html_part_makes_the_links_clickable_and_nothing_the_sender_wrote(credentials) -> None:
+    html = forward(Stored(attachments=[BIG], sizes={BIG.key: 300_000}), html=True)
+    anchors = re.findall(r'<a href="([^"]+)">', html)
+    assert len(anchors) == 2 and all(a.startswith("https://") and "X-Amz-Signature=" in a for a in anchors)
+    assert "&amp;X-Amz-" in anchors[0]  # escaped in the attribute: a client reads it as &
+    assert "https://evil.example/x" in html and 'href="https://evil.example' not in html
