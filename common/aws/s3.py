@@ -83,7 +83,7 @@ def presign_get(bucket: str, key: str, seconds: int, now: datetime | None = None
     """A SigV4 presigned GetObject URL of ``key``, signed with this process's credentials (a function's
     own role: the link works only while that role may s3:GetObject the key, deploy/iam.py), valid for
     ``seconds`` capped at S3's seven days and, for temporary credentials, at what a role session can last.
-    Path or virtual-host style as boto3 chooses for the endpoint and region."""
+    On AWS a virtual-hosted URL on the Regional endpoint; against an emulator, boto3's own choice."""
     import boto3
 
     credentials = boto3.session.Session().get_credentials()  # the chain client() resolves too

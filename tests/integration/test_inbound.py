@@ -256,6 +256,8 @@ def test_the_links_an_oversize_forward_carries_open_the_stored_copies(stack, rie
     import requests
     from botocore.config import Config
 
+    from common.local.env import function_credentials
+
     small = rie_function("inbound-handler", env={"MAX_FORWARD_BYTES": "400000"})
     big = bytes(range(256)) * 1200
     raw = mail(text="Please see attached.", attachments=[("big.pdf", big, "application/pdf")])
@@ -272,6 +274,8 @@ def test_the_links_an_oversize_forward_carries_open_the_stored_copies(stack, rie
     url = part[4]
     # signed by the function's role session (temporary credentials: 12 hours at most, common.aws.s3)
     assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in url and "X-Amz-Security-Token=" in url and "X-Amz-Expires=43200" in url
+    signer = function_credentials(stack.cfg, "inbound-handler", ensure_role=False)["AWS_ACCESS_KEY_ID"]
+    assert f"X-Amz-Credential={signer}%2F" in url
     got = requests.get(url, timeout=10)
     assert (got.status_code, got.content) == (200, big)
     got = requests.get(archive[1], timeout=10)
