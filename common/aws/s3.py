@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from common.aws import client, error_code
@@ -60,3 +63,47 @@ def keys(bucket: str, prefix: str) -> list[str]:
     for page in client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         out += [str(o["Key"]) for o in page.get("Contents", [])]
     return out
+
+
+# SigV4 query-string authentication takes X-Amz-Expires up to 604,800 s, seven days (S3 API reference,
+# "Authenticating Requests: Using Query Parameters (AWS Signature Version 4)").
+PRESIGN_MAX_SECONDS = 7 * 24 * 3600
+# A URL signed with temporary credentials stops working when they expire, whatever X-Amz-Expires says
+# (S3 User Guide, "Download and upload objects with presigned URLs", section "Expiration time for presigned
+# URLs": https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html#PresignedUrl-Expiration).
+# A role session lasts 12 hours at most (IAM API reference, UpdateRole MaxSessionDuration: 1 to 12 hours;
+# Lambda's role credentials were seen to stop after 12 hours, boto/boto3#2392), and Lambda does not tell
+# the function when its credentials expire, so 12 hours is the most such a link can promise.
+TEMPORARY_CREDENTIALS_MAX_SECONDS = 12 * 3600
+
+
+@dataclass(frozen=True)
+class Link:
+    """A presigned GET: ``url`` works until ``expires`` at the latest; ``temporary``: it was signed with
+    temporary credentials of unknown remaining life, so it may stop working sooner."""
+
+    url: str
+    expires: datetime
+    temporary: bool
+
+
+def presign_get(bucket: str, key: str, seconds: int, now: datetime | None = None) -> Link:
+    """A SigV4 presigned GetObject URL of ``key``, signed with this process's credentials (a function's
+    own role: the link works only while that role may s3:GetObject the key, deploy/iam.py), valid for
+    ``seconds`` capped at S3's seven days and, for temporary credentials, at what a role session can last.
+    On AWS a virtual-hosted URL on the Regional endpoint; against an emulator, boto3's own choice."""
+    import boto3
+
+    credentials = boto3.session.Session().get_credentials()  # the chain client() resolves too
+    temporary = credentials is None or bool(credentials.token)
+    seconds = max(1, min(seconds, PRESIGN_MAX_SECONDS, TEMPORARY_CREDENTIALS_MAX_SECONDS if temporary else seconds))
+    # SigV4 explicitly: S3 accepts SigV2 only from older buckets and regions (S3 API reference, Signature
+    # Version 2). On AWS a virtual-hosted URL on the bucket's Regional endpoint: botocore's default presigns
+    # on the global s3.amazonaws.com, which answers a bucket elsewhere with a 307 redirect for its first
+    # 24 hours (re:Post knowledge center "s3-http-307-response"), or 400 in Regions launched after March 2019
+    # (S3 User Guide, "Request routing"); a redirect to another host breaks the signature (it signs Host).
+    # A custom endpoint (moto, LocalStack) keeps boto3's choice: a bucket is no subdomain of it.
+    custom = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    signer = client("s3", signature_version="s3v4", addressing_style=None if custom else "virtual")
+    url = signer.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=seconds)
+    return Link(url=url, expires=(now or datetime.now(UTC)) + timedelta(seconds=seconds), temporary=temporary)

@@ -153,7 +153,8 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
     kept = attachments.store(cfg, parts, lambda name: layout.attachment(cid, mid, name),
                              lambda name: layout.withheld(cid, mid, name))
     forward = build_forward(cfg, mid, cid, mail, kept, warnings, archive_key,
-                            thread_address(cid, cfg.thread_secret, cfg.thread_domain))
+                            thread_address(cid, cfg.thread_secret, cfg.thread_domain),
+                            lambda key: s3.presign_get(cfg.bucket, key, cfg.forward_link_days * 24 * 3600))
     # A forward that can never be built is quarantined now, before any ack goes out (issue 17.2).
     if problem := unbuildable(forward, cfg.public_email, cfg.domain_name):
         return refuse(f"forward cannot be built: {problem}")

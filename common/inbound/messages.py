@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import html as htmllib
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from common.aws.s3 import Link
 from common.inbound.ack import greeting_name
 from common.mail import limits, trackers
 from common.mail.parse import ORIGINAL_NAME, ParsedMail
@@ -62,11 +64,25 @@ def _unparsed_note(mail: ParsedMail, kept: list[Attachment], archived: str) -> s
     return f"This message could not be parsed ({mail.parse_failed}); {what}. It is archived at {archived}."
 
 
+def _download(link: Link) -> str:
+    """The words beside a presigned link: until when it works, honestly (common.aws.s3.presign_get)."""
+    until = link.expires.strftime("%Y-%m-%d %H:%M UTC")
+    return f"download until {until}{' at the latest' if link.temporary else ''}: {link.url}"
+
+
+# Said once in the footer of a forward with a link signed by temporary (role) credentials.
+TEMPORARY_LINKS_NOTE = ("Download links are signed with the forwarding function's temporary AWS credentials and stop "
+                        "working when those expire, which can be sooner than the time shown; the s3:// keys stay valid.")
+
+
 def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Stored, warnings: tuple[str, ...],
-                  archive_key: str, reply_to: str) -> OutboundMessage:
+                  archive_key: str, reply_to: str, link: Callable[[str], Link] | None = None) -> OutboundMessage:
     """The forward to the owner: the original's header block on top, both bodies, every stored part
     (inline images beside the HTML), the original subject untouched, and a footer naming what was
-    withheld or did not fit SES's size limit."""
+    withheld or did not fit SES's size limit. ``link`` presigns a key: a part left out for size, and
+    the archived original of a shortened forward, get a download link beside their S3 key. Withheld
+    parts never do (the owner should not be one click from a withheld executable), nor does the
+    original of a mail that had withheld parts (they are inside it)."""
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     text, html = mail.body_text, mail.html
     if html and cfg.remove_trackers == "on":
@@ -75,11 +91,22 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
             warnings = (*warnings, trackers.banner(removed))
     notes = [f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})" for w in stored.withheld]
     kept, truncated = _fit(cfg.forward_budget, text, html, stored.attachments, stored.sizes)
+    links: list[Link] = []
+
+    def linked(key: str, allowed: bool = True) -> str:
+        if link is None or not allowed:
+            return ""
+        links.append(link(key))
+        return "; " + _download(links[-1])
+
     if truncated:
         text, html, dropped = truncated
-        notes += [f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key})" for a in dropped]
+        notes += [f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key}{linked(a.key)})"
+                  for a in dropped]
+        original = linked(archive_key, allowed=not stored.withheld)
         warnings = (*warnings, "This forward was shortened to fit the mail size limit. The complete original is "
-                               f"archived at s3://{cfg.bucket}/{archive_key}")
+                               f"archived at s3://{cfg.bucket}/{archive_key}" + (f" ({original[2:]})" if original else
+                               " (no download link: it holds the withheld parts named below)" if link else ""))
     if mail.parse_failed:
         warnings = (*warnings, _unparsed_note(mail, kept, f"s3://{cfg.bucket}/{archive_key}"))
     partial = _partial_note(mail)
@@ -88,6 +115,8 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
     footer = [FOOTER_MARKER, f"From: {sender}", f"Conversation: {cid}"]
     if notes:
         footer.append("Not attached: " + "; ".join(notes))
+    if any(k.temporary for k in links):
+        footer.append(TEMPORARY_LINKS_NOTE)
     banner = "".join(f"[!] {w}\n" for w in warnings)
     block = header_block(mail)
     top = banner + ("\n" if banner else "") + "".join(f"{name}: {value}\n" for name, value in block) + "\n"
@@ -95,7 +124,7 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
         kind="forward", idempotency_key=f"forward:{mid}", correlation_id=f"forward-{mid}", to=[cfg.private_email],
         subject=mail.subject or "(no subject)",
         text=top + text.rstrip() + "\n\n" + "\n".join(footer) + "\n",
-        html=_html_with(html, warnings, block, footer) if html else "",
+        html=_html_with(html, warnings, block, footer, [k.url for k in links]) if html else "",
         from_name=clean_header_text(f"{mail.display_name or mail.from_address} via {cfg.domain_name}", 200),
         reply_to=reply_to, references=[*mail.references, mail.message_id] if mail.message_id else [],
         attachments=kept, conversation_id=cid, original_key=archive_key,
@@ -160,12 +189,22 @@ def _fit(limit: int, text: str, html: str, attachments: list[Attachment],
     return [a for a in attachments if a in kept], (text, html, dropped)
 
 
-def _html_with(html: str, warnings: tuple[str, ...], block: list[tuple[str, str]], footer: list[str]) -> str:
-    top = "".join(f'<p style="background:#fff3cd;border:1px solid #e0a800;padding:6px">&#9888; {htmllib.escape(w)}</p>'
+def _linked(text: str, urls: list[str]) -> str:
+    """``text`` escaped for HTML with the download links this system made clickable, and only those (a
+    URL in a sender's display name stays text; an escaped URL is a valid href: &amp; reads as &)."""
+    text = htmllib.escape(text)
+    for url in dict.fromkeys(htmllib.escape(u) for u in urls):
+        text = text.replace(url, f'<a href="{url}">{url}</a>')
+    return text
+
+
+def _html_with(html: str, warnings: tuple[str, ...], block: list[tuple[str, str]], footer: list[str],
+               urls: list[str]) -> str:
+    top = "".join(f'<p style="background:#fff3cd;border:1px solid #e0a800;padding:6px">&#9888; {_linked(w, urls)}</p>'
                   for w in warnings)
     top += ('<div style="border-bottom:1px solid #ccc;margin:0 0 12px;padding:0 0 6px;font:13px sans-serif;color:#444">'
             + "<br>".join(f"<b>{name}:</b> {htmllib.escape(value)}" for name, value in block) + "</div>")
-    bottom = "<hr><pre>" + htmllib.escape("\n".join(footer)) + "</pre>"
+    bottom = "<hr><pre>" + _linked("\n".join(footer), urls) + "</pre>"
     body_open = re.search(r"<body[^>]*>", html, re.I)
     if body_open:
         html = html[: body_open.end()] + top + html[body_open.end():]

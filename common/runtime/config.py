@@ -84,6 +84,8 @@ class Config:
     idempotency_ttl_s: int = 30 * 24 * 3600
     claim_check_bytes: int = 200 * 1024  # queue messages above this go to S3 (claim check)
     max_forward_bytes: int = 40_000_000  # SESv2 SendEmail's message limit (common.aws.ses.MAX_MESSAGE_BYTES)
+    # How long the download links of a shortened forward work (S3 allows 7 days at most; common.aws.s3.presign_get)
+    forward_link_days: int = 7
     spam_rules_ttl_s: float = 300.0
     transient_bounce_limit: int = 5
     # --- security (docs/security.md): who is acked, what a contact sees, how the owner's mail is protected
@@ -294,6 +296,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("RETRY_DELAYS_SECONDS must be a comma-separated list of non-negative seconds")
     if cfg.max_receive_count < 1:
         raise ConfigError("MAX_RECEIVE_COUNT must be at least 1")
+    if not 1 <= cfg.forward_link_days <= 7:  # SigV4 presigned URLs last seven days at most (common.aws.s3)
+        raise ConfigError("FORWARD_LINK_DAYS must be 1 to 7")
     if re.search(r"[@\x00-\x1f\x7f<>\"]", cfg.public_name) or len(cfg.public_name) > 64:
         raise ConfigError("PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or control characters")
     for name in ("ack_limit_per_hour", "ack_limit_per_domain_per_hour", "transient_suppression_s",

@@ -33,9 +33,12 @@ Access = Literal["read", "write", "delete"]
 ACCESS: dict[str, dict[Access, tuple[str, ...]]] = {
     # SPAM is read back when a quarantined mail is released (by an operator through inbound-handler,
     # or by the owner mailing a release address, which reply-handler receives and forwards).
-    "inbound-handler": {"read": (STAGING, CONFIG, SPAM), "delete": (STAGING,),
+    # CONVERSATIONS and ATTACHMENTS are read through the presigned links a shortened forward carries:
+    # S3 authorizes such a GET as the role that signed it (common.aws.s3.presign_get), and both
+    # handlers build forwards. WITHHELD is never linked, so neither may read it.
+    "inbound-handler": {"read": (STAGING, CONFIG, SPAM, CONVERSATIONS, ATTACHMENTS), "delete": (STAGING,),
                         "write": (CONVERSATIONS, ATTACHMENTS, WITHHELD, SPAM, BOUNCES, QUEUE_PAYLOADS)},
-    "reply-handler": {"read": (STAGING, SPAM), "delete": (STAGING,),
+    "reply-handler": {"read": (STAGING, SPAM, CONVERSATIONS, ATTACHMENTS), "delete": (STAGING,),
                       "write": (REJECTED, REPLY_ATTACHMENTS, WITHHELD, CONVERSATIONS, ATTACHMENTS, QUEUE_PAYLOADS)},
     "attachment-extractor": {"read": (ATTACHMENTS,), "write": (EXTRACTED,), "delete": (EXTRACTED,)},
     "ack-sender": {"read": (QUEUE_PAYLOADS,)},

@@ -44,9 +44,12 @@ def test_the_local_roles_carry_exactly_the_deployed_policies(stack) -> None:
 def test_a_role_may_do_what_its_policy_says_and_nothing_else(stack) -> None:
     cfg = stack.cfg
     s3 = as_role(stack, "inbound-handler", "s3")
-    s3.put_object(Bucket=cfg.bucket, Key="conversations/x/1.eml", Body=b"x")  # write: allowed
-    denied(lambda: s3.get_object(Bucket=cfg.bucket, Key="conversations/x/1.eml"))  # the archive is write-only
-    denied(lambda: s3.list_objects_v2(Bucket=cfg.bucket, Prefix="conversations/"))  # may list only what it reads
+    s3.put_object(Bucket=cfg.bucket, Key="withheld/x/1/a.exe", Body=b"x")  # write: allowed
+    denied(lambda: s3.get_object(Bucket=cfg.bucket, Key="withheld/x/1/a.exe"))  # withheld parts are write-only
+    denied(lambda: s3.list_objects_v2(Bucket=cfg.bucket, Prefix="withheld/"))  # may list only what it reads
+    # the archive it writes it may read too: a shortened forward's download link is signed as this role
+    s3.put_object(Bucket=cfg.bucket, Key="conversations/x/1.eml", Body=b"x")
+    assert s3.get_object(Bucket=cfg.bucket, Key="conversations/x/1.eml")["Body"].read() == b"x"
     assert s3.list_objects_v2(Bucket=cfg.bucket, Prefix="staging/").get("KeyCount") == 0
     sqs = as_role(stack, "inbound-handler", "sqs")
     url = f"{stack.url}/{ACCOUNT}/{cfg.ack_queue}"

@@ -225,6 +225,34 @@ def test_an_unparsed_release_too_large_to_attach_names_the_s3_key(stack, rie_fun
     assert list(fwd.message.iter_attachments()) == []
 
 
+def test_a_shortened_release_links_the_left_out_part_signed_by_reply_handlers_role(stack, rie_function, fns) -> None:
+    """A release by mail is a forward that reply-handler builds: its download link is signed by
+    reply-handler's own role, which may read attachments/ for it (common/store/layout.py)."""
+    import re
+
+    import requests
+
+    from common.local.env import function_credentials
+
+    big = bytes(range(256)) * 1200
+    held = inbound(stack, fns, mail(subject="Big offer", attachments=[("big.pdf", big, "application/pdf")]),
+                   verdicts={"spam": "FAIL"})
+    qid = records.quarantine_id(held["messageId"])
+    reply = rie_function("reply-handler", env={"MAX_FORWARD_BYTES": "400000"})
+    address = release_address(qid, stack.cfg.thread_secret, stack.cfg.thread_domain)
+    raw = mail(sender=OWNER, to=address, subject=f"Release {qid}", text="")
+    assert reply.invoke(stack.receipt(raw, next_id("r"), to=address, source="owner@example.net"))["status"] == "released"
+    [fwd] = drain(stack, fns)
+    text = fwd.message.get_body(("plain",)).get_content()
+    link = re.search(r"big\.pdf \(too large to forward; stored at s3://\S+; download until [^:]+:\d\d UTC at the latest: "
+                     r"(\S+)\)", text)
+    assert link is not None, text
+    signer = function_credentials(stack.cfg, "reply-handler", ensure_role=False)["AWS_ACCESS_KEY_ID"]
+    assert f"X-Amz-Credential={signer}%2F" in link[1]
+    got = requests.get(link[1], timeout=10)
+    assert (got.status_code, got.content) == (200, big)
+
+
 # --- starting a conversation ----------------------------------------------------------------------
 
 def test_owner_starts_a_conversation_and_the_answer_threads_without_an_ack(stack, fns) -> None:

@@ -37,6 +37,8 @@ OPS: dict[tuple[str, str], tuple[str, ...]] = {
     ("logs", "put_log_events"): ("logs:PutLogEvents",),
     ("logs", "create_log_stream"): ("logs:CreateLogStream",),
     ("s3", "get_object"): ("s3:GetObject",),
+    # no request: the URL is signed here and S3 authorizes the GET as this role when the link is opened
+    ("s3", "generate_presigned_url"): ("s3:GetObject",),
     ("s3", "list_objects_v2"): ("s3:ListBucket",),
     ("s3", "put_object"): ("s3:PutObject",),
     ("s3", "copy_object"): ("s3:GetObject", "s3:PutObject"),  # read the source, write the copy

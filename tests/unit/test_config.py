@@ -36,6 +36,8 @@ def test_missing_required_variables_are_named() -> None:
     ({"PRIVATE_EMAIL": "jörg@example.net"}, "PRIVATE_EMAIL=.* is not an ASCII email address"),
     ({"OWNER_EMAILS": "owner@bücher.example"}, "OWNER_EMAILS contains"),
     ({"ENVIRONMENT": "Prod"}, "ENVIRONMENT"),
+    ({"FORWARD_LINK_DAYS": "8"}, "FORWARD_LINK_DAYS must be 1 to 7"),  # S3's SigV4 limit
+    ({"FORWARD_LINK_DAYS": "0"}, "FORWARD_LINK_DAYS must be 1 to 7"),
 ])
 def test_malformed_values_raise_naming_the_variable(env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
