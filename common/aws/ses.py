@@ -13,7 +13,7 @@ from common.aws import client
 # smaller reading of "40 MB"; SES adds its own headers, DKIM signature and Message-ID on top).
 MAX_MESSAGE_BYTES = 40_000_000
 
-# Codes worth another attempt after a pause (FR-2). Everything else fails at once.
+# Codes worth another attempt after a pause (docs/senders.md). Everything else fails at once.
 RETRYABLE = frozenset({
     "Throttling", "ThrottlingException", "TooManyRequestsException", "ServiceUnavailable",
     "ServiceUnavailableException", "InternalFailure", "InternalServerError", "RequestTimeout",

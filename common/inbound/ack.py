@@ -59,7 +59,7 @@ def unverifiable_sender(mail: ParsedMail) -> str:
     """Several mailboxes or From fields, a group, two angle-addrs or two bare addresses in From:
     SES's DMARC verdict may be about another mailbox than the one an ack would go to. (A name that
     merely looks like an address, ``a@x.example <b@y.example>``, is not ambiguous: the angle-addr is
-    the mailbox, issue 17.2.)"""
+    the mailbox.)"""
     found = [d for d in mail.from_defects if d.startswith(AMBIGUOUS_FROM)]
     if found or mail.from_mailboxes > 1:
         return f"unverifiable sender (From: {'; '.join(found) or 'several mailboxes'})"

@@ -7,7 +7,7 @@ Contacts: permanent bounces and complaints suppress at once; transient bounces c
 ``TRANSIENT_BOUNCE_LIMIT`` in a row, suppress for ``TRANSIENT_SUPPRESSION_SECONDS``; a delivery
 resets the count.
 
-The owner's mailboxes and the public address are never suppressed (issue 18 S1, issue 15):
+The owner's mailboxes and the public address are never suppressed (docs/security.md):
 * a complaint about a forward (the owner pressed "spam") marks the contact's conversation as a
   spam candidate and alerts the owner;
 * a permanent bounce, or the transient-bounce limit, holds mail to that mailbox

@@ -88,7 +88,7 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
                                                  "key": layout.staging(mid)})
         return {"status": "already-processed", "messageId": mid}
     when = received_at(receipt)
-    # Nothing a stranger wrote is parsed before the envelope rules and the caps (issue 18 S3).
+    # Nothing a stranger wrote is parsed before the envelope rules and the caps (docs/security.md).
     decision = policy.assess_envelope(receipt, cfg)
     if decision is None and (over := limits.screen(raw)):
         decision = policy.Decision(policy.QUARANTINE, f"not parsed: {over}")
@@ -155,7 +155,7 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
     forward = build_forward(cfg, mid, cid, mail, kept, warnings, archive_key,
                             thread_address(cid, cfg.thread_secret, cfg.thread_domain),
                             lambda key: s3.presign_get(cfg.bucket, key, cfg.forward_link_days * 24 * 3600))
-    # A forward that can never be built is quarantined now, before any ack goes out (issue 17.2).
+    # A forward that can never be built is quarantined now, before any ack goes out.
     if problem := unbuildable(forward, cfg.public_email, cfg.domain_name):
         return refuse(f"forward cannot be built: {problem}")
     if receipt is None:

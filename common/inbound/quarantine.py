@@ -115,7 +115,7 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
 
 
 def release_unparsed(cfg: Config, item: dict[str, object], raw: bytes, mid: str, why: str) -> str:
-    """Forward a mail that is over a parsing cap without parsing it (review M3): the raw original
+    """Forward a mail that is over a parsing cap without parsing it: the raw original
     attached as an opaque ``original.eml`` (application/octet-stream, never message/rfc822: its
     structure is what tripped the cap, and neither the owner's client nor SES's attachment checks
     should read it inline), copied inside S3 from the held copy; or named by its S3 key when it would

@@ -1,4 +1,4 @@
-"""Caps checked on the raw bytes before anything parses them (issue 18, S3).
+"""Caps checked on the raw bytes before anything parses them (docs/security.md, the caps table).
 
 Mail comes from anyone, and parsing costs are set by the sender: a mail over any cap is
 quarantined unparsed (with the reason) instead of being parsed. :func:`screen` is a few linear

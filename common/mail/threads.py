@@ -1,6 +1,6 @@
 """Conversation ids (docs/CONTRACT.md) and the HMAC-tagged thread addresses that carry them.
 
-The id rule (issue 17.2, 18 S6/S8). An id is always lowercase ``[a-z0-9._-]``, at most
+The id rule (docs/CONTRACT.md; docs/security.md). An id is always lowercase ``[a-z0-9._-]``, at most
 :data:`MAX_ID` characters (so ``<id>.<16 hex tag>`` is a 64-character local part), and two
 different addresses never share one:
 

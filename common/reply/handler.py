@@ -66,12 +66,12 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         goal = owner.target(receipt, cfg)
         bind(**({"conversation_id": goal.value} if goal.kind == "reply" else {"owner_target": goal.kind}))
         auth.check_from(raw, receipt, cfg)
-        if over := limits.screen(raw):  # even the owner's mail is parsed only within the caps (issue 18 S3)
+        if over := limits.screen(raw):  # even the owner's mail is parsed only within the caps (docs/security.md)
             raise NotAuthorised(f"not parsed: {over}")
         mail = parse(raw)
         received = parse_iso(receipt.timestamp) or datetime.now(UTC)
         auth.check_age(mail, received, cfg.reply_max_age_s)
-        if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (review M5)
+        if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
             raise NotAuthorised(f"automatic mail from the owner's mailbox ({why}); not relayed")
         if goal.kind != "release" and (encrypted := encrypted_kind(mail.headers.get("content-type", ""))):
             # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to

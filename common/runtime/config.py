@@ -75,7 +75,7 @@ class Config:
         "your message has arrived and I will reply personally soon.\n\nBest regards\n"
     )
     max_send_rate: float = 14.0  # SES MaxSendRate shared by all senders (messages/second)
-    retry_delays: tuple[float, ...] = (0.0, 5.0, 30.0, 120.0)  # in-Lambda SES retries (FR-2)
+    retry_delays: tuple[float, ...] = (0.0, 5.0, 30.0, 120.0)  # in-Lambda SES retries (docs/senders.md)
     attempt_reserve_s: float = 10.0  # time kept free after the last retry's sleep for the send itself
     max_receive_count: int = 5  # queue redrive; the last receive raises the alert
     # A send's record must outlive every copy of its message: main queue (1 d) + DLQ (14 d) from the first enqueue,

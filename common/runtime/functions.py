@@ -60,7 +60,7 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("reply-handler", 9002, ("domain_name", "public_email", "private_email", "thread_secret"),
              memory_mb=MAIL_MEMORY_MB),
     Function("attachment-extractor", 9003, ()),
-    # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (FR-2).
+    # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (docs/senders.md).
     Function("ack-sender", 9004, ("public_email",), "ack_queue", 180, batch_concurrency=2),
     Function("forward-sender", 9005, ("public_email",), "forward_queue", 180, MAIL_MEMORY_MB,
              batch_concurrency=2, owner_key=True),

@@ -42,7 +42,7 @@ log = get_logger("sender")
 
 class SendFailed(Exception):
     """``permanent``: retrying cannot help (a message that cannot be built, a send SES refuses for
-    good), so the message goes to the DLQ at once instead of after every receive (issue 17.2, 18 S8)."""
+    good), so the message goes to the DLQ at once instead of after every receive."""
 
     def __init__(self, code: str, attempts: int, detail: str = "", permanent: bool = False) -> None:
         super().__init__(f"{code} after {attempts} attempt(s){': ' + detail if detail else ''}")
@@ -249,7 +249,7 @@ class Sender:
                      "correlationId": msg.correlation_id if msg else "", "dlq": dlq_name(self.cfg.send_queue),
                      "original": f"s3://{self.cfg.bucket}/{msg.original_key}" if msg and msg.original_key else ""}
             # One alert per queue and error code an hour: a flood of held forwards or of messages that can
-            # never be sent costs the owner one mail, and the DLQ keeps every message (issue 18 S8).
+            # never be sent costs the owner one mail, and the DLQ keeps every message.
             alerts.publish_throttled(self.cfg, f"send-failed#{self.cfg.send_queue}#{exc.code}", subject, alert)
 
 

@@ -60,7 +60,7 @@ def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
     used: set[str] = set()
     for part in parts:
         if len(out.attachments) + len(out.withheld) >= MAX_STORED_ATTACHMENTS:
-            # issue 18 S3: 10,000 tiny parts must not become 10,000 S3 writes; the archive has them all
+            # 10,000 tiny parts must not become 10,000 S3 writes; the archive has them all
             out.withheld.append(Withheld(part.safe_name, "", f"over {MAX_STORED_ATTACHMENTS} attachments; only in the "
                                                               "archived original"))
             continue

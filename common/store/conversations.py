@@ -22,7 +22,7 @@ def get(cfg: Config, cid: str) -> dict[str, Any] | None:
 
 
 class Collision(Exception):
-    """The conversation id already belongs to another sender (issue 18 S6): never merged."""
+    """The conversation id already belongs to another sender: never merged."""
 
     def __init__(self, cid: str, owner: str) -> None:
         super().__init__(f"conversation id {cid} already belongs to another sender")

@@ -1,4 +1,4 @@
-"""Holding mail to the owner's mailbox while it bounces (issue 15 "never lose the owner's mail").
+"""Holding mail to the owner's mailbox while it bounces (docs/security.md: the owner's mail is never lost).
 
 A permanent bounce of a protected address (the owner's mailbox) does not suppress it: it sets a
 hold on its suppression-table item. While the hold is set, a sender fails mail to that address on

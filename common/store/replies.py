@@ -1,4 +1,4 @@
-"""Which owner messages a conversation has already sent on (replay protection, issue 18 S5).
+"""Which owner messages a conversation has already sent on (replay protection, docs/reply.md).
 
 A DKIM-signed owner reply stays valid when someone delivers it again, and every delivery gets a
 new SES message id, so the id cannot tell a replay from a first delivery. The owner message's own

@@ -71,7 +71,7 @@ def release_notification(cfg: Config, sns_message_id: str) -> None:
 
 def protected(cfg: Config, address: str) -> bool:
     """The owner's own mailboxes and the public address (any case, any ``+tag``) are never suppressed:
-    suppressing them would silently drop every forward (issue 18 S1)."""
+    suppressing them would silently drop every forward (docs/security.md)."""
     return cfg.is_own(address)
 
 
