@@ -15,6 +15,7 @@ from common.runtime.config import Config
 from common.runtime.functions import dlq_name
 from common.store import layout
 from deploy.plan import Change, Run, canonical
+from deploy.resources import attachment_queue
 
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
@@ -114,7 +115,9 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.quarantine_table)]),
             _allow(["sqs:SendMessage"], [a.queue(cfg.forward_queue)]),
         ]
-    elif spec.queue_field:  # a sender (the extractor needs S3 only)
+    elif function == "attachment-extractor":  # its SQS event source polls the attachment queue as this role
+        statements.append(_allow(SENDER_QUEUE_ACTIONS, [a.queue(attachment_queue(cfg))]))
+    elif spec.queue_field:  # a sender
         queue = getattr(cfg, spec.queue_field)
         statements += [
             _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),

@@ -40,7 +40,7 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     """The status of the deployment ``cfg`` names, as one JSON-able dict with a top-level ``ready``."""
     from deploy.lambdas import ALIAS, async_dlq, function_name
     from deploy.receiving import rule_names
-    from deploy.resources import queue_url, sender_queues
+    from deploy.resources import event_queues, queue_url
 
     environ = os.environ if environ is None else environ
     ses, domain = control_client("ses"), cfg.domain_name
@@ -99,7 +99,7 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     checks.append(_check("receipt rules", f"{active or 'no active set'}: {', '.join(r for r in rules if r in ours) or '-'}",
                          all(r in rules for r in ours), True, "" if all(r in rules for r in ours) else "deploy again"))
     depths = {}
-    for queue in [dlq_name(q) for q in sender_queues(cfg)] + [async_dlq(cfg)]:
+    for queue in [dlq_name(q) for q in event_queues(cfg)] + [async_dlq(cfg)]:
         url = queue_url(queue)
         if url:
             attrs = control_client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
