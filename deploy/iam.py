@@ -121,8 +121,9 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
         queue = getattr(cfg, spec.queue_field)
         statements += [
             _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
-            # a message that can never be sent goes to the DLQ at once (common/senders/handler.py)
-            _allow(["sqs:SendMessage"], [a.queue(dlq_name(queue))]),
+            # a message that can never be sent goes to the DLQ at once; one waiting for SES's daily quota
+            # is sent again as a fresh copy on its last receive (common/senders/handler.py)
+            _allow(["sqs:SendMessage"], [a.queue(queue), a.queue(dlq_name(queue))]),
             _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
             # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox (store/holds.py)

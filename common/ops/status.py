@@ -74,9 +74,14 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     account_info = or_none(lambda: control_client("sesv2").get_account(), "NotFoundException") or {}
     quota = account_info.get("SendQuota", {})
     sandbox = not account_info.get("ProductionAccessEnabled", False)
-    checks.append(_check("sending", f"{'sandbox' if sandbox else 'production'}: {quota.get('SentLast24Hours', 0):g} of "
-                         f"{quota.get('Max24HourSend', 0):g} in 24 h, {quota.get('MaxSendRate', 0):g}/s",
-                         not sandbox, False, "only verified recipients until production access" if sandbox else ""))
+    sent, most = float(quota.get("SentLast24Hours", 0)), float(quota.get("Max24HourSend", 0))
+    used = round(100 * sent / most, 1) if most > 0 else 0.0
+    hint = "only verified recipients until production access" if sandbox else ""
+    if most > 0 and sent >= most:  # the senders keep messages waiting (QUOTA_WAIT_SECONDS), never in a DLQ
+        hint = "; ".join(filter(None, ["daily quota used up: sends wait until the 24-hour window has room", hint]))
+    checks.append(_check("sending", f"{'sandbox' if sandbox else 'production'}: {sent:g} of {most:g} in 24 h "
+                         f"({used:g}% of the day's quota used), {quota.get('MaxSendRate', 0):g}/s",
+                         not sandbox and sent < most, False, hint))
     lam = control_client("lambda")
     versions: dict[str, str | None] = {}
     for spec in FUNCTIONS:
@@ -113,7 +118,8 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     reasons = [f"{c['check']}: {c['value']} ({c['detail']})" if c["detail"] else f"{c['check']}: {c['value']}"
                for c in checks if c["blocks"]]
     return {"ready": not reasons, "reasons": reasons, "deployment": cfg.prefix, "account": account, "region": cfg.region,
-            "domain": domain, "sandbox": sandbox, "send_quota": quota, "send_rate": rate, "versions": versions,
+            "domain": domain, "sandbox": sandbox, "send_quota": quota, "daily_quota_used_percent": used,
+            "send_rate": rate, "versions": versions,
             "dlq_depths": depths, "alarms": alarms, "checks": checks}
 
 

@@ -81,6 +81,10 @@ def test_the_first_deploy_procedure_on_a_fresh_account(account, moto_server, tmp
     assert (code, report["ready"], report["reasons"]) == (0, True, [])
     assert report["send_rate"] == "1"
     assert report["sandbox"] is True and report["send_quota"]["Max24HourSend"] == 200.0
+    sent = report["send_quota"]["SentLast24Hours"]
+    assert report["daily_quota_used_percent"] == round(100 * sent / 200, 1)
+    [sending] = [c for c in report["checks"] if c["check"] == "sending"]
+    assert f"{sent:g} of 200 in 24 h ({report['daily_quota_used_percent']:g}% of the day's quota used)" in sending["value"]
     assert set(report["versions"]) == {"inbound-handler", "reply-handler", "attachment-extractor", "ack-sender",
                                        "forward-sender", "reply-sender"} and all(report["versions"].values())
     assert report["dlq_depths"] and not any(report["dlq_depths"].values())  # nothing in any DLQ
