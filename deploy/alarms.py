@@ -10,7 +10,7 @@ from common.aws import control_client
 from common.runtime.functions import FUNCTIONS, dlq_name
 from deploy.lambdas import async_dlq, function_name
 from deploy.plan import Run, differing
-from deploy.resources import sender_queues, topic_arn
+from deploy.resources import attachment_queue, sender_queues, topic_arn
 
 
 def _not_empty(queue: str, why: str) -> dict[str, Any]:
@@ -23,6 +23,8 @@ def _not_empty(queue: str, why: str) -> dict[str, Any]:
 def wanted(run: Run) -> list[dict[str, Any]]:
     cfg = run.cfg
     out = [_not_empty(dlq_name(q), f"A send failed for good: its message is in {dlq_name(q)}") for q in sender_queues(cfg)]
+    extract = dlq_name(attachment_queue(cfg))
+    out.append(_not_empty(extract, f"An attachment's notification failed 5 times (S3 errors): it is in {extract}"))
     out.append(_not_empty(async_dlq(cfg), f"An event SES, S3 or SNS sent was not handled after Lambda's retries: it "
                                           f"is in {async_dlq(cfg)} (email-handler replay re-invokes it)"))
     out += [{"AlarmName": f"{function_name(cfg, f.name)}-errors", "Namespace": "AWS/Lambda", "MetricName": "Errors",

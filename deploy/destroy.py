@@ -21,7 +21,7 @@ from deploy.images import repository_name
 from deploy.lambdas import alias_arn, async_dlq, function_name
 from deploy.main import Options, connect, summarize
 from deploy.plan import UNCHANGED, Change, Run
-from deploy.resources import TABLES, bucket_exists, queue_arn, queue_url, sender_queues, topic_arn
+from deploy.resources import TABLES, bucket_exists, event_queues, queue_arn, queue_url, topic_arn
 
 
 def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, str] | None = None,
@@ -57,7 +57,7 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
         run.remove("ecr-repository", repo, found is not None,
                    partial(ecr.delete_repository, repositoryName=repo, force=True))
     sqs = control_client("sqs")
-    for name in [q for s in sender_queues(cfg) for q in (s, dlq_name(s))] + [async_dlq(cfg)]:
+    for name in [q for s in event_queues(cfg) for q in (s, dlq_name(s))] + [async_dlq(cfg)]:
         url = queue_url(name)
         run.remove("sqs-queue", name, url is not None, partial(sqs.delete_queue, QueueUrl=url))
     sns = control_client("sns")
@@ -82,14 +82,14 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
 
 
 def _event_sources(run: Run, lam: Any, account: str) -> None:
-    """The senders' SQS mappings, before their functions and queues (deleting a function leaves its
+    """The SQS mappings (senders, extractor), before their functions and queues (deleting a function leaves its
     mappings behind). They are made on the ``live`` alias and ListEventSourceMappings matches the
     function exactly, qualifier included: the plain name does not list them. So they are found by
     each sender queue's ARN and by each alias ARN (and by the plain name, for a mapping made on the
     function itself); only mappings to this deployment's functions are removed."""
     cfg = run.cfg
     ours = {function_name(cfg, f.name) for f in FUNCTIONS}
-    queries: list[dict[str, str]] = [{"EventSourceArn": queue_arn(cfg, q)} for q in sender_queues(cfg) if queue_url(q)]
+    queries: list[dict[str, str]] = [{"EventSourceArn": queue_arn(cfg, q)} for q in event_queues(cfg) if queue_url(q)]
     for f in FUNCTIONS:
         if _exists(lam, function_name(cfg, f.name)):
             queries += [{"FunctionName": alias_arn(cfg, account, f.name)}, {"FunctionName": function_name(cfg, f.name)}]

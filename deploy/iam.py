@@ -15,6 +15,7 @@ from common.runtime.config import Config
 from common.runtime.functions import dlq_name
 from common.store import layout
 from deploy.plan import Change, Run, canonical
+from deploy.resources import attachment_queue
 
 TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
@@ -117,12 +118,15 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.quarantine_table)]),
             _allow(["sqs:SendMessage"], [a.queue(cfg.forward_queue)]),
         ]
-    elif spec.queue_field:  # a sender (the extractor needs S3 only)
+    elif function == "attachment-extractor":  # its SQS event source polls the attachment queue as this role
+        statements.append(_allow(SENDER_QUEUE_ACTIONS, [a.queue(attachment_queue(cfg))]))
+    elif spec.queue_field:  # a sender
         queue = getattr(cfg, spec.queue_field)
         statements += [
             _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
-            # a message that can never be sent goes to the DLQ at once (common/senders/handler.py)
-            _allow(["sqs:SendMessage"], [a.queue(dlq_name(queue))]),
+            # a message that can never be sent goes to the DLQ at once; one waiting for SES's daily quota
+            # is sent again as a fresh copy on its last receive (common/senders/handler.py)
+            _allow(["sqs:SendMessage"], [a.queue(queue), a.queue(dlq_name(queue))]),
             _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
             # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox (store/holds.py)

@@ -16,14 +16,13 @@ from pathlib import Path
 
 from common.aws import reset_clients
 from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS, SENDERS
+from common.runtime.functions import FUNCTIONS
 from deploy import alarms, dns, iam, lambdas, preflight, receiving, triggers
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.plan import UNCHANGED, Change, Run
 from deploy.resources import (
     DLQ_RETENTION_S,
-    attachments_notification,
     feedback_topic_policy,
     queue,
     ses_identity,
@@ -165,11 +164,10 @@ def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, P
         lambdas.function(run, spec, images[spec.name], role_arn, lambdas.environment(cfg, spec, source_env))
     for name in lambdas.ASYNC_FUNCTIONS:
         lambdas.on_failure(run, name)
-    for spec in SENDERS:
-        triggers.event_source(run, account, spec)
-    triggers.permission(run, account, "attachment-extractor", "s3-attachments", "s3.amazonaws.com", f"arn:aws:s3:::{cfg.bucket}")
-    attachments_notification(run, "LambdaFunctionConfigurations", "LambdaFunctionArn",
-                             lambdas.alias_arn(cfg, account, "attachment-extractor"), "attachment-extractor")
+    # The senders' queues and the attachment queue S3 notifies (deploy.resources.attachment_queue).
+    for spec in FUNCTIONS:
+        if spec.batch_concurrency:
+            triggers.event_source(run, account, spec)
     feedback = topic_arn(cfg, cfg.feedback_topic)
     feedback_topic_policy(run, account)
     triggers.permission(run, account, "inbound-handler", "sns-ses-feedback", "sns.amazonaws.com", feedback)

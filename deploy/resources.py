@@ -7,8 +7,9 @@ One module for both local modes (``email-handler dev`` and the compose init serv
 once and never overwritten.
 
 ``local=True`` adds what AWS does for us and the local event wiring needs instead
-(common.local.wiring): a queue for S3 notifications, a queue subscribed to the SES feedback topic,
-and a queue that stands in for Lambda's asynchronous invocations (SES receipt actions).
+(common.local.wiring): a queue subscribed to the SES feedback topic and a queue that stands in for
+Lambda's asynchronous invocations (SES receipt actions). S3 notifications go to the attachment queue
+in every mode, so the wiring polls it as Lambda's event source mapping would.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple
 from common.aws import control_client, error_code, or_none
 from common.aws.sts import account_id
 from common.runtime.config import SECRET_PARAMETERS, Config, env_name
-from common.runtime.functions import QUEUE_VISIBILITY_S, dlq_name
+from common.runtime.functions import BY_NAME, QUEUE_VISIBILITY_S, dlq_name
 from common.store import layout
 from deploy import propagation
 from deploy.errors import DeployError
@@ -68,12 +69,28 @@ def default_spam_rules() -> str:
 
 
 def local_queue(cfg: Config, purpose: str) -> str:
-    """Queues of the local event wiring: ``s3-events``, ``ses-feedback``, ``invocations``."""
+    """Queues of the local event wiring: ``ses-feedback``, ``invocations``."""
     return cfg.name(f"wiring-{purpose}")
+
+
+def attachment_queue(cfg: Config) -> str:
+    """S3 ObjectCreated under attachments/ -> this queue -> attachment-extractor (an SQS event source with
+    MaximumConcurrency, deploy.triggers), in every mode; docs/decisions.md says why not S3 -> Lambda."""
+    return cfg.name("attachment-events")
+
+
+# Lambda's guidance for an SQS event source: a visibility timeout of at least six times the function's
+# timeout (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html).
+EXTRACT_VISIBILITY_S = 6 * BY_NAME["attachment-extractor"].timeout_s
 
 
 def sender_queues(cfg: Config) -> tuple[str, ...]:
     return (cfg.ack_queue, cfg.forward_queue, cfg.reply_queue)
+
+
+def event_queues(cfg: Config) -> tuple[str, ...]:
+    """Every queue a function consumes through an SQS event source."""
+    return (*sender_queues(cfg), attachment_queue(cfg))
 
 
 def provision(cfg: Config, report: Callable[[Change], None] | None = None, *, apply: bool = True,
@@ -97,6 +114,7 @@ def shared(run: Run, local: bool = False, identity: bool = True) -> None:
         _table(run, getattr(cfg, field_name), key, ttl, indexes)
     for name in sender_queues(cfg):
         _queue_with_dlq(run, name, QUEUE_VISIBILITY_S, cfg.max_receive_count)
+    _attachment_events(run, cfg)
     for topic in (cfg.alert_topic, cfg.feedback_topic):
         _topic(run, topic)
     if identity:
@@ -520,19 +538,24 @@ def _allow_sender(queue: str, source_arn: str, service: str) -> str:
         "Condition": {"ArnEquals": {"aws:SourceArn": source_arn}}}]}, sort_keys=True)
 
 
+def _attachment_events(run: Run, cfg: Config) -> None:
+    """The attachment queue (and its DLQ after the usual receives), S3 allowed to send to it for the bucket
+    alone ("Granting permissions to publish messages to an SQS queue", S3 User Guide,
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/grant-destinations-permissions-to-s3.html)."""
+    name = attachment_queue(cfg)
+    _queue_with_dlq(run, name, EXTRACT_VISIBILITY_S, cfg.max_receive_count,
+                    extra={"Policy": _allow_sender(name, f"arn:aws:s3:::{cfg.bucket}", "s3.amazonaws.com")})
+    attachments_notification(run, "QueueConfigurations", "QueueArn", queue_arn(cfg, name), name)
+
+
 def _local_wiring(run: Run, cfg: Config) -> None:
-    s3_events, feedback, invocations = (local_queue(cfg, p) for p in ("s3-events", "ses-feedback", "invocations"))
-    bucket_arn = f"arn:aws:s3:::{cfg.bucket}"
+    feedback, invocations = (local_queue(cfg, p) for p in ("ses-feedback", "invocations"))
     feedback_arn = topic_arn(cfg, cfg.feedback_topic)
-    # S3 and SNS invoke Lambda asynchronously too: the same three attempts, then a DLQ.
-    _queue_with_dlq(run, s3_events, ASYNC_RETRY_S, ASYNC_ATTEMPTS,
-                    extra={"Policy": _allow_sender(s3_events, bucket_arn, "s3.amazonaws.com")})
+    # SNS and SES invoke Lambda asynchronously: the same three attempts, then a DLQ.
     _queue_with_dlq(run, feedback, ASYNC_RETRY_S, ASYNC_ATTEMPTS,
                     extra={"Policy": _allow_sender(feedback, feedback_arn, "sns.amazonaws.com")})
     _queue_with_dlq(run, invocations, ASYNC_RETRY_S, ASYNC_ATTEMPTS)
-    feedback_queue, events_queue = queue_arn(cfg, feedback), queue_arn(cfg, s3_events)
-    subscription(run, feedback_arn, "sqs", feedback_queue, f"{cfg.feedback_topic} -> {feedback}")
-    attachments_notification(run, "QueueConfigurations", "QueueArn", events_queue, s3_events)
+    subscription(run, feedback_arn, "sqs", queue_arn(cfg, feedback), f"{cfg.feedback_topic} -> {feedback}")
 
 
 def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str) -> None:
@@ -547,7 +570,7 @@ def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str)
 
 
 def attachments_notification(run: Run, kind: str, arn_key: str, target: str, target_name: str) -> None:
-    """S3 ObjectCreated under attachments/ -> ``target`` (a queue locally, the extractor on AWS).
+    """S3 ObjectCreated under attachments/ -> ``target`` (the attachment queue in every mode).
 
     ``kind`` is the notification list (QueueConfigurations, LambdaFunctionConfigurations) and
     ``arn_key`` the target's field in it; this configuration replaces the bucket's others.

@@ -1,5 +1,5 @@
-"""What invokes the functions: resource-based permissions, the senders' SQS event sources, the S3
-notification for attachments, the SNS subscription for SES feedback and the daily digest schedule."""
+"""What invokes the functions: resource-based permissions, the SQS event sources (the senders' queues,
+the attachment queue S3 notifies), the SNS subscription for SES feedback and the daily digest schedule."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from typing import Any
 
 from common.aws import control_client, or_none
 from common.runtime.config import Config
-from common.runtime.functions import Function
+from common.runtime.functions import FUNCTIONS, Function
 from deploy import propagation
 from deploy.lambdas import ALIAS, alias_arn, function_name
 from deploy.plan import Run
-from deploy.resources import queue_arn
+from deploy.resources import attachment_queue, queue_arn
 
 BATCH_SIZE = 10
+# Invoked once per received mail by its SES receipt rule's Lambda action (deploy.receiving).
+ONE_PER_MAIL = ("inbound-handler", "reply-handler")
 # AddPermission: SourceAccount guards against a bucket deleted and recreated by another account (S3)
 # and names the account for SES; SNS documents SourceArn alone (the topic ARN holds the account).
 SOURCE_ACCOUNT_PRINCIPALS = ("s3.amazonaws.com", "ses.amazonaws.com")
@@ -56,10 +58,17 @@ def permission(run: Run, account: str, function: str, sid: str, principal: str, 
                  create_detail=principal)
 
 
+def source_queue(cfg: Config, spec: Function) -> str:
+    """The queue a function consumes through an SQS event source ("" for none)."""
+    if spec.name == "attachment-extractor":
+        return attachment_queue(cfg)
+    return str(getattr(cfg, spec.queue_field)) if spec.queue_field else ""
+
+
 def event_source(run: Run, account: str, spec: Function) -> None:
-    """The sender's queue -> its ``live`` alias, partial batch responses, bounded concurrency."""
+    """The function's queue -> its ``live`` alias, partial batch responses, bounded concurrency."""
     api = control_client("lambda")
-    queue = getattr(run.cfg, spec.queue_field)
+    queue = source_queue(run.cfg, spec)
     source, target = queue_arn(run.cfg, queue), alias_arn(run.cfg, account, spec.name)
     wanted = {"BatchSize": BATCH_SIZE, "MaximumBatchingWindowInSeconds": 0,
               "FunctionResponseTypes": ["ReportBatchItemFailures"],
@@ -123,3 +132,28 @@ def digest_schedule(run: Run, account: str) -> None:
     put_target = lambda *_: events.put_targets(Rule=name, Targets=[want])  # noqa: E731
     run.converge("events-target", f"{name} -> {function_name(cfg, 'inbound-handler')}:{ALIAS}", current, differ,
                  create=put_target, update=put_target, create_detail="task quarantine-digest")
+
+
+def worst_case_concurrency(cfg: Config, account: str) -> dict[str, int]:
+    """What one received mail can make each function use at once, from the deployed event source mappings
+    and reservations: an SQS-fed function at most its mappings' MaximumConcurrency ("limits the number of
+    concurrent instances that the Amazon SQS event source can invoke", Lambda API, ScalingConfig,
+    https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html), or its reservation if lower;
+    one invoked by a service per event (SES receipt rule: one invocation per mail), one. A function with
+    neither a mapping nor a known event count (S3 invoking it per object) is unbounded: -1."""
+    api, out = control_client("lambda"), {}
+    for spec in FUNCTIONS:
+        name = function_name(cfg, spec.name)
+        mappings = api.list_event_source_mappings(FunctionName=alias_arn(cfg, account, spec.name)).get(
+            "EventSourceMappings", [])
+        reserved = api.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")
+        if mappings:
+            bound = sum(int((m.get("ScalingConfig") or {}).get("MaximumConcurrency") or -1) for m in mappings)
+            if any(not (m.get("ScalingConfig") or {}).get("MaximumConcurrency") for m in mappings):
+                bound = -1
+        else:
+            bound = 1 if spec.name in ONE_PER_MAIL else -1
+        if reserved is not None:
+            bound = int(reserved) if bound < 0 else min(bound, int(reserved))
+        out[spec.name] = bound
+    return out

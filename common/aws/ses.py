@@ -21,6 +21,17 @@ RETRYABLE = frozenset({
 })
 
 
+def daily_quota_exceeded(exc: BaseException) -> bool:
+    """SES refused the send because the account's 24-hour quota is used up. The API answers a throttling
+    error whose message is "Daily message quota exceeded" (its rate twin: "Maximum sending rate
+    exceeded"); only the message tells them apart (SES DG, "Errors related to the sending quotas for your
+    Amazon SES account", https://docs.aws.amazon.com/ses/latest/dg/manage-sending-quotas-errors.html).
+    Retrying within seconds cannot help: room comes back only as the day's oldest sends age out."""
+    response = getattr(exc, "response", None)
+    message = str((response or {}).get("Error", {}).get("Message", "")) if isinstance(response, dict) else ""
+    return "daily message quota exceeded" in message.lower()
+
+
 def prepare() -> None:
     """Create the sending client now (its first use loads botocore's SES model)."""
     client("sesv2", max_attempts=1)

@@ -20,9 +20,9 @@ def queue_url(name: str) -> str:
     return f"{str(client('sqs').meta.endpoint_url).rstrip('/')}/{account_id()}/{name}"
 
 
-def send(queue_name: str, body: str, attributes: dict[str, str] | None = None) -> str:
+def send(queue_name: str, body: str, attributes: dict[str, str] | None = None, delay_s: int = 0) -> str:
     response = client("sqs").send_message(
-        QueueUrl=queue_url(queue_name), MessageBody=body,
+        QueueUrl=queue_url(queue_name), MessageBody=body, **({"DelaySeconds": delay_s} if delay_s else {}),
         MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in (attributes or {}).items()},
     )
     return str(response["MessageId"])
@@ -40,6 +40,12 @@ def receive(queue_name: str, max_messages: int = 10, wait_s: int = 1, visibility
         AttributeNames=["All"], MessageAttributeNames=["All"], **kwargs,
     )
     return list(response.get("Messages", []))
+
+
+def hide(queue_name: str, receipt_handle: str, seconds: int) -> None:
+    """ChangeMessageVisibility: the received message stays invisible for ``seconds`` from now."""
+    client("sqs").change_message_visibility(QueueUrl=queue_url(queue_name), ReceiptHandle=receipt_handle,
+                                            VisibilityTimeout=seconds)
 
 
 def delete(queue_name: str, receipt_handles: list[str], api: Any = None) -> None:

@@ -2,8 +2,8 @@
 
 Every PDF/DOCX attachment ends with one of two records: the text, or a small JSON error record
 beside the output path (encrypted, damaged, zip bomb, wrong content, over a limit) and a WARNING.
-The invocation still succeeds so S3 does not retry a bad file forever. S3 errors (throttling,
-outages) propagate so the event is retried. The parse itself runs in a child process sized to
+The invocation still succeeds so a bad file is not retried forever. S3 errors (throttling,
+outages) fail the record (or, for a direct S3 event, the invocation) so it is retried. The parse itself runs in a child process sized to
 what this sandbox has left (common.extractor.isolate), so no document can exhaust the
 function's memory or time.
 """
@@ -18,6 +18,7 @@ from common.extractor import isolate
 from common.extractor import text as textextract
 from common.runtime import events
 from common.runtime.config import Config
+from common.runtime.errors import EventError
 from common.runtime.log import get_logger
 from common.store import layout
 
@@ -34,9 +35,52 @@ class ExtractorResult(TypedDict):
     results: list[dict[str, Any]]  # one per S3 record: extracted | rejected | skipped | ignored | gone
 
 
-def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> ExtractorResult:
+class BatchResult(ExtractorResult):
+    batchItemFailures: list[dict[str, str]]  # SQS records to retry (ReportBatchItemFailures)
+
+
+def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> ExtractorResult | BatchResult:
+    """An SQS batch from the attachment queue (each body an S3 event notification), or an S3 event
+    itself (``email-handler invoke``, tests/fixtures/events/s3-attachment.json)."""
+    records = event.get("Records") if isinstance(event, dict) else None
+    if isinstance(records, list) and records and isinstance(records[0], dict) and records[0].get("eventSource") == "aws:sqs":
+        return _batch(cfg, event, context)
     results = [extract_object(cfg, obj.bucket, obj.key, context) for obj in events.s3_objects(event)]
     return {"status": "ok", "results": results}
+
+
+def _batch(cfg: Config, event: Any, context: LambdaContext | None) -> BatchResult:
+    """Each SQS record on its own: an S3 error fails that record alone, which SQS redelivers and after
+    maxReceiveCount moves to the DLQ ("Handling errors for an SQS event source in Lambda",
+    https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html)."""
+    import json
+
+    results: list[dict[str, Any]] = []
+    failures: list[dict[str, str]] = []
+    for record in events.sqs_records(event):
+        try:
+            body = json.loads(record.body)
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("Event") == "s3:TestEvent":
+            # S3 sends it once when the notification is configured (S3 User Guide, "Event message structure").
+            log.info("notification ignored", extra={"sqs_message_id": record.message_id, "reason": "S3 test event"})
+            continue
+        try:
+            objects = events.s3_objects(body)
+        except (EventError, KeyError, TypeError) as exc:
+            log.warning("queue message dropped", extra={"sqs_message_id": record.message_id,
+                                                        "reason": f"not an S3 event notification: {exc}"})
+            results.append({"status": "ignored", "reason": "not an S3 event notification"})
+            continue
+        try:
+            results += [extract_object(cfg, obj.bucket, obj.key, context) for obj in objects]
+        except Exception as exc:  # S3 throttling or an outage: this record is retried, the others are done
+            log.warning("notification failed", extra={"sqs_message_id": record.message_id,
+                                                      "receive_count": record.receive_count,
+                                                      "error": f"{type(exc).__name__}: {exc}"})
+            failures.append({"itemIdentifier": record.message_id})
+    return {"status": "ok", "results": results, "batchItemFailures": failures}
 
 
 def _limits(cfg: Config, context: LambdaContext | None) -> textextract.Limits:

@@ -284,12 +284,10 @@ def _provision(args: argparse.Namespace) -> int:
 def _wiring(args: argparse.Namespace) -> int:
     from common.local.env import function_credentials
     from common.local.wiring import Endpoint, Wiring
-    from common.runtime.functions import SENDERS
-
     cfg = _local_config(args)
     endpoints = {f.name: Endpoint(f.name, args.rie_url_template.format(function=f.name, port=f.port)) for f in FUNCTIONS}
-    # As Lambda's event-source mapping: each sender's queue is polled with the sender's role session.
-    roles = {f.name: function_credentials(cfg, f.name, ensure_role=False) for f in SENDERS}
+    # As Lambda's event-source mapping: each SQS-fed function's queue is polled with its role session.
+    roles = {f.name: function_credentials(cfg, f.name, ensure_role=False) for f in FUNCTIONS if f.batch_concurrency}
     wiring = Wiring(cfg, endpoints, args.visibility_timeout, report=lambda line: print(f"[wiring] {line}", flush=True),
                     roles=roles)
     wiring.start()

@@ -241,7 +241,7 @@ class DevStack:
 
         self._step("six functions under the RIE", functions)
         endpoints = {name: Endpoint(name, proc.url) for name, proc in procs.items()}
-        # Each sender's queue is polled with the sender's role, as Lambda's event-source mapping does.
+        # Each SQS-fed function's queue is polled with its role, as Lambda's event-source mapping does.
         self.wiring = self._register("wiring", Wiring(cfg, endpoints, self.visibility_s, report=self.activity, roles=roles))
         self._step("event wiring (SQS, S3, SNS, async invocations)", self.wiring.start)
         ingress = self._register("smtp", SmtpIngress(cfg, HOST, self.ports.smtp))

@@ -4,9 +4,10 @@ Lambda's asynchronous invocations do, for functions behind RIE endpoints.
 One thread per source, each invoking through a per-function lock, because an RIE serves one
 invocation at a time (a second concurrent request crashes it):
 
-* the sender queues -> ack/forward/reply-sender: SQS batches with ``ReportBatchItemFailures``
-  (:func:`poll_queue_once`: only successes are deleted);
-* ``wiring-s3-events`` -> attachment-extractor: the S3 event notification is the Lambda event;
+* the sender queues -> ack/forward/reply-sender, and ``attachment-events`` (S3 ObjectCreated under
+  attachments/) -> attachment-extractor: SQS batches with ``ReportBatchItemFailures``
+  (:func:`poll_queue_once`: only successes are deleted), one batch at a time per function, within
+  the MaximumConcurrency the deploy gives their event sources;
 * ``wiring-ses-feedback`` -> inbound-handler: the SNS envelope becomes the SNS event Lambda gets;
 * ``wiring-invocations`` -> the function named in the message: what SES's receipt-rule Lambda
   action does (an asynchronous invocation), fed by the SMTP ingress and ``email-handler inject``.
@@ -27,9 +28,10 @@ from typing import Any
 from common.aws import sqs
 from common.local.events import sns_event, sqs_event
 from common.runtime.config import Config
-from common.runtime.functions import BY_NAME, SENDERS
+from common.runtime.functions import BY_NAME, FUNCTIONS
 from common.runtime.log import get_logger
 from deploy import resources
+from deploy.triggers import source_queue
 
 Invoke = Callable[[dict[str, Any]], Any]
 log = get_logger("wiring")
@@ -100,15 +102,6 @@ class Drop:
 Route = tuple[str, dict[str, Any]] | Drop
 
 
-def s3_route(body: dict[str, Any]) -> Route:
-    if body.get("Event") == "s3:TestEvent":
-        return Drop("S3 test event (sent when the notification is configured)", expected=True)
-    records = body.get("Records")
-    if isinstance(records, list) and records and all(r.get("eventSource") == "aws:s3" for r in records):
-        return "attachment-extractor", body
-    return Drop("not an S3 event notification")
-
-
 def sns_route(body: dict[str, Any]) -> Route:
     if body.get("Type") != "Notification" or "Message" not in body:
         return Drop(f"SNS message of type {body.get('Type')!r} carries no notification")
@@ -154,9 +147,10 @@ class Wiring:
         self.cfg, self.endpoints, self.visibility_s, self.batch_size = cfg, endpoints, visibility_s, batch_size
         self.report = report or (lambda line: None)
         roles = roles or {}
-        self.sources = [Source(getattr(cfg, f.queue_field), function=f.name,
-                               api=role_sqs(roles[f.name], cfg.region) if f.name in roles else None) for f in SENDERS] + [
-            Source(resources.local_queue(cfg, "s3-events"), s3_route),
+        # The SQS event sources AWS has: the senders' queues and the attachment queue S3 notifies.
+        self.sources = [Source(source_queue(cfg, f), function=f.name,
+                               api=role_sqs(roles[f.name], cfg.region) if f.name in roles else None)
+                        for f in FUNCTIONS if f.batch_concurrency] + [
             Source(resources.local_queue(cfg, "ses-feedback"), sns_route),
             Source(resources.local_queue(cfg, "invocations"), invocation_route),
         ]

@@ -40,7 +40,7 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     """The status of the deployment ``cfg`` names, as one JSON-able dict with a top-level ``ready``."""
     from deploy.lambdas import ALIAS, async_dlq, function_name
     from deploy.receiving import rule_names
-    from deploy.resources import queue_url, sender_queues
+    from deploy.resources import event_queues, queue_url
 
     environ = os.environ if environ is None else environ
     ses, domain = control_client("ses"), cfg.domain_name
@@ -74,9 +74,14 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     account_info = or_none(lambda: control_client("sesv2").get_account(), "NotFoundException") or {}
     quota = account_info.get("SendQuota", {})
     sandbox = not account_info.get("ProductionAccessEnabled", False)
-    checks.append(_check("sending", f"{'sandbox' if sandbox else 'production'}: {quota.get('SentLast24Hours', 0):g} of "
-                         f"{quota.get('Max24HourSend', 0):g} in 24 h, {quota.get('MaxSendRate', 0):g}/s",
-                         not sandbox, False, "only verified recipients until production access" if sandbox else ""))
+    sent, most = float(quota.get("SentLast24Hours", 0)), float(quota.get("Max24HourSend", 0))
+    used = round(100 * sent / most, 1) if most > 0 else 0.0
+    hint = "only verified recipients until production access" if sandbox else ""
+    if most > 0 and sent >= most:  # the senders keep messages waiting (QUOTA_WAIT_SECONDS), never in a DLQ
+        hint = "; ".join(filter(None, ["daily quota used up: sends wait until the 24-hour window has room", hint]))
+    checks.append(_check("sending", f"{'sandbox' if sandbox else 'production'}: {sent:g} of {most:g} in 24 h "
+                         f"({used:g}% of the day's quota used), {quota.get('MaxSendRate', 0):g}/s",
+                         not sandbox and sent < most, False, hint))
     lam = control_client("lambda")
     versions: dict[str, str | None] = {}
     for spec in FUNCTIONS:
@@ -99,7 +104,7 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     checks.append(_check("receipt rules", f"{active or 'no active set'}: {', '.join(r for r in rules if r in ours) or '-'}",
                          all(r in rules for r in ours), True, "" if all(r in rules for r in ours) else "deploy again"))
     depths = {}
-    for queue in [dlq_name(q) for q in sender_queues(cfg)] + [async_dlq(cfg)]:
+    for queue in [dlq_name(q) for q in event_queues(cfg)] + [async_dlq(cfg)]:
         url = queue_url(queue)
         if url:
             attrs = control_client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
@@ -113,7 +118,8 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     reasons = [f"{c['check']}: {c['value']} ({c['detail']})" if c["detail"] else f"{c['check']}: {c['value']}"
                for c in checks if c["blocks"]]
     return {"ready": not reasons, "reasons": reasons, "deployment": cfg.prefix, "account": account, "region": cfg.region,
-            "domain": domain, "sandbox": sandbox, "send_quota": quota, "send_rate": rate, "versions": versions,
+            "domain": domain, "sandbox": sandbox, "send_quota": quota, "daily_quota_used_percent": used,
+            "send_rate": rate, "versions": versions,
             "dlq_depths": depths, "alarms": alarms, "checks": checks}
 
 

@@ -78,6 +78,10 @@ class Config:
     retry_delays: tuple[float, ...] = (0.0, 5.0, 30.0, 120.0)  # in-Lambda SES retries (docs/senders.md)
     attempt_reserve_s: float = 10.0  # time kept free after the last retry's sleep for the send itself
     max_receive_count: int = 5  # queue redrive; the last receive raises the alert
+    # How long a message waits (its visibility timeout) when SES says the daily quota is used up. The
+    # quota is a rolling 24 h window, so room comes back as the oldest sends age out; SQS caps a
+    # visibility timeout at 12 h (common/senders/handler.py).
+    quota_wait_s: int = 3600
     # A send's record must outlive every copy of its message: main queue (1 d) + DLQ (14 d) from the first enqueue,
     # and a DLQ redrive starts that clock again ("redriven messages are treated as new messages", SQS DG), so
     # two full cycles: a copy redriven once, late, is still recognised as sent (tests/unit/test_config.py).
@@ -190,6 +194,7 @@ _ENV = {
     "feedback_topic": "FEEDBACK_TOPIC_NAME",
     "retry_delays": "RETRY_DELAYS_SECONDS",
     "attempt_reserve_s": "ATTEMPT_RESERVE_SECONDS",
+    "quota_wait_s": "QUOTA_WAIT_SECONDS",
     "idempotency_ttl_s": "IDEMPOTENCY_TTL_SECONDS",
     "spam_rules_ttl_s": "SPAM_RULES_TTL_SECONDS",
     "transient_suppression_s": "TRANSIENT_SUPPRESSION_SECONDS",
@@ -200,6 +205,11 @@ _ENV = {
 
 def env_name(field_name: str) -> str:
     return _ENV.get(field_name, field_name.upper())
+
+
+# "The maximum [visibility timeout] is 12 hours" (SQS Developer Guide, "Amazon SQS visibility timeout",
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-visibility-timeout.html).
+MAX_VISIBILITY_S = 12 * 3600
 
 
 def load(environ: Mapping[str, str] | None = None, require: Iterable[str] = ()) -> Config:
@@ -298,6 +308,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("MAX_RECEIVE_COUNT must be at least 1")
     if not 1 <= cfg.forward_link_days <= 7:  # SigV4 presigned URLs last seven days at most (common.aws.s3)
         raise ConfigError("FORWARD_LINK_DAYS must be 1 to 7")
+    if not 1 <= cfg.quota_wait_s <= MAX_VISIBILITY_S:
+        raise ConfigError(f"QUOTA_WAIT_SECONDS must be between 1 and {MAX_VISIBILITY_S} (SQS's 12-hour visibility maximum)")
     if re.search(r"[@\x00-\x1f\x7f<>\"]", cfg.public_name) or len(cfg.public_name) > 64:
         raise ConfigError("PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or control characters")
     for name in ("ack_limit_per_hour", "ack_limit_per_domain_per_hour", "transient_suppression_s",

@@ -15,7 +15,9 @@ class Function:
     queue_field: str = ""  # senders: the Config field naming the queue they consume
     timeout_s: int = 60
     memory_mb: int = 256
-    # Senders: the SQS event source's MaximumConcurrency (2 is the minimum). It caps them without
+    # The SQS event source's MaximumConcurrency (senders, and the extractor behind its attachment-events
+    # queue); 2 is the minimum (Lambda API, ScalingConfig,
+    # https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html). It caps them without
     # reserving concurrency, which an account with the new-account limit of 10 cannot grant.
     batch_concurrency: int = 0
     # Reads the owner's key at cold start and encrypts mail to the owner with it (common/mail/encrypt.py).
@@ -59,7 +61,9 @@ FUNCTIONS: tuple[Function, ...] = (
              memory_mb=MAIL_MEMORY_MB),
     Function("reply-handler", 9002, ("domain_name", "public_email", "private_email", "thread_secret"),
              memory_mb=MAIL_MEMORY_MB),
-    Function("attachment-extractor", 9003, ()),
+    # S3 notifications reach it through a queue (deploy.resources.attachment_queue), so a mail with many
+    # attachments uses at most two instances instead of fanning out to the account's whole concurrency.
+    Function("attachment-extractor", 9003, (), batch_concurrency=2),
     # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (docs/senders.md).
     Function("ack-sender", 9004, ("public_email",), "ack_queue", 180, batch_concurrency=2),
     Function("forward-sender", 9005, ("public_email",), "forward_queue", 180, MAIL_MEMORY_MB,

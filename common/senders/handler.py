@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from common.mail.encrypt import OwnerKey
 
 log = get_logger("sender")
+MAX_DELAY_S = 900
+DAILY_QUOTA = "DailyQuotaExceeded"
 
 
 class SendFailed(Exception):
@@ -47,6 +49,14 @@ class SendFailed(Exception):
     def __init__(self, code: str, attempts: int, detail: str = "", permanent: bool = False) -> None:
         super().__init__(f"{code} after {attempts} attempt(s){': ' + detail if detail else ''}")
         self.code, self.attempts, self.detail, self.permanent = code, attempts, detail, permanent
+
+
+class QuotaUsedUp(SendFailed):
+    """SES's daily quota is used up: the message waits for room instead of being retried (and counted)."""
+
+    def __init__(self, attempts: int, detail: str) -> None:
+        super().__init__(DAILY_QUOTA, attempts, detail)
+
 
 
 def handle(cfg: Config, event: Any, context: LambdaContext) -> dict[str, Any]:
@@ -85,6 +95,7 @@ class Sender:
         self._entries: dict[str, dict[str, Any]] = {}
         self._checked: set[str] = set()  # lowercased addresses whose suppression-table item was read
         self.limiter = _limiter(cfg.send_status_table, cfg.max_send_rate)
+        self.quota_used_up = False
         self.pacer = BatchPacer(self.limiter)
 
     def finish(self) -> None:
@@ -111,6 +122,8 @@ class Sender:
             # Another copy is sending this key right now: not a failure of the send, so no alert even
             # on the last receive (a DLQ copy of a key that then completes is skipped on redrive).
             raise
+        except QuotaUsedUp as exc:
+            return self._wait_for_quota(record, receive_count, exc)
         except Exception as exc:
             failure = exc if isinstance(exc, SendFailed) else SendFailed(
                 "InvalidMessage" if isinstance(exc, EventError) else (error_code(exc) or type(exc).__name__),
@@ -122,6 +135,26 @@ class Sender:
                 return {"status": "dead-lettered", "errorCode": failure.code}  # done with: deleted from the queue
             self._final_failure_check(receive_count, msg, failure)
             raise
+
+    def _wait_for_quota(self, record: Any, receive_count: int, exc: QuotaUsedUp) -> dict[str, Any]:
+        """Keep the message out of sight for ``QUOTA_WAIT_SECONDS`` (ChangeMessageVisibility) and report it
+        failed, so it comes back when the rolling 24-hour window may have room. On its last allowed
+        receive a fresh copy (receive count 1, SQS's longest delay) replaces it: waiting for the quota
+        never sends a message to the DLQ. The idempotency key makes the copy send once."""
+        queue = self.cfg.send_queue
+        if receive_count >= self.cfg.max_receive_count:
+            # DelaySeconds is at most 15 minutes (SQS API reference, SendMessage,
+            # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html).
+            attributes = {k: str(v["stringValue"]) for k, v in (record.raw_event.get("messageAttributes") or {}).items()
+                          if isinstance(v, dict) and v.get("stringValue") is not None}  # correlation id, kind
+            sqs.send(queue, record.body, attributes, delay_s=MAX_DELAY_S)
+            log.warning("send waiting for daily quota", extra={"detail": exc.detail, "wait_s": MAX_DELAY_S,
+                                                                "receive_count": receive_count, "requeued": True})
+            return {"status": "requeued", "errorCode": exc.code}  # this copy is deleted; the new one waits
+        sqs.hide(queue, record.receipt_handle, self.cfg.quota_wait_s)
+        log.warning("send waiting for daily quota", extra={"detail": exc.detail, "wait_s": self.cfg.quota_wait_s,
+                                                            "receive_count": receive_count, "requeued": False})
+        raise exc
 
     def deliver(self, msg: OutboundMessage) -> dict[str, Any]:
         from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
@@ -177,6 +210,8 @@ class Sender:
         raw = self._encrypted_for_owner(msg, built).as_bytes()
         ses.prepare()  # a cold client costs ~100 ms: pay it before taking a rate slot, not inside it
         attempts, code = 0, ""
+        if self.quota_used_up:  # an earlier record of this batch met the daily quota: no call can succeed now
+            raise QuotaUsedUp(0, "SES's daily quota was used up earlier in this batch")
         for delay in self.cfg.retry_delays:
             if delay and self.remaining_s() - delay < self.cfg.attempt_reserve_s:
                 raise SendFailed(code, attempts, f"no time left for a retry in {delay:g}s "
@@ -191,6 +226,11 @@ class Sender:
             try:
                 ses_id = ses.send_raw(raw, self.cfg.public_email, msg.to, self.cfg.ses_configuration_set)
             except Exception as exc:
+                if ses.daily_quota_exceeded(exc):
+                    self.quota_used_up = True
+                    log.warning("send attempt failed", extra={"attempt": attempts, "error_code": DAILY_QUOTA,
+                                                              "retryable": False})
+                    raise QuotaUsedUp(attempts, str(exc)) from None
                 code = error_code(exc) or type(exc).__name__
                 retryable = code in ses.RETRYABLE or not error_code(exc)  # no code: connection-level error
                 log.warning("send attempt failed", extra={"attempt": attempts, "error_code": code, "retryable": retryable})

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from common.aws import client, reset_clients
-from common.runtime.functions import FUNCTIONS, SENDERS
+from common.runtime.functions import BY_NAME, FUNCTIONS, SENDERS
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.main import Options, WaitingOnDns, deploy, plan_lines
@@ -78,8 +78,10 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         assert alias["FunctionVersion"] != "$LATEST"
         # No reservation anywhere: a new account (limit 10) could not grant one; MaximumConcurrency caps the senders.
         assert lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions") is None
-    for f in SENDERS:  # the sender queues feed the live alias with partial batch responses
-        queue = client("sqs").get_queue_url(QueueName=f"{PREFIX}-{f.name.removesuffix('-sender')}")["QueueUrl"]
+    fed = [(f, f"{PREFIX}-{f.name.removesuffix('-sender')}") for f in SENDERS] + [
+        (BY_NAME["attachment-extractor"], f"{PREFIX}-attachment-events")]
+    for f, queue_name in fed:  # the sender queues and the attachment queue feed the live alias with partial batch responses
+        queue = client("sqs").get_queue_url(QueueName=queue_name)["QueueUrl"]
         attrs = client("sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
         assert int(attrs["VisibilityTimeout"]) >= 6 * f.timeout_s and attrs["MessageRetentionPeriod"] == "86400"
         assert json.loads(attrs["RedrivePolicy"])["maxReceiveCount"] in (5, "5")
@@ -106,10 +108,11 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     secret = client("ssm").get_parameter(Name="/service-email-handler/prd/thread-secret", WithDecryption=True)["Parameter"]
     assert secret["Type"] == "SecureString" and secret["Value"] == env["THREAD_SECRET"]
 
-    # S3 -> extractor, SES feedback -> inbound-handler, alerts -> the owner.
+    # S3 -> the attachment queue (-> extractor, above), SES feedback -> inbound-handler, alerts -> the owner.
     notification = client("s3").get_bucket_notification_configuration(Bucket=BUCKET)
-    [to_extractor] = notification["LambdaFunctionConfigurations"]
-    assert to_extractor["LambdaFunctionArn"].endswith(f"{PREFIX}-attachment-extractor:live")
+    assert "LambdaFunctionConfigurations" not in notification  # S3 never invokes the extractor itself
+    [to_extractor] = notification["QueueConfigurations"]
+    assert to_extractor["QueueArn"] == f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-attachment-events"
     subs = client("sns").list_subscriptions()["Subscriptions"]
     assert {(s["TopicArn"].rsplit(":", 1)[1], s["Protocol"], s["Endpoint"].rsplit(":", 2)[-2:][0] if s["Protocol"] == "lambda"
              else s["Endpoint"]) for s in subs} >= {(f"{PREFIX}-ses-feedback", "lambda", f"{PREFIX}-inbound-handler"),
@@ -139,7 +142,8 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     errors = alarms[f"{PREFIX}-reply-sender-errors"]
     assert (errors["MetricName"], errors["Period"], errors["Threshold"]) == ("Errors", 300, 0.0)
     assert errors["AlarmActions"] == [f"arn:aws:sns:us-east-1:{ACCOUNT}:{PREFIX}-alerts"]
-    assert len(alarms) == len(FUNCTIONS) + len(SENDERS) + 1  # + the async DLQ
+    assert len(alarms) == len(FUNCTIONS) + len(SENDERS) + 2  # + the attachment queue's DLQ and the async DLQ
+    assert f"{PREFIX}-attachment-events-dlq-not-empty" in alarms
     assert f"{PREFIX}-async-dlq-not-empty" in alarms
     # inbound-handler, reply-handler, attachment-extractor: a failed asynchronous event goes to the async DLQ.
     for name in ("inbound-handler", "reply-handler", "attachment-extractor"):
@@ -307,6 +311,9 @@ def test_iam_policies_name_only_their_own_resources(env) -> None:
     assert not any(a.startswith(("dynamodb:", "sns:", "ses:")) for a in extractor)
     queues = [s["Resource"] for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"] if "sqs:SendMessage" in s["Action"]]
     assert queues == [[f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"]]  # Lambda's on-failure destination
+    polled = [s["Resource"] for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"]
+              if "sqs:ReceiveMessage" in s["Action"]]
+    assert polled == [[f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-attachment-events"]]  # its event source, nothing else
 
 
 def test_the_deploy_says_whether_ses_is_in_the_sandbox(env, monkeypatch) -> None:
@@ -579,6 +586,30 @@ def test_the_deploy_rides_out_ses_throttling(env, monkeypatch) -> None:
     assert client("sqs").meta.config.retries == {"mode": "standard", "total_max_attempts": 3}
 
 
+def test_a_mail_with_many_attachments_cannot_take_the_concurrency_a_new_account_keeps_for_the_senders(env) -> None:
+    """A new account runs 10 functions at once and keeps all 10 unreserved (common/local/fresh.py). With
+    the deployed event sources and reservations, one mail -- however many attachments it stores -- uses
+    at most: 3 senders x 2, the extractor 2, and one invocation each of the two receiving handlers."""
+    from common.local.fresh import ACCOUNT_CONCURRENCY
+    from deploy.preflight import load_config
+    from deploy.triggers import worst_case_concurrency
+
+    run(env)
+    cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
+    worst = worst_case_concurrency(cfg, ACCOUNT)
+    assert worst == {"inbound-handler": 1, "reply-handler": 1, "attachment-extractor": 2,
+                     "ack-sender": 2, "forward-sender": 2, "reply-sender": 2}
+    assert sum(worst.values()) <= ACCOUNT_CONCURRENCY
+    # The senders keep their 6 whatever the extractor does: it can never go past its 2.
+    assert ACCOUNT_CONCURRENCY - worst["attachment-extractor"] - 2 >= sum(worst[f.name] for f in SENDERS)
+    # What S3 used to do (invoke the function per object) is unbounded: the measure says so.
+    lam = client("lambda")
+    [mapping] = lam.list_event_source_mappings(
+        FunctionName=f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-attachment-extractor:live")["EventSourceMappings"]
+    lam.delete_event_source_mapping(UUID=mapping["UUID"])
+    assert worst_case_concurrency(cfg, ACCOUNT)["attachment-extractor"] == -1
+
+
 def test_destroy_removes_the_event_source_mappings_made_on_the_alias_before_the_queues(env) -> None:
     """The senders' mappings are made on the ``live`` alias. ListEventSourceMappings filters by the exact
     function (qualifier included): asked with the plain function name it does not list them (moto:
@@ -588,7 +619,7 @@ def test_destroy_removes_the_event_source_mappings_made_on_the_alias_before_the_
     run(env)
     lam = client("lambda")
     mappings = lam.list_event_source_mappings()["EventSourceMappings"]
-    assert len(mappings) == len(SENDERS)
+    assert len(mappings) == len(SENDERS) + 1  # + the extractor's attachment queue
     sender = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-{SENDERS[0].name}"
     # what the plain name (or unqualified ARN) lists for a mapping made on the alias: nothing
     assert lam.list_event_source_mappings(FunctionName=sender.rsplit(":", 1)[-1])["EventSourceMappings"] == []
@@ -601,7 +632,7 @@ def test_destroy_removes_the_event_source_mappings_made_on_the_alias_before_the_
     lam.create_event_source_mapping(EventSourceArn=queue, FunctionName="other-app")
     changes = destroy(Options(), environ=env, report=lambda line: None)
     kinds = [c.kind for c in changes]
-    assert kinds.count("event-source") == len(SENDERS)
+    assert kinds.count("event-source") == len(SENDERS) + 1
     assert max(i for i, k in enumerate(kinds) if k == "event-source") < min(i for i, k in enumerate(kinds) if k == "sqs-queue")
     assert [m["FunctionArn"].rsplit(":", 1)[-1] for m in lam.list_event_source_mappings()["EventSourceMappings"]] == \
         ["other-app"]
@@ -728,7 +759,7 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(env, monkeypat
     for kind in ("event-source", "lambda-on-failure", "s3-notification", "ses-receipt-rule"):
         assert (kind, "create") in {(c.kind, c.action) for c in changes}, kind
     assert sum("waiting for IAM to propagate" in line for line in lines) >= 2 * len(answers)
-    assert len(client("lambda").list_event_source_mappings()["EventSourceMappings"]) == len(SENDERS)
+    assert len(client("lambda").list_event_source_mappings()["EventSourceMappings"]) == len(SENDERS) + 1  # + the extractor's
     # what is not a propagation delay is not retried
     assert not propagation.ROLE_LACKS_PERMISSION.matches(Exception("ResourceConflictException"))
 

@@ -88,3 +88,27 @@ def test_s3_errors_propagate_so_the_event_is_retried(rie_function, moto_server) 
     # Under its production role the bucket is outside its policy: AWS (and the emulator) answer 403
     # before looking for the bucket. Either way the error propagates and Lambda retries the event.
     assert "AccessDenied" in err.value.payload["errorMessage"]
+
+
+def test_a_batch_from_the_attachment_queue_reports_only_the_records_to_retry(extractor, s3) -> None:
+    """What the attachment queue's event source delivers: SQS records whose bodies are S3 notifications.
+    A record S3 cannot serve is reported in batchItemFailures alone; S3's test event and a body that is
+    no notification are done with (logged), never retried."""
+    import json
+
+    from common.local.events import sqs_event
+
+    good = upload(s3, {"My CV (2026).PDF": sample_files()["My CV (2026).PDF"]})
+    outside = {"Records": [{**good["Records"][0], "s3": {"bucket": {"name": "no-such-bucket"},
+                                                          "object": {"key": PREFIX + "cv.pdf", "size": 1}}}]}
+    bodies = {"m-good": good, "m-test": {"Service": "Amazon S3", "Event": "s3:TestEvent"},
+              "m-outside": outside, "m-junk": {"hello": "world"}}
+    messages = [{"MessageId": k, "ReceiptHandle": k, "Body": json.dumps(v), "Attributes": {"ApproximateReceiveCount": "1"}}
+                for k, v in bodies.items()]
+    result = extractor.invoke(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:attachment-events"))
+    assert result["batchItemFailures"] == [{"itemIdentifier": "m-outside"}]
+    assert [r["status"] for r in result["results"]] == ["extracted", "ignored"]
+    assert TEXT_PREFIX + "My CV (2026).PDF.txt" in outputs(s3)
+    log = extractor.output()
+    assert '"message": "notification ignored"' in log and '"message": "queue message dropped"' in log
+    assert '"message": "notification failed"' in log

@@ -81,9 +81,20 @@ def test_the_first_deploy_procedure_on_a_fresh_account(account, moto_server, tmp
     assert (code, report["ready"], report["reasons"]) == (0, True, [])
     assert report["send_rate"] == "1"
     assert report["sandbox"] is True and report["send_quota"]["Max24HourSend"] == 200.0
+    sent = report["send_quota"]["SentLast24Hours"]
+    assert report["daily_quota_used_percent"] == round(100 * sent / 200, 1)
+    [sending] = [c for c in report["checks"] if c["check"] == "sending"]
+    assert f"{sent:g} of 200 in 24 h ({report['daily_quota_used_percent']:g}% of the day's quota used)" in sending["value"]
     assert set(report["versions"]) == {"inbound-handler", "reply-handler", "attachment-extractor", "ack-sender",
                                        "forward-sender", "reply-sender"} and all(report["versions"].values())
     assert report["dlq_depths"] and not any(report["dlq_depths"].values())  # nothing in any DLQ
+    # On this 10-concurrency account one mail, however many attachments, stays within the limit: the
+    # extractor is capped by its queue's event source (deploy.triggers.worst_case_concurrency).
+    from deploy.preflight import load_config
+    from deploy.triggers import worst_case_concurrency
+
+    worst = worst_case_concurrency(load_config(account, "prd", "us-east-1", ACCOUNT), ACCOUNT)
+    assert min(worst.values()) >= 1 and sum(worst.values()) <= fresh.ACCOUNT_CONCURRENCY
 
     topic = f"arn:aws:sns:us-east-1:{ACCOUNT}:{PREFIX}-ses-feedback"
     policy = client("sns").get_topic_attributes(TopicArn=topic)["Attributes"]["Policy"]

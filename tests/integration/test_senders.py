@@ -309,3 +309,51 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
         again.calls.update(result[1].calls)
     assert len(stack.sent()) == len(warm) + 9
     assert set(again.calls) <= {"SQS.ReceiveMessage", "SQS.DeleteMessageBatch", "DynamoDB.PutItem"}, again.calls
+
+
+@pytest.fixture
+def used_up_quota(moto_server, monkeypatch):
+    """The fresh-account model (common/local/fresh.py) with its sandbox's 200 a day already sent."""
+    from common.local import fresh
+
+    fresh.set_fresh(True)
+    for address in ("hello@example.com", "jane@corp.example"):  # the sandbox: verified sender and recipient
+        client("ses").verify_email_identity(EmailAddress=address)
+    monkeypatch.setattr(fresh, "SANDBOX_RATE", 1e9)  # the 1/s rule is not under test here
+    monkeypatch.setattr(fresh, "SANDBOX_DAILY", 0)
+    yield fresh
+    fresh.set_fresh(False)
+
+
+def test_a_used_up_daily_quota_makes_messages_wait_instead_of_burning_receives(stack, rie_function, proxy,
+                                                                             used_up_quota, monkeypatch) -> None:
+    alerts = alerts_queue(stack)
+    fn = sender(rie_function, proxy(), QUOTA_WAIT_SECONDS="3")
+    put(stack, message(1))
+    put(stack, message(2))
+    [batch] = stack.run_sender(fn, stack.cfg.ack_queue)
+    assert len(batch.failed) == 2 and stack.sent() == []
+    # One SES call: "Daily message quota exceeded" is not retried, and the batch's next record does not ask.
+    assert [d["error_code"] for d in lines(fn, "send attempt failed")] == ["DailyQuotaExceeded"]
+    assert [(d["wait_s"], d["requeued"]) for d in lines(fn, "send waiting for daily quota")] == [(3, False)] * 2
+    assert stack.run_sender(fn, stack.cfg.ack_queue) == []  # both wait out of sight (ChangeMessageVisibility)
+    assert stack.depth(stack.cfg.ack_queue) == 2 and not lines(fn, "send failed")
+    monkeypatch.setattr(used_up_quota, "SANDBOX_DAILY", 200)  # the rolling window has room again
+    time.sleep(3.5)
+    assert [r.failed for r in stack.run_sender(fn, stack.cfg.ack_queue)] == [[]]
+    assert len(stack.sent()) == 2 and stack.depth(stack.cfg.ack_queue + "-dlq") == 0
+    assert "Messages" not in client("sqs").receive_message(QueueUrl=alerts, MaxNumberOfMessages=10)  # no alert
+
+
+def test_a_message_still_waiting_for_the_quota_on_its_last_receive_is_requeued_not_dead_lettered(
+        stack, rie_function, proxy, used_up_quota) -> None:
+    from common.aws import sqs
+
+    fn = sender(rie_function, proxy(), MAX_RECEIVE_COUNT="1")  # so the first receive is the last
+    put(stack, message(3))
+    [batch] = stack.run_sender(fn, stack.cfg.ack_queue)
+    assert batch.failed == [] and batch.deleted  # this copy is done with ...
+    attrs = sqs.attributes(stack.cfg.ack_queue)
+    assert attrs["ApproximateNumberOfMessagesDelayed"] == "1"  # ... and a fresh one waits, receive count 1
+    assert stack.depth(stack.cfg.ack_queue + "-dlq") == 0 and stack.sent() == []
+    assert [d["requeued"] for d in lines(fn, "send waiting for daily quota")] == [True]

@@ -49,6 +49,7 @@ OPS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sqs", "send_message"): ("sqs:SendMessage",),
     ("sqs", "receive_message"): ("sqs:ReceiveMessage",),
     ("sqs", "delete_message_batch"): ("sqs:DeleteMessage",),
+    ("sqs", "change_message_visibility"): ("sqs:ChangeMessageVisibility",),
     ("sqs", "get_queue_attributes"): ("sqs:GetQueueAttributes",),
     ("ssm", "get_parameter"): ("ssm:GetParameter",),
     ("sts", "get_caller_identity"): (),  # needs no permission (STS API reference)

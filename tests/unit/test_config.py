@@ -38,6 +38,8 @@ def test_missing_required_variables_are_named() -> None:
     ({"ENVIRONMENT": "Prod"}, "ENVIRONMENT"),
     ({"FORWARD_LINK_DAYS": "8"}, "FORWARD_LINK_DAYS must be 1 to 7"),  # S3's SigV4 limit
     ({"FORWARD_LINK_DAYS": "0"}, "FORWARD_LINK_DAYS must be 1 to 7"),
+    ({"QUOTA_WAIT_SECONDS": "43201"}, "QUOTA_WAIT_SECONDS must be between 1 and 43200"),
+    ({"QUOTA_WAIT_SECONDS": "0"}, "QUOTA_WAIT_SECONDS"),
 ])
 def test_malformed_values_raise_naming_the_variable(env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
@@ -68,3 +70,20 @@ def test_a_send_record_outlives_every_copy_of_its_message() -> None:
     # A large send's body sits in S3 (claim check): gone before the message, the send fails for good.
     [payloads] = [rule for rule in lifecycle(cfg) if rule["ID"] == "queue-payloads"]
     assert payloads["Expiration"]["Days"] * 86400 >= lifetime
+
+
+def test_only_the_daily_quota_message_reads_as_a_used_up_quota() -> None:
+    """SES answers both quota errors with a throttling code; the message tells them apart (SES DG,
+    "Errors related to the sending quotas for your Amazon SES account")."""
+    from botocore.exceptions import ClientError
+
+    from common.aws.ses import daily_quota_exceeded
+
+    def error(code: str, message: str) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": message}}, "SendEmail")
+
+    assert daily_quota_exceeded(error("ThrottlingException", "Daily message quota exceeded."))
+    assert daily_quota_exceeded(error("Throttling", "Daily message quota exceeded."))
+    assert not daily_quota_exceeded(error("ThrottlingException", "Maximum sending rate exceeded."))
+    assert not daily_quota_exceeded(RuntimeError("Daily message quota exceeded"))  # no SES answer at all
+    assert config.load(GOOD).quota_wait_s == 3600
