@@ -34,9 +34,9 @@ def outside_the_role_is_denied(endpoint: str) -> None:
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=creds["AccessKeyId"],
                       aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"])
     bucket = "service-email-handler-local-mail"
-    s3.put_object(Bucket=bucket, Key="conversations/iam-check/1.eml", Body=b"x")  # its policy: archive writes
+    s3.put_object(Bucket=bucket, Key="withheld/iam-check/1/x.exe", Body=b"x")  # its policy: withheld parts, write only
     with pytest.raises(Exception, match="AccessDenied"):
-        s3.get_object(Bucket=bucket, Key="conversations/iam-check/1.eml")  # not in its policy
+        s3.get_object(Bucket=bucket, Key="withheld/iam-check/1/x.exe")  # not in its policy
 
 
 @pytest.mark.timeout(600)
