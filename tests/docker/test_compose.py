@@ -140,8 +140,8 @@ def test_compose_each_function_runs_as_its_role_and_may_do_only_what_it_allows(s
     assert identity.endswith(":assumed-role/service-email-handler-local-inbound-handler/inbound-handler")
     bucket = "service-email-handler-local-mail"
     s3 = as_inbound("s3")
-    s3.put_object(Bucket=bucket, Key="conversations/compose-iam/1.eml", Body=b"x")  # its policy: archive writes
-    for denied in (lambda: s3.get_object(Bucket=bucket, Key="conversations/compose-iam/1.eml"),  # write-only archive
+    s3.put_object(Bucket=bucket, Key="withheld/compose-iam/1/x.exe", Body=b"x")  # its policy: withheld parts, write only
+    for denied in (lambda: s3.get_object(Bucket=bucket, Key="withheld/compose-iam/1/x.exe"),  # not readable
                    lambda: as_inbound("sqs").receive_message(QueueUrl=f"http://127.0.0.1:{stack['aws']}/123456789012/"
                                                                        "service-email-handler-local-ack")):
         with pytest.raises(Exception, match="AccessDenied"):
