@@ -41,9 +41,9 @@ summary() {
   echo
   echo "[test] timing by phase (seconds; images overlap lint and unit):"
   while read -r name secs code; do
-    printf '[test]   %-12s %5ss  %s\n' "$name" "$secs" "$([ "$code" = 0 ] && echo ok || echo "FAILED ($code)")"
+    printf '[test]   %-18s %5ss  %s\n' "$name" "$secs" "$([ "$code" = 0 ] && echo ok || echo "FAILED ($code)")"
   done <"$OUT/phases"
-  printf '[test]   %-12s %5ss\n' total $((SECONDS - started))
+  printf '[test]   %-18s %5ss\n' total $((SECONDS - started))
   counts "$OUT"/pytest-*.log
   exit "$rc"
 }
