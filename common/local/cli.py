@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -412,7 +413,9 @@ def _print_deployer_policy(options: Any) -> int:
         path.write_text(json.dumps(document, indent=2) + "\n")
         steps += [f"  aws iam create-policy --policy-name {name} --policy-document file://{path}",
                   f"  aws iam attach-user-policy --user-name DEPLOYER --policy-arn arn:aws:iam::{account}:policy/{name}"]
-    print(json.dumps(documents[0], indent=2) if len(documents) == 1 else "\n".join(json.dumps(d) for d in documents))
+    # Compact on stdout, one document a line: what IAM counts against the managed-policy quota (6,144
+    # characters, white space excluded), so the printed size is the size that matters; the files keep indentation.
+    print("\n".join(json.dumps(d, separators=(",", ":")) for d in documents))
     print(f"[deploy] the deployer needs {len(documents)} managed {'policy' if len(documents) == 1 else 'policies'} "
           "(an inline user policy is capped at 2,048 characters); create and attach them to the deploying user "
           "(or role: attach-role-policy --role-name):\n" + "\n".join(steps), file=sys.stderr)
@@ -512,6 +515,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _emulator_credentials() -> None:
+    """Commands that act on a deployment (``--env``), pointed at an emulator on this machine
+    (AWS_ENDPOINT_URL on a loopback host) with no credentials configured, use the local admin's
+    (.build/local/credentials, profile local-admin) as the local commands do. No AWS endpoint is a
+    loopback address, so a deploy to AWS never takes them."""
+    host = urllib.parse.urlsplit(os.environ.get("AWS_ENDPOINT_URL", "")).hostname or ""
+    if not (host == "localhost" or host == "::1" or host.startswith("127.")):
+        return
+    if os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE"):
+        return
+    from common.local.env import admin_credentials
+
+    os.environ.update(admin_credentials())
+
+
 def main(argv: list[str] | None = None) -> int:
     from common.local.termsafe import SafeStream
 
@@ -520,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = SafeStream(sys.stdout), SafeStream(sys.stderr)
     try:
         args = build_parser().parse_args(argv)
+        if hasattr(args, "env"):
+            _emulator_credentials()
         return int(args.run(args))
     finally:
         sys.stdout.flush()

@@ -1,0 +1,39 @@
+"""Commands that act on a deployment take the local admin's credentials only against an emulator on
+this machine, and only when none are configured (common/local/cli.py _emulator_credentials)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from common.local import cli
+from common.local.env import admin_credentials
+
+
+@pytest.fixture
+def clean(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:45111", "http://localhost:4566", "http://[::1]:4566"])
+def test_an_emulator_here_without_credentials_gets_the_local_admins(clean: pytest.MonkeyPatch, endpoint: str) -> None:
+    clean.setenv("AWS_ENDPOINT_URL", endpoint)
+    cli._emulator_credentials()
+    assert os.environ["AWS_ACCESS_KEY_ID"] == admin_credentials()["AWS_ACCESS_KEY_ID"]
+
+
+@pytest.mark.parametrize(("env", "kept"), [
+    ({}, None),  # AWS itself: the SDK's own chain decides
+    ({"AWS_ENDPOINT_URL": "https://s3.eu-west-1.amazonaws.com"}, None),
+    ({"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "AWS_ACCESS_KEY_ID": "AKIAMINE"}, "AKIAMINE"),
+    ({"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "AWS_PROFILE": "mine"}, None),
+])
+def test_configured_credentials_and_aws_endpoints_are_left_alone(clean: pytest.MonkeyPatch, env: dict[str, str],
+                                                                 kept: str | None) -> None:
+    for name, value in env.items():
+        clean.setenv(name, value)
+    cli._emulator_credentials()
+    assert os.environ.get("AWS_ACCESS_KEY_ID") == kept
