@@ -40,8 +40,9 @@ down: ## stop the local stack
 logs: ## follow the local stack's logs
 	@scripts/compose.sh logs
 
-lint: venv ## ruff and mypy (configured in pyproject.toml); make test runs it first
+lint: venv ## ruff (lint and format check) and mypy, configured in pyproject.toml; make test runs it first
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 test: ## the one test command: lint, unit, integration (moto + host RIE), docker (images, compose); prints a timing summary

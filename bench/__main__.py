@@ -29,13 +29,27 @@ Section = tuple[str, Callable[[], dict[str, Any]], Callable[[dict[str, Any]], st
 SECTIONS: dict[str, Section] = {
     "images": ("images: size, cold start, warm invoke", images.run, images.table),
     "extract": ("PDF extraction: pypdf vs peers", extract.run, extract.table),
-    "cost": ("cost per mail: AWS calls per inbound mail and per send, sender CPU per send", cost.run, cost.table),
+    "cost": (
+        "cost per mail: AWS calls per inbound mail and per send, sender CPU per send",
+        cost.run,
+        cost.table,
+    ),
     "senders": ("senders on the emulator: throughput, latency, rate limit", senders.run, senders.table),
-    "caps": ("inbound-handler parsing caps (issue 18 S3): time and peak RSS per case", mail_caps.run, mail_caps.table),
-    "html": ("HTML to text: our tokenizer vs the stdlib's html.parser (time, peak allocations)", html_text.run,
-             html_text.table),
-    "size": ("large mail and SESv2's 40 MB forward: time and peak RSS of inbound-handler and forward-sender",
-             forward_size.run, forward_size.table),
+    "caps": (
+        "inbound-handler parsing caps (issue 18 S3): time and peak RSS per case",
+        mail_caps.run,
+        mail_caps.table,
+    ),
+    "html": (
+        "HTML to text: our tokenizer vs the stdlib's html.parser (time, peak allocations)",
+        html_text.run,
+        html_text.table,
+    ),
+    "size": (
+        "large mail and SESv2's 40 MB forward: time and peak RSS of inbound-handler and forward-sender",
+        forward_size.run,
+        forward_size.table,
+    ),
 }
 
 
@@ -75,20 +89,29 @@ def headline(results: dict[str, Any]) -> None:
     inbound, sends = cost["inbound"], cost["senders"]
     results["inbound"] = {"aws_calls_per_mail": inbound["aws_calls_per_mail"], "floor": inbound["floor"]}
     results.setdefault("senders", {}).update(
-        aws_calls_per_send=sends["aws_calls_per_send"], aws_calls_floor=sends["floor"],
-        **{k: v for k, v in sends.items() if k.startswith("sender_cpu_ms")})
+        aws_calls_per_send=sends["aws_calls_per_send"],
+        aws_calls_floor=sends["floor"],
+        **{k: v for k, v in sends.items() if k.startswith("sender_cpu_ms")},
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("sections", nargs="*", metavar="SECTION", help=f"any of {', '.join(SECTIONS)} (default: all)")
+    parser.add_argument(
+        "sections", nargs="*", metavar="SECTION", help=f"any of {', '.join(SECTIONS)} (default: all)"
+    )
     chosen = parser.parse_args(argv).sections or list(SECTIONS)
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-    results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() and len(chosen) < len(SECTIONS) else {}
+    results: dict[str, Any] = (
+        json.loads(RESULTS.read_text()) if RESULTS.exists() and len(chosen) < len(SECTIONS) else {}
+    )
     results.update(machine={"python": platform.python_version(), "cpus": os.cpu_count()})
-    print(f"[bench] sections: {', '.join(chosen)}; function logs and library output: {LOG.relative_to(REPO)}", flush=True)
+    print(
+        f"[bench] sections: {', '.join(chosen)}; function logs and library output: {LOG.relative_to(REPO)}",
+        flush=True,
+    )
     for name in chosen:
         title, run, table = SECTIONS[name]
         print(f"\n== {title} ==", flush=True)

@@ -61,23 +61,40 @@ def _inbound(cfg: Any, prefix: str) -> dict[str, Any]:
     from tests.support.harness import ACCOUNT
     from tests.support.sendload import Context
 
-    mails = [mailgen.mail(sender=f"Contact {i} <contact{i}@corp{i}.example>", to=cfg.public_email,
-                          subject=f"Role {i}", text=f"Hello, I would like to talk about role {i}.\n")
-             for i in range(N)]
+    mails = [
+        mailgen.mail(
+            sender=f"Contact {i} <contact{i}@corp{i}.example>",
+            to=cfg.public_email,
+            subject=f"Role {i}",
+            text=f"Hello, I would like to talk about role {i}.\n",
+        )
+        for i in range(N)
+    ]
     staged = []
     for i, raw in enumerate(mails):  # SES's S3 action: not the function's cost
         mid = f"{prefix}{i:04d}"
         s3.put(cfg.bucket, f"staging/{mid}", raw, "message/rfc822")
-        staged.append(events.receipt_event(raw, mid, [cfg.public_email],
-                                           function_arn=f"arn:aws:lambda:{cfg.region}:{ACCOUNT}:function:inbound"))
+        staged.append(
+            events.receipt_event(
+                raw,
+                mid,
+                [cfg.public_email],
+                function_arn=f"arn:aws:lambda:{cfg.region}:{ACCOUNT}:function:inbound",
+            )
+        )
     _cold_sandbox()
     outcomes = []
     with CallCounter() as calls, calls.track():
         for event in staged:
             outcomes.append(handle(cfg, event, cast("LambdaContext", Context(60))).get("status"))
     assert outcomes.count(outcomes[0]) == N, outcomes
-    return {"mails": N, "outcome": outcomes[0], "aws_calls_per_mail": round(calls.total() / N, 2),
-            "floor": INBOUND_FLOOR, "by_operation": calls.per(N)}
+    return {
+        "mails": N,
+        "outcome": outcomes[0],
+        "aws_calls_per_mail": round(calls.total() / N, 2),
+        "floor": INBOUND_FLOOR,
+        "by_operation": calls.per(N),
+    }
 
 
 def _sends(cfg: Any) -> dict[str, Any]:
@@ -87,8 +104,14 @@ def _sends(cfg: Any) -> dict[str, Any]:
     try:
         with CallCounter() as calls, calls.track():  # the workers (and their record threads) only
             started, cpu = time.monotonic(), time.process_time()
-            stats = run_workers(cfg, workers=2, visibility_s=60, timeout_s=180,
-                                done=lambda: len(faults.accepted_at) >= N, deadline_s=300)
+            stats = run_workers(
+                cfg,
+                workers=2,
+                visibility_s=60,
+                timeout_s=180,
+                done=lambda: len(faults.accepted_at) >= N,
+                deadline_s=300,
+            )
             cpu, wall = time.process_time() - cpu, time.monotonic() - started
     finally:
         undo()
@@ -96,7 +119,9 @@ def _sends(cfg: Any) -> dict[str, Any]:
     assert sent == N and all(len(v) == 1 for v in faults.accepted_at.values()), f"{sent} of {N} sent"
     queue = calls.calls["SQS.ReceiveMessage"] + calls.calls["SQS.DeleteMessageBatch"]
     return {
-        "sends": N, "max_send_rate": cfg.max_send_rate, "batches": stats["batches"],
+        "sends": N,
+        "max_send_rate": cfg.max_send_rate,
+        "batches": stats["batches"],
         "aws_calls_per_send": round(calls.total() / N, 2),
         "floor": round(SEND_FLOOR + queue / N, 2),
         "by_operation": calls.per(N),
@@ -111,8 +136,14 @@ def run() -> dict[str, Any]:
     with emulator_process(local_env()) as base:
         inbound = _inbound(base, "cost")
         senders = _sends(replace(base, send_queue=base.forward_queue))
-    return {"inbound": inbound, "senders": senders,
-            "targets": {"aws_calls_per_send": TARGET_CALLS_PER_SEND, "sender_cpu_ms_per_send": TARGET_CPU_MS_PER_SEND}}
+    return {
+        "inbound": inbound,
+        "senders": senders,
+        "targets": {
+            "aws_calls_per_send": TARGET_CALLS_PER_SEND,
+            "sender_cpu_ms_per_send": TARGET_CPU_MS_PER_SEND,
+        },
+    }
 
 
 def _ops(by_operation: dict[str, float]) -> str:
@@ -121,13 +152,15 @@ def _ops(by_operation: dict[str, float]) -> str:
 
 def table(r: dict[str, Any]) -> str:
     i, s = r["inbound"], r["senders"]
-    return "\n".join([
-        f"{'inbound-handler, first contact (' + str(i['mails']) + ' mails)':<50}{i['aws_calls_per_mail']:>6} calls/mail"
-        f"   (floor {i['floor']})",
-        f"    {_ops(i['by_operation'])}",
-        f"{'forward-sender, 2 workers at ' + format(s['max_send_rate'], 'g') + '/s (' + str(s['sends']) + ' sends)':<50}"
-        f"{s['aws_calls_per_send']:>6} calls/send   (floor {s['floor']}; target <= {r['targets']['aws_calls_per_send']:g})",
-        f"    {_ops(s['by_operation'])}",
-        f"{'  sender CPU per send (emulator excluded)':<50}{s['sender_cpu_ms_per_send']:>6} ms"
-        f"         (target <= {r['targets']['sender_cpu_ms_per_send']:g})",
-    ])
+    return "\n".join(
+        [
+            f"{'inbound-handler, first contact (' + str(i['mails']) + ' mails)':<50}{i['aws_calls_per_mail']:>6} calls/mail"
+            f"   (floor {i['floor']})",
+            f"    {_ops(i['by_operation'])}",
+            f"{'forward-sender, 2 workers at ' + format(s['max_send_rate'], 'g') + '/s (' + str(s['sends']) + ' sends)':<50}"
+            f"{s['aws_calls_per_send']:>6} calls/send   (floor {s['floor']}; target <= {r['targets']['aws_calls_per_send']:g})",
+            f"    {_ops(s['by_operation'])}",
+            f"{'  sender CPU per send (emulator excluded)':<50}{s['sender_cpu_ms_per_send']:>6} ms"
+            f"         (target <= {r['targets']['sender_cpu_ms_per_send']:g})",
+        ]
+    )

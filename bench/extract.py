@@ -78,7 +78,9 @@ _CID = re.compile(r"\(cid:\d+\)")
 
 
 def _words(text: str) -> Counter[str]:
-    plain = "".join(c for c in unicodedata.normalize("NFKD", _CID.sub(" ", text)) if unicodedata.category(c) != "Mn")
+    plain = "".join(
+        c for c in unicodedata.normalize("NFKD", _CID.sub(" ", text)) if unicodedata.category(c) != "Mn"
+    )
     return Counter(_WORD.findall(plain.lower()))
 
 
@@ -92,17 +94,27 @@ def recall(found: str, reference: str) -> float | None:
 
 def _run(lib: str, path: Path) -> dict[str, Any]:
     repo = Path(__file__).resolve().parent.parent
-    out = subprocess.run([sys.executable, "-c", _RUNNER, lib, str(path)], cwd=repo, capture_output=True, text=True,
-                         check=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-c", _RUNNER, lib, str(path)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=900,
+    )
     return dict(json.loads(out.stdout))
 
 
 def _generated(tmp: Path) -> dict[str, Path]:
-    text = "\n".join(f"Line {i}: the quick brown fox jumps over the lazy dog, Zürich café." for i in range(40))
+    text = "\n".join(
+        f"Line {i}: the quick brown fox jumps over the lazy dog, Zürich café." for i in range(40)
+    )
     hundred = tmp / "100-pages.pdf"
     hundred.write_bytes(docgen.make_pdf([f"Page {p}\n{text}" for p in range(100)]))
     big = tmp / "20-mb.pdf"
-    big.write_bytes(docgen.make_pdf([f"Page {p}\n{text}" for p in range(100)], padding_bytes=20 * 1024 * 1024))
+    big.write_bytes(
+        docgen.make_pdf([f"Page {p}\n{text}" for p in range(100)], padding_bytes=20 * 1024 * 1024)
+    )
     return {"100 pages": hundred, "20 MB": big}
 
 
@@ -113,9 +125,16 @@ def _summary(rows: list[dict[str, Any]], lib: str) -> dict[str, Any]:
     pages, seconds = sum(r["pages"] for r in ok), sum(r["seconds"] for r in ok)
     peaks = sorted(r["peak_rss_mb"] for r in ok)
     return {
-        "files_read": len(ok), "errors": len(rows) - len(ok), "pages": pages, "seconds": round(seconds, 2),
+        "files_read": len(ok),
+        "errors": len(rows) - len(ok),
+        "pages": pages,
+        "seconds": round(seconds, 2),
         "pages_per_s": round(pages / seconds, 1) if seconds else 0.0,
-        "pages_per_s_files_10_pages_up": round(sum(r["pages"] for r in long) / sum(r["seconds"] for r in long), 1) if long else None,
+        "pages_per_s_files_10_pages_up": round(
+            sum(r["pages"] for r in long) / sum(r["seconds"] for r in long), 1
+        )
+        if long
+        else None,
         "recall_median": round(statistics.median(recalls), 3) if recalls else None,
         "recall_min": round(min(recalls), 3) if recalls else None,
         "files_recall_below_0_9": sum(1 for r in recalls if r < 0.9),
@@ -131,11 +150,17 @@ def _corpus(paths: list[Path]) -> dict[str, Any]:
         row: dict[str, Any] = {"file": path.name}
         for lib in PDF_LIBS:
             run = runs[lib]
-            against = [recall(run["text"], runs[o]["text"]) for o in PDF_LIBS if o != lib and not runs[o]["error"]]
+            against = [
+                recall(run["text"], runs[o]["text"]) for o in PDF_LIBS if o != lib and not runs[o]["error"]
+            ]
             known = [r for r in against if r is not None]
-            row[lib] = {"seconds": round(run["seconds"], 3), "pages": run["pages"], "error": run["error"],
-                        "peak_rss_mb": round(run["peak_rss_mb"], 1),
-                        "recall": None if run["error"] or not known else max(known)}
+            row[lib] = {
+                "seconds": round(run["seconds"], 3),
+                "pages": run["pages"],
+                "error": run["error"],
+                "peak_rss_mb": round(run["peak_rss_mb"], 1),
+                "recall": None if run["error"] or not known else max(known),
+            }
         rows.append(row)
     return {"files": len(rows), "libraries": {lib: _summary(rows, lib) for lib in PDF_LIBS}, "per_file": rows}
 
@@ -148,9 +173,12 @@ def _docx(paths: list[Path]) -> dict[str, Any]:
         if value is not None:
             recalls.append(value)
         extra += sum((_words(ours["text"]) - _words(reference["text"])).values())
-    return {"files": len(paths), "recall_vs_python_docx_min": round(min(recalls), 3) if recalls else None,
-            "recall_vs_python_docx_median": round(statistics.median(recalls), 3) if recalls else None,
-            "words_python_docx_misses": extra}
+    return {
+        "files": len(paths),
+        "recall_vs_python_docx_min": round(min(recalls), 3) if recalls else None,
+        "recall_vs_python_docx_median": round(statistics.median(recalls), 3) if recalls else None,
+        "words_python_docx_misses": extra,
+    }
 
 
 def run() -> dict[str, Any]:
@@ -160,8 +188,12 @@ def run() -> dict[str, Any]:
             row: dict[str, Any] = {"bytes": path.stat().st_size}
             for lib in PDF_LIBS:
                 r = _run(lib, path)
-                row[lib] = {"pages_per_s": round(r["pages"] / r["seconds"], 1), "peak_rss_mb": round(r["peak_rss_mb"], 1),
-                            "seconds": round(r["seconds"], 3), "pages": r["pages"]}
+                row[lib] = {
+                    "pages_per_s": round(r["pages"] / r["seconds"], 1),
+                    "peak_rss_mb": round(r["peak_rss_mb"], 1),
+                    "seconds": round(r["seconds"], 3),
+                    "pages": r["pages"],
+                }
             results["generated"][label] = row
     files = corpus_files()
     results["corpus"] = _corpus([p for p in files if p.suffix == ".pdf"]) if files else None
@@ -178,17 +210,25 @@ def table(results: dict[str, Any]) -> str:
     if not corpus:
         lines.append("real documents: no corpus found (set CORPUS_DOCS to ../shared/corpus/docs)")
         return "\n".join(lines)
-    lines.append(f"\nreal PDFs ({corpus['files']} files): {'library':13} {'read':>5} {'pages':>6} {'pages/s':>8} "
-                 f"{'>=10 p':>7} {'recall med':>10} {'min':>6} {'<0.9':>5} {'RSS p90':>8} {'max':>6}")
+    lines.append(
+        f"\nreal PDFs ({corpus['files']} files): {'library':13} {'read':>5} {'pages':>6} {'pages/s':>8} "
+        f"{'>=10 p':>7} {'recall med':>10} {'min':>6} {'<0.9':>5} {'RSS p90':>8} {'max':>6}"
+    )
     for lib, s in corpus["libraries"].items():
-        lines.append(f"{'':22}{lib:13} {s['files_read']:>5} {s['pages']:>6} {s['pages_per_s']:>8} "
-                     f"{s['pages_per_s_files_10_pages_up'] or '-':>7} {s['recall_median']:>10} {s['recall_min']:>6} "
-                     f"{s['files_recall_below_0_9']:>5} {s['peak_rss_mb_p90']:>8} {s['peak_rss_mb_max']:>6}")
-    lines.append("recall: share of another library's words found, the better of the two; extractor = pypdf in the parse child "
-                 "(fork included); RSS target <= 256 MB")
+        lines.append(
+            f"{'':22}{lib:13} {s['files_read']:>5} {s['pages']:>6} {s['pages_per_s']:>8} "
+            f"{s['pages_per_s_files_10_pages_up'] or '-':>7} {s['recall_median']:>10} {s['recall_min']:>6} "
+            f"{s['files_recall_below_0_9']:>5} {s['peak_rss_mb_p90']:>8} {s['peak_rss_mb_max']:>6}"
+        )
+    lines.append(
+        "recall: share of another library's words found, the better of the two; extractor = pypdf in the parse child "
+        "(fork included); RSS target <= 256 MB"
+    )
     docx = results.get("docx")
     if docx:
-        lines.append(f"real DOCX ({docx['files']} files): recall vs python-docx min {docx['recall_vs_python_docx_min']}, "
-                     f"median {docx['recall_vs_python_docx_median']}; words python-docx misses (notes, comments, "
-                     f"text boxes, other headers): {docx['words_python_docx_misses']}")
+        lines.append(
+            f"real DOCX ({docx['files']} files): recall vs python-docx min {docx['recall_vs_python_docx_min']}, "
+            f"median {docx['recall_vs_python_docx_median']}; words python-docx misses (notes, comments, "
+            f"text boxes, other headers): {docx['words_python_docx_misses']}"
+        )
     return "\n".join(lines)

@@ -36,17 +36,26 @@ def _stdlib(html: str) -> str:
 
 
 def _newsletter(size: int) -> str:
-    block = ('<table class="row"><tr><td style="padding:8px"><a href="https://shop.example/item?id=1&amp;ref=mail">'
-             '<img src="cid:logo" alt="Logo &gt; shop"></a><p>Great offers&nbsp;this week &#8212; 20% off.</p>'
-             "<!-- tracking --></td></tr></table>\n")
-    return "<html><head><style>td{color:red}</style></head><body>" + block * (size // len(block)) + "</body></html>"
+    block = (
+        '<table class="row"><tr><td style="padding:8px"><a href="https://shop.example/item?id=1&amp;ref=mail">'
+        '<img src="cid:logo" alt="Logo &gt; shop"></a><p>Great offers&nbsp;this week &#8212; 20% off.</p>'
+        "<!-- tracking --></td></tr></table>\n"
+    )
+    return (
+        "<html><head><style>td{color:red}</style></head><body>"
+        + block * (size // len(block))
+        + "</body></html>"
+    )
 
 
 CASES: tuple[tuple[str, Callable[[], str]], ...] = (
     ("newsletter-style HTML, 200 KB", lambda: _newsletter(200_000)),
     ("<b>x</b> repeated, 1 MB", lambda: "<b>x</b>" * 125_000),
     ("'<!--' repeated, unclosed, 10 KB", lambda: "<!--" * 2_500),
-    (f"<b>x</b> repeated, {MAX_HTML_CHARS // 1_000_000} MB (ours only: the bound)", lambda: "<b>x</b>" * (MAX_HTML_CHARS // 8)),
+    (
+        f"<b>x</b> repeated, {MAX_HTML_CHARS // 1_000_000} MB (ours only: the bound)",
+        lambda: "<b>x</b>" * (MAX_HTML_CHARS // 8),
+    ),
 )
 
 
@@ -68,15 +77,29 @@ def run() -> dict[str, Any]:
         html = build()
         ours = _measure(lambda h: convert(h), html)
         stdlib = _measure(_stdlib, html) if "ours only" not in name else (None, None)
-        rows.append({"case": name, "chars": len(html), "ours_s": ours[0], "ours_peak_mb": ours[1],
-                     "stdlib_s": stdlib[0], "stdlib_peak_mb": stdlib[1]})
+        rows.append(
+            {
+                "case": name,
+                "chars": len(html),
+                "ours_s": ours[0],
+                "ours_peak_mb": ours[1],
+                "stdlib_s": stdlib[0],
+                "stdlib_peak_mb": stdlib[1],
+            }
+        )
     return {"python": platform.python_version(), "max_html_chars": MAX_HTML_CHARS, "cases": rows}
 
 
 def table(r: dict[str, Any]) -> str:
-    lines = [f"Python {r['python']}; HTML read up to {r['max_html_chars']:,} characters",
-             f"{'case':<52} {'chars':>10} {'ours s':>8} {'ours MB':>8} {'stdlib s':>9} {'stdlib MB':>10}"]
+    lines = [
+        f"Python {r['python']}; HTML read up to {r['max_html_chars']:,} characters",
+        f"{'case':<52} {'chars':>10} {'ours s':>8} {'ours MB':>8} {'stdlib s':>9} {'stdlib MB':>10}",
+    ]
     for c in r["cases"]:
-        std = (f"{c['stdlib_s']:>9} {c['stdlib_peak_mb']:>10}" if c["stdlib_s"] is not None else f"{'-':>9} {'-':>10}")
+        std = (
+            f"{c['stdlib_s']:>9} {c['stdlib_peak_mb']:>10}"
+            if c["stdlib_s"] is not None
+            else f"{'-':>9} {'-':>10}"
+        )
         lines.append(f"{c['case']:<52} {c['chars']:>10,} {c['ours_s']:>8} {c['ours_peak_mb']:>8} {std}")
     return "\n".join(lines)

@@ -16,8 +16,11 @@ from common.runtime.functions import FUNCTIONS, image_ref
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "tests" / "fixtures" / "events"
-EVENT_FOR = {"inbound-handler": "ses-inbound.json", "reply-handler": "ses-reply.json",
-             "attachment-extractor": "s3-calendar.json"}
+EVENT_FOR = {
+    "inbound-handler": "ses-inbound.json",
+    "reply-handler": "ses-reply.json",
+    "attachment-extractor": "s3-calendar.json",
+}
 HELLO = image_ref("bench-hello")
 HELLO_AWS = image_ref("bench-hello-boto")
 
@@ -34,10 +37,15 @@ def _start(client: Any, image: str) -> tuple[Any, str]:
     # Host network, like the tests: the functions reach the emulator on loopback; every container
     # (hello-world included) starts the same way, so the ratios compare like with like.
     port = free_port()
-    environment = {**local_env(), **_EMULATOR, "RIE_ADDRESS": f"127.0.0.1:{port}",
-                   "RIE_RUNTIME_API_ADDRESS": f"127.0.0.1:{free_port()}"}
-    container = client.containers.run(image, detach=True, read_only=True, tmpfs={"/tmp": ""},
-                                      environment=environment, network_mode="host")
+    environment = {
+        **local_env(),
+        **_EMULATOR,
+        "RIE_ADDRESS": f"127.0.0.1:{port}",
+        "RIE_RUNTIME_API_ADDRESS": f"127.0.0.1:{free_port()}",
+    }
+    container = client.containers.run(
+        image, detach=True, read_only=True, tmpfs={"/tmp": ""}, environment=environment, network_mode="host"
+    )
     return container, f"http://127.0.0.1:{port}"
 
 
@@ -95,16 +103,24 @@ def _run(rounds: int, warm_n: int) -> dict[str, Any]:
 
     client = docker.from_env()  # type: ignore[attr-defined]  # mypy sees the repo's docker/ folder
     for tag, folder in ((HELLO, "hello"), (HELLO_AWS, "hello-boto")):
-        subprocess.run(["docker", "build", "-q", "--network", "none", "-t", tag, str(REPO / "bench" / folder)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["docker", "build", "-q", "--network", "none", "-t", tag, str(REPO / "bench" / folder)],
+            check=True,
+            capture_output=True,
+        )
     base = client.images.get(image_ref("base")).attrs["Size"]
-    results: dict[str, Any] = {"base_image_mb": round(base / 1e6, 1), "base_image_target_mb": 160,
-                               "aws_base_image_mb_reference": 534,
-                               "functions": {}}
+    results: dict[str, Any] = {
+        "base_image_mb": round(base / 1e6, 1),
+        "base_image_target_mb": 160,
+        "aws_base_image_mb_reference": 534,
+        "functions": {},
+    }
     hello_event: Any = {}
     hello_cold = [_cold_start(client, HELLO, hello_event) for _ in range(rounds)]
-    results["hello_world"] = {"cold_start_ms": round(statistics.median(hello_cold) * 1000, 1),
-                              "extra_bytes": client.images.get(HELLO).attrs["Size"] - base}
+    results["hello_world"] = {
+        "cold_start_ms": round(statistics.median(hello_cold) * 1000, 1),
+        "extra_bytes": client.images.get(HELLO).attrs["Size"] - base,
+    }
     _cold_start(client, HELLO_AWS, hello_event)  # untimed: moto loads each service's backend on first use
     aws_cold = [_cold_start(client, HELLO_AWS, hello_event) for _ in range(rounds)]
     results["hello_one_aws_call"] = {"cold_start_ms": round(statistics.median(aws_cold) * 1000, 1)}
@@ -130,28 +146,50 @@ def _run(rounds: int, warm_n: int) -> dict[str, Any]:
 def _extractor_cold_starts(client: Any, rounds: int) -> dict[str, float]:
     """In-container import cost of the extractor with and without its parsers (pypdf + cryptography, the DOCX reader)."""
     image = image_ref("attachment-extractor")
-    code = ("import time; t=time.perf_counter(); import app; t1=time.perf_counter(); {extra}; "
-            "print(round((time.perf_counter()-t)*1000, 1))")
+    code = (
+        "import time; t=time.perf_counter(); import app; t1=time.perf_counter(); {extra}; "
+        "print(round((time.perf_counter()-t)*1000, 1))"
+    )
     out: dict[str, float] = {}
     for label, extra in (("handler_only", "pass"), ("with_parsers", "import pypdf, common.extractor.ooxml")):
-        samples = [float(client.containers.run(image, entrypoint=["python", "-c", code.format(extra=extra)],
-                                               environment=local_env(), remove=True, read_only=True,
-                                               network_mode="none").decode().strip()) for _ in range(rounds)]
+        samples = [
+            float(
+                client.containers.run(
+                    image,
+                    entrypoint=["python", "-c", code.format(extra=extra)],
+                    environment=local_env(),
+                    remove=True,
+                    read_only=True,
+                    network_mode="none",
+                )
+                .decode()
+                .strip()
+            )
+            for _ in range(rounds)
+        ]
         out[label] = statistics.median(samples)
     return out
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = [f"base image: {results['base_image_mb']} MB (target <= 160; AWS base ~{results['aws_base_image_mb_reference']} MB)",
-             f"hello-world cold start: {results['hello_world']['cold_start_ms']} ms; hello + one AWS call "
-             f"(boto3 import, client, S3 GetObject): {results['hello_one_aws_call']['cold_start_ms']} ms",
-             f"{'function':22} {'extra B':>8} {'cold ms':>8} {'x hello':>8} {'x 1 call':>9} {'warm p50':>9} {'warm p95':>9}"]
+    lines = [
+        f"base image: {results['base_image_mb']} MB (target <= 160; AWS base ~{results['aws_base_image_mb_reference']} MB)",
+        f"hello-world cold start: {results['hello_world']['cold_start_ms']} ms; hello + one AWS call "
+        f"(boto3 import, client, S3 GetObject): {results['hello_one_aws_call']['cold_start_ms']} ms",
+        f"{'function':22} {'extra B':>8} {'cold ms':>8} {'x hello':>8} {'x 1 call':>9} {'warm p50':>9} {'warm p95':>9}",
+    ]
     for name, r in results["functions"].items():
-        lines.append(f"{name:22} {r['extra_bytes']:>8} {r['cold_start_ms']:>8} {r['cold_vs_hello']:>8} "
-                     f"{r['cold_vs_hello_one_aws_call']:>9} {r['warm_p50_ms']:>9} {r['warm_p95_ms']:>9}")
-    lines.append("targets: function layer <= 50 KB, cold start <= 1.5x hello-world (platform issue, when the functions "
-                 "made no AWS calls); cold ms = docker run -> first response, real AWS calls on the emulator included")
+        lines.append(
+            f"{name:22} {r['extra_bytes']:>8} {r['cold_start_ms']:>8} {r['cold_vs_hello']:>8} "
+            f"{r['cold_vs_hello_one_aws_call']:>9} {r['warm_p50_ms']:>9} {r['warm_p95_ms']:>9}"
+        )
+    lines.append(
+        "targets: function layer <= 50 KB, cold start <= 1.5x hello-world (platform issue, when the functions "
+        "made no AWS calls); cold ms = docker run -> first response, real AWS calls on the emulator included"
+    )
     ex = results["extractor_cold_start_ms"]
-    lines.append(f"extractor init: handler import {ex['handler_only']} ms; + pypdf/DOCX reader {ex['with_parsers']} ms "
-                 "(paid only when a PDF/DOCX arrives)")
+    lines.append(
+        f"extractor init: handler import {ex['handler_only']} ms; + pypdf/DOCX reader {ex['with_parsers']} ms "
+        "(paid only when a PDF/DOCX arrives)"
+    )
     return "\n".join(lines)

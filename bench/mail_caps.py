@@ -33,9 +33,14 @@ def run() -> dict[str, Any]:
     with emulator_process(env) as cfg, tempfile.TemporaryDirectory() as tmp:
         import os
 
-        fn = RieProcess("inbound-handler", free_port(), {**env, "AWS_ENDPOINT_URL": os.environ["AWS_ENDPOINT_URL"]},
-                        Path(tmp) / "inbound-handler.log").start()
+        fn = RieProcess(
+            "inbound-handler",
+            free_port(),
+            {**env, "AWS_ENDPOINT_URL": os.environ["AWS_ENDPOINT_URL"]},
+            Path(tmp) / "inbound-handler.log",
+        ).start()
         try:
+
             def receipt(raw: bytes, mid: str) -> dict[str, Any]:
                 client("s3").put_object(Bucket=cfg.bucket, Key=f"staging/{mid}", Body=raw)
                 return events.receipt_event(raw, mid, [cfg.public_email])
@@ -46,11 +51,18 @@ def run() -> dict[str, Any]:
                 raw = case.build()
                 runs = [caps.measure(fn, receipt(raw, f"cap{n:03d}r{r}" + "0" * 32)) for r in range(ROUNDS)]
                 result = runs[-1].result
-                rows.append({"case": case.name, "bytes": len(raw), "outcome": result.get("status"),
-                             "reason": result.get("reason", ""), "expected": case.status,
-                             "seconds": round(max(m.seconds for m in runs), 3),
-                             "peak_rss_mb": round(max(m.peak_mb for m in runs), 1),
-                             "baseline_rss_mb": round(min(m.baseline_mb for m in runs), 1)})
+                rows.append(
+                    {
+                        "case": case.name,
+                        "bytes": len(raw),
+                        "outcome": result.get("status"),
+                        "reason": result.get("reason", ""),
+                        "expected": case.status,
+                        "seconds": round(max(m.seconds for m in runs), 3),
+                        "peak_rss_mb": round(max(m.peak_mb for m in runs), 1),
+                        "baseline_rss_mb": round(min(m.baseline_mb for m in runs), 1),
+                    }
+                )
         finally:
             fn.stop()
     return {"function_memory_mb": BY_NAME["inbound-handler"].memory_mb, "rounds": ROUNDS, "cases": rows}
@@ -59,12 +71,15 @@ def run() -> dict[str, Any]:
 def table(r: dict[str, Any]) -> str:
     if "skipped" in r:
         return f"skipped: {r['skipped']}"
-    lines = [f"{'case':<78} {'size':>9} {'outcome':<12} {'time':>7} {'peak RSS':>9}",
-             "-" * 120]
+    lines = [f"{'case':<78} {'size':>9} {'outcome':<12} {'time':>7} {'peak RSS':>9}", "-" * 120]
     for row in r["cases"]:
         ok = "" if row["outcome"] == row["expected"] else f"  (expected {row['expected']})"
-        lines.append(f"{row['case'][:78]:<78} {row['bytes'] / 1024:>7.0f}KB {row['outcome']:<12} "
-                     f"{row['seconds']:>6.2f}s {row['peak_rss_mb']:>7.0f}MB{ok}")
-    lines.append(f"function memory {r['function_memory_mb']} MB; runtime baseline "
-                 f"{min(row['baseline_rss_mb'] for row in r['cases']):.0f} MB; worst of {r['rounds']} runs each")
+        lines.append(
+            f"{row['case'][:78]:<78} {row['bytes'] / 1024:>7.0f}KB {row['outcome']:<12} "
+            f"{row['seconds']:>6.2f}s {row['peak_rss_mb']:>7.0f}MB{ok}"
+        )
+    lines.append(
+        f"function memory {r['function_memory_mb']} MB; runtime baseline "
+        f"{min(row['baseline_rss_mb'] for row in r['cases']):.0f} MB; worst of {r['rounds']} runs each"
+    )
     return "\n".join(lines)

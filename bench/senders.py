@@ -27,7 +27,14 @@ from typing import Any
 from common.aws import client, ses
 from common.local.env import local_env
 from common.store.sendqueue import OutboundMessage
-from tests.support.sendload import Faults, emulator_process, enqueue_copies, patch_ses, queue_empty, run_workers
+from tests.support.sendload import (
+    Faults,
+    emulator_process,
+    enqueue_copies,
+    patch_ses,
+    queue_empty,
+    run_workers,
+)
 
 N_BASELINE = 400
 N_FULL = 400
@@ -37,9 +44,17 @@ WORKERS = 4
 
 
 def _messages(prefix: str, n: int) -> list[OutboundMessage]:
-    return [OutboundMessage(kind="ack", idempotency_key=f"ack:{prefix}{i}", correlation_id=f"ack-{prefix}{i}",
-                            to=[f"user{i}@corp.example"], subject=f"bench {i}", text="Thanks for your message.\n")
-            for i in range(n)]
+    return [
+        OutboundMessage(
+            kind="ack",
+            idempotency_key=f"ack:{prefix}{i}",
+            correlation_id=f"ack-{prefix}{i}",
+            to=[f"user{i}@corp.example"],
+            subject=f"bench {i}",
+            text="Thanks for your message.\n",
+        )
+        for i in range(n)
+    ]
 
 
 def _baseline(cfg: Any) -> float:
@@ -71,7 +86,14 @@ def _drain(cfg: Any, prefix: str, n: int) -> dict[str, Any]:
     try:
         feeder, _ = enqueue_copies(cfg, _messages(prefix, n), copies=1, max_depth=60)
         started, cpu = time.time(), time.process_time()
-        run_workers(cfg, workers=WORKERS, visibility_s=60, timeout_s=180, done=queue_empty(cfg, feeder), deadline_s=600)
+        run_workers(
+            cfg,
+            workers=WORKERS,
+            visibility_s=60,
+            timeout_s=180,
+            done=queue_empty(cfg, feeder),
+            deadline_s=600,
+        )
         cpu = time.process_time() - cpu
     finally:
         undo()
@@ -79,7 +101,8 @@ def _drain(cfg: Any, prefix: str, n: int) -> dict[str, Any]:
     accepted = [v[0] for v in faults.accepted_at.values()]
     calls = sorted(faults.called_at)
     return {
-        "messages": n, "sent": len(accepted),
+        "messages": n,
+        "sent": len(accepted),
         "sends_per_s": round(len(accepted) / (max(accepted) - started), 1),
         # The senders' own CPU (this process; the emulator runs in another): what a send costs the code.
         "sender_cpu_ms_per_send": round(cpu * 1000 / len(accepted), 1),
@@ -118,7 +141,9 @@ def _rate(times: list[float]) -> float:
     """Sends per second as the least-squares slope of call number over time (robust to edge jitter)."""
     n = len(times)
     mean_i, mean_t = (n - 1) / 2, sum(times) / n
-    spacing = sum((i - mean_i) * (t - mean_t) for i, t in enumerate(times)) / sum((i - mean_i) ** 2 for i in range(n))
+    spacing = sum((i - mean_i) * (t - mean_t) for i, t in enumerate(times)) / sum(
+        (i - mean_i) ** 2 for i in range(n)
+    )
     return 1 / spacing
 
 
@@ -139,12 +164,23 @@ def _latency(cfg: Any, prefix: str, n: int, arrivals_per_s: float) -> dict[str, 
     feeder = threading.Thread(target=feed, daemon=True)
     try:
         feeder.start()
-        run_workers(cfg, workers=WORKERS, visibility_s=60, timeout_s=180, done=queue_empty(cfg, feeder), deadline_s=600)
+        run_workers(
+            cfg,
+            workers=WORKERS,
+            visibility_s=60,
+            timeout_s=180,
+            done=queue_empty(cfg, feeder),
+            deadline_s=600,
+        )
     finally:
         undo()
     latencies = sorted(v[0] - enqueued[k] for k, v in faults.accepted_at.items())
-    return {"messages": n, "arrivals_per_s": round(arrivals_per_s, 1), "p50_s": round(statistics.median(latencies), 3),
-            "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 3)}
+    return {
+        "messages": n,
+        "arrivals_per_s": round(arrivals_per_s, 1),
+        "p50_s": round(statistics.median(latencies), 3),
+        "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 3),
+    }
 
 
 def run() -> dict[str, Any]:
@@ -158,23 +194,30 @@ def run() -> dict[str, Any]:
         rate = _drain(replace(cfg, max_send_rate=configured), "rate", N_RATE)
     return {
         "baseline_raw_sends_per_s": round(baseline, 1),
-        "full": full, "full_vs_baseline": round(full["sends_per_s"] / baseline, 2),
+        "full": full,
+        "full_vs_baseline": round(full["sends_per_s"] / baseline, 2),
         "latency": latency,
-        "rate": {"configured": configured, **rate, "achieved_ratio": round(rate["achieved_rate"] / configured, 3)},
+        "rate": {
+            "configured": configured,
+            **rate,
+            "achieved_ratio": round(rate["achieved_rate"] / configured, 3),
+        },
         "targets": {"p95_s": 2.0, "rate_ratio": [0.95, 1.0]},
     }
 
 
 def table(r: dict[str, Any]) -> str:
     f, lat, q = r["full"], r["latency"], r["rate"]
-    return "\n".join([
-        f"{'baseline: bare SendRawEmail, 4 threads':<50}{r['baseline_raw_sends_per_s']:>8} sends/s   (the emulator's ceiling)",
-        f"{'full path: queue -> sender -> SES, 4 workers':<50}{f['sends_per_s']:>8} sends/s"
-        f"   ({r['full_vs_baseline']:.0%} of baseline; no target: the emulator's speed, see the cost table)",
-        f"{'  sender CPU per send (emulator excluded)':<50}{f['sender_cpu_ms_per_send']:>8} ms",
-        f"{'enqueue -> SES accepted at ' + str(lat['arrivals_per_s']) + ' msg/s':<50}{'p50 ' + str(lat['p50_s']) + ' s':>8}"
-        f"   p95 {lat['p95_s']} s (NFR-1: < 2 s)",
-        f"{'rate limit ' + str(q['configured']) + '/s across 4 workers':<50}{q['achieved_rate']:>8} sends/s"
-        f"   ({q['achieved_ratio']:.1%} of configured; busiest second: {q['max_slots_in_any_second']} slots, "
-        f"{q['max_calls_in_any_second']} SES calls)",
-    ])
+    return "\n".join(
+        [
+            f"{'baseline: bare SendRawEmail, 4 threads':<50}{r['baseline_raw_sends_per_s']:>8} sends/s   (the emulator's ceiling)",
+            f"{'full path: queue -> sender -> SES, 4 workers':<50}{f['sends_per_s']:>8} sends/s"
+            f"   ({r['full_vs_baseline']:.0%} of baseline; no target: the emulator's speed, see the cost table)",
+            f"{'  sender CPU per send (emulator excluded)':<50}{f['sender_cpu_ms_per_send']:>8} ms",
+            f"{'enqueue -> SES accepted at ' + str(lat['arrivals_per_s']) + ' msg/s':<50}{'p50 ' + str(lat['p50_s']) + ' s':>8}"
+            f"   p95 {lat['p95_s']} s (NFR-1: < 2 s)",
+            f"{'rate limit ' + str(q['configured']) + '/s across 4 workers':<50}{q['achieved_rate']:>8} sends/s"
+            f"   ({q['achieved_ratio']:.1%} of configured; busiest second: {q['max_slots_in_any_second']} slots, "
+            f"{q['max_calls_in_any_second']} SES calls)",
+        ]
+    )

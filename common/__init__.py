@@ -1,2 +1,3 @@
 """service-email-handler shared package."""
+
 __version__ = "0.1.0"

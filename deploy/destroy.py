@@ -24,11 +24,21 @@ from deploy.plan import UNCHANGED, Change, Run
 from deploy.resources import TABLES, bucket_exists, event_queues, queue_arn, queue_url, topic_arn
 
 
-def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, str] | None = None,
-            report: Callable[[str], None] = print) -> list[Change]:
+def destroy(
+    options: Options,
+    delete_data: bool = False,
+    environ: Mapping[str, str] | None = None,
+    report: Callable[[str], None] = print,
+) -> list[Change]:
     target = connect(options, dict(os.environ if environ is None else environ), report, need_secret=False)
-    cfg, run = target.cfg, Run(target.cfg, apply=not options.dry_run,
-                               report=lambda c: report(f"[destroy] {c}") if c.action != UNCHANGED else None)
+    cfg, run = (
+        target.cfg,
+        Run(
+            target.cfg,
+            apply=not options.dry_run,
+            report=lambda c: report(f"[destroy] {c}") if c.action != UNCHANGED else None,
+        ),
+    )
     _receiving(run)
     _schedule(run)
     cw = control_client("cloudwatch")
@@ -36,7 +46,12 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
     existing = {a["AlarmName"] for a in cw.describe_alarms(AlarmNames=names).get("MetricAlarms", [])}
     for name in names:
         run.remove("cloudwatch-alarm", name, name in existing, partial(cw.delete_alarms, AlarmNames=[name]))
-    lam, iam_api, logs, ecr = control_client("lambda"), control_client("iam"), control_client("logs"), control_client("ecr")
+    lam, iam_api, logs, ecr = (
+        control_client("lambda"),
+        control_client("iam"),
+        control_client("logs"),
+        control_client("ecr"),
+    )
     _event_sources(run, lam, target.account)
     for f in FUNCTIONS:
         fn = function_name(cfg, f.name)
@@ -48,14 +63,24 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
                 iam_api.delete_role_policy(RoleName=role, PolicyName=policy)
             iam_api.delete_role(RoleName=role)
 
-        run.remove("iam-role", role, or_none(partial(iam_api.get_role, RoleName=role), "NoSuchEntity") is not None,
-                   partial(drop_role, role))
+        run.remove(
+            "iam-role",
+            role,
+            or_none(partial(iam_api.get_role, RoleName=role), "NoSuchEntity") is not None,
+            partial(drop_role, role),
+        )
         group = f"/aws/lambda/{fn}"
         run.remove("log-group", group, _log_group(group), partial(logs.delete_log_group, logGroupName=group))
         repo = repository_name(cfg, f.name)
-        found = or_none(partial(ecr.describe_repositories, repositoryNames=[repo]), "RepositoryNotFoundException")
-        run.remove("ecr-repository", repo, found is not None,
-                   partial(ecr.delete_repository, repositoryName=repo, force=True))
+        found = or_none(
+            partial(ecr.describe_repositories, repositoryNames=[repo]), "RepositoryNotFoundException"
+        )
+        run.remove(
+            "ecr-repository",
+            repo,
+            found is not None,
+            partial(ecr.delete_repository, repositoryName=repo, force=True),
+        )
     sqs = control_client("sqs")
     for name in [q for s in event_queues(cfg) for q in (s, dlq_name(s))] + [async_dlq(cfg)]:
         url = queue_url(name)
@@ -66,17 +91,31 @@ def destroy(options: Options, delete_data: bool = False, environ: Mapping[str, s
         arn = topic_arn(cfg, topic)
         run.remove("sns-topic", topic, arn in topics, partial(sns.delete_topic, TopicArn=arn))
     ses, ssm = control_client("ses"), control_client("ssm")
-    config_set = or_none(lambda: ses.describe_configuration_set(ConfigurationSetName=cfg.ses_configuration_set),
-                         "ConfigurationSetDoesNotExist")
-    run.remove("ses-config-set", cfg.ses_configuration_set, config_set is not None,
-               lambda: ses.delete_configuration_set(ConfigurationSetName=cfg.ses_configuration_set))
-    for name in (cfg.thread_secret_parameter, cfg.spam_rules_parameter, f"/{cfg.project}/{cfg.env}/owner-key"):
+    config_set = or_none(
+        lambda: ses.describe_configuration_set(ConfigurationSetName=cfg.ses_configuration_set),
+        "ConfigurationSetDoesNotExist",
+    )
+    run.remove(
+        "ses-config-set",
+        cfg.ses_configuration_set,
+        config_set is not None,
+        lambda: ses.delete_configuration_set(ConfigurationSetName=cfg.ses_configuration_set),
+    )
+    for name in (
+        cfg.thread_secret_parameter,
+        cfg.spam_rules_parameter,
+        f"/{cfg.project}/{cfg.env}/owner-key",
+    ):
         found_parameter = or_none(partial(ssm.get_parameter, Name=name), "ParameterNotFound")
-        run.remove("ssm-parameter", name, found_parameter is not None, partial(ssm.delete_parameter, Name=name))
+        run.remove(
+            "ssm-parameter", name, found_parameter is not None, partial(ssm.delete_parameter, Name=name)
+        )
     if delete_data:
         _data(run)
     else:
-        report(f"[destroy] kept (data; --delete-data removes them): s3://{cfg.bucket}, the tables, {cfg.spam_log_group}")
+        report(
+            f"[destroy] kept (data; --delete-data removes them): s3://{cfg.bucket}, the tables, {cfg.spam_log_group}"
+        )
     summarize(run, lambda line: report(line.replace("[deploy]", "[destroy]")))
     return run.changes
 
@@ -89,15 +128,22 @@ def _event_sources(run: Run, lam: Any, account: str) -> None:
     function itself); only mappings to this deployment's functions are removed."""
     cfg = run.cfg
     ours = {function_name(cfg, f.name) for f in FUNCTIONS}
-    queries: list[dict[str, str]] = [{"EventSourceArn": queue_arn(cfg, q)} for q in event_queues(cfg) if queue_url(q)]
+    queries: list[dict[str, str]] = [
+        {"EventSourceArn": queue_arn(cfg, q)} for q in event_queues(cfg) if queue_url(q)
+    ]
     for f in FUNCTIONS:
         if _exists(lam, function_name(cfg, f.name)):
-            queries += [{"FunctionName": alias_arn(cfg, account, f.name)}, {"FunctionName": function_name(cfg, f.name)}]
+            queries += [
+                {"FunctionName": alias_arn(cfg, account, f.name)},
+                {"FunctionName": function_name(cfg, f.name)},
+            ]
     found: dict[str, dict[str, Any]] = {}
     for query in queries:
         for page in lam.get_paginator("list_event_source_mappings").paginate(**query):
             for mapping in page.get("EventSourceMappings", []):
-                parts = str(mapping.get("FunctionArn", "")).split(":")  # arn:aws:lambda:R:A:function:NAME[:QUALIFIER]
+                parts = str(mapping.get("FunctionArn", "")).split(
+                    ":"
+                )  # arn:aws:lambda:R:A:function:NAME[:QUALIFIER]
                 if len(parts) > 6 and parts[6] in ours:
                     found[mapping["UUID"]] = mapping
     for uuid, mapping in found.items():
@@ -139,8 +185,12 @@ def _receiving(run: Run) -> None:
     if active and active != own:  # our two rules inside another application's active set
         rules = {r["Name"] for r in ses.describe_receipt_rule_set(RuleSetName=active).get("Rules", [])}
         for rule in receiving.rule_names(cfg):
-            run.remove("ses-receipt-rule", f"{active}/{rule}", rule in rules,
-                       partial(ses.delete_receipt_rule, RuleSetName=active, RuleName=rule))
+            run.remove(
+                "ses-receipt-rule",
+                f"{active}/{rule}",
+                rule in rules,
+                partial(ses.delete_receipt_rule, RuleSetName=active, RuleName=rule),
+            )
 
 
 def _data(run: Run) -> None:
@@ -149,8 +199,10 @@ def _data(run: Run) -> None:
 
     def empty_and_delete() -> None:
         for page in s3.get_paginator("list_object_versions").paginate(Bucket=cfg.bucket):
-            objects = [{"Key": o["Key"], "VersionId": o["VersionId"]}
-                       for o in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+            objects = [
+                {"Key": o["Key"], "VersionId": o["VersionId"]}
+                for o in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ]
             if objects:
                 s3.delete_objects(Bucket=cfg.bucket, Delete={"Objects": objects, "Quiet": True})
         s3.delete_bucket(Bucket=cfg.bucket)
@@ -160,5 +212,9 @@ def _data(run: Run) -> None:
         table = getattr(cfg, field)
         found = or_none(partial(ddb.describe_table, TableName=table), "ResourceNotFoundException")
         run.remove("dynamodb-table", table, found is not None, partial(ddb.delete_table, TableName=table))
-    run.remove("log-group", cfg.spam_log_group, _log_group(cfg.spam_log_group),
-               lambda: logs.delete_log_group(logGroupName=cfg.spam_log_group))
+    run.remove(
+        "log-group",
+        cfg.spam_log_group,
+        _log_group(cfg.spam_log_group),
+        lambda: logs.delete_log_group(logGroupName=cfg.spam_log_group),
+    )

@@ -40,25 +40,56 @@ def records(cfg: Config) -> list[Record]:
     """Every record the domain needs, with SES's status of its check (SES DG, "Verifying a DKIM domain
     identity", "Using a custom MAIL FROM domain", "Publishing an MX record for Amazon SES email receiving")."""
     ses, domain = control_client("ses"), cfg.domain_name
-    verify = ses.get_identity_verification_attributes(Identities=[domain]).get("VerificationAttributes", {}).get(domain, {})
+    verify = (
+        ses.get_identity_verification_attributes(Identities=[domain])
+        .get("VerificationAttributes", {})
+        .get(domain, {})
+    )
     dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {})
-    mail_from = ses.get_identity_mail_from_domain_attributes(Identities=[domain]).get(
-        "MailFromDomainAttributes", {}).get(domain, {})
+    mail_from = (
+        ses.get_identity_mail_from_domain_attributes(Identities=[domain])
+        .get("MailFromDomainAttributes", {})
+        .get(domain, {})
+    )
     out = []
     if verify.get("VerificationToken"):
-        out.append(Record(f"_amazonses.{domain}", "TXT", verify["VerificationToken"], "domain verification",
-                          verify.get("VerificationStatus") or "not started"))
+        out.append(
+            Record(
+                f"_amazonses.{domain}",
+                "TXT",
+                verify["VerificationToken"],
+                "domain verification",
+                verify.get("VerificationStatus") or "not started",
+            )
+        )
     for token in dkim.get("DkimTokens", []):
-        out.append(Record(f"{token}._domainkey.{domain}", "CNAME", f"{token}.dkim.amazonses.com", "DKIM",
-                          dkim.get("DkimVerificationStatus") or "not started"))
+        out.append(
+            Record(
+                f"{token}._domainkey.{domain}",
+                "CNAME",
+                f"{token}.dkim.amazonses.com",
+                "DKIM",
+                dkim.get("DkimVerificationStatus") or "not started",
+            )
+        )
     status = mail_from.get("MailFromDomainStatus") or "not set up yet"
     bounce = f"{MAIL_FROM_LABEL}.{domain}"
-    out += [Record(bounce, "MX", f"10 feedback-smtp.{cfg.region}.amazonses.com", "MAIL FROM", status),
-            Record(bounce, "TXT", "v=spf1 include:amazonses.com ~all", "MAIL FROM SPF", status)]
+    out += [
+        Record(bounce, "MX", f"10 feedback-smtp.{cfg.region}.amazonses.com", "MAIL FROM", status),
+        Record(bounce, "TXT", "v=spf1 include:amazonses.com ~all", "MAIL FROM SPF", status),
+    ]
     inbound = f"10 inbound-smtp.{cfg.region}.amazonaws.com"
-    out += [Record(domain, "MX", inbound, f"receiving: ALL mail for @{domain} goes to SES, not only "
-                   f"{cfg.public_email}; move the domain's other mailboxes first", "unchecked"),
-            Record(cfg.thread_domain, "MX", inbound, "receiving the owner's replies", "unchecked")]
+    out += [
+        Record(
+            domain,
+            "MX",
+            inbound,
+            f"receiving: ALL mail for @{domain} goes to SES, not only "
+            f"{cfg.public_email}; move the domain's other mailboxes first",
+            "unchecked",
+        ),
+        Record(cfg.thread_domain, "MX", inbound, "receiving the owner's replies", "unchecked"),
+    ]
     return out
 
 
@@ -67,8 +98,10 @@ def pending(found: list[Record]) -> list[Record]:
 
 
 def zone(found: list[Record], cfg: Config) -> str:
-    head = [f"; DNS records for {cfg.domain_name} ({cfg.prefix}, SES in {cfg.region}), written by email-handler deploy.",
-            "; Publish every record at your DNS provider (many import BIND zone files), then run the deploy again."]
+    head = [
+        f"; DNS records for {cfg.domain_name} ({cfg.prefix}, SES in {cfg.region}), written by email-handler deploy.",
+        "; Publish every record at your DNS provider (many import BIND zone files), then run the deploy again.",
+    ]
     return "\n".join(head + [r.zone_line() for r in found]) + "\n"
 
 
@@ -76,8 +109,12 @@ def write(cfg: Config, found: list[Record], root: Path = BUILD_DIR) -> Path:
     """``<root>/<env>/dns.zone`` and ``dns.json``; returns the zone file's path."""
     folder = root / cfg.env
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "dns.json").write_text(json.dumps({"domain": cfg.domain_name, "region": cfg.region,
-                                                 "records": [asdict(r) for r in found]}, indent=2) + "\n")
+    (folder / "dns.json").write_text(
+        json.dumps(
+            {"domain": cfg.domain_name, "region": cfg.region, "records": [asdict(r) for r in found]}, indent=2
+        )
+        + "\n"
+    )
     path = folder / "dns.zone"
     path.write_text(zone(found, cfg))
     return path

@@ -17,19 +17,33 @@ from common.store import layout
 from deploy.plan import Change, Run, canonical
 from deploy.resources import attachment_queue
 
-TRUST = json.dumps({"Version": "2012-10-17", "Statement": [{
-    "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}, sort_keys=True)
+TRUST = json.dumps(
+    {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    },
+    sort_keys=True,
+)
 POLICY_NAME = "least-privilege"
 
 
 def local_trust(account: str) -> str:
     """Locally nothing is the Lambda service: the account's own principals (the local admin, which
     hands each function its role's credentials) may assume the role too."""
-    statements = json.loads(TRUST)["Statement"] + [{"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
-                                                     "Action": "sts:AssumeRole"}]
+    statements = json.loads(TRUST)["Statement"] + [
+        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"}, "Action": "sts:AssumeRole"}
+    ]
     return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)
 
-SENDER_QUEUE_ACTIONS = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]
+
+SENDER_QUEUE_ACTIONS = [
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:ChangeMessageVisibility",
+]
 S3_ACTIONS = {"read": "s3:GetObject", "write": "s3:PutObject", "delete": "s3:DeleteObject"}
 IDEMPOTENCY_ACTIONS = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
 
@@ -61,7 +75,9 @@ class Arns:
         return f"arn:aws:logs:{self.region}:{self.account}:log-group:{name}:*"
 
 
-def _allow(actions: list[str], resources: list[str], condition: dict[str, Any] | None = None) -> dict[str, Any]:
+def _allow(
+    actions: list[str], resources: list[str], condition: dict[str, Any] | None = None
+) -> dict[str, Any]:
     statement: dict[str, Any] = {"Effect": "Allow", "Action": sorted(actions), "Resource": sorted(resources)}
     if condition:
         statement["Condition"] = condition
@@ -74,35 +90,62 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
 
     a = Arns(cfg, account)
     spec = BY_NAME[function]
-    statements = [_allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(f"/aws/lambda/{cfg.name(function)}")])]
-    statements += [_allow([S3_ACTIONS[access]], a.objects(*prefixes)) for access, prefixes in layout.ACCESS[function].items()]
+    statements = [
+        _allow(
+            ["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(f"/aws/lambda/{cfg.name(function)}")]
+        )
+    ]
+    statements += [
+        _allow([S3_ACTIONS[access]], a.objects(*prefixes))
+        for access, prefixes in layout.ACCESS[function].items()
+    ]
     if reads := layout.ACCESS[function].get("read"):
         # A read of a missing key is 403 without s3:ListBucket; listing is limited to what it may read.
-        statements.append(_allow(["s3:ListBucket"], [f"arn:aws:s3:::{cfg.bucket}"],
-                                 {"StringLike": {"s3:prefix": sorted(f"{p}*" for p in reads)}}))
+        statements.append(
+            _allow(
+                ["s3:ListBucket"],
+                [f"arn:aws:s3:::{cfg.bucket}"],
+                {"StringLike": {"s3:prefix": sorted(f"{p}*" for p in reads)}},
+            )
+        )
     if "thread_secret" in spec.requires:  # the HMAC secret, read at cold start (SecureString, aws/ssm key)
         statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.thread_secret_parameter)]))
     if spec.owner_key and cfg.encrypts_to_owner:  # the owner's public key, read at cold start (String)
         statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.owner_key_parameter)]))
-    if not spec.queue_field:  # invoked asynchronously: Lambda sends a failed event to the async DLQ as the role
+    if (
+        not spec.queue_field
+    ):  # invoked asynchronously: Lambda sends a failed event to the async DLQ as the role
         statements.append(_allow(["sqs:SendMessage"], [a.queue(cfg.name("async-dlq"))]))
     if function == "inbound-handler":
         statements += [
-            _allow(["ssm:GetParameter"], [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"]),
-            _allow(["dynamodb:UpdateItem"], [a.table(cfg.conversations_table), a.table(cfg.suppression_table)]),
+            _allow(
+                ["ssm:GetParameter"],
+                [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"],
+            ),
+            _allow(
+                ["dynamodb:UpdateItem"], [a.table(cfg.conversations_table), a.table(cfg.suppression_table)]
+            ),
             # the owner's complaint flags the contact's conversation (common/inbound/feedback.py)
             _allow(["dynamodb:GetItem"], [a.table(cfg.conversations_table)]),
             # SES feedback: send records, duplicate SNS ids, the SES-id index
-            _allow(["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-                   [a.table(cfg.send_status_table)]),
-            _allow(["dynamodb:Query"], [a.table(cfg.idempotency_table) + "/index/sesMessageId"]),  # feedback fallback
+            _allow(
+                ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+                [a.table(cfg.send_status_table)],
+            ),
+            _allow(
+                ["dynamodb:Query"], [a.table(cfg.idempotency_table) + "/index/sesMessageId"]
+            ),  # feedback fallback
             _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
             _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
-            _allow(["dynamodb:BatchGetItem"], [a.table(cfg.sender_lists_table)]),  # the owner's block/allow lists
+            _allow(
+                ["dynamodb:BatchGetItem"], [a.table(cfg.sender_lists_table)]
+            ),  # the owner's block/allow lists
             # quarantine records: hold, digest (the pendingDigest index), release by an operator
-            _allow(["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
-                   [a.table(cfg.quarantine_table)]),
+            _allow(
+                ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
+                [a.table(cfg.quarantine_table)],
+            ),
             _allow(["dynamodb:Query"], [a.table(cfg.quarantine_table) + "/index/pendingDigest"]),
         ]
     elif function == "reply-handler":
@@ -110,7 +153,9 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.conversations_table)]),
             # alert throttle, replay memory; UpdateItem: who handled a mail shared with inbound-handler (store/staging.py)
             _allow(["dynamodb:PutItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
-            _allow(["dynamodb:GetItem"], [a.table(cfg.suppression_table)]),  # a suppressed contact is told to the owner
+            _allow(
+                ["dynamodb:GetItem"], [a.table(cfg.suppression_table)]
+            ),  # a suppressed contact is told to the owner
             _allow(["sqs:SendMessage"], [a.queue(cfg.reply_queue)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
             # owner controls ([block] ...) and releases from a quarantine digest (a release is a forward)
@@ -131,17 +176,24 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
             # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox (store/holds.py)
             _allow(["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [a.table(cfg.suppression_table)]),
-            _allow(["dynamodb:PutItem"], [a.table(cfg.send_status_table)]),  # hourly alert throttle (store/alerts.py)
+            _allow(
+                ["dynamodb:PutItem"], [a.table(cfg.send_status_table)]
+            ),  # hourly alert throttle (store/alerts.py)
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
             # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that
             # action), the service reference lists ses:SendEmail; both. In the sandbox SES also authorises
             # against each recipient's identity, so the identities are identity/*; ses:FromAddress pins
             # the sender to the public address whatever the identity.
-            _allow(["ses:SendEmail", "ses:SendRawEmail"], [f"arn:aws:ses:{a.region}:{account}:identity/*"],
-                   {"StringEquals": {"ses:FromAddress": cfg.public_email}}),
-            _allow(["ses:SendEmail", "ses:SendRawEmail"],
-                   [f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
-                   {"StringEquals": {"ses:FromAddress": cfg.public_email}}),
+            _allow(
+                ["ses:SendEmail", "ses:SendRawEmail"],
+                [f"arn:aws:ses:{a.region}:{account}:identity/*"],
+                {"StringEquals": {"ses:FromAddress": cfg.public_email}},
+            ),
+            _allow(
+                ["ses:SendEmail", "ses:SendRawEmail"],
+                [f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
+                {"StringEquals": {"ses:FromAddress": cfg.public_email}},
+            ),
         ]
     return {"Version": "2012-10-17", "Statement": statements}
 
@@ -167,7 +219,11 @@ def converge_role(run: Run, account: str, function: str, trust: str = TRUST) -> 
             differ.append("trust")
 
     def create() -> None:
-        api.create_role(RoleName=name, AssumeRolePolicyDocument=trust, Description=f"{function} of {cfg.prefix} (email-handler)")
+        api.create_role(
+            RoleName=name,
+            AssumeRolePolicyDocument=trust,
+            Description=f"{function} of {cfg.prefix} (email-handler)",
+        )
         api.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(wanted))
 
     def update(differ: Any) -> None:
@@ -176,8 +232,15 @@ def converge_role(run: Run, account: str, function: str, trust: str = TRUST) -> 
         if "trust" in differ:
             api.update_assume_role_policy(RoleName=name, PolicyDocument=trust)
 
-    run.converge("iam-role", name, current, differ, create=create, update=update,
-                 create_detail=f"{len(wanted['Statement'])} least-privilege statements")
+    run.converge(
+        "iam-role",
+        name,
+        current,
+        differ,
+        create=create,
+        update=update,
+        create_detail=f"{len(wanted['Statement'])} least-privilege statements",
+    )
     return role_arn(cfg, account, function)
 
 
@@ -214,59 +277,198 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
         # Actions with no resource type in the Service Authorization Reference are evaluated against "*"
         # (common.local.iam.NO_RESOURCE_ACTIONS): naming an ARN for them denies them. That is every SES v1
         # receiving and identity action; the configuration-set actions below do take the set's ARN.
-        _allow(["sts:GetCallerIdentity", "ecr:GetAuthorizationToken", "lambda:GetAccountSettings", "sns:ListTopics",
-                "logs:DescribeLogGroups", "cloudwatch:DescribeAlarms", "ses:ListIdentities",
-                "ses:DescribeActiveReceiptRuleSet", "ses:GetIdentityVerificationAttributes",
-                "ses:GetIdentityDkimAttributes", "ses:GetIdentityMailFromDomainAttributes", "ses:GetAccount",
-                "lambda:ListEventSourceMappings", "lambda:CreateEventSourceMapping", "ses:SetActiveReceiptRuleSet",
-                "ses:CreateReceiptRuleSet", "ses:VerifyDomainIdentity", "ses:VerifyDomainDkim",
-                "ses:SetIdentityMailFromDomain", "ses:DescribeConfigurationSet", "ses:DescribeReceiptRuleSet",
-                "ses:DeleteReceiptRuleSet", "ses:CreateReceiptRule", "ses:UpdateReceiptRule", "ses:DeleteReceiptRule",
-                "ses:SetReceiptRulePosition"], ["*"]),
-        _allow(["ecr:DescribeRepositories", "ecr:CreateRepository", "ecr:DeleteRepository", "ecr:PutLifecyclePolicy",
-                "ecr:GetLifecyclePolicy", "ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload",
-                "ecr:UploadLayerPart", "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage",
-                "ecr:GetDownloadUrlForLayer", "ecr:DescribeImages", "ecr:GetRepositoryPolicy", "ecr:SetRepositoryPolicy"],
-               [arn("ecr", f"repository/{p}-*")]),
-        _allow(["iam:GetRole", "iam:CreateRole", "iam:DeleteRole", "iam:GetRolePolicy", "iam:PutRolePolicy",
-                "iam:DeleteRolePolicy", "iam:ListRolePolicies", "iam:UpdateAssumeRolePolicy"],
-               [f"arn:aws:iam::{account}:role/{p}-*"]),
-        _allow(["iam:PassRole"], [f"arn:aws:iam::{account}:role/{p}-*"],
-               {"StringEquals": {"iam:PassedToService": "lambda.amazonaws.com"}}),
-        _allow(["lambda:GetFunction", "lambda:CreateFunction", "lambda:DeleteFunction", "lambda:UpdateFunctionCode",
-                "lambda:UpdateFunctionConfiguration", "lambda:GetFunctionConfiguration", "lambda:PublishVersion",
-                "lambda:GetAlias", "lambda:CreateAlias", "lambda:UpdateAlias", "lambda:GetPolicy",
-                "lambda:AddPermission", "lambda:RemovePermission", "lambda:GetFunctionConcurrency",
-                "lambda:DeleteFunctionConcurrency", "lambda:GetFunctionEventInvokeConfig",
-                "lambda:PutFunctionEventInvokeConfig", "lambda:UpdateFunctionEventInvokeConfig", "lambda:InvokeFunction"],
-               [arn("lambda", f"function:{p}-*")]),
+        _allow(
+            [
+                "sts:GetCallerIdentity",
+                "ecr:GetAuthorizationToken",
+                "lambda:GetAccountSettings",
+                "sns:ListTopics",
+                "logs:DescribeLogGroups",
+                "cloudwatch:DescribeAlarms",
+                "ses:ListIdentities",
+                "ses:DescribeActiveReceiptRuleSet",
+                "ses:GetIdentityVerificationAttributes",
+                "ses:GetIdentityDkimAttributes",
+                "ses:GetIdentityMailFromDomainAttributes",
+                "ses:GetAccount",
+                "lambda:ListEventSourceMappings",
+                "lambda:CreateEventSourceMapping",
+                "ses:SetActiveReceiptRuleSet",
+                "ses:CreateReceiptRuleSet",
+                "ses:VerifyDomainIdentity",
+                "ses:VerifyDomainDkim",
+                "ses:SetIdentityMailFromDomain",
+                "ses:DescribeConfigurationSet",
+                "ses:DescribeReceiptRuleSet",
+                "ses:DeleteReceiptRuleSet",
+                "ses:CreateReceiptRule",
+                "ses:UpdateReceiptRule",
+                "ses:DeleteReceiptRule",
+                "ses:SetReceiptRulePosition",
+            ],
+            ["*"],
+        ),
+        _allow(
+            [
+                "ecr:DescribeRepositories",
+                "ecr:CreateRepository",
+                "ecr:DeleteRepository",
+                "ecr:PutLifecyclePolicy",
+                "ecr:GetLifecyclePolicy",
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:InitiateLayerUpload",
+                "ecr:UploadLayerPart",
+                "ecr:CompleteLayerUpload",
+                "ecr:PutImage",
+                "ecr:BatchGetImage",
+                "ecr:GetDownloadUrlForLayer",
+                "ecr:DescribeImages",
+                "ecr:GetRepositoryPolicy",
+                "ecr:SetRepositoryPolicy",
+            ],
+            [arn("ecr", f"repository/{p}-*")],
+        ),
+        _allow(
+            [
+                "iam:GetRole",
+                "iam:CreateRole",
+                "iam:DeleteRole",
+                "iam:GetRolePolicy",
+                "iam:PutRolePolicy",
+                "iam:DeleteRolePolicy",
+                "iam:ListRolePolicies",
+                "iam:UpdateAssumeRolePolicy",
+            ],
+            [f"arn:aws:iam::{account}:role/{p}-*"],
+        ),
+        _allow(
+            ["iam:PassRole"],
+            [f"arn:aws:iam::{account}:role/{p}-*"],
+            {"StringEquals": {"iam:PassedToService": "lambda.amazonaws.com"}},
+        ),
+        _allow(
+            [
+                "lambda:GetFunction",
+                "lambda:CreateFunction",
+                "lambda:DeleteFunction",
+                "lambda:UpdateFunctionCode",
+                "lambda:UpdateFunctionConfiguration",
+                "lambda:GetFunctionConfiguration",
+                "lambda:PublishVersion",
+                "lambda:GetAlias",
+                "lambda:CreateAlias",
+                "lambda:UpdateAlias",
+                "lambda:GetPolicy",
+                "lambda:AddPermission",
+                "lambda:RemovePermission",
+                "lambda:GetFunctionConcurrency",
+                "lambda:DeleteFunctionConcurrency",
+                "lambda:GetFunctionEventInvokeConfig",
+                "lambda:PutFunctionEventInvokeConfig",
+                "lambda:UpdateFunctionEventInvokeConfig",
+                "lambda:InvokeFunction",
+            ],
+            [arn("lambda", f"function:{p}-*")],
+        ),
         # the daily digest schedule (deploy/triggers.py): a Lambda target needs no role, only the function's permission
-        _allow(["events:DescribeRule", "events:PutRule", "events:DeleteRule", "events:ListTargetsByRule",
-                "events:PutTargets", "events:RemoveTargets"], [arn("events", f"rule/{p}-*")]),
-        _allow(["lambda:UpdateEventSourceMapping", "lambda:DeleteEventSourceMapping", "lambda:GetEventSourceMapping"],
-               [arn("lambda", "event-source-mapping:*")]),
-        _allow(["s3:ListBucket", "s3:CreateBucket", "s3:DeleteBucket", "s3:GetBucketPublicAccessBlock",
-                "s3:PutBucketPublicAccessBlock", "s3:GetLifecycleConfiguration", "s3:PutLifecycleConfiguration",
-                "s3:GetBucketPolicy", "s3:PutBucketPolicy", "s3:GetBucketNotification", "s3:PutBucketNotification",
-                "s3:ListBucketVersions"], [f"arn:aws:s3:::{cfg.bucket}"]),
+        _allow(
+            [
+                "events:DescribeRule",
+                "events:PutRule",
+                "events:DeleteRule",
+                "events:ListTargetsByRule",
+                "events:PutTargets",
+                "events:RemoveTargets",
+            ],
+            [arn("events", f"rule/{p}-*")],
+        ),
+        _allow(
+            [
+                "lambda:UpdateEventSourceMapping",
+                "lambda:DeleteEventSourceMapping",
+                "lambda:GetEventSourceMapping",
+            ],
+            [arn("lambda", "event-source-mapping:*")],
+        ),
+        _allow(
+            [
+                "s3:ListBucket",
+                "s3:CreateBucket",
+                "s3:DeleteBucket",
+                "s3:GetBucketPublicAccessBlock",
+                "s3:PutBucketPublicAccessBlock",
+                "s3:GetLifecycleConfiguration",
+                "s3:PutLifecycleConfiguration",
+                "s3:GetBucketPolicy",
+                "s3:PutBucketPolicy",
+                "s3:GetBucketNotification",
+                "s3:PutBucketNotification",
+                "s3:ListBucketVersions",
+            ],
+            [f"arn:aws:s3:::{cfg.bucket}"],
+        ),
         _allow(["s3:GetObject", "s3:PutObject"], [f"arn:aws:s3:::{cfg.bucket}/{layout.CONFIG}*"]),
-        _allow(["s3:DeleteObject", "s3:DeleteObjectVersion"], [f"arn:aws:s3:::{cfg.bucket}/*"]),  # destroy --delete-data
-        _allow(["dynamodb:DescribeTable", "dynamodb:CreateTable", "dynamodb:UpdateTable", "dynamodb:DeleteTable",
-                "dynamodb:DescribeTimeToLive", "dynamodb:UpdateTimeToLive"], [arn("dynamodb", f"table/{p}-*")]),
-        _allow(["sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:SetQueueAttributes", "sqs:CreateQueue",
-                "sqs:DeleteQueue", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
-               [arn("sqs", f"{p}-*")]),
-        _allow(["sns:CreateTopic", "sns:DeleteTopic", "sns:GetTopicAttributes", "sns:SetTopicAttributes",
-                "sns:ListSubscriptionsByTopic", "sns:Subscribe"], [arn("sns", f"{p}-*")]),
-        _allow(["ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"],
-               [arn("ssm", f"parameter/{cfg.project}/{cfg.env}/*")]),
-        _allow(["logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:DeleteLogGroup"],
-               [arn("logs", f"log-group:/aws/lambda/{p}-*"), arn("logs", f"log-group:/{cfg.project}/{cfg.env}/*")]),
+        _allow(
+            ["s3:DeleteObject", "s3:DeleteObjectVersion"], [f"arn:aws:s3:::{cfg.bucket}/*"]
+        ),  # destroy --delete-data
+        _allow(
+            [
+                "dynamodb:DescribeTable",
+                "dynamodb:CreateTable",
+                "dynamodb:UpdateTable",
+                "dynamodb:DeleteTable",
+                "dynamodb:DescribeTimeToLive",
+                "dynamodb:UpdateTimeToLive",
+            ],
+            [arn("dynamodb", f"table/{p}-*")],
+        ),
+        _allow(
+            [
+                "sqs:GetQueueUrl",
+                "sqs:GetQueueAttributes",
+                "sqs:SetQueueAttributes",
+                "sqs:CreateQueue",
+                "sqs:DeleteQueue",
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
+            ],
+            [arn("sqs", f"{p}-*")],
+        ),
+        _allow(
+            [
+                "sns:CreateTopic",
+                "sns:DeleteTopic",
+                "sns:GetTopicAttributes",
+                "sns:SetTopicAttributes",
+                "sns:ListSubscriptionsByTopic",
+                "sns:Subscribe",
+            ],
+            [arn("sns", f"{p}-*")],
+        ),
+        _allow(
+            ["ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"],
+            [arn("ssm", f"parameter/{cfg.project}/{cfg.env}/*")],
+        ),
+        _allow(
+            ["logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:DeleteLogGroup"],
+            [
+                arn("logs", f"log-group:/aws/lambda/{p}-*"),
+                arn("logs", f"log-group:/{cfg.project}/{cfg.env}/*"),
+            ],
+        ),
         _allow(["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"], [arn("cloudwatch", f"alarm:{p}-*")]),
-        _allow(["ses:CreateConfigurationSet", "ses:DeleteConfigurationSet", "ses:CreateConfigurationSetEventDestination",
-                "ses:UpdateConfigurationSetEventDestination", "ses:GetConfigurationSet",
-                "ses:PutConfigurationSetSuppressionOptions"],
-               [arn("ses", f"configuration-set/{cfg.ses_configuration_set}")]),
+        _allow(
+            [
+                "ses:CreateConfigurationSet",
+                "ses:DeleteConfigurationSet",
+                "ses:CreateConfigurationSetEventDestination",
+                "ses:UpdateConfigurationSetEventDestination",
+                "ses:GetConfigurationSet",
+                "ses:PutConfigurationSetSuppressionOptions",
+            ],
+            [arn("ses", f"configuration-set/{cfg.ses_configuration_set}")],
+        ),
     ]
     return {"Version": "2012-10-17", "Statement": statements}
 
@@ -286,7 +488,11 @@ def deployer_policies(cfg: Config, account: str) -> list[dict[str, Any]]:
     between statements (a user may have 10 managed policies attached)."""
     parts: list[dict[str, Any]] = []
     for statement in deployer_policy(cfg, account)["Statement"]:
-        if parts and policy_size({**parts[-1], "Statement": [*parts[-1]["Statement"], statement]}) <= MANAGED_POLICY_LIMIT:
+        if (
+            parts
+            and policy_size({**parts[-1], "Statement": [*parts[-1]["Statement"], statement]})
+            <= MANAGED_POLICY_LIMIT
+        ):
             parts[-1]["Statement"].append(statement)
         else:
             parts.append({"Version": "2012-10-17", "Statement": [statement]})

@@ -28,9 +28,17 @@ ASYNC_RETRIES = 2
 ASYNC_MAX_AGE_S = 6 * 3600
 # Variables Lambda sets itself or that make no sense in a function's environment; the HMAC secret is
 # read from SSM at cold start (common/runtime/config.py), never stored in the configuration.
-_NOT_PASSED = {"region", "send_queue", "alert_topic_arn", "thread_secret",
-               # the owner's key: its files are the deploy's, its text is in SSM (owner_key_parameter)
-               "owner_smime_cert", "owner_pgp_key", "owner_key", "owner_key_parameter"}
+_NOT_PASSED = {
+    "region",
+    "send_queue",
+    "alert_topic_arn",
+    "thread_secret",
+    # the owner's key: its files are the deploy's, its text is in SSM (owner_key_parameter)
+    "owner_smime_cert",
+    "owner_pgp_key",
+    "owner_key",
+    "owner_key_parameter",
+}
 # Whoever must know that mail to the owner is encrypted: the sender that encrypts (and reads the key),
 # and inbound-handler, which sizes forwards so that they fit SES's limit once encrypted.
 _KNOW_OWNER_KEY = {"inbound-handler", "forward-sender"}
@@ -50,9 +58,16 @@ def async_dlq(cfg: Config) -> str:
 
 def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str, str]:
     """The function's variables: the configuration the deploy was given, minus what it must not see."""
-    env = {"PROJECT_NAME": cfg.project, "ENVIRONMENT": cfg.env, "DOMAIN_NAME": cfg.domain_name,
-           "PUBLIC_EMAIL": cfg.public_email, "PRIVATE_EMAIL": cfg.private_email, "EMAIL_BUCKET": cfg.bucket,
-           "ALERT_TOPIC_ARN": topic_arn(cfg, cfg.alert_topic), "LOG_LEVEL": source.get("LOG_LEVEL", "INFO")}
+    env = {
+        "PROJECT_NAME": cfg.project,
+        "ENVIRONMENT": cfg.env,
+        "DOMAIN_NAME": cfg.domain_name,
+        "PUBLIC_EMAIL": cfg.public_email,
+        "PRIVATE_EMAIL": cfg.private_email,
+        "EMAIL_BUCKET": cfg.bucket,
+        "ALERT_TOPIC_ARN": topic_arn(cfg, cfg.alert_topic),
+        "LOG_LEVEL": source.get("LOG_LEVEL", "INFO"),
+    }
     for f in fields(Config):
         name = env_name(f.name)
         if not f.name.startswith("_") and f.name not in _NOT_PASSED and name in source and name not in env:
@@ -66,9 +81,16 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
     return dict(sorted(env.items()))
 
 
-def _wanted(cfg: Config, spec: Function, image: Published, role_arn: str, env: dict[str, str]) -> dict[str, Any]:
-    return {"Role": role_arn, "MemorySize": spec.memory_mb, "Timeout": spec.timeout_s,
-            "Environment": {"Variables": env}, "Description": f"{spec.name} ({cfg.prefix}, image {image.tag})"}
+def _wanted(
+    cfg: Config, spec: Function, image: Published, role_arn: str, env: dict[str, str]
+) -> dict[str, Any]:
+    return {
+        "Role": role_arn,
+        "MemorySize": spec.memory_mb,
+        "Timeout": spec.timeout_s,
+        "Environment": {"Variables": env},
+        "Description": f"{spec.name} ({cfg.prefix}, image {image.tag})",
+    }
 
 
 def _differences(described: dict[str, Any] | None, wanted: dict[str, Any], image: Published) -> list[str]:
@@ -77,8 +99,11 @@ def _differences(described: dict[str, Any] | None, wanted: dict[str, Any], image
         return ["missing"]
     have = described["Configuration"]
     out = []
-    if described.get("Code", {}).get("ImageUri") != image.image_uri or not image.digest or \
-            have.get("Architectures", ["x86_64"]) != [image.architecture]:
+    if (
+        described.get("Code", {}).get("ImageUri") != image.image_uri
+        or not image.digest
+        or have.get("Architectures", ["x86_64"]) != [image.architecture]
+    ):
         out.append("image " + image.tag)
     out += [k for k in ("Role", "MemorySize", "Timeout", "Description") if have.get(k) != wanted[k]]
     if have.get("Environment", {}).get("Variables", {}) != wanted["Environment"]["Variables"]:
@@ -96,57 +121,108 @@ def function(run: Run, spec: Function, image: Published, role_arn: str, env: dic
     def create() -> None:
         if failed:
             api.delete_function(FunctionName=name)
-        propagation.retry(run, f"CreateFunction {name}", lambda: api.create_function(
-            FunctionName=name, PackageType="Image", Code={"ImageUri": image.image_uri},
-            Architectures=[image.architecture], Publish=False, **wanted), propagation.ROLE_NOT_ASSUMABLE)
-        api.get_waiter("function_active_v2").wait(FunctionName=name, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+        propagation.retry(
+            run,
+            f"CreateFunction {name}",
+            lambda: api.create_function(
+                FunctionName=name,
+                PackageType="Image",
+                Code={"ImageUri": image.image_uri},
+                Architectures=[image.architecture],
+                Publish=False,
+                **wanted,
+            ),
+            propagation.ROLE_NOT_ASSUMABLE,
+        )
+        api.get_waiter("function_active_v2").wait(
+            FunctionName=name, WaiterConfig={"Delay": 2, "MaxAttempts": 150}
+        )
 
     def update(differ: Any) -> None:
         if any(d.startswith("image") for d in differ):
-            api.update_function_code(FunctionName=name, ImageUri=image.image_uri, Architectures=[image.architecture])
+            api.update_function_code(
+                FunctionName=name, ImageUri=image.image_uri, Architectures=[image.architecture]
+            )
             _wait_updated(api, name)
         if any(not d.startswith("image") for d in differ):
-            propagation.retry(run, f"UpdateFunctionConfiguration {name}",
-                              lambda: api.update_function_configuration(FunctionName=name, **wanted),
-                              propagation.ROLE_NOT_ASSUMABLE)
+            propagation.retry(
+                run,
+                f"UpdateFunctionConfiguration {name}",
+                lambda: api.update_function_configuration(FunctionName=name, **wanted),
+                propagation.ROLE_NOT_ASSUMABLE,
+            )
             _wait_updated(api, name)
 
     reason = (current or {}).get("Configuration", {}).get("StateReason", "")
-    run.converge("lambda-function", name, None if failed else current, _differences(current, wanted, image),
-                 create=create, update=update,
-                 create_detail=(f"replaces the function in state Failed ({reason})" if failed else
-                                f"image {image.tag}, {spec.memory_mb} MB, {spec.timeout_s} s"))
+    run.converge(
+        "lambda-function",
+        name,
+        None if failed else current,
+        _differences(current, wanted, image),
+        create=create,
+        update=update,
+        create_detail=(
+            f"replaces the function in state Failed ({reason})"
+            if failed
+            else f"image {image.tag}, {spec.memory_mb} MB, {spec.timeout_s} s"
+        ),
+    )
     exists = current is not None and not failed
     _unreserved(run, api, name, exists)
-    live = or_none(lambda: api.get_function(FunctionName=name, Qualifier=ALIAS), "ResourceNotFoundException") \
-        if exists else None
-    alias = or_none(lambda: api.get_alias(FunctionName=name, Name=ALIAS), "ResourceNotFoundException") if exists else None
+    live = (
+        or_none(lambda: api.get_function(FunctionName=name, Qualifier=ALIAS), "ResourceNotFoundException")
+        if exists
+        else None
+    )
+    alias = (
+        or_none(lambda: api.get_alias(FunctionName=name, Name=ALIAS), "ResourceNotFoundException")
+        if exists
+        else None
+    )
 
     def publish() -> str:
         version = str(api.publish_version(FunctionName=name)["Version"])
-        api.get_waiter("published_version_active").wait(FunctionName=name, Qualifier=version,
-                                                        WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+        api.get_waiter("published_version_active").wait(
+            FunctionName=name, Qualifier=version, WaiterConfig={"Delay": 2, "MaxAttempts": 150}
+        )
         return version
 
     differ = ["version" if d == "missing" else d for d in _differences(live, wanted, image)] if alias else []
-    run.converge("lambda-alias", f"{name}:{ALIAS}", alias, differ,
-                 create=lambda: api.create_alias(FunctionName=name, Name=ALIAS, FunctionVersion=publish()),
-                 update=lambda _: api.update_alias(FunctionName=name, Name=ALIAS, FunctionVersion=publish()),
-                 create_detail="to a new version", detail="to a new version")
+    run.converge(
+        "lambda-alias",
+        f"{name}:{ALIAS}",
+        alias,
+        differ,
+        create=lambda: api.create_alias(FunctionName=name, Name=ALIAS, FunctionVersion=publish()),
+        update=lambda _: api.update_alias(FunctionName=name, Name=ALIAS, FunctionVersion=publish()),
+        create_detail="to a new version",
+        detail="to a new version",
+    )
 
 
 def _wait_updated(api: Any, name: str) -> None:
-    api.get_waiter("function_updated_v2").wait(FunctionName=name, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+    api.get_waiter("function_updated_v2").wait(
+        FunctionName=name, WaiterConfig={"Delay": 2, "MaxAttempts": 150}
+    )
 
 
 def _unreserved(run: Run, api: Any, name: str, exists: bool) -> None:
     """No function reserves concurrency. A reservation must leave the account 100 unreserved, which
     new accounts (limit 10) cannot; the senders are capped by their event source's MaximumConcurrency.
     A reservation an older deploy made is removed."""
-    current = api.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions") if exists else None
+    current = (
+        api.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")
+        if exists
+        else None
+    )
     if current is not None:
-        run.converge("lambda-concurrency", name, current, [f"remove the reservation of {current}"],
-                     update=lambda _: api.delete_function_concurrency(FunctionName=name))
+        run.converge(
+            "lambda-concurrency",
+            name,
+            current,
+            [f"remove the reservation of {current}"],
+            update=lambda _: api.delete_function_concurrency(FunctionName=name),
+        )
 
 
 def log_groups(run: Run) -> None:
@@ -158,21 +234,51 @@ def on_failure(run: Run, function_: str) -> None:
     """A failed asynchronous event (after Lambda's retries) goes to the async DLQ, not away."""
     api, name = control_client("lambda"), function_name(run.cfg, function_)
     destination = queue_arn(run.cfg, async_dlq(run.cfg))
-    wanted = {"MaximumRetryAttempts": ASYNC_RETRIES, "MaximumEventAgeInSeconds": ASYNC_MAX_AGE_S,
-              "DestinationConfig": {"OnFailure": {"Destination": destination}}}
-    exists = run.apply or or_none(lambda: api.get_function(FunctionName=name), "ResourceNotFoundException") is not None
-    current = or_none(lambda: api.get_function_event_invoke_config(FunctionName=name, Qualifier=ALIAS),
-                      "ResourceNotFoundException") if exists else None
-    have = {"MaximumRetryAttempts": (current or {}).get("MaximumRetryAttempts"),
-            "MaximumEventAgeInSeconds": (current or {}).get("MaximumEventAgeInSeconds"),
-            "DestinationConfig": {"OnFailure": {"Destination": (current or {}).get("DestinationConfig", {})
-                                                .get("OnFailure", {}).get("Destination")}}}
+    wanted = {
+        "MaximumRetryAttempts": ASYNC_RETRIES,
+        "MaximumEventAgeInSeconds": ASYNC_MAX_AGE_S,
+        "DestinationConfig": {"OnFailure": {"Destination": destination}},
+    }
+    exists = (
+        run.apply
+        or or_none(lambda: api.get_function(FunctionName=name), "ResourceNotFoundException") is not None
+    )
+    current = (
+        or_none(
+            lambda: api.get_function_event_invoke_config(FunctionName=name, Qualifier=ALIAS),
+            "ResourceNotFoundException",
+        )
+        if exists
+        else None
+    )
+    have = {
+        "MaximumRetryAttempts": (current or {}).get("MaximumRetryAttempts"),
+        "MaximumEventAgeInSeconds": (current or {}).get("MaximumEventAgeInSeconds"),
+        "DestinationConfig": {
+            "OnFailure": {
+                "Destination": (current or {})
+                .get("DestinationConfig", {})
+                .get("OnFailure", {})
+                .get("Destination")
+            }
+        },
+    }
     differ = [k for k, v in wanted.items() if have[k] != v]
-    def put(call: Any) -> None:  # Lambda checks that the role may sqs:SendMessage to the destination
-        propagation.retry(run, f"event invoke config of {name}", lambda: call(FunctionName=name, Qualifier=ALIAS, **wanted),
-                          propagation.ROLE_LACKS_PERMISSION)
 
-    run.converge("lambda-on-failure", f"{name}:{ALIAS}", current, differ,
-                 create=lambda: put(api.put_function_event_invoke_config),
-                 update=lambda _: put(api.update_function_event_invoke_config),
-                 detail=f"{ASYNC_RETRIES} retries, then {async_dlq(run.cfg)}")
+    def put(call: Any) -> None:  # Lambda checks that the role may sqs:SendMessage to the destination
+        propagation.retry(
+            run,
+            f"event invoke config of {name}",
+            lambda: call(FunctionName=name, Qualifier=ALIAS, **wanted),
+            propagation.ROLE_LACKS_PERMISSION,
+        )
+
+    run.converge(
+        "lambda-on-failure",
+        f"{name}:{ALIAS}",
+        current,
+        differ,
+        create=lambda: put(api.put_function_event_invoke_config),
+        update=lambda _: put(api.update_function_event_invoke_config),
+        detail=f"{ASYNC_RETRIES} retries, then {async_dlq(run.cfg)}",
+    )

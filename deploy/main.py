@@ -59,7 +59,9 @@ class Target:
     account: str
 
 
-def connect(options: Options, environ: dict[str, str], report: Callable[[str], None], need_secret: bool = True) -> Target:
+def connect(
+    options: Options, environ: dict[str, str], report: Callable[[str], None], need_secret: bool = True
+) -> Target:
     """Region, credentials and configuration: the checks every command against AWS starts with."""
     region = preflight.resolve_region(options.region, environ)
     os.environ["AWS_REGION"] = region  # every client of this process talks to that region
@@ -67,18 +69,27 @@ def connect(options: Options, environ: dict[str, str], report: Callable[[str], N
     account = preflight.account()
     cfg = preflight.load_config(environ, options.env, region, account, need_secret)
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    report(f"[deploy] {cfg.prefix} to account {account}, {region}" + (f" via {endpoint}" if endpoint else "")
-           + (" (dry run: nothing changes)" if options.dry_run else ""))
+    report(
+        f"[deploy] {cfg.prefix} to account {account}, {region}"
+        + (f" via {endpoint}" if endpoint else "")
+        + (" (dry run: nothing changes)" if options.dry_run else "")
+    )
     return Target(cfg, account)
 
 
-def deploy(options: Options, environ: Mapping[str, str] | None = None, report: Callable[[str], None] = print,
-           images: dict[str, Published] | None = None) -> list[Change]:
+def deploy(
+    options: Options,
+    environ: Mapping[str, str] | None = None,
+    report: Callable[[str], None] = print,
+    images: dict[str, Published] | None = None,
+) -> list[Change]:
     """Deploy; ``images`` (function -> published image) skips building and pushing (tests)."""
     environ = dict(os.environ if environ is None else environ)
     if options.registry and not os.environ.get("AWS_ENDPOINT_URL"):
-        raise DeployError("--registry is for an emulator: Lambda on AWS pulls only from ECR",
-                          "drop --registry (the deploy pushes to this account's ECR repositories)")
+        raise DeployError(
+            "--registry is for an emulator: Lambda on AWS pulls only from ECR",
+            "drop --registry (the deploy pushes to this account's ECR repositories)",
+        )
     target = connect(options, environ, report)
     cfg = target.cfg
     preflight.receiving_available()
@@ -86,8 +97,12 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
     preflight.environment_fits(cfg, environ)
     production = preflight.production_access()
     preflight.send_rate(environ, report)
-    run = Run(cfg, apply=not options.dry_run, report=lambda c: report(f"[deploy] {c}") if c.action != UNCHANGED else None,
-              say=lambda line: report(f"[deploy] {line}"))
+    run = Run(
+        cfg,
+        apply=not options.dry_run,
+        report=lambda c: report(f"[deploy] {c}") if c.action != UNCHANGED else None,
+        say=lambda line: report(f"[deploy] {line}"),
+    )
     verified = identity_stage(run, options, report)
     if images is None:
         from deploy import images as publishing
@@ -101,8 +116,10 @@ def deploy(options: Options, environ: Mapping[str, str] | None = None, report: C
     if run.apply:
         records = dns.records(cfg)
         dns.write(cfg, records, options.build_dir)
-        report("[deploy] DNS records (each whose SES check is not yet Success, and the MX records):\n    "
-               + "\n    ".join(r.line() for r in dns.pending(records)))
+        report(
+            "[deploy] DNS records (each whose SES check is not yet Success, and the MX records):\n    "
+            + "\n    ".join(r.line() for r in dns.pending(records))
+        )
         report(preflight.sandbox_note(cfg, production))
     summarize(run, report)
     return run.changes
@@ -118,13 +135,17 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
     cfg = run.cfg
     ses_identity(run, cfg.domain_name)
     status = preflight.identity_status(cfg)
-    if status in ("", "Success") or not run.apply:  # "": not created yet (a dry run), or an endpoint that does not say
+    if (
+        status in ("", "Success") or not run.apply
+    ):  # "": not created yet (a dry run), or an endpoint that does not say
         return status in ("", "Success")
     deadline = time.monotonic() + options.wait_s
     while status != "Success" and time.monotonic() < deadline:
         left = max(0, int(deadline - time.monotonic()))
-        report(f"[deploy] waiting for SES to verify {cfg.domain_name}: {status}, checking every "
-               f"{options.poll_s:g} s ({left} s left)")
+        report(
+            f"[deploy] waiting for SES to verify {cfg.domain_name}: {status}, checking every "
+            f"{options.poll_s:g} s ({left} s left)"
+        )
         run.sleep(min(options.poll_s, max(deadline - time.monotonic(), 0)))
         status = preflight.identity_status(cfg)
     if status == "Success":
@@ -136,24 +157,40 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
         # changes to Failed. In that case, to verify the domain, you must restart the verification process"
         # (SES API reference, VerifyDomainIdentity, VerificationToken,
         # https://docs.aws.amazon.com/ses/latest/APIReference/API_VerifyDomainIdentity.html).
-        raise DeployError(f"SES could not verify {cfg.domain_name} (status Failed): it did not find the records of "
-                          f"{dns.write(cfg, records, options.build_dir)} in time",
-                          f"check them at your DNS provider (dig TXT _amazonses.{cfg.domain_name}), then run "
-                          f"`aws ses verify-domain-identity --domain {cfg.domain_name}` and deploy again")
+        raise DeployError(
+            f"SES could not verify {cfg.domain_name} (status Failed): it did not find the records of "
+            f"{dns.write(cfg, records, options.build_dir)} in time",
+            f"check them at your DNS provider (dig TXT _amazonses.{cfg.domain_name}), then run "
+            f"`aws ses verify-domain-identity --domain {cfg.domain_name}` and deploy again",
+        )
     path = dns.write(cfg, records, options.build_dir)
     if options.allow_unverified:
-        report(f"[deploy] SES has not verified {cfg.domain_name} (status {status}); going on without the MAIL FROM "
-               f"domain (--allow-unverified). The DNS records are in {path}")
+        report(
+            f"[deploy] SES has not verified {cfg.domain_name} (status {status}); going on without the MAIL FROM "
+            f"domain (--allow-unverified). The DNS records are in {path}"
+        )
         return False
-    report("[deploy] publish these DNS records (also in " + str(path) + " and dns.json):\n    "
-           + "\n    ".join(r.line() for r in dns.pending(records)))
-    raise WaitingOnDns(f"waiting on DNS: SES has not verified {cfg.domain_name} yet (status {status})",
-                       f"publish the records of {path} at your DNS provider, then run the deploy again "
-                       "(or with --wait to poll until SES verifies the domain)")
+    report(
+        "[deploy] publish these DNS records (also in "
+        + str(path)
+        + " and dns.json):\n    "
+        + "\n    ".join(r.line() for r in dns.pending(records))
+    )
+    raise WaitingOnDns(
+        f"waiting on DNS: SES has not verified {cfg.domain_name} yet (status {status})",
+        f"publish the records of {path} at your DNS provider, then run the deploy again "
+        "(or with --wait to poll until SES verifies the domain)",
+    )
 
 
-def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, Published],
-         replace_active_rule_set: bool = False, verified: bool = True) -> None:
+def wire(
+    run: Run,
+    account: str,
+    source_env: dict[str, str],
+    images: dict[str, Published],
+    replace_active_rule_set: bool = False,
+    verified: bool = True,
+) -> None:
     """Roles, functions and everything that invokes them, in dependency order."""
     cfg = run.cfg
     suppression_options(run)  # AWS only: LocalStack community has no SESv2 management API
@@ -171,16 +208,35 @@ def wire(run: Run, account: str, source_env: dict[str, str], images: dict[str, P
     feedback = topic_arn(cfg, cfg.feedback_topic)
     feedback_topic_policy(run, account)
     triggers.permission(run, account, "inbound-handler", "sns-ses-feedback", "sns.amazonaws.com", feedback)
-    subscription(run, feedback, "lambda", lambdas.alias_arn(cfg, account, "inbound-handler"),
-                 f"{cfg.feedback_topic} -> inbound-handler:{lambdas.ALIAS}")
-    subscription(run, topic_arn(cfg, cfg.alert_topic), "email", cfg.private_email, f"{cfg.alert_topic} -> owner e-mail")
+    subscription(
+        run,
+        feedback,
+        "lambda",
+        lambdas.alias_arn(cfg, account, "inbound-handler"),
+        f"{cfg.feedback_topic} -> inbound-handler:{lambdas.ALIAS}",
+    )
+    subscription(
+        run, topic_arn(cfg, cfg.alert_topic), "email", cfg.private_email, f"{cfg.alert_topic} -> owner e-mail"
+    )
     triggers.digest_schedule(run, account)
     rule_set = receiving.target_rule_set(cfg, replace_active_rule_set)
     thread_rule, public_rule = receiving.rule_names(cfg)
-    triggers.permission(run, account, "reply-handler", "ses-receipt-thread", "ses.amazonaws.com",
-                        receiving.rule_arn(cfg, account, rule_set, thread_rule))
-    triggers.permission(run, account, "inbound-handler", "ses-receipt-public", "ses.amazonaws.com",
-                        receiving.rule_arn(cfg, account, rule_set, public_rule))
+    triggers.permission(
+        run,
+        account,
+        "reply-handler",
+        "ses-receipt-thread",
+        "ses.amazonaws.com",
+        receiving.rule_arn(cfg, account, rule_set, thread_rule),
+    )
+    triggers.permission(
+        run,
+        account,
+        "inbound-handler",
+        "ses-receipt-public",
+        "ses.amazonaws.com",
+        receiving.rule_arn(cfg, account, rule_set, public_rule),
+    )
     receiving.bucket_policy(run, account, rule_set)
     receiving.receipt_rules(run, account, rule_set)
     receiving.mail_from(run, verified)
@@ -195,8 +251,10 @@ def summarize(run: Run, report: Callable[[str], None]) -> None:
         report(f"[deploy] nothing to change: all {len(run.changes)} resources are up to date")
         return
     verb = "would" if not run.apply else "did"
-    report(f"[deploy] {verb} create {counts.get('create', 0)}, update {counts.get('update', 0)}, delete "
-           f"{counts.get('delete', 0)}; {counts.get('unchanged', 0)} unchanged")
+    report(
+        f"[deploy] {verb} create {counts.get('create', 0)}, update {counts.get('update', 0)}, delete "
+        f"{counts.get('delete', 0)}; {counts.get('unchanged', 0)} unchanged"
+    )
 
 
 def plan_lines(changes: list[Change]) -> list[tuple[str, str, str]]:

@@ -27,14 +27,22 @@ class Change:
     detail: str = ""
 
     def __str__(self) -> str:
-        return f"{self.action:<9} {self.kind:<18} {self.name}{'  (' + self.detail + ')' if self.detail else ''}"
+        return (
+            f"{self.action:<9} {self.kind:<18} {self.name}{'  (' + self.detail + ')' if self.detail else ''}"
+        )
 
 
 class Run:
     """The changes of one provisioning, deploy or destroy run; applied unless it is a dry run."""
 
-    def __init__(self, cfg: Config, apply: bool, report: Callable[[Change], None] | None,
-                 say: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        apply: bool,
+        report: Callable[[Change], None] | None,
+        say: Callable[[str], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.cfg, self.apply, self.report = cfg, apply, report
         self.say = say or (lambda line: None)  # progress while a step waits on AWS
         self.sleep = sleep  # how a step waits (tests pass one that does not)
@@ -47,9 +55,18 @@ class Run:
             self.report(change)
         return action
 
-    def converge(self, kind: str, name: str, current: Any, differ: Sequence[str] = (), *,
-                 create: Callable[[], Any] | None = None, update: Callable[[Sequence[str]], Any] | None = None,
-                 detail: str = "", create_detail: str | None = None) -> str:
+    def converge(
+        self,
+        kind: str,
+        name: str,
+        current: Any,
+        differ: Sequence[str] = (),
+        *,
+        create: Callable[[], Any] | None = None,
+        update: Callable[[Sequence[str]], Any] | None = None,
+        detail: str = "",
+        create_detail: str | None = None,
+    ) -> str:
         """Record and (unless dry) apply: ``create()`` when ``current`` is None, ``update(differ)`` when
         something differs, nothing otherwise. Returns the action."""
         if current is None:
@@ -59,7 +76,12 @@ class Run:
             return CREATE
         if not differ:
             return self.note(kind, name, UNCHANGED, detail if create_detail is None else "")
-        self.note(kind, name, UPDATE, ", ".join(differ) + (f"; {detail}" if detail and create_detail is None else ""))
+        self.note(
+            kind,
+            name,
+            UPDATE,
+            ", ".join(differ) + (f"; {detail}" if detail and create_detail is None else ""),
+        )
         if self.apply and update is not None:
             update(differ)
         return UPDATE

@@ -23,20 +23,27 @@ def resolve_region(cli_region: str | None, environ: Mapping[str, str]) -> str:
     """--region wins, but never silently over a different AWS_REGION in the environment."""
     env_region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
     if cli_region and env_region and cli_region != env_region:
-        raise DeployError(f"region mismatch: --region {cli_region} but AWS_REGION={env_region}",
-                          f"deploy to one region: drop --region, or run with AWS_REGION={cli_region}")
+        raise DeployError(
+            f"region mismatch: --region {cli_region} but AWS_REGION={env_region}",
+            f"deploy to one region: drop --region, or run with AWS_REGION={cli_region}",
+        )
     region = cli_region or env_region
     if not region:
         import boto3
 
         region = boto3.session.Session().region_name
     if not region:
-        raise DeployError("no AWS region", "pass --region (SES receiving runs in us-east-1, us-west-2, eu-west-1 and a few "
-                                           "others) or set AWS_REGION")
+        raise DeployError(
+            "no AWS region",
+            "pass --region (SES receiving runs in us-east-1, us-west-2, eu-west-1 and a few "
+            "others) or set AWS_REGION",
+        )
     return region
 
 
-def load_config(environ: Mapping[str, str], env: str, region: str, account: str, need_secret: bool = True) -> Config:
+def load_config(
+    environ: Mapping[str, str], env: str, region: str, account: str, need_secret: bool = True
+) -> Config:
     """The deploy's configuration. The bucket defaults to ``{project}-{env}-{account}-{region}-mail``:
     bucket names are global, so the local default would collide with every other adopter."""
     values = {**environ, "ENVIRONMENT": env, "AWS_REGION": region}
@@ -46,28 +53,41 @@ def load_config(environ: Mapping[str, str], env: str, region: str, account: str,
     try:
         cfg = config.load(values, require=REQUIRED)
     except ConfigError as exc:
-        raise DeployError(f"configuration: {exc}", "export the variables named above (README, Configuration)") from None
+        raise DeployError(
+            f"configuration: {exc}", "export the variables named above (README, Configuration)"
+        ) from None
     try:
         cfg = config.with_owner_key_file(cfg)  # a key that cannot encrypt stops the deploy before any change
     except ConfigError as exc:
-        raise DeployError(f"the owner's key: {exc}", "give a current public key that can encrypt, or unset "
-                                                     "OWNER_SMIME_CERT / OWNER_PGP_KEY to forward in clear") from None
+        raise DeployError(
+            f"the owner's key: {exc}",
+            "give a current public key that can encrypt, or unset "
+            "OWNER_SMIME_CERT / OWNER_PGP_KEY to forward in clear",
+        ) from None
     if not BUCKET_NAME.fullmatch(cfg.bucket):
         # CreateBucket would fail with InvalidBucketName after the run has started changing things.
         digest = hashlib.sha256(f"{account}-{region}".encode()).hexdigest()[:10]
-        short = f"{project}-{env}"[:63 - len(digest) - 6].rstrip("-.") + f"-{digest}-mail"
-        raise DeployError(f"the bucket name {cfg.bucket} ({len(cfg.bucket)} characters) is not a valid S3 bucket name: "
-                          "3 to 63 lowercase letters, digits, hyphens and dots",
-                          f"choose a shorter one, e.g. export EMAIL_BUCKET={short} (unique to this account and region)")
+        short = f"{project}-{env}"[: 63 - len(digest) - 6].rstrip("-.") + f"-{digest}-mail"
+        raise DeployError(
+            f"the bucket name {cfg.bucket} ({len(cfg.bucket)} characters) is not a valid S3 bucket name: "
+            "3 to 63 lowercase letters, digits, hyphens and dots",
+            f"choose a shorter one, e.g. export EMAIL_BUCKET={short} (unique to this account and region)",
+        )
     if cfg.thread_secret == DEV_THREAD_SECRET:
-        raise DeployError("THREAD_SECRET is the development secret from compose/local.env",
-                          "export a random secret: THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))')")
+        raise DeployError(
+            "THREAD_SECRET is the development secret from compose/local.env",
+            "export a random secret: THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))')",
+        )
     if cfg.thread_secret and len(cfg.thread_secret) < MIN_SECRET:
-        raise DeployError(f"THREAD_SECRET has {len(cfg.thread_secret)} characters; a deployed secret needs {MIN_SECRET}",
-                          "export a longer random secret (secrets.token_hex(32) gives 64 characters)")
+        raise DeployError(
+            f"THREAD_SECRET has {len(cfg.thread_secret)} characters; a deployed secret needs {MIN_SECRET}",
+            "export a longer random secret (secrets.token_hex(32) gives 64 characters)",
+        )
     if need_secret and not cfg.thread_secret and not _parameter_exists(cfg.thread_secret_parameter):
-        raise DeployError(f"no THREAD_SECRET: the first deploy stores it in SSM ({cfg.thread_secret_parameter})",
-                          "export THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))') and deploy again")
+        raise DeployError(
+            f"no THREAD_SECRET: the first deploy stores it in SSM ({cfg.thread_secret_parameter})",
+            "export THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))') and deploy again",
+        )
     return cfg
 
 
@@ -87,9 +107,11 @@ def environment_fits(cfg: Config, environ: Mapping[str, str]) -> None:
         size = len(json.dumps(variables, separators=(",", ":"), ensure_ascii=False).encode())
         if size > LAMBDA_ENVIRONMENT_LIMIT:
             largest = sorted(variables, key=lambda k: len(k) + len(variables[k]), reverse=True)[:3]
-            raise DeployError(f"{spec.name}'s environment variables take {size} bytes; Lambda allows "
-                              f"{LAMBDA_ENVIRONMENT_LIMIT} (4 KB) in all",
-                              "shorten the largest: " + ", ".join(f"{k} ({len(variables[k])} characters)" for k in largest))
+            raise DeployError(
+                f"{spec.name}'s environment variables take {size} bytes; Lambda allows "
+                f"{LAMBDA_ENVIRONMENT_LIMIT} (4 KB) in all",
+                "shorten the largest: " + ", ".join(f"{k} ({len(variables[k])} characters)" for k in largest),
+            )
 
 
 def _parameter_exists(name: str) -> bool:
@@ -105,8 +127,10 @@ def bucket_available(cfg: Config) -> None:
         if code in ("404", "NoSuchBucket", "NotFound"):
             return
         if code in ("403", "AccessDenied", "Forbidden"):
-            raise DeployError(f"the bucket name {cfg.bucket} belongs to another AWS account (HeadBucket answers 403)",
-                              "choose a name of your own: export EMAIL_BUCKET=<a globally unique name>") from None
+            raise DeployError(
+                f"the bucket name {cfg.bucket} belongs to another AWS account (HeadBucket answers 403)",
+                "choose a name of your own: export EMAIL_BUCKET=<a globally unique name>",
+            ) from None
         raise
 
 
@@ -119,17 +143,28 @@ def account() -> str:
     try:
         return account_id()  # cached: the ARNs derived later reuse it
     except NoCredentialsError:
-        raise DeployError("no AWS credentials found",
-                          "configure them (aws configure, aws sso login, or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / "
-                          "AWS_PROFILE) and try again") from None
+        raise DeployError(
+            "no AWS credentials found",
+            "configure them (aws configure, aws sso login, or AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / "
+            "AWS_PROFILE) and try again",
+        ) from None
     except BotoCoreError as exc:
-        raise DeployError(f"the AWS credentials do not work: {exc}", "check AWS_PROFILE / the keys and try again") from None
+        raise DeployError(
+            f"the AWS credentials do not work: {exc}", "check AWS_PROFILE / the keys and try again"
+        ) from None
     except Exception as exc:
         code = error_code(exc)
-        if code in ("InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException",
-                    "UnrecognizedClientException"):
-            raise DeployError(f"the AWS credentials were refused ({code})",
-                              "refresh them (aws sso login, new access keys) and try again") from None
+        if code in (
+            "InvalidClientTokenId",
+            "SignatureDoesNotMatch",
+            "ExpiredToken",
+            "ExpiredTokenException",
+            "UnrecognizedClientException",
+        ):
+            raise DeployError(
+                f"the AWS credentials were refused ({code})",
+                "refresh them (aws sso login, new access keys) and try again",
+            ) from None
         raise
 
 
@@ -140,8 +175,10 @@ def receiving_available() -> None:
     except Exception as exc:
         code = error_code(exc)
         if code and code not in ("AccessDenied", "AccessDeniedException", "Throttling"):
-            raise DeployError(f"SES email receiving is not available here ({code}: {exc})",
-                              "deploy to a region with SES receiving, e.g. --region us-east-1 (or us-west-2, eu-west-1)") from None
+            raise DeployError(
+                f"SES email receiving is not available here ({code}: {exc})",
+                "deploy to a region with SES receiving, e.g. --region us-east-1 (or us-west-2, eu-west-1)",
+            ) from None
         raise
 
 
@@ -171,8 +208,10 @@ def send_rate(environ: dict[str, str], report: Any) -> None:
     configured = float(environ.get("MAX_SEND_RATE") or config.load({}).max_send_rate)
     if account_rate and configured > account_rate:
         environ["MAX_SEND_RATE"] = f"{account_rate:g}"
-        report(f"[deploy] MAX_SEND_RATE {configured:g}/s is above this account's SES sending rate; the senders use "
-               f"{account_rate:g}/s (the account's SendQuota; {quota.get('Max24HourSend', 0):g} a day)")
+        report(
+            f"[deploy] MAX_SEND_RATE {configured:g}/s is above this account's SES sending rate; the senders use "
+            f"{account_rate:g}/s (the account's SendQuota; {quota.get('Max24HourSend', 0):g} a day)"
+        )
 
 
 def sandbox_note(cfg: Config, production: bool | None) -> str:
@@ -180,7 +219,9 @@ def sandbox_note(cfg: Config, production: bool | None) -> str:
         return "[deploy] SES production access: unknown (sesv2 GetAccount not available at this endpoint)"
     if production:
         return "[deploy] SES production access: yes"
-    return (f"[deploy] SES is in the sandbox in {cfg.region}: it sends only to verified addresses. Verify "
-            f"{cfg.private_email} (aws sesv2 create-email-identity --email-identity {cfg.private_email}) so forwards "
-            "arrive, and request production access before contacts can get acks and replies "
-            "(https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html)")
+    return (
+        f"[deploy] SES is in the sandbox in {cfg.region}: it sends only to verified addresses. Verify "
+        f"{cfg.private_email} (aws sesv2 create-email-identity --email-identity {cfg.private_email}) so forwards "
+        "arrive, and request production access before contacts can get acks and replies "
+        "(https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html)"
+    )

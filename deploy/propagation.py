@@ -39,12 +39,19 @@ class Propagating:
 ROLE_NOT_ASSUMABLE = Propagating(("InvalidParameterValueException",), ("cannot be assumed", "assume"))
 # CreateEventSourceMapping: "The provided execution role does not have permissions to call ReceiveMessage on
 # SQS" (newer: "The function execution role ..."); PutFunctionEventInvokeConfig: "... to call SendMessage on SQS"
-ROLE_LACKS_PERMISSION = Propagating(("InvalidParameterValueException",), ("execution role does not have permissions",))
+ROLE_LACKS_PERMISSION = Propagating(
+    ("InvalidParameterValueException",), ("execution role does not have permissions",)
+)
 # PutBucketNotificationConfiguration right after AddPermission: InvalidArgument
-S3_DESTINATION_UNVALIDATED = Propagating(("InvalidArgument",), ("unable to validate the following destination",))
+S3_DESTINATION_UNVALIDATED = Propagating(
+    ("InvalidArgument",), ("unable to validate the following destination",)
+)
 # CreateReceiptRule / UpdateReceiptRule: SES checks the bucket policy and the Lambda permission
-SES_RULE_UNVALIDATED = Propagating(("InvalidS3Configuration", "InvalidLambdaFunction"),
-                                   ("could not write to bucket", "could not invoke lambda function"))
+SES_RULE_UNVALIDATED = Propagating(
+    ("InvalidS3Configuration", "InvalidLambdaFunction"),
+    ("could not write to bucket", "could not invoke lambda function"),
+)
+
 
 def retry[T](run: Run, what: str, call: Callable[[], T], *errors: Propagating) -> T:
     """``call()``, again every STEP_S seconds while it fails with one of ``errors`` (ATTEMPTS in all)."""
@@ -54,7 +61,9 @@ def retry[T](run: Run, what: str, call: Callable[[], T], *errors: Propagating) -
         except Exception as exc:
             if attempt == ATTEMPTS or not any(e.matches(exc) for e in errors):
                 raise
-            run.say(f"waiting for IAM to propagate: {what} refused ({error_code(exc)}: {str(exc)[-160:]}); "
-                    f"retry {attempt}/{ATTEMPTS - 1} in {STEP_S:.0f} s")
+            run.say(
+                f"waiting for IAM to propagate: {what} refused ({error_code(exc)}: {str(exc)[-160:]}); "
+                f"retry {attempt}/{ATTEMPTS - 1} in {STEP_S:.0f} s"
+            )
             run.sleep(STEP_S)
     raise AssertionError("unreachable")

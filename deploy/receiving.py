@@ -48,20 +48,38 @@ def rule_arn(cfg: Config, account: str, rule_set: str, rule: str) -> str:
 def bucket_policy(run: Run, account: str, rule_set: str) -> None:
     """SES's receipt rules may write raw mail to staging/ of this bucket, for this account's rule set only."""
     cfg = run.cfg
-    wanted = {"Version": "2012-10-17", "Statement": [{
-        "Sid": "SesReceiptRulesStoreMail", "Effect": "Allow", "Principal": {"Service": "ses.amazonaws.com"},
-        "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{cfg.bucket}/{layout.STAGING}*",
-        "Condition": {"StringEquals": {"aws:SourceAccount": account},
-                      "ArnLike": {"aws:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:receipt-rule-set/{rule_set}:*"}}}]}
+    wanted = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "SesReceiptRulesStoreMail",
+                "Effect": "Allow",
+                "Principal": {"Service": "ses.amazonaws.com"},
+                "Action": "s3:PutObject",
+                "Resource": f"arn:aws:s3:::{cfg.bucket}/{layout.STAGING}*",
+                "Condition": {
+                    "StringEquals": {"aws:SourceAccount": account},
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:receipt-rule-set/{rule_set}:*"
+                    },
+                },
+            }
+        ],
+    }
     s3 = control_client("s3")
     current = None
     if bucket_exists(cfg.bucket):
         found = or_none(lambda: s3.get_bucket_policy(Bucket=cfg.bucket), "NoSuchBucketPolicy")
         current = json.loads(found["Policy"]) if found else None
-    run.converge("s3-bucket-policy", cfg.bucket, current, [] if canonical(current) == canonical(wanted) else ["policy"],
-                 create=lambda: s3.put_bucket_policy(Bucket=cfg.bucket, Policy=json.dumps(wanted)),
-                 update=lambda _: s3.put_bucket_policy(Bucket=cfg.bucket, Policy=json.dumps(wanted)),
-                 create_detail="SES may write staging/")
+    run.converge(
+        "s3-bucket-policy",
+        cfg.bucket,
+        current,
+        [] if canonical(current) == canonical(wanted) else ["policy"],
+        create=lambda: s3.put_bucket_policy(Bucket=cfg.bucket, Policy=json.dumps(wanted)),
+        update=lambda _: s3.put_bucket_policy(Bucket=cfg.bucket, Policy=json.dumps(wanted)),
+        create_detail="SES may write staging/",
+    )
 
 
 def _rule_view(rule: dict[str, Any]) -> dict[str, Any]:
@@ -79,21 +97,37 @@ def receipt_rules(run: Run, account: str, rule_set: str) -> None:
         return {"LambdaAction": {"FunctionArn": alias_arn(cfg, account, function), "InvocationType": "Event"}}
 
     rules: list[dict[str, Any]] = [
-        {"Name": thread_rule, "Enabled": True, "TlsPolicy": "Optional", "ScanEnabled": True,
-         "Recipients": [cfg.thread_domain],
-         # No StopAction: it "terminates the evaluation of the receipt rule set"
-         # (https://docs.aws.amazon.com/ses/latest/APIReference/API_StopAction.html), so a mail to a
-         # thread address and the public address would never reach the public rule; the rules'
-         # recipient conditions already keep each handler to its own addresses (common/store/staging.py
-         # lets the last of the two delete the shared staging object).
-         "Actions": [s3_action, lambda_action("reply-handler")]},
-        {"Name": public_rule, "Enabled": True, "TlsPolicy": "Optional", "ScanEnabled": True,
-         "Recipients": [cfg.public_email], "Actions": [s3_action, lambda_action("inbound-handler")]},
+        {
+            "Name": thread_rule,
+            "Enabled": True,
+            "TlsPolicy": "Optional",
+            "ScanEnabled": True,
+            "Recipients": [cfg.thread_domain],
+            # No StopAction: it "terminates the evaluation of the receipt rule set"
+            # (https://docs.aws.amazon.com/ses/latest/APIReference/API_StopAction.html), so a mail to a
+            # thread address and the public address would never reach the public rule; the rules'
+            # recipient conditions already keep each handler to its own addresses (common/store/staging.py
+            # lets the last of the two delete the shared staging object).
+            "Actions": [s3_action, lambda_action("reply-handler")],
+        },
+        {
+            "Name": public_rule,
+            "Enabled": True,
+            "TlsPolicy": "Optional",
+            "ScanEnabled": True,
+            "Recipients": [cfg.public_email],
+            "Actions": [s3_action, lambda_action("inbound-handler")],
+        },
     ]
     ours = rule_set == own_rule_set(cfg)
     described = or_none(lambda: ses.describe_receipt_rule_set(RuleSetName=rule_set), "RuleSetDoesNotExist")
     if ours:
-        run.converge("ses-rule-set", rule_set, described, create=lambda: ses.create_receipt_rule_set(RuleSetName=rule_set))
+        run.converge(
+            "ses-rule-set",
+            rule_set,
+            described,
+            create=lambda: ses.create_receipt_rule_set(RuleSetName=rule_set),
+        )
     elif described is None:
         raise DeployError(f"the active receipt rule set {rule_set} disappeared", "deploy again")
     existing = [r["Name"] for r in (described or {}).get("Rules", [])]
@@ -102,32 +136,60 @@ def receipt_rules(run: Run, account: str, rule_set: str) -> None:
     for rule in rules:
         current = by_name.get(rule["Name"])
         where = rule_set if ours else f"{rule_set} (the active set of this account, kept active)"
-        differ = [] if current is None or canonical(_rule_view(current)) == canonical(_rule_view(rule)) else ["rule"]
+        differ = (
+            []
+            if current is None or canonical(_rule_view(current)) == canonical(_rule_view(rule))
+            else ["rule"]
+        )
         name = rule["Name"]
         if current is not None and _position(existing, name, after):
             differ.append("order")
 
         # SES test-writes to the bucket and checks the Lambda permission when a rule is created or changed.
         def create(rule: dict[str, Any] = rule, after: str | None = after) -> None:
-            propagation.retry(run, f"CreateReceiptRule {rule['Name']}", lambda: ses.create_receipt_rule(
-                RuleSetName=rule_set, Rule=rule, **({"After": after} if after else {})), propagation.SES_RULE_UNVALIDATED)
+            propagation.retry(
+                run,
+                f"CreateReceiptRule {rule['Name']}",
+                lambda: ses.create_receipt_rule(
+                    RuleSetName=rule_set, Rule=rule, **({"After": after} if after else {})
+                ),
+                propagation.SES_RULE_UNVALIDATED,
+            )
 
         def update(differ: Any, rule: dict[str, Any] = rule, after: str | None = after) -> None:
             if "rule" in differ:
-                propagation.retry(run, f"UpdateReceiptRule {rule['Name']}", lambda: ses.update_receipt_rule(
-                    RuleSetName=rule_set, Rule=rule), propagation.SES_RULE_UNVALIDATED)
+                propagation.retry(
+                    run,
+                    f"UpdateReceiptRule {rule['Name']}",
+                    lambda: ses.update_receipt_rule(RuleSetName=rule_set, Rule=rule),
+                    propagation.SES_RULE_UNVALIDATED,
+                )
             if "order" in differ:
-                ses.set_receipt_rule_position(RuleSetName=rule_set, RuleName=rule["Name"], **({"After": after} if after else {}))
+                ses.set_receipt_rule_position(
+                    RuleSetName=rule_set, RuleName=rule["Name"], **({"After": after} if after else {})
+                )
 
-        run.converge("ses-receipt-rule", name, current, differ, create=create, update=update,
-                     create_detail=f"{', '.join(rule['Recipients'])} in {where}")
+        run.converge(
+            "ses-receipt-rule",
+            name,
+            current,
+            differ,
+            create=create,
+            update=update,
+            create_detail=f"{', '.join(rule['Recipients'])} in {where}",
+        )
         after = name
     if ours:
         active = active_rule_set()
-        run.converge("ses-active-rule-set", rule_set, active, [] if active == rule_set else [f"replaces {active}"],
-                     create=lambda: ses.set_active_receipt_rule_set(RuleSetName=rule_set),
-                     update=lambda _: ses.set_active_receipt_rule_set(RuleSetName=rule_set),
-                     create_detail="no rule set was active")
+        run.converge(
+            "ses-active-rule-set",
+            rule_set,
+            active,
+            [] if active == rule_set else [f"replaces {active}"],
+            create=lambda: ses.set_active_receipt_rule_set(RuleSetName=rule_set),
+            update=lambda _: ses.set_active_receipt_rule_set(RuleSetName=rule_set),
+            create_detail="no rule set was active",
+        )
 
 
 def _position(existing: list[str], name: str, after: str | None) -> bool:
@@ -148,18 +210,34 @@ def mail_from(run: Run, verified: bool = True) -> None:
     cfg, ses = run.cfg, control_client("ses")
     wanted = f"{MAIL_FROM_LABEL}.{cfg.domain_name}"
     if not verified:
-        run.say(f"MAIL FROM {wanted}: not set yet, SES sets it only on a verified identity (deploy again once verified)")
+        run.say(
+            f"MAIL FROM {wanted}: not set yet, SES sets it only on a verified identity (deploy again once verified)"
+        )
         return
-    attrs = ses.get_identity_mail_from_domain_attributes(Identities=[cfg.domain_name]).get("MailFromDomainAttributes", {})
+    attrs = ses.get_identity_mail_from_domain_attributes(Identities=[cfg.domain_name]).get(
+        "MailFromDomainAttributes", {}
+    )
     current = attrs.get(cfg.domain_name, {})
-    differ = [] if current.get("MailFromDomain") == wanted and current.get("BehaviorOnMXFailure") == MX_FAILURE \
+    differ = (
+        []
+        if current.get("MailFromDomain") == wanted and current.get("BehaviorOnMXFailure") == MX_FAILURE
         else ["MAIL FROM"]
+    )
 
     def apply(*_: Any) -> None:
-        ses.set_identity_mail_from_domain(Identity=cfg.domain_name, MailFromDomain=wanted, BehaviorOnMXFailure=MX_FAILURE)
+        ses.set_identity_mail_from_domain(
+            Identity=cfg.domain_name, MailFromDomain=wanted, BehaviorOnMXFailure=MX_FAILURE
+        )
 
-    run.converge("ses-mail-from", wanted, current if current.get("MailFromDomain") else None, differ, create=apply, update=apply,
-                 create_detail=f"BehaviorOnMXFailure={MX_FAILURE}")
+    run.converge(
+        "ses-mail-from",
+        wanted,
+        current if current.get("MailFromDomain") else None,
+        differ,
+        create=apply,
+        update=apply,
+        create_detail=f"BehaviorOnMXFailure={MX_FAILURE}",
+    )
 
 
 MX_FAILURE = "UseDefaultValue"

@@ -22,12 +22,18 @@ from deploy.resources import queue_url
 
 # Long polling: an empty answer is not one of short polling's "false empty responses" (SQS ReceiveMessage).
 POLL_S = 2
-LOOK_S = 120  # a dry run hides a listed message this long at most (it shows it again when done, or on a crash)
+LOOK_S = (
+    120  # a dry run hides a listed message this long at most (it shows it again when done, or on a crash)
+)
 MAX_IDLE_POLLS = 3  # empty answers while SQS still counts visible messages (its count lags)
 
 
-def replay(options: Options, environ: Mapping[str, str] | None = None, report: Callable[[str], None] = print,
-           limit: int = 1000) -> list[dict[str, Any]]:
+def replay(
+    options: Options,
+    environ: Mapping[str, str] | None = None,
+    report: Callable[[str], None] = print,
+    limit: int = 1000,
+) -> list[dict[str, Any]]:
     """Returns one entry per message: function, request id, outcome (replayed | would replay | skipped: why)."""
     target = connect(options, dict(os.environ if environ is None else environ), report, need_secret=False)
     name = async_dlq(target.cfg)
@@ -45,15 +51,22 @@ def replay(options: Options, environ: Mapping[str, str] | None = None, report: C
         while len(done) < limit:
             # A dry run hides what it listed until it is done (so the next receive returns others) and then
             # shows it again; a replay hides one it could not invoke for 5 minutes.
-            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=POLL_S,
-                                           VisibilityTimeout=LOOK_S if options.dry_run else 300).get("Messages", [])
+            messages = sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=POLL_S,
+                VisibilityTimeout=LOOK_S if options.dry_run else 300,
+            ).get("Messages", [])
             if options.dry_run:
                 looked += [m["ReceiptHandle"] for m in messages]
             fresh = [m for m in messages if m["MessageId"] not in seen]
             if not fresh:
                 # Empty only when SQS also counts nothing visible (what this run hid is not visible).
                 count = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-                if int(count["Attributes"].get("ApproximateNumberOfMessages", 0)) == 0 or idle >= MAX_IDLE_POLLS:
+                if (
+                    int(count["Attributes"].get("ApproximateNumberOfMessages", 0)) == 0
+                    or idle >= MAX_IDLE_POLLS
+                ):
                     break
                 idle += 1
                 continue
@@ -65,11 +78,18 @@ def replay(options: Options, environ: Mapping[str, str] | None = None, report: C
                 report(f"[replay] {entry['function']} {entry['requestId']}: {entry['outcome']}")
     finally:
         for start in range(0, len(looked), 10):
-            sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
-                {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0} for i, h in enumerate(looked[start:start + 10])])
-    report(f"[replay] {sum(e['outcome'] == 'replayed' for e in done)} replayed, "
-           f"{sum(e['outcome'].startswith('failed') for e in done)} failed (kept), "
-           f"{sum(e['outcome'].startswith('skipped') for e in done)} skipped, of {len(done)} in {name}")
+            sqs.change_message_visibility_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
+                    for i, h in enumerate(looked[start : start + 10])
+                ],
+            )
+    report(
+        f"[replay] {sum(e['outcome'] == 'replayed' for e in done)} replayed, "
+        f"{sum(e['outcome'].startswith('failed') for e in done)} failed (kept), "
+        f"{sum(e['outcome'].startswith('skipped') for e in done)} skipped, of {len(done)} in {name}"
+    )
     return done
 
 
@@ -77,21 +97,35 @@ def live(function_arn: str, ours: set[str]) -> str | None:
     """The ``live`` alias of the record's function (whatever qualifier the record names: an old version
     would run old code and has no on-failure destination), or None when it is not one of ``ours``."""
     parts = function_arn.split(":")  # arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]
-    if len(parts) < 7 or parts[:3] != ["arn", "aws", "lambda"] or parts[5] != "function" or parts[6] not in ours:
+    if (
+        len(parts) < 7
+        or parts[:3] != ["arn", "aws", "lambda"]
+        or parts[5] != "function"
+        or parts[6] not in ours
+    ):
         return None
     return ":".join(parts[:7] + [ALIAS])
 
 
-def _replay_one(lam: Any, sqs: Any, url: str, message: dict[str, Any], dry_run: bool, ours: set[str]) -> dict[str, Any]:
+def _replay_one(
+    lam: Any, sqs: Any, url: str, message: dict[str, Any], dry_run: bool, ours: set[str]
+) -> dict[str, Any]:
     try:
         record = json.loads(message["Body"])
         context, payload = record["requestContext"], record["requestPayload"]
         recorded = str(context["functionArn"])
     except (ValueError, KeyError, TypeError) as exc:
-        return {"function": "?", "requestId": message["MessageId"], "outcome": f"skipped: not an invocation record ({exc})"}
+        return {
+            "function": "?",
+            "requestId": message["MessageId"],
+            "outcome": f"skipped: not an invocation record ({exc})",
+        }
     function = live(recorded, ours)
-    entry = {"function": (function or recorded).split(":function:")[-1], "requestId": str(context.get("requestId", "")),
-             "condition": context.get("condition", "")}
+    entry = {
+        "function": (function or recorded).split(":function:")[-1],
+        "requestId": str(context.get("requestId", "")),
+        "condition": context.get("condition", ""),
+    }
     if function is None:
         return {**entry, "outcome": "skipped: not a function of this deployment"}
     if dry_run:

@@ -42,6 +42,7 @@ FEEDBACK_EVENTS = ("delivery", "bounce", "complaint")
 ASYNC_ATTEMPTS = 3
 ASYNC_RETRY_S = 10
 
+
 class Index(NamedTuple):
     """A global secondary index: its hash key and the attributes it projects beside the keys."""
 
@@ -51,7 +52,11 @@ class Index(NamedTuple):
 
 # table name field -> (hash key, TTL attribute or "", global secondary indexes by name)
 TABLES: dict[str, tuple[str, str, dict[str, Index]]] = {
-    "conversations_table": ("conversationId", "expiresAt", {}),  # RETENTION_ARCHIVE_DAYS after the last message
+    "conversations_table": (
+        "conversationId",
+        "expiresAt",
+        {},
+    ),  # RETENTION_ARCHIVE_DAYS after the last message
     # aws-lambda-powertools' idempotency layout; a completed send also holds its SES message id and
     # correlation id (common.senders.idempotency): the index is SES feedback's fallback correlation.
     "idempotency_table": ("id", "expiration", {"sesMessageId": Index("sesMessageId", ("correlationId",))}),
@@ -59,9 +64,12 @@ TABLES: dict[str, tuple[str, str, dict[str, Index]]] = {
     "suppression_table": ("email", "expiresAt", {}),  # suppressions from transient bounces expire
     "sender_lists_table": ("entry", "", {}),  # the owner's block/allow lists
     # quarantined mail; the sparse index holds what the next daily digest must list
-    "quarantine_table": ("id", "expiresAt", {"pendingDigest": Index("pendingDigest")}),  # with its spam/ object
+    "quarantine_table": (
+        "id",
+        "expiresAt",
+        {"pendingDigest": Index("pendingDigest")},
+    ),  # with its spam/ object
 }
-
 
 
 def default_spam_rules() -> str:
@@ -93,8 +101,9 @@ def event_queues(cfg: Config) -> tuple[str, ...]:
     return (*sender_queues(cfg), attachment_queue(cfg))
 
 
-def provision(cfg: Config, report: Callable[[Change], None] | None = None, *, apply: bool = True,
-              local: bool = False) -> list[Change]:
+def provision(
+    cfg: Config, report: Callable[[Change], None] | None = None, *, apply: bool = True, local: bool = False
+) -> list[Change]:
     """The local modes' provisioning: the shared resources and the six function roles (the
     production policies from deploy.iam, so enforced IAM locally checks what AWS will check)."""
     from deploy import iam
@@ -131,14 +140,18 @@ def shared(run: Run, local: bool = False, identity: bool = True) -> None:
 
 # --- existence helpers ---------------------------------------------------------------------------
 
+
 def _exists(call: Callable[[], Any], *missing_codes: str) -> bool:
     # HEAD requests report a bare "404" as their code.
     return or_none(lambda: call() or True, *missing_codes) is not None
 
 
 def queue_url(name: str) -> str | None:
-    found = or_none(lambda: control_client("sqs").get_queue_url(QueueName=name), "AWS.SimpleQueueService.NonExistentQueue",
-                    "QueueDoesNotExist")
+    found = or_none(
+        lambda: control_client("sqs").get_queue_url(QueueName=name),
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "QueueDoesNotExist",
+    )
     return str(found["QueueUrl"]) if found else None
 
 
@@ -146,7 +159,11 @@ def queue_arn(cfg: Config, name: str) -> str:
     """The ARN a queue has (or will have): read when it exists, derived from the account otherwise."""
     url = queue_url(name)
     if url:
-        return str(control_client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+        return str(
+            control_client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+                "Attributes"
+            ]["QueueArn"]
+        )
     return f"arn:aws:sqs:{cfg.region}:{account_id()}:{name}"
 
 
@@ -162,8 +179,12 @@ def bucket_exists(bucket: str) -> bool:
 
 # --- shared resources ----------------------------------------------------------------------------
 
-PUBLIC_ACCESS_BLOCK = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
-                       "RestrictPublicBuckets": True}
+PUBLIC_ACCESS_BLOCK = {
+    "BlockPublicAcls": True,
+    "IgnorePublicAcls": True,
+    "BlockPublicPolicy": True,
+    "RestrictPublicBuckets": True,
+}
 # A received mail stays in staging/ until it is handled; a failed one until Lambda's async retries
 # (at most 6 h) and the async DLQ (DLQ_RETENTION_S) are over, since `email-handler replay` re-invokes
 # it from there and reads it from staging: one day more than that, never longer.
@@ -187,8 +208,11 @@ def lifecycle(cfg: Config) -> list[dict[str, Any]]:
         ("rejected", layout.REJECTED, cfg.retention_rejected_days),
         ("bounces", layout.BOUNCES, cfg.retention_rejected_days),
     ]
-    return [{"ID": rule, "Filter": {"Prefix": prefix}, "Status": "Enabled", "Expiration": {"Days": n}}
-            for rule, prefix, n in days if n > 0]
+    return [
+        {"ID": rule, "Filter": {"Prefix": prefix}, "Status": "Enabled", "Expiration": {"Days": n}}
+        for rule, prefix, n in days
+        if n > 0
+    ]
 
 
 def _bucket(run: Run, cfg: Config) -> None:
@@ -207,26 +231,51 @@ def _bucket(run: Run, cfg: Config) -> None:
         if "public access block" in differ:
             s3.put_public_access_block(Bucket=cfg.bucket, PublicAccessBlockConfiguration=PUBLIC_ACCESS_BLOCK)
         if "lifecycle" in differ:
-            s3.put_bucket_lifecycle_configuration(Bucket=cfg.bucket, LifecycleConfiguration={"Rules": lifecycle(cfg)})
+            s3.put_bucket_lifecycle_configuration(
+                Bucket=cfg.bucket, LifecycleConfiguration={"Rules": lifecycle(cfg)}
+            )
 
     differ = []
     if exists:
-        block = or_none(lambda: s3.get_public_access_block(Bucket=cfg.bucket), "NoSuchPublicAccessBlockConfiguration")
+        block = or_none(
+            lambda: s3.get_public_access_block(Bucket=cfg.bucket), "NoSuchPublicAccessBlockConfiguration"
+        )
         if (block or {}).get("PublicAccessBlockConfiguration") != PUBLIC_ACCESS_BLOCK:
             differ.append("public access block")
-        rules = or_none(lambda: s3.get_bucket_lifecycle_configuration(Bucket=cfg.bucket), "NoSuchLifecycleConfiguration")
-        have = {r.get("ID"): {k: r.get(k) for k in ("ID", "Filter", "Status", "Expiration")} for r in (rules or {}).get("Rules", [])}
+        rules = or_none(
+            lambda: s3.get_bucket_lifecycle_configuration(Bucket=cfg.bucket), "NoSuchLifecycleConfiguration"
+        )
+        have = {
+            r.get("ID"): {k: r.get(k) for k in ("ID", "Filter", "Status", "Expiration")}
+            for r in (rules or {}).get("Rules", [])
+        }
         wanted = lifecycle(cfg)
-        if set(have) != {r["ID"] for r in wanted} or any(canonical(have.get(r["ID"])) != canonical(r) for r in wanted):
+        if set(have) != {r["ID"] for r in wanted} or any(
+            canonical(have.get(r["ID"])) != canonical(r) for r in wanted
+        ):
             differ.append("lifecycle")
-    run.converge("s3-bucket", cfg.bucket, True if exists else None, differ, create=create, update=settings,
-                 create_detail="private, lifecycle per prefix (retention settings)")
+    run.converge(
+        "s3-bucket",
+        cfg.bucket,
+        True if exists else None,
+        differ,
+        create=create,
+        update=settings,
+        create_detail="private, lifecycle per prefix (retention settings)",
+    )
 
 
 def _index(name: str, index: Index) -> dict[str, Any]:
-    projection: dict[str, Any] = {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.include)} \
-        if index.include else {"ProjectionType": "KEYS_ONLY"}
-    return {"IndexName": name, "KeySchema": [{"AttributeName": index.key, "KeyType": "HASH"}], "Projection": projection}
+    projection: dict[str, Any] = (
+        {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.include)}
+        if index.include
+        else {"ProjectionType": "KEYS_ONLY"}
+    )
+    return {
+        "IndexName": name,
+        "KeySchema": [{"AttributeName": index.key, "KeyType": "HASH"}],
+        "Projection": projection,
+    }
 
 
 def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, Index]) -> None:
@@ -238,29 +287,52 @@ def _table(run: Run, name: str, key: str, ttl: str, indexes: dict[str, Index]) -
     ttl_on = True
     if ttl and existing is not None:
         status = ddb.describe_time_to_live(TableName=name).get("TimeToLiveDescription", {})
-        ttl_on = status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and status.get("AttributeName") == ttl
+        ttl_on = (
+            status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and status.get("AttributeName") == ttl
+        )
 
     def create() -> None:
         attributes = sorted({key, *(i.key for i in indexes.values())})
-        extra: dict[str, Any] = {"GlobalSecondaryIndexes": [_index(i, k) for i, k in indexes.items()]} if indexes else {}
-        ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
-                         AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in attributes],
-                         KeySchema=[{"AttributeName": key, "KeyType": "HASH"}], **extra)
+        extra: dict[str, Any] = (
+            {"GlobalSecondaryIndexes": [_index(i, k) for i, k in indexes.items()]} if indexes else {}
+        )
+        ddb.create_table(
+            TableName=name,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in attributes],
+            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            **extra,
+        )
         ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
         if ttl:
-            ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
+            ddb.update_time_to_live(
+                TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
+            )
 
     def update(_: Any) -> None:
         for index in missing:  # an older deployment: add what this version queries
-            ddb.update_table(TableName=name, AttributeDefinitions=[{"AttributeName": indexes[index].key, "AttributeType": "S"}],
-                             GlobalSecondaryIndexUpdates=[{"Create": _index(index, indexes[index])}])
+            ddb.update_table(
+                TableName=name,
+                AttributeDefinitions=[{"AttributeName": indexes[index].key, "AttributeType": "S"}],
+                GlobalSecondaryIndexUpdates=[{"Create": _index(index, indexes[index])}],
+            )
             _index_active(run, ddb, name, index)
         if not ttl_on:
-            ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
+            ddb.update_time_to_live(
+                TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
+            )
 
-    run.converge("dynamodb-table", name, existing, [f"add index {i}" for i in missing] + ([] if ttl_on else [f"TTL {ttl}"]),
-                 create=create, update=update, create_detail=f"key {key}" + (f", TTL {ttl}" if ttl else "")
-                 + "".join(f", index {i}" for i in indexes))
+    run.converge(
+        "dynamodb-table",
+        name,
+        existing,
+        [f"add index {i}" for i in missing] + ([] if ttl_on else [f"TTL {ttl}"]),
+        create=create,
+        update=update,
+        create_detail=f"key {key}"
+        + (f", TTL {ttl}" if ttl else "")
+        + "".join(f", index {i}" for i in indexes),
+    )
 
 
 INDEX_POLL_S = 10.0
@@ -274,15 +346,25 @@ def _index_active(run: Run, ddb: Any, table: str, index: str) -> None:
     waited = 0.0
     while True:
         described = ddb.describe_table(TableName=table)["Table"]
-        status = next((i.get("IndexStatus") for i in described.get("GlobalSecondaryIndexes", [])
-                       if i.get("IndexName") == index), None)
+        status = next(
+            (
+                i.get("IndexStatus")
+                for i in described.get("GlobalSecondaryIndexes", [])
+                if i.get("IndexName") == index
+            ),
+            None,
+        )
         if status == "ACTIVE" and described.get("TableStatus") == "ACTIVE":
             return
         if waited >= INDEX_WAIT_S:
-            raise DeployError(f"the index {index} of {table} is still {status} after {INDEX_WAIT_S / 60:.0f} minutes",
-                              "deploy again later: the run continues from here")
+            raise DeployError(
+                f"the index {index} of {table} is still {status} after {INDEX_WAIT_S / 60:.0f} minutes",
+                "deploy again later: the run continues from here",
+            )
         if waited % 60 == 0:
-            run.say(f"waiting for DynamoDB to build the index {index} of {table} (status {status}, {waited:.0f} s)")
+            run.say(
+                f"waiting for DynamoDB to build the index {index} of {table} (status {status}, {waited:.0f} s)"
+            )
         run.sleep(INDEX_POLL_S)
         waited += INDEX_POLL_S
 
@@ -290,10 +372,22 @@ def _index_active(run: Run, ddb: Any, table: str, index: str) -> None:
 def queue(run: Run, name: str, attributes: dict[str, str]) -> None:
     sqs = control_client("sqs")
     url = queue_url(name)
-    current = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(attributes))["Attributes"] if url else None
-    differ = sorted(k for k, v in attributes.items() if current is not None and _norm(current.get(k)) != _norm(v))
-    run.converge("sqs-queue", name, current, differ, create=lambda: _create_queue(run, sqs, name, attributes),
-                 update=lambda differ: sqs.set_queue_attributes(QueueUrl=url, Attributes={k: attributes[k] for k in differ}))
+    current = (
+        sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(attributes))["Attributes"] if url else None
+    )
+    differ = sorted(
+        k for k, v in attributes.items() if current is not None and _norm(current.get(k)) != _norm(v)
+    )
+    run.converge(
+        "sqs-queue",
+        name,
+        current,
+        differ,
+        create=lambda: _create_queue(run, sqs, name, attributes),
+        update=lambda differ: sqs.set_queue_attributes(
+            QueueUrl=url, Attributes={k: attributes[k] for k in differ}
+        ),
+    )
 
 
 # "When you delete a queue, you must wait at least 60 seconds before creating a queue with the same
@@ -312,23 +406,37 @@ def _create_queue(run: Run, sqs: Any, name: str, attributes: dict[str, str]) -> 
             if error_code(exc) not in DELETED_RECENTLY or waited >= RECREATE_WAIT_S:
                 raise
         pause = min(step, RECREATE_WAIT_S - waited)
-        run.say(f"waiting for SQS: queue {name} was deleted less than 60 s ago and its name is not free yet "
-                f"(waited {waited:.0f} s of at most {RECREATE_WAIT_S} s)")
+        run.say(
+            f"waiting for SQS: queue {name} was deleted less than 60 s ago and its name is not free yet "
+            f"(waited {waited:.0f} s of at most {RECREATE_WAIT_S} s)"
+        )
         run.sleep(pause)
         waited, step = waited + pause, min(step * 2, 20.0)
 
 
-def _queue_with_dlq(run: Run, queue_name: str, visibility_s: int, max_receive_count: int,
-                    retention_s: int = MAIN_RETENTION_S, extra: dict[str, str] | None = None) -> None:
+def _queue_with_dlq(
+    run: Run,
+    queue_name: str,
+    visibility_s: int,
+    max_receive_count: int,
+    retention_s: int = MAIN_RETENTION_S,
+    extra: dict[str, str] | None = None,
+) -> None:
     dlq = dlq_name(queue_name)
     queue(run, dlq, {"MessageRetentionPeriod": str(DLQ_RETENTION_S)})
     dlq_arn = queue_arn(run.cfg, dlq)
-    queue(run, queue_name, {
-        "MessageRetentionPeriod": str(retention_s),
-        "VisibilityTimeout": str(visibility_s),
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}),
-        **(extra or {}),
-    })
+    queue(
+        run,
+        queue_name,
+        {
+            "MessageRetentionPeriod": str(retention_s),
+            "VisibilityTimeout": str(visibility_s),
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}
+            ),
+            **(extra or {}),
+        },
+    )
 
 
 def _norm(value: str | None) -> Any:
@@ -343,15 +451,25 @@ def _norm(value: str | None) -> Any:
 
 def _topic(run: Run, name: str) -> None:
     sns = control_client("sns")
-    existing = {t["TopicArn"].rsplit(":", 1)[1] for page in sns.get_paginator("list_topics").paginate() for t in page["Topics"]}
-    run.converge("sns-topic", name, name if name in existing else None, create=lambda: sns.create_topic(Name=name))
+    existing = {
+        t["TopicArn"].rsplit(":", 1)[1]
+        for page in sns.get_paginator("list_topics").paginate()
+        for t in page["Topics"]
+    }
+    run.converge(
+        "sns-topic", name, name if name in existing else None, create=lambda: sns.create_topic(Name=name)
+    )
 
 
 def ses_identity(run: Run, domain: str) -> None:
     """The sending and receiving domain, with Easy DKIM (SES signs every message it sends)."""
     ses = control_client("ses")
     exists = domain in ses.list_identities(IdentityType="Domain").get("Identities", [])
-    dkim = ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {}) if exists else {}
+    dkim = (
+        ses.get_identity_dkim_attributes(Identities=[domain]).get("DkimAttributes", {}).get(domain, {})
+        if exists
+        else {}
+    )
 
     def create() -> None:
         try:
@@ -360,13 +478,21 @@ def ses_identity(run: Run, domain: str) -> None:
             if error_code(exc) != "InvalidParameterValue":
                 raise
             # SES refuses a domain it cannot verify for this account (VerifyDomainIdentity, InvalidParameterValue)
-            raise DeployError(f"SES cannot verify {domain} for this account: {exc}",
-                              "set DOMAIN_NAME to a domain you control and whose DNS you can change") from None
+            raise DeployError(
+                f"SES cannot verify {domain} for this account: {exc}",
+                "set DOMAIN_NAME to a domain you control and whose DNS you can change",
+            ) from None
         ses.verify_domain_dkim(Domain=domain)
 
-    run.converge("ses-identity", domain, domain if exists else None, [] if dkim.get("DkimTokens") else ["enable DKIM"],
-                 create=create, update=lambda _: ses.verify_domain_dkim(Domain=domain),
-                 create_detail="with DKIM; publish the DNS records the deploy prints")
+    run.converge(
+        "ses-identity",
+        domain,
+        domain if exists else None,
+        [] if dkim.get("DkimTokens") else ["enable DKIM"],
+        create=create,
+        update=lambda _: ses.verify_domain_dkim(Domain=domain),
+        create_detail="with DKIM; publish the DNS records the deploy prints",
+    )
 
 
 def feedback_topic_policy(run: Run, account: str) -> None:
@@ -377,53 +503,113 @@ def feedback_topic_policy(run: Run, account: str) -> None:
     no bounce or complaint reaches inbound-handler. The account's own principals keep the default access."""
     cfg, sns = run.cfg, control_client("sns")
     arn = topic_arn(cfg, cfg.feedback_topic)
-    wanted = {"Version": "2012-10-17", "Statement": [
-        {"Sid": "AccountOwnerManages", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
-         "Action": ["SNS:GetTopicAttributes", "SNS:SetTopicAttributes", "SNS:Subscribe", "SNS:ListSubscriptionsByTopic",
-                    "SNS:Publish", "SNS:DeleteTopic"], "Resource": arn},
-        {"Sid": "SesPublishesFeedback", "Effect": "Allow", "Principal": {"Service": "ses.amazonaws.com"},
-         "Action": "SNS:Publish", "Resource": arn,
-         "Condition": {"StringEquals": {"AWS:SourceAccount": account},
-                       "StringLike": {"AWS:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:configuration-set/"
-                                                       f"{cfg.ses_configuration_set}"}}}]}
+    wanted = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AccountOwnerManages",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
+                "Action": [
+                    "SNS:GetTopicAttributes",
+                    "SNS:SetTopicAttributes",
+                    "SNS:Subscribe",
+                    "SNS:ListSubscriptionsByTopic",
+                    "SNS:Publish",
+                    "SNS:DeleteTopic",
+                ],
+                "Resource": arn,
+            },
+            {
+                "Sid": "SesPublishesFeedback",
+                "Effect": "Allow",
+                "Principal": {"Service": "ses.amazonaws.com"},
+                "Action": "SNS:Publish",
+                "Resource": arn,
+                "Condition": {
+                    "StringEquals": {"AWS:SourceAccount": account},
+                    "StringLike": {
+                        "AWS:SourceArn": f"arn:aws:ses:{cfg.region}:{account}:configuration-set/"
+                        f"{cfg.ses_configuration_set}"
+                    },
+                },
+            },
+        ],
+    }
     found = or_none(lambda: sns.get_topic_attributes(TopicArn=arn), "NotFound", "NotFoundException")
-    current = json.loads(found["Attributes"]["Policy"]) if found and found["Attributes"].get("Policy") else None
-    is_ours = current is not None and any(s.get("Sid") == "SesPublishesFeedback" for s in current.get("Statement", []))
+    current = (
+        json.loads(found["Attributes"]["Policy"]) if found and found["Attributes"].get("Policy") else None
+    )
+    is_ours = current is not None and any(
+        s.get("Sid") == "SesPublishesFeedback" for s in current.get("Statement", [])
+    )
 
     def put(*_: Any) -> None:
         sns.set_topic_attributes(TopicArn=arn, AttributeName="Policy", AttributeValue=json.dumps(wanted))
 
-    run.converge("sns-topic-policy", cfg.feedback_topic, current if is_ours else None,
-                 [] if canonical(current) == canonical(wanted) else ["policy"], create=put, update=put,
-                 create_detail="SES may publish feedback of configuration set " + cfg.ses_configuration_set)
+    run.converge(
+        "sns-topic-policy",
+        cfg.feedback_topic,
+        current if is_ours else None,
+        [] if canonical(current) == canonical(wanted) else ["policy"],
+        create=put,
+        update=put,
+        create_detail="SES may publish feedback of configuration set " + cfg.ses_configuration_set,
+    )
 
 
 def _configuration_set(run: Run, cfg: Config) -> None:
     """SES publishes Delivery/Bounce/Complaint of every send made with this set to the feedback topic."""
     ses = control_client("ses")
     name = cfg.ses_configuration_set
-    destination: dict[str, Any] = {"Name": "feedback", "Enabled": True, "MatchingEventTypes": list(FEEDBACK_EVENTS),
-                                   "SNSDestination": {"TopicARN": topic_arn(cfg, cfg.feedback_topic)}}
-    described = or_none(lambda: ses.describe_configuration_set(
-        ConfigurationSetName=name, ConfigurationSetAttributeNames=["eventDestinations"]), "ConfigurationSetDoesNotExist")
-    current = next((d for d in (described or {}).get("EventDestinations", []) if d.get("Name") == "feedback"), None)
+    destination: dict[str, Any] = {
+        "Name": "feedback",
+        "Enabled": True,
+        "MatchingEventTypes": list(FEEDBACK_EVENTS),
+        "SNSDestination": {"TopicARN": topic_arn(cfg, cfg.feedback_topic)},
+    }
+    described = or_none(
+        lambda: ses.describe_configuration_set(
+            ConfigurationSetName=name, ConfigurationSetAttributeNames=["eventDestinations"]
+        ),
+        "ConfigurationSetDoesNotExist",
+    )
+    current = next(
+        (d for d in (described or {}).get("EventDestinations", []) if d.get("Name") == "feedback"), None
+    )
     # An emulator that does not report event destinations leaves nothing to compare with.
     reported = described is not None and "EventDestinations" in described
-    same = current is not None and sorted(current.get("MatchingEventTypes", [])) == sorted(FEEDBACK_EVENTS) and \
-        current.get("SNSDestination", {}).get("TopicARN") == destination["SNSDestination"]["TopicARN"]
+    same = (
+        current is not None
+        and sorted(current.get("MatchingEventTypes", [])) == sorted(FEEDBACK_EVENTS)
+        and current.get("SNSDestination", {}).get("TopicARN") == destination["SNSDestination"]["TopicARN"]
+    )
 
     def create() -> None:
         ses.create_configuration_set(ConfigurationSet={"Name": name})
-        ses.create_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
+        ses.create_configuration_set_event_destination(
+            ConfigurationSetName=name, EventDestination=destination
+        )
 
     def update(_: Any) -> None:
         if current is None:
-            ses.create_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
+            ses.create_configuration_set_event_destination(
+                ConfigurationSetName=name, EventDestination=destination
+            )
         else:
-            ses.update_configuration_set_event_destination(ConfigurationSetName=name, EventDestination=destination)
+            ses.update_configuration_set_event_destination(
+                ConfigurationSetName=name, EventDestination=destination
+            )
 
-    run.converge("ses-config-set", name, described, [] if same or not reported else ["feedback event destination"],
-                 create=create, update=update, create_detail="events delivery, bounce, complaint -> " + cfg.feedback_topic)
+    run.converge(
+        "ses-config-set",
+        name,
+        described,
+        [] if same or not reported else ["feedback event destination"],
+        create=create,
+        update=update,
+        create_detail="events delivery, bounce, complaint -> " + cfg.feedback_topic,
+    )
 
 
 # No address is suppressed by SES for sends with our configuration set: SES's account-level list
@@ -436,22 +622,42 @@ SUPPRESSED_REASONS: list[str] = []
 def suppression_options(run: Run) -> None:
     """The configuration set overrides the account-level suppression list with SUPPRESSED_REASONS (SESv2)."""
     sesv2, name = control_client("sesv2"), run.cfg.ses_configuration_set
-    found = or_none(lambda: sesv2.get_configuration_set(ConfigurationSetName=name), "NotFoundException",
-                    "ConfigurationSetDoesNotExist") if run.apply or _config_set_exists(name) else None
+    found = (
+        or_none(
+            lambda: sesv2.get_configuration_set(ConfigurationSetName=name),
+            "NotFoundException",
+            "ConfigurationSetDoesNotExist",
+        )
+        if run.apply or _config_set_exists(name)
+        else None
+    )
     # A set without SuppressionOptions follows the account's list: that is "not there yet".
     reasons = ((found or {}).get("SuppressionOptions") or {}).get("SuppressedReasons")
     wanted = ",".join(SUPPRESSED_REASONS) or "none (our own list decides)"
 
     def put(*_: Any) -> None:
-        sesv2.put_configuration_set_suppression_options(ConfigurationSetName=name, SuppressedReasons=SUPPRESSED_REASONS)
+        sesv2.put_configuration_set_suppression_options(
+            ConfigurationSetName=name, SuppressedReasons=SUPPRESSED_REASONS
+        )
 
-    run.converge("ses-suppression", name, reasons, [] if reasons is None or sorted(reasons) == sorted(SUPPRESSED_REASONS)
-                 else [f"SuppressedReasons {wanted}"], create=put, update=put,
-                 create_detail=f"SES's account-level list overridden: suppressed reasons {wanted}")
+    run.converge(
+        "ses-suppression",
+        name,
+        reasons,
+        []
+        if reasons is None or sorted(reasons) == sorted(SUPPRESSED_REASONS)
+        else [f"SuppressedReasons {wanted}"],
+        create=put,
+        update=put,
+        create_detail=f"SES's account-level list overridden: suppressed reasons {wanted}",
+    )
 
 
 def _config_set_exists(name: str) -> bool:
-    return _exists(lambda: control_client("ses").describe_configuration_set(ConfigurationSetName=name), "ConfigurationSetDoesNotExist")
+    return _exists(
+        lambda: control_client("ses").describe_configuration_set(ConfigurationSetName=name),
+        "ConfigurationSetDoesNotExist",
+    )
 
 
 def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> None:
@@ -463,21 +669,38 @@ def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> 
         logs.create_log_group(logGroupName=name)
         logs.put_retention_policy(logGroupName=name, retentionInDays=retention_days)
 
-    run.converge("log-group", name, group, [] if group is None or group.get("retentionInDays") == retention_days
-                 else [f"retention {retention_days} days"], create=create,
-                 update=lambda _: logs.put_retention_policy(logGroupName=name, retentionInDays=retention_days),
-                 create_detail=f"retention {retention_days} days")
+    run.converge(
+        "log-group",
+        name,
+        group,
+        []
+        if group is None or group.get("retentionInDays") == retention_days
+        else [f"retention {retention_days} days"],
+        create=create,
+        update=lambda _: logs.put_retention_policy(logGroupName=name, retentionInDays=retention_days),
+        create_detail=f"retention {retention_days} days",
+    )
 
 
 def _spam_rules(run: Run, cfg: Config) -> None:
     """Created once, never overwritten: the owner edits the list (a bucket created in this dry run has no objects)."""
     s3 = control_client("s3")
-    exists = (run.apply or bucket_exists(cfg.bucket)) and \
-        _exists(lambda: s3.head_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES), "404", "NoSuchKey", "NotFound")
-    run.converge("s3-object", layout.SPAM_RULES, True if exists else None,
-                 create=lambda: s3.put_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES, Body=default_spam_rules().encode(),
-                                              ContentType="text/plain"),
-                 detail="owner-edited; never overwritten", create_detail="default keyword lists")
+    exists = (run.apply or bucket_exists(cfg.bucket)) and _exists(
+        lambda: s3.head_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES), "404", "NoSuchKey", "NotFound"
+    )
+    run.converge(
+        "s3-object",
+        layout.SPAM_RULES,
+        True if exists else None,
+        create=lambda: s3.put_object(
+            Bucket=cfg.bucket,
+            Key=layout.SPAM_RULES,
+            Body=default_spam_rules().encode(),
+            ContentType="text/plain",
+        ),
+        detail="owner-edited; never overwritten",
+        create_detail="default keyword lists",
+    )
 
 
 def secrets(run: Run) -> None:
@@ -490,22 +713,38 @@ def secrets(run: Run) -> None:
             run.converge("ssm-parameter", name, True, detail="SecureString, kept")
             continue
         found = or_none(lambda: ssm.get_parameter(Name=name, WithDecryption=True), "ParameterNotFound")  # noqa: B023
-        differ = [] if found is None or (found["Parameter"]["Value"] == value
-                                         and found["Parameter"]["Type"] == "SecureString") else ["new secret"]
+        differ = (
+            []
+            if found is None
+            or (found["Parameter"]["Value"] == value and found["Parameter"]["Type"] == "SecureString")
+            else ["new secret"]
+        )
 
         def put(*_: Any, name: str = name, value: str = value) -> None:
             ssm.put_parameter(Name=name, Value=value, Type="SecureString", Overwrite=True)
 
-        run.converge("ssm-parameter", name, found, differ, create=put, update=put,
-                     create_detail=f"SecureString {env_name(secret)}")
+        run.converge(
+            "ssm-parameter",
+            name,
+            found,
+            differ,
+            create=put,
+            update=put,
+            create_detail=f"SecureString {env_name(secret)}",
+        )
 
 
 def _parameter(run: Run, name: str, value: str) -> None:
     ssm = control_client("ssm")
     exists = _exists(lambda: ssm.get_parameter(Name=name), "ParameterNotFound")
-    run.converge("ssm-parameter", name, True if exists else None,
-                 create=lambda: ssm.put_parameter(Name=name, Value=value, Type="String"),
-                 detail="owner-edited; never overwritten", create_detail=f"= {value}")
+    run.converge(
+        "ssm-parameter",
+        name,
+        True if exists else None,
+        create=lambda: ssm.put_parameter(Name=name, Value=value, Type="String"),
+        detail="owner-edited; never overwritten",
+        create_detail=f"= {value}",
+    )
 
 
 def owner_key(run: Run) -> None:
@@ -522,20 +761,45 @@ def owner_key(run: Run) -> None:
     differ = [] if found is None or found["Parameter"]["Value"] == cfg.owner_key else ["new key"]
 
     def put(*_: Any) -> None:
-        ssm.put_parameter(Name=cfg.owner_key_parameter, Value=cfg.owner_key, Type="String", Overwrite=True,
-                          Tier="Intelligent-Tiering")
+        ssm.put_parameter(
+            Name=cfg.owner_key_parameter,
+            Value=cfg.owner_key,
+            Type="String",
+            Overwrite=True,
+            Tier="Intelligent-Tiering",
+        )
 
-    run.converge("ssm-parameter", cfg.owner_key_parameter, found, differ, create=put, update=put,
-                 create_detail="the owner's public key")
+    run.converge(
+        "ssm-parameter",
+        cfg.owner_key_parameter,
+        found,
+        differ,
+        create=put,
+        update=put,
+        create_detail="the owner's public key",
+    )
 
 
 # --- local event wiring --------------------------------------------------------------------------
 
+
 def _allow_sender(queue: str, source_arn: str, service: str) -> str:
     arn = f"arn:aws:sqs:*:*:{queue}"
-    return json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": service}, "Action": "sqs:SendMessage", "Resource": arn,
-        "Condition": {"ArnEquals": {"aws:SourceArn": source_arn}}}]}, sort_keys=True)
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": service},
+                    "Action": "sqs:SendMessage",
+                    "Resource": arn,
+                    "Condition": {"ArnEquals": {"aws:SourceArn": source_arn}},
+                }
+            ],
+        },
+        sort_keys=True,
+    )
 
 
 def _attachment_events(run: Run, cfg: Config) -> None:
@@ -543,8 +807,13 @@ def _attachment_events(run: Run, cfg: Config) -> None:
     alone ("Granting permissions to publish messages to an SQS queue", S3 User Guide,
     https://docs.aws.amazon.com/AmazonS3/latest/userguide/grant-destinations-permissions-to-s3.html)."""
     name = attachment_queue(cfg)
-    _queue_with_dlq(run, name, EXTRACT_VISIBILITY_S, cfg.max_receive_count,
-                    extra={"Policy": _allow_sender(name, f"arn:aws:s3:::{cfg.bucket}", "s3.amazonaws.com")})
+    _queue_with_dlq(
+        run,
+        name,
+        EXTRACT_VISIBILITY_S,
+        cfg.max_receive_count,
+        extra={"Policy": _allow_sender(name, f"arn:aws:s3:::{cfg.bucket}", "s3.amazonaws.com")},
+    )
     attachments_notification(run, "QueueConfigurations", "QueueArn", queue_arn(cfg, name), name)
 
 
@@ -552,8 +821,13 @@ def _local_wiring(run: Run, cfg: Config) -> None:
     feedback, invocations = (local_queue(cfg, p) for p in ("ses-feedback", "invocations"))
     feedback_arn = topic_arn(cfg, cfg.feedback_topic)
     # SNS and SES invoke Lambda asynchronously: the same three attempts, then a DLQ.
-    _queue_with_dlq(run, feedback, ASYNC_RETRY_S, ASYNC_ATTEMPTS,
-                    extra={"Policy": _allow_sender(feedback, feedback_arn, "sns.amazonaws.com")})
+    _queue_with_dlq(
+        run,
+        feedback,
+        ASYNC_RETRY_S,
+        ASYNC_ATTEMPTS,
+        extra={"Policy": _allow_sender(feedback, feedback_arn, "sns.amazonaws.com")},
+    )
     _queue_with_dlq(run, invocations, ASYNC_RETRY_S, ASYNC_ATTEMPTS)
     subscription(run, feedback_arn, "sqs", queue_arn(cfg, feedback), f"{cfg.feedback_topic} -> {feedback}")
 
@@ -561,12 +835,18 @@ def _local_wiring(run: Run, cfg: Config) -> None:
 def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str) -> None:
     sns = control_client("sns")
     subs: list[dict[str, Any]] = []
-    if run.apply or _exists(lambda: sns.get_topic_attributes(TopicArn=topic), "NotFound", "NotFoundException"):
+    if run.apply or _exists(
+        lambda: sns.get_topic_attributes(TopicArn=topic), "NotFound", "NotFoundException"
+    ):
         subs = sns.list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
     found = next((s for s in subs if s.get("Endpoint") == endpoint and s.get("Protocol") == protocol), None)
-    run.converge("sns-subscription", label, found,
-                 create=lambda: sns.subscribe(TopicArn=topic, Protocol=protocol, Endpoint=endpoint),
-                 create_detail=protocol + (" (confirm the e-mail AWS sends)" if protocol == "email" else ""))
+    run.converge(
+        "sns-subscription",
+        label,
+        found,
+        create=lambda: sns.subscribe(TopicArn=topic, Protocol=protocol, Endpoint=endpoint),
+        create_detail=protocol + (" (confirm the e-mail AWS sends)" if protocol == "email" else ""),
+    )
 
 
 def attachments_notification(run: Run, kind: str, arn_key: str, target: str, target_name: str) -> None:
@@ -576,15 +856,38 @@ def attachments_notification(run: Run, kind: str, arn_key: str, target: str, tar
     ``arn_key`` the target's field in it; this configuration replaces the bucket's others.
     """
     bucket = run.cfg.bucket
-    wanted = {"Id": "attachments-to-extractor", arn_key: target, "Events": ["s3:ObjectCreated:*"],
-              "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": layout.ATTACHMENTS}]}}}
+    wanted = {
+        "Id": "attachments-to-extractor",
+        arn_key: target,
+        "Events": ["s3:ObjectCreated:*"],
+        "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": layout.ATTACHMENTS}]}},
+    }
     s3 = control_client("s3")
-    current = s3.get_bucket_notification_configuration(Bucket=bucket).get(kind, []) if run.apply or bucket_exists(bucket) else []
-    found = next((c for c in current if c.get(arn_key) == target and layout.ATTACHMENTS in json.dumps(c.get("Filter", {}))), None)
-    run.converge("s3-notification", f"{bucket}/{layout.ATTACHMENTS}", found,
-                 # S3 validates the destination (the function's permission, added just before) when it is put.
-                 create=lambda: propagation.retry(run, f"PutBucketNotificationConfiguration {bucket}",
-                                                  lambda: s3.put_bucket_notification_configuration(
-                                                      Bucket=bucket, NotificationConfiguration={kind: [wanted]}),
-                                                  propagation.S3_DESTINATION_UNVALIDATED),
-                 create_detail="ObjectCreated -> " + target_name)
+    current = (
+        s3.get_bucket_notification_configuration(Bucket=bucket).get(kind, [])
+        if run.apply or bucket_exists(bucket)
+        else []
+    )
+    found = next(
+        (
+            c
+            for c in current
+            if c.get(arn_key) == target and layout.ATTACHMENTS in json.dumps(c.get("Filter", {}))
+        ),
+        None,
+    )
+    run.converge(
+        "s3-notification",
+        f"{bucket}/{layout.ATTACHMENTS}",
+        found,
+        # S3 validates the destination (the function's permission, added just before) when it is put.
+        create=lambda: propagation.retry(
+            run,
+            f"PutBucketNotificationConfiguration {bucket}",
+            lambda: s3.put_bucket_notification_configuration(
+                Bucket=bucket, NotificationConfiguration={kind: [wanted]}
+            ),
+            propagation.S3_DESTINATION_UNVALIDATED,
+        ),
+        create_detail="ObjectCreated -> " + target_name,
+    )

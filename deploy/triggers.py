@@ -23,15 +23,22 @@ SOURCE_ACCOUNT_PRINCIPALS = ("s3.amazonaws.com", "ses.amazonaws.com")
 
 
 def _function_exists(run: Run, name: str) -> bool:
-    return run.apply or or_none(lambda: control_client("lambda").get_function(FunctionName=name),
-                                "ResourceNotFoundException") is not None
+    return (
+        run.apply
+        or or_none(
+            lambda: control_client("lambda").get_function(FunctionName=name), "ResourceNotFoundException"
+        )
+        is not None
+    )
 
 
 def _statement_view(statement: dict[str, Any]) -> dict[str, Any]:
     condition = statement.get("Condition", {})
-    return {"principal": (statement.get("Principal") or {}).get("Service"),
-            "source_arn": condition.get("ArnLike", {}).get("AWS:SourceArn"),
-            "source_account": condition.get("StringEquals", {}).get("AWS:SourceAccount")}
+    return {
+        "principal": (statement.get("Principal") or {}).get("Service"),
+        "source_arn": condition.get("ArnLike", {}).get("AWS:SourceArn"),
+        "source_account": condition.get("StringEquals", {}).get("AWS:SourceAccount"),
+    }
 
 
 def permission(run: Run, account: str, function: str, sid: str, principal: str, source_arn: str) -> None:
@@ -39,23 +46,43 @@ def permission(run: Run, account: str, function: str, sid: str, principal: str, 
     api, name = control_client("lambda"), function_name(run.cfg, function)
     statements: list[dict[str, Any]] = []
     if _function_exists(run, name):
-        found = or_none(lambda: api.get_policy(FunctionName=name, Qualifier=ALIAS), "ResourceNotFoundException")
+        found = or_none(
+            lambda: api.get_policy(FunctionName=name, Qualifier=ALIAS), "ResourceNotFoundException"
+        )
         statements = json.loads(found["Policy"]).get("Statement", []) if found else []
     current = next((s for s in statements if s.get("Sid") == sid), None)
     with_account = principal in SOURCE_ACCOUNT_PRINCIPALS
-    wanted = {"principal": principal, "source_arn": source_arn, "source_account": account if with_account else None}
+    wanted = {
+        "principal": principal,
+        "source_arn": source_arn,
+        "source_account": account if with_account else None,
+    }
     differ = [k for k, v in wanted.items() if current is not None and _statement_view(current)[k] != v]
 
     def add() -> None:
-        api.add_permission(FunctionName=name, Qualifier=ALIAS, StatementId=sid, Action="lambda:InvokeFunction",
-                           Principal=principal, SourceArn=source_arn, **({"SourceAccount": account} if with_account else {}))
+        api.add_permission(
+            FunctionName=name,
+            Qualifier=ALIAS,
+            StatementId=sid,
+            Action="lambda:InvokeFunction",
+            Principal=principal,
+            SourceArn=source_arn,
+            **({"SourceAccount": account} if with_account else {}),
+        )
 
     def replace(_: Any) -> None:
         api.remove_permission(FunctionName=name, Qualifier=ALIAS, StatementId=sid)
         add()
 
-    run.converge("lambda-permission", f"{name}:{ALIAS} {sid}", current, differ, create=add, update=replace,
-                 create_detail=principal)
+    run.converge(
+        "lambda-permission",
+        f"{name}:{ALIAS} {sid}",
+        current,
+        differ,
+        create=add,
+        update=replace,
+        create_detail=principal,
+    )
 
 
 def source_queue(cfg: Config, spec: Function) -> str:
@@ -70,27 +97,54 @@ def event_source(run: Run, account: str, spec: Function) -> None:
     api = control_client("lambda")
     queue = source_queue(run.cfg, spec)
     source, target = queue_arn(run.cfg, queue), alias_arn(run.cfg, account, spec.name)
-    wanted = {"BatchSize": BATCH_SIZE, "MaximumBatchingWindowInSeconds": 0,
-              "FunctionResponseTypes": ["ReportBatchItemFailures"],
-              "ScalingConfig": {"MaximumConcurrency": spec.batch_concurrency}}
+    wanted = {
+        "BatchSize": BATCH_SIZE,
+        "MaximumBatchingWindowInSeconds": 0,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        "ScalingConfig": {"MaximumConcurrency": spec.batch_concurrency},
+    }
     current: list[dict[str, Any]] = []
     if _function_exists(run, function_name(run.cfg, spec.name)):
-        current = api.list_event_source_mappings(EventSourceArn=source, FunctionName=target).get("EventSourceMappings", [])
+        current = api.list_event_source_mappings(EventSourceArn=source, FunctionName=target).get(
+            "EventSourceMappings", []
+        )
     mapping = current[0] if current else None
-    differ = [k for k, v in wanted.items() if mapping is not None and mapping.get(k, {} if k == "ScalingConfig" else None) != v]
+    differ = [
+        k
+        for k, v in wanted.items()
+        if mapping is not None and mapping.get(k, {} if k == "ScalingConfig" else None) != v
+    ]
 
-    def create() -> None:  # Lambda checks that the function's role may read the queue when the mapping is made
-        propagation.retry(run, f"event source {queue}", lambda: api.create_event_source_mapping(
-            EventSourceArn=source, FunctionName=target, Enabled=True, **wanted), propagation.ROLE_LACKS_PERMISSION)
+    def create() -> (
+        None
+    ):  # Lambda checks that the function's role may read the queue when the mapping is made
+        propagation.retry(
+            run,
+            f"event source {queue}",
+            lambda: api.create_event_source_mapping(
+                EventSourceArn=source, FunctionName=target, Enabled=True, **wanted
+            ),
+            propagation.ROLE_LACKS_PERMISSION,
+        )
 
     def update(_: Any) -> None:
         if mapping:
-            propagation.retry(run, f"event source {queue}", lambda: api.update_event_source_mapping(
-                UUID=mapping["UUID"], **wanted), propagation.ROLE_LACKS_PERMISSION)
+            propagation.retry(
+                run,
+                f"event source {queue}",
+                lambda: api.update_event_source_mapping(UUID=mapping["UUID"], **wanted),
+                propagation.ROLE_LACKS_PERMISSION,
+            )
 
-    run.converge("event-source", f"{queue} -> {function_name(run.cfg, spec.name)}:{ALIAS}", mapping, differ,
-                 create=create, update=update,
-                 create_detail=f"batch {BATCH_SIZE}, ReportBatchItemFailures, max concurrency {spec.batch_concurrency}")
+    run.converge(
+        "event-source",
+        f"{queue} -> {function_name(run.cfg, spec.name)}:{ALIAS}",
+        mapping,
+        differ,
+        create=create,
+        update=update,
+        create_detail=f"batch {BATCH_SIZE}, ReportBatchItemFailures, max concurrency {spec.batch_concurrency}",
+    )
 
 
 # The owner's daily quarantine digest (common/inbound/quarantine.py): an EventBridge rule on a schedule
@@ -99,10 +153,12 @@ DIGEST_SCHEDULE = "cron(0 7 * * ? *)"
 DIGEST_TARGET_ID = "inbound-handler"
 # The scheduled event's time and the rule's ARN, with the task named: {"source": "aws.events",
 # "detail-type": "Scheduled Event", "time": ISO, "detail": {"task": "quarantine-digest"}}.
-DIGEST_INPUT = {"InputPathsMap": {"time": "$.time"},
-                "InputTemplate": '{"version": "0", "source": "aws.events", "detail-type": "Scheduled Event", '
-                                 '"time": "<time>", "resources": ["<aws.events.rule-arn>"], '
-                                 '"detail": {"task": "quarantine-digest"}}'}
+DIGEST_INPUT = {
+    "InputPathsMap": {"time": "$.time"},
+    "InputTemplate": '{"version": "0", "source": "aws.events", "detail-type": "Scheduled Event", '
+    '"time": "<time>", "resources": ["<aws.events.rule-arn>"], '
+    '"detail": {"task": "quarantine-digest"}}',
+}
 
 
 def digest_rule_name(cfg: Config) -> str:
@@ -118,20 +174,43 @@ def digest_schedule(run: Run, account: str) -> None:
     cfg, events = run.cfg, control_client("events")
     name, target = digest_rule_name(cfg), alias_arn(cfg, account, "inbound-handler")
     rule = or_none(lambda: events.describe_rule(Name=name), "ResourceNotFoundException")
-    wanted = {"ScheduleExpression": DIGEST_SCHEDULE, "State": "ENABLED",
-              "Description": "daily quarantine digest to the owner (email-handler)"}
+    wanted = {
+        "ScheduleExpression": DIGEST_SCHEDULE,
+        "State": "ENABLED",
+        "Description": "daily quarantine digest to the owner (email-handler)",
+    }
     put_rule = lambda *_: events.put_rule(Name=name, **wanted)  # noqa: E731
-    run.converge("events-rule", name, rule, [k for k, v in wanted.items() if rule is not None and rule.get(k) != v],
-                 create=put_rule, update=put_rule, create_detail=f"{DIGEST_SCHEDULE} (UTC)")
-    permission(run, account, "inbound-handler", "events-quarantine-digest", "events.amazonaws.com",
-               digest_rule_arn(cfg, account))
+    run.converge(
+        "events-rule",
+        name,
+        rule,
+        [k for k, v in wanted.items() if rule is not None and rule.get(k) != v],
+        create=put_rule,
+        update=put_rule,
+        create_detail=f"{DIGEST_SCHEDULE} (UTC)",
+    )
+    permission(
+        run,
+        account,
+        "inbound-handler",
+        "events-quarantine-digest",
+        "events.amazonaws.com",
+        digest_rule_arn(cfg, account),
+    )
     targets = events.list_targets_by_rule(Rule=name).get("Targets", []) if rule is not None else []
     current = next((t for t in targets if t.get("Id") == DIGEST_TARGET_ID), None)
     want = {"Id": DIGEST_TARGET_ID, "Arn": target, "InputTransformer": DIGEST_INPUT}
     differ = [k for k, v in want.items() if current is not None and current.get(k) != v]
     put_target = lambda *_: events.put_targets(Rule=name, Targets=[want])  # noqa: E731
-    run.converge("events-target", f"{name} -> {function_name(cfg, 'inbound-handler')}:{ALIAS}", current, differ,
-                 create=put_target, update=put_target, create_detail="task quarantine-digest")
+    run.converge(
+        "events-target",
+        f"{name} -> {function_name(cfg, 'inbound-handler')}:{ALIAS}",
+        current,
+        differ,
+        create=put_target,
+        update=put_target,
+        create_detail="task quarantine-digest",
+    )
 
 
 def worst_case_concurrency(cfg: Config, account: str) -> dict[str, int]:
@@ -145,7 +224,8 @@ def worst_case_concurrency(cfg: Config, account: str) -> dict[str, int]:
     for spec in FUNCTIONS:
         name = function_name(cfg, spec.name)
         mappings = api.list_event_source_mappings(FunctionName=alias_arn(cfg, account, spec.name)).get(
-            "EventSourceMappings", [])
+            "EventSourceMappings", []
+        )
         reserved = api.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")
         if mappings:
             bound = sum(int((m.get("ScalingConfig") or {}).get("MaximumConcurrency") or -1) for m in mappings)

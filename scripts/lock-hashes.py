@@ -35,17 +35,36 @@ def main() -> None:
         reqs.write_text("".join(f"{n}=={v}\n" for n, v in pins))
         for platform in ("manylinux2014_x86_64", "manylinux2014_aarch64"):
             subprocess.run(
-                [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", f"{tmp}/{platform}",
-                 "--platform", platform, "--python-version", "3.13", "--implementation", "cp",
-                 "--only-binary=:all:", "-r", str(reqs)],
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "-d",
+                    f"{tmp}/{platform}",
+                    "--platform",
+                    platform,
+                    "--python-version",
+                    "3.13",
+                    "--implementation",
+                    "cp",
+                    "--only-binary=:all:",
+                    "-r",
+                    str(reqs),
+                ],
                 check=True,
             )
         wheels = list(pathlib.Path(tmp).glob("*/*.whl"))
         out = list(HEADER)
         for name, version in pins:
             hashes = sorted(
-                {hashlib.sha256(w.read_bytes()).hexdigest() for w in wheels
-                 if norm(w.name.split("-")[0]) == norm(name) and w.name.split("-")[1] == version}
+                {
+                    hashlib.sha256(w.read_bytes()).hexdigest()
+                    for w in wheels
+                    if norm(w.name.split("-")[0]) == norm(name) and w.name.split("-")[1] == version
+                }
             )
             if not hashes:
                 sys.exit(f"no wheel found for {name}=={version}")

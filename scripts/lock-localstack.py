@@ -25,8 +25,10 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 SOURCE = REPO / "requirements" / "localstack.in"
 LOCK = REPO / "requirements" / "localstack.txt"
 # Newest first: pip takes the best-ranked wheel the image's glibc (Debian trixie, 2.41) can load.
-PLATFORMS = {arch: [f"manylinux_2_{v}_{arch}" for v in (28, 17)] + [f"manylinux2014_{arch}"]
-             for arch in ("x86_64", "aarch64")}
+PLATFORMS = {
+    arch: [f"manylinux_2_{v}_{arch}" for v in (28, 17)] + [f"manylinux2014_{arch}"]
+    for arch in ("x86_64", "aarch64")
+}
 # name -> why it is left out of the lock
 EXCLUDED = {
     "jpype1-ext": "an sdist with a C++ extension; only Step Functions' JSONata imports it (not in SERVICES)",
@@ -46,9 +48,14 @@ def pip(*args: str) -> None:
 def resolve(tmp: pathlib.Path) -> list[dict[str, str]]:
     report = tmp / "report.json"
     pip("install", "--dry-run", "--ignore-installed", "--report", str(report), "-r", str(SOURCE))
-    return [{"name": i["metadata"]["name"], "version": i["metadata"]["version"],
-             "sdist": str(not i["download_info"]["url"].endswith(".whl"))}
-            for i in json.loads(report.read_text())["install"]]
+    return [
+        {
+            "name": i["metadata"]["name"],
+            "version": i["metadata"]["version"],
+            "sdist": str(not i["download_info"]["url"].endswith(".whl")),
+        }
+        for i in json.loads(report.read_text())["install"]
+    ]
 
 
 def download(pins: list[dict[str, str]], tmp: pathlib.Path) -> dict[str, set[str]]:
@@ -56,11 +63,31 @@ def download(pins: list[dict[str, str]], tmp: pathlib.Path) -> dict[str, set[str
     sdists = [f"{p['name']}=={p['version']}" for p in pins if p["sdist"] == "True"]
     for arch, tags in PLATFORMS.items():
         (tmp / f"{arch}.txt").write_text("\n".join(wheels) + "\n")
-        pip("download", "--no-deps", "-d", str(tmp / arch), *[a for t in tags for a in ("--platform", t)],
-            "--python-version", "3.13", "--implementation", "cp", "--only-binary=:all:", "-r", str(tmp / f"{arch}.txt"))
+        pip(
+            "download",
+            "--no-deps",
+            "-d",
+            str(tmp / arch),
+            *[a for t in tags for a in ("--platform", t)],
+            "--python-version",
+            "3.13",
+            "--implementation",
+            "cp",
+            "--only-binary=:all:",
+            "-r",
+            str(tmp / f"{arch}.txt"),
+        )
     if sdists:
         (tmp / "sdists.txt").write_text("\n".join(sdists) + "\n")
-        pip("download", "--no-deps", "--no-binary=:all:", "-d", str(tmp / "sdist"), "-r", str(tmp / "sdists.txt"))
+        pip(
+            "download",
+            "--no-deps",
+            "--no-binary=:all:",
+            "-d",
+            str(tmp / "sdist"),
+            "-r",
+            str(tmp / "sdists.txt"),
+        )
     hashes: dict[str, set[str]] = {}
     for f in tmp.glob("*/*"):
         if f.name.endswith((".whl", ".tar.gz", ".zip")):
@@ -91,10 +118,14 @@ def main() -> None:
         found = sorted(hashes.get(norm(p["name"]), ()))
         if not found:
             sys.exit(f"no file downloaded for {p['name']}=={p['version']}")
-        lines.append(f"{p['name']}=={p['version']} \\\n" + " \\\n".join(f"    --hash=sha256:{h}" for h in found) + "\n")
+        lines.append(
+            f"{p['name']}=={p['version']} \\\n" + " \\\n".join(f"    --hash=sha256:{h}" for h in found) + "\n"
+        )
     LOCK.write_text("".join(lines))
-    print(f"wrote {LOCK.relative_to(REPO)}: {len(pins)} pins, "
-          f"{sum(p['sdist'] == 'True' for p in pins)} of them sdists")
+    print(
+        f"wrote {LOCK.relative_to(REPO)}: {len(pins)} pins, "
+        f"{sum(p['sdist'] == 'True' for p in pins)} of them sdists"
+    )
 
 
 if __name__ == "__main__":

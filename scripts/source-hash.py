@@ -14,7 +14,11 @@ def source_hash(repo: pathlib.Path = REPO) -> str:
     digest = hashlib.sha256()
     for entry in INPUTS:
         path = repo / entry
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        files = (
+            [path]
+            if path.is_file()
+            else sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        )
         for f in files:
             digest.update(str(f.relative_to(repo)).encode() + b"\0" + f.read_bytes() + b"\0")
     return digest.hexdigest()[:16]

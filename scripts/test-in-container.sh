@@ -35,4 +35,4 @@ fi
 scripts/images.sh
 exec docker run --rm --network host -v /var/run/docker.sock:/var/run/docker.sock \
   -v "$PWD:$PWD" -w "$PWD" -e CI -e PYTHONPATH="$PWD" "$RUNNER" \
-  sh -c "/opt/test-venv/bin/ruff check . && /opt/test-venv/bin/mypy && /opt/test-venv/bin/python -m pytest ${PYTEST_ARGS:-}"
+  sh -c "/opt/test-venv/bin/ruff check . && /opt/test-venv/bin/ruff format --check . && /opt/test-venv/bin/mypy && /opt/test-venv/bin/python -m pytest ${PYTEST_ARGS:-}"

@@ -67,7 +67,9 @@ def role_exists(function: str) -> bool:
     return or_none(lambda: client("iam").get_role(RoleName=name), "NoSuchEntity") is not None
 
 
-def _rie_starter(log_dir: Path, local_defaults: dict[str, str], started: list[RieProcess]) -> Callable[..., RieProcess]:
+def _rie_starter(
+    log_dir: Path, local_defaults: dict[str, str], started: list[RieProcess]
+) -> Callable[..., RieProcess]:
     def start(function: str, env: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> RieProcess:
         merged = {**local_defaults, **(env or {})}
         if "AWS_ENDPOINT_URL" in os.environ:
@@ -76,10 +78,16 @@ def _rie_starter(log_dir: Path, local_defaults: dict[str, str], started: list[Ri
                 from common.local.env import function_credentials, without_secrets
                 from common.runtime import config
 
-                merged.update(function_credentials(config.load(local_defaults), function, ensure_role=not role_exists(function)))
+                merged.update(
+                    function_credentials(
+                        config.load(local_defaults), function, ensure_role=not role_exists(function)
+                    )
+                )
                 # and its secrets from SSM at cold start, unless the test hands it one
                 merged = {**without_secrets(merged), **(env or {})}
-        merged.update(dict.fromkeys(drop, ""))  # "" also masks the inherited environment; config treats it as unset
+        merged.update(
+            dict.fromkeys(drop, "")
+        )  # "" also masks the inherited environment; config treats it as unset
         proc = RieProcess(function, free_port(), merged, log_dir / f"{function}-{len(started)}.log")
         started.append(proc.start())
         return proc
@@ -97,8 +105,9 @@ def rie_function(tmp_path: Path, local_defaults: dict[str, str]) -> Iterator[Cal
 
 
 @pytest.fixture(scope="module")
-def rie_module(tmp_path_factory: pytest.TempPathFactory, local_defaults: dict[str, str],
-               moto_server: str) -> Iterator[Callable[..., RieProcess]]:
+def rie_module(
+    tmp_path_factory: pytest.TempPathFactory, local_defaults: dict[str, str], moto_server: str
+) -> Iterator[Callable[..., RieProcess]]:
     """Like rie_function, but the processes live for the whole test module (cold start paid once)."""
     started: list[RieProcess] = []
     yield _rie_starter(tmp_path_factory.mktemp("rie"), local_defaults, started)

@@ -17,8 +17,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @functools.cache
-def client(service: str, region: str | None = None, max_attempts: int = 3, mode: str = "standard",
-           signature_version: str | None = None, addressing_style: str | None = None) -> BaseClient:
+def client(
+    service: str,
+    region: str | None = None,
+    max_attempts: int = 3,
+    mode: str = "standard",
+    signature_version: str | None = None,
+    addressing_style: str | None = None,
+) -> BaseClient:
     """A cached client; ``max_attempts=1`` when the caller owns retries (the SES sender does);
     ``signature_version`` and ``addressing_style`` shape S3's presigned URLs (common.aws.s3)."""
     import boto3
@@ -26,10 +32,18 @@ def client(service: str, region: str | None = None, max_attempts: int = 3, mode:
 
     return boto3.session.Session().client(
         service,
-        region_name=region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
-        config=BotoConfig(retries={"mode": mode, "total_max_attempts": max_attempts}, connect_timeout=5,
-                          read_timeout=30, max_pool_connections=20, signature_version=signature_version,
-                          s3={"addressing_style": addressing_style} if addressing_style else None),
+        region_name=region
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+        or "us-east-1",
+        config=BotoConfig(
+            retries={"mode": mode, "total_max_attempts": max_attempts},
+            connect_timeout=5,
+            read_timeout=30,
+            max_pool_connections=20,
+            signature_version=signature_version,
+            s3={"addressing_style": addressing_style} if addressing_style else None,
+        ),
     )
 
 

@@ -50,7 +50,9 @@ def check_key(table: str, key: dict[str, Any]) -> dict[str, Any]:
 
 
 def get(table: str, key: dict[str, Any], consistent: bool = True) -> dict[str, Any] | None:
-    response = client("dynamodb").get_item(TableName=table, Key=to_item(check_key(table, key)), ConsistentRead=consistent)
+    response = client("dynamodb").get_item(
+        TableName=table, Key=to_item(check_key(table, key)), ConsistentRead=consistent
+    )
     return from_item(response.get("Item"))
 
 
@@ -58,32 +60,51 @@ BATCH_GET_KEYS = 100  # BatchGetItem's limit per request
 BATCH_GET_ATTEMPTS = 5
 
 
-def batch_get(table: str, keys: list[dict[str, Any]], consistent: bool = True,
-              sleep: Callable[[float], None] = time.sleep) -> list[dict[str, Any]]:
+def batch_get(
+    table: str,
+    keys: list[dict[str, Any]],
+    consistent: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[dict[str, Any]]:
     """The items of ``table`` with these keys (missing ones are left out), in one BatchGetItem per
     100 distinct keys. Keys DynamoDB returns as unprocessed (throttling, size) are asked for again
     after 50, 100, 200 ms ...; still unprocessed after five requests, it raises."""
-    distinct = list({repr(sorted(k.items())): check_key(table, k) for k in keys}.values())  # a key twice is a ValidationException
+    distinct = list(
+        {repr(sorted(k.items())): check_key(table, k) for k in keys}.values()
+    )  # a key twice is a ValidationException
     found: list[dict[str, Any]] = []
     for start in range(0, len(distinct), BATCH_GET_KEYS):
-        request: dict[str, Any] = {table: {"Keys": [to_item(k) for k in distinct[start:start + BATCH_GET_KEYS]],
-                                           "ConsistentRead": consistent}}
+        request: dict[str, Any] = {
+            table: {
+                "Keys": [to_item(k) for k in distinct[start : start + BATCH_GET_KEYS]],
+                "ConsistentRead": consistent,
+            }
+        }
         for attempt in range(BATCH_GET_ATTEMPTS):
             if attempt:
                 sleep(0.05 * 2 ** (attempt - 1))
             response = client("dynamodb").batch_get_item(RequestItems=request)
-            found += [i for i in map(from_item, response.get("Responses", {}).get(table, [])) if i is not None]
+            found += [
+                i for i in map(from_item, response.get("Responses", {}).get(table, [])) if i is not None
+            ]
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break
         else:
-            raise RuntimeError(f"BatchGetItem left {len(request[table]['Keys'])} key(s) of {table} unprocessed "
-                               f"after {BATCH_GET_ATTEMPTS} requests")
+            raise RuntimeError(
+                f"BatchGetItem left {len(request[table]['Keys'])} key(s) of {table} unprocessed "
+                f"after {BATCH_GET_ATTEMPTS} requests"
+            )
     return found
 
 
-def put(table: str, item: dict[str, Any], condition: str | None = None, names: dict[str, str] | None = None,
-        values: dict[str, Any] | None = None) -> bool:
+def put(
+    table: str,
+    item: dict[str, Any],
+    condition: str | None = None,
+    names: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
+) -> bool:
     """PutItem; with a condition, return False instead of raising when it does not hold."""
     kwargs: dict[str, Any] = {"TableName": table, "Item": to_item(item)}
     if condition:
@@ -109,13 +130,24 @@ class ConditionFailed(Exception):
         self.item = item
 
 
-def update(table: str, key: dict[str, Any], expression: str, values: dict[str, Any] | None = None,
-           names: dict[str, str] | None = None, condition: str | None = None,
-           return_values: str = "NONE", raise_on_condition: bool = False) -> dict[str, Any] | None:
+def update(
+    table: str,
+    key: dict[str, Any],
+    expression: str,
+    values: dict[str, Any] | None = None,
+    names: dict[str, str] | None = None,
+    condition: str | None = None,
+    return_values: str = "NONE",
+    raise_on_condition: bool = False,
+) -> dict[str, Any] | None:
     """UpdateItem. Returns the requested attributes; None when ``condition`` does not hold, or with
     ``raise_on_condition`` a :class:`ConditionFailed` carrying the current item (no second read)."""
-    kwargs: dict[str, Any] = {"TableName": table, "Key": to_item(check_key(table, key)), "UpdateExpression": expression,
-                              "ReturnValues": return_values}
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "Key": to_item(check_key(table, key)),
+        "UpdateExpression": expression,
+        "ReturnValues": return_values,
+    }
     if values:
         kwargs["ExpressionAttributeValues"] = to_item(values)
     if names:
@@ -137,16 +169,24 @@ def update(table: str, key: dict[str, Any], expression: str, values: dict[str, A
 
 def delete(table: str, key: dict[str, Any], return_old: bool = False) -> dict[str, Any] | None:
     """DeleteItem; with ``return_old`` the item as it was (None if there was none)."""
-    response = client("dynamodb").delete_item(TableName=table, Key=to_item(check_key(table, key)),
-                                              ReturnValues="ALL_OLD" if return_old else "NONE")
+    response = client("dynamodb").delete_item(
+        TableName=table, Key=to_item(check_key(table, key)), ReturnValues="ALL_OLD" if return_old else "NONE"
+    )
     return from_item(response.get("Attributes"))
 
 
-def query_index(table: str, index: str, key_name: str, key_value: Any, limit: int = 1) -> list[dict[str, Any]]:
+def query_index(
+    table: str, index: str, key_name: str, key_value: Any, limit: int = 1
+) -> list[dict[str, Any]]:
     """Items of a global secondary index whose partition key equals ``key_value`` (eventually consistent)."""
     response = client("dynamodb").query(
-        TableName=table, IndexName=index, KeyConditionExpression="#k = :v",
-        ExpressionAttributeNames={"#k": key_name}, ExpressionAttributeValues=to_item({":v": key_value}), Limit=limit)
+        TableName=table,
+        IndexName=index,
+        KeyConditionExpression="#k = :v",
+        ExpressionAttributeNames={"#k": key_name},
+        ExpressionAttributeValues=to_item({":v": key_value}),
+        Limit=limit,
+    )
     return [i for i in (from_item(item) for item in response.get("Items", [])) if i is not None]
 
 
@@ -161,8 +201,16 @@ def scan(table: str) -> list[dict[str, Any]]:
 def query_all(table: str, index: str, key_name: str, key_value: Any) -> list[dict[str, Any]]:
     """Every item of a global secondary index partition, all pages."""
     items: list[dict[str, Any]] = []
-    for page in client("dynamodb").get_paginator("query").paginate(
-            TableName=table, IndexName=index, KeyConditionExpression="#k = :v",
-            ExpressionAttributeNames={"#k": key_name}, ExpressionAttributeValues=to_item({":v": key_value})):
+    for page in (
+        client("dynamodb")
+        .get_paginator("query")
+        .paginate(
+            TableName=table,
+            IndexName=index,
+            KeyConditionExpression="#k = :v",
+            ExpressionAttributeNames={"#k": key_name},
+            ExpressionAttributeValues=to_item({":v": key_value}),
+        )
+    ):
         items += [i for i in (from_item(item) for item in page.get("Items", [])) if i is not None]
     return items

@@ -11,7 +11,10 @@ from common.aws import client, error_code
 
 def put_json_line(group: str, stream: str, document: dict[str, Any]) -> None:
     logs = client("logs")
-    event = {"timestamp": int(time.time() * 1000), "message": json.dumps(document, sort_keys=True, ensure_ascii=False)}
+    event = {
+        "timestamp": int(time.time() * 1000),
+        "message": json.dumps(document, sort_keys=True, ensure_ascii=False),
+    }
     try:
         logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[event])
     except Exception as exc:

@@ -37,15 +37,24 @@ def exists(bucket: str, key: str, denial: BaseException) -> bool:
     return any(o.get("Key") == key for o in listed.get("Contents", []))
 
 
-def put(bucket: str, key: str, body: bytes, content_type: str, metadata: dict[str, str] | None = None) -> None:
-    client("s3").put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type, Metadata=metadata or {})
+def put(
+    bucket: str, key: str, body: bytes, content_type: str, metadata: dict[str, str] | None = None
+) -> None:
+    client("s3").put_object(
+        Bucket=bucket, Key=key, Body=body, ContentType=content_type, Metadata=metadata or {}
+    )
 
 
 def copy(bucket: str, source: str, key: str, content_type: str) -> None:
     """Copy ``source`` to ``key`` inside S3 (CopyObject: s3:GetObject on the source, s3:PutObject on the
     destination); nothing passes through the function, whatever the size (up to S3's 5 GB)."""
-    client("s3").copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": bucket, "Key": source},
-                             ContentType=content_type, MetadataDirective="REPLACE")
+    client("s3").copy_object(
+        Bucket=bucket,
+        Key=key,
+        CopySource={"Bucket": bucket, "Key": source},
+        ContentType=content_type,
+        MetadataDirective="REPLACE",
+    )
 
 
 def put_json(bucket: str, key: str, document: Any) -> None:
@@ -96,7 +105,9 @@ def presign_get(bucket: str, key: str, seconds: int, now: datetime | None = None
 
     credentials = boto3.session.Session().get_credentials()  # the chain client() resolves too
     temporary = credentials is None or bool(credentials.token)
-    seconds = max(1, min(seconds, PRESIGN_MAX_SECONDS, TEMPORARY_CREDENTIALS_MAX_SECONDS if temporary else seconds))
+    seconds = max(
+        1, min(seconds, PRESIGN_MAX_SECONDS, TEMPORARY_CREDENTIALS_MAX_SECONDS if temporary else seconds)
+    )
     # SigV4 explicitly: S3 accepts SigV2 only from older buckets and regions (S3 API reference, Signature
     # Version 2). On AWS a virtual-hosted URL on the bucket's Regional endpoint: botocore's default presigns
     # on the global s3.amazonaws.com, which answers a bucket elsewhere with a 307 redirect for its first
@@ -105,5 +116,7 @@ def presign_get(bucket: str, key: str, seconds: int, now: datetime | None = None
     # A custom endpoint (moto, LocalStack) keeps boto3's choice: a bucket is no subdomain of it.
     custom = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     signer = client("s3", signature_version="s3v4", addressing_style=None if custom else "virtual")
-    url = signer.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=seconds)
+    url = signer.generate_presigned_url(
+        "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=seconds
+    )
     return Link(url=url, expires=(now or datetime.now(UTC)) + timedelta(seconds=seconds), temporary=temporary)

@@ -14,11 +14,20 @@ from common.aws import client
 MAX_MESSAGE_BYTES = 40_000_000
 
 # Codes worth another attempt after a pause (docs/senders.md). Everything else fails at once.
-RETRYABLE = frozenset({
-    "Throttling", "ThrottlingException", "TooManyRequestsException", "ServiceUnavailable",
-    "ServiceUnavailableException", "InternalFailure", "InternalServerError", "RequestTimeout",
-    "MailFromDomainNotVerified", "MailFromDomainNotVerifiedException",
-})
+RETRYABLE = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "InternalFailure",
+        "InternalServerError",
+        "RequestTimeout",
+        "MailFromDomainNotVerified",
+        "MailFromDomainNotVerifiedException",
+    }
+)
 
 
 def daily_quota_exceeded(exc: BaseException) -> bool:
@@ -43,6 +52,9 @@ def send_raw(raw: bytes, source: str, destinations: list[str], configuration_set
     With a configuration set SES publishes the send's delivery, bounce and complaint events."""
     extra = {"ConfigurationSetName": configuration_set} if configuration_set else {}
     response = client("sesv2", max_attempts=1).send_email(
-        FromEmailAddress=source, Destination={"ToAddresses": destinations}, Content={"Raw": {"Data": raw}}, **extra,
+        FromEmailAddress=source,
+        Destination={"ToAddresses": destinations},
+        Content={"Raw": {"Data": raw}},
+        **extra,
     )
     return str(response["MessageId"])

@@ -14,5 +14,7 @@ def topic_arn(name: str, region: str, arn: str = "") -> str:
 
 
 def publish(arn: str, subject: str, message: dict[str, Any]) -> str:
-    response = client("sns").publish(TopicArn=arn, Subject=subject[:100], Message=json.dumps(message, indent=2))
+    response = client("sns").publish(
+        TopicArn=arn, Subject=subject[:100], Message=json.dumps(message, indent=2)
+    )
     return str(response["MessageId"])

@@ -43,7 +43,12 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Ext
     """An SQS batch from the attachment queue (each body an S3 event notification), or an S3 event
     itself (``email-handler invoke``, tests/fixtures/events/s3-attachment.json)."""
     records = event.get("Records") if isinstance(event, dict) else None
-    if isinstance(records, list) and records and isinstance(records[0], dict) and records[0].get("eventSource") == "aws:sqs":
+    if (
+        isinstance(records, list)
+        and records
+        and isinstance(records[0], dict)
+        and records[0].get("eventSource") == "aws:sqs"
+    ):
         return _batch(cfg, event, context)
     results = [extract_object(cfg, obj.bucket, obj.key, context) for obj in events.s3_objects(event)]
     return {"status": "ok", "results": results}
@@ -64,21 +69,30 @@ def _batch(cfg: Config, event: Any, context: LambdaContext | None) -> BatchResul
             body = None
         if isinstance(body, dict) and body.get("Event") == "s3:TestEvent":
             # S3 sends it once when the notification is configured (S3 User Guide, "Event message structure").
-            log.info("notification ignored", extra={"sqs_message_id": record.message_id, "reason": "S3 test event"})
+            log.info(
+                "notification ignored", extra={"sqs_message_id": record.message_id, "reason": "S3 test event"}
+            )
             continue
         try:
             objects = events.s3_objects(body)
         except (EventError, KeyError, TypeError) as exc:
-            log.warning("queue message dropped", extra={"sqs_message_id": record.message_id,
-                                                        "reason": f"not an S3 event notification: {exc}"})
+            log.warning(
+                "queue message dropped",
+                extra={"sqs_message_id": record.message_id, "reason": f"not an S3 event notification: {exc}"},
+            )
             results.append({"status": "ignored", "reason": "not an S3 event notification"})
             continue
         try:
             results += [extract_object(cfg, obj.bucket, obj.key, context) for obj in objects]
         except Exception as exc:  # S3 throttling or an outage: this record is retried, the others are done
-            log.warning("notification failed", extra={"sqs_message_id": record.message_id,
-                                                      "receive_count": record.receive_count,
-                                                      "error": f"{type(exc).__name__}: {exc}"})
+            log.warning(
+                "notification failed",
+                extra={
+                    "sqs_message_id": record.message_id,
+                    "receive_count": record.receive_count,
+                    "error": f"{type(exc).__name__}: {exc}",
+                },
+            )
             failures.append({"itemIdentifier": record.message_id})
     return {"status": "ok", "results": results, "batchItemFailures": failures}
 
@@ -89,11 +103,19 @@ def _limits(cfg: Config, context: LambdaContext | None) -> textextract.Limits:
     if callable(remaining):  # always leave time to write the result before Lambda's timeout
         budget = max(1.0, min(budget, remaining() / 1000 - 5))
     box = isolate.sandbox()
-    return textextract.Limits(cfg.max_input_bytes, cfg.max_pages, cfg.max_output_chars, budget,
-                              memory_bytes=box.total if box else textextract.Limits.memory_bytes, sandbox=box)
+    return textextract.Limits(
+        cfg.max_input_bytes,
+        cfg.max_pages,
+        cfg.max_output_chars,
+        budget,
+        memory_bytes=box.total if box else textextract.Limits.memory_bytes,
+        sandbox=box,
+    )
 
 
-def extract_object(cfg: Config, bucket: str, key: str, context: LambdaContext | None = None) -> dict[str, Any]:
+def extract_object(
+    cfg: Config, bucket: str, key: str, context: LambdaContext | None = None
+) -> dict[str, Any]:
     if not layout.is_attachment(key):
         log.warning("object ignored", extra={"key": key, "reason": "not attachments/<cid>/<id>/<file>"})
         return {"key": key, "status": "ignored", "reason": "not an attachment key"}
@@ -101,7 +123,11 @@ def extract_object(cfg: Config, bucket: str, key: str, context: LambdaContext | 
     if textextract.extension(filename) not in SUPPORTED:
         # Other stored types (ics, png, xlsx, ...) are kept as they are; nothing to import or parse.
         log.info("attachment not extracted", extra={"key": key, "reason": "type has no text extractor"})
-        return {"key": key, "status": "skipped", "reason": f"no extractor for .{textextract.extension(filename)}"}
+        return {
+            "key": key,
+            "status": "skipped",
+            "reason": f"no extractor for .{textextract.extension(filename)}",
+        }
 
     obj = s3.get(bucket, key)
     if obj is None:
@@ -121,15 +147,27 @@ def extract_object(cfg: Config, bucket: str, key: str, context: LambdaContext | 
             raise
         except Exception as exc:  # a bug of ours must still leave a record, and say so loudly
             log.exception("extractor failed", extra={"key": key})
-            raise textextract.Rejected(f"extractor failed ({type(exc).__name__}); see the function's log") from None
+            raise textextract.Rejected(
+                f"extractor failed ({type(exc).__name__}); see the function's log"
+            ) from None
         finally:
             del data
     except textextract.Rejected as rejected:
-        record = {"source": key, "reason": rejected.reason, "extension": textextract.extension(filename),
-                  "bytes": size, "etag": etag}
+        record = {
+            "source": key,
+            "reason": rejected.reason,
+            "extension": textextract.extension(filename),
+            "bytes": size,
+            "etag": etag,
+        }
         s3.put_json(bucket, layout.extraction_error(key), record)
         log.warning("attachment rejected", extra={"key": key, "reason": rejected.reason})
-        return {"key": key, "status": "rejected", "reason": rejected.reason, "errorKey": layout.extraction_error(key)}
+        return {
+            "key": key,
+            "status": "rejected",
+            "reason": rejected.reason,
+            "errorKey": layout.extraction_error(key),
+        }
 
     ms = int((time.perf_counter() - started) * 1000)
     metadata = {
@@ -151,19 +189,38 @@ def extract_object(cfg: Config, bucket: str, key: str, context: LambdaContext | 
     metadata.update((name, page_ranges(pages)) for name, pages in listed.items() if pages)
     # S3 sends user metadata as HTTP headers: ASCII only.
     metadata = {name: value.encode("ascii", "replace").decode() for name, value in metadata.items()}
-    s3.put(bucket, layout.extracted_text(key), result.text.encode("utf-8"), "text/plain; charset=utf-8", metadata)
+    s3.put(
+        bucket, layout.extracted_text(key), result.text.encode("utf-8"), "text/plain; charset=utf-8", metadata
+    )
     s3.delete(bucket, layout.extraction_error(key))  # an earlier failure record is superseded (no-op if none)
-    details: dict[str, Any] = {"key": key, "pages": result.pages, "characters": len(result.text), "extraction_ms": ms, "kind": result.kind,
-               "peak_rss_mb": result.peak_rss_mb, "warnings": result.warnings, "truncated": result.truncated}
+    details: dict[str, Any] = {
+        "key": key,
+        "pages": result.pages,
+        "characters": len(result.text),
+        "extraction_ms": ms,
+        "kind": result.kind,
+        "peak_rss_mb": result.peak_rss_mb,
+        "warnings": result.warnings,
+        "truncated": result.truncated,
+    }
     if result.unreadable_pages:
-        details["unreadable_pages"] = {str(page): reason for page, reason in sorted(result.unreadable_pages.items())[:MAX_LISTED]}
+        details["unreadable_pages"] = {
+            str(page): reason for page, reason in sorted(result.unreadable_pages.items())[:MAX_LISTED]
+        }
     if result.unreadable_pages or result.truncated or result.warnings:
         log.warning("attachment extracted in part", extra=details)
     else:
         log.info("attachment extracted", extra=details)
-    return {"key": key, "status": "extracted", "outputKey": layout.extracted_text(key), "pages": result.pages,
-            "characters": len(result.text), "truncated": result.truncated, "warnings": result.warnings,
-            "unreadablePages": sorted(result.unreadable_pages)}
+    return {
+        "key": key,
+        "status": "extracted",
+        "outputKey": layout.extracted_text(key),
+        "pages": result.pages,
+        "characters": len(result.text),
+        "truncated": result.truncated,
+        "warnings": result.warnings,
+        "unreadablePages": sorted(result.unreadable_pages),
+    }
 
 
 def page_ranges(pages: list[int]) -> str:

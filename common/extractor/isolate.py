@@ -50,8 +50,14 @@ class Stopped(Exception):
         self.kind, self.reason = kind, reason
 
 
-def run(target: Callable[..., Iterable[Event]], args: tuple[Any, ...], *, memory_bytes: int, deadline: float,
-        step_s: float | None = None) -> Generator[Event, None, None]:
+def run(
+    target: Callable[..., Iterable[Event]],
+    args: tuple[Any, ...],
+    *,
+    memory_bytes: int,
+    deadline: float,
+    step_s: float | None = None,
+) -> Generator[Event, None, None]:
     """Yield ``target(*args)``'s events, then ("end", {"peak_rss_mb": ...}), from a child that may
     add ``memory_bytes`` to the sandbox's memory.
 
@@ -122,7 +128,9 @@ def _death(exitcode: int | None, memory_bytes: int) -> Stopped:
     return Stopped("crash", f"parser exited unexpectedly (status {exitcode})")
 
 
-def _child(sender: Connection, target: Callable[..., Iterable[Event]], args: tuple[Any, ...], memory_bytes: int) -> None:
+def _child(
+    sender: Connection, target: Callable[..., Iterable[Event]], args: tuple[Any, ...], memory_bytes: int
+) -> None:
     """Child body: never returns into multiprocessing (no atexit, no flushing of inherited streams)."""
     try:
         _detach_logging()
@@ -131,7 +139,9 @@ def _child(sender: Connection, target: Callable[..., Iterable[Event]], args: tup
             sender.send(event)
         sender.send(("end", {"peak_rss_mb": peak_rss_mb()}))
     except MemoryError:
-        _send_quietly(sender, ("stopped", "memory", f"needs more than the {memory_bytes // MB} MB memory limit"))
+        _send_quietly(
+            sender, ("stopped", "memory", f"needs more than the {memory_bytes // MB} MB memory limit")
+        )
     except BaseException as exc:  # the target reports its own errors; this is the last resort
         _send_quietly(sender, ("stopped", "crash", f"parser failed ({type(exc).__name__})"))
     finally:
@@ -178,7 +188,14 @@ def private_bytes(pid: int) -> int | None:
         text = Path(f"/proc/{pid}/smaps_rollup").read_text()
     except (OSError, ValueError):
         return None
-    return sum(int(line.split()[1]) for line in text.splitlines() if line.startswith(("Private_Clean:", "Private_Dirty:"))) * 1024
+    return (
+        sum(
+            int(line.split()[1])
+            for line in text.splitlines()
+            if line.startswith(("Private_Clean:", "Private_Dirty:"))
+        )
+        * 1024
+    )
 
 
 def peak_rss_mb() -> float:
@@ -189,8 +206,10 @@ def peak_rss_mb() -> float:
 
 
 # (limit, usage) files of the cgroup v2 and v1 memory controllers, as a container sees its own.
-_CGROUPS = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-            ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+_CGROUPS = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+)
 
 
 @dataclass(frozen=True)
@@ -198,7 +217,9 @@ class Sandbox:
     """The memory all processes of this function share, and how to tell how much is in use."""
 
     total: int
-    usage_file: str = ""  # a cgroup whose limit is the sandbox's: its usage counts every process and the page cache
+    usage_file: str = (
+        ""  # a cgroup whose limit is the sandbox's: its usage counts every process and the page cache
+    )
 
     def used(self) -> int:
         if self.usage_file:

@@ -29,16 +29,27 @@ MAX_TOTAL_BYTES = 160 * 1024 * 1024  # inflated XML over all parts read
 MAX_SMALL_PART = 1024 * 1024  # relationships, app.xml
 CHUNK = 64 * 1024
 
-W = ("http://schemas.openxmlformats.org/wordprocessingml/2006/main", "http://purl.oclc.org/ooxml/wordprocessingml/main")
-MATH = ("http://schemas.openxmlformats.org/officeDocument/2006/math", "http://purl.oclc.org/ooxml/officeDocument/math")
+W = (
+    "http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    "http://purl.oclc.org/ooxml/wordprocessingml/main",
+)
+MATH = (
+    "http://schemas.openxmlformats.org/officeDocument/2006/math",
+    "http://purl.oclc.org/ooxml/officeDocument/math",
+)
 MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 # Subtrees whose text is not the document's: deleted or moved-away revisions, field codes,
 # content-control properties (aliases, placeholders, list items), note separators.
 SKIP = {"del", "moveFrom", "instrText", "delInstrText", "sdtPr", "rPr", "pPr", "fldData"}
 NOTE_TYPES_SKIPPED = {"separator", "continuationSeparator", "continuationNotice"}
 # (relationship type suffix, output group); the output keeps this order, headers first.
-PARTS = (("/header", "headers"), ("/footnotes", "notes"), ("/endnotes", "notes"), ("/footer", "footers"),
-         ("/comments", "comments"))
+PARTS = (
+    ("/header", "headers"),
+    ("/footnotes", "notes"),
+    ("/endnotes", "notes"),
+    ("/footer", "footers"),
+    ("/comments", "comments"),
+)
 
 
 class _StopParsing(Exception):
@@ -116,8 +127,10 @@ class _Package:
         try:
             self.zip = zipfile.ZipFile(io.BytesIO(data))
         except zipfile.BadZipFile:
-            if b"PK\x05\x06" not in data[-(65536 + 22):]:
-                raise Rejected("truncated DOCX: the zip's central directory is missing (file cut short)") from None
+            if b"PK\x05\x06" not in data[-(65536 + 22) :]:
+                raise Rejected(
+                    "truncated DOCX: the zip's central directory is missing (file cut short)"
+                ) from None
             raise Rejected("damaged DOCX: the zip's central directory cannot be read") from None
         infos = self.zip.infolist()
         if len(infos) > MAX_PARTS:
@@ -145,9 +158,17 @@ class _Package:
         found: list[tuple[str, str]] = []
 
         def start(name: str, attrs: dict[str, str]) -> None:
-            if name.endswith(" Relationship") and attrs.get("TargetMode") != "External" and attrs.get("Target"):
+            if (
+                name.endswith(" Relationship")
+                and attrs.get("TargetMode") != "External"
+                and attrs.get("Target")
+            ):
                 target = unquote(attrs["Target"])
-                path = target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
+                path = (
+                    target.lstrip("/")
+                    if target.startswith("/")
+                    else posixpath.normpath(posixpath.join(folder, target))
+                )
                 found.append((attrs.get("Type", ""), path))
 
         parser = _new_parser()
@@ -157,7 +178,9 @@ class _Package:
 
     def app_pages(self) -> int | None:
         """Pages as Word last counted them (docProps/app.xml); None when the file does not say."""
-        target = next((t for r, t in self.relationships("") if r.endswith("/extended-properties")), "docProps/app.xml")
+        target = next(
+            (t for r, t in self.relationships("") if r.endswith("/extended-properties")), "docProps/app.xml"
+        )
         if target.lower() not in self.parts:
             return None
         text: list[str] = []
@@ -200,15 +223,21 @@ class _Package:
                     read += len(chunk)
                     self.inflated += len(chunk)
                     if read > limit:
-                        raise Rejected(f"DOCX part {info.filename} inflates to more than {limit // 2**20} MB: possible zip bomb")
+                        raise Rejected(
+                            f"DOCX part {info.filename} inflates to more than {limit // 2**20} MB: possible zip bomb"
+                        )
                     if self.inflated > MAX_TOTAL_BYTES:
-                        raise Rejected(f"DOCX XML inflates to more than {MAX_TOTAL_BYTES // 2**20} MB: possible zip bomb")
+                        raise Rejected(
+                            f"DOCX XML inflates to more than {MAX_TOTAL_BYTES // 2**20} MB: possible zip bomb"
+                        )
                     parser.Parse(chunk, False)
                     yield
             parser.Parse(b"", True)
         except expat.ExpatError as exc:
-            raise Rejected(f"damaged DOCX: part {info.filename} is not well-formed XML ({expat.ErrorString(exc.code)}, "
-                           f"line {exc.lineno})") from None
+            raise Rejected(
+                f"damaged DOCX: part {info.filename} is not well-formed XML ({expat.ErrorString(exc.code)}, "
+                f"line {exc.lineno})"
+            ) from None
         except zipfile.BadZipFile as exc:
             raise Rejected(f"damaged DOCX: part {info.filename}: {describe(exc)}") from None
         except EOFError:

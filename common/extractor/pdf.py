@@ -161,8 +161,10 @@ def _orphan_pages(reader: Any) -> Iterator[Any]:
     from pypdf import PageObject
     from pypdf.generic import DictionaryObject, IndirectObject
 
-    numbers = sorted({(num, gen) for gen, entries in reader.xref.items() for num in entries}
-                     | {(num, 0) for num in reader.xref_objStm})
+    numbers = sorted(
+        {(num, gen) for gen, entries in reader.xref.items() for num in entries}
+        | {(num, 0) for num in reader.xref_objStm}
+    )
     for num, gen in numbers[:MAX_SCANNED_OBJECTS]:
         try:
             node = reader.get_object(IndirectObject(num, gen, reader))
@@ -194,7 +196,11 @@ def _unmapped_fonts(page: Any) -> bool:
         fonts = page["/Resources"]["/Font"].get_object()
         for ref in fonts.values():
             font = ref.get_object()
-            if font.get("/Subtype") == "/Type0" and font.get("/Encoding") in _IDENTITY and "/ToUnicode" not in font:
+            if (
+                font.get("/Subtype") == "/Type0"
+                and font.get("/Encoding") in _IDENTITY
+                and "/ToUnicode" not in font
+            ):
                 return True
     except Exception:
         return False

@@ -28,9 +28,16 @@ ZIP_MAGIC = b"PK\x03\x04"
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 MAX_RESTARTS = 8  # children started after one was lost on a page
 # What a mismatched file most often is, for the reason text.
-_KNOWN = ((b"{\\rtf", "an RTF document"), (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
-          (b"GIF8", "a GIF image"), (b"<!DOCTYPE html", "an HTML page"), (b"<html", "an HTML page"),
-          (b"Rar!", "a RAR archive"), (b"\x1f\x8b", "a gzip file"))
+_KNOWN = (
+    (b"{\\rtf", "an RTF document"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"<!DOCTYPE html", "an HTML page"),
+    (b"<html", "an HTML page"),
+    (b"Rar!", "a RAR archive"),
+    (b"\x1f\x8b", "a gzip file"),
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,9 @@ class Extraction:
     unreadable_pages: dict[int, str] = field(default_factory=dict)  # 1-based page -> reason
     pages_without_text: list[int] = field(default_factory=list)
     suspect_pages: list[int] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)  # "no-text-layer", "suspect-encoding", "page-tree-missing"
+    warnings: list[str] = field(
+        default_factory=list
+    )  # "no-text-layer", "suspect-encoding", "page-tree-missing"
     peak_rss_mb: float = 0.0  # of the last child
 
 
@@ -110,8 +119,9 @@ def _ole_reason(data: bytes) -> str:
     return "legacy Office (OLE) file, not PDF or DOCX"
 
 
-def _events(target: Any, args: tuple[Any, ...], allowance: int, deadline: float,
-            step_s: float | None = None) -> closing[Generator[isolate.Event, None, None]]:
+def _events(
+    target: Any, args: tuple[Any, ...], allowance: int, deadline: float, step_s: float | None = None
+) -> closing[Generator[isolate.Event, None, None]]:
     return closing(isolate.run(target, args, memory_bytes=allowance, deadline=deadline, step_s=step_s))
 
 
@@ -127,8 +137,13 @@ def _pdf(data: bytes, limits: Limits, deadline: float) -> Extraction:
         current: int | None = None  # the page a child is working on
         allowance = limits.allowance()
         try:
-            with _events(pdf.events, (data, limits.max_pages, len(texts), allowance), allowance, deadline,
-                         limits.page_time) as events:
+            with _events(
+                pdf.events,
+                (data, limits.max_pages, len(texts), allowance),
+                allowance,
+                deadline,
+                limits.page_time,
+            ) as events:
                 for event in events:
                     tag = event[0]
                     if tag == "fatal":
@@ -157,7 +172,9 @@ def _pdf(data: bytes, limits: Limits, deadline: float) -> Extraction:
             if current is None and not out_of_time:  # lost while walking the page tree, not on a page
                 walked = {"damage": f"page tree: {stop.reason}"}
                 break
-            if current is None or out_of_time or restarts >= MAX_RESTARTS:  # the page in hand is not read either
+            if (
+                current is None or out_of_time or restarts >= MAX_RESTARTS
+            ):  # the page in hand is not read either
                 result.truncated.append(f"{stop.reason}: pages after {len(texts)} not read")
                 break
             result.unreadable_pages[current + 1] = stop.reason
@@ -183,7 +200,9 @@ def _add_page(result: Extraction, texts: list[str], event: tuple[Any, ...]) -> i
     return len(text)
 
 
-def _finish_pdf(result: Extraction, texts: list[str], info: dict[str, Any] | None, walked: dict[str, Any]) -> Extraction:
+def _finish_pdf(
+    result: Extraction, texts: list[str], info: dict[str, Any] | None, walked: dict[str, Any]
+) -> Extraction:
     claimed = info.get("claimed") if info else None
     damage = walked.get("damage", "")
     if not texts:

@@ -44,15 +44,24 @@ _LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`
 _LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 GREETING_MAX = 30
 # from_defects (common/mail/headers.parse_mailbox) that leave more than one candidate sender
-AMBIGUOUS_FROM = ("several mailboxes", "several From fields", "group syntax", "several angle addresses",
-                  "several addresses without angle brackets")
+AMBIGUOUS_FROM = (
+    "several mailboxes",
+    "several From fields",
+    "group syntax",
+    "several angle addresses",
+    "several addresses without angle brackets",
+)
 HOUR_S = 3600
 
 
 def refusal(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
     """Why this first contact gets no ack ('' when it gets one). Spends ack budget only when '' is returned."""
-    return (rfc3834(mail) or unverifiable_sender(mail) or unsafe_recipient(cfg, receipt, mail)
-            or spend_budget(cfg, mail.from_address))
+    return (
+        rfc3834(mail)
+        or unverifiable_sender(mail)
+        or unsafe_recipient(cfg, receipt, mail)
+        or spend_budget(cfg, mail.from_address)
+    )
 
 
 def unverifiable_sender(mail: ParsedMail) -> str:
@@ -119,8 +128,10 @@ def unsafe_recipient(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
     envelope_domain = receipt.source.strip().strip("<>").rpartition("@")[2].lower()
     if authenticated(receipt, address):
         return ""
-    return (f"sender not authenticated (DMARC {v.get('dmarc')}, SPF {v.get('spf')}"
-            f"{'' if envelope_domain == domain else ' for another domain'})")
+    return (
+        f"sender not authenticated (DMARC {v.get('dmarc')}, SPF {v.get('spf')}"
+        f"{'' if envelope_domain == domain else ' for another domain'})"
+    )
 
 
 def spend_budget(cfg: Config, address: str) -> str:
@@ -134,14 +145,21 @@ def spend_budget(cfg: Config, address: str) -> str:
     if cfg.ack_limit_per_hour <= 0 or cfg.ack_limit_per_domain_per_hour <= 0:
         return "acks are switched off (ack limit 0)"
     try:
-        dynamodb.update(cfg.send_status_table, {"id": f"ack-budget#{hour}"},
-                        "SET expiresAt = :x ADD #total :one, #domain :one",
-                        {":one": 1, ":all": cfg.ack_limit_per_hour, ":dom": cfg.ack_limit_per_domain_per_hour,
-                         ":x": (hour + 2) * HOUR_S},
-                        names={"#total": "total", "#domain": f"domain:{domain}"},
-                        condition="(attribute_not_exists(#total) OR #total < :all) AND "
-                                  "(attribute_not_exists(#domain) OR #domain < :dom)",
-                        raise_on_condition=True)
+        dynamodb.update(
+            cfg.send_status_table,
+            {"id": f"ack-budget#{hour}"},
+            "SET expiresAt = :x ADD #total :one, #domain :one",
+            {
+                ":one": 1,
+                ":all": cfg.ack_limit_per_hour,
+                ":dom": cfg.ack_limit_per_domain_per_hour,
+                ":x": (hour + 2) * HOUR_S,
+            },
+            names={"#total": "total", "#domain": f"domain:{domain}"},
+            condition="(attribute_not_exists(#total) OR #total < :all) AND "
+            "(attribute_not_exists(#domain) OR #domain < :dom)",
+            raise_on_condition=True,
+        )
     except dynamodb.ConditionFailed as refused:
         counts = refused.item or {}
         if int(counts.get(f"domain:{domain}", 0)) >= cfg.ack_limit_per_domain_per_hour:

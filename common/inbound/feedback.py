@@ -53,7 +53,8 @@ def _header(message: dict[str, Any], name: str) -> str:
 
 def correlation_id(cfg: Config, message: dict[str, Any]) -> str:
     return _header(message, "x-correlation-id") or sendstatus.correlation_for(
-        cfg, str((message.get("mail") or {}).get("messageId", "")))
+        cfg, str((message.get("mail") or {}).get("messageId", ""))
+    )
 
 
 def origin(cfg: Config, corr: str, message: dict[str, Any]) -> dict[str, str]:
@@ -62,11 +63,19 @@ def origin(cfg: Config, corr: str, message: dict[str, Any]) -> dict[str, str]:
     A forward's correlation id is ``forward-<inbound SES id>`` and its Reply-To is the conversation's
     HMAC-tagged thread address, so both come from what SES echoes, with no lookup."""
     kind, _, mid = corr.partition("-")
-    cid = verify_thread_address(parseaddr(_header(message, "reply-to"))[1], cfg.thread_secret, cfg.thread_domain) or ""
+    cid = (
+        verify_thread_address(
+            parseaddr(_header(message, "reply-to"))[1], cfg.thread_secret, cfg.thread_domain
+        )
+        or ""
+    )
     found = {"kind": kind, "conversationId": cid}
     if kind == "forward" and mid:
-        found["original"] = (f"s3://{cfg.bucket}/{layout.archive(cid, mid)}" if cid
-                             else f"s3://{cfg.bucket}/{layout.CONVERSATIONS}*/{mid}.eml (SES id {mid})")
+        found["original"] = (
+            f"s3://{cfg.bucket}/{layout.archive(cid, mid)}"
+            if cid
+            else f"s3://{cfg.bucket}/{layout.CONVERSATIONS}*/{mid}.eml (SES id {mid})"
+        )
     return found
 
 
@@ -75,14 +84,23 @@ def apply_one(cfg: Config, message: dict[str, Any]) -> dict[str, Any]:
     sns_id = str(message.get("_snsMessageId") or "")
     if "_text" in message:  # not JSON: SES's validation message when an event destination is created
         validation = str(message["_text"]).startswith(SES_VALIDATION)
-        (log.info if validation else log.warning)("feedback ignored", extra={
-            "reason": "SES's topic validation message" if validation else "SNS message is not a JSON object",
-            "sns_message_id": sns_id, "length": len(str(message["_text"]))})
+        (log.info if validation else log.warning)(
+            "feedback ignored",
+            extra={
+                "reason": "SES's topic validation message"
+                if validation
+                else "SNS message is not a JSON object",
+                "sns_message_id": sns_id,
+                "length": len(str(message["_text"])),
+            },
+        )
         return {"type": "", "status": "ignored"}
     if kind not in TYPES:
         # SES publishes every event type the configuration set asks for; LocalStack publishes "Send" whatever it asks.
         (log.info if kind in EXPECTED_OTHER_TYPES else log.warning)(
-            "feedback ignored", extra={"reason": f"unsupported notification type {kind!r}", "sns_message_id": sns_id})
+            "feedback ignored",
+            extra={"reason": f"unsupported notification type {kind!r}", "sns_message_id": sns_id},
+        )
         return {"type": kind, "status": "ignored"}
     if sns_id and not sendstatus.claim_notification(cfg, sns_id):
         log.info("feedback ignored", extra={"reason": "duplicate SNS message", "sns_message_id": sns_id})
@@ -105,14 +123,25 @@ def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
             sendstatus.reset_transient_bounces(cfg, r)
             if sendstatus.protected(cfg, r) and holds.release(cfg, r):
                 owner.append(r)
-                _owner_alert(cfg, r, "released", "Forwards resumed", {
-                    "alert": "owner-mailbox-delivered", "recipient": r,
-                    "action": "Mail to this mailbox is delivered again and the hold is lifted. Forwards that "
-                              f"failed while it was held are in the DLQ: email-handler dlq redrive {cfg.forward_queue}"})
+                _owner_alert(
+                    cfg,
+                    r,
+                    "released",
+                    "Forwards resumed",
+                    {
+                        "alert": "owner-mailbox-delivered",
+                        "recipient": r,
+                        "action": "Mail to this mailbox is delivered again and the hold is lifted. Forwards that "
+                        f"failed while it was held are in the DLQ: email-handler dlq redrive {cfg.forward_queue}",
+                    },
+                )
         status, detail = "delivered", ""
     elif kind == "Bounce":
         bounce = message.get("bounce") or {}
-        bounced = {str(r.get("emailAddress", "")): str(r.get("status") or "") for r in bounce.get("bouncedRecipients") or []}
+        bounced = {
+            str(r.get("emailAddress", "")): str(r.get("status") or "")
+            for r in bounce.get("bouncedRecipients") or []
+        }
         recipients = list(bounced)
         btype, subtype = str(bounce.get("bounceType", "")), str(bounce.get("bounceSubType", ""))
         detail = f"{btype}/{subtype}"
@@ -124,7 +153,9 @@ def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
                 sendstatus.suppress(cfg, r, f"permanent bounce ({subtype})")
                 suppressed.append(r)
             elif sendstatus.count_transient_bounces(cfg, r) >= cfg.transient_bounce_limit:
-                sendstatus.suppress(cfg, r, f"{cfg.transient_bounce_limit} transient bounces", cfg.transient_suppression_s)
+                sendstatus.suppress(
+                    cfg, r, f"{cfg.transient_bounce_limit} transient bounces", cfg.transient_suppression_s
+                )
                 suppressed.append(r)
         status = "bounced" if btype == "Permanent" else "bounced-transient"
     else:
@@ -140,10 +171,20 @@ def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
                 suppressed.append(r)
         status = "complained"
     if corr:
-        sendstatus.record_attempts(cfg, corr, 0, status, feedbackDetail=detail or None,
-                                    **{f"{kind.lower()}At": sendstatus.now_iso()})
-    log.info("feedback applied", extra={"type": kind, "detail": detail, "correlation_id": corr or None,
-                                        "recipients": recipients, "suppressed": suppressed, "owner_mailboxes": owner})
+        sendstatus.record_attempts(
+            cfg, corr, 0, status, feedbackDetail=detail or None, **{f"{kind.lower()}At": sendstatus.now_iso()}
+        )
+    log.info(
+        "feedback applied",
+        extra={
+            "type": kind,
+            "detail": detail,
+            "correlation_id": corr or None,
+            "recipients": recipients,
+            "suppressed": suppressed,
+            "owner_mailboxes": owner,
+        },
+    )
     return {"type": kind, "status": status, "correlationId": corr, "suppressed": suppressed, "owner": owner}
 
 
@@ -165,45 +206,95 @@ def mailbox_level(subtype: str, status: str) -> bool:
     return subtype not in MESSAGE_SUBTYPES and not message_level
 
 
-def _owner_bounced(cfg: Config, address: str, btype: str, subtype: str, status: str, found: dict[str, str]) -> None:
+def _owner_bounced(
+    cfg: Config, address: str, btype: str, subtype: str, status: str, found: dict[str, str]
+) -> None:
     """The owner's mailbox bounced one of our messages: hold further mail to it if the mailbox is the
     problem, and always say where the original is."""
     permanent = btype == "Permanent"
     if not mailbox_level(subtype, status):
         held, what = False, "message"
-        action = (f"Your provider refused this one message ({subtype or status}); later forwards are not affected. "
-                  "The original is archived (see 'original').")
+        action = (
+            f"Your provider refused this one message ({subtype or status}); later forwards are not affected. "
+            "The original is archived (see 'original')."
+        )
     elif not permanent and sendstatus.count_transient_bounces(cfg, address) < cfg.transient_bounce_limit:
         held, what = False, "transient"
         action = "This message was not delivered after SES's retries; the mailbox is not held yet."
     else:
         held, what = True, "held"
-        reason = f"permanent bounce ({subtype})" if permanent else f"{cfg.transient_bounce_limit} transient bounces"
+        reason = (
+            f"permanent bounce ({subtype})"
+            if permanent
+            else f"{cfg.transient_bounce_limit} transient bounces"
+        )
         holds.hold(cfg, address, reason)
-        action = ("Mail to this mailbox is held: forwards stay in the forward queue and then its DLQ, nothing is "
-                  f"dropped. A test forward goes out every {cfg.owner_hold_probe_s} s and its delivery lifts the hold; "
-                  f"after fixing the mailbox you can lift it at once with: email-handler suppression remove {address}, "
-                  f"then email-handler dlq redrive {cfg.forward_queue}.")
+        action = (
+            "Mail to this mailbox is held: forwards stay in the forward queue and then its DLQ, nothing is "
+            f"dropped. A test forward goes out every {cfg.owner_hold_probe_s} s and its delivery lifts the hold; "
+            f"after fixing the mailbox you can lift it at once with: email-handler suppression remove {address}, "
+            f"then email-handler dlq redrive {cfg.forward_queue}."
+        )
     if subtype in ("OnAccountSuppressionList", "Suppressed"):
-        action += (" SES itself suppressed this address (its account-level suppression list): remove it there too, "
-                   f"e.g. aws sesv2 delete-suppressed-destination --email-address {address}.")
-    log.error("owner mailbox bounced", extra={"recipient": address, "bounce": f"{btype}/{subtype}", "status": status,
-                                              "held": held, **found})
-    _owner_alert(cfg, address, f"bounce-{what}", "Your mailbox bounced a forward", {
-        "alert": "owner-mailbox-bounced", "recipient": address, "bounceType": btype, "bounceSubType": subtype,
-        "status": status, "held": held, **found, "action": action})
+        action += (
+            " SES itself suppressed this address (its account-level suppression list): remove it there too, "
+            f"e.g. aws sesv2 delete-suppressed-destination --email-address {address}."
+        )
+    log.error(
+        "owner mailbox bounced",
+        extra={"recipient": address, "bounce": f"{btype}/{subtype}", "status": status, "held": held, **found},
+    )
+    _owner_alert(
+        cfg,
+        address,
+        f"bounce-{what}",
+        "Your mailbox bounced a forward",
+        {
+            "alert": "owner-mailbox-bounced",
+            "recipient": address,
+            "bounceType": btype,
+            "bounceSubType": subtype,
+            "status": status,
+            "held": held,
+            **found,
+            "action": action,
+        },
+    )
 
 
 def _owner_complained(cfg: Config, address: str, detail: str, found: dict[str, str]) -> None:
     """The owner marked our mail as spam: never suppress their mailbox; flag the contact instead."""
     cid = found.get("conversationId", "")
-    marked = bool(cid) and found.get("kind") == "forward" and conversations.mark_spam_candidate(cfg, cid, detail)
+    marked = (
+        bool(cid) and found.get("kind") == "forward" and conversations.mark_spam_candidate(cfg, cid, detail)
+    )
     contact = str((conversations.get(cfg, cid) or {}).get("senderEmail", "")) if marked else ""
-    log.warning("owner complaint", extra={"recipient": address, "feedback_type": detail, "spam_candidate": marked,
-                                          "contact": contact or None, **found})
-    _owner_alert(cfg, address, f"complaint#{cid}", "You reported a forward as spam", {
-        "alert": "owner-complaint", "recipient": address, "feedbackType": detail, "contact": contact,
-        "spamCandidate": marked, **found,
-        "action": ("Your mailbox is not suppressed; forwards continue. The contact is marked as a spam candidate: "
-                   f"reply [block] in its thread or run: email-handler block {contact or '<address>'}. "
-                   "If SES's account-level suppression list is on, check that your address is not on it.")})
+    log.warning(
+        "owner complaint",
+        extra={
+            "recipient": address,
+            "feedback_type": detail,
+            "spam_candidate": marked,
+            "contact": contact or None,
+            **found,
+        },
+    )
+    _owner_alert(
+        cfg,
+        address,
+        f"complaint#{cid}",
+        "You reported a forward as spam",
+        {
+            "alert": "owner-complaint",
+            "recipient": address,
+            "feedbackType": detail,
+            "contact": contact,
+            "spamCandidate": marked,
+            **found,
+            "action": (
+                "Your mailbox is not suppressed; forwards continue. The contact is marked as a spam candidate: "
+                f"reply [block] in its thread or run: email-handler block {contact or '<address>'}. "
+                "If SES's account-level suppression list is on, check that your address is not on it."
+            ),
+        },
+    )

@@ -46,11 +46,14 @@ class InboundResult(TypedDict):
     ack: NotRequired[bool]
     attachments: NotRequired[list[str]]
     skipped: NotRequired[list[str]]
+
+
 PREVIEW_CHARS = 500
 
 
-def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> (
-        InboundResult | FeedbackResult | quarantine.DigestResult | quarantine.ReleaseResult):
+def handle(
+    cfg: Config, event: Any, context: LambdaContext | None = None
+) -> InboundResult | FeedbackResult | quarantine.DigestResult | quarantine.ReleaseResult:
     source = events.kind(event)
     if source == "sns":
         from common.inbound import feedback
@@ -70,13 +73,20 @@ def received_at(receipt: events.SesReceipt) -> datetime:
 
 
 def log_fields(mail: ParsedMail) -> dict[str, Any]:
-    return {"sender": mail.from_address, "subject": mail.subject, "body_preview": mail.body_text[:PREVIEW_CHARS]}
+    return {
+        "sender": mail.from_address,
+        "subject": mail.subject,
+        "body_preview": mail.body_text[:PREVIEW_CHARS],
+    }
 
 
 def envelope_fields(receipt: events.SesReceipt) -> dict[str, Any]:
     """What the logs say about a mail that was not parsed: SES's own reading of From and Subject."""
-    return {"sender": parse_mailbox(receipt.header_from[:2000]).address.lower(),
-            "subject": header_text(receipt.subject[:2000]), "envelope_sender": receipt.source}
+    return {
+        "sender": parse_mailbox(receipt.header_from[:2000]).address.lower(),
+        "subject": header_text(receipt.subject[:2000]),
+        "envelope_sender": receipt.source,
+    }
 
 
 def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
@@ -84,8 +94,10 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     bind(ses_message_id=mid)
     raw = staging.fetch(cfg, mid)
     if raw is None:
-        log.warning("mail not processed", extra={"reason": "staging object missing (already processed)",
-                                                 "key": layout.staging(mid)})
+        log.warning(
+            "mail not processed",
+            extra={"reason": "staging object missing (already processed)", "key": layout.staging(mid)},
+        )
         return {"status": "already-processed", "messageId": mid}
     when = received_at(receipt)
     # Nothing a stranger wrote is parsed before the envelope rules and the caps (docs/security.md).
@@ -99,7 +111,11 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
             log.warning("mail has malformed parts", extra={"problems": mail.problems[:10]})
         # Only a usable address is looked up (an unusable one is quarantined by assess_mail below): a
         # 3,000-character local part is a key DynamoDB refuses even on reads.
-        listing = senderlists.lookup(cfg, mail.from_address) if mail.from_address and not mail.from_problem else None
+        listing = (
+            senderlists.lookup(cfg, mail.from_address)
+            if mail.from_address and not mail.from_problem
+            else None
+        )
         decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg), listing, cfg.is_own)
     fields = log_fields(mail) if mail else envelope_fields(receipt)
 
@@ -110,8 +126,10 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     if decision.action == policy.DSN:
         key = layout.bounce(when, mid)
         s3.put(cfg.bucket, key, raw, "message/rfc822")
-        log.info("archived without forward or ack (bounce, report or automatic reply)",
-                 extra={**fields, "reason": decision.reason, "key": key})
+        log.info(
+            "archived without forward or ack (bounce, report or automatic reply)",
+            extra={**fields, "reason": decision.reason, "key": key},
+        )
         staging.done(cfg, receipt)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
     if decision.action == policy.QUARANTINE or mail is None:
@@ -126,8 +144,15 @@ class Undeliverable(Exception):
     """A mail released from quarantine that still cannot be delivered (the message says why)."""
 
 
-def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime, warnings: tuple[str, ...],
-            receipt: events.SesReceipt | None) -> InboundResult:
+def deliver(
+    cfg: Config,
+    mid: str,
+    mail: ParsedMail,
+    raw: bytes,
+    when: datetime,
+    warnings: tuple[str, ...],
+    receipt: events.SesReceipt | None,
+) -> InboundResult:
     """Record the conversation, archive the raw mail, store its parts, ack a first contact (only for
     a live ``receipt``; a release from quarantine is never acked) and queue the forward."""
     cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
@@ -140,21 +165,41 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
 
     try:
         first_contact = conversations.record_inbound(
-            cfg, cid, mid, mail, when, authenticated=receipt is not None and ack.authenticated(receipt, mail.from_address))
+            cfg,
+            cid,
+            mid,
+            mail,
+            when,
+            authenticated=receipt is not None and ack.authenticated(receipt, mail.from_address),
+        )
     except conversations.Collision as exc:
         return refuse(f"{exc} (the mail is not merged into it)")
     archive_key = layout.archive(cid, mid)
     s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
     parts = mail.attachments
-    if unconverted := unconverted_html(cfg, mail, archive_key):  # the text is partial: the owner still gets every word
+    if unconverted := unconverted_html(
+        cfg, mail, archive_key
+    ):  # the text is partial: the owner still gets every word
         part, note = unconverted
         parts = [*parts, part] if part else parts
         warnings = (*warnings, note)
-    kept = attachments.store(cfg, parts, lambda name: layout.attachment(cid, mid, name),
-                             lambda name: layout.withheld(cid, mid, name))
-    forward = build_forward(cfg, mid, cid, mail, kept, warnings, archive_key,
-                            thread_address(cid, cfg.thread_secret, cfg.thread_domain),
-                            lambda key: s3.presign_get(cfg.bucket, key, cfg.forward_link_days * 24 * 3600))
+    kept = attachments.store(
+        cfg,
+        parts,
+        lambda name: layout.attachment(cid, mid, name),
+        lambda name: layout.withheld(cid, mid, name),
+    )
+    forward = build_forward(
+        cfg,
+        mid,
+        cid,
+        mail,
+        kept,
+        warnings,
+        archive_key,
+        thread_address(cid, cfg.thread_secret, cfg.thread_domain),
+        lambda key: s3.presign_get(cfg.bucket, key, cfg.forward_link_days * 24 * 3600),
+    )
     # A forward that can never be built is quarantined now, before any ack goes out.
     if problem := unbuildable(forward, cfg.public_email, cfg.domain_name):
         return refuse(f"forward cannot be built: {problem}")
@@ -168,16 +213,33 @@ def deliver(cfg: Config, mid: str, mail: ParsedMail, raw: bytes, when: datetime,
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
     if ack_message is not None:
         enqueue(cfg.ack_queue, ack_message, cfg.bucket, cfg.claim_check_bytes)
-    log.info("mail forwarded", extra={**log_fields(mail), "conversation_id": cid, "first_contact": first_contact,
-                                      "ack": not ack_reason, "ack_skipped_reason": ack_reason or None,
-                                      "attachments": len(kept.attachments), "skipped_attachments": kept.skipped,
-                                      "warnings": list(warnings)})
-    return {"status": "forwarded", "messageId": mid, "conversationId": cid, "firstContact": first_contact,
-            "ack": not ack_reason, "attachments": [a.key for a in kept.attachments], "skipped": kept.skipped}
+    log.info(
+        "mail forwarded",
+        extra={
+            **log_fields(mail),
+            "conversation_id": cid,
+            "first_contact": first_contact,
+            "ack": not ack_reason,
+            "ack_skipped_reason": ack_reason or None,
+            "attachments": len(kept.attachments),
+            "skipped_attachments": kept.skipped,
+            "warnings": list(warnings),
+        },
+    )
+    return {
+        "status": "forwarded",
+        "messageId": mid,
+        "conversationId": cid,
+        "firstContact": first_contact,
+        "ack": not ack_reason,
+        "attachments": [a.key for a in kept.attachments],
+        "skipped": kept.skipped,
+    }
 
 
-def quarantined(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str,
-                when: datetime) -> InboundResult:
+def quarantined(
+    cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str, when: datetime
+) -> InboundResult:
     fields = log_fields(mail) if mail else envelope_fields(receipt)
     if mail is not None:
         shown = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
@@ -187,4 +249,3 @@ def quarantined(cfg: Config, receipt: events.SesReceipt, mail: ParsedMail | None
     log.warning("mail quarantined", extra={**fields, "reason": reason, "key": key})
     staging.done(cfg, receipt)
     return {"status": "quarantined", "reason": reason, "key": key, "messageId": receipt.message_id}
-

@@ -29,10 +29,16 @@ _OVERHEAD = 16 * 1024
 def build_ack(cfg: Config, mid: str, cid: str, mail: ParsedMail) -> OutboundMessage:
     name = greeting_name(mail.display_name)
     return OutboundMessage(
-        kind="ack", idempotency_key=f"ack:{mid}", correlation_id=f"ack-{mid}", to=[mail.from_address],
-        subject=cfg.ack_subject, text=cfg.ack_template.replace("{name}", f" {name}" if name else ""),
-        in_reply_to=mail.message_id, references=[*mail.references, mail.message_id] if mail.message_id else [],
-        headers={"Auto-Submitted": "auto-replied", "X-Auto-Response-Suppress": "All"}, conversation_id=cid,
+        kind="ack",
+        idempotency_key=f"ack:{mid}",
+        correlation_id=f"ack-{mid}",
+        to=[mail.from_address],
+        subject=cfg.ack_subject,
+        text=cfg.ack_template.replace("{name}", f" {name}" if name else ""),
+        in_reply_to=mail.message_id,
+        references=[*mail.references, mail.message_id] if mail.message_id else [],
+        headers={"Auto-Submitted": "auto-replied", "X-Auto-Response-Suppress": "All"},
+        conversation_id=cid,
         from_name=cfg.public_name,
     )
 
@@ -52,15 +58,20 @@ def _partial_note(mail: ParsedMail) -> str:
     number = re.search(r"number\s*=\s*\"?(\d+)", ctype, re.I)
     total = re.search(r"total\s*=\s*\"?(\d+)", ctype, re.I)
     which = f"part {number.group(1)}" + (f" of {total.group(1)}" if total else "") if number else "one part"
-    return (f"This mail is {which} of a message the sender's program split (message/partial); it is forwarded "
-            "as received, and a mail client can join the parts once all have arrived.")
+    return (
+        f"This mail is {which} of a message the sender's program split (message/partial); it is forwarded "
+        "as received, and a mail client can join the parts once all have arrived."
+    )
 
 
 def _unparsed_note(mail: ParsedMail, kept: list[Attachment], archived: str) -> str:
     """The banner of a mail read by parse.minimal(): what the owner gets, as the footer lists it (the
     original is attached only when the deny-list check and the size limit both let it through)."""
-    what = ("the original is attached" if any(a.filename == ORIGINAL_NAME for a in kept) else
-            "the original is not attached (the footer says why)")
+    what = (
+        "the original is attached"
+        if any(a.filename == ORIGINAL_NAME for a in kept)
+        else "the original is not attached (the footer says why)"
+    )
     return f"This message could not be parsed ({mail.parse_failed}); {what}. It is archived at {archived}."
 
 
@@ -71,12 +82,23 @@ def _download(link: Link) -> str:
 
 
 # Said once in the footer of a forward with a link signed by temporary (role) credentials.
-TEMPORARY_LINKS_NOTE = ("Download links are signed with the forwarding function's temporary AWS credentials and stop "
-                        "working when those expire, which can be sooner than the time shown; the s3:// keys stay valid.")
+TEMPORARY_LINKS_NOTE = (
+    "Download links are signed with the forwarding function's temporary AWS credentials and stop "
+    "working when those expire, which can be sooner than the time shown; the s3:// keys stay valid."
+)
 
 
-def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Stored, warnings: tuple[str, ...],
-                  archive_key: str, reply_to: str, link: Callable[[str], Link] | None = None) -> OutboundMessage:
+def build_forward(
+    cfg: Config,
+    mid: str,
+    cid: str,
+    mail: ParsedMail,
+    stored: Stored,
+    warnings: tuple[str, ...],
+    archive_key: str,
+    reply_to: str,
+    link: Callable[[str], Link] | None = None,
+) -> OutboundMessage:
     """The forward to the owner: the original's header block on top, both bodies, every stored part
     (inline images beside the HTML), the original subject untouched, and a footer naming what was
     withheld or did not fit SES's size limit. ``link`` presigns a key: a part left out for size, and
@@ -89,7 +111,10 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
         html, removed = trackers.clean(html)
         if removed:
             warnings = (*warnings, trackers.banner(removed))
-    notes = [f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})" for w in stored.withheld]
+    notes = [
+        f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})"
+        for w in stored.withheld
+    ]
     kept, truncated = _fit(cfg.forward_budget, text, html, stored.attachments, stored.sizes)
     links: list[Link] = []
 
@@ -101,12 +126,23 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
 
     if truncated:
         text, html, dropped = truncated
-        notes += [f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key}{linked(a.key)})"
-                  for a in dropped]
+        notes += [
+            f"{a.filename} (too large to forward; stored at s3://{cfg.bucket}/{a.key}{linked(a.key)})"
+            for a in dropped
+        ]
         original = linked(archive_key, allowed=not stored.withheld)
-        warnings = (*warnings, "This forward was shortened to fit the mail size limit. The complete original is "
-                               f"archived at s3://{cfg.bucket}/{archive_key}" + (f" ({original[2:]})" if original else
-                               " (no download link: it holds the withheld parts named below)" if link else ""))
+        warnings = (
+            *warnings,
+            "This forward was shortened to fit the mail size limit. The complete original is "
+            f"archived at s3://{cfg.bucket}/{archive_key}"
+            + (
+                f" ({original[2:]})"
+                if original
+                else " (no download link: it holds the withheld parts named below)"
+                if link
+                else ""
+            ),
+        )
     if mail.parse_failed:
         warnings = (*warnings, _unparsed_note(mail, kept, f"s3://{cfg.bucket}/{archive_key}"))
     partial = _partial_note(mail)
@@ -121,18 +157,25 @@ def build_forward(cfg: Config, mid: str, cid: str, mail: ParsedMail, stored: Sto
     block = header_block(mail)
     top = banner + ("\n" if banner else "") + "".join(f"{name}: {value}\n" for name, value in block) + "\n"
     return OutboundMessage(
-        kind="forward", idempotency_key=f"forward:{mid}", correlation_id=f"forward-{mid}", to=[cfg.private_email],
+        kind="forward",
+        idempotency_key=f"forward:{mid}",
+        correlation_id=f"forward-{mid}",
+        to=[cfg.private_email],
         subject=mail.subject or "(no subject)",
         text=top + text.rstrip() + "\n\n" + "\n".join(footer) + "\n",
         html=_html_with(html, warnings, block, footer, [k.url for k in links]) if html else "",
         from_name=clean_header_text(f"{mail.display_name or mail.from_address} via {cfg.domain_name}", 200),
-        reply_to=reply_to, references=[*mail.references, mail.message_id] if mail.message_id else [],
-        attachments=kept, conversation_id=cid, original_key=archive_key,
+        reply_to=reply_to,
+        references=[*mail.references, mail.message_id] if mail.message_id else [],
+        attachments=kept,
+        conversation_id=cid,
+        original_key=archive_key,
     )
 
 
-def build_unparsed_forward(cfg: Config, mid: str, item: dict[str, Any], why: str, original: Attachment | None,
-                           size: int) -> OutboundMessage:
+def build_unparsed_forward(
+    cfg: Config, mid: str, item: dict[str, Any], why: str, original: Attachment | None, size: int
+) -> OutboundMessage:
     """The forward of a quarantined mail released without parsing it (it is over a parsing cap, and
     parsing it is what the cap prevents): a note saying so, the raw original attached (``original``)
     or, when it would not fit SES's size limit, the S3 key of the quarantined copy. Sender and subject
@@ -140,19 +183,33 @@ def build_unparsed_forward(cfg: Config, mid: str, item: dict[str, Any], why: str
     sender = clean_header_text(item.get("sender"), 300) or "(unknown sender)"
     subject = clean_header_text(item.get("subject"), 300)
     stored = f"s3://{cfg.bucket}/{item.get('key')}"
-    note = [f"Released from quarantine by the owner (it was held because: {clean_header_text(item.get('reason'), 500)}).",
-            f"It was not parsed ({why}): reading a mail over a parsing limit is what the limit prevents, so it is "
-            + ("attached whole as original.eml, exactly as received, as a plain file (not shown as a message). "
-               "Its attachments were not checked against the deny-list: open it with care." if original else
-               f"not attached either: at {size:,} bytes it would not fit SES's size limit. It is stored at {stored}."),
-            "It starts no conversation: to answer the sender, mail "
-            f"new@{cfg.thread_domain} with [to: ADDRESS] on the first line."]
-    text = "".join(f"[!] {line}\n" for line in note) + f"\nFrom: {sender}\nSubject: {subject or '(no subject)'}\n" \
+    note = [
+        f"Released from quarantine by the owner (it was held because: {clean_header_text(item.get('reason'), 500)}).",
+        f"It was not parsed ({why}): reading a mail over a parsing limit is what the limit prevents, so it is "
+        + (
+            "attached whole as original.eml, exactly as received, as a plain file (not shown as a message). "
+            "Its attachments were not checked against the deny-list: open it with care."
+            if original
+            else f"not attached either: at {size:,} bytes it would not fit SES's size limit. It is stored at {stored}."
+        ),
+        "It starts no conversation: to answer the sender, mail "
+        f"new@{cfg.thread_domain} with [to: ADDRESS] on the first line.",
+    ]
+    text = (
+        "".join(f"[!] {line}\n" for line in note)
+        + f"\nFrom: {sender}\nSubject: {subject or '(no subject)'}\n"
         + f"Received: {clean_header_text(item.get('receivedAt'), 40)}\nStored at: {stored}\n"
+    )
     return OutboundMessage(
-        kind="forward", idempotency_key=f"forward:{mid}", correlation_id=f"forward-{mid}", to=[cfg.private_email],
-        subject=subject or "(no subject)", text=text, from_name=f"Quarantine {cfg.domain_name}",
-        attachments=[original] if original else [], original_key=str(item.get("key", "")),
+        kind="forward",
+        idempotency_key=f"forward:{mid}",
+        correlation_id=f"forward-{mid}",
+        to=[cfg.private_email],
+        subject=subject or "(no subject)",
+        text=text,
+        from_name=f"Quarantine {cfg.domain_name}",
+        attachments=[original] if original else [],
+        original_key=str(item.get("key", "")),
     )
 
 
@@ -167,8 +224,9 @@ def _utf8_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
-def _fit(limit: int, text: str, html: str, attachments: list[Attachment],
-         sizes: dict[str, int]) -> tuple[list[Attachment], tuple[str, str, list[Attachment]] | None]:
+def _fit(
+    limit: int, text: str, html: str, attachments: list[Attachment], sizes: dict[str, int]
+) -> tuple[list[Attachment], tuple[str, str, list[Attachment]] | None]:
     """Keep what fits SES's size limit: bodies first, then attachments smallest first."""
     budget = limit - _OVERHEAD
     body = int((_utf8_len(text) + _utf8_len(html)) * _B64)
@@ -198,20 +256,26 @@ def _linked(text: str, urls: list[str]) -> str:
     return text
 
 
-def _html_with(html: str, warnings: tuple[str, ...], block: list[tuple[str, str]], footer: list[str],
-               urls: list[str]) -> str:
-    top = "".join(f'<p style="background:#fff3cd;border:1px solid #e0a800;padding:6px">&#9888; {_linked(w, urls)}</p>'
-                  for w in warnings)
-    top += ('<div style="border-bottom:1px solid #ccc;margin:0 0 12px;padding:0 0 6px;font:13px sans-serif;color:#444">'
-            + "<br>".join(f"<b>{name}:</b> {htmllib.escape(value)}" for name, value in block) + "</div>")
+def _html_with(
+    html: str, warnings: tuple[str, ...], block: list[tuple[str, str]], footer: list[str], urls: list[str]
+) -> str:
+    top = "".join(
+        f'<p style="background:#fff3cd;border:1px solid #e0a800;padding:6px">&#9888; {_linked(w, urls)}</p>'
+        for w in warnings
+    )
+    top += (
+        '<div style="border-bottom:1px solid #ccc;margin:0 0 12px;padding:0 0 6px;font:13px sans-serif;color:#444">'
+        + "<br>".join(f"<b>{name}:</b> {htmllib.escape(value)}" for name, value in block)
+        + "</div>"
+    )
     bottom = "<hr><pre>" + _linked("\n".join(footer), urls) + "</pre>"
     body_open = re.search(r"<body[^>]*>", html, re.I)
     if body_open:
-        html = html[: body_open.end()] + top + html[body_open.end():]
+        html = html[: body_open.end()] + top + html[body_open.end() :]
     else:
         html = top + html
     body_close = re.search(r"</body\s*>", html, re.I)
-    return html[: body_close.start()] + bottom + html[body_close.start():] if body_close else html + bottom
+    return html[: body_close.start()] + bottom + html[body_close.start() :] if body_close else html + bottom
 
 
 def _cut(value: object, limit: int, empty: str) -> str:
@@ -224,37 +288,64 @@ def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) 
     addresses, each field cut short, and how many more there are (``held`` may be thousands after a
     flood; the digest stays a few hundred KB at most; the rest lead the next digests)."""
     count = len(held)
-    shown = held[:limits.DIGEST_MAX_ENTRIES]
+    shown = held[: limits.DIGEST_MAX_ENTRIES]
     rows = []
     for n, item in enumerate(shown, 1):
         address = release_address(str(item["id"]), cfg.thread_secret, cfg.thread_domain)
-        rows.append((n, str(item["id"]), _cut(item.get("sender"), limits.DIGEST_SENDER_CHARS, "(no sender)"),
-                     _cut(item.get("subject"), limits.DIGEST_SUBJECT_CHARS, "(no subject)"),
-                     _cut(item.get("reason"), limits.DIGEST_REASON_CHARS, "(no reason)"),
-                     _cut(item.get("receivedAt"), 40, ""), address))
-    more = (f"… and {count - len(shown)} more, listed in the next digests — run `email-handler quarantine list` "
-            "to see them all now"
-            if count > len(shown) else "")
-    text = [f"{count} message{'s' if count != 1 else ''} to {cfg.public_email} were quarantined and not forwarded.",
-            "To release one, send any mail to its release address; it is then forwarded like any other.", ""]
+        rows.append(
+            (
+                n,
+                str(item["id"]),
+                _cut(item.get("sender"), limits.DIGEST_SENDER_CHARS, "(no sender)"),
+                _cut(item.get("subject"), limits.DIGEST_SUBJECT_CHARS, "(no subject)"),
+                _cut(item.get("reason"), limits.DIGEST_REASON_CHARS, "(no reason)"),
+                _cut(item.get("receivedAt"), 40, ""),
+                address,
+            )
+        )
+    more = (
+        f"… and {count - len(shown)} more, listed in the next digests — run `email-handler quarantine list` "
+        "to see them all now"
+        if count > len(shown)
+        else ""
+    )
+    text = [
+        f"{count} message{'s' if count != 1 else ''} to {cfg.public_email} were quarantined and not forwarded.",
+        "To release one, send any mail to its release address; it is then forwarded like any other.",
+        "",
+    ]
     for n, _, sender, subject, reason, received, address in rows:
-        text += [f"{n}. {sender}", f"   Subject:  {subject}", f"   Reason:   {reason}", f"   Received: {received}",
-                 f"   Release:  {address}", ""]
+        text += [
+            f"{n}. {sender}",
+            f"   Subject:  {subject}",
+            f"   Reason:   {reason}",
+            f"   Received: {received}",
+            f"   Release:  {address}",
+            "",
+        ]
     if more:
         text.append(more)
     esc = htmllib.escape
     cells = "".join(
         f"<tr><td>{esc(sender)}</td><td>{esc(subject)}</td><td>{esc(reason)}</td><td>{esc(received)}</td>"
         f'<td><a href="mailto:{address}?subject={quote("Release " + qid)}">release</a></td></tr>'
-        for _, qid, sender, subject, reason, received, address in rows)
-    html = (f"<html><body><p>{esc(text[0])}<br>{esc(text[1])}</p>"
-            '<table border="1" cellpadding="4" style="border-collapse:collapse">'
-            "<tr><th>Sender</th><th>Subject</th><th>Reason</th><th>Received</th><th></th></tr>"
-            f"{cells}</table>{f'<p>{esc(more)}</p>' if more else ''}</body></html>")
+        for _, qid, sender, subject, reason, received, address in rows
+    )
+    html = (
+        f"<html><body><p>{esc(text[0])}<br>{esc(text[1])}</p>"
+        '<table border="1" cellpadding="4" style="border-collapse:collapse">'
+        "<tr><th>Sender</th><th>Subject</th><th>Reason</th><th>Received</th><th></th></tr>"
+        f"{cells}</table>{f'<p>{esc(more)}</p>' if more else ''}</body></html>"
+    )
     return OutboundMessage(
-        kind="digest", idempotency_key=idempotency_key, correlation_id=idempotency_key.replace(":", "-"),
-        to=[cfg.private_email], subject=f"Quarantine: {count} message{'s' if count != 1 else ''} held",
-        text="\n".join(text), html=html, from_name=f"Quarantine {cfg.domain_name}",
+        kind="digest",
+        idempotency_key=idempotency_key,
+        correlation_id=idempotency_key.replace(":", "-"),
+        to=[cfg.private_email],
+        subject=f"Quarantine: {count} message{'s' if count != 1 else ''} held",
+        text="\n".join(text),
+        html=html,
+        from_name=f"Quarantine {cfg.domain_name}",
         headers={"Auto-Submitted": "auto-generated"},
     )
 
@@ -270,13 +361,26 @@ def unconverted_html(cfg: Config, mail: ParsedMail, archive_key: str) -> tuple[M
     derived = mail.html_text
     if derived is None or derived.complete:
         return None
-    note = (f"This mail's HTML body is {derived.total:,} characters; the text below was converted from its first "
-            f"{derived.read:,} only. ")
+    note = (
+        f"This mail's HTML body is {derived.total:,} characters; the text below was converted from its first "
+        f"{derived.read:,} only. "
+    )
     if not fits_attached(cfg, len(mail.html) * 4 // 3):  # a character is 1-4 UTF-8 bytes; most HTML is ASCII
-        return None, note + (f"The whole HTML is too large to forward; it is in the original archived at "
-                             f"s3://{cfg.bucket}/{archive_key}.")
+        return None, note + (
+            f"The whole HTML is too large to forward; it is in the original archived at "
+            f"s3://{cfg.bucket}/{archive_key}."
+        )
     data = mail.html.encode("utf-8", "replace")
-    part = MailPart(HTML_ORIGINAL_NAME, HTML_ORIGINAL_NAME, "text/html", data, declared_type="text/html",
-                    mime_header="text/html; charset=utf-8", charset="utf-8")
-    return part, note + (f"The whole HTML is attached as {HTML_ORIGINAL_NAME} (or, when the forward has no "
-                         "room for it, stored where the footer says).")
+    part = MailPart(
+        HTML_ORIGINAL_NAME,
+        HTML_ORIGINAL_NAME,
+        "text/html",
+        data,
+        declared_type="text/html",
+        mime_header="text/html; charset=utf-8",
+        charset="utf-8",
+    )
+    return part, note + (
+        f"The whole HTML is attached as {HTML_ORIGINAL_NAME} (or, when the forward has no "
+        "room for it, stored where the footer says)."
+    )

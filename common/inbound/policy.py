@@ -85,8 +85,13 @@ class RulesCache:
             try:
                 rules = self._load(cfg)
             except Exception as exc:
-                log.error("spam rules could not be loaded; using the last good lists",
-                          extra={"error": f"{type(exc).__name__}: {exc}", "have_last_good": self._rules is not None})
+                log.error(
+                    "spam rules could not be loaded; using the last good lists",
+                    extra={
+                        "error": f"{type(exc).__name__}: {exc}",
+                        "have_last_good": self._rules is not None,
+                    },
+                )
                 # Retry at the next TTL, not on every mail, while the source is broken.
                 self._loaded_at = time.monotonic()
                 self._rules = self._rules or Rules()
@@ -101,7 +106,9 @@ class RulesCache:
 
         key = ssm.get_parameter(cfg.spam_rules_parameter)
         if not key.startswith(layout.CONFIG):  # the role may read nothing else (deploy/iam.py)
-            raise ValueError(f"{cfg.spam_rules_parameter} names {key!r}: the rules file must be under {layout.CONFIG}")
+            raise ValueError(
+                f"{cfg.spam_rules_parameter} names {key!r}: the rules file must be under {layout.CONFIG}"
+            )
         obj = s3.get(cfg.bucket, key)
         if obj is None:
             raise FileNotFoundError(f"s3://{cfg.bucket}/{key} named by {cfg.spam_rules_parameter}")
@@ -129,7 +136,8 @@ def is_dsn_content(mail: ParsedMail) -> bool:
     ctype = mail.headers.get("content-type", "").lower()
     main = ctype.split(";")[0].strip()
     return main == "message/delivery-status" or (
-        main == "multipart/report" and re.search(r"report-type\s*=\s*\"?delivery-status", ctype) is not None)
+        main == "multipart/report" and re.search(r"report-type\s*=\s*\"?delivery-status", ctype) is not None
+    )
 
 
 # Non-RFC 3464 delivery reports, recognised by content (docs/inbound.md#delivery-reports lists the
@@ -137,21 +145,30 @@ def is_dsn_content(mail: ParsedMail) -> bool:
 _BOUNCE_SUBJECT = re.compile(
     r"^(undeliver(ed|able)|returned mail|mail delivery (failed|failure)|delivery (status notification|failure"
     r"|has failed)|failure notice|mail system error|non[- ]?delivery|message not delivered|delivery notification"
-    r"|undelivered mail returned to sender|warning: could not send message|rejected:|message delayed)", re.I)
-_BOUNCE_BODY = re.compile("|".join((
-    r"this message was created automatically by mail delivery software",  # Exim
-    r"this is the qmail-send program at",  # qmail
-    r"this is the mail system at host",  # Postfix
-    r"delivery to the following recipients? failed",  # Gmail
-    r"the following addresses had permanent fatal errors",  # Sendmail
-    r"transcript of session follows",  # Sendmail, old postmasters
-    r"your message (wasn't|was not|could not be) delivered",  # Gmail, Microsoft 365
-    r"delivery has failed to these recipients or groups",  # Exchange
-    r"i'm sorry to have to inform you that your message could not",  # Postfix's MAILER-DAEMON
-    r"(unable|failed) to deliver (your|the) message",
-    r"could not be delivered to (one or more|the following) recipients?",
-)), re.I)
-_ROLE_SENDER = re.compile(r"^(mailer[-_.]?daemon|postmaster|mail[-_.]?delivery[-_.]?(subsystem|system)?)([-+._].*)?$", re.I)
+    r"|undelivered mail returned to sender|warning: could not send message|rejected:|message delayed)",
+    re.I,
+)
+_BOUNCE_BODY = re.compile(
+    "|".join(
+        (
+            r"this message was created automatically by mail delivery software",  # Exim
+            r"this is the qmail-send program at",  # qmail
+            r"this is the mail system at host",  # Postfix
+            r"delivery to the following recipients? failed",  # Gmail
+            r"the following addresses had permanent fatal errors",  # Sendmail
+            r"transcript of session follows",  # Sendmail, old postmasters
+            r"your message (wasn't|was not|could not be) delivered",  # Gmail, Microsoft 365
+            r"delivery has failed to these recipients or groups",  # Exchange
+            r"i'm sorry to have to inform you that your message could not",  # Postfix's MAILER-DAEMON
+            r"(unable|failed) to deliver (your|the) message",
+            r"could not be delivered to (one or more|the following) recipients?",
+        )
+    ),
+    re.I,
+)
+_ROLE_SENDER = re.compile(
+    r"^(mailer[-_.]?daemon|postmaster|mail[-_.]?delivery[-_.]?(subsystem|system)?)([-+._].*)?$", re.I
+)
 BOUNCE_SCAN_CHARS = 20_000  # the report's own words come first; the returned mail follows
 
 
@@ -167,10 +184,13 @@ def delivery_report(mail: ParsedMail) -> str:
         return "delivery report (null sender: Return-Path <>)"
     if "x-failed-recipients" in mail.headers:  # Exim writes it on every bounce it sends
         return "delivery report (X-Failed-Recipients)"
-    if any(a.declared_type == "message/delivery-status" for a in mail.attachments):  # RFC 3464 2.1, outside a report
+    if any(
+        a.declared_type == "message/delivery-status" for a in mail.attachments
+    ):  # RFC 3464 2.1, outside a report
         return "delivery report (message/delivery-status part)"
-    role = _ROLE_SENDER.match(mail.from_address.partition("@")[0]) or \
-        re.fullmatch(r"mail delivery (subsystem|system)", mail.display_name.strip(), re.I)
+    role = _ROLE_SENDER.match(mail.from_address.partition("@")[0]) or re.fullmatch(
+        r"mail delivery (subsystem|system)", mail.display_name.strip(), re.I
+    )
     if role is None:
         return ""
     if _BOUNCE_SUBJECT.search(mail.subject.strip()):
@@ -198,13 +218,20 @@ def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
     return None
 
 
-def assess(receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules, listing: Listing | None = None) -> Decision:
+def assess(
+    receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules, listing: Listing | None = None
+) -> Decision:
     """Every rule, first hit wins: :func:`assess_envelope`, then the parsed mail's."""
     return assess_envelope(receipt, cfg) or assess_mail(receipt, mail, rules, listing, cfg.is_own)
 
 
-def assess_mail(receipt: SesReceipt, mail: ParsedMail, rules: Rules, listing: Listing | None = None,
-                own: Callable[[str], bool] = lambda address: False) -> Decision:
+def assess_mail(
+    receipt: SesReceipt,
+    mail: ParsedMail,
+    rules: Rules,
+    listing: Listing | None = None,
+    own: Callable[[str], bool] = lambda address: False,
+) -> Decision:
     """``listing``: the owner's block/allow entry for the sender (common/store/senderlists.py): a
     block quarantines, an allow skips the keyword lists (SES's verdicts above still apply).
     ``own``: whether an address is this system's own (Config.is_own)."""
@@ -251,6 +278,8 @@ def _warnings(receipt: SesReceipt) -> tuple[str, ...]:
     if v.get("spf") == "FAIL":
         warnings.append("SPF check failed: the sending server is not authorised for the sender's domain.")
     if v.get("dmarc") == "FAIL":
-        warnings.append(f"DMARC check failed (sender policy: {receipt.dmarc_policy or 'none'}): "
-                        "the From address may be forged.")
+        warnings.append(
+            f"DMARC check failed (sender policy: {receipt.dmarc_policy or 'none'}): "
+            "the From address may be forged."
+        )
     return tuple(warnings)

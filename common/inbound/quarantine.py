@@ -50,18 +50,40 @@ class DigestResult(TypedDict):
     ids: NotRequired[list[str]]
 
 
-def hold(cfg: Config, receipt: SesReceipt, raw: bytes, reason: str, when: datetime, sender: str, shown: str,
-         subject: str) -> str:
+def hold(
+    cfg: Config,
+    receipt: SesReceipt,
+    raw: bytes,
+    reason: str,
+    when: datetime,
+    sender: str,
+    shown: str,
+    subject: str,
+) -> str:
     """Quarantine the mail; returns its S3 key. ``sender`` is the From address (the spam log's field),
     ``shown`` the From as the digest shows it (with the display name)."""
     key = layout.quarantined(when, receipt.message_id)
-    s3.put(cfg.bucket, key, raw, "message/rfc822",
-           metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]})
-    logs.put_json_line(cfg.spam_log_group, f"{when:%Y/%m/%d}", {
-        "sesMessageId": receipt.message_id, "reason": reason, "key": key, "sender": sender,
-        "envelopeSender": receipt.source, "subject": subject, "verdicts": receipt.verdicts,
-        "timestamp": iso_z(when),
-    })
+    s3.put(
+        cfg.bucket,
+        key,
+        raw,
+        "message/rfc822",
+        metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]},
+    )
+    logs.put_json_line(
+        cfg.spam_log_group,
+        f"{when:%Y/%m/%d}",
+        {
+            "sesMessageId": receipt.message_id,
+            "reason": reason,
+            "key": key,
+            "sender": sender,
+            "envelopeSender": receipt.source,
+            "subject": subject,
+            "verdicts": receipt.verdicts,
+            "timestamp": iso_z(when),
+        },
+    )
     records.record(cfg, receipt.message_id, key, when, shown or sender or receipt.source, subject, reason)
     return key
 
@@ -73,16 +95,21 @@ def send_digest(cfg: Config) -> DigestResult:
     if not held:
         log.info("quarantine digest skipped", extra={"reason": "nothing quarantined since the last digest"})
         return {"status": "nothing-quarantined", "count": 0}
-    ids = [str(item["id"]) for item in held[:limits.DIGEST_MAX_ENTRIES]]
+    ids = [str(item["id"]) for item in held[: limits.DIGEST_MAX_ENTRIES]]
     key = "digest:" + hashlib.sha256(",".join(ids).encode()).hexdigest()[:32]
     enqueue(cfg.forward_queue, build_digest(cfg, held, key), cfg.bucket, cfg.claim_check_bytes)
     records.mark_digested(cfg, ids, key)
-    log.info("quarantine digest queued", extra={"count": len(held), "listed": len(ids), "idempotency_key": key})
+    log.info(
+        "quarantine digest queued", extra={"count": len(held), "listed": len(ids), "idempotency_key": key}
+    )
     return {"status": "digest-sent", "count": len(held), "ids": ids}
 
 
 def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
-    from common.inbound.handler import Undeliverable, deliver  # the one forward path (handler imports this module)
+    from common.inbound.handler import (
+        Undeliverable,
+        deliver,
+    )  # the one forward path (handler imports this module)
 
     bind(quarantine_id=qid)
     item = records.get(cfg, qid)
@@ -90,7 +117,9 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
         log.warning("release refused", extra={"reason": "no such quarantined mail", "quarantine_id": qid})
         return {"status": "unknown", "id": qid}
     if item.get("status") == records.RELEASED:
-        log.info("release skipped", extra={"reason": "already released", "released_by": item.get("releasedBy")})
+        log.info(
+            "release skipped", extra={"reason": "already released", "released_by": item.get("releasedBy")}
+        )
         return {"status": "already-released", "id": qid}
     obj = s3.get(cfg.bucket, str(item["key"]))
     if obj is None:
@@ -101,7 +130,9 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
     if over := limits.screen(raw):  # held unparsed: still not parsed, forwarded whole
         cid = release_unparsed(cfg, item, raw, mid, over)
     else:
-        note = f"Released from quarantine by the owner (it was held because: {item.get('reason', 'unknown')})."
+        note = (
+            f"Released from quarantine by the owner (it was held because: {item.get('reason', 'unknown')})."
+        )
         try:
             result = deliver(cfg, mid, parse(raw), raw, when, (note,), None)
         except Undeliverable as exc:
@@ -109,8 +140,10 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
             return {"status": "undeliverable", "id": qid, "reason": str(exc)}
         cid = str(result.get("conversationId", ""))
     records.mark_released(cfg, qid, by)
-    log.info("quarantined mail released", extra={"quarantine_id": qid, "released_by": by, "conversation_id": cid or None,
-                                                 "parsed": not over})
+    log.info(
+        "quarantined mail released",
+        extra={"quarantine_id": qid, "released_by": by, "conversation_id": cid or None, "parsed": not over},
+    )
     return {"status": "released", "id": qid, "messageId": mid, "conversationId": cid}
 
 
@@ -128,6 +161,8 @@ def release_unparsed(cfg: Config, item: dict[str, object], raw: bytes, mid: str,
         original = Attachment(key, "original.eml", "application/octet-stream")
     forward = build_unparsed_forward(cfg, mid, item, why, original, len(raw))
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
-    log.info("released mail forwarded unparsed", extra={"reason": why, "attached": original is not None,
-                                                        "size": len(raw), "key": item.get("key")})
+    log.info(
+        "released mail forwarded unparsed",
+        extra={"reason": why, "attached": original is not None, "size": len(raw), "key": item.get("key")},
+    )
     return ""

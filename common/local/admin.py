@@ -27,7 +27,10 @@ from common.runtime.config import Config
 
 TARGET = (
     arg("--env", help="a deployment on AWS: its environment name (e.g. prd); default: the local emulator"),
-    arg("--region", help="AWS region of the deployment (default: AWS_REGION; implies AWS, env prd unless --env)"),
+    arg(
+        "--region",
+        help="AWS region of the deployment (default: AWS_REGION; implies AWS, env prd unless --env)",
+    ),
     ENDPOINT,
     arg("--json", action="store_true", help="print JSON instead of a table"),
 )
@@ -55,8 +58,10 @@ def target(args: argparse.Namespace) -> Target:
         return Target(_local_config(args), False, f"local emulator at {_endpoint(args)}")
     from common.aws import reset_clients
 
-    env, region = args.env or "prd", args.region or os.environ.get("AWS_REGION") or os.environ.get(
-        "AWS_DEFAULT_REGION") or "us-east-1"
+    env, region = (
+        args.env or "prd",
+        args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+    )
     os.environ["AWS_REGION"] = region
     reset_clients()
     environ = {**os.environ, "ENVIRONMENT": env, "AWS_REGION": region}
@@ -71,8 +76,11 @@ def deployed_environment(cfg: Config) -> dict[str, str]:
     try:
         described = client("lambda").get_function_configuration(FunctionName=cfg.name(INBOUND))
     except Exception as exc:
-        print(f"[note] cannot read {cfg.name(INBOUND)}'s configuration ({error_code(exc) or type(exc).__name__}): "
-              "using this shell's environment for the addresses", file=sys.stderr)
+        print(
+            f"[note] cannot read {cfg.name(INBOUND)}'s configuration ({error_code(exc) or type(exc).__name__}): "
+            "using this shell's environment for the addresses",
+            file=sys.stderr,
+        )
         return {}
     variables = dict((described.get("Environment") or {}).get("Variables") or {})
     variables.pop("THREAD_SECRET", None)
@@ -86,8 +94,13 @@ def operator() -> str:
         return "operator"
 
 
-def emit(args: argparse.Namespace, document: Any, rows: Iterable[dict[str, Any]], columns: list[tuple[str, str, int]],
-         empty: str) -> int:
+def emit(
+    args: argparse.Namespace,
+    document: Any,
+    rows: Iterable[dict[str, Any]],
+    columns: list[tuple[str, str, int]],
+    empty: str,
+) -> int:
     if args.json:
         print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
         return 0
@@ -98,16 +111,22 @@ def emit(args: argparse.Namespace, document: Any, rows: Iterable[dict[str, Any]]
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
     """Fixed-width columns (key, title, width); the last column is never cut."""
+
     def cell(value: Any, width: int, last: bool) -> str:
         text = " ".join(str("" if value is None else value).split())
         if last:
             return text
-        return (text if len(text) <= width else text[:width - 1] + "…").ljust(width)
+        return (text if len(text) <= width else text[: width - 1] + "…").ljust(width)
 
-    lines = ["  ".join(cell(title, width, i == len(columns) - 1) for i, (_, title, width) in enumerate(columns))]
+    lines = [
+        "  ".join(cell(title, width, i == len(columns) - 1) for i, (_, title, width) in enumerate(columns))
+    ]
     for row in rows:
-        lines.append("  ".join(cell(row.get(key), width, i == len(columns) - 1)
-                               for i, (key, _, width) in enumerate(columns)))
+        lines.append(
+            "  ".join(
+                cell(row.get(key), width, i == len(columns) - 1) for i, (key, _, width) in enumerate(columns)
+            )
+        )
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -124,6 +143,7 @@ def fail(message: str, code: int = 2) -> int:
 
 # --- asking inbound-handler ------------------------------------------------------------------------
 
+
 def run_task(t: Target, event: dict[str, Any], done: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
     """Give inbound-handler ``event``: on AWS a synchronous invoke of its ``live`` alias (its answer);
     locally a message for the wiring (what an asynchronous invocation is there), then ``done()``
@@ -131,8 +151,9 @@ def run_task(t: Target, event: dict[str, Any], done: Callable[[], dict[str, Any]
     from common.aws import client
 
     if t.aws:
-        response = client("lambda").invoke(FunctionName=t.cfg.name(INBOUND), Qualifier="live",
-                                           Payload=json.dumps(event).encode())
+        response = client("lambda").invoke(
+            FunctionName=t.cfg.name(INBOUND), Qualifier="live", Payload=json.dumps(event).encode()
+        )
         payload = json.loads(response["Payload"].read() or b"null")
         if response.get("FunctionError"):
             raise RuntimeError(f"{t.cfg.name(INBOUND)} failed: {json.dumps(payload)}")
@@ -147,8 +168,11 @@ def run_task(t: Target, event: dict[str, Any], done: Callable[[], dict[str, Any]
         if outcome is not None:
             return outcome
         time.sleep(0.25)
-    return {"status": "queued", "hint": "not handled yet: is the wiring running (email-handler dev / make up)? "
-                                        "See the inbound-handler log"}
+    return {
+        "status": "queued",
+        "hint": "not handled yet: is the wiring running (email-handler dev / make up)? "
+        "See the inbound-handler log",
+    }
 
 
 def report(args: argparse.Namespace, outcome: dict[str, Any], ok: tuple[str, ...], done: str) -> int:
@@ -157,25 +181,46 @@ def report(args: argparse.Namespace, outcome: dict[str, Any], ok: tuple[str, ...
         print(json.dumps(outcome, indent=2, default=str))
     else:
         status = outcome.get("status")
-        print(done if status == ok[0] else f"{status} {outcome.get('reason') or outcome.get('hint') or ''}".rstrip())
+        print(
+            done
+            if status == ok[0]
+            else f"{status} {outcome.get('reason') or outcome.get('hint') or ''}".rstrip()
+        )
     return 0 if outcome.get("status") in ok else 1
 
 
 def task_event(detail_type: str, source: str, detail: dict[str, Any]) -> dict[str, Any]:
     from common.runtime.clock import iso_z
 
-    return {"version": "0", "id": f"cli-{time.time_ns()}", "detail-type": detail_type, "source": source,
-            "time": iso_z(), "resources": [], "detail": detail}
+    return {
+        "version": "0",
+        "id": f"cli-{time.time_ns()}",
+        "detail-type": detail_type,
+        "source": source,
+        "time": iso_z(),
+        "resources": [],
+        "detail": detail,
+    }
 
 
 # --- quarantine ------------------------------------------------------------------------------------
 
-QUARANTINE_COLUMNS = [("id", "id", 16), ("receivedAt", "received", 20), ("status", "status", 8),
-                      ("sender", "sender", 32), ("subject", "subject", 30), ("reason", "reason", 0)]
+QUARANTINE_COLUMNS = [
+    ("id", "id", 16),
+    ("receivedAt", "received", 20),
+    ("status", "status", 8),
+    ("sender", "sender", 32),
+    ("subject", "subject", 30),
+    ("reason", "reason", 0),
+]
 
 
-@command("quarantine list", "held mail, newest first", *TARGET,
-         arg("--all", action="store_true", help="released mail too"))
+@command(
+    "quarantine list",
+    "held mail, newest first",
+    *TARGET,
+    arg("--all", action="store_true", help="released mail too"),
+)
 def _quarantine_list(args: argparse.Namespace) -> int:
     from common.store import quarantine
 
@@ -184,9 +229,13 @@ def _quarantine_list(args: argparse.Namespace) -> int:
     return emit(args, items, items, QUARANTINE_COLUMNS, f"(nothing quarantined; {t.where})")
 
 
-@command("quarantine show", "one held mail: why, from whom, its headers and text",
-         arg("id", help="the id from `quarantine list` (or from the digest's release address)"), *TARGET,
-         arg("--raw", action="store_true", help="print the raw message (.eml) instead"))
+@command(
+    "quarantine show",
+    "one held mail: why, from whom, its headers and text",
+    arg("id", help="the id from `quarantine list` (or from the digest's release address)"),
+    *TARGET,
+    arg("--raw", action="store_true", help="print the raw message (.eml) instead"),
+)
 def _quarantine_show(args: argparse.Namespace) -> int:
     from common.aws import s3
     from common.mail import limits
@@ -205,17 +254,34 @@ def _quarantine_show(args: argparse.Namespace) -> int:
         return 0 if raw else fail(f"s3://{t.cfg.bucket}/{item['key']} is missing")
     over = limits.screen(raw) if raw else ""
     mail = parse(raw) if raw and not over else None  # a mail over a parsing cap is not parsed here either
-    document = {**item, "s3": f"s3://{t.cfg.bucket}/{item['key']}",
-                "headers": {k: mail.headers.get(k, "") for k in ("from", "to", "cc", "date", "subject")} if mail else {},
-                "text": mail.body_text[:4000] if mail else (f"(not parsed: {over}; --raw prints it)" if over else ""),
-                "attachments": [a.filename for a in mail.attachments] if mail else []}
+    document = {
+        **item,
+        "s3": f"s3://{t.cfg.bucket}/{item['key']}",
+        "headers": {k: mail.headers.get(k, "") for k in ("from", "to", "cc", "date", "subject")}
+        if mail
+        else {},
+        "text": mail.body_text[:4000] if mail else (f"(not parsed: {over}; --raw prints it)" if over else ""),
+        "attachments": [a.filename for a in mail.attachments] if mail else [],
+    }
     if t.cfg.thread_secret:
-        document["releaseAddress"] = release_address(str(item["id"]), t.cfg.thread_secret, t.cfg.thread_domain)
+        document["releaseAddress"] = release_address(
+            str(item["id"]), t.cfg.thread_secret, t.cfg.thread_domain
+        )
     if args.json:
         print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
         return 0
-    for key in ("id", "status", "reason", "receivedAt", "sender", "subject", "s3", "releaseAddress", "releasedAt",
-                "releasedBy"):
+    for key in (
+        "id",
+        "status",
+        "reason",
+        "receivedAt",
+        "sender",
+        "subject",
+        "s3",
+        "releaseAddress",
+        "releasedAt",
+        "releasedBy",
+    ):
         if document.get(key):
             print(f"{key + ':':<16}{document[key]}")
     for name, value in document["headers"].items():
@@ -227,8 +293,12 @@ def _quarantine_show(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("quarantine release", "forward a held mail to the owner as any other (never acked)",
-         arg("id", help="the id from `quarantine list`"), *TARGET)
+@command(
+    "quarantine release",
+    "forward a held mail to the owner as any other (never acked)",
+    arg("id", help="the id from `quarantine list`"),
+    *TARGET,
+)
 def _quarantine_release(args: argparse.Namespace) -> int:
     from common.store import quarantine
 
@@ -243,13 +313,23 @@ def _quarantine_release(args: argparse.Namespace) -> int:
 
     def released() -> dict[str, Any] | None:
         now = quarantine.get(t.cfg, qid) or {}
-        return {"status": "released", "id": qid, "releasedAt": now.get("releasedAt")} \
-            if now.get("status") == quarantine.RELEASED else None
+        return (
+            {"status": "released", "id": qid, "releasedAt": now.get("releasedAt")}
+            if now.get("status") == quarantine.RELEASED
+            else None
+        )
 
-    event = task_event("Quarantine Release", "service-email-handler",
-                       {"task": "quarantine-release", "id": qid, "by": operator()})
-    return report(args, run_task(t, event, released), ("released", "already-released"),
-                  f"released {qid}: forwarded to the owner ({item.get('sender')}: {item.get('subject')!r})")
+    event = task_event(
+        "Quarantine Release",
+        "service-email-handler",
+        {"task": "quarantine-release", "id": qid, "by": operator()},
+    )
+    return report(
+        args,
+        run_task(t, event, released),
+        ("released", "already-released"),
+        f"released {qid}: forwarded to the owner ({item.get('sender')}: {item.get('subject')!r})",
+    )
 
 
 @command("quarantine digest", "send the daily quarantine digest now (what the schedule does)", *TARGET)
@@ -264,19 +344,32 @@ def _quarantine_digest(args: argparse.Namespace) -> int:
     def sent() -> dict[str, Any] | None:
         left = {str(i["id"]) for i in quarantine.pending(t.cfg)}
         marked = [q for q in pending if q not in left]
-        return {"status": "digest-sent", "count": len(pending), "ids": marked} if len(marked) >= listed else None
+        return (
+            {"status": "digest-sent", "count": len(pending), "ids": marked} if len(marked) >= listed else None
+        )
 
     if not pending and not t.aws:
         outcome: dict[str, Any] = {"status": "nothing-quarantined", "count": 0}
     else:
-        outcome = run_task(t, task_event("Scheduled Event", "service-email-handler", {"task": "quarantine-digest"}), sent)
-    return report(args, outcome, ("digest-sent", "nothing-quarantined"),
-                  f"digest of {outcome.get('count')} held mail queued for the owner")
+        outcome = run_task(
+            t, task_event("Scheduled Event", "service-email-handler", {"task": "quarantine-digest"}), sent
+        )
+    return report(
+        args,
+        outcome,
+        ("digest-sent", "nothing-quarantined"),
+        f"digest of {outcome.get('count')} held mail queued for the owner",
+    )
 
 
 # --- block / allow / unblock -------------------------------------------------------------------------
 
-LIST_COLUMNS = [("entry", "entry", 36), ("list", "list", 6), ("createdAt", "since", 20), ("source", "set by", 0)]
+LIST_COLUMNS = [
+    ("entry", "entry", 36),
+    ("list", "list", 6),
+    ("createdAt", "since", 20),
+    ("source", "set by", 0),
+]
 
 
 def _set(args: argparse.Namespace, list_name: str) -> int:
@@ -285,22 +378,33 @@ def _set(args: argparse.Namespace, list_name: str) -> int:
     t = target(args)
     if not args.entry:
         entries = [e for e in senderlists.entries(t.cfg) if e.list == list_name]
-        rows = [{"entry": e.entry, "list": e.list, "createdAt": e.created_at, "source": e.source} for e in entries]
+        rows = [
+            {"entry": e.entry, "list": e.list, "createdAt": e.created_at, "source": e.source} for e in entries
+        ]
         return emit(args, rows, rows, LIST_COLUMNS, f"(no {list_name} entries; {t.where})")
     try:
         listing = senderlists.put(t.cfg, args.entry, list_name, f"cli:{operator()}")
     except ValueError as exc:
         return fail(f"refused: {exc}")
-    row = {"entry": listing.entry, "list": listing.list, "createdAt": listing.created_at, "source": listing.source}
+    row = {
+        "entry": listing.entry,
+        "list": listing.list,
+        "createdAt": listing.created_at,
+        "source": listing.source,
+    }
     if args.json:
         print(json.dumps(row, indent=2))
     else:
-        what = "quarantined without forward or ack" if list_name == "block" else "exempt from the keyword lists"
+        what = (
+            "quarantined without forward or ack" if list_name == "block" else "exempt from the keyword lists"
+        )
         print(f"{list_name}ed {listing.entry}: mail from it is now {what}")
     return 0
 
 
-ENTRY = arg("entry", nargs="?", help="ADDR or @DOMAIN (a domain covers its subdomains); none: list the entries")
+ENTRY = arg(
+    "entry", nargs="?", help="ADDR or @DOMAIN (a domain covers its subdomains); none: list the entries"
+)
 
 
 @command("block", "quarantine later mail from ADDR or @DOMAIN (no forward, no ack)", ENTRY, *TARGET)
@@ -308,12 +412,19 @@ def _block(args: argparse.Namespace) -> int:
     return _set(args, "block")
 
 
-@command("allow", "exempt ADDR or @DOMAIN from the keyword lists (SES's verdicts still apply)", ENTRY, *TARGET)
+@command(
+    "allow", "exempt ADDR or @DOMAIN from the keyword lists (SES's verdicts still apply)", ENTRY, *TARGET
+)
 def _allow(args: argparse.Namespace) -> int:
     return _set(args, "allow")
 
 
-@command("unblock", "take ADDR or @DOMAIN off the block or allow list", arg("entry", help="ADDR or @DOMAIN"), *TARGET)
+@command(
+    "unblock",
+    "take ADDR or @DOMAIN off the block or allow list",
+    arg("entry", help="ADDR or @DOMAIN"),
+    *TARGET,
+)
 def _unblock(args: argparse.Namespace) -> int:
     from common.store import senderlists
 
@@ -323,7 +434,11 @@ def _unblock(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(str(exc))
     if args.json:
-        print(json.dumps({"entry": senderlists.normalise(args.entry), "removed": removed.list if removed else None}))
+        print(
+            json.dumps(
+                {"entry": senderlists.normalise(args.entry), "removed": removed.list if removed else None}
+            )
+        )
     elif removed:
         print(f"unblocked {removed.entry} (it was on the {removed.list} list)")
     else:
@@ -333,41 +448,72 @@ def _unblock(args: argparse.Namespace) -> int:
 
 # --- suppression -----------------------------------------------------------------------------------
 
-@command("suppression list", "addresses sends are skipped for (bounces, complaints) or held back (the owner's mailbox)",
-         *TARGET)
+
+@command(
+    "suppression list",
+    "addresses sends are skipped for (bounces, complaints) or held back (the owner's mailbox)",
+    *TARGET,
+)
 def _suppression_list(args: argparse.Namespace) -> int:
     from common.store import sendstatus
 
     t = target(args)
     items = sendstatus.stopped_entries(t.cfg)
-    rows = [{"email": i["email"], "state": "suppressed" if sendstatus.is_suppressed(t.cfg, i) else "held",
-             "reason": i.get("reason") if sendstatus.is_suppressed(t.cfg, i) else i.get("heldReason"),
-             "since": i.get("suppressedAt") or i.get("heldSince"),
-             "until": utc(int(i["expiresAt"])) if i.get("expiresAt") else
-             "for good" if sendstatus.is_suppressed(t.cfg, i) else "a delivery"} for i in items]
-    columns = [("email", "address", 32), ("state", "state", 10), ("reason", "reason", 36), ("since", "since", 24),
-               ("until", "until", 0)]
+    rows = [
+        {
+            "email": i["email"],
+            "state": "suppressed" if sendstatus.is_suppressed(t.cfg, i) else "held",
+            "reason": i.get("reason") if sendstatus.is_suppressed(t.cfg, i) else i.get("heldReason"),
+            "since": i.get("suppressedAt") or i.get("heldSince"),
+            "until": utc(int(i["expiresAt"]))
+            if i.get("expiresAt")
+            else "for good"
+            if sendstatus.is_suppressed(t.cfg, i)
+            else "a delivery",
+        }
+        for i in items
+    ]
+    columns = [
+        ("email", "address", 32),
+        ("state", "state", 10),
+        ("reason", "reason", 36),
+        ("since", "since", 24),
+        ("until", "until", 0),
+    ]
     return emit(args, items, rows, columns, f"(nobody is suppressed or held; {t.where})")
 
 
-@command("suppression remove", "mail ADDR again: lifts a suppression or a hold (after the mailbox was fixed)",
-         arg("address"), *TARGET)
+@command(
+    "suppression remove",
+    "mail ADDR again: lifts a suppression or a hold (after the mailbox was fixed)",
+    arg("address"),
+    *TARGET,
+)
 def _suppression_remove(args: argparse.Namespace) -> int:
     from common.store import sendstatus
 
     t = target(args)
     old = sendstatus.clear(t.cfg, args.address)
-    state = "suppressed" if old and sendstatus.is_suppressed(t.cfg, old) else "held" if old and old.get("held") else ""
+    state = (
+        "suppressed"
+        if old and sendstatus.is_suppressed(t.cfg, old)
+        else "held"
+        if old and old.get("held")
+        else ""
+    )
     if args.json:
         print(json.dumps({"address": args.address.lower(), "was": state or None, "entry": old}, default=str))
     elif state:
-        print(f"{args.address.lower()} is no longer {state} (was: {old.get('reason') or old.get('heldReason') if old else ''})")
+        print(
+            f"{args.address.lower()} is no longer {state} (was: {old.get('reason') or old.get('heldReason') if old else ''})"
+        )
     else:
         print(f"{args.address.lower()} was neither suppressed nor held ({t.where})")
     return 0 if state else 1
 
 
 # --- dead-letter queues ----------------------------------------------------------------------------
+
 
 def dead_letter_queues(cfg: Config) -> list[str]:
     from common.aws import client
@@ -397,32 +543,57 @@ def _summary(body: str) -> dict[str, Any]:
         return {"summary": body[:80]}
     if isinstance(doc, dict) and "idempotency_key" in doc:
         to = doc.get("to") or []
-        return {"kind": doc.get("kind", ""), "recipient": to[0] if to else "", "subject": doc.get("subject", ""),
-                "idempotencyKey": doc.get("idempotency_key"), "claimCheck": bool(doc.get("claim_check"))}
+        return {
+            "kind": doc.get("kind", ""),
+            "recipient": to[0] if to else "",
+            "subject": doc.get("subject", ""),
+            "idempotencyKey": doc.get("idempotency_key"),
+            "claimCheck": bool(doc.get("claim_check")),
+        }
     if isinstance(doc, dict) and "function" in doc:
         return {"kind": f"invocation of {doc['function']}"}
     return {"summary": body[:80]}
 
 
-@command("dlq list", "dead-letter queues and their depth; with QUEUE, the messages in it",
-         arg("queue", nargs="?", help="e.g. forward (default: every DLQ, depth only)"), *TARGET)
+@command(
+    "dlq list",
+    "dead-letter queues and their depth; with QUEUE, the messages in it",
+    arg("queue", nargs="?", help="e.g. forward (default: every DLQ, depth only)"),
+    *TARGET,
+)
 def _dlq_list(args: argparse.Namespace) -> int:
     from common.aws import sqs
 
     t = target(args)
     queues = _queue_arg(t.cfg, args.queue)
     if not args.queue:
-        rows = [{"queue": q, "messages": int(sqs.attributes(q).get("ApproximateNumberOfMessages", 0))} for q in queues]
-        return emit(args, rows, rows, [("queue", "queue", 56), ("messages", "messages", 0)], f"(no DLQs; {t.where})")
+        rows = [
+            {"queue": q, "messages": int(sqs.attributes(q).get("ApproximateNumberOfMessages", 0))}
+            for q in queues
+        ]
+        return emit(
+            args, rows, rows, [("queue", "queue", 56), ("messages", "messages", 0)], f"(no DLQs; {t.where})"
+        )
     [queue] = queues
     rows = []
     for m in peek(queue):
         attributes = m.get("Attributes", {})
-        rows.append({"messageId": m["MessageId"], "receives": attributes.get("ApproximateReceiveCount"),
-                     "sent": utc(int(attributes.get("SentTimestamp", "0")) // 1000), **_summary(m["Body"])})
+        rows.append(
+            {
+                "messageId": m["MessageId"],
+                "receives": attributes.get("ApproximateReceiveCount"),
+                "sent": utc(int(attributes.get("SentTimestamp", "0")) // 1000),
+                **_summary(m["Body"]),
+            }
+        )
     rows.sort(key=lambda r: str(r["sent"]))
-    columns = [("sent", "sent", 20), ("kind", "kind", 10), ("recipient", "recipient", 28), ("subject", "subject", 30),
-               ("messageId", "message id", 0)]
+    columns = [
+        ("sent", "sent", 20),
+        ("kind", "kind", 10),
+        ("recipient", "recipient", 28),
+        ("subject", "subject", 30),
+        ("messageId", "message id", 0),
+    ]
     return emit(args, rows, rows, columns, f"({queue} is empty)")
 
 
@@ -453,13 +624,22 @@ def peek(queue: str, limit: int = 1000) -> list[dict[str, Any]]:
                 idle += 1
     finally:
         for start in range(0, len(hidden), 10):
-            client("sqs").change_message_visibility_batch(QueueUrl=sqs.queue_url(queue), Entries=[
-                {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0} for i, h in enumerate(hidden[start:start + 10])])
+            client("sqs").change_message_visibility_batch(
+                QueueUrl=sqs.queue_url(queue),
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
+                    for i, h in enumerate(hidden[start : start + 10])
+                ],
+            )
     return list(seen.values())
 
 
-@command("dlq redrive", "move failed messages back to the queue they came from (senders skip what was sent)",
-         arg("queue", nargs="?", help="e.g. forward (default: every DLQ)"), *TARGET)
+@command(
+    "dlq redrive",
+    "move failed messages back to the queue they came from (senders skip what was sent)",
+    arg("queue", nargs="?", help="e.g. forward (default: every DLQ)"),
+    *TARGET,
+)
 def _dlq_redrive(args: argparse.Namespace) -> int:
     t = target(args)
     done: dict[str, Redriven] = {}
@@ -479,8 +659,11 @@ def _dlq_redrive(args: argparse.Namespace) -> int:
             print(f"{queue}: {r.moved} message(s) moved to {r.source}" if r.moved else f"{queue}: empty")
     for queue, r in done.items():
         if r.left:
-            print(f"{queue}: SQS still counts {r.left} message(s) there (in flight elsewhere, or its count lags): "
-                  "run the redrive again in a minute", file=sys.stderr)
+            print(
+                f"{queue}: SQS still counts {r.left} message(s) there (in flight elsewhere, or its count lags): "
+                "run the redrive again in a minute",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -502,8 +685,13 @@ class Redriven:
     left: int = 0  # what SQS still counted when the redrive gave up waiting
 
 
-def redrive(dlq: str, poll_s: int = REDRIVE_POLL_S, patience_s: float = REDRIVE_PATIENCE_S,
-            say: Callable[[str], None] = lambda line: None, clock: Callable[[], float] = time.monotonic) -> Redriven:
+def redrive(
+    dlq: str,
+    poll_s: int = REDRIVE_POLL_S,
+    patience_s: float = REDRIVE_PATIENCE_S,
+    say: Callable[[str], None] = lambda line: None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Redriven:
     """Move every message of ``dlq`` to its source queue (the queue whose redrive policy names it):
     send a copy (body and message attributes), then delete the original. A crash in between leaves
     a duplicate, which the senders' idempotency keys make harmless. (SQS's StartMessageMoveTask does
@@ -515,8 +703,10 @@ def redrive(dlq: str, poll_s: int = REDRIVE_POLL_S, patience_s: float = REDRIVE_
 
     sources = client("sqs").list_dead_letter_source_queues(QueueUrl=sqs.queue_url(dlq)).get("queueUrls", [])
     if not sources:
-        raise NoSourceQueue(f"{dlq} is no queue's dead-letter queue (the functions' on-failure destination is "
-                            "one): `email-handler replay` re-invokes what it holds")
+        raise NoSourceQueue(
+            f"{dlq} is no queue's dead-letter queue (the functions' on-failure destination is "
+            "one): `email-handler replay` re-invokes what it holds"
+        )
     if len(sources) != 1:
         raise RuntimeError(f"{dlq} is the dead-letter queue of {len(sources)} queues; expected exactly one")
     source = sources[0].rsplit("/", 1)[1]
@@ -524,7 +714,11 @@ def redrive(dlq: str, poll_s: int = REDRIVE_POLL_S, patience_s: float = REDRIVE_
     while True:
         batch = sqs.receive(dlq, max_messages=10, wait_s=poll_s, visibility_s=60)
         for m in batch:
-            attributes = {k: v["StringValue"] for k, v in (m.get("MessageAttributes") or {}).items() if "StringValue" in v}
+            attributes = {
+                k: v["StringValue"]
+                for k, v in (m.get("MessageAttributes") or {}).items()
+                if "StringValue" in v
+            }
             sqs.send(source, m["Body"], attributes)
             sqs.delete(dlq, [m["ReceiptHandle"]])
             moved += 1
@@ -539,32 +733,52 @@ def redrive(dlq: str, poll_s: int = REDRIVE_POLL_S, patience_s: float = REDRIVE_
         since = clock() if since is None else since
         if clock() - since >= patience_s:
             return Redriven(moved, source, visible + in_flight)
-        say(f"{dlq}: SQS counts {visible} visible and {in_flight} in-flight message(s); waiting for them "
-            f"(up to {patience_s:.0f} s)")
+        say(
+            f"{dlq}: SQS counts {visible} visible and {in_flight} in-flight message(s); waiting for them "
+            f"(up to {patience_s:.0f} s)"
+        )
 
 
 # --- conversations ---------------------------------------------------------------------------------
+
 
 @command("conversations", "every conversation, most recent first", *TARGET)
 def _conversations(args: argparse.Namespace) -> int:
     from common.aws import dynamodb
 
     t = target(args)
-    items = sorted(dynamodb.scan(t.cfg.conversations_table), key=lambda i: str(i.get("timestamp", "")), reverse=True)
-    columns = [("timestamp", "last", 20), ("conversationId", "conversation", 36), ("senderEmail", "contact", 32),
-               ("companyName", "company", 16), ("spam", "spam?", 6), ("subject", "subject", 0)]
+    items = sorted(
+        dynamodb.scan(t.cfg.conversations_table), key=lambda i: str(i.get("timestamp", "")), reverse=True
+    )
+    columns = [
+        ("timestamp", "last", 20),
+        ("conversationId", "conversation", 36),
+        ("senderEmail", "contact", 32),
+        ("companyName", "company", 16),
+        ("spam", "spam?", 6),
+        ("subject", "subject", 0),
+    ]
     # the owner pressed "spam" on a forward from this contact (SES complaint): a candidate for `block`
     rows = [{**i, "spam": f"{i.get('spamReports', 1)}x" if i.get("spamCandidate") else ""} for i in items]
     return emit(args, items, rows, columns, f"(no conversations yet; {t.where})")
 
 
-@command("forget", "remove a contact's conversations, archive, attachments, extracted text and records",
-         arg("address", help="the contact's address"), *TARGET)
+@command(
+    "forget",
+    "remove a contact's conversations, archive, attachments, extracted text and records",
+    arg("address", help="the contact's address"),
+    *TARGET,
+)
 def _forget(args: argparse.Namespace) -> int:
     from common.store.erasure import forget
 
     t = target(args)
     removed = forget(t.cfg, args.address)
     rows = [{"kind": kind, "what": what} for kind, whats in removed.items() for what in whats]
-    return emit(args, removed, rows, [("kind", "kind", 14), ("what", "removed", 0)],
-                f"(nothing stored for {args.address}; {t.where})")
+    return emit(
+        args,
+        removed,
+        rows,
+        [("kind", "kind", 14), ("what", "removed", 0)],
+        f"(nothing stored for {args.address}; {t.where})",
+    )

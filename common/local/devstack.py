@@ -52,10 +52,15 @@ class DevPorts:
     def listeners(self) -> list[tuple[int, str, str]]:
         """Every port dev listens on: (port, what listens there, how to choose another)."""
         function_flag = "--function-port (the first of six consecutive ports)"
-        return [(self.emulator, "AWS emulator", "--emulator-port"), (self.smtp, "SMTP ingress", "--smtp-port"),
-                *((port, f"{name} RIE", function_flag) for name, port in self.functions.items()),
-                *((port, f"{name} RIE's internal Runtime API", "it is picked free at start: start again")
-                  for name, port in self.runtime_apis.items())]
+        return [
+            (self.emulator, "AWS emulator", "--emulator-port"),
+            (self.smtp, "SMTP ingress", "--smtp-port"),
+            *((port, f"{name} RIE", function_flag) for name, port in self.functions.items()),
+            *(
+                (port, f"{name} RIE's internal Runtime API", "it is picked free at start: start again")
+                for name, port in self.runtime_apis.items()
+            ),
+        ]
 
 
 class PortsUnavailable(Exception):
@@ -143,10 +148,14 @@ def check_ports(ports: DevPorts) -> None:
         if not 0 < port < 65536:
             problems.append(f"port {port} ({what}) is not a valid port: choose another with {how}")
         elif port in owner:
-            problems.append(f"port {port} is given to both the {owner[port]} and the {what}: choose another with {how}")
+            problems.append(
+                f"port {port} is given to both the {owner[port]} and the {what}: choose another with {how}"
+            )
         elif port_taken(port):
-            problems.append(f"port {port} ({what}) is already in use, probably by another local stack: stop it "
-                            f"(`make down`, or Ctrl-C the other `email-handler dev`) or choose another port with {how}")
+            problems.append(
+                f"port {port} ({what}) is already in use, probably by another local stack: stop it "
+                f"(`make down`, or Ctrl-C the other `email-handler dev`) or choose another port with {how}"
+            )
         owner.setdefault(port, what)
     if problems:
         raise PortsUnavailable("\n".join(problems))
@@ -168,10 +177,25 @@ def ensure_rie() -> None:
 
 
 class DevStack:
-    def __init__(self, env: dict[str, str], ports: DevPorts, log_dir: Path, visibility_s: int | None = None,
-                 report: Callable[[str], None] = print, activity: Callable[[str], None] | None = None,
-                 guard: SignalGuard | None = None, iam: bool = True, account: str = "default") -> None:
-        self.env, self.ports, self.log_dir, self.visibility_s, self.iam = env, ports, log_dir, visibility_s, iam
+    def __init__(
+        self,
+        env: dict[str, str],
+        ports: DevPorts,
+        log_dir: Path,
+        visibility_s: int | None = None,
+        report: Callable[[str], None] = print,
+        activity: Callable[[str], None] | None = None,
+        guard: SignalGuard | None = None,
+        iam: bool = True,
+        account: str = "default",
+    ) -> None:
+        self.env, self.ports, self.log_dir, self.visibility_s, self.iam = (
+            env,
+            ports,
+            log_dir,
+            visibility_s,
+            iam,
+        )
         self.account = account  # "fresh": the emulator models a new AWS account (common/local/fresh.py)
         self.report, self.activity = report, activity
         self.guard = guard
@@ -211,22 +235,41 @@ class DevStack:
         check_ports(self.ports)
         ensure_rie()
         enforced = "IAM enforced" if self.iam else "IAM not enforced (--no-iam)"
-        moto = self._register("emulator", EmbeddedMoto(HOST, self.ports.emulator, iam=self.iam, account=self.account))
+        moto = self._register(
+            "emulator", EmbeddedMoto(HOST, self.ports.emulator, iam=self.iam, account=self.account)
+        )
         self._step(f"AWS emulator (moto, {enforced}) on {self.endpoint}", moto.start)
         # This process's own clients (provisioning, wiring, ingress) talk to the emulator as the local admin.
         self.credentials_file = write_admin_credentials()
         self.env = {**self.env, **admin_credentials(self.credentials_file)}
         use_endpoint(self.endpoint, self.env)
         cfg = replace(config.load(self.env), owner_key=owner_key)
-        self._step("provisioning (queues, tables, bucket, topics, wiring queues, the six roles)",
-                   lambda: resources.provision(cfg, local=True))
+        self._step(
+            "provisioning (queues, tables, bucket, topics, wiring queues, the six roles)",
+            lambda: resources.provision(cfg, local=True),
+        )
         # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).
         roles = {name: function_credentials(cfg, name, ensure_role=False) for name in self.ports.functions}
-        procs = {name: self._register(name, RieProcess(
-            name, port, without_secrets({**self.env, **roles[name], "AWS_ENDPOINT_URL": self.endpoint,
-                                         "PYTHON": sys.executable}),
-            self.log_dir / f"{name}.log", api_port=self.ports.runtime_apis[name]))
-            for name, port in self.ports.functions.items()}
+        procs = {
+            name: self._register(
+                name,
+                RieProcess(
+                    name,
+                    port,
+                    without_secrets(
+                        {
+                            **self.env,
+                            **roles[name],
+                            "AWS_ENDPOINT_URL": self.endpoint,
+                            "PYTHON": sys.executable,
+                        }
+                    ),
+                    self.log_dir / f"{name}.log",
+                    api_port=self.ports.runtime_apis[name],
+                ),
+            )
+            for name, port in self.ports.functions.items()
+        }
 
         def functions() -> None:
             for proc in procs.values():
@@ -242,7 +285,9 @@ class DevStack:
         self._step("six functions under the RIE", functions)
         endpoints = {name: Endpoint(name, proc.url) for name, proc in procs.items()}
         # Each SQS-fed function's queue is polled with its role, as Lambda's event-source mapping does.
-        self.wiring = self._register("wiring", Wiring(cfg, endpoints, self.visibility_s, report=self.activity, roles=roles))
+        self.wiring = self._register(
+            "wiring", Wiring(cfg, endpoints, self.visibility_s, report=self.activity, roles=roles)
+        )
         self._step("event wiring (SQS, S3, SNS, async invocations)", self.wiring.start)
         ingress = self._register("smtp", SmtpIngress(cfg, HOST, self.ports.smtp))
         self._step(f"SMTP ingress on {HOST}:{self.ports.smtp}", ingress.start)

@@ -82,7 +82,9 @@ def _error_response(handler: Any, error: Any) -> Any:
 
     if not isinstance(error, HTTPException):
         raise error
-    status, headers, body = handler._transform_response(handler.response_headers, (error.description, {"status": error.code}))
+    status, headers, body = handler._transform_response(
+        handler.response_headers, (error.description, {"status": error.code})
+    )
     headers, body = handler._enrich_response(headers, body)
     return status, headers, body
 
@@ -102,12 +104,15 @@ def sesv2_suppression_options() -> None:
     def put_configuration_set_suppression_options(self: Any) -> str:
         name = unquote(self.path.rstrip("/").split("/")[-2])
         config_set = self.sesv2_backend.get_configuration_set(configuration_set_name=name)
-        config_set.suppression_options = {"SuppressedReasons": list(json.loads(self.body or "{}").get("SuppressedReasons", []))}
+        config_set.suppression_options = {
+            "SuppressedReasons": list(json.loads(self.body or "{}").get("SuppressedReasons", []))
+        }
         return "{}"
 
     SESV2Response.put_configuration_set_suppression_options = put_configuration_set_suppression_options  # type: ignore[attr-defined]
-    urls.url_paths["{0}/v2/email/configuration-sets/(?P<ConfigurationSetName>[^/]+)/suppression-options$"] = \
+    urls.url_paths["{0}/v2/email/configuration-sets/(?P<ConfigurationSetName>[^/]+)/suppression-options$"] = (
         SESV2Response.dispatch
+    )
 
 
 def ses_sandbox() -> None:
@@ -134,8 +139,10 @@ def ses_sandbox() -> None:
             return
         failed = [a for _, a in getaddresses(recipients) if a and not backend._is_verified_address(a)]
         if failed:
-            raise MessageRejectedError("Email address is not verified. The following identities failed the check in "
-                                       f"region {backend.region_name.upper()}: {', '.join(failed)}")
+            raise MessageRejectedError(
+                "Email address is not verified. The following identities failed the check in "
+                f"region {backend.region_name.upper()}: {', '.join(failed)}"
+            )
 
     send_raw, send = SESBackend.send_raw_email, SESBackend.send_email
 
@@ -143,16 +150,26 @@ def ses_sandbox() -> None:
         refuse_unverified(self, list(destinations))
         return send_raw(self, source, destinations, raw_data)
 
-    def send_email(self: Any, source: str, subject: str, body: str, destinations: dict[str, list[str]]) -> Any:
+    def send_email(
+        self: Any, source: str, subject: str, body: str, destinations: dict[str, list[str]]
+    ) -> Any:
         refuse_unverified(self, [a for addresses in destinations.values() for a in addresses])
         return send(self, source, subject, body, destinations)
 
     def get_account(self: Any) -> str:
-        return json.dumps({"ProductionAccessEnabled": not SES_SANDBOX["on"], "SendingEnabled": True,
-                           "EnforcementStatus": "HEALTHY", "DedicatedIpAutoWarmupEnabled": False,
-                           "SendQuota": {"Max24HourSend": 200.0 if SES_SANDBOX["on"] else 50000.0,
-                                         "MaxSendRate": 1.0 if SES_SANDBOX["on"] else 14.0,
-                                         "SentLast24Hours": float(sent_last_24_hours())}})
+        return json.dumps(
+            {
+                "ProductionAccessEnabled": not SES_SANDBOX["on"],
+                "SendingEnabled": True,
+                "EnforcementStatus": "HEALTHY",
+                "DedicatedIpAutoWarmupEnabled": False,
+                "SendQuota": {
+                    "Max24HourSend": 200.0 if SES_SANDBOX["on"] else 50000.0,
+                    "MaxSendRate": 1.0 if SES_SANDBOX["on"] else 14.0,
+                    "SentLast24Hours": float(sent_last_24_hours()),
+                },
+            }
+        )
 
     SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
     SESBackend.send_email = send_email  # type: ignore[method-assign]
@@ -174,8 +191,11 @@ def sqs_message_characters() -> None:
 
     def validate(self: Any, queue: Any, message_body: str, *args: Any, **kwargs: Any) -> None:
         if outside.search(message_body):
-            raise SQSException("InvalidMessageContents", "Invalid characters found. Valid unicode characters are #x9 | "
-                               "#xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")
+            raise SQSException(
+                "InvalidMessageContents",
+                "Invalid characters found. Valid unicode characters are #x9 | "
+                "#xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+            )
         original(self, queue, message_body, *args, **kwargs)
 
     SQSBackend._validate_message = validate  # type: ignore[method-assign]
@@ -189,8 +209,14 @@ def dynamodb_read_key_sizes() -> None:
     for name in ("get_item", "update_item", "delete_item"):
         original = getattr(DynamoDBBackend, name)
 
-        def checked(self: Any, table_name: str, key: dict[str, Any], *args: Any, _original: Any = original,
-                    **kwargs: Any) -> Any:
+        def checked(
+            self: Any,
+            table_name: str,
+            key: dict[str, Any],
+            *args: Any,
+            _original: Any = original,
+            **kwargs: Any,
+        ) -> Any:
             self.get_table(table_name)._validate_key_sizes(key)
             return _original(self, table_name, key, *args, **kwargs)
 
@@ -221,7 +247,9 @@ class EmbeddedMoto:
     sets when the bind fails, so ``start()`` hung for ever and signals could not stop it.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = EMULATOR_PORT, iam: bool = True, account: str = "default"):
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = EMULATOR_PORT, iam: bool = True, account: str = "default"
+    ):
         self.host, self.port, self.iam, self.account = host, port, iam, account
         self._server: Any = None
         self._thread: Any = None
@@ -234,7 +262,11 @@ class EmbeddedMoto:
         import logging
         import threading
 
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
@@ -243,8 +275,13 @@ class EmbeddedMoto:
         patch_moto()
         iam.set_enforced(self.iam)
         fresh.set_fresh(self.account == "fresh")
-        self._server = make_server(self.host, self.port, DomainDispatcherApplication(create_backend_app), threaded=True,
-                                   request_handler=MotoRequestHandler)
+        self._server = make_server(
+            self.host,
+            self.port,
+            DomainDispatcherApplication(create_backend_app),
+            threaded=True,
+            request_handler=MotoRequestHandler,
+        )
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
         self._thread.start()
         return self
@@ -276,9 +313,21 @@ class MotoProcess:
 
         from common.local.rie import wait_for_port
 
-        self._proc = subprocess.Popen([sys.executable, "-m", "common.local.emulator", "-H", self.host, "-p", str(self.port),
-                                      "--iam", "on" if self.iam else "off"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "common.local.emulator",
+                "-H",
+                self.host,
+                "-p",
+                str(self.port),
+                "--iam",
+                "on" if self.iam else "off",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for_port(self.port, self.host, timeout=60, proc=self._proc)
         return self
 
@@ -298,10 +347,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=EMULATOR_PORT)
     # The compose file sets IAM (default on there; `make up IAM=off`); unset, nothing is enforced.
-    parser.add_argument("--iam", choices=["on", "off"], default=os.environ.get("IAM", "off").lower() or "off",
-                        help="enforce IAM (default: $IAM, else off); the admin is the local-admin user")
-    parser.add_argument("--account", choices=["default", "fresh"], default="default",
-                        help="fresh: model a new AWS account (common/local/fresh.py)")
+    parser.add_argument(
+        "--iam",
+        choices=["on", "off"],
+        default=os.environ.get("IAM", "off").lower() or "off",
+        help="enforce IAM (default: $IAM, else off); the admin is the local-admin user",
+    )
+    parser.add_argument(
+        "--account",
+        choices=["default", "fresh"],
+        default="default",
+        help="fresh: model a new AWS account (common/local/fresh.py)",
+    )
     args = parser.parse_args(argv)
     patch_moto()
     iam.set_enforced(args.iam == "on")

@@ -49,12 +49,11 @@ def local_env() -> dict[str, str]:
     return {**out, **admin_credentials()}
 
 
-
-
 def _same_endpoint(a: str, b: str) -> bool:
     def key(url: str) -> tuple[str, int | None]:
         parts = urlsplit(url.rstrip("/"))
         return ("127.0.0.1" if parts.hostname == "localhost" else parts.hostname or ""), parts.port
+
     return key(a) == key(b)
 
 
@@ -76,7 +75,11 @@ def stack_routes(url: str) -> dict[str, str]:
             stack = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if _same_endpoint(str(stack.get("endpoint", "")), url) and stack.get("dynamodb") and _listening(stack["dynamodb"]):
+        if (
+            _same_endpoint(str(stack.get("endpoint", "")), url)
+            and stack.get("dynamodb")
+            and _listening(stack["dynamodb"])
+        ):
             return {"AWS_ENDPOINT_URL_DYNAMODB": str(stack["dynamodb"])}
     return {}
 
@@ -90,7 +93,10 @@ def admin_credentials(path: Path = CREDENTIALS_FILE) -> dict[str, str]:
         parser.read(path)
     if parser.has_section(ADMIN_PROFILE):
         section = parser[ADMIN_PROFILE]
-        return {"AWS_ACCESS_KEY_ID": section["aws_access_key_id"], "AWS_SECRET_ACCESS_KEY": section["aws_secret_access_key"]}
+        return {
+            "AWS_ACCESS_KEY_ID": section["aws_access_key_id"],
+            "AWS_SECRET_ACCESS_KEY": section["aws_secret_access_key"],
+        }
     from common.local.iam import admin_credentials as derived
 
     return derived()
@@ -112,21 +118,30 @@ def write_admin_credentials(path: Path = CREDENTIALS_FILE) -> Path:
     from common.local.iam import admin_credentials as derived
 
     creds = derived()
-    _write(path, f"[{ADMIN_PROFILE}]\naws_access_key_id = {creds['AWS_ACCESS_KEY_ID']}\n"
-                 f"aws_secret_access_key = {creds['AWS_SECRET_ACCESS_KEY']}\n")
+    _write(
+        path,
+        f"[{ADMIN_PROFILE}]\naws_access_key_id = {creds['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {creds['AWS_SECRET_ACCESS_KEY']}\n",
+    )
     return path
 
 
 def cli_hint(endpoint: str, path: Path = CREDENTIALS_FILE) -> str:
-    return (f"AWS_SHARED_CREDENTIALS_FILE={path} AWS_PROFILE={ADMIN_PROFILE} "
-            f"aws --endpoint-url {endpoint} --region {_BUILTIN['AWS_REGION']} s3 ls")
+    return (
+        f"AWS_SHARED_CREDENTIALS_FILE={path} AWS_PROFILE={ADMIN_PROFILE} "
+        f"aws --endpoint-url {endpoint} --region {_BUILTIN['AWS_REGION']} s3 ls"
+    )
 
 
 def _restored(change: Any) -> None:
     import sys
 
     if change.action != "unchanged":
-        print(f"[local] role of a function {change.action}d to its production policy: {change}", file=sys.stderr, flush=True)
+        print(
+            f"[local] role of a function {change.action}d to its production policy: {change}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def without_secrets(env: dict[str, str]) -> dict[str, str]:
@@ -149,14 +164,28 @@ def function_credentials(cfg: Config, function: str, ensure_role: bool = False) 
     from common.aws.sts import account_id
     from deploy.iam import ensure_local_role, role_arn
 
-    arn = ensure_local_role(cfg, function, report=_restored) if ensure_role else role_arn(cfg, account_id(), function)
+    arn = (
+        ensure_local_role(cfg, function, report=_restored)
+        if ensure_role
+        else role_arn(cfg, account_id(), function)
+    )
     creds = client("sts").assume_role(RoleArn=arn, RoleSessionName=function)["Credentials"]
-    return {"AWS_ACCESS_KEY_ID": creds["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
-            "AWS_SESSION_TOKEN": creds["SessionToken"]}
+    return {
+        "AWS_ACCESS_KEY_ID": creds["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
+        "AWS_SESSION_TOKEN": creds["SessionToken"],
+    }
 
 
-AWS_CLIENT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-                        "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION")
+AWS_CLIENT_VARIABLES = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_DYNAMODB",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+)
 
 
 def use_endpoint(url: str, env: dict[str, str]) -> None:
@@ -168,7 +197,9 @@ def use_endpoint(url: str, env: dict[str, str]) -> None:
     routes = stack_routes(url)
     os.environ.update(routes | settings)
     if "AWS_ENDPOINT_URL_DYNAMODB" not in routes | settings:
-        os.environ.pop("AWS_ENDPOINT_URL_DYNAMODB", None)  # a route of the previous endpoint must not follow this one
+        os.environ.pop(
+            "AWS_ENDPOINT_URL_DYNAMODB", None
+        )  # a route of the previous endpoint must not follow this one
     if "AWS_SESSION_TOKEN" not in env:  # long-term keys: a token left from other credentials would break them
         os.environ.pop("AWS_SESSION_TOKEN", None)
     reset_clients()
@@ -203,7 +234,10 @@ def function_env_files(cfg: Config, directory: Path) -> list[Path]:
     for f in FUNCTIONS:
         key_id, secret, token = derived_key(f"arn:aws:iam::{ACCOUNT}:role/{cfg.name(f.name)}/{f.name}")
         path = directory / f"{f.name}.env"
-        _write(path, f"AWS_ACCESS_KEY_ID=ASIA{key_id}\nAWS_SECRET_ACCESS_KEY={secret}\nAWS_SESSION_TOKEN={token}\n")
+        _write(
+            path,
+            f"AWS_ACCESS_KEY_ID=ASIA{key_id}\nAWS_SECRET_ACCESS_KEY={secret}\nAWS_SESSION_TOKEN={token}\n",
+        )
         out.append(path)
     return out
 

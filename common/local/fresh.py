@@ -87,7 +87,9 @@ def policy_size(document: str | dict[str, Any]) -> int:
 
 # --- the zone (what `email-handler dns publish` puts in "DNS") ----------------------------------------
 
-_RECORD = re.compile(r"^(?P<name>\S+)\s+(?:(?:\d+|IN)\s+)*(?P<type>TXT|CNAME|MX)\s+(?P<value>.+?)\s*$", re.IGNORECASE)
+_RECORD = re.compile(
+    r"^(?P<name>\S+)\s+(?:(?:\d+|IN)\s+)*(?P<type>TXT|CNAME|MX)\s+(?P<value>.+?)\s*$", re.IGNORECASE
+)
 
 
 def parse_zone(text: str) -> list[tuple[str, str, str]]:
@@ -133,6 +135,7 @@ def mx_hosts(name: str) -> list[str]:
 
 # --- SES -------------------------------------------------------------------------------------------
 
+
 def _ses_error(code: str, message: str) -> Exception:
     from moto.ses.exceptions import SesError
 
@@ -141,7 +144,9 @@ def _ses_error(code: str, message: str) -> Exception:
     return error
 
 
-def _step(identity: str, token: str | None, dkim_tokens: list[str], mail_from: str | None, region: str) -> set[str]:
+def _step(
+    identity: str, token: str | None, dkim_tokens: list[str], mail_from: str | None, region: str
+) -> set[str]:
     """One poll of SES's checks: at most one more of domain+DKIM, then MAIL FROM, turns Success.
 
     "As Amazon SES searches for the TXT record, the domain's verification status is Pending. When Amazon SES
@@ -154,17 +159,25 @@ def _step(identity: str, token: str | None, dkim_tokens: list[str], mail_from: s
     with _lock:
         done = _verified.setdefault(identity, set())
         if "domain" not in done:
-            dkim_ok = bool(dkim_tokens) and all(_has(f"{t}._domainkey.{identity}", "CNAME", f"{t}.dkim.amazonses.com")
-                                                for t in dkim_tokens)
+            dkim_ok = bool(dkim_tokens) and all(
+                _has(f"{t}._domainkey.{identity}", "CNAME", f"{t}.dkim.amazonses.com") for t in dkim_tokens
+            )
             if dkim_ok or (token and _has(f"_amazonses.{identity}", "TXT", token)):
                 done.add("domain")
                 if dkim_ok:
                     done.add("dkim")
             return set(done)
-        if "dkim" not in done and dkim_tokens and all(
-                _has(f"{t}._domainkey.{identity}", "CNAME", f"{t}.dkim.amazonses.com") for t in dkim_tokens):
+        if (
+            "dkim" not in done
+            and dkim_tokens
+            and all(
+                _has(f"{t}._domainkey.{identity}", "CNAME", f"{t}.dkim.amazonses.com") for t in dkim_tokens
+            )
+        ):
             done.add("dkim")
-        elif mail_from and "mail_from" not in done and _mx(mail_from, f"feedback-smtp.{region}.amazonses.com"):
+        elif (
+            mail_from and "mail_from" not in done and _mx(mail_from, f"feedback-smtp.{region}.amazonses.com")
+        ):
             done.add("mail_from")
         return set(done)
 
@@ -181,9 +194,11 @@ def _is_domain(identity: str) -> bool:
 def _patch_ses() -> None:
     from moto.ses.models import SESBackend
 
-    verification, dkim, mail_from_attrs = (SESBackend.get_identity_verification_attributes,
-                                           SESBackend.get_identity_dkim_attributes,
-                                           SESBackend.get_identity_mail_from_domain_attributes)
+    verification, dkim, mail_from_attrs = (
+        SESBackend.get_identity_verification_attributes,
+        SESBackend.get_identity_dkim_attributes,
+        SESBackend.get_identity_mail_from_domain_attributes,
+    )
     set_mail_from = SESBackend.set_identity_mail_from_domain
     send_raw, send = SESBackend.send_raw_email, SESBackend.send_email
 
@@ -206,7 +221,9 @@ def _patch_ses() -> None:
         if fresh():
             for identity, attrs in found.items():
                 if _is_domain(identity) and identity in self.email_identities:
-                    attrs["DkimVerificationStatus"] = "Success" if "dkim" in poll(self, identity) else "Pending"
+                    attrs["DkimVerificationStatus"] = (
+                        "Success" if "dkim" in poll(self, identity) else "Pending"
+                    )
         return found
 
     def get_identity_mail_from_domain_attributes(self: Any, identities: list[str] | None = None) -> Any:
@@ -214,16 +231,24 @@ def _patch_ses() -> None:
         if fresh():
             for identity, attrs in found.items():
                 if attrs.get("MailFromDomain"):
-                    attrs["MailFromDomainStatus"] = "Success" if "mail_from" in poll(self, identity) else "Pending"
+                    attrs["MailFromDomainStatus"] = (
+                        "Success" if "mail_from" in poll(self, identity) else "Pending"
+                    )
         return found
 
-    def set_identity_mail_from_domain(self: Any, identity: str, mail_from_domain: str | None = None,
-                                      behavior_on_mx_failure: str | None = None) -> None:
+    def set_identity_mail_from_domain(
+        self: Any,
+        identity: str,
+        mail_from_domain: str | None = None,
+        behavior_on_mx_failure: str | None = None,
+    ) -> None:
         # SetIdentityMailFromDomain "Enables or disables the custom MAIL FROM domain setup for a verified
         # identity" (SES API reference, SetIdentityMailFromDomain); AWS answers InvalidParameterValue.
         if fresh() and mail_from_domain and not _identity_verified(identity.split("@")[-1]):
-            raise _ses_error("InvalidParameterValue", f"Provided MAIL-FROM domain '{mail_from_domain}' or its parents "
-                                                      "are not verified")
+            raise _ses_error(
+                "InvalidParameterValue",
+                f"Provided MAIL-FROM domain '{mail_from_domain}' or its parents are not verified",
+            )
         set_mail_from(self, identity, mail_from_domain, behavior_on_mx_failure)
         with _lock:
             _verified.get(identity, set()).discard("mail_from")  # a new MAIL FROM domain is checked again
@@ -237,18 +262,28 @@ def _patch_ses() -> None:
         domain = address.split("@")[-1]
         if address not in self.email_identities and not _identity_verified(domain):
             # "you have to verify ... the From ... address" (SES DG, creating-identities.html)
-            raise _ses_error("MessageRejected", "Email address is not verified. The following identities failed the "
-                                                f"check in region {self.region_name.upper()}: {address}")
+            raise _ses_error(
+                "MessageRejected",
+                "Email address is not verified. The following identities failed the "
+                f"check in region {self.region_name.upper()}: {address}",
+            )
         setting = self.identity_mail_from_domains.get(domain, {})
         with _lock:
             mail_from_ok = "mail_from" in _verified.get(domain, set())
-        if setting.get("mail_from_domain") and setting.get("behavior_on_mx_failure") == "RejectMessage" and not mail_from_ok:
+        if (
+            setting.get("mail_from_domain")
+            and setting.get("behavior_on_mx_failure") == "RejectMessage"
+            and not mail_from_ok
+        ):
             # "If you choose RejectMessage, Amazon SES returns a MailFromDomainNotVerified error and [does]
             # not send the email ... in the Pending, Failed, and TemporaryFailure states" (SES API
             # reference, SetIdentityMailFromDomain, BehaviorOnMXFailure).
-            raise _ses_error("MailFromDomainNotVerifiedException", "The message could not be sent because Amazon "
-                                                                   "SES could not read the MX record required to use "
-                                                                   "the specified MAIL FROM domain.")
+            raise _ses_error(
+                "MailFromDomainNotVerifiedException",
+                "The message could not be sent because Amazon "
+                "SES could not read the MX record required to use "
+                "the specified MAIL FROM domain.",
+            )
         now = time.time()
         with _lock:
             while _sent and _sent[0] < now - 86400:
@@ -270,7 +305,9 @@ def _patch_ses() -> None:
         check_send(self, source or _raw_from(raw_data), recipients)
         return sent(recipients, send_raw(self, source, destinations, raw_data))
 
-    def send_email(self: Any, source: str, subject: str, body: str, destinations: dict[str, list[str]]) -> Any:
+    def send_email(
+        self: Any, source: str, subject: str, body: str, destinations: dict[str, list[str]]
+    ) -> Any:
         recipients = max(1, sum(len(v) for v in destinations.values()))
         check_send(self, source, recipients)
         return sent(recipients, send(self, source, subject, body, destinations))
@@ -312,18 +349,25 @@ def ses_may_publish(policy: str | dict[str, Any] | None, topic_arn: str, source_
         return "ses.amazonaws.com" in (services if isinstance(services, list) else [services])
 
     statements = [s for s in document.get("Statement", []) if for_ses(s)]
-    request = Request("sns:Publish", [topic_arn], {"aws:sourcearn": [source_arn], "aws:sourceaccount": [account]})
+    request = Request(
+        "sns:Publish", [topic_arn], {"aws:sourcearn": [source_arn], "aws:sourceaccount": [account]}
+    )
     return evaluate([{"Statement": statements}], request) if statements else False
 
 
 # --- IAM and Lambda quotas -------------------------------------------------------------------------
 
+
 def _patch_iam() -> None:
     from moto.iam.exceptions import LimitExceededException
     from moto.iam.models import IAMBackend
 
-    put_user, put_role, create, version = (IAMBackend.put_user_policy, IAMBackend.put_role_policy,
-                                           IAMBackend.create_policy, IAMBackend.create_policy_version)
+    put_user, put_role, create, version = (
+        IAMBackend.put_user_policy,
+        IAMBackend.put_role_policy,
+        IAMBackend.create_policy,
+        IAMBackend.create_policy_version,
+    )
 
     def inline_total(entity: Any, name: str, document: str) -> int:
         others = {k: v for k, v in entity.policies.items() if k != name}
@@ -331,20 +375,25 @@ def _patch_iam() -> None:
 
     def put_user_policy(self: Any, user_name: str, policy_name: str, policy_json: str) -> None:
         if fresh() and inline_total(self.get_user(user_name), policy_name, policy_json) > USER_INLINE_LIMIT:
-            raise LimitExceededException(f"Maximum policy size of {USER_INLINE_LIMIT} bytes exceeded for user {user_name}")
+            raise LimitExceededException(
+                f"Maximum policy size of {USER_INLINE_LIMIT} bytes exceeded for user {user_name}"
+            )
         put_user(self, user_name, policy_name, policy_json)
 
     def put_role_policy(self: Any, role_name: str, policy_name: str, policy_json: str) -> None:
         if fresh() and inline_total(self.get_role(role_name), policy_name, policy_json) > ROLE_INLINE_LIMIT:
-            raise LimitExceededException(f"Maximum policy size of {ROLE_INLINE_LIMIT} bytes exceeded for role {role_name}")
+            raise LimitExceededException(
+                f"Maximum policy size of {ROLE_INLINE_LIMIT} bytes exceeded for role {role_name}"
+            )
         put_role(self, role_name, policy_name, policy_json)
 
     def managed(document: str) -> None:
         if fresh() and policy_size(document) > MANAGED_LIMIT:
             raise LimitExceededException(f"Cannot exceed quota for PolicySize: {MANAGED_LIMIT}")
 
-    def create_policy(self: Any, description: str, path: str, policy_document: str, policy_name: str,
-                      tags: Any) -> Any:
+    def create_policy(
+        self: Any, description: str, path: str, policy_document: str, policy_name: str, tags: Any
+    ) -> Any:
         managed(policy_document)
         return create(self, description, path, policy_document, policy_name, tags)
 
@@ -366,19 +415,25 @@ def _patch_lambda() -> None:
 
     def put_function_concurrency(self: Any, function_name: str, reserved_concurrency: str) -> str:
         if fresh():
-            reserved = int(reserved_concurrency) + sum(int(f.reserved_concurrency) for f in self.list_functions()
-                                                       if f.reserved_concurrency and f.function_name != function_name
-                                                       and not function_name.endswith(f":{f.function_name}"))
+            reserved = int(reserved_concurrency) + sum(
+                int(f.reserved_concurrency)
+                for f in self.list_functions()
+                if f.reserved_concurrency
+                and f.function_name != function_name
+                and not function_name.endswith(f":{f.function_name}")
+            )
             if ACCOUNT_CONCURRENCY - reserved < MIN_UNRESERVED:
                 raise InvalidParameterValueException(
                     "Specified ReservedConcurrentExecutions for function decreases account's "
-                    f"UnreservedConcurrentExecution below its minimum value of [{MIN_UNRESERVED}].")
+                    f"UnreservedConcurrentExecution below its minimum value of [{MIN_UNRESERVED}]."
+                )
         return str(original(self, function_name, reserved_concurrency))
 
     LambdaBackend.put_function_concurrency = put_function_concurrency  # type: ignore[method-assign]
 
 
 # --- the control endpoints -------------------------------------------------------------------------
+
 
 def _routes() -> None:
     from moto.moto_api._internal import urls
@@ -389,9 +444,17 @@ def _routes() -> None:
         if request.method not in ("POST", "GET"):
             return 400, {}, json.dumps({"Error": "POST a zone file, or GET ?name=NAME for its MX hosts"})
         if not fresh():
-            return 409, {}, json.dumps({"Error": "the emulator is not modelling a fresh account (--account fresh)"})
+            return (
+                409,
+                {},
+                json.dumps({"Error": "the emulator is not modelling a fresh account (--account fresh)"}),
+            )
         if request.method == "GET":
-            return 200, {}, json.dumps({"mx": mx_hosts(parse_qs(urlparse(full_url).query).get("name", [""])[0])})
+            return (
+                200,
+                {},
+                json.dumps({"mx": mx_hosts(parse_qs(urlparse(full_url).query).get("name", [""])[0])}),
+            )
         # the raw body even when a client labels it a form (werkzeug then leaves request.data empty)
         body = request.get_data() if hasattr(request, "get_data") else bytes(request.data or b"")
         return 200, {}, json.dumps({"records": publish(body.decode())})

@@ -35,7 +35,9 @@ ACCOUNT = "123456789012"  # moto's default account
 ADMIN_USER = "local-admin"
 ADMIN_PROFILE = "local-admin"
 ADMIN_ARN = f"arn:aws:iam::{ACCOUNT}:user/{ADMIN_USER}"
-ADMIN_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+ADMIN_POLICY = json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+)
 # Local-only: these keys open nothing but an emulator on 127.0.0.1, like moto's own "testing".
 _SEED = b"service-email-handler local emulator"
 
@@ -44,7 +46,7 @@ def derived_key(identity: str) -> tuple[str, str, str]:
     """(access key id, secret, session token) for ``identity``: stable across resets and restarts."""
     digest = hashlib.sha256(_SEED + identity.encode()).hexdigest().upper()
     alphabet = string.ascii_uppercase + string.digits
-    key_id = "".join(alphabet[int(digest[i:i + 2], 16) % len(alphabet)] for i in range(0, 32, 2))
+    key_id = "".join(alphabet[int(digest[i : i + 2], 16) % len(alphabet)] for i in range(0, 32, 2))
     secret = hashlib.sha256(b"secret:" + _SEED + identity.encode()).hexdigest()[:40]
     token = hashlib.sha512(b"token:" + _SEED + identity.encode()).hexdigest()
     return key_id, secret, token
@@ -56,6 +58,7 @@ def admin_credentials() -> dict[str, str]:
 
 
 # --- policy evaluation -----------------------------------------------------------------------------
+
 
 class UnsupportedCondition(Exception):
     """A condition operator this evaluator does not implement: denied, and said so, never ignored."""
@@ -116,8 +119,9 @@ def _conditions_hold(condition: dict[str, dict[str, Any]], context: dict[str, li
     return True
 
 
-def _statement_applies(statement: dict[str, Any], action: str, resource: str | None,
-                       context: dict[str, list[str]]) -> bool:
+def _statement_applies(
+    statement: dict[str, Any], action: str, resource: str | None, context: dict[str, list[str]]
+) -> bool:
     if "Action" in statement:
         if not any(_glob(p, action, ignore_case=True) for p in _listed(statement["Action"])):
             return False
@@ -146,28 +150,49 @@ def _statement_applies(statement: dict[str, Any], action: str, resource: str | N
 # list_awssecuritytokenservice.html (checked against the machine-readable copy of the reference,
 # 2026-04). Every other action the project calls takes a resource type (cloudwatch:DescribeAlarms
 # takes alarm, the SES configuration-set actions configuration-set, ssm and events their own).
-NO_RESOURCE_ACTIONS = frozenset({
-    # SES receiving and identities (v1 API) and the account (v2 GetAccount)
-    "ses:CreateReceiptRuleSet", "ses:DeleteReceiptRuleSet", "ses:DescribeReceiptRuleSet",
-    "ses:DescribeActiveReceiptRuleSet", "ses:SetActiveReceiptRuleSet", "ses:CloneReceiptRuleSet",
-    "ses:ListReceiptRuleSets", "ses:CreateReceiptRule", "ses:UpdateReceiptRule", "ses:DeleteReceiptRule",
-    "ses:SetReceiptRulePosition", "ses:VerifyDomainIdentity", "ses:VerifyDomainDkim", "ses:VerifyEmailIdentity",
-    "ses:DeleteIdentity", "ses:SetIdentityMailFromDomain", "ses:ListIdentities",
-    "ses:GetIdentityVerificationAttributes", "ses:GetIdentityDkimAttributes",
-    "ses:GetIdentityMailFromDomainAttributes", "ses:DescribeConfigurationSet", "ses:ListConfigurationSets",
-    "ses:GetAccount", "ses:ListEmailIdentities",
-    "lambda:CreateEventSourceMapping", "lambda:ListEventSourceMappings", "lambda:ListFunctions",
-    "lambda:GetAccountSettings",
-    "ecr:GetAuthorizationToken",
-    "logs:DescribeLogGroups",
-    "sns:ListTopics", "sns:ListSubscriptions",
-    "sqs:ListQueues",
-    "dynamodb:ListTables",
-    "s3:ListAllMyBuckets",
-    "events:ListRules",
-    "iam:ListRoles",
-    "sts:GetCallerIdentity",
-})
+NO_RESOURCE_ACTIONS = frozenset(
+    {
+        # SES receiving and identities (v1 API) and the account (v2 GetAccount)
+        "ses:CreateReceiptRuleSet",
+        "ses:DeleteReceiptRuleSet",
+        "ses:DescribeReceiptRuleSet",
+        "ses:DescribeActiveReceiptRuleSet",
+        "ses:SetActiveReceiptRuleSet",
+        "ses:CloneReceiptRuleSet",
+        "ses:ListReceiptRuleSets",
+        "ses:CreateReceiptRule",
+        "ses:UpdateReceiptRule",
+        "ses:DeleteReceiptRule",
+        "ses:SetReceiptRulePosition",
+        "ses:VerifyDomainIdentity",
+        "ses:VerifyDomainDkim",
+        "ses:VerifyEmailIdentity",
+        "ses:DeleteIdentity",
+        "ses:SetIdentityMailFromDomain",
+        "ses:ListIdentities",
+        "ses:GetIdentityVerificationAttributes",
+        "ses:GetIdentityDkimAttributes",
+        "ses:GetIdentityMailFromDomainAttributes",
+        "ses:DescribeConfigurationSet",
+        "ses:ListConfigurationSets",
+        "ses:GetAccount",
+        "ses:ListEmailIdentities",
+        "lambda:CreateEventSourceMapping",
+        "lambda:ListEventSourceMappings",
+        "lambda:ListFunctions",
+        "lambda:GetAccountSettings",
+        "ecr:GetAuthorizationToken",
+        "logs:DescribeLogGroups",
+        "sns:ListTopics",
+        "sns:ListSubscriptions",
+        "sqs:ListQueues",
+        "dynamodb:ListTables",
+        "s3:ListAllMyBuckets",
+        "events:ListRules",
+        "iam:ListRoles",
+        "sts:GetCallerIdentity",
+    }
+)
 _NO_RESOURCE = frozenset(a.lower() for a in NO_RESOURCE_ACTIONS)
 
 
@@ -204,16 +229,22 @@ def trusts(trust_policy: dict[str, Any], principal_arn: str) -> bool:
     """Does the role's trust policy let ``principal_arn`` (an IAM user or role ARN) assume it?"""
     account = principal_arn.split(":")[4]
     for s in _listed(trust_policy.get("Statement", [])):
-        if s.get("Effect") != "Allow" or not any(_glob(a, "sts:AssumeRole", True) for a in _listed(s.get("Action", []))):
+        if s.get("Effect") != "Allow" or not any(
+            _glob(a, "sts:AssumeRole", True) for a in _listed(s.get("Action", []))
+        ):
             continue
-        aws = _listed((s.get("Principal") or {}).get("AWS", [])) if isinstance(s.get("Principal"), dict) else \
-            [s.get("Principal")]
+        aws = (
+            _listed((s.get("Principal") or {}).get("AWS", []))
+            if isinstance(s.get("Principal"), dict)
+            else [s.get("Principal")]
+        )
         if any(p in ("*", principal_arn, account, f"arn:aws:iam::{account}:root") for p in aws):
             return True
     return False
 
 
 # --- the request context AWS builds ------------------------------------------------------------------
+
 
 def _params(response: Any) -> dict[str, Any]:
     body = response.body
@@ -249,16 +280,23 @@ def _ses_identity(region: str, account: str, address: str) -> str:
     return f"arn:aws:ses:{region}:{account}:identity/{name}"
 
 
-SES_SANDBOX: dict[str, bool] = {"on": False}  # the emulator's SES account is in the sandbox (SES checks recipients too)
+SES_SANDBOX: dict[str, bool] = {
+    "on": False
+}  # the emulator's SES account is in the sandbox (SES checks recipients too)
 
 
 def _ses_request(action: str, params: dict[str, Any], region: str, account: str) -> Request:
-    if action not in ("SendEmail", "SendRawEmail"):  # management calls: by action, or on "*" (NO_RESOURCE_ACTIONS)
+    if action not in (
+        "SendEmail",
+        "SendRawEmail",
+    ):  # management calls: by action, or on "*" (NO_RESOURCE_ACTIONS)
         return Request(f"ses:{action}", [])
     if action == "SendEmail" and "Content" in params:  # SESv2; raw content is authorized as SendRawEmail
         source = str(params.get("FromEmailAddress", ""))
         destination = params.get("Destination") or {}
-        recipients = [a for k in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(k, [])]
+        recipients = [
+            a for k in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(k, [])
+        ]
         action = "SendRawEmail" if "Raw" in params.get("Content", {}) else "SendEmail"
         config_set = str(params.get("ConfigurationSetName", ""))
         if not source and "Raw" in params.get("Content", {}):
@@ -270,8 +308,10 @@ def _ses_request(action: str, params: dict[str, Any], region: str, account: str)
     else:
         source = str(params.get("Source", ""))
         recipients = _indexed(params, "Destinations.member") + [
-            a for part in ("ToAddresses", "CcAddresses", "BccAddresses")
-            for a in _indexed(params, f"Destination.{part}.member")]
+            a
+            for part in ("ToAddresses", "CcAddresses", "BccAddresses")
+            for a in _indexed(params, f"Destination.{part}.member")
+        ]
         config_set = str(params.get("ConfigurationSetName", ""))
     sender = _address(source)
     resources = [_ses_identity(region, account, sender)] if sender else ["*"]
@@ -292,7 +332,10 @@ def context(response: Any, service: str, action: str) -> Request:
         url = str(params.get("QueueUrl") or params.get("QueueName") or "")
         # "You cannot set permissions explicitly for SendMessageBatch, DeleteMessageBatch, or
         # ChangeMessageVisibilityBatch": the single action's permission covers its batch (SQS DG).
-        return Request(f"sqs:{action.removesuffix('Batch')}", [f"{arn}:{url.rstrip('/').rsplit('/', 1)[-1]}" if url else "*"])
+        return Request(
+            f"sqs:{action.removesuffix('Batch')}",
+            [f"{arn}:{url.rstrip('/').rsplit('/', 1)[-1]}" if url else "*"],
+        )
     if service == "dynamodb":
         tables = [str(params["TableName"])] if "TableName" in params else list(params.get("RequestItems", {}))
         index = f"/index/{params['IndexName']}" if params.get("IndexName") else ""
@@ -302,13 +345,17 @@ def context(response: Any, service: str, action: str) -> Request:
         return Request(f"sns:{action}", [str(topic or "*")])
     if service == "ssm":
         names = [str(params["Name"])] if "Name" in params else [str(n) for n in params.get("Names", [])]
-        return Request(f"ssm:{action}", [f"{arn}:parameter{n if n.startswith('/') else '/' + n}" for n in names] or ["*"])
+        return Request(
+            f"ssm:{action}", [f"{arn}:parameter{n if n.startswith('/') else '/' + n}" for n in names] or ["*"]
+        )
     if service == "logs":
         group = params.get("logGroupName")
         if not group:
             return Request(f"logs:{action}", ["*"])
         stream = params.get("logStreamName")
-        return Request(f"logs:{action}", [f"{arn}:log-group:{group}" + (f":log-stream:{stream}" if stream else ":*")])
+        return Request(
+            f"logs:{action}", [f"{arn}:log-group:{group}" + (f":log-stream:{stream}" if stream else ":*")]
+        )
     if service == "ses":
         return _ses_request(action, params, region, account)
     if service == "sts" and action == "AssumeRole":
@@ -319,14 +366,22 @@ def context(response: Any, service: str, action: str) -> Request:
 
 
 # S3's API names as moto reports them -> the IAM action AWS checks.
-_S3_ACTIONS = {"ListObjects": "ListBucket", "ListObjectsV2": "ListBucket", "HeadBucket": "ListBucket",
-               "ListAllMyBuckets": "ListAllMyBuckets", "ListBuckets": "ListAllMyBuckets",
-               "GetPublicAccessBlock": "GetBucketPublicAccessBlock", "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
-               "DeletePublicAccessBlock": "PutBucketPublicAccessBlock", "GetBucketCORS": "GetBucketCORS",
-               "DeleteObjects": "DeleteObject"}
+_S3_ACTIONS = {
+    "ListObjects": "ListBucket",
+    "ListObjectsV2": "ListBucket",
+    "HeadBucket": "ListBucket",
+    "ListAllMyBuckets": "ListAllMyBuckets",
+    "ListBuckets": "ListAllMyBuckets",
+    "GetPublicAccessBlock": "GetBucketPublicAccessBlock",
+    "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
+    "DeletePublicAccessBlock": "PutBucketPublicAccessBlock",
+    "GetBucketCORS": "GetBucketCORS",
+    "DeleteObjects": "DeleteObject",
+}
 
 
 # --- moto hooks ------------------------------------------------------------------------------------
+
 
 def _caller(response: Any, iam_request_cls: type) -> Any:
     from urllib.parse import urlparse
@@ -336,10 +391,15 @@ def _caller(response: Any, iam_request_cls: type) -> Any:
     # moto signs ``body or data``; some handlers (Lambda's) keep headers or query parameters in
     # ``data``, but a GET, HEAD or DELETE without a body was signed over an empty payload.
     bodiless = not response.raw_body and response.method in ("GET", "HEAD", "DELETE")
-    request = iam_request_cls(account_id=response.current_account, method=response.method, path=path,
-                              data={} if bodiless else response.data, body=response.raw_body,
-                              headers=response.headers,
-                              action=response._get_action())
+    request = iam_request_cls(
+        account_id=response.current_account,
+        method=response.method,
+        path=path,
+        data={} if bodiless else response.data,
+        body=response.raw_body,
+        headers=response.headers,
+        action=response._get_action(),
+    )
     request.check_signature()
     return request
 
@@ -349,11 +409,14 @@ class _Presigned:
     _access_key: Any  # what moto's IAMRequest holds: the caller's key, its policies and ARN
 
 
-MAX_PRESIGNED_SECONDS = 7 * 24 * 3600  # X-Amz-Expires: "Minimum value of 1. Maximum value of 604800 (seven days)"
+MAX_PRESIGNED_SECONDS = (
+    7 * 24 * 3600
+)  # X-Amz-Expires: "Minimum value of 1. Maximum value of 604800 (seven days)"
 
 
-def presigned_problem(method: str, path: str, query: str, headers: dict[str, str], secret: str,
-                      now: datetime.datetime) -> str:
+def presigned_problem(
+    method: str, path: str, query: str, headers: dict[str, str], secret: str, now: datetime.datetime
+) -> str:
     """Why a query-string SigV4 request (a presigned URL) is refused ('' when it is valid): its
     signature, recomputed over the request as sent, and its expiry. "Authenticating Requests: Using
     Query Parameters (AWS Signature Version 4)",
@@ -369,20 +432,31 @@ def presigned_problem(method: str, path: str, query: str, headers: dict[str, str
         signature = q["X-Amz-Signature"]
     except (KeyError, ValueError):
         return "AuthorizationQueryParametersError"
-    if q.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or not 1 <= expires <= MAX_PRESIGNED_SECONDS \
-            or terminal != "aws4_request" or day != q["X-Amz-Date"][:8]:
+    if (
+        q.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256"
+        or not 1 <= expires <= MAX_PRESIGNED_SECONDS
+        or terminal != "aws4_request"
+        or day != q["X-Amz-Date"][:8]
+    ):
         return "AuthorizationQueryParametersError"
     if now > signed_at + datetime.timedelta(seconds=expires):
         return "Request has expired"
     lowered = {k.lower(): v for k, v in headers.items()}
     encode = functools.partial(quote, safe="-_.~")
-    canonical = "\n".join([
-        method, path,
-        "&".join(f"{encode(k)}={encode(v)}" for k, v in sorted(params) if k != "X-Amz-Signature"),
-        "".join(f"{h}:{' '.join(str(lowered.get(h, '')).split())}\n" for h in signed_headers),
-        ";".join(signed_headers), "UNSIGNED-PAYLOAD"])
+    canonical = "\n".join(
+        [
+            method,
+            path,
+            "&".join(f"{encode(k)}={encode(v)}" for k, v in sorted(params) if k != "X-Amz-Signature"),
+            "".join(f"{h}:{' '.join(str(lowered.get(h, '')).split())}\n" for h in signed_headers),
+            ";".join(signed_headers),
+            "UNSIGNED-PAYLOAD",
+        ]
+    )
     scope = f"{day}/{region}/{service}/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", q["X-Amz-Date"], scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    to_sign = "\n".join(
+        ["AWS4-HMAC-SHA256", q["X-Amz-Date"], scope, hashlib.sha256(canonical.encode()).hexdigest()]
+    )
     key = f"AWS4{secret}".encode()
     for part in (day, region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
@@ -403,12 +477,20 @@ def _presigned_caller(response: Any) -> _Presigned:
         raise S3AccessDeniedError()
     token = {"X-Amz-Security-Token": q["X-Amz-Security-Token"]} if "X-Amz-Security-Token" in q else {}
     try:
-        key = create_access_key(response.current_account, "aws", q.get("X-Amz-Credential", "").split("/")[0], token)
+        key = create_access_key(
+            response.current_account, "aws", q.get("X-Amz-Credential", "").split("/")[0], token
+        )
     except CreateAccessKeyFailure:
         raise S3AccessDeniedError() from None
     now = datetime.datetime.now(datetime.UTC)
-    problem = presigned_problem(response.method, response.raw_path, query, dict(response.headers),
-                                key.create_credentials().secret_key, now)
+    problem = presigned_problem(
+        response.method,
+        response.raw_path,
+        query,
+        dict(response.headers),
+        key.create_credentials().secret_key,
+        now,
+    )
     if problem == "SignatureDoesNotMatch":
         raise S3SignatureDoesNotMatchError()
     if problem:
@@ -452,15 +534,21 @@ def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> No
 
     if s3:
         raise S3AccessDeniedError()
-    message = (f"User: {request._access_key.arn} is not authorized to perform: {checked.action} "
-               f"on resource: {', '.join(checked.resources)} because no identity-based policy allows the "
-               f"{checked.action} action")
-    if "json" in str(response.headers.get("Content-Type", "")):  # JSON protocols: AccessDeniedException, as AWS
+    message = (
+        f"User: {request._access_key.arn} is not authorized to perform: {checked.action} "
+        f"on resource: {', '.join(checked.resources)} because no identity-based policy allows the "
+        f"{checked.action} action"
+    )
+    if "json" in str(
+        response.headers.get("Content-Type", "")
+    ):  # JSON protocols: AccessDeniedException, as AWS
         error = JsonRESTError("AccessDeniedException", message)
         error.code = 400
         raise error
-    raise AccessDeniedError(user_arn=request._access_key.arn, action=f"{checked.action} on resource: "
-                                                                      f"{', '.join(checked.resources)}")
+    raise AccessDeniedError(
+        user_arn=request._access_key.arn,
+        action=f"{checked.action} on resource: {', '.join(checked.resources)}",
+    )
 
 
 def _authorize_normal(self: Any, resource: str = "*") -> None:
@@ -508,7 +596,9 @@ def _authorize_s3(self: Any, bucket_name: str | None = None, key_name: str | Non
     action = "s3:" + _S3_ACTIONS.get(api, api)
     bucket = bucket_name or "*"
     resource = f"arn:aws:s3:::{bucket}/{key_name}" if key_name else f"arn:aws:s3:::{bucket}"
-    if action == "s3:DeleteObject" and not key_name:  # DeleteObjects: checked per key on AWS, the keys are in the body
+    if (
+        action == "s3:DeleteObject" and not key_name
+    ):  # DeleteObjects: checked per key on AWS, the keys are in the body
         resource = f"arn:aws:s3:::{bucket}/*"
     conditions: dict[str, list[str]] = {}
     if action == "s3:ListBucket":

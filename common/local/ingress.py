@@ -49,8 +49,14 @@ class Delivery:
         return layout.staging(self.message_id)
 
 
-def deliver(cfg: Config, raw: bytes, envelope_from: str, recipients: list[str],
-            verdicts: dict[str, str] | None = None, dmarc_policy: str = "") -> list[Delivery]:
+def deliver(
+    cfg: Config,
+    raw: bytes,
+    envelope_from: str,
+    recipients: list[str],
+    verdicts: dict[str, str] | None = None,
+    dmarc_policy: str = "",
+) -> list[Delivery]:
     """Store ``raw`` as SES's S3 action would and queue the receipt rule's Lambda action.
 
     Every rule that matches a recipient runs, as on SES when no rule stops the rule set: a mail to
@@ -69,11 +75,27 @@ def deliver(cfg: Config, raw: bytes, envelope_from: str, recipients: list[str],
     deliveries = []
     for function in ("reply-handler", "inbound-handler"):  # rule order
         if function in routed:
-            event = localevents.receipt_event(raw, mid, routed[function], source=envelope_from, verdicts=verdicts,
-                                           dmarc_policy=dmarc_policy, destination=recipients)
-            request_id = sqs.send(resources.local_queue(cfg, "invocations"), json.dumps({"function": function, "event": event}))
-            log.info("mail received", extra={"ses_message_id": mid, "function": function, "recipients": routed[function],
-                                             "size": len(raw)})
+            event = localevents.receipt_event(
+                raw,
+                mid,
+                routed[function],
+                source=envelope_from,
+                verdicts=verdicts,
+                dmarc_policy=dmarc_policy,
+                destination=recipients,
+            )
+            request_id = sqs.send(
+                resources.local_queue(cfg, "invocations"), json.dumps({"function": function, "event": event})
+            )
+            log.info(
+                "mail received",
+                extra={
+                    "ses_message_id": mid,
+                    "function": function,
+                    "recipients": routed[function],
+                    "size": len(raw),
+                },
+            )
             deliveries.append(Delivery(mid, function, tuple(routed[function]), request_id))
     return deliveries
 
@@ -94,9 +116,11 @@ def await_handled(cfg: Config, delivery: Delivery, timeout: float) -> dict[str, 
     staged = s3.get(cfg.bucket, delivery.staging_key)
     if staged is not None:
         staged["Body"].close()
-        return {"outcome": "not handled yet",
-                "hint": f"no invocation of {delivery.function} within {timeout:g}s: is the wiring running "
-                        "(email-handler dev, or make up's wiring service)?"}
+        return {
+            "outcome": "not handled yet",
+            "hint": f"no invocation of {delivery.function} within {timeout:g}s: is the wiring running "
+            "(email-handler dev, or make up's wiring service)?",
+        }
     return {"outcome": "handled (no invocation record: a wiring older than this CLI?)"}
 
 
@@ -106,16 +130,29 @@ def outcome(delivery: Delivery, record: dict[str, Any]) -> dict[str, Any]:
     if context.get("condition") != "Success":
         attempt, attempts = context.get("approximateInvokeCount"), context.get("maximumAttempts")
         error = payload if isinstance(payload, dict) else {}
-        retry = ("Lambda retries it" if context.get("condition") == "RetryPending"
-                 else "no retry left: the event is in the wiring's dead-letter queue (email-handler replay)")
-        return {"outcome": "handler failed", "errorType": error.get("errorType", ""),
-                "errorMessage": str(error.get("errorMessage", ""))[:2000], "attempt": f"{attempt} of {attempts}",
-                "hint": f"{retry}; the staged mail stays at {delivery.staging_key} until an attempt succeeds. "
-                        "See the function's log (make logs, or the dev log dir)."}
+        retry = (
+            "Lambda retries it"
+            if context.get("condition") == "RetryPending"
+            else "no retry left: the event is in the wiring's dead-letter queue (email-handler replay)"
+        )
+        return {
+            "outcome": "handler failed",
+            "errorType": error.get("errorType", ""),
+            "errorMessage": str(error.get("errorMessage", ""))[:2000],
+            "attempt": f"{attempt} of {attempts}",
+            "hint": f"{retry}; the staged mail stays at {delivery.staging_key} until an attempt succeeds. "
+            "See the function's log (make logs, or the dev log dir).",
+        }
     result = payload if isinstance(payload, dict) else {}
     status = str(result.get("status", "handled"))
-    names = {"forwarded": "forwarded", "quarantined": "quarantined", "dsn": "delivery status notification",
-             "dropped": "dropped", "rejected": "rejected", "queued": "reply queued"}
+    names = {
+        "forwarded": "forwarded",
+        "quarantined": "quarantined",
+        "dsn": "delivery status notification",
+        "dropped": "dropped",
+        "rejected": "rejected",
+        "queued": "reply queued",
+    }
     out: dict[str, Any] = {"outcome": names.get(status, status)}
     for field in ("key", "reason", "conversationId", "ack", "firstContact"):
         if field in result:
@@ -131,7 +168,9 @@ def recipients_of(raw: bytes) -> list[str]:
     import email.policy
 
     msg = email.message_from_bytes(raw, policy=email.policy.compat32)
-    return [a for _, a in getaddresses([str(v) for k in ("To", "Cc") for v in msg.get_all(k) or []]) if "@" in a]
+    return [
+        a for _, a in getaddresses([str(v) for k in ("To", "Cc") for v in msg.get_all(k) or []]) if "@" in a
+    ]
 
 
 class SesHandler:
@@ -140,8 +179,14 @@ class SesHandler:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
 
-    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,  # noqa: N802
-                          rcpt_options: list[str]) -> str:
+    async def handle_RCPT(  # noqa: N802 (aiosmtpd's hook name)
+        self,
+        server: Any,
+        session: Any,
+        envelope: Any,
+        address: str,
+        rcpt_options: list[str],
+    ) -> str:
         if route(self.cfg, address) is None:
             log.info("recipient refused", extra={"recipient": address, "reason": "no receipt rule matches"})
             return "550 5.1.1 Mailbox unavailable: no receipt rule matches this recipient"
@@ -156,7 +201,8 @@ class SesHandler:
             raw = str(raw).encode("utf-8", "surrogateescape")
         try:
             done = await asyncio.get_running_loop().run_in_executor(
-                None, deliver, self.cfg, raw, envelope.mail_from or "", list(envelope.rcpt_tos))
+                None, deliver, self.cfg, raw, envelope.mail_from or "", list(envelope.rcpt_tos)
+            )
         except Exception as exc:
             log.error("mail not stored", extra={"error": f"{type(exc).__name__}: {exc}"})
             return "451 4.3.0 Temporary failure storing the message; try again"
@@ -193,8 +239,8 @@ class BareLfNormalizer:
         keep = len(rest) if self._line_start and rest in (b".", b".\r") else int(rest.endswith(b"\r"))
         if len(rest) > keep:
             self._line_start = False
-        out += rest[:len(rest) - keep]
-        self._held = rest[len(rest) - keep:]
+        out += rest[: len(rest) - keep]
+        self._held = rest[len(rest) - keep :]
         return bytes(out)
 
 
@@ -228,9 +274,13 @@ class SmtpIngress:
             def factory(self) -> Any:
                 return smtp(self.handler, **self.SMTP_kwargs)
 
-        self._controller = NormalizingController(SesHandler(self.cfg), hostname=self.host, port=self.port,
-                                                 data_size_limit=MAX_MESSAGE_BYTES,
-                                                 ident="service-email-handler local SES ingress")
+        self._controller = NormalizingController(
+            SesHandler(self.cfg),
+            hostname=self.host,
+            port=self.port,
+            data_size_limit=MAX_MESSAGE_BYTES,
+            ident="service-email-handler local SES ingress",
+        )
         self._controller.start()
         return self
 

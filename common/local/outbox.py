@@ -49,16 +49,28 @@ def _headers(raw: str) -> tuple[str, str, list[str]]:
 
 def _item(mid: str, source: str, destinations: list[str], raw: str, timestamp: str = "") -> dict[str, Any]:
     stamp, subject, to = _headers(raw)
-    return {"id": mid, "timestamp": timestamp or stamp, "source": source,
-            "destinations": list(dict.fromkeys(destinations or to)), "subject": subject, "raw": raw}
+    return {
+        "id": mid,
+        "timestamp": timestamp or stamp,
+        "source": source,
+        "destinations": list(dict.fromkeys(destinations or to)),
+        "subject": subject,
+        "raw": raw,
+    }
 
 
 def from_moto(endpoint: str) -> list[dict[str, Any]]:
     data = _get_json(endpoint.rstrip("/") + "/moto-api/data.json")
     raws = (data.get("ses") or {}).get("RawMessage") or []
-    return [_item(str(m.get("id", "")), str(m.get("source") or ""),
-                  [getaddresses([d])[0][1] or d for d in m.get("destinations") or []], str(m.get("raw_data", "")))
-            for m in raws]
+    return [
+        _item(
+            str(m.get("id", "")),
+            str(m.get("source") or ""),
+            [getaddresses([d])[0][1] or d for d in m.get("destinations") or []],
+            str(m.get("raw_data", "")),
+        )
+        for m in raws
+    ]
 
 
 def _stamp(text: str) -> str:
@@ -92,10 +104,25 @@ def from_localstack(endpoint: str) -> list[dict[str, Any]]:
     items = []
     for m in data.get("messages") or []:
         destination = m.get("Destination") or {}
-        addresses = [a for k in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(k) or []] \
-            if isinstance(destination, dict) else list(destination)
-        raw = str(m["RawData"]) if m.get("RawData") else _simple_mime(m, destination if isinstance(destination, dict) else {})
-        items.append(_item(str(m.get("Id", "")), str(m.get("Source") or ""), addresses, raw, _stamp(str(m.get("Timestamp") or ""))))
+        addresses = (
+            [a for k in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(k) or []]
+            if isinstance(destination, dict)
+            else list(destination)
+        )
+        raw = (
+            str(m["RawData"])
+            if m.get("RawData")
+            else _simple_mime(m, destination if isinstance(destination, dict) else {})
+        )
+        items.append(
+            _item(
+                str(m.get("Id", "")),
+                str(m.get("Source") or ""),
+                addresses,
+                raw,
+                _stamp(str(m.get("Timestamp") or "")),
+            )
+        )
     return sorted(items, key=lambda i: i["timestamp"])  # stable: same-second sends keep LocalStack's order
 
 

@@ -30,6 +30,8 @@ def differences() -> list[str]:
     # candidate addresses. https://docs.python.org/3/library/email.utils.html#email.utils.getaddresses
     # ("Changed in version 3.13: strict"; backported to 3.12.6). Ingress and the outbox route by it.
     if "strict" not in inspect.signature(getaddresses).parameters:
-        found.append("email.utils.getaddresses lacks the strict parsing of CVE-2023-27043 (ambiguous recipients "
-                     "route differently)")
+        found.append(
+            "email.utils.getaddresses lacks the strict parsing of CVE-2023-27043 (ambiguous recipients "
+            "route differently)"
+        )
     return found

@@ -28,7 +28,9 @@ INVOKE_PATH = "/2015-03-31/functions/function/invocations"
 def rie_binary() -> Path:
     path = Path(os.environ.get("RIE_BIN", REPO / ".build" / "rie" / "aws-lambda-rie"))
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: run `make wheelhouse` (it extracts the RIE from aws-sam-cli)")
+        raise FileNotFoundError(
+            f"{path} not found: run `make wheelhouse` (it extracts the RIE from aws-sam-cli)"
+        )
     return path
 
 
@@ -78,8 +80,12 @@ class InvokeError(RuntimeError):
 def invoke(url: str, event: Any, timeout: float = 120.0) -> Any:
     """POST an event to an RIE invocation URL; raise InvokeError for a function error."""
     body = json.dumps(event).encode()
-    request = urllib.request.Request(url.rstrip("/") + INVOKE_PATH if not url.endswith("invocations") else url,
-                                     data=body, method="POST", headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url.rstrip("/") + INVOKE_PATH if not url.endswith("invocations") else url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as resp:
             status, raw = resp.status, resp.read()
@@ -90,14 +96,20 @@ def invoke(url: str, event: Any, timeout: float = 120.0) -> Any:
         payload = json.loads(raw or b"null")
     except json.JSONDecodeError:
         # A timed-out or killed runtime: the RIE answers with plain text ("Task timed out after ...").
-        raise InvokeError({"errorType": "FunctionError" if status == 200 else f"HTTP{status}",
-                           "errorMessage": raw.decode(errors="replace").strip()}) from None
+        raise InvokeError(
+            {
+                "errorType": "FunctionError" if status == 200 else f"HTTP{status}",
+                "errorMessage": raw.decode(errors="replace").strip(),
+            }
+        ) from None
     if isinstance(payload, dict) and "errorType" in payload and "errorMessage" in payload:
         raise InvokeError(payload)
     return payload
 
 
-def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for_port(
+    port: int, host: str = "127.0.0.1", timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -133,8 +145,12 @@ class RieProcess:
         spec = BY_NAME[self.function]
         # What Lambda sets from the function's configuration (the RIE reads the timeout; the
         # extractor sizes its parser child by the memory). Callers may shorten them for a test.
-        env = {"AWS_LAMBDA_FUNCTION_TIMEOUT": str(spec.timeout_s), "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
-               **os.environ, **self.env}
+        env = {
+            "AWS_LAMBDA_FUNCTION_TIMEOUT": str(spec.timeout_s),
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+            **os.environ,
+            **self.env,
+        }
         env.pop("AWS_LAMBDA_RUNTIME_API", None)
         env.update(
             RIE_BIN=str(rie_binary()),
@@ -150,7 +166,11 @@ class RieProcess:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (closed in stop())
         self.proc = subprocess.Popen(
             ["/bin/sh", str(ENTRYPOINT), "app.handler"],
-            cwd=task_root, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=task_root,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         if wait:
             wait_for_port(self.port, proc=self.proc)

@@ -45,8 +45,16 @@ class BatchResult:
     error: str = ""
 
 
-def poll_queue_once(queue: str, queue_arn: str, invoke: Invoke, batch_size: int = 10, wait_s: int = 0,
-                    visibility_s: int | None = None, region: str = "us-east-1", api: Any = None) -> BatchResult:
+def poll_queue_once(
+    queue: str,
+    queue_arn: str,
+    invoke: Invoke,
+    batch_size: int = 10,
+    wait_s: int = 0,
+    visibility_s: int | None = None,
+    region: str = "us-east-1",
+    api: Any = None,
+) -> BatchResult:
     """One turn of an SQS event-source mapping with ``ReportBatchItemFailures``; ``api`` is the SQS
     client it polls with (Lambda's mapping uses the function's execution role)."""
     messages = sqs.receive(queue, max_messages=batch_size, wait_s=wait_s, visibility_s=visibility_s, api=api)
@@ -77,7 +85,9 @@ def poll_queue_once(queue: str, queue_arn: str, invoke: Invoke, batch_size: int 
 class Endpoint:
     """One function's RIE endpoint; every invocation holds its lock (the RIE is single-concurrency)."""
 
-    def __init__(self, function: str, url: str, invoke: Callable[[str, Any, float], Any] | None = None) -> None:
+    def __init__(
+        self, function: str, url: str, invoke: Callable[[str, Any, float], Any] | None = None
+    ) -> None:
         from common.local import rie
 
         self.function, self.url = function, url
@@ -105,8 +115,12 @@ Route = tuple[str, dict[str, Any]] | Drop
 def sns_route(body: dict[str, Any]) -> Route:
     if body.get("Type") != "Notification" or "Message" not in body:
         return Drop(f"SNS message of type {body.get('Type')!r} carries no notification")
-    return "inbound-handler", sns_event(str(body["Message"]), str(body.get("TopicArn", "")), str(body.get("MessageId", "")),
-                                        str(body.get("Subject") or ""))
+    return "inbound-handler", sns_event(
+        str(body["Message"]),
+        str(body.get("TopicArn", "")),
+        str(body.get("MessageId", "")),
+        str(body.get("Subject") or ""),
+    )
 
 
 def invocation_route(body: dict[str, Any]) -> Route:
@@ -128,9 +142,11 @@ def role_sqs(credentials: dict[str, str], region: str) -> Any:
     """An SQS client holding a role session's credentials (endpoint: AWS_ENDPOINT_URL, as every client)."""
     import boto3
 
-    return boto3.session.Session(aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
-                                 aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
-                                 aws_session_token=credentials.get("AWS_SESSION_TOKEN")).client("sqs", region_name=region)
+    return boto3.session.Session(
+        aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=credentials.get("AWS_SESSION_TOKEN"),
+    ).client("sqs", region_name=region)
 
 
 class Wiring:
@@ -141,16 +157,33 @@ class Wiring:
     without sqs:ReceiveMessage or sqs:DeleteMessage fails here as it would on AWS. The other sources
     stand in for AWS services and the local tooling, which use this process's (admin) credentials."""
 
-    def __init__(self, cfg: Config, endpoints: dict[str, Endpoint], visibility_s: int | None = None,
-                 batch_size: int = 10, report: Callable[[str], None] | None = None,
-                 roles: dict[str, dict[str, str]] | None = None) -> None:
-        self.cfg, self.endpoints, self.visibility_s, self.batch_size = cfg, endpoints, visibility_s, batch_size
+    def __init__(
+        self,
+        cfg: Config,
+        endpoints: dict[str, Endpoint],
+        visibility_s: int | None = None,
+        batch_size: int = 10,
+        report: Callable[[str], None] | None = None,
+        roles: dict[str, dict[str, str]] | None = None,
+    ) -> None:
+        self.cfg, self.endpoints, self.visibility_s, self.batch_size = (
+            cfg,
+            endpoints,
+            visibility_s,
+            batch_size,
+        )
         self.report = report or (lambda line: None)
         roles = roles or {}
         # The SQS event sources AWS has: the senders' queues and the attachment queue S3 notifies.
-        self.sources = [Source(source_queue(cfg, f), function=f.name,
-                               api=role_sqs(roles[f.name], cfg.region) if f.name in roles else None)
-                        for f in FUNCTIONS if f.batch_concurrency] + [
+        self.sources = [
+            Source(
+                source_queue(cfg, f),
+                function=f.name,
+                api=role_sqs(roles[f.name], cfg.region) if f.name in roles else None,
+            )
+            for f in FUNCTIONS
+            if f.batch_concurrency
+        ] + [
             Source(resources.local_queue(cfg, "ses-feedback"), sns_route),
             Source(resources.local_queue(cfg, "invocations"), invocation_route),
         ]
@@ -161,7 +194,9 @@ class Wiring:
 
     def start(self) -> Wiring:
         for source in self.sources:
-            thread = threading.Thread(target=self._run, args=(source,), name=f"wiring:{source.queue}", daemon=True)
+            thread = threading.Thread(
+                target=self._run, args=(source,), name=f"wiring:{source.queue}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
         return self
@@ -173,8 +208,12 @@ class Wiring:
 
     def healthy(self) -> bool:
         """Every source has polled successfully, none is failing now, and every thread is running."""
-        return bool(self._threads) and all(t.is_alive() for t in self._threads) and not self.failing and \
-            all(s.queue in self.last_poll for s in self.sources)
+        return (
+            bool(self._threads)
+            and all(t.is_alive() for t in self._threads)
+            and not self.failing
+            and all(s.queue in self.last_poll for s in self.sources)
+        )
 
     def _run(self, source: Source) -> None:
         arn = resources.queue_arn(self.cfg, source.queue)
@@ -187,17 +226,27 @@ class Wiring:
                 self.last_poll[source.queue] = time.monotonic()
                 if self.failing.pop(source.queue, None) is not None:
                     self.report(f"{source.function or source.queue}: polling {source.queue} works again")
-            except Exception as exc:  # a denied role, the emulator restarting: keep the wiring alive and say so
+            except (
+                Exception
+            ) as exc:  # a denied role, the emulator restarting: keep the wiring alive and say so
                 error = f"{type(exc).__name__}: {exc}"
                 if self.failing.get(source.queue) != error:  # once per distinct error, not every 2 s
                     self.report(f"{source.function or source.queue}: cannot poll {source.queue}: {error}")
                 self.failing[source.queue] = error
-                log.error("wiring poll failed", extra={"queue": source.queue, "function": source.function or None,
-                                                       "error": error})
+                log.error(
+                    "wiring poll failed",
+                    extra={"queue": source.queue, "function": source.function or None, "error": error},
+                )
                 self._stop.wait(2)
 
-    def _record(self, request_id: str, function: str, receives: int, result: Any = None,
-                error: Exception | None = None) -> None:
+    def _record(
+        self,
+        request_id: str,
+        function: str,
+        receives: int,
+        result: Any = None,
+        error: Exception | None = None,
+    ) -> None:
         """Lambda's invocation record for an asynchronous invocation (the shape its destinations get),
         kept under layout.local_invocation(<SQS message id>) for `email-handler inject` to read."""
         from common.aws import s3
@@ -211,31 +260,64 @@ class Wiring:
             condition, response = "Success", result
         else:
             condition = "RetriesExhausted" if receives >= resources.ASYNC_ATTEMPTS else "RetryPending"
-            response = error.payload if isinstance(error, InvokeError) else {
-                "errorType": type(error).__name__, "errorMessage": str(error)}
-        record = {"version": "1.0", "timestamp": iso_z(millis=True),
-                  "requestContext": {"requestId": request_id, "functionArn": alias_arn(self.cfg, account_id(), function),
-                                     "condition": condition, "approximateInvokeCount": receives,
-                                     "maximumAttempts": resources.ASYNC_ATTEMPTS},
-                  "responseContext": {"statusCode": 200, **({"functionError": "Unhandled"} if error else {})},
-                  "responsePayload": response}
+            response = (
+                error.payload
+                if isinstance(error, InvokeError)
+                else {"errorType": type(error).__name__, "errorMessage": str(error)}
+            )
+        record = {
+            "version": "1.0",
+            "timestamp": iso_z(millis=True),
+            "requestContext": {
+                "requestId": request_id,
+                "functionArn": alias_arn(self.cfg, account_id(), function),
+                "condition": condition,
+                "approximateInvokeCount": receives,
+                "maximumAttempts": resources.ASYNC_ATTEMPTS,
+            },
+            "responseContext": {"statusCode": 200, **({"functionError": "Unhandled"} if error else {})},
+            "responsePayload": response,
+        }
         try:
-            s3.put(self.cfg.bucket, layout.local_invocation(request_id), json.dumps(record, default=str).encode(),
-                   "application/json")
+            s3.put(
+                self.cfg.bucket,
+                layout.local_invocation(request_id),
+                json.dumps(record, default=str).encode(),
+                "application/json",
+            )
         except Exception as exc:  # the record is a convenience: never let it stop the wiring
             log.warning("invocation record not written", extra={"error": f"{type(exc).__name__}: {exc}"})
 
     def _batch(self, source: Source, arn: str) -> None:
         endpoint = self.endpoints[source.function]
-        result = poll_queue_once(source.queue, arn, endpoint, batch_size=self.batch_size, wait_s=1,
-                                 visibility_s=self.visibility_s, region=self.cfg.region, api=source.api)
+        result = poll_queue_once(
+            source.queue,
+            arn,
+            endpoint,
+            batch_size=self.batch_size,
+            wait_s=1,
+            visibility_s=self.visibility_s,
+            region=self.cfg.region,
+            api=source.api,
+        )
         if not result.received:
             return
-        outcome = "ok" if not result.failed else f"{len(result.failed)} failed" + (f" ({result.error})" if result.error else "")
+        outcome = (
+            "ok"
+            if not result.failed
+            else f"{len(result.failed)} failed" + (f" ({result.error})" if result.error else "")
+        )
         self.report(f"{source.function} <- {result.received} message(s) from {source.queue}: {outcome}")
         if result.failed:
-            log.warning("batch records failed", extra={"queue": source.queue, "function": source.function,
-                                                       "failed": result.failed, "error": result.error or None})
+            log.warning(
+                "batch records failed",
+                extra={
+                    "queue": source.queue,
+                    "function": source.function,
+                    "failed": result.failed,
+                    "error": result.error or None,
+                },
+            )
 
     def _messages(self, source: Source) -> None:
         assert source.route is not None
@@ -247,8 +329,10 @@ class Wiring:
             except (json.JSONDecodeError, AttributeError) as exc:
                 routed = Drop(f"message body is not a JSON object ({exc})")
             if isinstance(routed, Drop):
-                (log.info if routed.expected else log.warning)("wiring message dropped", extra={
-                    "queue": source.queue, "reason": routed.reason, "sqs_message_id": m["MessageId"]})
+                (log.info if routed.expected else log.warning)(
+                    "wiring message dropped",
+                    extra={"queue": source.queue, "reason": routed.reason, "sqs_message_id": m["MessageId"]},
+                )
                 done.append(m["ReceiptHandle"])
                 continue
             function, event = routed
@@ -257,8 +341,15 @@ class Wiring:
                 result = self.endpoints[function](event)
             except Exception as exc:  # left for the visibility timeout: retried, then the DLQ
                 self.report(f"{function} <- {source.queue}: failed (receive {receives}): {exc}")
-                log.warning("invocation failed", extra={"queue": source.queue, "function": function,
-                                                         "receive_count": receives, "error": f"{type(exc).__name__}: {exc}"})
+                log.warning(
+                    "invocation failed",
+                    extra={
+                        "queue": source.queue,
+                        "function": function,
+                        "receive_count": receives,
+                        "error": f"{type(exc).__name__}: {exc}",
+                    },
+                )
                 self._record(m["MessageId"], function, receives, error=exc)
                 continue
             status = result.get("status", "ok") if isinstance(result, dict) else "ok"

@@ -65,8 +65,9 @@ def address(addr_spec: str, display_name: str = "") -> Address:
         raise EventError(f"invalid address in queue message: {exc}") from None
 
 
-def build(msg: OutboundMessage, sender: str, domain: str, attachment_prefix: str,
-          fetch: Callable[[str], bytes]) -> EmailMessage:
+def build(
+    msg: OutboundMessage, sender: str, domain: str, attachment_prefix: str, fetch: Callable[[str], bytes]
+) -> EmailMessage:
     """``fetch(key)`` returns an attachment's bytes; keys outside ``attachment_prefix`` are refused."""
     m = EmailMessage(policy=POLICY)
     m["From"] = address(sender, msg.from_name)
@@ -99,13 +100,25 @@ def build(msg: OutboundMessage, sender: str, domain: str, attachment_prefix: str
         if att.key in related:  # beside the HTML that names it: multipart/related, as the sender built it
             html_part = m.get_body(("html",))
             assert html_part is not None
-            html_part.add_related(data, maintype=maintype, subtype=subtype, cid=f"<{att.content_id}>", filename=filename,
-                                  disposition="inline")
+            html_part.add_related(
+                data,
+                maintype=maintype,
+                subtype=subtype,
+                cid=f"<{att.content_id}>",
+                filename=filename,
+                disposition="inline",
+            )
         elif maintype == "message":
             _attach_message(m, data, subtype, filename)
         else:
-            m.add_attachment(data, maintype=maintype, subtype=subtype, filename=filename,
-                             disposition="inline" if att.inline else "attachment", params=_text_params(maintype, data))
+            m.add_attachment(
+                data,
+                maintype=maintype,
+                subtype=subtype,
+                filename=filename,
+                disposition="inline" if att.inline else "attachment",
+                params=_text_params(maintype, data),
+            )
     return m
 
 
@@ -113,7 +126,11 @@ def _related(msg: OutboundMessage) -> set[str]:
     """Keys of the parts the HTML body refers to by ``cid:`` (whatever their disposition says: a
     referenced part is part of the page)."""
     named = {unquote(c).lower() for c in _CID_URL.findall(msg.html)}
-    return {a.key for a in msg.attachments if _CONTENT_ID.fullmatch(a.content_id or "") and a.content_id.lower() in named}
+    return {
+        a.key
+        for a in msg.attachments
+        if _CONTENT_ID.fullmatch(a.content_id or "") and a.content_id.lower() in named
+    }
 
 
 def _text_params(maintype: str, data: bytes) -> dict[str, str] | None:

@@ -34,15 +34,27 @@ _SUPERSETS: dict[str, tuple[str, ...]] = {
 }
 # Labels codecs does not know, as mail clients write them.
 _EXTRA_LABELS = {
-    "x-sjis": "shift_jis", "windows-31j": "cp932", "x-gbk": "gbk", "windows-874": "cp874", "x-mac-roman": "mac-roman",
-    "iso-8859-8-i": "iso8859-8", "iso-8859-6-i": "iso8859-6", "x-euc-jp": "euc_jp", "ks_c_5601": "euc_kr",
-    "ucs-2": "utf-16", "iso-10646-ucs-2": "utf-16", "x-unicode-2-0-utf-7": "utf-7", "cp-850": "cp850",
+    "x-sjis": "shift_jis",
+    "windows-31j": "cp932",
+    "x-gbk": "gbk",
+    "windows-874": "cp874",
+    "x-mac-roman": "mac-roman",
+    "iso-8859-8-i": "iso8859-8",
+    "iso-8859-6-i": "iso8859-6",
+    "x-euc-jp": "euc_jp",
+    "ks_c_5601": "euc_kr",
+    "ucs-2": "utf-16",
+    "iso-10646-ucs-2": "utf-16",
+    "x-unicode-2-0-utf-7": "utf-7",
+    "cp-850": "cp850",
 }
 _CHINESE = frozenset({"gb18030", "big5hkscs", "cp950"})
 # WHATWG's windows-1252 decoder: cp1252 for 0x80-0x9F, and the five bytes cp1252 leaves undefined
 # (0x81, 0x8D, 0x8F, 0x90, 0x9D) as the C1 controls of the same number, as Latin-1 reads them. It
 # decodes every byte string, so the last resort never has to turn a byte into U+FFFD.
-_WINDOWS_1252 = {b: bytes([b]).decode("cp1252") for b in range(0x80, 0xA0) if b not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)}
+_WINDOWS_1252 = {
+    b: bytes([b]).decode("cp1252") for b in range(0x80, 0xA0) if b not in (0x81, 0x8D, 0x8F, 0x90, 0x9D)
+}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -102,20 +114,24 @@ def windows_1252(data: bytes) -> str:
 # line breaks, its JIS state across all of them); an error handler reads only each pair it refuses,
 # as the Shift_JIS pair it maps to, under cp932, which has those characters. Any other refusal goes
 # to the ``errors`` the caller asked for.
-_JIS_CP932 = "seh-jis-cp932"  # the handlers registered below: this name under "strict", else "<name>-<errors>"
+_JIS_CP932 = (
+    "seh-jis-cp932"  # the handlers registered below: this name under "strict", else "<name>-<errors>"
+)
 _JIS_PAIRS: dict[bytes, str] = {}  # refused pairs met so far -> their cp932 character (a few hundred at most)
 
 
 def _jis_pair_as_cp932(e: UnicodeError) -> tuple[str, int] | None:
     if not isinstance(e, UnicodeDecodeError) or e.end - e.start != 2:
         return None
-    pair = bytes(e.object[e.start:e.end])
+    pair = bytes(e.object[e.start : e.end])
     text = _JIS_PAIRS.get(pair)
     if text is None:
         j1, j2 = pair
         if not (0x21 <= j1 <= 0x7E and 0x21 <= j2 <= 0x7E):
             return None
-        sjis = bytes((((j1 + 1) >> 1) + (0x70 if j1 < 0x5F else 0xB0), j2 + (0x1F + (j2 >= 0x60) if j1 & 1 else 0x7E)))
+        sjis = bytes(
+            (((j1 + 1) >> 1) + (0x70 if j1 < 0x5F else 0xB0), j2 + (0x1F + (j2 >= 0x60) if j1 & 1 else 0x7E))
+        )
         try:
             text = sjis.decode("cp932")
         except UnicodeDecodeError:

@@ -28,8 +28,20 @@ NEUTRAL_SUBJECT = "[...]"
 KEEP_SUBJECT = "original"  # ENCRYPTED_SUBJECT=original keeps the original subject outside
 # Header fields the outer message keeps: delivery, threading, and what the senders add for
 # RFC 3834; everything else (Content-*, MIME-Version) is the encrypted payload's own.
-_OUTER = ("From", "To", "Cc", "Reply-To", "Date", "Message-ID", "In-Reply-To", "References", "X-Correlation-ID",
-          "Auto-Submitted", "X-Auto-Response-Suppress", "Precedence")
+_OUTER = (
+    "From",
+    "To",
+    "Cc",
+    "Reply-To",
+    "Date",
+    "Message-ID",
+    "In-Reply-To",
+    "References",
+    "X-Correlation-ID",
+    "Auto-Submitted",
+    "X-Auto-Response-Suppress",
+    "Precedence",
+)
 # What an encrypted message's top-level Content-Type is (RFC 3156 section 4; RFC 8551 section 3.3).
 ENCRYPTED_TYPES = frozenset({"multipart/encrypted", "application/pkcs7-mime", "application/x-pkcs7-mime"})
 _PROBE = b"probe"
@@ -44,9 +56,19 @@ def encrypted_kind(content_type: str) -> str:
     if ctype == "multipart/encrypted":
         return "PGP/MIME (multipart/encrypted)"
     if ctype in ("application/pkcs7-mime", "application/x-pkcs7-mime"):
-        smime_type = next((p.split("=", 1)[1].strip().strip('"').lower() for p in params.split(";")
-                           if p.strip().lower().startswith("smime-type=")), "enveloped-data")
-        return "" if smime_type in ("signed-data", "certs-only") else f"S/MIME ({ctype}; smime-type={smime_type})"
+        smime_type = next(
+            (
+                p.split("=", 1)[1].strip().strip('"').lower()
+                for p in params.split(";")
+                if p.strip().lower().startswith("smime-type=")
+            ),
+            "enveloped-data",
+        )
+        return (
+            ""
+            if smime_type in ("signed-data", "certs-only")
+            else f"S/MIME ({ctype}; smime-type={smime_type})"
+        )
     return ""
 
 
@@ -64,15 +86,21 @@ class OwnerKey:
 
     def summary(self) -> dict[str, Any]:
         """What `email-handler status` shows: kind, fingerprint, identity, expiry (ISO 8601 UTC)."""
-        return {"kind": self.kind, "fingerprint": self.fingerprint, "identity": self.identity,
-                "expires": self.expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if self.expires else None}
+        return {
+            "kind": self.kind,
+            "fingerprint": self.fingerprint,
+            "identity": self.identity,
+            "expires": self.expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if self.expires else None,
+        }
 
     def check(self, now: datetime | None = None) -> None:
         """Raise OwnerKeyError when the key has expired by ``now``."""
         now = now or datetime.now(UTC)
         if self.expires is not None and self.expires <= now:
-            raise OwnerKeyError(f"the owner's {_LABEL[self.kind]} key {self.fingerprint} expired on "
-                                f"{self.summary()['expires']}: give a current one")
+            raise OwnerKeyError(
+                f"the owner's {_LABEL[self.kind]} key {self.fingerprint} expired on "
+                f"{self.summary()['expires']}: give a current one"
+            )
 
 
 _LABEL = {"smime": "S/MIME (OWNER_SMIME_CERT)", "pgp": "OpenPGP (OWNER_PGP_KEY)"}
@@ -86,8 +114,10 @@ def parse(text: str, now: datetime | None = None) -> OwnerKey:
     elif "-----BEGIN PGP" in stripped:
         key = _parse_pgp(stripped)
     else:
-        raise OwnerKeyError("the owner's key is neither a PEM X.509 certificate (-----BEGIN CERTIFICATE-----) "
-                            "nor an ASCII-armored OpenPGP public key (-----BEGIN PGP PUBLIC KEY BLOCK-----)")
+        raise OwnerKeyError(
+            "the owner's key is neither a PEM X.509 certificate (-----BEGIN CERTIFICATE-----) "
+            "nor an ASCII-armored OpenPGP public key (-----BEGIN PGP PUBLIC KEY BLOCK-----)"
+        )
     key.check(now)
     return key
 
@@ -105,12 +135,17 @@ def _parse_smime(text: str, now: datetime) -> OwnerKey:
         raise OwnerKeyError(f"{label}: not a readable PEM certificate ({exc})") from None
     fingerprint = hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
     if cert.not_valid_before_utc > now:
-        raise OwnerKeyError(f"{label}: certificate {fingerprint} is not valid before {cert.not_valid_before_utc:%Y-%m-%d}")
+        raise OwnerKeyError(
+            f"{label}: certificate {fingerprint} is not valid before {cert.not_valid_before_utc:%Y-%m-%d}"
+        )
     if not isinstance(cert.public_key(), rsa.RSAPublicKey):
         # cryptography's PKCS7EnvelopeBuilder.add_recipient accepts RSA certificates only (key transport,
         # RFC 8551 section 2.3); an EC certificate would need key agreement, which it does not build.
-        raise OwnerKeyError(f"{label}: certificate {fingerprint} has a {type(cert.public_key()).__name__.lstrip('_')} "
-                            "key; S/MIME encryption here needs an RSA certificate")
+        raise OwnerKeyError(
+            f"{label}: certificate {fingerprint} has a {type(cert.public_key()).__name__.lstrip('_')} "
+            "key; S/MIME encryption here needs an RSA certificate"
+        )
+
     def extension(kind: Any) -> Any:
         try:
             return cert.extensions.get_extension_for_class(kind).value
@@ -120,14 +155,18 @@ def _parse_smime(text: str, now: datetime) -> OwnerKey:
     usage = extension(x509.KeyUsage)
     # RFC 8550 section 4.4.2: with keyUsage present, RSA key transport needs keyEncipherment.
     if usage is not None and not usage.key_encipherment:
-        raise OwnerKeyError(f"{label}: certificate {fingerprint} cannot encrypt: its keyUsage lacks keyEncipherment "
-                            "(a signing-only certificate); give the owner's encryption certificate")
+        raise OwnerKeyError(
+            f"{label}: certificate {fingerprint} cannot encrypt: its keyUsage lacks keyEncipherment "
+            "(a signing-only certificate); give the owner's encryption certificate"
+        )
     purposes = extension(x509.ExtendedKeyUsage)
     # RFC 8550 section 4.4.4: with extendedKeyUsage present, S/MIME needs emailProtection (or any).
-    if purposes is not None and not ({ExtendedKeyUsageOID.EMAIL_PROTECTION, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE}
-                                     & set(purposes)):
-        raise OwnerKeyError(f"{label}: certificate {fingerprint} is not for email: its extendedKeyUsage lacks "
-                            "emailProtection")
+    if purposes is not None and not (
+        {ExtendedKeyUsageOID.EMAIL_PROTECTION, ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE} & set(purposes)
+    ):
+        raise OwnerKeyError(
+            f"{label}: certificate {fingerprint} is not for email: its extendedKeyUsage lacks emailProtection"
+        )
     key = OwnerKey("smime", text, fingerprint, cert.subject.rfc4514_string(), cert.not_valid_after_utc)
     try:
         _smime_envelope(key, _PROBE)
@@ -141,7 +180,9 @@ def _parse_pgp(text: str) -> OwnerKey:
 
     label = _LABEL["pgp"]
     if "PRIVATE KEY BLOCK" in text:
-        raise OwnerKeyError(f"{label}: this is a secret key; give the public key only (gpg --armor --export ADDRESS)")
+        raise OwnerKeyError(
+            f"{label}: this is a secret key; give the public key only (gpg --armor --export ADDRESS)"
+        )
     try:
         cert = pysequoia.Cert.from_bytes(text.encode())
     except Exception as exc:  # pysequoia raises plain Exception for a malformed key
@@ -167,15 +208,21 @@ def _smime_envelope(key: OwnerKey, data: bytes) -> bytes:
     cert = x509.load_pem_x509_certificate(key.text.encode())
     # AES-256-CBC: RFC 8551 section 2.7 lists AES-128 CBC as MUST and AES-256 as SHOULD+; the data is
     # already canonical MIME with CRLF (Binary keeps it byte for byte).
-    return (pkcs7.PKCS7EnvelopeBuilder().set_data(data).add_recipient(cert)
-            .set_content_encryption_algorithm(algorithms.AES256)
-            .encrypt(serialization.Encoding.DER, [pkcs7.PKCS7Options.Binary]))
+    return (
+        pkcs7.PKCS7EnvelopeBuilder()
+        .set_data(data)
+        .add_recipient(cert)
+        .set_content_encryption_algorithm(algorithms.AES256)
+        .encrypt(serialization.Encoding.DER, [pkcs7.PKCS7Options.Binary])
+    )
 
 
 def _pgp_encrypt(key: OwnerKey, data: bytes) -> bytes:
     import pysequoia
 
-    return bytes(pysequoia.encrypt(recipients=[pysequoia.Cert.from_bytes(key.text.encode())], bytes=data, armor=True))
+    return bytes(
+        pysequoia.encrypt(recipients=[pysequoia.Cert.from_bytes(key.text.encode())], bytes=data, armor=True)
+    )
 
 
 def encrypt(message: EmailMessage, key: OwnerKey, outer_subject: str = NEUTRAL_SUBJECT) -> EmailMessage:
@@ -193,9 +240,14 @@ def encrypt(message: EmailMessage, key: OwnerKey, outer_subject: str = NEUTRAL_S
     subject = str(message.get("Subject", ""))
     outer["Subject"] = subject if outer_subject == KEEP_SUBJECT else outer_subject or NEUTRAL_SUBJECT
     if key.kind == "smime":
-        outer.set_content(_smime_envelope(key, payload), maintype="application", subtype="pkcs7-mime",
-                          params={"smime-type": "enveloped-data", "name": "smime.p7m"},
-                          disposition="attachment", filename="smime.p7m")
+        outer.set_content(
+            _smime_envelope(key, payload),
+            maintype="application",
+            subtype="pkcs7-mime",
+            params={"smime-type": "enveloped-data", "name": "smime.p7m"},
+            disposition="attachment",
+            filename="smime.p7m",
+        )
         return outer
     control = EmailMessage(policy=email.policy.default)
     control["Content-Type"] = "application/pgp-encrypted"
@@ -240,7 +292,10 @@ def status(cfg: Any) -> dict[str, Any] | None:
         except Exception as exc:
             if error_code(exc) != "ParameterNotFound":
                 raise
-            return {"parameter": cfg.owner_key_parameter, "problem": "no key stored: deploy with OWNER_SMIME_CERT or OWNER_PGP_KEY"}
+            return {
+                "parameter": cfg.owner_key_parameter,
+                "problem": "no key stored: deploy with OWNER_SMIME_CERT or OWNER_PGP_KEY",
+            }
     try:
         return {"parameter": cfg.owner_key_parameter, **parse(text).summary()}
     except OwnerKeyError as exc:

@@ -19,41 +19,97 @@ _OOXML = "application/vnd.openxmlformats-officedocument"
 # extension -> (type, family of magic bytes it must have; "" = textual, no magic)
 BY_EXTENSION: dict[str, tuple[str, str]] = {
     "pdf": ("application/pdf", "pdf"),
-    "png": ("image/png", "png"), "jpg": ("image/jpeg", "jpeg"), "jpeg": ("image/jpeg", "jpeg"),
-    "gif": ("image/gif", "gif"), "webp": ("image/webp", "webp"), "bmp": ("image/bmp", "bmp"),
-    "tif": ("image/tiff", "tiff"), "tiff": ("image/tiff", "tiff"), "heic": ("image/heic", "heic"),
-    "docx": (f"{_OOXML}.wordprocessingml.document", "zip"), "xlsx": (f"{_OOXML}.spreadsheetml.sheet", "zip"),
+    "png": ("image/png", "png"),
+    "jpg": ("image/jpeg", "jpeg"),
+    "jpeg": ("image/jpeg", "jpeg"),
+    "gif": ("image/gif", "gif"),
+    "webp": ("image/webp", "webp"),
+    "bmp": ("image/bmp", "bmp"),
+    "tif": ("image/tiff", "tiff"),
+    "tiff": ("image/tiff", "tiff"),
+    "heic": ("image/heic", "heic"),
+    "docx": (f"{_OOXML}.wordprocessingml.document", "zip"),
+    "xlsx": (f"{_OOXML}.spreadsheetml.sheet", "zip"),
     "pptx": (f"{_OOXML}.presentationml.presentation", "zip"),
     "odt": ("application/vnd.oasis.opendocument.text", "zip"),
-    "ods": ("application/vnd.oasis.opendocument.spreadsheet", "zip"), "zip": ("application/zip", "zip"),
-    "doc": ("application/msword", "ole"), "xls": ("application/vnd.ms-excel", "ole"),
-    "ppt": ("application/vnd.ms-powerpoint", "ole"), "msg": ("application/vnd.ms-outlook", "ole"),
-    "gz": ("application/gzip", "gzip"), "7z": ("application/x-7z-compressed", "7z"),
-    "rtf": ("application/rtf", "rtf"), "mp3": ("audio/mpeg", "mp3"), "mp4": ("video/mp4", "mp4"),
-    "txt": ("text/plain", ""), "csv": ("text/csv", ""), "ics": ("text/calendar", ""), "vcf": ("text/vcard", ""),
-    "eml": ("message/rfc822", ""), "json": ("application/json", ""), "md": ("text/markdown", ""),
+    "ods": ("application/vnd.oasis.opendocument.spreadsheet", "zip"),
+    "zip": ("application/zip", "zip"),
+    "doc": ("application/msword", "ole"),
+    "xls": ("application/vnd.ms-excel", "ole"),
+    "ppt": ("application/vnd.ms-powerpoint", "ole"),
+    "msg": ("application/vnd.ms-outlook", "ole"),
+    "gz": ("application/gzip", "gzip"),
+    "7z": ("application/x-7z-compressed", "7z"),
+    "rtf": ("application/rtf", "rtf"),
+    "mp3": ("audio/mpeg", "mp3"),
+    "mp4": ("video/mp4", "mp4"),
+    "txt": ("text/plain", ""),
+    "csv": ("text/csv", ""),
+    "ics": ("text/calendar", ""),
+    "vcf": ("text/vcard", ""),
+    "eml": ("message/rfc822", ""),
+    "json": ("application/json", ""),
+    "md": ("text/markdown", ""),
     "xml": ("application/xml", ""),
 }
 # family -> the type a file of that family gets when its name says nothing (or lies)
 FAMILY_TYPES = {
-    "pdf": "application/pdf", "png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "webp": "image/webp",
-    "bmp": "image/bmp", "tiff": "image/tiff", "heic": "image/heic", "zip": "application/zip",
-    "ole": "application/x-ole-storage", "gzip": "application/gzip", "7z": "application/x-7z-compressed",
-    "rtf": "application/rtf", "mp3": "audio/mpeg", "mp4": "video/mp4",
+    "pdf": "application/pdf",
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+    "bmp": "image/bmp",
+    "tiff": "image/tiff",
+    "heic": "image/heic",
+    "zip": "application/zip",
+    "ole": "application/x-ole-storage",
+    "gzip": "application/gzip",
+    "7z": "application/x-7z-compressed",
+    "rtf": "application/rtf",
+    "mp3": "audio/mpeg",
+    "mp4": "video/mp4",
 }
 ACTIVE = frozenset({"html", "svg", "executable", "script"})
-STRUCTURAL = frozenset({
-    "message/rfc822", "message/partial", "message/external-body", "message/delivery-status",
-    "message/disposition-notification", "message/global", "message/global-headers", "text/rfc822-headers",
-    "application/pkcs7-mime", "application/x-pkcs7-mime", "application/pkcs7-signature",
-    "application/x-pkcs7-signature", "application/pgp-encrypted", "application/pgp-signature", "application/pgp-keys",
-})
+STRUCTURAL = frozenset(
+    {
+        "message/rfc822",
+        "message/partial",
+        "message/external-body",
+        "message/delivery-status",
+        "message/disposition-notification",
+        "message/global",
+        "message/global-headers",
+        "text/rfc822-headers",
+        "application/pkcs7-mime",
+        "application/x-pkcs7-mime",
+        "application/pkcs7-signature",
+        "application/x-pkcs7-signature",
+        "application/pgp-encrypted",
+        "application/pgp-signature",
+        "application/pgp-keys",
+    }
+)
 _MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"%PDF-", "pdf"), (b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"GIF87a", "gif"), (b"GIF89a", "gif"),
-    (b"PK\x03\x04", "zip"), (b"PK\x05\x06", "zip"), (b"\xd0\xcf\x11\xe0", "ole"),
-    (b"\x1f\x8b", "gzip"), (b"7z\xbc\xaf\x27\x1c", "7z"), (b"{\\rtf", "rtf"), (b"II*\x00", "tiff"), (b"MM\x00*", "tiff"),
-    (b"MZ", "executable"), (b"\x7fELF", "executable"), (b"\xcf\xfa\xed\xfe", "executable"), (b"#!", "script"),
-    (b"ID3", "mp3"), (b"BM", "bmp"),
+    (b"%PDF-", "pdf"),
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"\xff\xd8\xff", "jpeg"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+    (b"PK\x03\x04", "zip"),
+    (b"PK\x05\x06", "zip"),
+    (b"\xd0\xcf\x11\xe0", "ole"),
+    (b"\x1f\x8b", "gzip"),
+    (b"7z\xbc\xaf\x27\x1c", "7z"),
+    (b"{\\rtf", "rtf"),
+    (b"II*\x00", "tiff"),
+    (b"MM\x00*", "tiff"),
+    (b"MZ", "executable"),
+    (b"\x7fELF", "executable"),
+    (b"\xcf\xfa\xed\xfe", "executable"),
+    (b"#!", "script"),
+    (b"ID3", "mp3"),
+    (b"BM", "bmp"),
 )
 
 
@@ -102,6 +158,11 @@ def default_extension(ctype: str) -> str:
             return ext
     if ctype.startswith("message/"):
         return "eml" if ctype in ("message/rfc822", "message/global") else "txt"
-    known = {"text/html": "html", "text/enriched": "txt", "text/rfc822-headers": "txt", "application/x-ole-storage": "ole"}
+    known = {
+        "text/html": "html",
+        "text/enriched": "txt",
+        "text/rfc822-headers": "txt",
+        "application/x-ole-storage": "ole",
+    }
     subtype = re.sub(r"[^a-z0-9.+-]", "", ctype.rpartition("/")[2].lower())[:20]
     return known.get(ctype) or subtype or "bin"

@@ -65,7 +65,7 @@ def decode_words(value: str, hints: tuple[str, ...] = (), max_words: int = MAX_E
     for words, m in enumerate(ENCODED_WORD.finditer(value)):
         if words >= max_words:
             break
-        gap = value[pos:m.start()]
+        gap = value[pos : m.start()]
         adjacent = words > 0 and not gap.strip(" \t")  # only whitespace since the previous word
         charset = m.group(1).partition("*")[0]  # RFC 2231 language suffix
         if not (adjacent and charset.lower() == pending_charset.lower()):
@@ -114,7 +114,7 @@ def _tokens(value: str) -> tuple[list[tuple[str, str]], list[str]]:
             while j < n:
                 ch = value[j]
                 if ch == "\\":
-                    buf.append(value[j + 1: j + 2])
+                    buf.append(value[j + 1 : j + 2])
                     j += 2
                     continue
                 if ch == "(":
@@ -148,7 +148,7 @@ def _tokens(value: str) -> tuple[list[tuple[str, str]], list[str]]:
             if j < 0:
                 defects.append("unterminated angle address")
                 j = n
-            tokens.append(("angle", value[i + 1:j]))
+            tokens.append(("angle", value[i + 1 : j]))
             i = j + 1
         elif c in ",;:":
             tokens.append((c, c))
@@ -168,7 +168,9 @@ def _tokens(value: str) -> tuple[list[tuple[str, str]], list[str]]:
 
 def _phrase(tokens: list[tuple[str, str]], hints: tuple[str, ...]) -> str:
     # Decoded as one value: the 8-bit codec is chosen from the whole name, not word by word.
-    return clean_header_text(decode_words(" ".join(t for k, t in tokens if k in ("word", "quoted") and t), hints), 200)
+    return clean_header_text(
+        decode_words(" ".join(t for k, t in tokens if k in ("word", "quoted") and t), hints), 200
+    )
 
 
 def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
@@ -211,7 +213,7 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
         for group in mailboxes[:addressed]:
             kind, text = group[-1]
             merged += [*group[:-1], (kind, text + ",")]
-        mailboxes[:addressed + 1] = [[*merged, *mailboxes[addressed]]]
+        mailboxes[: addressed + 1] = [[*merged, *mailboxes[addressed]]]
     box.mailboxes = len(mailboxes)
     if len(mailboxes) > 1:
         box.defects.append("several mailboxes")
@@ -224,7 +226,7 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
             box.defects.append("several angle addresses")
         spec = first[angles[-1]][1]  # name-addr ends with its angle-addr; anything before is the name
         box.address = repair(re.sub(r"\s+", "", spec.rpartition(":")[2] if spec.startswith("@") else spec))
-        name_tokens = first[:angles[-1]]
+        name_tokens = first[: angles[-1]]
         box.display_name = _phrase(name_tokens, hints)
         if any(k == "word" and "@" in t for k, t in name_tokens):
             box.defects.append("unquoted display name contains an address")
@@ -242,12 +244,14 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
     if len(at) > 1:  # "a@x.example b@y.example": no syntax says which one is the mailbox
         box.defects.append("several addresses without angle brackets")
     box.address = repair(joined[at[-1]][1])
-    before = joined[:at[-1]]
+    before = joined[: at[-1]]
     if before:
         box.defects.append("bare words before address")
         box.display_name = _phrase(before, hints)
     else:  # the legacy form "addr (Name)"
-        box.display_name = clean_header_text(decode_words(" ".join(t for k, t in first if k == "comment"), hints), 200)
+        box.display_name = clean_header_text(
+            decode_words(" ".join(t for k, t in first if k == "comment"), hints), 200
+        )
     if len(joined) > at[-1] + 1:
         box.defects.append("words after address")
     return box

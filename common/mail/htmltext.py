@@ -20,8 +20,31 @@ from dataclasses import dataclass
 # carries the text read so far and the whole HTML attached (common.inbound.messages).
 MAX_HTML_CHARS = 2_000_000
 
-_BLOCK = frozenset({"p", "div", "br", "tr", "li", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre",
-                    "table", "ul", "ol", "section", "article", "header", "footer", "hr"})
+_BLOCK = frozenset(
+    {
+        "p",
+        "div",
+        "br",
+        "tr",
+        "li",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "blockquote",
+        "pre",
+        "table",
+        "ul",
+        "ol",
+        "section",
+        "article",
+        "header",
+        "footer",
+        "hr",
+    }
+)
 # Elements whose content is never shown: skipped up to their end tag (or to the end of the input).
 _RAW = frozenset({"script", "style", "title", "head"})
 _RAW_END = {tag: re.compile(rf"</{tag}(?=[\s/>]|\Z)", re.I) for tag in _RAW}
@@ -29,8 +52,11 @@ _RAW_END = {tag: re.compile(rf"</{tag}(?=[\s/>]|\Z)", re.I) for tag in _RAW}
 # <blockquote>, and the wrappers Gmail (gmail_quote), Yahoo (yahoo_quoted), Thunderbird
 # (moz-cite-prefix, moz-forward-container), Outlook (divRplyFwdMsg, appendonsend, OutlookMessageHeader)
 # and Proton Mail (protonmail_quote) write around it.
-_QUOTE_MARK = re.compile(r"gmail_quote|gmail_attr|yahoo_quoted|moz-cite-prefix|moz-forward-container|divrplyfwdmsg|"
-                         r"appendonsend|outlookmessageheader|protonmail_quote|zmail_extra", re.I)
+_QUOTE_MARK = re.compile(
+    r"gmail_quote|gmail_attr|yahoo_quoted|moz-cite-prefix|moz-forward-container|divrplyfwdmsg|"
+    r"appendonsend|outlookmessageheader|protonmail_quote|zmail_extra",
+    re.I,
+)
 
 # One token per match, never backtracking into an earlier one: text, a comment (to "-->" or the end),
 # a start or end tag (quoted attribute values may hold ">"; unclosed ones run to the end), any other
@@ -41,7 +67,8 @@ _TOKEN = re.compile(
     r"|<(?P<end>/?)(?P<tag>[A-Za-z][^\t\n\f\r />]*+)(?P<attrs>(?:[^>\"']++|\"[^\"]*+(?:\"|\Z)|'[^']*+(?:'|\Z))*+)(?:>|\Z)"
     r"|<[!?/][^>]*+(?:>|\Z)"
     r"|(?P<lt><)",
-    re.S)
+    re.S,
+)
 MAX_QUOTE_MARKS = 20
 _SPACE = re.compile(r"[ \t\r\f\v\u00a0]+")
 
@@ -74,7 +101,11 @@ def convert(html: str, limit: int = MAX_HTML_CHARS, *, own_text_only: bool = Fal
         elif (tag := m.group("tag")) is not None:
             tag = tag.lower()
             closing = bool(m.group("end"))
-            if own_text_only and not closing and (tag == "blockquote" or _QUOTE_MARK.search(m.group("attrs"))):
+            if (
+                own_text_only
+                and not closing
+                and (tag == "blockquote" or _QUOTE_MARK.search(m.group("attrs")))
+            ):
                 break
             if tag in _RAW and not closing and not m.group("attrs").rstrip().endswith("/"):
                 after = _RAW_END[tag].search(source, pos)

@@ -27,7 +27,9 @@ MAX_DELIMITER_LINES = 2 * MAX_MIME_PARTS
 MAX_STORED_ATTACHMENTS = 100  # per mail; the rest stay in the archive and are named in the forward
 # What the deny-list check (common/mail/withhold.py) reads inside a part before it gives up and withholds it:
 MAX_ARCHIVE_NAMES = 10_000  # names in a zip's central directory; more: withheld unread
-MAX_NESTED_ARCHIVE_BYTES = 32 * 1024 * 1024  # .zip members of a zip decompressed to read their names, per part
+MAX_NESTED_ARCHIVE_BYTES = (
+    32 * 1024 * 1024
+)  # .zip members of a zip decompressed to read their names, per part
 MAX_MESSAGE_NESTING = 3  # forwarded messages inside forwarded messages that are parsed for their parts
 # The owner's daily quarantine digest (common/inbound/messages.build_digest): bounded whatever the day's volume
 DIGEST_MAX_ENTRIES = 100  # listed with their release addresses; the rest are counted ("and N more")
@@ -48,11 +50,28 @@ _FIELD = re.compile(rb"^([^ \t\r\n:]{1,200}):((?:[^\n]*)(?:\n[ \t][^\n]*)*)", re
 _FIELD_START = re.compile(rb"^[^ \t\r\n]", re.M)
 # Spelled out in character classes after a literal line end: ten times faster than IGNORECASE|MULTILINE
 # (or a [\r\n] class) over 40 MB of base64. Fields after a bare CR count too (the feed parser splits there).
-_CONTENT_TYPES = tuple(re.compile(end + rb"[Cc][Oo][Nn][Tt][Ee][Nn][Tt]-[Tt][Yy][Pp][Ee][ \t]*:") for end in (rb"\n", rb"\r"))
+_CONTENT_TYPES = tuple(
+    re.compile(end + rb"[Cc][Oo][Nn][Tt][Ee][Nn][Tt]-[Tt][Yy][Pp][Ee][ \t]*:") for end in (rb"\n", rb"\r")
+)
 _ENCODED_WORD_START = re.compile(rb"=\?")
 _PARENS = re.compile(rb'[()"\\]')
-_STRUCTURED = frozenset({b"from", b"sender", b"reply-to", b"to", b"cc", b"bcc", b"resent-from", b"resent-sender",
-                         b"content-type", b"content-disposition", b"message-id", b"in-reply-to", b"references"})
+_STRUCTURED = frozenset(
+    {
+        b"from",
+        b"sender",
+        b"reply-to",
+        b"to",
+        b"cc",
+        b"bcc",
+        b"resent-from",
+        b"resent-sender",
+        b"content-type",
+        b"content-disposition",
+        b"message-id",
+        b"in-reply-to",
+        b"references",
+    }
+)
 
 
 def header_block(raw: bytes) -> bytes:
@@ -64,8 +83,10 @@ def header_block(raw: bytes) -> bytes:
 # The top header block, line by line as the feed parser splits it (CRLF, CR or LF).
 _HEADER_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n|$)")
 # Fields every mail has or every client reads: one of them after a stray line shows the header goes on.
-_KNOWN_FIELD = re.compile(rb"(?i)(?:from|to|cc|subject|date|message-id|mime-version|content-[a-z-]+|received|"
-                          rb"reply-to|references|in-reply-to|return-path|sender|x-[\x21-\x39\x3b-\x7e]*):")
+_KNOWN_FIELD = re.compile(
+    rb"(?i)(?:from|to|cc|subject|date|message-id|mime-version|content-[a-z-]+|received|"
+    rb"reply-to|references|in-reply-to|return-path|sender|x-[\x21-\x39\x3b-\x7e]*):"
+)
 _ADDRESS_FIELDS = frozenset({b"from", b"sender", b"reply-to", b"to", b"cc", b"bcc", b"return-path"})
 # A line after the first that may be stray (no colon, not a fold, not "--" or "From "): most mail has
 # none, and then the screen stays a scan in C.
@@ -103,7 +124,12 @@ def mend_header(block: bytes) -> tuple[bytes, int]:
             known_after = False
             continue
         # Without a colon only a continuation or an mbox "From " line is a field to the feed parser.
-        if known_after and not _FIELD_NAME.match(line) and line[:1] not in (b" ", b"\t") and not line.startswith(b"From "):
+        if (
+            known_after
+            and not _FIELD_NAME.match(line)
+            and line[:1] not in (b" ", b"\t")
+            and not line.startswith(b"From ")
+        ):
             mend.append(i)
         known_after = known_after or _KNOWN_FIELD.match(line) is not None
     if not mend:
@@ -111,10 +137,12 @@ def mend_header(block: bytes) -> tuple[bytes, int]:
     mended: list[bytes] = []
     pos = 0
     for i in reversed(mend):  # in document order
-        previous = next((lines[j].group() for j in range(i - 1, -1, -1) if lines[j].group()[:1] not in (b" ", b"\t")), b"")
+        previous = next(
+            (lines[j].group() for j in range(i - 1, -1, -1) if lines[j].group()[:1] not in (b" ", b"\t")), b""
+        )
         if previous.split(b":", 1)[0].strip().lower() in _ADDRESS_FIELDS:
             continue
-        mended += [block[pos:lines[i].start()], b" "]
+        mended += [block[pos : lines[i].start()], b" "]
         pos = lines[i].start()
     if not mended:
         return block, 0
@@ -125,7 +153,7 @@ def mend_header_block(raw: bytes) -> tuple[bytes, int]:
     """The mail with its top header block mended (:func:`mend_header`); and how many lines were."""
     block = header_block(raw)
     mended, count = mend_header(block)
-    return (mended + raw[len(block):], count) if count else (raw, 0)
+    return (mended + raw[len(block) :], count) if count else (raw, 0)
 
 
 def comment_depth(value: bytes) -> int:

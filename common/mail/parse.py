@@ -43,15 +43,25 @@ from common.mail.headers import address_problem, header_text, parse_mailbox, unf
 from common.mail.htmltext import HtmlText, convert
 from common.mail.sanitize import MESSAGE_ID, clean_header_text, safe_filename, shorten_keep_extension
 
-_NOREPLY = re.compile(r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I)
+_NOREPLY = re.compile(
+    r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I
+)
 # MIME nesting the walk follows; a deeper mail is parsed as minimal(). The stdlib's feed parser
 # reads far deeper (500 levels, the part cap of limits.screen, in tests/unit/test_mail_parse.py) and
 # real test corpora nest about 100 levels, which the forward carries in full.
 MAX_DEPTH = 200
 _READABLE_TEXT = frozenset({"plain", "html", "enriched", "richtext", "markdown"})
-_CRYPTO = frozenset({"application/pkcs7-mime", "application/x-pkcs7-mime", "application/pkcs7-signature",
-                     "application/x-pkcs7-signature", "application/pgp-encrypted", "application/pgp-signature",
-                     "application/pgp-keys"})
+_CRYPTO = frozenset(
+    {
+        "application/pkcs7-mime",
+        "application/x-pkcs7-mime",
+        "application/pkcs7-signature",
+        "application/x-pkcs7-signature",
+        "application/pgp-encrypted",
+        "application/pgp-signature",
+        "application/pgp-keys",
+    }
+)
 ROLES = ("file", "text", "message", "crypto")
 ORIGINAL_NAME = "original message.eml"  # the whole mail, attached by minimal()
 
@@ -85,8 +95,12 @@ class ParsedMail:
     headers: dict[str, str] = field(default_factory=dict)  # lower-cased names, first field, decoded, cleaned
     header_counts: dict[str, int] = field(default_factory=dict)  # lower-cased name -> fields with that name
     problems: list[str] = field(default_factory=list)
-    from_problem: str = ""  # why from_address cannot be a contact ('' when it can; see headers.address_problem)
-    from_defects: list[str] = field(default_factory=list)  # syntax oddities of the From field (headers.parse_mailbox)
+    from_problem: str = (
+        ""  # why from_address cannot be a contact ('' when it can; see headers.address_problem)
+    )
+    from_defects: list[str] = field(
+        default_factory=list
+    )  # syntax oddities of the From field (headers.parse_mailbox)
     from_mailboxes: int = 0
     charset: str = ""  # the body's declared charset (the hint for undeclared 8-bit header bytes)
     parse_failed: str = ""  # why the full parse failed and this is the minimal fallback ('' normally)
@@ -123,7 +137,9 @@ class ParsedMail:
 
     def has_list_headers(self) -> bool:
         """RFC 2369's List-* fields, or the older lists' own: ezmlm's Mailing-List, SmartList's X-Mailing-List."""
-        return any(name.startswith("list-") or name in ("mailing-list", "x-mailing-list") for name in self.headers)
+        return any(
+            name.startswith("list-") or name in ("mailing-list", "x-mailing-list") for name in self.headers
+        )
 
     def header_count(self, name: str) -> int:
         return self.header_counts.get(name.lower(), 0)
@@ -151,8 +167,17 @@ def minimal(raw: bytes, why: str) -> ParsedMail:
         _read_headers(mail, raw_fields(limits.header_block(raw)), ())
     except Exception as exc:  # even the header block: keep going with what we have
         mail.problems.append(f"header block unreadable: {type(exc).__name__}")
-    mail.attachments.append(Attachment(ORIGINAL_NAME, ORIGINAL_NAME, "message/rfc822", raw,
-                                       declared_type="message/rfc822", mime_header="message/rfc822", role="message"))
+    mail.attachments.append(
+        Attachment(
+            ORIGINAL_NAME,
+            ORIGINAL_NAME,
+            "message/rfc822",
+            raw,
+            declared_type="message/rfc822",
+            mime_header="message/rfc822",
+            role="message",
+        )
+    )
     return mail
 
 
@@ -161,8 +186,10 @@ _RAW_FIELD = re.compile(rb"^([^ \t\r\n:]{1,200}):[ \t]*((?:[^\n]*)(?:\n[ \t][^\n
 
 def raw_fields(block: bytes) -> list[tuple[str, str]]:
     """(name, value) of each field in a header block, values as written (8-bit kept as surrogates)."""
-    return [(m.group(1).decode("ascii", "replace"), m.group(2).rstrip(b"\r").decode("ascii", "surrogateescape"))
-            for m in _RAW_FIELD.finditer(block)]
+    return [
+        (m.group(1).decode("ascii", "replace"), m.group(2).rstrip(b"\r").decode("ascii", "surrogateescape"))
+        for m in _RAW_FIELD.finditer(block)
+    ]
 
 
 # Large bodies stay out of the feed parser, which holds about seven times a body's size while it
@@ -171,7 +198,9 @@ def raw_fields(block: bytes) -> list[tuple[str, str]]:
 # placeholder line, and decoded later straight from ``raw``. A body always ends before the next
 # line starting with "--" (every boundary line does), so the cut can never hide a boundary.
 SKELETON_THRESHOLD = 256 * 1024
-_CTE_FIELD = re.compile(rb"\n[Cc][Oo][Nn][Tt][Ee][Nn][Tt]-[Tt][Rr][Aa][Nn][Ss][Ff][Ee][Rr]-[Ee][Nn][Cc][Oo][Dd][Ii][Nn][Gg][ \t]*:")
+_CTE_FIELD = re.compile(
+    rb"\n[Cc][Oo][Nn][Tt][Ee][Nn][Tt]-[Tt][Rr][Aa][Nn][Ss][Ff][Ee][Rr]-[Ee][Nn][Cc][Oo][Dd][Ii][Nn][Gg][ \t]*:"
+)
 _BLANK = re.compile(rb"\r?\n\r?\n")
 _PLACEHOLDER = re.compile("\x00seh-body-([0-9]+)\x00\r?\n?")
 
@@ -208,7 +237,7 @@ class _Source:
         pieces: list[bytes | memoryview] = []
         pos = 0
         for m in _PLACEHOLDER.finditer(text):
-            pieces.append(text[pos:m.start()].encode("utf-8", "surrogateescape"))
+            pieces.append(text[pos : m.start()].encode("utf-8", "surrogateescape"))
             start, end = self.cuts[int(m.group(1))]
             pieces.append(memoryview(self.raw)[start:end])
             pos = m.end()
@@ -226,7 +255,7 @@ class _Source:
             chunks: list[bytes] = []
             pos = 0
             for m in _PLACEHOLDER.finditer(payload):
-                chunks.append(_b64(payload[pos:m.start()].encode("ascii", "replace")))
+                chunks.append(_b64(payload[pos : m.start()].encode("ascii", "replace")))
                 start, end = self.cuts[int(m.group(1))]
                 chunks.append(_b64(memoryview(self.raw)[start:end]))
                 pos = m.end()
@@ -249,9 +278,13 @@ def _b64(data: bytes | memoryview) -> bytes:
 # A quoted boundary parameter folded inside its quotes (``boundary="simple\r\n boundary"``): unfolding
 # removes the CRLF only (RFC 5322 section 2.2.3), so the boundary is "simple boundary"; compat32's
 # get_boundary() keeps the line break and the feed parser never finds a delimiter.
-_FOLDED_BOUNDARY = re.compile(rb'(;[ \t\r\n]*boundary[ \t\r\n]*=[ \t\r\n]*")((?:[^"\\\r\n]|\\.)*(?:\r?\n[ \t](?:[^"\\\r\n]|\\.)*)+)"',
-                              re.I)
-_BOUNDARY_VALUE = re.compile(rb'[;\s]boundary[ \t]*=[ \t]*(?:"((?:[^"\\\r\n]|\\.){1,200})"|([^\s;"]{1,200}))', re.I)
+_FOLDED_BOUNDARY = re.compile(
+    rb'(;[ \t\r\n]*boundary[ \t\r\n]*=[ \t\r\n]*")((?:[^"\\\r\n]|\\.)*(?:\r?\n[ \t](?:[^"\\\r\n]|\\.)*)+)"',
+    re.I,
+)
+_BOUNDARY_VALUE = re.compile(
+    rb'[;\s]boundary[ \t]*=[ \t]*(?:"((?:[^"\\\r\n]|\\.){1,200})"|([^\s;"]{1,200}))', re.I
+)
 # A delimiter line with text after the boundary and a space (``--boundary trailing text``): mime4j
 # and other tolerant readers take it as the delimiter; the feed parser allows only whitespace there.
 _TRAILING_TEXT = re.compile(rb"\n--[^\s]{1,200}(?:--)?[ \t]+[^\s]")  # a literal start: 35 MB in 0.06 s
@@ -272,7 +305,9 @@ def mend_boundaries(raw: bytes) -> tuple[bytes, list[str]]:
     if not declared:
         return raw, notes
     # Longest first, so a boundary that extends another is matched whole.
-    names = b"|".join(re.escape(b) for b in sorted(declared, key=len, reverse=True)[:limits.MAX_DELIMITER_LINES])
+    names = b"|".join(
+        re.escape(b) for b in sorted(declared, key=len, reverse=True)[: limits.MAX_DELIMITER_LINES]
+    )
     raw, cut = re.subn(rb"(?m)^(--(?:" + names + rb")(?:--)?)[ \t]+[^\s][^\r\n]*", rb"\1", raw)
     if cut:
         notes.append(f"{cut} delimiter line(s) with text after the boundary read as delimiters")
@@ -290,8 +325,9 @@ def _parse(raw: bytes) -> ParsedMail:
     if mended:
         mail.problems.append(f"{mended} header line(s) without a colon read as folded continuations")
     parts = _walk(msg, mail, _Budget(REPARSE_FACTOR * len(skeleton) + REPARSE_FLOOR))
-    mail.charset = charsets.scrub(next((p.params["charset"] for p in parts
-                                        if p.maintype == "text" and p.params.get("charset")), ""))[:40]
+    mail.charset = charsets.scrub(
+        next((p.params["charset"] for p in parts if p.maintype == "text" and p.params.get("charset")), "")
+    )[:40]
     hints = (mail.charset,) if mail.charset else ()
     _read_headers(mail, [(str(k), str(v)) for k, v in msg.raw_items()], hints)
     # A named part is a file the sender attached, whatever its type (a named inline text/html in a
@@ -303,7 +339,9 @@ def _parse(raw: bytes) -> ParsedMail:
         html_part = None if text_part is not None else _body(parts, "html", named=True)
     mail.text = _text(text_part, source) if text_part else ""
     if text_part and html_part and mail.text.strip() and not _alternatives(text_part, html_part):
-        html_part = None  # side by side in a multipart/mixed: both are shown, so the HTML is a part of its own
+        html_part = (
+            None  # side by side in a multipart/mixed: both are shown, so the HTML is a part of its own
+        )
     mail.html = _text(html_part, source) if html_part else ""
     chosen = [p for p in (text_part, html_part) if p is not None]
     _attachments(parts, chosen, mail, hints, source)
@@ -387,7 +425,9 @@ def _walk(msg: Message, mail: ParsedMail, budget: _Budget) -> list[_Part]:
     while stack:
         node, depth, parent = stack.pop()
         if len(parts) >= limits.MAX_MIME_PARTS:
-            mail.problems.append(f"more than {limits.MAX_MIME_PARTS} MIME parts: the rest are only in the archive")
+            mail.problems.append(
+                f"more than {limits.MAX_MIME_PARTS} MIME parts: the rest are only in the archive"
+            )
             break
         part = _describe(node, depth, parent, len(parts))
         parts.append(part)
@@ -432,7 +472,9 @@ def _recover_parts(node: Message, mail: ParsedMail, budget: _Budget) -> list[Mes
         mail.problems.append("multipart without parts (boundary not found)")
         return None
     boundary = found.group(1)
-    mail.problems.append(f"declared boundary not found; recovered {charsets.scrub(boundary[:40])!r} from the body")
+    mail.problems.append(
+        f"declared boundary not found; recovered {charsets.scrub(boundary[:40])!r} from the body"
+    )
     parts = _reparse(node.get_content_type(), boundary, body, budget, stand_in=True)
     if not parts:
         return None
@@ -461,7 +503,9 @@ def _reparse(ctype: str, boundary: str, body: str, budget: _Budget, stand_in: bo
     an ASCII token first, for boundaries the feed parser would never match."""
     budget.spend(len(body))
     if stand_in:
-        token = "seh-recovered-" + hashlib.sha256(boundary.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        token = (
+            "seh-recovered-" + hashlib.sha256(boundary.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        )
         body = re.sub(r"(?m)^--" + re.escape(boundary), lambda m: "--" + token, body)
         boundary = token
     head = Message(policy=email.policy.compat32)
@@ -494,9 +538,19 @@ def _describe(node: Message, depth: int, parent: _Part | None, index: int) -> _P
     if node.is_multipart() and maintype not in ("multipart", "message"):
         maintype, subtype = "multipart", "mixed"  # the feed parser split it: follow its reading
     cid = clean_header_text(unfold(fields.get("content-id", "")[:1024]), 250).strip("<>")
-    return _Part(node, maintype, subtype, params, clean_header_text(charsets.scrub(unfold(fields.get("content-type", ""))), 998),
-                 disposition if disposition in ("inline", "attachment") else "", dparams, charsets.scrub(cid),
-                 depth, parent, index)
+    return _Part(
+        node,
+        maintype,
+        subtype,
+        params,
+        clean_header_text(charsets.scrub(unfold(fields.get("content-type", ""))), 998),
+        disposition if disposition in ("inline", "attachment") else "",
+        dparams,
+        charsets.scrub(cid),
+        depth,
+        parent,
+        index,
+    )
 
 
 _TOKEN = r"[\w!#$%&'*+.^`{|}~-]+"
@@ -557,7 +611,9 @@ def _rfc2231(sections: dict[int, tuple[str, bool]]) -> str:
         val, encoded = sections[n]
         if encoded and n == min(sections) and val.count("'") >= 2:
             charset, _, val = val.split("'", 2)[0], "", val.split("'", 2)[2]
-        chunks.append(urllib.parse.unquote_to_bytes(val) if encoded else val.encode("utf-8", "surrogateescape"))
+        chunks.append(
+            urllib.parse.unquote_to_bytes(val) if encoded else val.encode("utf-8", "surrogateescape")
+        )
     return charsets.decode(b"".join(chunks), charset or "utf-8")
 
 
@@ -625,11 +681,15 @@ def _text(p: _Part, source: _Source) -> str:
     return charsets.decode(payload, p.params.get("charset"))
 
 
-def _attachments(parts: list[_Part], chosen: list[_Part], mail: ParsedMail, hints: tuple[str, ...],
-                 source: _Source) -> None:
+def _attachments(
+    parts: list[_Part], chosen: list[_Part], mail: ParsedMail, hints: tuple[str, ...], source: _Source
+) -> None:
     # The nearest multipart/alternative around each body part holds other renderings of it.
-    alternatives = {id(next(a for a in c.ancestors() if a.subtype == "alternative")) for c in chosen
-                    if any(a.subtype == "alternative" for a in c.ancestors())}
+    alternatives = {
+        id(next(a for a in c.ancestors() if a.subtype == "alternative"))
+        for c in chosen
+        if any(a.subtype == "alternative" for a in c.ancestors())
+    }
     chosen_ids = {id(c) for c in chosen if not _named(c)}  # a named body part is attached as well
     crlf = b"\r\n" in source.raw[:4096]
     for p in parts:
@@ -642,14 +702,33 @@ def _attachments(parts: list[_Part], chosen: list[_Part], mail: ParsedMail, hint
         name = _filename(p, hints)
         declared = p.ctype
         if not name:
-            name = "forwarded message.eml" if declared == "message/rfc822" else \
-                f"unnamed.{filetypes.default_extension(declared)}"
+            name = (
+                "forwarded message.eml"
+                if declared == "message/rfc822"
+                else f"unnamed.{filetypes.default_extension(declared)}"
+            )
         shown = shorten_keep_extension(clean_header_text(name, 1000), 255)
         ctype = filetypes.content_type(shown, data, declared)
-        if role == "text" and ctype == filetypes.OCTET and declared in ("text/plain", "text/enriched", "text/richtext"):
+        if (
+            role == "text"
+            and ctype == filetypes.OCTET
+            and declared in ("text/plain", "text/enriched", "text/richtext")
+        ):
             ctype = "text/plain"
-        mail.attachments.append(Attachment(shown, safe_filename(shown), ctype, data, declared, p.mime_header, role,
-                                           p.disposition, p.content_id, p.params.get("charset", "")))
+        mail.attachments.append(
+            Attachment(
+                shown,
+                safe_filename(shown),
+                ctype,
+                data,
+                declared,
+                p.mime_header,
+                role,
+                p.disposition,
+                p.content_id,
+                p.params.get("charset", ""),
+            )
+        )
 
 
 def _role(p: _Part) -> str:
@@ -673,7 +752,9 @@ def _part_bytes(p: _Part, crlf: bool, mail: ParsedMail, source: _Source) -> byte
             for i, block in enumerate(m for m in inner if isinstance(m, Message)):
                 if i:
                     out.write(linesep.encode())
-                BytesGenerator(out, mangle_from_=False, policy=email.policy.compat32.clone(linesep=linesep)).flatten(block)
+                BytesGenerator(
+                    out, mangle_from_=False, policy=email.policy.compat32.clone(linesep=linesep)
+                ).flatten(block)
             generated = out.getvalue()
             if source.cuts and b"\x00seh-body-" in generated:
                 generated = source.restore(generated.decode("ascii", "surrogateescape"))

@@ -87,7 +87,9 @@ def _tag(cid: str, secret: str) -> str:
 
 def thread_address(cid: str, secret: str, thread_domain: str) -> str:
     if not is_safe_id(cid):
-        raise ValueError(f"conversation id {cid!r} is not a safe id (lowercase [a-z0-9._-], at most {MAX_ID})")
+        raise ValueError(
+            f"conversation id {cid!r} is not a safe id (lowercase [a-z0-9._-], at most {MAX_ID})"
+        )
     return f"{cid}.{_tag(cid, secret)}@{thread_domain}"
 
 

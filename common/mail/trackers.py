@@ -31,7 +31,9 @@ _TAG = re.compile(rf"<(img|a)(?=[\s/>])([^<>]{{0,{MAX_TAG_CHARS}}})>", re.I)
 # name[=value]; else one character of junk. Every branch consumes what it reads: linear.
 _ATTR = re.compile(r"""([^\s=/>"']+)(?:\s*=\s*("[^"]*(?:"|$)|'[^']*(?:'|$)|[^\s"'>]*))?|[\s\S]""")
 _PX = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:px)?\s*$", re.I)
-_STYLE_SIZE = re.compile(r"(?:^|;)\s*(width|height)\s*:\s*(\d+(?:\.\d+)?)\s*(?:px)?\s*(?:!important)?\s*(?=;|$)", re.I)
+_STYLE_SIZE = re.compile(
+    r"(?:^|;)\s*(width|height)\s*:\s*(\d+(?:\.\d+)?)\s*(?:px)?\s*(?:!important)?\s*(?=;|$)", re.I
+)
 _STYLE_HIDDEN = re.compile(r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*hidden)\b", re.I)
 
 
@@ -43,7 +45,9 @@ class Rule:
     param: str = ""  # click: the query parameter holding the target ("" = the next path segment)
 
     def matches(self, host: str, path: str) -> bool:
-        return (not self.host or host == self.host or host.endswith("." + self.host)) and path.startswith(self.path)
+        return (not self.host or host == self.host or host.endswith("." + self.host)) and path.startswith(
+            self.path
+        )
 
 
 @functools.cache
@@ -51,8 +55,10 @@ def rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
     """(open-tracking pixel rules, click-redirect rules) from common/data/trackers.json."""
     data: dict[str, Any] = json.loads(resources.files("common").joinpath("data/trackers.json").read_text())
     fields = ("id", "host", "path", "param")
-    return (tuple(Rule(**{k: v for k, v in r.items() if k in fields}) for r in data["open"]),
-            tuple(Rule(**{k: v for k, v in r.items() if k in fields}) for r in data["click"]))
+    return (
+        tuple(Rule(**{k: v for k, v in r.items() if k in fields}) for r in data["open"]),
+        tuple(Rule(**{k: v for k, v in r.items() if k in fields}) for r in data["click"]),
+    )
 
 
 def _attrs(inner: str) -> dict[str, tuple[str, int, int]]:
@@ -118,7 +124,7 @@ def unwrap(url: str) -> str:
         values = parse_qs(parts.query).get(rule.param) or [""]
         target = values[0]
     else:  # the target is the path segment after the rule's path, percent-encoded
-        target = unquote(parts.path[len(rule.path):].split("/", 1)[0])
+        target = unquote(parts.path[len(rule.path) :].split("/", 1)[0])
     target = target.strip()
     return target if re.match(r"https?://[^\s\"'<>]+$", target, re.I) else ""
 
@@ -161,8 +167,10 @@ def clean(body: str) -> tuple[str, int]:
 
     cleaned = _TAG.sub(tag, body)
     if examined > MAX_TAGS:
-        log.warning("tracker removal stopped", extra={"examined": MAX_TAGS, "tags_left": examined - MAX_TAGS,
-                                                      "removed": removed})
+        log.warning(
+            "tracker removal stopped",
+            extra={"examined": MAX_TAGS, "tags_left": examined - MAX_TAGS, "removed": removed},
+        )
     return cleaned, removed
 
 

@@ -34,14 +34,100 @@ if TYPE_CHECKING:
     import zipfile
 
 # SES DG, "Amazon SES unsupported attachment types": SES rejects a message carrying any of these.
-SES_UNSUPPORTED = frozenset((
-    "ade", "adp", "app", "asp", "bas", "bat", "cer", "chm", "cmd", "com", "cpl", "crt", "csh", "der", "exe", "fxp",
-    "gadget", "hlp", "hta", "inf", "ins", "isp", "its", "js", "jse", "ksh", "lib", "lnk", "mad", "maf", "mag",
-    "mam", "maq", "mar", "mas", "mat", "mau", "mav", "maw", "mda", "mdb", "mde", "mdt", "mdw", "mdz", "msc", "msh",
-    "msh1", "msh2", "mshxml", "msh1xml", "msh2xml", "msi", "msp", "mst", "ops", "pcd", "pif", "plg", "prf", "prg",
-    "reg", "scf", "scr", "sct", "shb", "shs", "sys", "ps1", "ps1xml", "ps2", "ps2xml", "psc1", "psc2", "tmp", "url",
-    "vb", "vbe", "vbs", "vps", "vsmacros", "vss", "vst", "vsw", "vxd", "ws", "wsc", "wsf", "wsh", "xnk"
-))
+SES_UNSUPPORTED = frozenset(
+    (
+        "ade",
+        "adp",
+        "app",
+        "asp",
+        "bas",
+        "bat",
+        "cer",
+        "chm",
+        "cmd",
+        "com",
+        "cpl",
+        "crt",
+        "csh",
+        "der",
+        "exe",
+        "fxp",
+        "gadget",
+        "hlp",
+        "hta",
+        "inf",
+        "ins",
+        "isp",
+        "its",
+        "js",
+        "jse",
+        "ksh",
+        "lib",
+        "lnk",
+        "mad",
+        "maf",
+        "mag",
+        "mam",
+        "maq",
+        "mar",
+        "mas",
+        "mat",
+        "mau",
+        "mav",
+        "maw",
+        "mda",
+        "mdb",
+        "mde",
+        "mdt",
+        "mdw",
+        "mdz",
+        "msc",
+        "msh",
+        "msh1",
+        "msh2",
+        "mshxml",
+        "msh1xml",
+        "msh2xml",
+        "msi",
+        "msp",
+        "mst",
+        "ops",
+        "pcd",
+        "pif",
+        "plg",
+        "prf",
+        "prg",
+        "reg",
+        "scf",
+        "scr",
+        "sct",
+        "shb",
+        "shs",
+        "sys",
+        "ps1",
+        "ps1xml",
+        "ps2",
+        "ps2xml",
+        "psc1",
+        "psc2",
+        "tmp",
+        "url",
+        "vb",
+        "vbe",
+        "vbs",
+        "vps",
+        "vsmacros",
+        "vss",
+        "vst",
+        "vsw",
+        "vxd",
+        "ws",
+        "wsc",
+        "wsf",
+        "wsh",
+        "xnk",
+    )
+)
 _EOCD = b"PK\x05\x06"
 _CENTRAL_ENTRY = b"PK\x01\x02"
 _ZIP64_LOCATOR = b"PK\x06\x07"
@@ -68,7 +154,7 @@ def is_dos_executable(data: bytes) -> bool:
         return False
     if len(data) >= 0x40:
         offset = int.from_bytes(data[0x3C:0x40], "little")
-        if data[offset:offset + 4] == b"PE\0\0":
+        if data[offset : offset + 4] == b"PE\0\0":
             return True
     return b"\0" in data[2:0x40]
 
@@ -82,11 +168,11 @@ def _zip_entries(data: bytes) -> int | None:
     at = data.rfind(_EOCD, max(0, len(data) - _EOCD_SEARCH))
     if at < 0 or len(data) - at < _EOCD_SIZE:
         return None
-    stated = int.from_bytes(data[at + 10:at + 12], "little")
-    size = int.from_bytes(data[at + 12:at + 16], "little")
+    stated = int.from_bytes(data[at + 10 : at + 12], "little")
+    size = int.from_bytes(data[at + 12 : at + 16], "little")
     # zipfile reads the directory that ends where the end record (or a zip64 end record) starts; with a
     # zip64 locator the directory's size comes from the zip64 record instead, so count everything before
-    start = 0 if at >= 20 and data[at - 20:at - 16] == _ZIP64_LOCATOR else max(0, at - size)
+    start = 0 if at >= 20 and data[at - 20 : at - 16] == _ZIP64_LOCATOR else max(0, at - size)
     return max(stated, data.count(_CENTRAL_ENTRY, start, at))
 
 

@@ -40,7 +40,9 @@ HEADER_BLOCK_MAX = 256 * 1024  # an owner's header block is a few KB; Gmail's, w
 _OTHER_AT = re.compile(r"@|%40|&#0*64;?|&#x0*40;?|&commat;|\uff20|\ufe6b", re.I)
 
 
-UNAUTHENTICATED = "owner not authenticated (needs DMARC PASS, or SPF PASS for the owner's domain without DMARC)"
+UNAUTHENTICATED = (
+    "owner not authenticated (needs DMARC PASS, or SPF PASS for the owner's domain without DMARC)"
+)
 
 
 class NotAuthorised(Exception):
@@ -122,7 +124,10 @@ def check_from(raw: bytes, receipt: SesReceipt, cfg: Config) -> OwnerFrom:
             text = re.sub(re.escape(owner), "", text, flags=re.I)
         if _OTHER_AT.search(text):
             raise NotAuthorised("From names another address")
-    if receipt.verdicts.get("dmarc") != "PASS" and address.rpartition("@")[2] != envelope_sender(receipt).rpartition("@")[2]:
+    if (
+        receipt.verdicts.get("dmarc") != "PASS"
+        and address.rpartition("@")[2] != envelope_sender(receipt).rpartition("@")[2]
+    ):
         raise NotAuthorised("From domain differs from the SPF-authenticated envelope domain")
     return OwnerFrom(address, mailbox.display_name)
 

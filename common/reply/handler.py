@@ -41,8 +41,15 @@ log = get_logger("reply-handler")
 
 
 class ReplyResult(TypedDict):
-    status: Literal["queued", "started", "commands-applied", "released", "already-released", "rejected",
-                    "already-processed"]
+    status: Literal[
+        "queued",
+        "started",
+        "commands-applied",
+        "released",
+        "already-released",
+        "rejected",
+        "already-processed",
+    ]
     messageId: NotRequired[str]
     reason: NotRequired[str]
     key: NotRequired[str]
@@ -66,7 +73,9 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         goal = owner.target(receipt, cfg)
         bind(**({"conversation_id": goal.value} if goal.kind == "reply" else {"owner_target": goal.kind}))
         auth.check_from(raw, receipt, cfg)
-        if over := limits.screen(raw):  # even the owner's mail is parsed only within the caps (docs/security.md)
+        if over := limits.screen(
+            raw
+        ):  # even the owner's mail is parsed only within the caps (docs/security.md)
             raise NotAuthorised(f"not parsed: {over}")
         mail = parse(raw)
         received = parse_iso(receipt.timestamp) or datetime.now(UTC)
@@ -76,8 +85,10 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         if goal.kind != "release" and (encrypted := encrypted_kind(mail.headers.get("content-type", ""))):
             # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to
             # relay, and the contact could not read it either. Refused with a notice, never dropped.
-            raise NotAuthorised(f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again "
-                                "unencrypted (signing is fine)")
+            raise NotAuthorised(
+                f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again "
+                "unencrypted (signing is fine)"
+            )
         if goal.kind == "release":
             result = release_held(cfg, goal.value, mid)
             staging.done(cfg, receipt)
@@ -97,12 +108,17 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             if not record or not record.get("senderEmail"):
                 raise NotAuthorised("unknown conversation")
             check_contact(cfg, str(record["senderEmail"]))
-        if goal.kind == "reply" and goal.address.lower() not in " ".join(
-                (mail.headers.get("to", ""), mail.headers.get("cc", ""))).lower():
+        if (
+            goal.kind == "reply"
+            and goal.address.lower()
+            not in " ".join((mail.headers.get("to", ""), mail.headers.get("cc", ""))).lower()
+        ):
             # The owner's client addresses a reply to the thread address, and DKIM signs To and Cc
             # (RFC 6376 section 5.4.1): a signed message delivered to another thread is a replay.
-            raise NotAuthorised("the thread address it was delivered to is not in its To or Cc (replayed to "
-                                "another conversation?)")
+            raise NotAuthorised(
+                "the thread address it was delivered to is not in its To or Cc (replayed to "
+                "another conversation?)"
+            )
         claims = auth.replay_claims(mail, cid)
         if not all([replies.claim(cfg, scope, i, mid) for scope, i in claims]):  # every claim is written
             raise NotAuthorised("owner message already sent (replay)")
@@ -123,8 +139,10 @@ def check_contact(cfg: Config, contact: str) -> None:
         raise NotAuthorised("the conversation's contact is one of our own addresses (mail loop)")
     entry = sendstatus.suppression(cfg, contact)
     if entry:
-        raise NotAuthorised(f"contact {contact} is on the suppression list ({entry.get('reason')}); "
-                            f"email-handler suppression remove {contact} to mail them again")
+        raise NotAuthorised(
+            f"contact {contact} is on the suppression list ({entry.get('reason')}); "
+            f"email-handler suppression remove {contact} to mail them again"
+        )
 
 
 def release_held(cfg: Config, qid: str, mid: str) -> ReplyResult:
@@ -136,27 +154,62 @@ def release_held(cfg: Config, qid: str, mid: str) -> ReplyResult:
         raise NotAuthorised("release address names no quarantined mail")
     if released["status"] == "undeliverable":
         raise NotAuthorised(f"released mail cannot be forwarded: {released.get('reason', '')}")
-    return {"status": released["status"], "messageId": mid, "conversationId": released.get("conversationId", "")}
+    return {
+        "status": released["status"],
+        "messageId": mid,
+        "conversationId": released.get("conversationId", ""),
+    }
 
 
 def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> ReplyResult:
     key = layout.rejected(datetime.now(UTC), receipt.message_id)
-    s3.put(cfg.bucket, key, raw, "message/rfc822",
-           metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]})
+    s3.put(
+        cfg.bucket,
+        key,
+        raw,
+        "message/rfc822",
+        metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]},
+    )
     try:
         sender = clean_header_text(" | ".join(auth.from_fields(raw)), 200)
     except NotAuthorised:
         sender = ""
-    log.warning("reply rejected", extra={"reason": reason, "sender": sender, "envelope_sender": receipt.source,
-                                         "recipients": list(receipt.recipients), "key": key, "verdicts": receipt.verdicts})
-    alerted = alerts.publish_throttled(cfg, reason, "Reply rejected", {
-        "alert": "reply-rejected", "reason": reason, "key": key, "envelopeSender": receipt.source, "from": sender})
+    log.warning(
+        "reply rejected",
+        extra={
+            "reason": reason,
+            "sender": sender,
+            "envelope_sender": receipt.source,
+            "recipients": list(receipt.recipients),
+            "key": key,
+            "verdicts": receipt.verdicts,
+        },
+    )
+    alerted = alerts.publish_throttled(
+        cfg,
+        reason,
+        "Reply rejected",
+        {
+            "alert": "reply-rejected",
+            "reason": reason,
+            "key": key,
+            "envelopeSender": receipt.source,
+            "from": sender,
+        },
+    )
     staging.done(cfg, receipt)
     return {"status": "rejected", "reason": reason, "key": key, "alerted": alerted}
 
 
-def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str, Any], mail: ParsedMail,
-               new: bool = False) -> ReplyResult:
+def send_reply(
+    cfg: Config,
+    mid: str,
+    cid: str,
+    identity: str,
+    record: dict[str, Any],
+    mail: ParsedMail,
+    new: bool = False,
+) -> ReplyResult:
     """Queue the owner's text to the conversation's contact (``new``: the first mail of a conversation
     the owner starts: its own subject, no threading headers); apply the owner's controls first."""
     owners = tuple(cfg.owner_addresses)
@@ -175,29 +228,69 @@ def send_reply(cfg: Config, mid: str, cid: str, identity: str, record: dict[str,
     # of the owner's own client (a signature over the reply would not verify after cleaning anyway).
     files = [a for a in mail.attachments if a.role in ("file", "message")]
     if not body.strip() and not files:
-        log.info("reply not sent", extra={"reason": "nothing but commands in it", "conversation_id": cid,
-                                          "metadata": sorted(metadata), "controls": controls})
-        return {"status": "commands-applied", "conversationId": cid, "metadata": metadata, "controls": controls}
+        log.info(
+            "reply not sent",
+            extra={
+                "reason": "nothing but commands in it",
+                "conversation_id": cid,
+                "metadata": sorted(metadata),
+                "controls": controls,
+            },
+        )
+        return {
+            "status": "commands-applied",
+            "conversationId": cid,
+            "metadata": metadata,
+            "controls": controls,
+        }
     for att in files:  # a file name is shown to the contact too
         att.filename = hide(att.filename)
         att.safe_name = safe_filename(hide(att.safe_name))
-    kept = attachments.store(cfg, files, lambda name: layout.reply_attachment(cid, mid, name),
-                             lambda name: layout.withheld(cid, mid, name))
+    kept = attachments.store(
+        cfg,
+        files,
+        lambda name: layout.reply_attachment(cid, mid, name),
+        lambda name: layout.withheld(cid, mid, name),
+    )
     for skipped in kept.skipped:
         log.warning("reply attachment skipped", extra={"attachment": skipped})
     last = "" if new else str(record.get("lastMessageId") or "")
-    ses_form = f"<{record.get('lastSesMessageId')}@email.amazonses.com>" if record.get("lastSesMessageId") and not new else ""
+    ses_form = (
+        f"<{record.get('lastSesMessageId')}@email.amazonses.com>"
+        if record.get("lastSesMessageId") and not new
+        else ""
+    )
     subject = (clean_header_text(mail.subject) or "(no subject)") if new else reply_subject(mail.subject)
     message = OutboundMessage(
-        kind="new" if new else "reply", idempotency_key=f"reply:{cid}:{identity}", correlation_id=f"reply-{mid}",
-        to=[contact], subject=hide(subject),
-        text=body, from_name=cfg.public_name,
-        in_reply_to=last or ses_form, references=[r for r in dict.fromkeys((last, ses_form)) if r],
-        attachments=kept.attachments, conversation_id=cid,
+        kind="new" if new else "reply",
+        idempotency_key=f"reply:{cid}:{identity}",
+        correlation_id=f"reply-{mid}",
+        to=[contact],
+        subject=hide(subject),
+        text=body,
+        from_name=cfg.public_name,
+        in_reply_to=last or ses_form,
+        references=[r for r in dict.fromkeys((last, ses_form)) if r],
+        attachments=kept.attachments,
+        conversation_id=cid,
     )
     enqueue(cfg.reply_queue, message, cfg.bucket, cfg.claim_check_bytes)
-    log.info("reply queued", extra={"conversation_id": cid, "metadata": sorted(metadata), "attachments": len(kept.attachments),
-                                    "recipient": message.to[0], "subject": message.subject, "new_conversation": new,
-                                    "controls": controls})
-    return {"status": "started" if new else "queued", "conversationId": cid, "metadata": metadata,
-            "attachments": [a.key for a in kept.attachments], "controls": controls}
+    log.info(
+        "reply queued",
+        extra={
+            "conversation_id": cid,
+            "metadata": sorted(metadata),
+            "attachments": len(kept.attachments),
+            "recipient": message.to[0],
+            "subject": message.subject,
+            "new_conversation": new,
+            "controls": controls,
+        },
+    )
+    return {
+        "status": "started" if new else "queued",
+        "conversationId": cid,
+        "metadata": metadata,
+        "attachments": [a.key for a in kept.attachments],
+        "controls": controls,
+    }

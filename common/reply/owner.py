@@ -89,8 +89,10 @@ def apply_controls(cfg: Config, controls: list[Control], contact: str, cid: str)
                 senderlists.put(cfg, entry, control.action, f"reply:{cid}")
                 done.append(f"{control.action} {entry}")
         except ValueError as exc:
-            log.warning("owner control refused", extra={"control": control.action, "target": control.target,
-                                                        "reason": str(exc)})
+            log.warning(
+                "owner control refused",
+                extra={"control": control.action, "target": control.target, "reason": str(exc)},
+            )
             done.append(f"{control.action} refused: {exc}")
     if done:
         log.info("owner controls applied", extra={"conversation_id": cid, "controls": done})

@@ -94,7 +94,9 @@ def owner_names(configured: tuple[str, ...], display_name: str) -> tuple[str, ..
 @functools.cache
 def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
     # Any case, any run of spaces (a quote header may wrap or pad it), optionally quoted; whole words only.
-    alternatives = (r"\s+".join(re.escape(w) for w in n.split()) for n in sorted(names, key=len, reverse=True))
+    alternatives = (
+        r"\s+".join(re.escape(w) for w in n.split()) for n in sorted(names, key=len, reverse=True)
+    )
     return re.compile(r"(?<!\w)[\"']?(?:" + "|".join(alternatives) + r")[\"']?(?!\w)", re.I)
 
 

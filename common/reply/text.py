@@ -12,8 +12,15 @@ from common.inbound.messages import FOOTER_MARKER
 from common.reply.scrub import hide_addresses
 
 # [key: value] command lines -> conversation attributes (docs/CONTRACT.md)
-METADATA_KEYS = {"company": "companyName", "title": "title", "type": "type", "location": "location",
-                 "salary_range": "salaryRange", "job_id": "jobId", "notes": "notes"}
+METADATA_KEYS = {
+    "company": "companyName",
+    "title": "title",
+    "type": "type",
+    "location": "location",
+    "salary_range": "salaryRange",
+    "job_id": "jobId",
+    "notes": "notes",
+}
 _COMMAND = re.compile(r"^\s*\[\s*([A-Za-z_ -]+?)\s*:\s*(.*?)\s*\]\s*$")
 # Owner controls (docs/CONTRACT.md): [block], [block: domain], [allow], [unblock], optionally naming
 # an address or @domain instead of the contact; removed from the outgoing body like metadata.
@@ -24,21 +31,30 @@ _QUOTED = re.compile(r"^\s*>")
 # Apple Mail: "On 3 Nov 2026, at 10:00, Jane <jane@x> wrote:"; and as Gmail writes it in de, fr, es,
 # it, nl, pt, pl and ru. Japanese and Chinese Gmail put the date and "<address>" before a bare colon:
 # _ATTRIBUTION_ANY catches any language's attribution that names an address and ends in a colon.
-_ATTRIBUTION = re.compile(r"^\s*(On|Am|Le|El|Il giorno|Il|Op|Em|W dniu|Dnia)\s.+(wrote|schrieb|a écrit|escribió|"
-                          r"ha scritto|schreef|escreveu|napisał\(a\)|napisała|napisał|пишет|написал\(а\)|"
-                          r"написала|написал)\s*[:：]\s*$", re.I | re.S)
+_ATTRIBUTION = re.compile(
+    r"^\s*(On|Am|Le|El|Il giorno|Il|Op|Em|W dniu|Dnia)\s.+(wrote|schrieb|a écrit|escribió|"
+    r"ha scritto|schreef|escreveu|napisał\(a\)|napisała|napisał|пишет|написал\(а\)|"
+    r"написала|написал)\s*[:：]\s*$",
+    re.I | re.S,
+)
 ATTRIBUTION_MAX_CHARS = 400  # lines tried against _ATTRIBUTION_ANY (two stars: kept off long lines)
 _ATTRIBUTION_ANY = re.compile(r"^(?=[^\n]*\d)[^\n]*<[^<>\s@]+@[^<>\s]+>[^\n]*[:：]\s*$", re.S)
 # Outlook: a separator line, or a header block "From: ... Sent: ..." that starts the quoted original,
 # in en, es, it, nl, pt, pl, ru, fr, de, ja and zh (as Outlook writes them in those languages).
-_OUTLOOK_SEPARATOR = re.compile(r"^\s*(-{2,}\s*(Original Message|Forwarded message|Mensaje original|Messaggio originale|"
-                                r"Oorspronkelijk bericht|Mensagem original|Wiadomość oryginalna|Исходное сообщение|"
-                                r"Message d'origine|Ursprüngliche Nachricht|Weitergeleitete Nachricht|元のメッセージ|"
-                                r"原始邮件|原始郵件)\s*-{2,}|_{10,}|Begin forwarded message:)\s*$", re.I)
+_OUTLOOK_SEPARATOR = re.compile(
+    r"^\s*(-{2,}\s*(Original Message|Forwarded message|Mensaje original|Messaggio originale|"
+    r"Oorspronkelijk bericht|Mensagem original|Wiadomość oryginalna|Исходное сообщение|"
+    r"Message d'origine|Ursprüngliche Nachricht|Weitergeleitete Nachricht|元のメッセージ|"
+    r"原始邮件|原始郵件)\s*-{2,}|_{10,}|Begin forwarded message:)\s*$",
+    re.I,
+)
 _OUTLOOK_HEADER = re.compile(r"^\s*\*?(From|De|Da|Van|Od|От|Von|差出人|发件人|寄件者)\s*[:：]\*?(\s|$)", re.I)
-_OUTLOOK_SENT = re.compile(r"^\s*\*?(Sent|Date|Envoyé|Gesendet|Datum|Enviado el|Enviado|Enviada em|Fecha|Inviato|"
-                           r"Data|Verzonden|Wysłano|Wysłane|Отправлено|Дата|送信日時|日付|发送时间|日期|寄件日期|"
-                           r"傳送時間)\s*[:：]\*?(\s|$)", re.I)
+_OUTLOOK_SENT = re.compile(
+    r"^\s*\*?(Sent|Date|Envoyé|Gesendet|Datum|Enviado el|Enviado|Enviada em|Fecha|Inviato|"
+    r"Data|Verzonden|Wysłano|Wysłane|Отправлено|Дата|送信日時|日付|发送时间|日期|寄件日期|"
+    r"傳送時間)\s*[:：]\*?(\s|$)",
+    re.I,
+)
 _PREFIX = re.compile(r"^\s*((re|fwd?|aw|wg|sv|vs|antw)\s*(\[\d+\])?\s*:\s*)+", re.I)
 
 
@@ -62,7 +78,9 @@ def extract_metadata(text: str) -> tuple[str, dict[str, str]]:
 @dataclass(frozen=True, slots=True)
 class Control:
     action: str  # block | allow | unblock
-    target: str  # "" the contact's address, "domain" the contact's domain, else an address or @domain as written
+    target: (
+        str  # "" the contact's address, "domain" the contact's domain, else an address or @domain as written
+    )
 
 
 def owner_controls(text: str) -> list[Control]:
@@ -85,13 +103,20 @@ def strip_history(text: str) -> str:
     for i, line in enumerate(lines):
         if FOOTER_MARKER in line or _OUTLOOK_SEPARATOR.match(line):
             break
-        if _OUTLOOK_HEADER.match(line) and any(_OUTLOOK_SENT.match(n) for n in lines[i + 1:i + 4]):
+        if _OUTLOOK_HEADER.match(line) and any(_OUTLOOK_SENT.match(n) for n in lines[i + 1 : i + 4]):
             break
         joined = line + (" " + lines[i + 1] if i + 1 < len(lines) else "")
         any_language = len(joined) <= ATTRIBUTION_MAX_CHARS and _ATTRIBUTION_ANY.match(joined)
-        if _ATTRIBUTION.match(line) or (any_language and _ATTRIBUTION_ANY.match(line)) or (
-                (_ATTRIBUTION.match(joined) or any_language) and not line.rstrip().endswith(":")
-                and lines[i + 1:i + 2] and lines[i + 1].rstrip().endswith((":", "："))):
+        if (
+            _ATTRIBUTION.match(line)
+            or (any_language and _ATTRIBUTION_ANY.match(line))
+            or (
+                (_ATTRIBUTION.match(joined) or any_language)
+                and not line.rstrip().endswith(":")
+                and lines[i + 1 : i + 2]
+                and lines[i + 1].rstrip().endswith((":", "："))
+            )
+        ):
             break
         if _QUOTED.match(line):
             continue
@@ -99,7 +124,9 @@ def strip_history(text: str) -> str:
     return "\n".join(out).strip("\n").rstrip() + "\n"
 
 
-def clean_reply(text: str, private_addresses: tuple[str, ...], public_address: str) -> tuple[str, dict[str, str]]:
+def clean_reply(
+    text: str, private_addresses: tuple[str, ...], public_address: str
+) -> tuple[str, dict[str, str]]:
     body, metadata = extract_metadata(strip_history(text))
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"
     return hide_addresses(body, private_addresses, public_address), metadata

@@ -54,7 +54,9 @@ class Config:
     send_status_table: str = ""
     suppression_table: str = ""
     sender_lists_table: str = ""  # the owner's block/allow lists (common/store/senderlists.py)
-    quarantine_table: str = ""  # one record per quarantined mail: digest and release (common/store/quarantine.py)
+    quarantine_table: str = (
+        ""  # one record per quarantined mail: digest and release (common/store/quarantine.py)
+    )
     ack_queue: str = ""
     forward_queue: str = ""
     reply_queue: str = ""
@@ -67,8 +69,22 @@ class Config:
     spam_log_group: str = ""
     opaque_relay_domains: tuple[str, ...] = ("bounce.linkedin.com",)
     # Executables and scripts: withheld (stored under withheld/, named in the forward), also inside zips.
-    attachment_deny_types: tuple[str, ...] = ("exe", "scr", "com", "bat", "cmd", "js", "vbs", "jse", "wsf", "ps1",
-                                              "msi", "jar", "lnk", "hta")
+    attachment_deny_types: tuple[str, ...] = (
+        "exe",
+        "scr",
+        "com",
+        "bat",
+        "cmd",
+        "js",
+        "vbs",
+        "jse",
+        "wsf",
+        "ps1",
+        "msi",
+        "jar",
+        "lnk",
+        "hta",
+    )
     ack_subject: str = "Thanks for your message"
     ack_template: str = (
         "Hello{name},\n\nThanks for getting in touch. This is an automatic acknowledgement: "
@@ -107,14 +123,20 @@ class Config:
     owner_smime_cert: str = ""  # host tools: path of a PEM X.509 certificate (S/MIME, RFC 8551)
     owner_pgp_key: str = ""  # host tools: path of an ASCII-armored OpenPGP public key (PGP/MIME, RFC 3156)
     owner_key: str = ""  # the key's text; functions read it from owner_key_parameter at cold start
-    owner_key_parameter: str = ""  # SSM parameter holding the key; set = encryption on (common/mail/encrypt.py)
+    owner_key_parameter: str = (
+        ""  # SSM parameter holding the key; set = encryption on (common/mail/encrypt.py)
+    )
     # --- retention (docs/owner.md "What is stored, for how long"): days; 0 keeps for ever
     retention_archive_days: int = 730  # conversations/ and the conversation records (DynamoDB TTL)
     retention_attachments_days: int = 730  # attachments/, withheld/, reply-attachments/
     retention_text_days: int = 730  # extracted-text/
-    retention_quarantine_days: int = 30  # spam/ and the quarantine records: digests offer a week, release after
+    retention_quarantine_days: int = (
+        30  # spam/ and the quarantine records: digests offer a week, release after
+    )
     retention_rejected_days: int = 90  # rejected/ and bounces/: evidence for the owner's alerts
-    remove_trackers: str = "on"  # "off" forwards HTML with its tracking pixels and redirects (common/mail/trackers.py)
+    remove_trackers: str = (
+        "on"  # "off" forwards HTML with its tracking pixels and redirects (common/mail/trackers.py)
+    )
     encrypted_subject: str = "[...]"  # outer Subject of encrypted mail ("original" keeps the real one)
     _env_names: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -138,7 +160,9 @@ class Config:
     @property
     def own_addresses(self) -> frozenset[str]:
         """The owner's mailboxes and PUBLIC_EMAIL: never acked, suppressed, blocked or written to as a contact."""
-        return self.owner_addresses | ({self.public_email.strip().lower()} if self.public_email.strip() else set())
+        return self.owner_addresses | (
+            {self.public_email.strip().lower()} if self.public_email.strip() else set()
+        )
 
     def is_own(self, address: str) -> bool:
         """The one reading of "our own address" (acks, loops, suppression and list protection use it):
@@ -152,7 +176,10 @@ class Config:
         ours = self.domain_name.strip().lower().rstrip(".")
         if ours and (domain == ours or domain.endswith("." + ours)):
             return True
-        return f"{local.partition('+')[0]}@{domain}" in self.own_addresses or f"{local}@{domain}" in self.own_addresses
+        return (
+            f"{local.partition('+')[0]}@{domain}" in self.own_addresses
+            or f"{local}@{domain}" in self.own_addresses
+        )
 
     @property
     def encrypts_to_owner(self) -> bool:
@@ -164,7 +191,11 @@ class Config:
         """The size a forward may have before the sender encrypts it: encryption base64-encodes the whole
         message once more (S/MIME's DER, OpenPGP's armor: 4/3 plus line breaks), so the budget shrinks
         until the encrypted message still fits SES's limit (tests/unit/test_encrypt.py measures it)."""
-        return int(self.max_forward_bytes / ENCRYPTION_GROWTH) if self.encrypts_to_owner else self.max_forward_bytes
+        return (
+            int(self.max_forward_bytes / ENCRYPTION_GROWTH)
+            if self.encrypts_to_owner
+            else self.max_forward_bytes
+        )
 
     def require(self, *names: str) -> Config:
         """Raise ConfigError naming every required field that is empty."""
@@ -282,24 +313,37 @@ def _validate(cfg: Config) -> None:
     for name in ("public_email", "private_email"):
         value = getattr(cfg, name)
         if value and not _EMAIL.match(value):
-            raise ConfigError(f"{env_name(name)}={value!r} is not an ASCII email address (use the domain's punycode form)")
+            raise ConfigError(
+                f"{env_name(name)}={value!r} is not an ASCII email address (use the domain's punycode form)"
+            )
     for value in cfg.owner_emails:
         if not _EMAIL.match(value):
             raise ConfigError(f"OWNER_EMAILS contains {value!r}, which is not an ASCII email address")
     if cfg.domain_name and not _DOMAIN.match(cfg.domain_name):
         raise ConfigError(f"DOMAIN_NAME={cfg.domain_name!r} is not a domain name")
-    if cfg.domain_name and cfg.public_email and not cfg.public_email.lower().endswith("@" + cfg.domain_name.lower()):
+    if (
+        cfg.domain_name
+        and cfg.public_email
+        and not cfg.public_email.lower().endswith("@" + cfg.domain_name.lower())
+    ):
         raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({cfg.domain_name})")
     if cfg.thread_secret and len(cfg.thread_secret) < 16:
         raise ConfigError("THREAD_SECRET must be at least 16 characters")
-    for name in ("retention_archive_days", "retention_attachments_days", "retention_text_days",
-                 "retention_quarantine_days", "retention_rejected_days"):
+    for name in (
+        "retention_archive_days",
+        "retention_attachments_days",
+        "retention_text_days",
+        "retention_quarantine_days",
+        "retention_rejected_days",
+    ):
         if getattr(cfg, name) < 0:
             raise ConfigError(f"{env_name(name)} must be a number of days (0 keeps for ever)")
     if cfg.remove_trackers not in ("on", "off"):
         raise ConfigError(f"REMOVE_TRACKERS={cfg.remove_trackers!r} must be on or off")
     if cfg.owner_smime_cert and cfg.owner_pgp_key:
-        raise ConfigError("set OWNER_SMIME_CERT or OWNER_PGP_KEY, not both: mail to the owner is encrypted to one key")
+        raise ConfigError(
+            "set OWNER_SMIME_CERT or OWNER_PGP_KEY, not both: mail to the owner is encrypted to one key"
+        )
     if cfg.max_send_rate <= 0:
         raise ConfigError("MAX_SEND_RATE must be positive")
     if not cfg.retry_delays or any(d < 0 for d in cfg.retry_delays):
@@ -309,11 +353,20 @@ def _validate(cfg: Config) -> None:
     if not 1 <= cfg.forward_link_days <= 7:  # SigV4 presigned URLs last seven days at most (common.aws.s3)
         raise ConfigError("FORWARD_LINK_DAYS must be 1 to 7")
     if not 1 <= cfg.quota_wait_s <= MAX_VISIBILITY_S:
-        raise ConfigError(f"QUOTA_WAIT_SECONDS must be between 1 and {MAX_VISIBILITY_S} (SQS's 12-hour visibility maximum)")
+        raise ConfigError(
+            f"QUOTA_WAIT_SECONDS must be between 1 and {MAX_VISIBILITY_S} (SQS's 12-hour visibility maximum)"
+        )
     if re.search(r"[@\x00-\x1f\x7f<>\"]", cfg.public_name) or len(cfg.public_name) > 64:
-        raise ConfigError("PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or control characters")
-    for name in ("ack_limit_per_hour", "ack_limit_per_domain_per_hour", "transient_suppression_s",
-                 "owner_hold_probe_s", "reply_max_age_s"):
+        raise ConfigError(
+            "PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or control characters"
+        )
+    for name in (
+        "ack_limit_per_hour",
+        "ack_limit_per_domain_per_hour",
+        "transient_suppression_s",
+        "owner_hold_probe_s",
+        "reply_max_age_s",
+    ):
         if getattr(cfg, name) < 0:
             raise ConfigError(f"{env_name(name)} must not be negative")
     if not re.fullmatch(r"[a-z0-9-]+", cfg.env):
@@ -332,7 +385,11 @@ def with_secrets(cfg: Config, require: Iterable[str] = ()) -> Config:
     Called once, at cold start."""
     from dataclasses import replace
 
-    wanted = [(s, p) for s, p in SECRET_PARAMETERS.items() if s in require and not getattr(cfg, s) and getattr(cfg, p)]
+    wanted = [
+        (s, p)
+        for s, p in SECRET_PARAMETERS.items()
+        if s in require and not getattr(cfg, s) and getattr(cfg, p)
+    ]
     if wanted:
         from common.aws import error_code, ssm
 
@@ -360,7 +417,9 @@ def with_owner_key_file(cfg: Config) -> Config:
     text = encrypt.read_key_file(cfg.owner_smime_cert or cfg.owner_pgp_key, variable)
     key = encrypt.parse(text)
     if key.kind != ("smime" if cfg.owner_smime_cert else "pgp"):
-        raise ConfigError(f"{variable} names a file holding an {'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}")
+        raise ConfigError(
+            f"{variable} names a file holding an {'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}"
+        )
     return replace(cfg, owner_key=text)
 
 
@@ -380,8 +439,10 @@ def with_owner_key(cfg: Config) -> Config:
         except Exception as exc:
             if error_code(exc) != "ParameterNotFound":
                 raise
-            raise ConfigError(f"OWNER_KEY_PARAMETER names {cfg.owner_key_parameter}, which does not exist: "
-                              "deploy again with OWNER_SMIME_CERT or OWNER_PGP_KEY") from None
+            raise ConfigError(
+                f"OWNER_KEY_PARAMETER names {cfg.owner_key_parameter}, which does not exist: "
+                "deploy again with OWNER_SMIME_CERT or OWNER_PGP_KEY"
+            ) from None
     if cfg.owner_key:
         encrypt.parse(cfg.owner_key)
     return cfg

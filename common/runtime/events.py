@@ -46,7 +46,9 @@ class SesReceipt:
     verdicts: dict[str, str]  # spam/virus/spf/dkim/dmarc -> PASS|FAIL|GRAY|PROCESSING_FAILED|DISABLED
     dmarc_policy: str = ""  # only present when DMARC failed: none|quarantine|reject
     subject: str = ""
-    header_from: str = ""  # commonHeaders.from[0]: SES's reading of From, for logs before (or without) a parse
+    header_from: str = (
+        ""  # commonHeaders.from[0]: SES's reading of From, for logs before (or without) a parse
+    )
     destination: tuple[str, ...] = ()  # mail.destination: every envelope recipient, whichever rule matched it
 
     @classmethod
@@ -58,7 +60,10 @@ class SesReceipt:
         if not isinstance(message_id, str) or not message_id or "/" in message_id:
             raise EventError("ses.mail.messageId missing or not a plain id")
         recipients = receipt.get("recipients") or mail.get("destination") or []
-        verdicts = {v: str((receipt.get(f"{v}Verdict") or {}).get("status", "PROCESSING_FAILED")).upper() for v in VERDICTS}
+        verdicts = {
+            v: str((receipt.get(f"{v}Verdict") or {}).get("status", "PROCESSING_FAILED")).upper()
+            for v in VERDICTS
+        }
         return cls(
             message_id=message_id,
             source=str(mail.get("source") or ""),

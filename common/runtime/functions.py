@@ -57,19 +57,36 @@ EMULATOR_PORT = 4566
 SMTP_PORT = 2525
 
 FUNCTIONS: tuple[Function, ...] = (
-    Function("inbound-handler", 9001, ("domain_name", "public_email", "private_email", "thread_secret"),
-             memory_mb=MAIL_MEMORY_MB),
-    Function("reply-handler", 9002, ("domain_name", "public_email", "private_email", "thread_secret"),
-             memory_mb=MAIL_MEMORY_MB),
+    Function(
+        "inbound-handler",
+        9001,
+        ("domain_name", "public_email", "private_email", "thread_secret"),
+        memory_mb=MAIL_MEMORY_MB,
+    ),
+    Function(
+        "reply-handler",
+        9002,
+        ("domain_name", "public_email", "private_email", "thread_secret"),
+        memory_mb=MAIL_MEMORY_MB,
+    ),
     # S3 notifications reach it through a queue (deploy.resources.attachment_queue), so a mail with many
     # attachments uses at most two instances instead of fanning out to the account's whole concurrency.
     Function("attachment-extractor", 9003, (), batch_concurrency=2),
     # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (docs/senders.md).
     Function("ack-sender", 9004, ("public_email",), "ack_queue", 180, batch_concurrency=2),
-    Function("forward-sender", 9005, ("public_email",), "forward_queue", 180, MAIL_MEMORY_MB,
-             batch_concurrency=2, owner_key=True),
-    Function("reply-sender", 9006, ("public_email",), "reply_queue", 180, MAIL_MEMORY_MB,
-             batch_concurrency=2),
+    Function(
+        "forward-sender",
+        9005,
+        ("public_email",),
+        "forward_queue",
+        180,
+        MAIL_MEMORY_MB,
+        batch_concurrency=2,
+        owner_key=True,
+    ),
+    Function(
+        "reply-sender", 9006, ("public_email",), "reply_queue", 180, MAIL_MEMORY_MB, batch_concurrency=2
+    ),
 )
 SENDERS = tuple(f for f in FUNCTIONS if f.queue_field)
 # AWS guidance for SQS event sources: visibility timeout at least six times the function timeout.

@@ -50,11 +50,14 @@ def configure(service: str, environment: str) -> None:
     """Set the process-wide static fields (mypylogger reads APP_NAME only at import)."""
     from common import __version__
 
-    mypylogger.get_logger("service-email-handler", static_fields={
-        "service": os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or service,
-        "environment": environment,
-        "version": __version__,
-    })
+    mypylogger.get_logger(
+        "service-email-handler",
+        static_fields={
+            "service": os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or service,
+            "environment": environment,
+            "version": __version__,
+        },
+    )
 
 
 def set_level(level: int | str, *names: str) -> None:

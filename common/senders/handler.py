@@ -58,15 +58,17 @@ class QuotaUsedUp(SendFailed):
         super().__init__(DAILY_QUOTA, attempts, detail)
 
 
-
 def handle(cfg: Config, event: Any, context: LambdaContext) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
     records = events.sqs_records(event)  # a clear EventError for anything that is not an SQS batch
     sender = Sender(cfg, context, [r.body for r in records])
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    result = dict(process_partial_response(event=event, record_handler=sender.process, processor=processor,
-                                           context=context))
+    result = dict(
+        process_partial_response(
+            event=event, record_handler=sender.process, processor=processor, context=context
+        )
+    )
     sender.finish()
     return result
 
@@ -125,14 +127,29 @@ class Sender:
         except QuotaUsedUp as exc:
             return self._wait_for_quota(record, receive_count, exc)
         except Exception as exc:
-            failure = exc if isinstance(exc, SendFailed) else SendFailed(
-                "InvalidMessage" if isinstance(exc, EventError) else (error_code(exc) or type(exc).__name__),
-                0, str(exc), permanent=isinstance(exc, EventError))
+            failure = (
+                exc
+                if isinstance(exc, SendFailed)
+                else SendFailed(
+                    "InvalidMessage"
+                    if isinstance(exc, EventError)
+                    else (error_code(exc) or type(exc).__name__),
+                    0,
+                    str(exc),
+                    permanent=isinstance(exc, EventError),
+                )
+            )
             if failure.permanent:
-                sqs.send(dlq_name(self.cfg.send_queue), record.body, {"errorCode": failure.code[:256],
-                                                                      "detail": failure.detail[:1024] or "-"})
+                sqs.send(
+                    dlq_name(self.cfg.send_queue),
+                    record.body,
+                    {"errorCode": failure.code[:256], "detail": failure.detail[:1024] or "-"},
+                )
                 self._final_failure_check(receive_count, msg, failure)
-                return {"status": "dead-lettered", "errorCode": failure.code}  # done with: deleted from the queue
+                return {
+                    "status": "dead-lettered",
+                    "errorCode": failure.code,
+                }  # done with: deleted from the queue
             self._final_failure_check(receive_count, msg, failure)
             raise
 
@@ -145,15 +162,32 @@ class Sender:
         if receive_count >= self.cfg.max_receive_count:
             # DelaySeconds is at most 15 minutes (SQS API reference, SendMessage,
             # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html).
-            attributes = {k: str(v["stringValue"]) for k, v in (record.raw_event.get("messageAttributes") or {}).items()
-                          if isinstance(v, dict) and v.get("stringValue") is not None}  # correlation id, kind
+            attributes = {
+                k: str(v["stringValue"])
+                for k, v in (record.raw_event.get("messageAttributes") or {}).items()
+                if isinstance(v, dict) and v.get("stringValue") is not None
+            }  # correlation id, kind
             sqs.send(queue, record.body, attributes, delay_s=MAX_DELAY_S)
-            log.warning("send waiting for daily quota", extra={"detail": exc.detail, "wait_s": MAX_DELAY_S,
-                                                                "receive_count": receive_count, "requeued": True})
+            log.warning(
+                "send waiting for daily quota",
+                extra={
+                    "detail": exc.detail,
+                    "wait_s": MAX_DELAY_S,
+                    "receive_count": receive_count,
+                    "requeued": True,
+                },
+            )
             return {"status": "requeued", "errorCode": exc.code}  # this copy is deleted; the new one waits
         sqs.hide(queue, record.receipt_handle, self.cfg.quota_wait_s)
-        log.warning("send waiting for daily quota", extra={"detail": exc.detail, "wait_s": self.cfg.quota_wait_s,
-                                                            "receive_count": receive_count, "requeued": False})
+        log.warning(
+            "send waiting for daily quota",
+            extra={
+                "detail": exc.detail,
+                "wait_s": self.cfg.quota_wait_s,
+                "receive_count": receive_count,
+                "requeued": False,
+            },
+        )
         raise exc
 
     def deliver(self, msg: OutboundMessage) -> dict[str, Any]:
@@ -190,11 +224,20 @@ class Sender:
             entry = entries.get(addr.lower())
             if holds.is_held(entry):  # the owner's mailbox bounced: keep the message queued, never drop it
                 if not holds.claim_probe(self.cfg, addr):
-                    raise SendFailed(holds.HELD, 0, f"mail to {addr} is held ({entry.get('heldReason')}) "
-                                                    "until a delivery or `email-handler suppression remove`")
-                log.warning("held recipient probed", extra={"recipient": addr, "reason": entry.get("heldReason")})
+                    raise SendFailed(
+                        holds.HELD,
+                        0,
+                        f"mail to {addr} is held ({entry.get('heldReason')}) "
+                        "until a delivery or `email-handler suppression remove`",
+                    )
+                log.warning(
+                    "held recipient probed", extra={"recipient": addr, "reason": entry.get("heldReason")}
+                )
             if entry and sendstatus.is_suppressed(self.cfg, entry):
-                log.warning("recipient skipped", extra={"recipient": addr, "reason": f"suppressed: {entry.get('reason')}"})
+                log.warning(
+                    "recipient skipped",
+                    extra={"recipient": addr, "reason": f"suppressed: {entry.get('reason')}"},
+                )
             else:
                 allowed.append(addr)
         record = {"correlationId": msg.correlation_id, "kind": msg.kind, "recipients": msg.to}
@@ -214,8 +257,12 @@ class Sender:
             raise QuotaUsedUp(0, "SES's daily quota was used up earlier in this batch")
         for delay in self.cfg.retry_delays:
             if delay and self.remaining_s() - delay < self.cfg.attempt_reserve_s:
-                raise SendFailed(code, attempts, f"no time left for a retry in {delay:g}s "
-                                                 f"({self.remaining_s():.1f}s remaining); SQS will redeliver")
+                raise SendFailed(
+                    code,
+                    attempts,
+                    f"no time left for a retry in {delay:g}s "
+                    f"({self.remaining_s():.1f}s remaining); SQS will redeliver",
+                )
             time.sleep(delay)
             slot, start = self.pacer.next_start(1 + self.records_left, after_pause=attempts > 0)
             if start - time.time() > self.remaining_s() - self.cfg.attempt_reserve_s:
@@ -228,19 +275,37 @@ class Sender:
             except Exception as exc:
                 if ses.daily_quota_exceeded(exc):
                     self.quota_used_up = True
-                    log.warning("send attempt failed", extra={"attempt": attempts, "error_code": DAILY_QUOTA,
-                                                              "retryable": False})
+                    log.warning(
+                        "send attempt failed",
+                        extra={"attempt": attempts, "error_code": DAILY_QUOTA, "retryable": False},
+                    )
                     raise QuotaUsedUp(attempts, str(exc)) from None
                 code = error_code(exc) or type(exc).__name__
                 retryable = code in ses.RETRYABLE or not error_code(exc)  # no code: connection-level error
-                log.warning("send attempt failed", extra={"attempt": attempts, "error_code": code, "retryable": retryable})
+                log.warning(
+                    "send attempt failed",
+                    extra={"attempt": attempts, "error_code": code, "retryable": retryable},
+                )
                 if not retryable:
                     raise SendFailed(code, attempts, "not retryable", permanent=True) from None
                 continue
-            log.info("mail sent", extra={"attempt": attempts, "ses_message_id": ses_id, "recipient": msg.to,
-                                         "subject": msg.subject, "rate_slot": round(slot, 6)})
+            log.info(
+                "mail sent",
+                extra={
+                    "attempt": attempts,
+                    "ses_message_id": ses_id,
+                    "recipient": msg.to,
+                    "subject": msg.subject,
+                    "rate_slot": round(slot, 6),
+                },
+            )
             # Recorded by the idempotency completion that follows (common.senders.idempotency).
-            return {"status": "sent", "sesMessageId": ses_id, "attempts": attempts, "sentAt": sendstatus.now_iso()}
+            return {
+                "status": "sent",
+                "sesMessageId": ses_id,
+                "attempts": attempts,
+                "sentAt": sendstatus.now_iso(),
+            }
         raise SendFailed(code, attempts, "retries exhausted")
 
     def _encrypted_for_owner(self, msg: OutboundMessage, built: EmailMessage) -> EmailMessage:
@@ -252,7 +317,9 @@ class Sender:
         from common.mail.encrypt import OwnerKeyError, encrypt
 
         if not self.cfg.owner_key:  # never send the owner's mail in clear when encryption is configured
-            raise SendFailed("OwnerKeyMissing", 0, f"this sender has no owner key ({self.cfg.owner_key_parameter})")
+            raise SendFailed(
+                "OwnerKeyMissing", 0, f"this sender has no owner key ({self.cfg.owner_key_parameter})"
+            )
         try:
             key = _owner_key(self.cfg.owner_key)
             key.check()  # a key may expire while a sandbox is warm
@@ -273,24 +340,54 @@ class Sender:
         total = exc.attempts
         if msg is not None:
             try:
-                total = int(sendstatus.record_attempts(self.cfg, msg.correlation_id, exc.attempts, "failed",
-                                                        recipient=recipient, kind=msg.kind,
-                                                        lastError=exc.code).get("attempts", 0))
+                total = int(
+                    sendstatus.record_attempts(
+                        self.cfg,
+                        msg.correlation_id,
+                        exc.attempts,
+                        "failed",
+                        recipient=recipient,
+                        kind=msg.kind,
+                        lastError=exc.code,
+                    ).get("attempts", 0)
+                )
             except Exception as record_error:  # the alert below matters more than the record
-                log.error("send record not updated", extra={"error": f"{type(record_error).__name__}: {record_error}"})
+                log.error(
+                    "send record not updated",
+                    extra={"error": f"{type(record_error).__name__}: {record_error}"},
+                )
         final = exc.permanent or receive_count >= self.cfg.max_receive_count
-        log.error("send failed", extra={"error_code": exc.code, "detail": exc.detail, "attempts": exc.attempts,
-                                        "total_attempts": total, "recipient": recipient, "receive_count": receive_count,
-                                        "final": final, "permanent": exc.permanent})
+        log.error(
+            "send failed",
+            extra={
+                "error_code": exc.code,
+                "detail": exc.detail,
+                "attempts": exc.attempts,
+                "total_attempts": total,
+                "recipient": recipient,
+                "receive_count": receive_count,
+                "final": final,
+                "permanent": exc.permanent,
+            },
+        )
         if final:
             subject = f"Send failed permanently ({self.cfg.send_queue})"
-            alert = {"alert": "send-failed", "queue": self.cfg.send_queue, "recipient": recipient,
-                     "errorCode": exc.code, "totalAttempts": total, "detail": exc.detail,
-                     "correlationId": msg.correlation_id if msg else "", "dlq": dlq_name(self.cfg.send_queue),
-                     "original": f"s3://{self.cfg.bucket}/{msg.original_key}" if msg and msg.original_key else ""}
+            alert = {
+                "alert": "send-failed",
+                "queue": self.cfg.send_queue,
+                "recipient": recipient,
+                "errorCode": exc.code,
+                "totalAttempts": total,
+                "detail": exc.detail,
+                "correlationId": msg.correlation_id if msg else "",
+                "dlq": dlq_name(self.cfg.send_queue),
+                "original": f"s3://{self.cfg.bucket}/{msg.original_key}" if msg and msg.original_key else "",
+            }
             # One alert per queue and error code an hour: a flood of held forwards or of messages that can
             # never be sent costs the owner one mail, and the DLQ keeps every message.
-            alerts.publish_throttled(self.cfg, f"send-failed#{self.cfg.send_queue}#{exc.code}", subject, alert)
+            alerts.publish_throttled(
+                self.cfg, f"send-failed#{self.cfg.send_queue}#{exc.code}", subject, alert
+            )
 
 
 def _as_doc(msg: OutboundMessage) -> dict[str, Any]:

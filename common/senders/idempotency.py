@@ -14,7 +14,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, cast
 
-from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
 from common.runtime.config import Config
@@ -37,21 +41,30 @@ class SendRecordPersistence(DynamoDBPersistenceLayer):
     def _update_record(self, data_record: DataRecord) -> None:
         result = json.loads(data_record.response_data or "null")
         names = {"#response_data": self.data_attr, "#expiry": self.expiry_attr, "#status": self.status_attr}
-        values: dict[str, Any] = {":response_data": {"S": data_record.response_data},
-                                  ":expiry": {"N": str(data_record.expiry_timestamp)},
-                                  ":status": {"S": data_record.status}}
+        values: dict[str, Any] = {
+            ":response_data": {"S": data_record.response_data},
+            ":expiry": {"N": str(data_record.expiry_timestamp)},
+            ":status": {"S": data_record.status},
+        }
         sets = ["#response_data = :response_data", "#expiry = :expiry", "#status = :status"]
         if self.payload_validation_enabled:
-            names["#validation_key"], values[":validation_key"] = self.validation_key_attr, {"S": data_record.payload_hash}
+            names["#validation_key"], values[":validation_key"] = (
+                self.validation_key_attr,
+                {"S": data_record.payload_hash},
+            )
             sets.append("#validation_key = :validation_key")
         for i, name in enumerate(RECORD_FIELDS):
             value = result.get(name) if isinstance(result, dict) else None
             if isinstance(value, str) and value:
                 names[f"#r{i}"], values[f":r{i}"] = name, {"S": value}
                 sets.append(f"#r{i} = :r{i}")
-        self.client.update_item(TableName=self.table_name, Key=self._get_key(data_record.idempotency_key),
-                                UpdateExpression="SET " + ", ".join(sets), ExpressionAttributeNames=names,
-                                ExpressionAttributeValues=values)
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=self._get_key(data_record.idempotency_key),
+            UpdateExpression="SET " + ", ".join(sets),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
 
 
 def send_exactly_once(cfg: Config, send: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
@@ -65,10 +78,14 @@ def send_exactly_once(cfg: Config, send: Callable[..., dict[str, Any]]) -> Calla
         log.info("send skipped", extra={"reason": "idempotency key already completed", "previous": response})
         return {**response, "status": "duplicate"} if isinstance(response, dict) else response
 
-    config = IdempotencyConfig(event_key_jmespath="idempotency_key", raise_on_no_idempotency_key=True,
-                               expires_after_seconds=cfg.idempotency_ttl_s,
-                               response_hook=cast("IdempotentHookFunction", replayed))
-    once = idempotent_function(data_keyword_argument="message", persistence_store=persistence, config=config,
-                               key_prefix=KEY_PREFIX)(send)
+    config = IdempotencyConfig(
+        event_key_jmespath="idempotency_key",
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=cfg.idempotency_ttl_s,
+        response_hook=cast("IdempotentHookFunction", replayed),
+    )
+    once = idempotent_function(
+        data_keyword_argument="message", persistence_store=persistence, config=config, key_prefix=KEY_PREFIX
+    )(send)
     once.idempotency_config = config
     return cast("Callable[..., dict[str, Any]]", once)

@@ -63,8 +63,13 @@ class Window:
 
 
 class RateLimiter:
-    def __init__(self, table: str, rate: float, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        table: str,
+        rate: float,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         # Paced at PACING of the rate and rounded up: r sends then span 1.03 s, and the ~30 ms of slack
         # absorbs scheduling jitter between a planned start and the SES call (measured: at exactly 1/r,
         # calls put r + 1 into some one-second window; rounded down, even the starts did: 9 x 111111 us < 1 s).
@@ -73,7 +78,9 @@ class RateLimiter:
         self._seen: int | None = None  # last TAT this instance saw: usually right, saves a read
         self._own_end: int | None = None  # end of the last window this instance claimed
         self._others_ahead = False  # whether its last window had to wait for another instance's
-        self.cycle_s: float | None = None  # this instance's time from one send's start to being ready for the next
+        self.cycle_s: float | None = (
+            None  # this instance's time from one send's start to being ready for the next
+        )
 
     def note_cycle(self, seconds: float) -> None:
         """Record how long this instance took from a send's start to being ready for the next one."""
@@ -98,13 +105,26 @@ class RateLimiter:
                 if ahead:
                     # Somebody holds time ahead: append to it. An atomic ADD cannot lose a race, so
                     # instances taking turns cost one write each; it fails only if TAT fell behind now.
-                    got = dynamodb.update(self.table, KEY, "SET expiresAt = :ttl ADD tat :len", {**values, ":len": length},
-                                          condition="tat >= :now", return_values="UPDATED_NEW", raise_on_condition=True)
+                    got = dynamodb.update(
+                        self.table,
+                        KEY,
+                        "SET expiresAt = :ttl ADD tat :len",
+                        {**values, ":len": length},
+                        condition="tat >= :now",
+                        return_values="UPDATED_NEW",
+                        raise_on_condition=True,
+                    )
                     new = int((got or {})["tat"])
                 else:
                     new = now + length
-                    dynamodb.update(self.table, KEY, "SET tat = :new, expiresAt = :ttl", {**values, ":new": new},
-                                    condition="attribute_not_exists(tat) OR tat <= :now", raise_on_condition=True)
+                    dynamodb.update(
+                        self.table,
+                        KEY,
+                        "SET tat = :new, expiresAt = :ttl",
+                        {**values, ":new": new},
+                        condition="attribute_not_exists(tat) OR tat <= :now",
+                        raise_on_condition=True,
+                    )
             except dynamodb.ConditionFailed as lost:
                 # TAT is not where this instance thought; the failed write returned it, so no read.
                 self._seen = int(lost.item["tat"]) if lost.item and "tat" in lost.item else None
@@ -121,8 +141,14 @@ class RateLimiter:
         if back >= window.end_us or back <= self.clock() * _US or self._seen != window.end_us:
             return False
         try:
-            dynamodb.update(self.table, KEY, "SET tat = :back", {":back": back, ":end": window.end_us},
-                            condition="tat = :end", raise_on_condition=True)
+            dynamodb.update(
+                self.table,
+                KEY,
+                "SET tat = :back",
+                {":back": back, ":end": window.end_us},
+                condition="tat = :end",
+                raise_on_condition=True,
+            )
         except dynamodb.ConditionFailed as lost:
             self._seen = int(lost.item["tat"]) if lost.item and "tat" in lost.item else None
             return False
@@ -166,4 +192,3 @@ class BatchPacer:
     def finish(self) -> bool:
         """Give back what the window no longer needs (True if it was given back)."""
         return self.window is not None and self.limiter.give_back(self.window)
-

@@ -39,7 +39,7 @@ class Stored:
 
     @property
     def skipped(self) -> list[str]:
-        """"name (why)" for the logs and the result."""
+        """ "name (why)" for the logs and the result."""
         return [f"{w.name} ({w.reason})" for w in self.withheld]
 
 
@@ -51,8 +51,12 @@ def as_utf8(data: bytes, charset: str) -> bytes:
     return charsets.decode(data, charset).encode("utf-8")
 
 
-def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
-          withheld_key_for: Callable[[str], str]) -> Stored:
+def store(
+    cfg: Config,
+    parts: Iterable[MailPart],
+    key_for: Callable[[str], str],
+    withheld_key_for: Callable[[str], str],
+) -> Stored:
     """Store every part under ``key_for(name)``, or under ``withheld_key_for(name)`` when it is
     withheld; two parts with one name get ``-2``, ``-3`` …"""
     deny = frozenset(t.lower().lstrip(".") for t in cfg.attachment_deny_types)
@@ -61,8 +65,13 @@ def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
     for part in parts:
         if len(out.attachments) + len(out.withheld) >= MAX_STORED_ATTACHMENTS:
             # 10,000 tiny parts must not become 10,000 S3 writes; the archive has them all
-            out.withheld.append(Withheld(part.safe_name, "", f"over {MAX_STORED_ATTACHMENTS} attachments; only in the "
-                                                              "archived original"))
+            out.withheld.append(
+                Withheld(
+                    part.safe_name,
+                    "",
+                    f"over {MAX_STORED_ATTACHMENTS} attachments; only in the archived original",
+                )
+            )
             continue
         name = part.safe_name
         stem, dot, ext = name.rpartition(".")
@@ -75,8 +84,13 @@ def store(cfg: Config, parts: Iterable[MailPart], key_for: Callable[[str], str],
         reason = withhold_reason(name, part.content_type, part.data, deny)
         if reason:
             key = withheld_key_for(name)
-            s3.put(cfg.bucket, key, part.data, "application/octet-stream",
-                   metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:500]})
+            s3.put(
+                cfg.bucket,
+                key,
+                part.data,
+                "application/octet-stream",
+                metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:500]},
+            )
             out.withheld.append(Withheld(name, key, reason))
             continue
         ctype, data = part.content_type, part.data

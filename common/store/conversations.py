@@ -29,7 +29,9 @@ class Collision(Exception):
         self.cid, self.owner = cid, owner
 
 
-def record_inbound(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, authenticated: bool = True) -> bool:
+def record_inbound(
+    cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, authenticated: bool = True
+) -> bool:
     """Upsert the conversation for a received mail; True on first contact (also when a first
     delivery is retried: the record remembers which SES message created it). Raises
     :class:`Collision` instead of changing the ``senderEmail`` of an existing conversation.
@@ -37,25 +39,38 @@ def record_inbound(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: date
     the mail sets the conversation's facts (display name, the message the owner's reply threads under)
     only where it has none yet, so a spoof of an existing contact cannot rewrite them."""
     values: dict[str, Any] = {
-        ":e": mail.from_address, ":d": mail.from_address.rpartition("@")[2], ":s": mail.subject,
-        ":b": mail.body_text.strip()[:BODY_RECORD_CHARS], ":t": iso_z(when), ":m": mid,
+        ":e": mail.from_address,
+        ":d": mail.from_address.rpartition("@")[2],
+        ":s": mail.subject,
+        ":b": mail.body_text.strip()[:BODY_RECORD_CHARS],
+        ":t": iso_z(when),
+        ":m": mid,
         ":h": mail.message_id or f"<{mid}@email.amazonses.com>",
     }
+
     def fact(name: str, value: str) -> str:
         return f"{name} = {value}" if authenticated else f"{name} = if_not_exists({name}, {value})"
 
-    expression = ("SET senderEmail = :e, emailDomain = :d, subject = :s, lastMessageBody = :b, #ts = :t, "
-                  f"{fact('lastSesMessageId', ':m')}, {fact('lastMessageId', ':h')}, "
-                  "firstContactDate = if_not_exists(firstContactDate, :t), firstMessageId = if_not_exists(firstMessageId, :m)")
+    expression = (
+        "SET senderEmail = :e, emailDomain = :d, subject = :s, lastMessageBody = :b, #ts = :t, "
+        f"{fact('lastSesMessageId', ':m')}, {fact('lastMessageId', ':h')}, "
+        "firstContactDate = if_not_exists(firstContactDate, :t), firstMessageId = if_not_exists(firstMessageId, :m)"
+    )
     if mail.display_name:
         expression += ", " + fact("displayName", ":n")
         values[":n"] = mail.display_name
     expression = _expiry(cfg, expression, values, when)
     try:
-        new = dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,
-                              names={"#ts": "timestamp"}, return_values="ALL_NEW",
-                              condition="attribute_not_exists(senderEmail) OR senderEmail = :e",
-                              raise_on_condition=True)
+        new = dynamodb.update(
+            cfg.conversations_table,
+            {"conversationId": cid},
+            expression,
+            values,
+            names={"#ts": "timestamp"},
+            return_values="ALL_NEW",
+            condition="attribute_not_exists(senderEmail) OR senderEmail = :e",
+            raise_on_condition=True,
+        )
     except dynamodb.ConditionFailed as exc:
         raise Collision(cid, str((exc.item or {}).get("senderEmail", ""))) from None
     return new is not None and new.get("firstMessageId") == mid
@@ -75,29 +90,60 @@ def set_attributes(cfg: Config, cid: str, attributes: dict[str, str]) -> None:
     if not attributes:
         return
     names = {f"#m{i}": k for i, k in enumerate(attributes)}
-    dynamodb.update(cfg.conversations_table, {"conversationId": cid},
-                    "SET " + ", ".join(f"#m{i} = :m{i}" for i in range(len(attributes))),
-                    {f":m{i}": v for i, v in enumerate(attributes.values())}, names=names)
+    dynamodb.update(
+        cfg.conversations_table,
+        {"conversationId": cid},
+        "SET " + ", ".join(f"#m{i} = :m{i}" for i in range(len(attributes))),
+        {f":m{i}": v for i, v in enumerate(attributes.values())},
+        names=names,
+    )
 
 
 def mark_spam_candidate(cfg: Config, cid: str, detail: str) -> bool:
     """The owner reported a forward from this contact as spam: remember it on the conversation
     (``spamCandidate``, ``spamReports``, ``spamReportedAt``) for the owner's review; False if unknown."""
-    return dynamodb.update(cfg.conversations_table, {"conversationId": cid},
-                           "SET spamCandidate = :t, spamReportedAt = :w, spamReportDetail = :d ADD spamReports :one",
-                           {":t": True, ":w": iso_z(), ":d": detail or "complaint", ":one": 1},
-                           condition="attribute_exists(conversationId)") is not None
+    return (
+        dynamodb.update(
+            cfg.conversations_table,
+            {"conversationId": cid},
+            "SET spamCandidate = :t, spamReportedAt = :w, spamReportDetail = :d ADD spamReports :one",
+            {":t": True, ":w": iso_z(), ":d": detail or "complaint", ":one": 1},
+            condition="attribute_exists(conversationId)",
+        )
+        is not None
+    )
 
 
-def start_outbound(cfg: Config, cid: str, address: str, subject: str, mid: str, when: datetime) -> dict[str, Any]:
+def start_outbound(
+    cfg: Config, cid: str, address: str, subject: str, mid: str, when: datetime
+) -> dict[str, Any]:
     """The owner starts a conversation with ``address``: create the record (or keep the existing one's
     history). ``firstMessageId`` is the owner's message, so the contact's answer is not a first
     contact and gets no automatic acknowledgement."""
-    values: dict[str, Any] = {":e": address.lower(), ":d": address.rpartition("@")[2].lower(), ":s": subject,
-                              ":t": iso_z(when), ":m": mid, ":o": "owner"}
-    expression = _expiry(cfg, "SET senderEmail = :e, emailDomain = :d, subject = :s, #ts = :t, "
-                              "firstContactDate = if_not_exists(firstContactDate, :t), "
-                              "firstMessageId = if_not_exists(firstMessageId, :m), startedBy = if_not_exists(startedBy, :o)",
-                         values, when)
-    return dynamodb.update(cfg.conversations_table, {"conversationId": cid}, expression, values,
-                           names={"#ts": "timestamp"}, return_values="ALL_NEW") or {}
+    values: dict[str, Any] = {
+        ":e": address.lower(),
+        ":d": address.rpartition("@")[2].lower(),
+        ":s": subject,
+        ":t": iso_z(when),
+        ":m": mid,
+        ":o": "owner",
+    }
+    expression = _expiry(
+        cfg,
+        "SET senderEmail = :e, emailDomain = :d, subject = :s, #ts = :t, "
+        "firstContactDate = if_not_exists(firstContactDate, :t), "
+        "firstMessageId = if_not_exists(firstMessageId, :m), startedBy = if_not_exists(startedBy, :o)",
+        values,
+        when,
+    )
+    return (
+        dynamodb.update(
+            cfg.conversations_table,
+            {"conversationId": cid},
+            expression,
+            values,
+            names={"#ts": "timestamp"},
+            return_values="ALL_NEW",
+        )
+        or {}
+    )

@@ -20,8 +20,13 @@ from common.runtime.config import Config
 from common.store import layout
 
 # Per conversation: everything stored under <prefix><cid>/.
-CONVERSATION_PREFIXES = (layout.CONVERSATIONS, layout.ATTACHMENTS, layout.WITHHELD, layout.EXTRACTED,
-                         layout.REPLY_ATTACHMENTS)
+CONVERSATION_PREFIXES = (
+    layout.CONVERSATIONS,
+    layout.ATTACHMENTS,
+    layout.WITHHELD,
+    layout.EXTRACTED,
+    layout.REPLY_ATTACHMENTS,
+)
 
 
 def _names(value: Any, address: str) -> bool:
@@ -33,8 +38,12 @@ def _names(value: Any, address: str) -> bool:
 def forget(cfg: Config, address: str) -> dict[str, list[str]]:
     addr = address.strip().lower()
     removed: dict[str, list[str]] = {"conversations": [], "objects": [], "quarantined": [], "records": []}
-    records = [i for i in dynamodb.scan(cfg.conversations_table) if str(i.get("senderEmail", "")).lower() == addr]
-    cids = sorted({str(i["conversationId"]) for i in records} | {conversation_id(addr, "", cfg.opaque_relay_domains)})
+    records = [
+        i for i in dynamodb.scan(cfg.conversations_table) if str(i.get("senderEmail", "")).lower() == addr
+    ]
+    cids = sorted(
+        {str(i["conversationId"]) for i in records} | {conversation_id(addr, "", cfg.opaque_relay_domains)}
+    )
     for cid in cids:
         for prefix in CONVERSATION_PREFIXES:
             for key in s3.keys(cfg.bucket, f"{prefix}{cid}/"):

@@ -27,24 +27,44 @@ def is_held(item: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
 
 def hold(cfg: Config, address: str, reason: str) -> bool:
     """Hold mail to ``address``; True if it was not held before. The next probe waits a full interval."""
-    old = dynamodb.update(cfg.suppression_table, {"email": address.lower()},
-                          "SET held = :t, heldReason = :r, heldSince = if_not_exists(heldSince, :u), "
-                          "probeAfter = :p, updatedAt = :u",
-                          {":t": True, ":r": reason, ":u": iso_z(), ":p": int(time.time()) + cfg.owner_hold_probe_s},
-                          return_values="UPDATED_OLD") or {}
+    old = (
+        dynamodb.update(
+            cfg.suppression_table,
+            {"email": address.lower()},
+            "SET held = :t, heldReason = :r, heldSince = if_not_exists(heldSince, :u), "
+            "probeAfter = :p, updatedAt = :u",
+            {":t": True, ":r": reason, ":u": iso_z(), ":p": int(time.time()) + cfg.owner_hold_probe_s},
+            return_values="UPDATED_OLD",
+        )
+        or {}
+    )
     return not old.get("held")
 
 
 def release(cfg: Config, address: str) -> bool:
     """Lift the hold; True if there was one (so the caller tells the owner once)."""
-    return dynamodb.update(cfg.suppression_table, {"email": address.lower()},
-                           "REMOVE held, heldReason, heldSince, probeAfter SET updatedAt = :u", {":u": iso_z(), ":t": True},
-                           condition="held = :t") is not None
+    return (
+        dynamodb.update(
+            cfg.suppression_table,
+            {"email": address.lower()},
+            "REMOVE held, heldReason, heldSince, probeAfter SET updatedAt = :u",
+            {":u": iso_z(), ":t": True},
+            condition="held = :t",
+        )
+        is not None
+    )
 
 
 def claim_probe(cfg: Config, address: str) -> bool:
     """True for the one send per probe interval that may test the held mailbox."""
     now = int(time.time())
-    return dynamodb.update(cfg.suppression_table, {"email": address.lower()}, "SET probeAfter = :next",
-                           {":next": now + cfg.owner_hold_probe_s, ":now": now, ":t": True},
-                           condition="held = :t AND (attribute_not_exists(probeAfter) OR probeAfter <= :now)") is not None
+    return (
+        dynamodb.update(
+            cfg.suppression_table,
+            {"email": address.lower()},
+            "SET probeAfter = :next",
+            {":next": now + cfg.owner_hold_probe_s, ":now": now, ":t": True},
+            condition="held = :t AND (attribute_not_exists(probeAfter) OR probeAfter <= :now)",
+        )
+        is not None
+    )

@@ -36,10 +36,16 @@ ACCESS: dict[str, dict[Access, tuple[str, ...]]] = {
     # CONVERSATIONS and ATTACHMENTS are read through the presigned links a shortened forward carries:
     # S3 authorizes such a GET as the role that signed it (common.aws.s3.presign_get), and both
     # handlers build forwards. WITHHELD is never linked, so neither may read it.
-    "inbound-handler": {"read": (STAGING, CONFIG, SPAM, CONVERSATIONS, ATTACHMENTS), "delete": (STAGING,),
-                        "write": (CONVERSATIONS, ATTACHMENTS, WITHHELD, SPAM, BOUNCES, QUEUE_PAYLOADS)},
-    "reply-handler": {"read": (STAGING, SPAM, CONVERSATIONS, ATTACHMENTS), "delete": (STAGING,),
-                      "write": (REJECTED, REPLY_ATTACHMENTS, WITHHELD, CONVERSATIONS, ATTACHMENTS, QUEUE_PAYLOADS)},
+    "inbound-handler": {
+        "read": (STAGING, CONFIG, SPAM, CONVERSATIONS, ATTACHMENTS),
+        "delete": (STAGING,),
+        "write": (CONVERSATIONS, ATTACHMENTS, WITHHELD, SPAM, BOUNCES, QUEUE_PAYLOADS),
+    },
+    "reply-handler": {
+        "read": (STAGING, SPAM, CONVERSATIONS, ATTACHMENTS),
+        "delete": (STAGING,),
+        "write": (REJECTED, REPLY_ATTACHMENTS, WITHHELD, CONVERSATIONS, ATTACHMENTS, QUEUE_PAYLOADS),
+    },
     "attachment-extractor": {"read": (ATTACHMENTS,), "write": (EXTRACTED,), "delete": (EXTRACTED,)},
     "ack-sender": {"read": (QUEUE_PAYLOADS,)},
     "forward-sender": {"read": (QUEUE_PAYLOADS, ATTACHMENTS)},

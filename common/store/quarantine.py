@@ -32,18 +32,33 @@ def quarantine_id(ses_message_id: str) -> str:
     return base64.b32encode(digest).decode("ascii").lower()[:16]
 
 
-def record(cfg: Config, ses_message_id: str, key: str, when: datetime, sender: str, subject: str,
-           reason: str) -> str:
+def record(
+    cfg: Config, ses_message_id: str, key: str, when: datetime, sender: str, subject: str, reason: str
+) -> str:
     """Write (or, on a retried delivery, rewrite) the record of a quarantined mail; returns its id."""
     qid = quarantine_id(ses_message_id)
     item: dict[str, Any] = {
-        "id": qid, "sesMessageId": ses_message_id, "key": key, "receivedAt": iso_z(when), "sender": sender,
-        "subject": subject[:SUBJECT_CHARS], "reason": reason, "status": HELD, PENDING_INDEX: pending_day(when),
+        "id": qid,
+        "sesMessageId": ses_message_id,
+        "key": key,
+        "receivedAt": iso_z(when),
+        "sender": sender,
+        "subject": subject[:SUBJECT_CHARS],
+        "reason": reason,
+        "status": HELD,
+        PENDING_INDEX: pending_day(when),
     }
-    if cfg.retention_quarantine_days > 0:  # DynamoDB TTL: the record goes when S3's lifecycle removes the mail
+    if (
+        cfg.retention_quarantine_days > 0
+    ):  # DynamoDB TTL: the record goes when S3's lifecycle removes the mail
         item["expiresAt"] = int(when.timestamp()) + cfg.retention_quarantine_days * 86400
-    dynamodb.put(cfg.quarantine_table, item, condition="attribute_not_exists(id) OR #s = :held", names={"#s": "status"},
-                 values={":held": HELD})
+    dynamodb.put(
+        cfg.quarantine_table,
+        item,
+        condition="attribute_not_exists(id) OR #s = :held",
+        names={"#s": "status"},
+        values={":held": HELD},
+    )
     return qid
 
 
@@ -62,9 +77,16 @@ def pending(cfg: Config, now: datetime | None = None) -> list[dict[str, Any]]:
 
     now = now or datetime.now(UTC)
     days = [pending_day(now - timedelta(days=n)) for n in range(DIGEST_WINDOW_DAYS)] + [PENDING]
-    ids = [str(i["id"]) for day in days for i in dynamodb.query_all(cfg.quarantine_table, PENDING_INDEX, PENDING_INDEX, day)]
-    items = [i for start in range(0, len(ids), 100)
-             for i in dynamodb.batch_get(cfg.quarantine_table, [{"id": q} for q in ids[start:start + 100]])]
+    ids = [
+        str(i["id"])
+        for day in days
+        for i in dynamodb.query_all(cfg.quarantine_table, PENDING_INDEX, PENDING_INDEX, day)
+    ]
+    items = [
+        i
+        for start in range(0, len(ids), 100)
+        for i in dynamodb.batch_get(cfg.quarantine_table, [{"id": q} for q in ids[start : start + 100]])
+    ]
     return sorted((i for i in items if i.get("status") == HELD), key=lambda i: str(i.get("receivedAt", "")))
 
 
@@ -72,18 +94,31 @@ def mark_digested(cfg: Config, ids: list[str], digest_key: str) -> None:
     """Mark the records a digest listed (at most ``DIGEST_MAX_ENTRIES``: one UpdateItem each, in turn)."""
     now = iso_z()
     for qid in ids:
-        dynamodb.update(cfg.quarantine_table, {"id": qid}, "SET digestedAt = :t, digestKey = :k REMOVE #p",
-                        {":t": now, ":k": digest_key}, names={"#p": PENDING_INDEX}, condition="attribute_exists(id)")
+        dynamodb.update(
+            cfg.quarantine_table,
+            {"id": qid},
+            "SET digestedAt = :t, digestKey = :k REMOVE #p",
+            {":t": now, ":k": digest_key},
+            names={"#p": PENDING_INDEX},
+            condition="attribute_exists(id)",
+        )
 
 
 def mark_released(cfg: Config, qid: str, by: str) -> bool:
     """Held -> released; False when it was released already (a repeated release changes nothing)."""
-    done = dynamodb.update(cfg.quarantine_table, {"id": qid}, "SET #s = :r, releasedAt = :t, releasedBy = :b REMOVE #p",
-                           {":r": RELEASED, ":t": iso_z(), ":b": by, ":held": HELD},
-                           names={"#s": "status", "#p": PENDING_INDEX}, condition="#s = :held")
+    done = dynamodb.update(
+        cfg.quarantine_table,
+        {"id": qid},
+        "SET #s = :r, releasedAt = :t, releasedBy = :b REMOVE #p",
+        {":r": RELEASED, ":t": iso_z(), ":b": by, ":held": HELD},
+        names={"#s": "status", "#p": PENDING_INDEX},
+        condition="#s = :held",
+    )
     return done is not None
 
 
 def everything(cfg: Config) -> list[dict[str, Any]]:
     """Every record, newest first (operator tools)."""
-    return sorted(dynamodb.scan(cfg.quarantine_table), key=lambda i: str(i.get("receivedAt", "")), reverse=True)
+    return sorted(
+        dynamodb.scan(cfg.quarantine_table), key=lambda i: str(i.get("receivedAt", "")), reverse=True
+    )

@@ -21,7 +21,13 @@ MEMORY_TTL_S = 400 * 24 * 3600
 def claim(cfg: Config, cid: str, identity: str, ses_message_id: str) -> bool:
     """True if ``ses_message_id`` is the (first) delivery of this owner message in conversation
     ``cid`` (common.reply.auth.ANY_CONVERSATION: in any conversation)."""
-    return dynamodb.put(cfg.send_status_table,
-                        {"id": f"owner-message#{cid}#{identity}", "claimedBy": ses_message_id,
-                         "expiresAt": int(time.time()) + MEMORY_TTL_S},
-                        condition="attribute_not_exists(id) OR claimedBy = :m", values={":m": ses_message_id})
+    return dynamodb.put(
+        cfg.send_status_table,
+        {
+            "id": f"owner-message#{cid}#{identity}",
+            "claimedBy": ses_message_id,
+            "expiresAt": int(time.time()) + MEMORY_TTL_S,
+        },
+        condition="attribute_not_exists(id) OR claimedBy = :m",
+        values={":m": ses_message_id},
+    )

@@ -77,8 +77,12 @@ def protected(cfg: Config, entry: str) -> str:
 
 
 def _listing(item: dict[str, Any]) -> Listing:
-    return Listing(str(item["entry"]), str(item.get("list", "")), str(item.get("source", "")),
-                   str(item.get("createdAt", "")))
+    return Listing(
+        str(item["entry"]),
+        str(item.get("list", "")),
+        str(item.get("source", "")),
+        str(item.get("createdAt", "")),
+    )
 
 
 def lookup(cfg: Config, address: str) -> Listing | None:
@@ -86,7 +90,9 @@ def lookup(cfg: Config, address: str) -> Listing | None:
     if "@" not in address:
         return None
     keys = candidates(address)
-    found = {str(i["entry"]): i for i in dynamodb.batch_get(cfg.sender_lists_table, [{"entry": k} for k in keys])}
+    found = {
+        str(i["entry"]): i for i in dynamodb.batch_get(cfg.sender_lists_table, [{"entry": k} for k in keys])
+    }
     return next((_listing(found[k]) for k in keys if k in found and found[k].get("list") in LISTS), None)
 
 
@@ -110,4 +116,7 @@ def remove(cfg: Config, entry: str) -> Listing | None:
 
 
 def entries(cfg: Config) -> list[Listing]:
-    return sorted((_listing(i) for i in dynamodb.scan(cfg.sender_lists_table)), key=lambda entry: (entry.list, entry.entry))
+    return sorted(
+        (_listing(i) for i in dynamodb.scan(cfg.sender_lists_table)),
+        key=lambda entry: (entry.list, entry.entry),
+    )

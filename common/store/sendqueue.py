@@ -27,7 +27,9 @@ class Attachment:
     filename: str
     content_type: str = "application/octet-stream"
     inline: bool = False  # Content-Disposition: inline (shown in the body, not as a download)
-    content_id: str = ""  # without <>; an inline part the HTML body names as cid: goes beside it (multipart/related)
+    content_id: str = (
+        ""  # without <>; an inline part the HTML body names as cid: goes beside it (multipart/related)
+    )
 
 
 @dataclass(slots=True)
@@ -93,8 +95,13 @@ def enqueue(queue: str, message: OutboundMessage, bucket: str, limit: int) -> st
     if len(body.encode()) > limit:
         key = payload_key(message.idempotency_key)
         s3.put(bucket, key, body.encode(), "application/json")
-        body = json.dumps({"schema": SCHEMA, "idempotency_key": message.idempotency_key,
-                           "claim_check": {"bucket": bucket, "key": key}})
+        body = json.dumps(
+            {
+                "schema": SCHEMA,
+                "idempotency_key": message.idempotency_key,
+                "claim_check": {"bucket": bucket, "key": key},
+            }
+        )
     return sqs.send(queue, body, {"correlation_id": message.correlation_id, "kind": message.kind})
 
 
@@ -108,8 +115,11 @@ def load(body: str, bucket: str) -> OutboundMessage:
         raise EventError(f"queue message is not JSON: {exc.msg}") from None
     pointer = doc.get("claim_check") if isinstance(doc, dict) else None
     if pointer is not None:
-        if not isinstance(pointer, dict) or pointer.get("bucket") != bucket or \
-                not str(pointer.get("key", "")).startswith(layout.QUEUE_PAYLOADS):
+        if (
+            not isinstance(pointer, dict)
+            or pointer.get("bucket") != bucket
+            or not str(pointer.get("key", "")).startswith(layout.QUEUE_PAYLOADS)
+        ):
             raise EventError("claim check points outside the mail bucket's queue-payloads/ prefix")
         obj = s3.get(bucket, pointer["key"])
         if obj is None:

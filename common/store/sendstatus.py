@@ -29,7 +29,9 @@ def _ttl() -> int:
     return int(time.time()) + RECORD_TTL_S
 
 
-def record_attempts(cfg: Config, correlation_id: str, attempts: int, status: str, **fields: Any) -> dict[str, Any]:
+def record_attempts(
+    cfg: Config, correlation_id: str, attempts: int, status: str, **fields: Any
+) -> dict[str, Any]:
     """Add ``attempts`` to the correlation id's status record and set its status (failed, or what SES
     reported); returns the record after the update."""
     values: dict[str, Any] = {":n": attempts, ":s": status, ":u": now_iso(), ":x": _ttl()}
@@ -38,12 +40,22 @@ def record_attempts(cfg: Config, correlation_id: str, attempts: int, status: str
         if value is not None:
             sets.append(f"{name} = :f{i}")
             values[f":f{i}"] = value
-    return dynamodb.update(cfg.send_status_table, {"id": f"corr#{correlation_id}"},
-                           f"SET {', '.join(sets)} ADD attempts :n", values, names={"#st": "status"},
-                           return_values="ALL_NEW") or {}
+    return (
+        dynamodb.update(
+            cfg.send_status_table,
+            {"id": f"corr#{correlation_id}"},
+            f"SET {', '.join(sets)} ADD attempts :n",
+            values,
+            names={"#st": "status"},
+            return_values="ALL_NEW",
+        )
+        or {}
+    )
 
 
-SES_ID_INDEX = "sesMessageId"  # GSI of the idempotency table: SES MessageId -> the completed send (correlationId)
+SES_ID_INDEX = (
+    "sesMessageId"  # GSI of the idempotency table: SES MessageId -> the completed send (correlationId)
+)
 
 
 def correlation_for(cfg: Config, ses_message_id: str) -> str:
@@ -61,8 +73,11 @@ def get_record(cfg: Config, correlation_id: str) -> dict[str, Any] | None:
 
 def claim_notification(cfg: Config, sns_message_id: str) -> bool:
     """True the first time an SNS message id is seen (SNS delivers at least once)."""
-    return dynamodb.put(cfg.send_status_table, {"id": f"sns#{sns_message_id}", "expiresAt": _ttl()},
-                        condition="attribute_not_exists(id)")
+    return dynamodb.put(
+        cfg.send_status_table,
+        {"id": f"sns#{sns_message_id}", "expiresAt": _ttl()},
+        condition="attribute_not_exists(id)",
+    )
 
 
 def release_notification(cfg: Config, sns_message_id: str) -> None:
@@ -108,7 +123,9 @@ def suppress(cfg: Config, address: str, reason: str, ttl_s: int = 0) -> bool:
     if protected(cfg, address):
         return False
     values: dict[str, Any] = {":t": True, ":r": reason, ":u": now_iso()}
-    expression = "SET suppressed = :t, #r = :r, suppressedAt = if_not_exists(suppressedAt, :u), updatedAt = :u"
+    expression = (
+        "SET suppressed = :t, #r = :r, suppressedAt = if_not_exists(suppressedAt, :u), updatedAt = :u"
+    )
     condition = None
     if ttl_s:
         expression += ", expiresAt = :x, transientBounces = :z"
@@ -117,30 +134,49 @@ def suppress(cfg: Config, address: str, reason: str, ttl_s: int = 0) -> bool:
         values[":f"] = False
     else:
         expression += " REMOVE expiresAt"
-    dynamodb.update(cfg.suppression_table, {"email": address.lower()}, expression, values,
-                    names={"#r": "reason"}, condition=condition)
+    dynamodb.update(
+        cfg.suppression_table,
+        {"email": address.lower()},
+        expression,
+        values,
+        names={"#r": "reason"},
+        condition=condition,
+    )
     return True
 
 
 def count_transient_bounces(cfg: Config, address: str) -> int:
-    new = dynamodb.update(cfg.suppression_table, {"email": address.lower()},
-                          "SET updatedAt = :u ADD transientBounces :one", {":u": now_iso(), ":one": 1},
-                          return_values="ALL_NEW") or {}
+    new = (
+        dynamodb.update(
+            cfg.suppression_table,
+            {"email": address.lower()},
+            "SET updatedAt = :u ADD transientBounces :one",
+            {":u": now_iso(), ":one": 1},
+            return_values="ALL_NEW",
+        )
+        or {}
+    )
     return int(new.get("transientBounces", 0))
 
 
 def reset_transient_bounces(cfg: Config, address: str) -> None:
     """A delivery proves the mailbox works again: transient bounces count consecutively."""
-    dynamodb.update(cfg.suppression_table, {"email": address.lower()},
-                    "SET transientBounces = :z, updatedAt = :u", {":z": 0, ":u": now_iso()},
-                    condition="attribute_exists(email)")
+    dynamodb.update(
+        cfg.suppression_table,
+        {"email": address.lower()},
+        "SET transientBounces = :z, updatedAt = :u",
+        {":z": 0, ":u": now_iso()},
+        condition="attribute_exists(email)",
+    )
 
 
 def stopped_entries(cfg: Config) -> list[dict[str, Any]]:
     """Every address sends are skipped (suppressed) or held back (the owner's bouncing mailbox, see
     common/store/holds.py) for now: operator tools, a scan of a small table."""
-    return sorted((i for i in dynamodb.scan(cfg.suppression_table) if is_suppressed(cfg, i) or i.get("held")),
-                  key=lambda i: str(i.get("suppressedAt") or i.get("heldSince") or ""))
+    return sorted(
+        (i for i in dynamodb.scan(cfg.suppression_table) if is_suppressed(cfg, i) or i.get("held")),
+        key=lambda i: str(i.get("suppressedAt") or i.get("heldSince") or ""),
+    )
 
 
 def clear(cfg: Config, address: str) -> dict[str, Any] | None:

@@ -28,11 +28,20 @@ def done(cfg: Config, receipt: SesReceipt) -> None:
     (deploy/receiving.py: no rule stops the rule set), each storing the same object and invoking its
     own function; the last of them to finish deletes it, so neither finds it gone."""
     mid = receipt.message_id
-    functions = {f for r in receipt.destination if (f := receiving_function(r, cfg.public_email, cfg.thread_domain))}
-    mine = {f for r in receipt.recipients if (f := receiving_function(r, cfg.public_email, cfg.thread_domain))}
+    functions = {
+        f for r in receipt.destination if (f := receiving_function(r, cfg.public_email, cfg.thread_domain))
+    }
+    mine = {
+        f for r in receipt.recipients if (f := receiving_function(r, cfg.public_email, cfg.thread_domain))
+    }
     if len(functions) > 1 and mine:
-        item = dynamodb.update(cfg.send_status_table, {"id": f"staging#{mid}"}, "ADD handledBy :f SET expiresAt = :x",
-                               {":f": mine, ":x": int(time.time()) + SHARED_MEMORY_S}, return_values="ALL_NEW")
+        item = dynamodb.update(
+            cfg.send_status_table,
+            {"id": f"staging#{mid}"},
+            "ADD handledBy :f SET expiresAt = :x",
+            {":f": mine, ":x": int(time.time()) + SHARED_MEMORY_S},
+            return_values="ALL_NEW",
+        )
         if not functions <= set((item or {}).get("handledBy") or ()):
             return
     s3.delete(cfg.bucket, layout.staging(mid))

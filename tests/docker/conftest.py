@@ -29,7 +29,9 @@ def docker_client() -> Any:
     wanted = [f.image for f in FUNCTIONS] + [LOCAL_IMAGE]
     missing = [image for image in wanted if not client.images.list(name=image)]
     if missing or not client.images.list(name=BASE_IMAGE):
-        pytest.fail(f"images missing ({', '.join(missing) or BASE_IMAGE}): run `make images` (make test does)")
+        pytest.fail(
+            f"images missing ({', '.join(missing) or BASE_IMAGE}): run `make images` (make test does)"
+        )
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("source_hash", REPO / "scripts" / "source-hash.py")
@@ -37,7 +39,9 @@ def docker_client() -> Any:
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     built = client.images.get(BASE_IMAGE).labels.get("org.service-email-handler.source")
     if built != module.source_hash():
-        pytest.fail("the images were built from other sources than this tree: run `make images` (make test does)")
+        pytest.fail(
+            "the images were built from other sources than this tree: run `make images` (make test does)"
+        )
     return client
 
 
@@ -58,16 +62,27 @@ def run_image(docker_client: Any, local_defaults: dict[str, str]) -> Iterator[Ca
     """run_image(image, env=..., host_network=False): like `docker run -p PORT:8080 --read-only IMAGE`."""
     containers: list[Any] = []
 
-    def start(image: str, env: dict[str, str] | None = None, host_network: bool = False, wait: bool = True, **kwargs: Any) -> RunningImage:
+    def start(
+        image: str,
+        env: dict[str, str] | None = None,
+        host_network: bool = False,
+        wait: bool = True,
+        **kwargs: Any,
+    ) -> RunningImage:
         environment = {**local_defaults, **(env or {})}
         port = free_port()
         options: dict[str, Any] = dict(
-            detach=True, read_only=True, tmpfs={"/tmp": "rw,size=64m"}, environment=environment,
+            detach=True,
+            read_only=True,
+            tmpfs={"/tmp": "rw,size=64m"},
+            environment=environment,
             labels={"service-email-handler.test": os.environ.get("PYTEST_XDIST_WORKER", "main")},
         )
         if host_network:
             # Reaches a moto server on the host's loopback; the RIE binds a free port instead of 8080.
-            environment.update(RIE_ADDRESS=f"127.0.0.1:{port}", RIE_RUNTIME_API_ADDRESS=f"127.0.0.1:{free_port()}")
+            environment.update(
+                RIE_ADDRESS=f"127.0.0.1:{port}", RIE_RUNTIME_API_ADDRESS=f"127.0.0.1:{free_port()}"
+            )
             options["network_mode"] = "host"
         else:
             options["ports"] = {"8080/tcp": ("127.0.0.1", port)}

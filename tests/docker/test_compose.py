@@ -26,7 +26,9 @@ TAG = os.environ.get("IMAGE_TAG") or "latest"
 def _localstack_or_skip() -> None:
     """LocalStack must be had (pulled, or built offline from the lock); under CI=true not having it
     is a failure, never a skip."""
-    made = subprocess.run([str(REPO / "scripts/localstack-image.sh")], capture_output=True, text=True, timeout=1800)
+    made = subprocess.run(
+        [str(REPO / "scripts/localstack-image.sh")], capture_output=True, text=True, timeout=1800
+    )
     if made.returncode != 0:
         why = made.stderr.strip().splitlines()[-1:] or ["scripts/localstack-image.sh failed"]
         if os.environ.get("CI") == "true":
@@ -43,16 +45,26 @@ def stack(request, docker_client) -> Iterator[dict[str, int]]:
         _localstack_or_skip()
     # Its own compose project per image tag and emulator, so trees building side by side do not collide.
     project = f"seh-test-{TAG}-{emulator}"
-    ports = {f.name: free_port() for f in FUNCTIONS} | {"aws": free_port(), "smtp": free_port(), "dynamodb": free_port()}
+    ports = {f.name: free_port() for f in FUNCTIONS} | {
+        "aws": free_port(),
+        "smtp": free_port(),
+        "dynamodb": free_port(),
+    }
     env = {
-        **os.environ, "EMULATOR": "auto" if emulator == "localstack" else "moto", "COMPOSE_PROJECT_NAME": project,
-        "EMULATOR_PORT": str(ports["aws"]), "SMTP_PORT": str(ports["smtp"]), "DYNAMODB_PORT": str(ports["dynamodb"]),
+        **os.environ,
+        "EMULATOR": "auto" if emulator == "localstack" else "moto",
+        "COMPOSE_PROJECT_NAME": project,
+        "EMULATOR_PORT": str(ports["aws"]),
+        "SMTP_PORT": str(ports["smtp"]),
+        "DYNAMODB_PORT": str(ports["dynamodb"]),
         **{f"{f.name.upper().replace('-', '_')}_PORT": str(ports[f.name]) for f in FUNCTIONS},
         # A failed send is retried after 1 s instead of the queue's 18 minutes, so the DLQ step takes seconds.
         "WIRING_VISIBILITY_TIMEOUT": "1",
     }
     started = time.monotonic()
-    up = subprocess.run([str(REPO / "scripts/compose.sh"), "up"], env=env, capture_output=True, text=True, timeout=1800)
+    up = subprocess.run(
+        [str(REPO / "scripts/compose.sh"), "up"], env=env, capture_output=True, text=True, timeout=1800
+    )
     try:
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         routed = "routing DynamoDB to moto" in up.stdout
@@ -73,10 +85,15 @@ def stack(request, docker_client) -> Iterator[dict[str, int]]:
         print(f"\n[compose] {emulator}: up in {time.monotonic() - started:.0f}s")
         yield ports | {"routed": int(routed), "emulator": emulator, "project": project}  # type: ignore[dict-item]
     finally:
-        down = subprocess.run([str(REPO / "scripts/compose.sh"), "down"], env=env, capture_output=True, text=True, timeout=120)
+        down = subprocess.run(
+            [str(REPO / "scripts/compose.sh"), "down"], env=env, capture_output=True, text=True, timeout=120
+        )
     # `make down` stops it all: no container of the project is left behind.
     assert down.returncode == 0, down.stderr[-2000:]
-    assert docker_client.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"}) == []
+    assert (
+        docker_client.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"})
+        == []
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)
@@ -91,8 +108,13 @@ def admin_client(service: str, port: int) -> Any:
     from common.local.env import CREDENTIALS_FILE, admin_credentials
 
     keys = admin_credentials(CREDENTIALS_FILE)
-    return boto3.client(service, endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                        aws_access_key_id=keys["AWS_ACCESS_KEY_ID"], aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"])
+    return boto3.client(
+        service,
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
+    )
 
 
 def test_compose_emulator_reachable_from_host(stack) -> None:
@@ -106,7 +128,10 @@ def test_compose_dynamodb_answers_where_the_summary_says(stack) -> None:
     created them through AWS_ENDPOINT_URL_DYNAMODB), and every other service stays on the emulator."""
     client = admin_client
     dynamodb_port = stack["dynamodb"] if stack["routed"] else stack["aws"]
-    assert "service-email-handler-local-conversations" in client("dynamodb", dynamodb_port).list_tables()["TableNames"]
+    assert (
+        "service-email-handler-local-conversations"
+        in client("dynamodb", dynamodb_port).list_tables()["TableNames"]
+    )
     queues = client("sqs", stack["aws"]).list_queues()["QueueUrls"]
     assert any(q.endswith("service-email-handler-local-ack") for q in queues)
     if stack["routed"]:
@@ -124,25 +149,43 @@ def test_compose_each_function_runs_as_its_role_and_may_do_only_what_it_allows(s
     call outside deploy/iam.py's policy is denied; LocalStack community enforces nothing, and says so)."""
     import boto3
 
-    [container] = docker_client.containers.list(filters={"label": [f"com.docker.compose.project={stack['project']}",
-                                                                   "com.docker.compose.service=inbound-handler"]})
+    [container] = docker_client.containers.list(
+        filters={
+            "label": [
+                f"com.docker.compose.project={stack['project']}",
+                "com.docker.compose.service=inbound-handler",
+            ]
+        }
+    )
     env = dict(item.split("=", 1) for item in container.attrs["Config"]["Env"])
-    assert env["AWS_ACCESS_KEY_ID"].startswith("ASIA") and env["AWS_SESSION_TOKEN"]  # not local.env's "testing"
+    assert (
+        env["AWS_ACCESS_KEY_ID"].startswith("ASIA") and env["AWS_SESSION_TOKEN"]
+    )  # not local.env's "testing"
     if stack["emulator"] != "moto":
         return
 
     def as_inbound(service: str) -> Any:
-        return boto3.client(service, endpoint_url=f"http://127.0.0.1:{stack['aws']}", region_name="us-east-1",
-                            aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-                            aws_session_token=env["AWS_SESSION_TOKEN"])
+        return boto3.client(
+            service,
+            endpoint_url=f"http://127.0.0.1:{stack['aws']}",
+            region_name="us-east-1",
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=env["AWS_SESSION_TOKEN"],
+        )
 
     identity = as_inbound("sts").get_caller_identity()["Arn"]
     assert identity.endswith(":assumed-role/service-email-handler-local-inbound-handler/inbound-handler")
     bucket = "service-email-handler-local-mail"
     s3 = as_inbound("s3")
-    s3.put_object(Bucket=bucket, Key="withheld/compose-iam/1/x.exe", Body=b"x")  # its policy: withheld parts, write only
-    for denied in (lambda: s3.get_object(Bucket=bucket, Key="withheld/compose-iam/1/x.exe"),  # not readable
-                   lambda: as_inbound("sqs").receive_message(QueueUrl=f"http://127.0.0.1:{stack['aws']}/123456789012/"
-                                                                       "service-email-handler-local-ack")):
+    s3.put_object(
+        Bucket=bucket, Key="withheld/compose-iam/1/x.exe", Body=b"x"
+    )  # its policy: withheld parts, write only
+    for denied in (
+        lambda: s3.get_object(Bucket=bucket, Key="withheld/compose-iam/1/x.exe"),  # not readable
+        lambda: as_inbound("sqs").receive_message(
+            QueueUrl=f"http://127.0.0.1:{stack['aws']}/123456789012/service-email-handler-local-ack"
+        ),
+    ):
         with pytest.raises(Exception, match="AccessDenied"):
             denied()

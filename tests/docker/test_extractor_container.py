@@ -38,16 +38,23 @@ LAMBDA_LIKE = {"tmpfs": {"/tmp": "rw,size=64m", "/dev/shm": "ro,size=64k"}}
 
 
 def start(run_image: Any, moto_server: str, memory_mb: int = 256, env: dict[str, str] | None = None) -> Any:
-    return run_image(image_ref("attachment-extractor"), host_network=True, mem_limit=f"{memory_mb}m",
-                     memswap_limit=f"{memory_mb}m", env={"AWS_ENDPOINT_URL": moto_server, **FUNCTION_ENV, **(env or {})},
-                     **LAMBDA_LIKE)
+    return run_image(
+        image_ref("attachment-extractor"),
+        host_network=True,
+        mem_limit=f"{memory_mb}m",
+        memswap_limit=f"{memory_mb}m",
+        env={"AWS_ENDPOINT_URL": moto_server, **FUNCTION_ENV, **(env or {})},
+        **LAMBDA_LIKE,
+    )
 
 
 def cgroup_memory(container: Any) -> tuple[int, int]:
     """(high-water mark in bytes, OOM kills) of the container's cgroup, v2 or v1."""
-    script = ("if [ -f /sys/fs/cgroup/memory.peak ]; then cat /sys/fs/cgroup/memory.peak; "
-              "grep '^oom_kill ' /sys/fs/cgroup/memory.events; else cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes; "
-              "grep '^oom_kill ' /sys/fs/cgroup/memory/memory.oom_control; fi")
+    script = (
+        "if [ -f /sys/fs/cgroup/memory.peak ]; then cat /sys/fs/cgroup/memory.peak; "
+        "grep '^oom_kill ' /sys/fs/cgroup/memory.events; else cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes; "
+        "grep '^oom_kill ' /sys/fs/cgroup/memory/memory.oom_control; fi"
+    )
     out = container.exec_run(["sh", "-c", script]).output.decode().split()
     return int(out[0]), int(out[2])
 
@@ -99,7 +106,13 @@ def test_the_child_needs_no_shared_memory(run_image, moto_server) -> None:
     running = start(run_image, moto_server)
     queue = running.container.exec_run(["python", "-c", "import multiprocessing; multiprocessing.Queue()"])
     assert queue.exit_code != 0 and b"Read-only file system" in queue.output, queue.output
-    child = running.container.exec_run(["python", "-c", "from common.extractor import isolate, pdf; import time; "
-                                        "print(list(isolate.run(lambda: iter([('ok',)]), (), memory_bytes=1 << 26, "
-                                        "deadline=time.monotonic() + 10))[0])"])
+    child = running.container.exec_run(
+        [
+            "python",
+            "-c",
+            "from common.extractor import isolate, pdf; import time; "
+            "print(list(isolate.run(lambda: iter([('ok',)]), (), memory_bytes=1 << 26, "
+            "deadline=time.monotonic() + 10))[0])",
+        ]
+    )
     assert child.exit_code == 0 and child.output.strip() == b"('ok',)", child.output

@@ -23,15 +23,23 @@ pytestmark = pytest.mark.docker
 def test_rie_curl_in_container(case: Case, run_image, request) -> None:
     if case.aws:  # on the host network, to reach the session's moto server on loopback
         stack = request.getfixturevalue("stack")
-        running = run_image(image_ref(case.function), host_network=True,
-                            env={"AWS_ENDPOINT_URL": stack.url})
+        running = run_image(image_ref(case.function), host_network=True, env={"AWS_ENDPOINT_URL": stack.url})
     else:
         running = run_image(image_ref(case.function))
     # The documented user path: curl -XPOST localhost:PORT/2015-03-31/functions/function/invocations -d @event.json
     out = subprocess.run(
-        ["curl", "-sS", "-XPOST", f"{running.url}/2015-03-31/functions/function/invocations",
-         "-d", json.dumps(event_for(case))],
-        capture_output=True, text=True, timeout=60, check=True,
+        [
+            "curl",
+            "-sS",
+            "-XPOST",
+            f"{running.url}/2015-03-31/functions/function/invocations",
+            "-d",
+            json.dumps(event_for(case)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     case.check(json.loads(out.stdout))
     assert '"message": "invocation finished"' in running.logs()
@@ -52,7 +60,9 @@ class _FakeRuntimeApi(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Lambda-Runtime-Aws-Request-Id", "req-direct-1")
         self.send_header("Lambda-Runtime-Deadline-Ms", str(int(time.time() * 1000) + 60_000))
-        self.send_header("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:123456789012:function:f")
+        self.send_header(
+            "Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:123456789012:function:f"
+        )
         self.send_header("Content-Type", "application/json")
         self.end_headers()
         self.wfile.write(self.event)
@@ -77,7 +87,9 @@ def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(run_image) -
     server = ThreadingHTTPServer(("127.0.0.1", port), _FakeRuntimeApi)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     running = run_image(  # no RIE port to wait for: that is the point
-        image_ref("attachment-extractor"), host_network=True, wait=False,
+        image_ref("attachment-extractor"),
+        host_network=True,
+        wait=False,
         env={"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{port}"},
     )
     deadline = time.monotonic() + 30
@@ -112,25 +124,45 @@ def test_function_images_differ_from_base_only_by_the_handler_layer(docker_clien
 def test_base_runs_as_non_root_with_precompiled_bytecode(docker_client) -> None:
     base = docker_client.images.get(BASE_IMAGE)
     assert base.attrs["Config"]["User"] == "10001"
-    out = docker_client.containers.run(
-        BASE_IMAGE, entrypoint=["python", "-c",
-        "import os, common.runtime.handler, boto3, awslambdaric, mypylogger; "
-        "import importlib.util as u; "
-        "mods = (common.runtime.handler, boto3, awslambdaric, mypylogger); "
-        "print(os.getuid(), all(os.path.exists(u.cache_from_source(m.__file__)) for m in mods))"],
-        read_only=True, remove=True, network_mode="none",
-    ).decode().split()
+    out = (
+        docker_client.containers.run(
+            BASE_IMAGE,
+            entrypoint=[
+                "python",
+                "-c",
+                "import os, common.runtime.handler, boto3, awslambdaric, mypylogger; "
+                "import importlib.util as u; "
+                "mods = (common.runtime.handler, boto3, awslambdaric, mypylogger); "
+                "print(os.getuid(), all(os.path.exists(u.cache_from_source(m.__file__)) for m in mods))",
+            ],
+            read_only=True,
+            remove=True,
+            network_mode="none",
+        )
+        .decode()
+        .split()
+    )
     assert out == ["10001", "True"]
 
 
 def test_base_image_holds_only_what_runs_on_lambda(docker_client) -> None:
     """Host tooling (the CLI, the emulator, the wiring, the SMTP ingress) and the deploy never ship."""
-    out = docker_client.containers.run(
-        BASE_IMAGE, entrypoint=["python", "-c",
-        "import importlib.util as u; "
-        "print([m for m in ('common.local', 'deploy', 'moto', 'aiosmtpd', 'docker') if u.find_spec(m)])"],
-        read_only=True, remove=True, network_mode="none",
-    ).decode().strip()
+    out = (
+        docker_client.containers.run(
+            BASE_IMAGE,
+            entrypoint=[
+                "python",
+                "-c",
+                "import importlib.util as u; "
+                "print([m for m in ('common.local', 'deploy', 'moto', 'aiosmtpd', 'docker') if u.find_spec(m)])",
+            ],
+            read_only=True,
+            remove=True,
+            network_mode="none",
+        )
+        .decode()
+        .strip()
+    )
     assert out == "[]"
 
 
@@ -139,17 +171,31 @@ def test_base_image_creates_each_kept_services_client_and_no_dropped_one(docker_
     created (creating a client loads its model; no network, no credentials), a dropped one cannot."""
     from pathlib import Path
 
-    kept = [line.split("#", 1)[0].strip() for line in
-            (Path(__file__).resolve().parents[2] / "docker" / "aws-services.txt").read_text().splitlines()]
+    kept = [
+        line.split("#", 1)[0].strip()
+        for line in (Path(__file__).resolve().parents[2] / "docker" / "aws-services.txt")
+        .read_text()
+        .splitlines()
+    ]
     kept = [name for name in kept if name]
-    code = ("import sys, boto3, botocore.exceptions as e; s = boto3.session.Session(region_name='us-east-1'); "
-            "made = [s.client(n).meta.service_model.service_name for n in sys.argv[1:]]; "
-            "dropped = ''\n"
-            "try:\n    s.client('ec2')\nexcept e.UnknownServiceError:\n    dropped = 'ec2'\n"
-            "print(' '.join(made), '|', dropped, '|', ' '.join(sorted(s.get_available_services())))")
-    out = docker_client.containers.run(
-        BASE_IMAGE, entrypoint=["python", "-c", code, *kept], read_only=True, remove=True, network_mode="none",
-    ).decode().strip()
+    code = (
+        "import sys, boto3, botocore.exceptions as e; s = boto3.session.Session(region_name='us-east-1'); "
+        "made = [s.client(n).meta.service_model.service_name for n in sys.argv[1:]]; "
+        "dropped = ''\n"
+        "try:\n    s.client('ec2')\nexcept e.UnknownServiceError:\n    dropped = 'ec2'\n"
+        "print(' '.join(made), '|', dropped, '|', ' '.join(sorted(s.get_available_services())))"
+    )
+    out = (
+        docker_client.containers.run(
+            BASE_IMAGE,
+            entrypoint=["python", "-c", code, *kept],
+            read_only=True,
+            remove=True,
+            network_mode="none",
+        )
+        .decode()
+        .strip()
+    )
     made, dropped, available = (part.split() for part in out.split("|"))
     assert made == kept
     assert dropped == ["ec2"]
@@ -175,10 +221,19 @@ def test_base_image_trims_leave_every_shipped_module_importable(docker_client) -
         "gone = [m for m in ('aws_lambda_powertools.event_handler', 'aws_lambda_powertools.utilities.parser',"
         " 'test', 'pydoc_data') if u.find_spec(m)]\n"
         "gconv = [d for d in os.listdir('/usr/lib') if os.path.isdir(f'/usr/lib/{d}/gconv')]\n"
-        "print(len(mods), crypt_provider[0], version('aws-lambda-powertools'), gone, gconv)\n")
-    out = docker_client.containers.run(
-        BASE_IMAGE, entrypoint=["python", "-c", code], read_only=True, remove=True, network_mode="none",
-    ).decode().split(maxsplit=3)
+        "print(len(mods), crypt_provider[0], version('aws-lambda-powertools'), gone, gconv)\n"
+    )
+    out = (
+        docker_client.containers.run(
+            BASE_IMAGE,
+            entrypoint=["python", "-c", code],
+            read_only=True,
+            remove=True,
+            network_mode="none",
+        )
+        .decode()
+        .split(maxsplit=3)
+    )
     assert int(out[0]) > 50
     assert out[1] == "cryptography"
     assert out[2][0].isdigit()  # Powertools reads its own version from its metadata

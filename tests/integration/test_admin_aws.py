@@ -19,8 +19,12 @@ from common.runtime import config
 from deploy import resources
 from tests.conftest import REPO
 
-DEPLOYED = {"DOMAIN_NAME": "mail.example", "PUBLIC_EMAIL": "hi@mail.example", "PRIVATE_EMAIL": "me@home.example",
-            "OWNER_EMAILS": "me@home.example,me@work.example"}
+DEPLOYED = {
+    "DOMAIN_NAME": "mail.example",
+    "PUBLIC_EMAIL": "hi@mail.example",
+    "PRIVATE_EMAIL": "me@home.example",
+    "OWNER_EMAILS": "me@home.example,me@work.example",
+}
 
 
 @pytest.fixture
@@ -35,30 +39,59 @@ def prd(stack, moto_server):
     for queue in resources.sender_queues(cfg):
         resources._queue_with_dlq(run, queue, 60, cfg.max_receive_count)
     iam = client("iam")
-    role = iam.create_role(RoleName="prd-inbound", AssumeRolePolicyDocument=json.dumps({
-        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
-                                                "Action": "sts:AssumeRole"}]}))["Role"]["Arn"]
+    role = iam.create_role(
+        RoleName="prd-inbound",
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "lambda.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )["Role"]["Arn"]
     client("lambda").create_function(
-        FunctionName=cfg.name("inbound-handler"), Role=role, PackageType="Image",
-        Code={"ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/service-email-handler-prd-inbound-handler:c-1"},
-        Environment={"Variables": {**DEPLOYED, "THREAD_SECRET": "never-printed-secret-0123456789"}})
+        FunctionName=cfg.name("inbound-handler"),
+        Role=role,
+        PackageType="Image",
+        Code={
+            "ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/service-email-handler-prd-inbound-handler:c-1"
+        },
+        Environment={"Variables": {**DEPLOYED, "THREAD_SECRET": "never-printed-secret-0123456789"}},
+    )
     return cfg
 
 
 def cli(moto_server: str, *args: str) -> subprocess.CompletedProcess[str]:
     # A user's shell for AWS: no local defaults, credentials from the environment, no --endpoint.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DOMAIN_NAME", "PUBLIC_EMAIL", "PRIVATE_EMAIL"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DOMAIN_NAME", "PUBLIC_EMAIL", "PRIVATE_EMAIL"))
+    }
     # The emulator enforces IAM: the shell holds an administrator's keys (the local admin's, here).
     env |= {"AWS_ENDPOINT_URL": moto_server, **admin_credentials()}
-    return subprocess.run([sys.executable, "-m", "common.local.cli", *args, "--env", "prd", "--region", "us-east-1"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "common.local.cli", *args, "--env", "prd", "--region", "us-east-1"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_block_allow_unblock_on_a_deployment_use_its_tables_and_its_owner(prd, moto_server) -> None:
     done = cli(moto_server, "block", "@spam.example")
     assert done.returncode == 0, done.stderr
     assert dynamodb.get(prd.sender_lists_table, {"entry": "@spam.example"})["list"] == "block"
-    assert dynamodb.scan(config.load({"ENVIRONMENT": "local"}).sender_lists_table) == []  # not the local tables
+    assert (
+        dynamodb.scan(config.load({"ENVIRONMENT": "local"}).sender_lists_table) == []
+    )  # not the local tables
     # The owner's addresses come from the deployed configuration, so they are protected.
     refused = cli(moto_server, "block", "@work.example")
     assert refused.returncode == 2 and "covers the owner's address me@work.example" in refused.stderr
@@ -70,8 +103,15 @@ def test_block_allow_unblock_on_a_deployment_use_its_tables_and_its_owner(prd, m
 
 
 def test_read_commands_on_a_deployment(prd, moto_server) -> None:
-    dynamodb.put(prd.conversations_table, {"conversationId": "x-at-y.example", "senderEmail": "x@y.example",
-                                           "subject": "Hi", "timestamp": "2026-11-24T07:00:00Z"})
+    dynamodb.put(
+        prd.conversations_table,
+        {
+            "conversationId": "x-at-y.example",
+            "senderEmail": "x@y.example",
+            "subject": "Hi",
+            "timestamp": "2026-11-24T07:00:00Z",
+        },
+    )
     [conversation] = json.loads(cli(moto_server, "conversations", "--json").stdout)
     assert conversation["conversationId"] == "x-at-y.example"
     assert "x-at-y.example" in cli(moto_server, "conversations").stdout
@@ -81,7 +121,9 @@ def test_read_commands_on_a_deployment(prd, moto_server) -> None:
     assert json.loads(cli(moto_server, "suppression", "list", "--json").stdout) == []
 
 
-def test_redrive_does_not_stop_at_a_false_empty_receive_nor_leave_messages_in_flight(prd, monkeypatch) -> None:
+def test_redrive_does_not_stop_at_a_false_empty_receive_nor_leave_messages_in_flight(
+    prd, monkeypatch
+) -> None:
     """On AWS a short-poll ReceiveMessage samples some servers and may answer empty while the queue holds
     messages; a message another consumer holds is invisible until its visibility timeout ends. Redrive
     long-polls and ends only when SQS counts nothing visible or in flight."""
@@ -92,8 +134,13 @@ def test_redrive_does_not_stop_at_a_false_empty_receive_nor_leave_messages_in_fl
     sqs.send(dlq, json.dumps({"kind": "forward", "n": 1}))
     real = sqs.receive
 
-    def sampled(queue_name: str, max_messages: int = 10, wait_s: int = 1, visibility_s: int | None = None,
-                api: Any = None) -> list[dict[str, Any]]:
+    def sampled(
+        queue_name: str,
+        max_messages: int = 10,
+        wait_s: int = 1,
+        visibility_s: int | None = None,
+        api: Any = None,
+    ) -> list[dict[str, Any]]:
         if wait_s == 0:  # a short poll that sampled only servers without the message
             return []
         return real(queue_name, max_messages, wait_s, visibility_s, api)
@@ -126,7 +173,10 @@ def test_redrive_of_every_dlq_skips_the_on_failure_destination_and_names_replay(
     sqs.send(resources.dlq_name(prd.forward_queue), json.dumps({"kind": "forward", "n": 1}))
     done = cli(moto_server, "dlq", "redrive")
     assert done.returncode == 0, done.stderr
-    assert f"skipped: {async_dlq(prd)} is no queue's dead-letter queue" in done.stderr and "replay" in done.stderr
+    assert (
+        f"skipped: {async_dlq(prd)} is no queue's dead-letter queue" in done.stderr
+        and "replay" in done.stderr
+    )
     assert f"1 message(s) moved to {prd.forward_queue}" in done.stdout
     named = cli(moto_server, "dlq", "redrive", "async")
     assert named.returncode == 2 and "email-handler replay" in named.stderr
@@ -138,8 +188,12 @@ def test_dlq_list_shows_every_message_and_takes_none(prd, moto_server) -> None:
 
     dlq = resources.dlq_name(prd.forward_queue)
     for n in range(25):
-        sqs.send(dlq, json.dumps({"kind": "forward", "to": [f"c{n}@x.example"], "subject": f"s{n}",
-                                  "idempotency_key": f"k{n}"}))
+        sqs.send(
+            dlq,
+            json.dumps(
+                {"kind": "forward", "to": [f"c{n}@x.example"], "subject": f"s{n}", "idempotency_key": f"k{n}"}
+            ),
+        )
     done = cli(moto_server, "dlq", "list", "forward", "--json")
     assert done.returncode == 0, done.stderr
     assert sorted(r["subject"] for r in json.loads(done.stdout)) == sorted(f"s{n}" for n in range(25))

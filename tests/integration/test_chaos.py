@@ -12,7 +12,14 @@ import pytest
 
 from common.aws import sqs
 from common.store.sendqueue import OutboundMessage
-from tests.support.sendload import Faults, emulator_process, enqueue_copies, patch_ses, queue_empty, run_workers
+from tests.support.sendload import (
+    Faults,
+    emulator_process,
+    enqueue_copies,
+    patch_ses,
+    queue_empty,
+    run_workers,
+)
 
 N = int(os.environ.get("CHAOS_MESSAGES", "1000"))
 
@@ -20,19 +27,38 @@ N = int(os.environ.get("CHAOS_MESSAGES", "1000"))
 @pytest.mark.timeout(900)
 def test_chaos_exactly_once_or_dlq(local_defaults, capsys) -> None:
     with emulator_process(local_defaults) as base:
-        run_chaos(replace(base, send_queue=base.ack_queue, retry_delays=(0.0, 0.05, 0.1), attempt_reserve_s=0.5,
-                          max_send_rate=5000.0), capsys)
+        run_chaos(
+            replace(
+                base,
+                send_queue=base.ack_queue,
+                retry_delays=(0.0, 0.05, 0.1),
+                attempt_reserve_s=0.5,
+                max_send_rate=5000.0,
+            ),
+            capsys,
+        )
 
 
 def run_chaos(cfg, capsys) -> None:
-    messages = [OutboundMessage(kind="ack", idempotency_key=f"ack:chaos{n}", correlation_id=f"ack-chaos{n}",
-                                to=[f"user{n}@corp.example"], subject=f"m{n}", text="x") for n in range(N)]
+    messages = [
+        OutboundMessage(
+            kind="ack",
+            idempotency_key=f"ack:chaos{n}",
+            correlation_id=f"ack-chaos{n}",
+            to=[f"user{n}@corp.example"],
+            subject=f"m{n}",
+            text="x",
+        )
+        for n in range(N)
+    ]
     faults = Faults(throttle=0.05, crash_before_send=0.01, crash_after_send=0.005)
     undo = patch_ses(faults)
     try:
         feeder, _ = enqueue_copies(cfg, messages, copies=3, max_depth=60)
         # 5 s: both the visibility timeout and the in-progress window of a crashed sandbox.
-        stats = run_workers(cfg, workers=4, visibility_s=5, timeout_s=5, done=queue_empty(cfg, feeder), deadline_s=780)
+        stats = run_workers(
+            cfg, workers=4, visibility_s=5, timeout_s=5, done=queue_empty(cfg, feeder), deadline_s=780
+        )
     finally:
         undo()
     assert queue_empty(cfg)(), "messages left in the queue"
@@ -42,10 +68,14 @@ def run_chaos(cfg, capsys) -> None:
         dead |= {json.loads(m["Body"])["correlation_id"] for m in batch}
     duplicates = {k: c for k, c in sends.items() if c > 1}
     unexplained = {k for k in duplicates if k not in faults.after_send_keys}
-    lost = {m.correlation_id for m in messages if m.correlation_id not in sends and m.correlation_id not in dead}
+    lost = {
+        m.correlation_id for m in messages if m.correlation_id not in sends and m.correlation_id not in dead
+    }
     with capsys.disabled():
-        print(f"\n[chaos] {N} messages x3: sent={len(sends)} dlq={len(dead)} duplicates={len(duplicates)} "
-              f"(crash-after-send injected {faults.counts['crash_after']}) faults={faults.counts} workers={stats}")
+        print(
+            f"\n[chaos] {N} messages x3: sent={len(sends)} dlq={len(dead)} duplicates={len(duplicates)} "
+            f"(crash-after-send injected {faults.counts['crash_after']}) faults={faults.counts} workers={stats}"
+        )
     assert not lost, f"{len(lost)} messages neither sent nor in the DLQ"
     assert not unexplained, f"duplicates outside the crash-after-send window: {sorted(unexplained)[:5]}"
     # Each injected crash-after-send can cause at most one extra send of its key.

@@ -66,7 +66,11 @@ OURS = REPO / "tests" / "fixtures" / "corpus"
 
 
 def messages(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(("LICENSE", "NOTICE", "README", "SOURCES")))
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.startswith(("LICENSE", "NOTICE", "README", "SOURCES"))
+    )
 
 
 FILES = (messages(CORPUS) if CORPUS else []) + messages(OURS)
@@ -74,7 +78,10 @@ ADDED_FROM = b"From: Corpus Sender <corpus-sender@corp.example>\r\n"
 
 
 def without_from(path: Path) -> bool:
-    return email.parser.BytesHeaderParser(policy=email.policy.compat32).parsebytes(path.read_bytes()).get("from") is None
+    return (
+        email.parser.BytesHeaderParser(policy=email.policy.compat32).parsebytes(path.read_bytes()).get("from")
+        is None
+    )
 
 
 # A message without From is quarantined and its forward never judged: each goes through once more
@@ -84,8 +91,13 @@ CASES = [(p, False) for p in FILES] + [(p, True) for p in FILES if without_from(
 
 def label(case: tuple[Path, bool]) -> str:
     path, added = case
-    name = str(path.relative_to(OURS.parent)) if path.is_relative_to(OURS) else \
-        str(path.relative_to(CORPUS)) if CORPUS else str(path)
+    name = (
+        str(path.relative_to(OURS.parent))
+        if path.is_relative_to(OURS)
+        else str(path.relative_to(CORPUS))
+        if CORPUS
+        else str(path)
+    )
     return name + (" +From" if added else "")
 
 
@@ -111,7 +123,10 @@ def run(moto_server, local_defaults, rie_module) -> Run:
     stack = Stack(moto_server, local_defaults).reset()
     inbound = rie_module("inbound-handler")
     fast = {"RETRY_DELAYS_SECONDS": "0", "MAX_SEND_RATE": "200"}
-    senders = {"forward-sender": rie_module("forward-sender", env=fast), "ack-sender": rie_module("ack-sender", env=fast)}
+    senders = {
+        "forward-sender": rie_module("forward-sender", env=fast),
+        "ack-sender": rie_module("ack-sender", env=fast),
+    }
     out = Run(stack)
     for n, (path, added) in enumerate(CASES):
         raw, mid = as_smtp((ADDED_FROM if added else b"") + path.read_bytes()), f"corpus{n:034d}"
@@ -141,9 +156,11 @@ def run(moto_server, local_defaults, rie_module) -> Run:
                 out.extracted[key] = {"status": "invocation failed", "error": str(exc)}
     outcomes = Counter(r["status"] for _, _, r in out.results.values())
     extracted = Counter(r["status"] for r in out.extracted.values())
-    print(f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS}, {len(CASES) - len(FILES)} again with a From "
-          f"added: {dict(outcomes)}; {len(out.sent)} sent; "
-          f"attached documents: {dict(extracted)}")
+    print(
+        f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS}, {len(CASES) - len(FILES)} again with a From "
+        f"added: {dict(outcomes)}; {len(out.sent)} sent; "
+        f"attached documents: {dict(extracted)}"
+    )
     return out
 
 
@@ -152,8 +169,11 @@ def test_every_send_succeeded(run: Run) -> None:
 
 
 def test_every_attached_document_is_extracted_or_rejected_for_its_own_reason(run: Run) -> None:
-    broken = {k: r for k, r in run.extracted.items()
-              if r["status"] not in ("extracted", "rejected") or "extractor failed" in r.get("reason", "")}
+    broken = {
+        k: r
+        for k, r in run.extracted.items()
+        if r["status"] not in ("extracted", "rejected") or "extractor failed" in r.get("reason", "")
+    }
     assert broken == {}
 
 
@@ -195,9 +215,11 @@ def reference(raw: bytes) -> tuple[str | None, str | None]:
 def ack_forbidden(raw: bytes) -> str:
     """Why RFC 3834 section 2 (or a no-reply / role sender) forbids an automatic reply ('' if nothing does)."""
     msg = email.message_from_bytes(raw, policy=email.policy.compat32)
+
     def first(name: str) -> str:
         value = msg.get(name)
         return "" if value is None else re.sub(r"\s+", " ", str(value)).strip().lower()
+
     auto = first("auto-submitted").split(";")[0].split("(")[0].strip()
     if auto and auto != "no":
         return f"Auto-Submitted: {auto}"
@@ -238,6 +260,7 @@ def name_keys(name: str) -> tuple[str, str]:
 @dataclass
 class Reading:
     """The stdlib's (policy.default) reading of a mail's parts, not entering message/* parts."""
+
     names: list[str] = field(default_factory=list)  # named parts, where the stdlib decoded the name
     beside_body: int = 0  # non-empty leaf parts other than the body and its alternative renderings
 
@@ -269,17 +292,27 @@ def parts_read(raw: bytes) -> Reading | None:
         name = node.get_filename()
         if name and not re.search("[\ud800-\udfff\ufffd]|=\\?", name) and any(name_keys(name)):
             reading.names.append(name)
-        if node.get_content_maintype() == "text" and not name and not node.is_attachment() \
-                and not any(a.get_content_maintype() == "message" for a in above):
+        if (
+            node.get_content_maintype() == "text"
+            and not name
+            and not node.is_attachment()
+            and not any(a.get_content_maintype() == "message" for a in above)
+        ):
             bodies.setdefault(node.get_content_subtype(), node)
     shown = [n for n in (body, *bodies.values()) if n is not None]
-    alternatives = [next((a for a in reversed(above) if a.get_content_subtype() == "alternative"), None)
-                    for node, above in read if any(node is n for n in shown)]
+    alternatives = [
+        next((a for a in reversed(above) if a.get_content_subtype() == "alternative"), None)
+        for node, above in read
+        if any(node is n for n in shown)
+    ]
     for node, above in read:
         if any(node is n for n in shown) or not str(node.get_payload()).strip():
             continue
-        if node.get_content_maintype() == "text" and not node.get_filename() and \
-                any(a is not None and any(a is b for b in above) for a in alternatives):
+        if (
+            node.get_content_maintype() == "text"
+            and not node.get_filename()
+            and any(a is not None and any(a is b for b in above) for a in alternatives)
+        ):
             continue  # another rendering of the body
         reading.beside_body += 1
     return reading
@@ -318,11 +351,15 @@ def test_message_reaches_an_outcome(run: Run, case: tuple[Path, bool]) -> None:
     not_attached = footer.partition("Not attached: ")[2]
     banner = "".join(line for line in text.splitlines() if line.startswith("[!] "))
     assert ("the original is attached" in banner) == any(p.get_filename() == ORIGINAL_NAME for p in forwarded)
-    assert not [p.get_filename() for p in forwarded if f"{p.get_filename()} (" in not_attached], "attached and not attached"
+    assert not [p.get_filename() for p in forwarded if f"{p.get_filename()} (" in not_attached], (
+        "attached and not attached"
+    )
     reading = parts_read(raw)
     if reading is not None:
-        carried = " ".join("".join(name_keys(str(p.get_filename()))) + " " + re.sub(r"\W", "", str(p.get_filename()).lower())
-                           for p in forwarded) + re.sub(r"\W", "", not_attached.lower())
+        carried = " ".join(
+            "".join(name_keys(str(p.get_filename()))) + " " + re.sub(r"\W", "", str(p.get_filename()).lower())
+            for p in forwarded
+        ) + re.sub(r"\W", "", not_attached.lower())
         lost = [n for n in reading.names if not any(key and key in carried for key in name_keys(n))]
         assert lost == [], "named parts lost"
         assert len(result["attachments"]) + len(result["skipped"]) >= reading.beside_body, "parts missing"
@@ -330,4 +367,6 @@ def test_message_reaches_an_outcome(run: Run, case: tuple[Path, bool]) -> None:
     if body:
         expected, got = words(body), words(text)
         found = sum(min(n, got[w]) for w, n in expected.items())
-        assert found >= 0.9 * sum(expected.values()), f"only {found} of {sum(expected.values())} words of the body"
+        assert found >= 0.9 * sum(expected.values()), (
+            f"only {found} of {sum(expected.values())} words of the body"
+        )

@@ -29,10 +29,16 @@ BUCKET = f"{PREFIX}-{ACCOUNT}-us-east-1-mail"  # bucket names are global: accoun
 
 def images(digest: str = "a", only: str = "") -> dict[str, Published]:
     """Published images as the push would report them; ``only`` gives one function another digest."""
-    return {f.name: Published(f.name, f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/{PREFIX}-{f.name}",
-                              f"c-{(digest if not only or f.name == only else 'a') * 12}",
-                              "sha256:" + (digest if not only or f.name == only else "a") * 64, "x86_64")
-            for f in FUNCTIONS}
+    return {
+        f.name: Published(
+            f.name,
+            f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/{PREFIX}-{f.name}",
+            f"c-{(digest if not only or f.name == only else 'a') * 12}",
+            "sha256:" + (digest if not only or f.name == only else "a") * 64,
+            "x86_64",
+        )
+        for f in FUNCTIONS
+    }
 
 
 @pytest.fixture
@@ -44,8 +50,12 @@ def env(moto_server, local_defaults, monkeypatch) -> dict[str, str]:
     return {**values, "THREAD_SECRET": secrets.token_hex(32), "MAX_SEND_RATE": "14"}
 
 
-def run(env: dict[str, str], published: dict[str, Published] | None = None, lines: list[str] | None = None,
-        **options: Any) -> tuple[list[Any], list[str]]:
+def run(
+    env: dict[str, str],
+    published: dict[str, Published] | None = None,
+    lines: list[str] | None = None,
+    **options: Any,
+) -> tuple[list[Any], list[str]]:
     lines = [] if lines is None else lines
     changes = deploy(Options(**options), env, report=lines.append, images=published or images())
     return changes, lines
@@ -79,11 +89,17 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         # No reservation anywhere: a new account (limit 10) could not grant one; MaximumConcurrency caps the senders.
         assert lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions") is None
     fed = [(f, f"{PREFIX}-{f.name.removesuffix('-sender')}") for f in SENDERS] + [
-        (BY_NAME["attachment-extractor"], f"{PREFIX}-attachment-events")]
-    for f, queue_name in fed:  # the sender queues and the attachment queue feed the live alias with partial batch responses
+        (BY_NAME["attachment-extractor"], f"{PREFIX}-attachment-events")
+    ]
+    for (
+        f,
+        queue_name,
+    ) in fed:  # the sender queues and the attachment queue feed the live alias with partial batch responses
         queue = client("sqs").get_queue_url(QueueName=queue_name)["QueueUrl"]
         attrs = client("sqs").get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
-        assert int(attrs["VisibilityTimeout"]) >= 6 * f.timeout_s and attrs["MessageRetentionPeriod"] == "86400"
+        assert (
+            int(attrs["VisibilityTimeout"]) >= 6 * f.timeout_s and attrs["MessageRetentionPeriod"] == "86400"
+        )
         assert json.loads(attrs["RedrivePolicy"])["maxReceiveCount"] in (5, "5")
         [mapping] = lam.list_event_source_mappings(EventSourceArn=attrs["QueueArn"])["EventSourceMappings"]
         # AWS reports the alias ARN; moto reports the version the alias pointed at.
@@ -95,17 +111,24 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         assert mapping["ScalingConfig"] == {"MaximumConcurrency": 2}
 
     # Least privilege: forward-sender reads attachments/ and claim checks only, sends only as the public address.
-    doc = client("iam").get_role_policy(RoleName=f"{PREFIX}-forward-sender", PolicyName="least-privilege")["PolicyDocument"]
+    doc = client("iam").get_role_policy(RoleName=f"{PREFIX}-forward-sender", PolicyName="least-privilege")[
+        "PolicyDocument"
+    ]
     doc = json.loads(urllib.request.unquote(doc)) if isinstance(doc, str) else doc
     reads = [s for s in doc["Statement"] if "s3:GetObject" in s["Action"]]
-    assert [r["Resource"] for r in reads] == [[f"arn:aws:s3:::{BUCKET}/attachments/*",
-                                               f"arn:aws:s3:::{BUCKET}/queue-payloads/*"]]
+    assert [r["Resource"] for r in reads] == [
+        [f"arn:aws:s3:::{BUCKET}/attachments/*", f"arn:aws:s3:::{BUCKET}/queue-payloads/*"]
+    ]
     sends = [s for s in doc["Statement"] if "ses:SendRawEmail" in s["Action"]]
-    assert {r for s in sends for r in s["Resource"]} == {f"arn:aws:ses:us-east-1:{ACCOUNT}:identity/*",
-                                                         f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}"}
+    assert {r for s in sends for r in s["Resource"]} == {
+        f"arn:aws:ses:us-east-1:{ACCOUNT}:identity/*",
+        f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}",
+    }
     assert all(s["Condition"] == {"StringEquals": {"ses:FromAddress": "hello@example.com"}} for s in sends)
     assert not any(r == "*" for s in doc["Statement"] for r in s["Resource"])
-    secret = client("ssm").get_parameter(Name="/service-email-handler/prd/thread-secret", WithDecryption=True)["Parameter"]
+    secret = client("ssm").get_parameter(
+        Name="/service-email-handler/prd/thread-secret", WithDecryption=True
+    )["Parameter"]
     assert secret["Type"] == "SecureString" and secret["Value"] == env["THREAD_SECRET"]
 
     # S3 -> the attachment queue (-> extractor, above), SES feedback -> inbound-handler, alerts -> the owner.
@@ -114,9 +137,17 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     [to_extractor] = notification["QueueConfigurations"]
     assert to_extractor["QueueArn"] == f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-attachment-events"
     subs = client("sns").list_subscriptions()["Subscriptions"]
-    assert {(s["TopicArn"].rsplit(":", 1)[1], s["Protocol"], s["Endpoint"].rsplit(":", 2)[-2:][0] if s["Protocol"] == "lambda"
-             else s["Endpoint"]) for s in subs} >= {(f"{PREFIX}-ses-feedback", "lambda", f"{PREFIX}-inbound-handler"),
-                                                     (f"{PREFIX}-alerts", "email", "owner@example.net")}
+    assert {
+        (
+            s["TopicArn"].rsplit(":", 1)[1],
+            s["Protocol"],
+            s["Endpoint"].rsplit(":", 2)[-2:][0] if s["Protocol"] == "lambda" else s["Endpoint"],
+        )
+        for s in subs
+    } >= {
+        (f"{PREFIX}-ses-feedback", "lambda", f"{PREFIX}-inbound-handler"),
+        (f"{PREFIX}-alerts", "email", "owner@example.net"),
+    }
 
     # SES: thread replies first, then the public address, no rule stopping the set (a mail to both
     # reaches both handlers); S3 staging/ then the handler.
@@ -126,9 +157,13 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     assert thread["Recipients"] == ["thread.example.com"] and public["Recipients"] == ["hello@example.com"]
     assert thread["Actions"][0]["S3Action"] == {"BucketName": BUCKET, "ObjectKeyPrefix": "staging/"}
     assert thread["Actions"][1]["LambdaAction"]["FunctionArn"].endswith(f"{PREFIX}-reply-handler:live")
-    assert len(thread["Actions"]) == 2 and not [a for r in (thread, public) for a in r["Actions"] if "StopAction" in a]
+    assert len(thread["Actions"]) == 2 and not [
+        a for r in (thread, public) for a in r["Actions"] if "StopAction" in a
+    ]
     assert public["Actions"][1]["LambdaAction"]["InvocationType"] == "Event"
-    mail_from = ses.get_identity_mail_from_domain_attributes(Identities=["example.com"])["MailFromDomainAttributes"]
+    mail_from = ses.get_identity_mail_from_domain_attributes(Identities=["example.com"])[
+        "MailFromDomainAttributes"
+    ]
     # never refuses a send while MAIL FROM is pending (test_fresh_account.py: RejectMessage would)
     assert mail_from["example.com"]["BehaviorOnMXFailure"] == "UseDefaultValue"
     policy = json.loads(client("s3").get_bucket_policy(Bucket=BUCKET)["Policy"])
@@ -137,8 +172,12 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     # Alarms: any DLQ message within a minute, any function error within five, to the alert topic.
     alarms = {a["AlarmName"]: a for a in client("cloudwatch").describe_alarms()["MetricAlarms"]}
     dlq = alarms[f"{PREFIX}-ack-dlq-not-empty"]
-    assert (dlq["MetricName"], dlq["Period"], dlq["Threshold"], dlq["ComparisonOperator"]) == \
-        ("ApproximateNumberOfMessagesVisible", 60, 1.0, "GreaterThanOrEqualToThreshold")
+    assert (dlq["MetricName"], dlq["Period"], dlq["Threshold"], dlq["ComparisonOperator"]) == (
+        "ApproximateNumberOfMessagesVisible",
+        60,
+        1.0,
+        "GreaterThanOrEqualToThreshold",
+    )
     errors = alarms[f"{PREFIX}-reply-sender-errors"]
     assert (errors["MetricName"], errors["Period"], errors["Threshold"]) == ("Errors", 300, 0.0)
     assert errors["AlarmActions"] == [f"arn:aws:sns:us-east-1:{ACCOUNT}:{PREFIX}-alerts"]
@@ -148,10 +187,15 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     # inbound-handler, reply-handler, attachment-extractor: a failed asynchronous event goes to the async DLQ.
     for name in ("inbound-handler", "reply-handler", "attachment-extractor"):
         config = lam.get_function_event_invoke_config(FunctionName=f"{PREFIX}-{name}", Qualifier="live")
-        assert config["DestinationConfig"]["OnFailure"]["Destination"] == \
-            f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq" and config["MaximumRetryAttempts"] == 2
+        assert (
+            config["DestinationConfig"]["OnFailure"]["Destination"]
+            == f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"
+            and config["MaximumRetryAttempts"] == 2
+        )
     # SNS's permission names the topic only; S3's and SES's also the account.
-    statements = json.loads(lam.get_policy(FunctionName=f"{PREFIX}-inbound-handler", Qualifier="live")["Policy"])["Statement"]
+    statements = json.loads(
+        lam.get_policy(FunctionName=f"{PREFIX}-inbound-handler", Qualifier="live")["Policy"]
+    )["Statement"]
     by_sid = {s["Sid"]: s.get("Condition", {}) for s in statements}
     assert "StringEquals" not in by_sid["sns-ses-feedback"] and by_sid["ses-receipt-public"]["StringEquals"]
 
@@ -160,11 +204,19 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     assert (rule["ScheduleExpression"], rule["State"]) == ("cron(0 7 * * ? *)", "ENABLED")
     [target] = client("events").list_targets_by_rule(Rule=f"{PREFIX}-quarantine-digest")["Targets"]
     assert target["Arn"] == f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-inbound-handler:live"
-    assert json.loads(digest_input(target, "2026-01-01T07:00:00Z", rule["Arn"]))["detail"] == {"task": "quarantine-digest"}
+    assert json.loads(digest_input(target, "2026-01-01T07:00:00Z", rule["Arn"]))["detail"] == {
+        "task": "quarantine-digest"
+    }
     digest = next(s for s in statements if s["Sid"] == "events-quarantine-digest")
-    assert digest["Principal"] == {"Service": "events.amazonaws.com"} and "StringEquals" not in digest["Condition"]
-    assert digest["Condition"]["ArnLike"]["AWS:SourceArn"] == rule["Arn"] == \
-        f"arn:aws:events:us-east-1:{ACCOUNT}:rule/{PREFIX}-quarantine-digest"
+    assert (
+        digest["Principal"] == {"Service": "events.amazonaws.com"}
+        and "StringEquals" not in digest["Condition"]
+    )
+    assert (
+        digest["Condition"]["ArnLike"]["AWS:SourceArn"]
+        == rule["Arn"]
+        == f"arn:aws:events:us-east-1:{ACCOUNT}:rule/{PREFIX}-quarantine-digest"
+    )
 
     # SES's account-level suppression list never applies to our sends (our own list protects the owner) ...
     options = client("sesv2").get_configuration_set(ConfigurationSetName=PREFIX)["SuppressionOptions"]
@@ -173,21 +225,29 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     for dlq in (f"{PREFIX}-forward-dlq", f"{PREFIX}-async-dlq"):
         url = client("sqs").get_queue_url(QueueName=dlq)["QueueUrl"]
         assert client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["MessageRetentionPeriod"])[
-            "Attributes"]["MessageRetentionPeriod"] == str(14 * 24 * 3600)
+            "Attributes"
+        ]["MessageRetentionPeriod"] == str(14 * 24 * 3600)
 
 
 def digest_input(target: dict[str, Any], time: str, rule_arn: str) -> str:
     """What EventBridge hands inbound-handler: the target's input template filled in for one run."""
     transformer = target["InputTransformer"]
     assert transformer["InputPathsMap"] == {"time": "$.time"}
-    return str(transformer["InputTemplate"]).replace("<time>", time).replace("<aws.events.rule-arn>", rule_arn)
+    return (
+        str(transformer["InputTemplate"]).replace("<time>", time).replace("<aws.events.rule-arn>", rule_arn)
+    )
 
 
 def test_the_scheduled_digest_event_is_what_inbound_handler_runs_the_digest_on(stack, rie_function) -> None:
     from deploy.triggers import DIGEST_INPUT
 
-    event = json.loads(digest_input({"InputTransformer": DIGEST_INPUT}, "2026-01-01T07:00:00Z",
-                                    f"arn:aws:events:us-east-1:{ACCOUNT}:rule/{PREFIX}-quarantine-digest"))
+    event = json.loads(
+        digest_input(
+            {"InputTransformer": DIGEST_INPUT},
+            "2026-01-01T07:00:00Z",
+            f"arn:aws:events:us-east-1:{ACCOUNT}:rule/{PREFIX}-quarantine-digest",
+        )
+    )
     assert event["source"] == "aws.events" and event["detail-type"] == "Scheduled Event"
     result = rie_function("inbound-handler").invoke(event)
     assert result["status"] == "nothing-quarantined", result  # the digest ran (nothing was held)
@@ -195,14 +255,18 @@ def test_the_scheduled_digest_event_is_what_inbound_handler_runs_the_digest_on(s
 
 def test_second_deploy_changes_nothing_and_says_so(env) -> None:
     run(env)
-    versions = {f.name: client("lambda").get_alias(FunctionName=f"{PREFIX}-{f.name}", Name="live")["FunctionVersion"]
-                for f in FUNCTIONS}
+    versions = {
+        f.name: client("lambda").get_alias(FunctionName=f"{PREFIX}-{f.name}", Name="live")["FunctionVersion"]
+        for f in FUNCTIONS
+    }
     plan, _ = run(env, dry_run=True)
     changes, output = run(env)
     assert all(c.action == "unchanged" for c in changes) and plan_lines(plan) == plan_lines(changes)
     assert output[-1].startswith("[deploy] nothing to change")
-    assert versions == {f.name: client("lambda").get_alias(FunctionName=f"{PREFIX}-{f.name}", Name="live")["FunctionVersion"]
-                        for f in FUNCTIONS}
+    assert versions == {
+        f.name: client("lambda").get_alias(FunctionName=f"{PREFIX}-{f.name}", Name="live")["FunctionVersion"]
+        for f in FUNCTIONS
+    }
 
 
 def test_a_new_image_updates_only_its_function(env) -> None:
@@ -213,7 +277,10 @@ def test_a_new_image_updates_only_its_function(env) -> None:
     changes, _ = run(env, new)
     assert plan_lines(plan) == plan_lines(changes)
     changed = [(c.kind, c.name) for c in changes if c.action != "unchanged"]
-    assert changed == [("lambda-function", f"{PREFIX}-ack-sender"), ("lambda-alias", f"{PREFIX}-ack-sender:live")]
+    assert changed == [
+        ("lambda-function", f"{PREFIX}-ack-sender"),
+        ("lambda-alias", f"{PREFIX}-ack-sender:live"),
+    ]
     after = client("lambda").get_alias(FunctionName=f"{PREFIX}-ack-sender", Name="live")["FunctionVersion"]
     assert int(after) == int(before) + 1
     code = client("lambda").get_function(FunctionName=f"{PREFIX}-ack-sender")["Code"]["ImageUri"]
@@ -222,11 +289,14 @@ def test_a_new_image_updates_only_its_function(env) -> None:
 
 def test_a_changed_setting_is_converged(env) -> None:
     run(env)
-    client("sqs").set_queue_attributes(QueueUrl=client("sqs").get_queue_url(QueueName=f"{PREFIX}-reply")["QueueUrl"],
-                                       Attributes={"VisibilityTimeout": "30"})  # drifted by hand
+    client("sqs").set_queue_attributes(
+        QueueUrl=client("sqs").get_queue_url(QueueName=f"{PREFIX}-reply")["QueueUrl"],
+        Attributes={"VisibilityTimeout": "30"},
+    )  # drifted by hand
     changes, _ = run(env)
-    assert [(c.kind, c.name, c.action, c.detail) for c in changes if c.action != "unchanged"] == \
-        [("sqs-queue", f"{PREFIX}-reply", "update", "VisibilityTimeout")]
+    assert [(c.kind, c.name, c.action, c.detail) for c in changes if c.action != "unchanged"] == [
+        ("sqs-queue", f"{PREFIX}-reply", "update", "VisibilityTimeout")
+    ]
 
 
 def test_clear_errors_before_anything_changes(env, monkeypatch, tmp_path) -> None:
@@ -265,12 +335,20 @@ def test_docker_engine_not_running_is_a_clear_error(env, monkeypatch) -> None:
     assert "systemctl start docker" in str(err.value)
 
 
-def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(env, moto_server, monkeypatch, tmp_path) -> None:
+def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(
+    env, moto_server, monkeypatch, tmp_path
+) -> None:
     client("ses").verify_domain_identity(Domain="example.com")
     client("ses").verify_domain_dkim(Domain="example.com")
     # moto verifies at once; the proxy answers as SES does while the DNS records are missing.
-    proxy = SesProxy(moto_server, rewrite=lambda params, body: body.replace(b"Success", b"Pending")
-                     if params.get("Action") in ("GetIdentityVerificationAttributes", "GetIdentityDkimAttributes") else body)
+    proxy = SesProxy(
+        moto_server,
+        rewrite=lambda params, body: (
+            body.replace(b"Success", b"Pending")
+            if params.get("Action") in ("GetIdentityVerificationAttributes", "GetIdentityDkimAttributes")
+            else body
+        ),
+    )
     monkeypatch.setenv("AWS_ENDPOINT_URL_SES", proxy.url)
     reset_clients()
     try:
@@ -287,7 +365,9 @@ def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(env, mot
         assert client("lambda").list_functions()["Functions"] == []
         changes, _ = run(env, allow_unverified=True, build_dir=tmp_path)  # the owner may go ahead on purpose
         assert any(c.kind == "lambda-function" and c.action == "create" for c in changes)
-        assert not any(c.kind == "ses-mail-from" for c in changes)  # SES sets MAIL FROM on a verified identity only
+        assert not any(
+            c.kind == "ses-mail-from" for c in changes
+        )  # SES sets MAIL FROM on a verified identity only
     finally:
         proxy.close()
         monkeypatch.delenv("AWS_ENDPOINT_URL_SES")
@@ -309,11 +389,22 @@ def test_iam_policies_name_only_their_own_resources(env) -> None:
         assert topics in ([], [f"arn:aws:sns:us-east-1:{ACCOUNT}:{PREFIX}-alerts"])
     extractor = {a for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"] for a in s["Action"]}
     assert not any(a.startswith(("dynamodb:", "sns:", "ses:")) for a in extractor)
-    queues = [s["Resource"] for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"] if "sqs:SendMessage" in s["Action"]]
-    assert queues == [[f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"]]  # Lambda's on-failure destination
-    polled = [s["Resource"] for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"]
-              if "sqs:ReceiveMessage" in s["Action"]]
-    assert polled == [[f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-attachment-events"]]  # its event source, nothing else
+    queues = [
+        s["Resource"]
+        for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"]
+        if "sqs:SendMessage" in s["Action"]
+    ]
+    assert queues == [
+        [f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"]
+    ]  # Lambda's on-failure destination
+    polled = [
+        s["Resource"]
+        for s in policy(cfg, ACCOUNT, "attachment-extractor")["Statement"]
+        if "sqs:ReceiveMessage" in s["Action"]
+    ]
+    assert polled == [
+        [f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-attachment-events"]
+    ]  # its event source, nothing else
 
 
 def test_the_deploy_says_whether_ses_is_in_the_sandbox(env, monkeypatch) -> None:
@@ -322,18 +413,28 @@ def test_the_deploy_says_whether_ses_is_in_the_sandbox(env, monkeypatch) -> None
     monkeypatch.setitem(SES_SANDBOX, "on", True)  # sesv2 GetAccount: ProductionAccessEnabled false
     _, lines = run(env)
     [note] = [line for line in lines if "SES" in line and "sandbox" in line]
-    assert "SES is in the sandbox in us-east-1" in note and "owner@example.net" in note  # verify the owner's mailbox
+    assert (
+        "SES is in the sandbox in us-east-1" in note and "owner@example.net" in note
+    )  # verify the owner's mailbox
     monkeypatch.setitem(SES_SANDBOX, "on", False)
     assert "[deploy] SES production access: yes" in run(env)[1]
 
 
 def test_drifted_suppression_options_and_schedule_are_converged(env) -> None:
     run(env)
-    client("sesv2").put_configuration_set_suppression_options(ConfigurationSetName=PREFIX, SuppressedReasons=["BOUNCE"])
-    client("events").put_rule(Name=f"{PREFIX}-quarantine-digest", ScheduleExpression="rate(1 hour)", State="DISABLED")
-    assert changed(run(env)[0]) == [("ses-suppression", PREFIX, "update"),
-                                    ("events-rule", f"{PREFIX}-quarantine-digest", "update")]
-    assert client("sesv2").get_configuration_set(ConfigurationSetName=PREFIX)["SuppressionOptions"] == {"SuppressedReasons": []}
+    client("sesv2").put_configuration_set_suppression_options(
+        ConfigurationSetName=PREFIX, SuppressedReasons=["BOUNCE"]
+    )
+    client("events").put_rule(
+        Name=f"{PREFIX}-quarantine-digest", ScheduleExpression="rate(1 hour)", State="DISABLED"
+    )
+    assert changed(run(env)[0]) == [
+        ("ses-suppression", PREFIX, "update"),
+        ("events-rule", f"{PREFIX}-quarantine-digest", "update"),
+    ]
+    assert client("sesv2").get_configuration_set(ConfigurationSetName=PREFIX)["SuppressionOptions"] == {
+        "SuppressedReasons": []
+    }
     rule = client("events").describe_rule(Name=f"{PREFIX}-quarantine-digest")
     assert (rule["ScheduleExpression"], rule["State"]) == ("cron(0 7 * * ? *)", "ENABLED")
     assert changed(run(env)[0]) == []
@@ -350,7 +451,9 @@ def test_live_is_compared_not_latest_so_a_half_finished_deploy_is_completed(env)
     # A run that updated the function and died before moving the alias: $LATEST is new, live is old.
     lam = client("lambda")
     lam.update_function_code(FunctionName=name, ImageUri=new["ack-sender"].image_uri)
-    lam.update_function_configuration(FunctionName=name, Description=f"ack-sender ({PREFIX}, image {new['ack-sender'].tag})")
+    lam.update_function_configuration(
+        FunctionName=name, Description=f"ack-sender ({PREFIX}, image {new['ack-sender'].tag})"
+    )
     changes, _ = run(env, new)
     assert changed(changes) == [("lambda-alias", f"{name}:live", "update")]
     live = client("lambda").get_function(FunctionName=name, Qualifier="live")["Code"]["ImageUri"]
@@ -363,7 +466,9 @@ def test_a_function_in_state_failed_is_recreated(env) -> None:
 
     run(env)
     name = f"{PREFIX}-reply-handler"
-    get_backend("lambda")[ACCOUNT]["us-east-1"].get_function(name).state = "Failed"  # as Lambda leaves a failed creation
+    get_backend("lambda")[ACCOUNT]["us-east-1"].get_function(
+        name
+    ).state = "Failed"  # as Lambda leaves a failed creation
     changes, _ = run(env)
     [change] = [c for c in changes if c.kind == "lambda-function" and c.action != "unchanged"]
     assert (change.name, change.action) == (name, "create") and "Failed" in change.detail
@@ -373,26 +478,42 @@ def test_a_function_in_state_failed_is_recreated(env) -> None:
 def test_no_reserved_concurrency_and_an_old_reservation_is_removed(env) -> None:
     run(env)
     name = f"{PREFIX}-forward-sender"
-    client("lambda").put_function_concurrency(FunctionName=name, ReservedConcurrentExecutions=2)  # an older deploy's
+    client("lambda").put_function_concurrency(
+        FunctionName=name, ReservedConcurrentExecutions=2
+    )  # an older deploy's
     assert changed(run(env)[0]) == [("lambda-concurrency", name, "update")]
-    assert client("lambda").get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions") is None
+    assert (
+        client("lambda").get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions")
+        is None
+    )
     assert changed(run(env)[0]) == []
 
 
 def test_another_applications_active_rule_set_stays_active_unless_replacing_is_asked(env) -> None:
     ses = client("ses")
     ses.create_receipt_rule_set(RuleSetName="other-app")
-    ses.create_receipt_rule(RuleSetName="other-app", Rule={"Name": "other", "Enabled": True, "Recipients": ["other.example"],
-                                                           "Actions": [{"StopAction": {"Scope": "RuleSet"}}]})
+    ses.create_receipt_rule(
+        RuleSetName="other-app",
+        Rule={
+            "Name": "other",
+            "Enabled": True,
+            "Recipients": ["other.example"],
+            "Actions": [{"StopAction": {"Scope": "RuleSet"}}],
+        },
+    )
     ses.set_active_receipt_rule_set(RuleSetName="other-app")
     changes, _ = run(env)
     assert ses.describe_active_receipt_rule_set()["Metadata"]["Name"] == "other-app"
     rules = [r["Name"] for r in ses.describe_receipt_rule_set(RuleSetName="other-app")["Rules"]]
     assert rules[:2] == [f"{PREFIX}-thread", f"{PREFIX}-public"] and "other" in rules
     assert not [c for c in changes if c.kind in ("ses-rule-set", "ses-active-rule-set")]
-    policy = json.loads(client("lambda").get_policy(FunctionName=f"{PREFIX}-inbound-handler", Qualifier="live")["Policy"])
+    policy = json.loads(
+        client("lambda").get_policy(FunctionName=f"{PREFIX}-inbound-handler", Qualifier="live")["Policy"]
+    )
     public = next(s for s in policy["Statement"] if s["Sid"] == "ses-receipt-public")
-    assert public["Condition"]["ArnLike"]["AWS:SourceArn"].endswith(f"receipt-rule-set/other-app:receipt-rule/{PREFIX}-public")
+    assert public["Condition"]["ArnLike"]["AWS:SourceArn"].endswith(
+        f"receipt-rule-set/other-app:receipt-rule/{PREFIX}-public"
+    )
     assert changed(run(env)[0]) == []
 
     changes, _ = run(env, replace_active_rule_set=True)
@@ -412,7 +533,9 @@ def test_the_bucket_reconciles_settings_made_only_at_creation(env) -> None:
     assert changed(run(env)[0]) == []
 
 
-def test_a_bucket_name_taken_by_another_account_is_a_clear_error_before_anything_changes(env, moto_server) -> None:
+def test_a_bucket_name_taken_by_another_account_is_a_clear_error_before_anything_changes(
+    env, moto_server
+) -> None:
     # Another account's bucket: to this deployer HeadBucket answers 403, as AWS does for a name owned elsewhere.
     client("s3").create_bucket(Bucket="taken-by-someone-else")
     deployer = deployer_user(env)
@@ -464,18 +587,33 @@ def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env) -> None:
     assert ses.list_identities()["Identities"] == []  # a fresh account: the deploy verifies the domain
     deployer = deployer_user(env)
     changes, _ = as_user(deployer, lambda: run(env))
-    assert {("ses-identity", "create"), ("ses-rule-set", "create"), ("ses-receipt-rule", "create"),
-            ("ses-active-rule-set", "create"), ("ses-mail-from", "create")} <= {(c.kind, c.action) for c in changes}
+    assert {
+        ("ses-identity", "create"),
+        ("ses-rule-set", "create"),
+        ("ses-receipt-rule", "create"),
+        ("ses-active-rule-set", "create"),
+        ("ses-mail-from", "create"),
+    } <= {(c.kind, c.action) for c in changes}
     assert changed(as_user(deployer, lambda: run(env))[0]) == []
     # drift the deployer has to converge: a receipt rule, the MAIL FROM domain, the feedback destination
-    thread = next(r for r in ses.describe_receipt_rule_set(RuleSetName=PREFIX)["Rules"] if r["Name"] == f"{PREFIX}-thread")
+    thread = next(
+        r
+        for r in ses.describe_receipt_rule_set(RuleSetName=PREFIX)["Rules"]
+        if r["Name"] == f"{PREFIX}-thread"
+    )
     ses.update_receipt_rule(RuleSetName=PREFIX, Rule={**thread, "Enabled": False})
     ses.set_identity_mail_from_domain(Identity="example.com", MailFromDomain="elsewhere.example.com")
     fixed = changed(as_user(deployer, lambda: run(env))[0])
-    assert ("ses-receipt-rule", f"{PREFIX}-thread", "update") in fixed and ("ses-mail-from", "bounce.example.com", "update") in fixed
+    assert ("ses-receipt-rule", f"{PREFIX}-thread", "update") in fixed and (
+        "ses-mail-from",
+        "bounce.example.com",
+        "update",
+    ) in fixed
     # moto has no SetReceiptRulePosition or DeleteReceiptRule; its IAM check runs before it looks the action up
-    for call in (lambda: client("ses").set_receipt_rule_position(RuleSetName=PREFIX, RuleName=f"{PREFIX}-public"),
-                 lambda: client("ses").delete_receipt_rule(RuleSetName=PREFIX, RuleName="not-there")):
+    for call in (
+        lambda: client("ses").set_receipt_rule_position(RuleSetName=PREFIX, RuleName=f"{PREFIX}-public"),
+        lambda: client("ses").delete_receipt_rule(RuleSetName=PREFIX, RuleName="not-there"),
+    ):
         try:
             as_user(deployer, call)
         except Exception as exc:
@@ -484,10 +622,22 @@ def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env) -> None:
     from deploy.replay import replay
 
     url = client("sqs").get_queue_url(QueueName=f"{PREFIX}-async-dlq")["QueueUrl"]
-    client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps({"requestContext": {
-        "requestId": "r-1", "functionArn": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-inbound-handler"},
-        "requestPayload": {}}))
-    assert len(as_user(deployer, lambda: replay(Options(dry_run=True), environ=env, report=lambda line: None))) == 1
+    client("sqs").send_message(
+        QueueUrl=url,
+        MessageBody=json.dumps(
+            {
+                "requestContext": {
+                    "requestId": "r-1",
+                    "functionArn": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-inbound-handler",
+                },
+                "requestPayload": {},
+            }
+        ),
+    )
+    assert (
+        len(as_user(deployer, lambda: replay(Options(dry_run=True), environ=env, report=lambda line: None)))
+        == 1
+    )
     as_user(deployer, lambda: destroy(Options(), delete_data=True, environ=env, report=lambda line: None))
     assert client("lambda").list_functions()["Functions"] == []
     assert ses.list_receipt_rule_sets()["RuleSets"] == []
@@ -499,7 +649,9 @@ def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(en
     run(env)
     lines: list[str] = []
     plan = destroy(Options(dry_run=True), environ=env, report=lines.append)
-    assert {c.action for c in plan} == {"delete"} and len(client("lambda").list_functions()["Functions"]) == len(FUNCTIONS)
+    assert {c.action for c in plan} == {"delete"} and len(
+        client("lambda").list_functions()["Functions"]
+    ) == len(FUNCTIONS)
     done = destroy(Options(), environ=env, report=lines.append)
     assert plan_lines(plan) == plan_lines(done)
     assert client("lambda").list_functions()["Functions"] == []
@@ -519,15 +671,29 @@ def test_replay_reinvokes_the_events_lambda_gave_up_on(env) -> None:
     run(env)
     sqs = client("sqs")
     url = sqs.get_queue_url(QueueName=f"{PREFIX}-async-dlq")["QueueUrl"]
-    event = {"Records": [{"eventSource": "aws:s3", "s3": {"bucket": {"name": BUCKET}, "object": {"key": "attachments/a/b/c.pdf"}}}]}
-    record = {"version": "1.0", "requestContext": {"requestId": "r-1", "condition": "RetriesExhausted",
-                                                   "functionArn": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:"
-                                                                  f"{PREFIX}-attachment-extractor:live"},
-              "requestPayload": event, "responseContext": {"statusCode": 200, "functionError": "Unhandled"}}
+    event = {
+        "Records": [
+            {
+                "eventSource": "aws:s3",
+                "s3": {"bucket": {"name": BUCKET}, "object": {"key": "attachments/a/b/c.pdf"}},
+            }
+        ]
+    }
+    record = {
+        "version": "1.0",
+        "requestContext": {
+            "requestId": "r-1",
+            "condition": "RetriesExhausted",
+            "functionArn": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-attachment-extractor:live",
+        },
+        "requestPayload": event,
+        "responseContext": {"statusCode": 200, "functionError": "Unhandled"},
+    }
     sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
     listed = replay(Options(dry_run=True), environ=env, report=lambda line: None)
-    assert [(e["function"], e["requestId"], e["outcome"]) for e in listed] == \
-        [(f"{PREFIX}-attachment-extractor:live", "r-1", "would replay")]
+    assert [(e["function"], e["requestId"], e["outcome"]) for e in listed] == [
+        (f"{PREFIX}-attachment-extractor:live", "r-1", "would replay")
+    ]
     # moto cannot invoke an image function (HTTP 500): the replay says so and keeps the event for the next one.
     [entry] = replay(Options(), environ=env, report=lambda line: None)  # the dry run left the message visible
     assert entry["requestId"] == "r-1" and entry["outcome"].startswith(("replayed", "failed"))
@@ -555,8 +721,10 @@ def test_the_deploy_rides_out_ses_throttling(env, monkeypatch) -> None:
 
     from common.aws import CONTROL_PLANE_ATTEMPTS
 
-    error = (b"<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message>"
-             b"</Error><RequestId>t-1</RequestId></ErrorResponse>")
+    error = (
+        b"<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message>"
+        b"</Error><RequestId>t-1</RequestId></ErrorResponse>"
+    )
     seen: list[str] = []
 
     def throttle(request: Any, **_: Any) -> Any:
@@ -582,11 +750,16 @@ def test_the_deploy_rides_out_ses_throttling(env, monkeypatch) -> None:
     assert client("ses").list_identities()["Identities"] == ["example.com"]
     assert CONTROL_PLANE_ATTEMPTS >= 10
     # the senders' SES client keeps owning its retries (one attempt), the other data-plane clients three
-    assert client("sesv2", max_attempts=1).meta.config.retries == {"mode": "standard", "total_max_attempts": 1}
+    assert client("sesv2", max_attempts=1).meta.config.retries == {
+        "mode": "standard",
+        "total_max_attempts": 1,
+    }
     assert client("sqs").meta.config.retries == {"mode": "standard", "total_max_attempts": 3}
 
 
-def test_a_mail_with_many_attachments_cannot_take_the_concurrency_a_new_account_keeps_for_the_senders(env) -> None:
+def test_a_mail_with_many_attachments_cannot_take_the_concurrency_a_new_account_keeps_for_the_senders(
+    env,
+) -> None:
     """A new account runs 10 functions at once and keeps all 10 unreserved (common/local/fresh.py). With
     the deployed event sources and reservations, one mail -- however many attachments it stores -- uses
     at most: 3 senders x 2, the extractor 2, and one invocation each of the two receiving handlers."""
@@ -597,15 +770,22 @@ def test_a_mail_with_many_attachments_cannot_take_the_concurrency_a_new_account_
     run(env)
     cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
     worst = worst_case_concurrency(cfg, ACCOUNT)
-    assert worst == {"inbound-handler": 1, "reply-handler": 1, "attachment-extractor": 2,
-                     "ack-sender": 2, "forward-sender": 2, "reply-sender": 2}
+    assert worst == {
+        "inbound-handler": 1,
+        "reply-handler": 1,
+        "attachment-extractor": 2,
+        "ack-sender": 2,
+        "forward-sender": 2,
+        "reply-sender": 2,
+    }
     assert sum(worst.values()) <= ACCOUNT_CONCURRENCY
     # The senders keep their 6 whatever the extractor does: it can never go past its 2.
     assert ACCOUNT_CONCURRENCY - worst["attachment-extractor"] - 2 >= sum(worst[f.name] for f in SENDERS)
     # What S3 used to do (invoke the function per object) is unbounded: the measure says so.
     lam = client("lambda")
     [mapping] = lam.list_event_source_mappings(
-        FunctionName=f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-attachment-extractor:live")["EventSourceMappings"]
+        FunctionName=f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-attachment-extractor:live"
+    )["EventSourceMappings"]
     lam.delete_event_source_mapping(UUID=mapping["UUID"])
     assert worst_case_concurrency(cfg, ACCOUNT)["attachment-extractor"] == -1
 
@@ -626,16 +806,23 @@ def test_destroy_removes_the_event_source_mappings_made_on_the_alias_before_the_
     assert lam.list_event_source_mappings(FunctionName=sender)["EventSourceMappings"] == []
     assert len(lam.list_event_source_mappings(FunctionName=f"{sender}:live")["EventSourceMappings"]) == 1
     # a mapping of another application on one of our queues stays
-    lam.create_function(FunctionName="other-app", Role=f"arn:aws:iam::{ACCOUNT}:role/{PREFIX}-ack-sender", PackageType="Image",
-                        Code={"ImageUri": images()[SENDERS[0].name].image_uri})
+    lam.create_function(
+        FunctionName="other-app",
+        Role=f"arn:aws:iam::{ACCOUNT}:role/{PREFIX}-ack-sender",
+        PackageType="Image",
+        Code={"ImageUri": images()[SENDERS[0].name].image_uri},
+    )
     queue = mappings[0]["EventSourceArn"]
     lam.create_event_source_mapping(EventSourceArn=queue, FunctionName="other-app")
     changes = destroy(Options(), environ=env, report=lambda line: None)
     kinds = [c.kind for c in changes]
     assert kinds.count("event-source") == len(SENDERS) + 1
-    assert max(i for i, k in enumerate(kinds) if k == "event-source") < min(i for i, k in enumerate(kinds) if k == "sqs-queue")
-    assert [m["FunctionArn"].rsplit(":", 1)[-1] for m in lam.list_event_source_mappings()["EventSourceMappings"]] == \
-        ["other-app"]
+    assert max(i for i, k in enumerate(kinds) if k == "event-source") < min(
+        i for i, k in enumerate(kinds) if k == "sqs-queue"
+    )
+    assert [
+        m["FunctionArn"].rsplit(":", 1)[-1] for m in lam.list_event_source_mappings()["EventSourceMappings"]
+    ] == ["other-app"]
 
 
 class RecentlyDeleted:
@@ -649,9 +836,16 @@ class RecentlyDeleted:
 
         self.calls += 1
         if self.calls <= self.refusals:
-            raise ClientError({"Error": {"Code": "AWS.SimpleQueueService.QueueDeletedRecently",
-                                         "Message": "You must wait 60 seconds after deleting a queue before you can "
-                                                    "create another queue with the same name."}}, "CreateQueue")
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "AWS.SimpleQueueService.QueueDeletedRecently",
+                        "Message": "You must wait 60 seconds after deleting a queue before you can "
+                        "create another queue with the same name.",
+                    }
+                },
+                "CreateQueue",
+            )
         return self.real.create_queue(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -667,7 +861,11 @@ def test_a_queue_deleted_moments_ago_is_created_once_sqs_frees_its_name(env, mon
 
     cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
     stub = RecentlyDeleted(client("sqs"), refusals=4)
-    monkeypatch.setattr(resources, "control_client", lambda service, region=None: stub if service == "sqs" else client(service))
+    monkeypatch.setattr(
+        resources,
+        "control_client",
+        lambda service, region=None: stub if service == "sqs" else client(service),
+    )
     said: list[str] = []
     waits: list[float] = []
     run_ = Run(cfg, True, None, say=said.append, sleep=waits.append)
@@ -693,17 +891,26 @@ def test_a_dry_run_replay_lists_every_failed_event_and_leaves_them_all_visible(e
     url = sqs.get_queue_url(QueueName=f"{PREFIX}-async-dlq")["QueueUrl"]
     arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-attachment-extractor:live"
     for n in range(23):
-        sqs.send_message(QueueUrl=url, MessageBody=json.dumps({
-            "requestContext": {"requestId": f"r-{n}", "functionArn": arn}, "requestPayload": {"n": n}}))
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody=json.dumps(
+                {"requestContext": {"requestId": f"r-{n}", "functionArn": arn}, "requestPayload": {"n": n}}
+            ),
+        )
     listed = replay(Options(dry_run=True), environ=env, report=lambda line: None)
     assert sorted(e["requestId"] for e in listed) == sorted(f"r-{n}" for n in range(23))
     assert {e["outcome"] for e in listed} == {"would replay"}
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) == ("23", "0")
+    assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) == (
+        "23",
+        "0",
+    )
     assert len(replay(Options(), environ=env, report=lambda line: None)) == 23
 
 
-def refuse(monkeypatch: Any, answers: dict[tuple[str, str], tuple[int, dict[str, str], bytes]], times: int) -> list[str]:
+def refuse(
+    monkeypatch: Any, answers: dict[tuple[str, str], tuple[int, dict[str, str], bytes]], times: int
+) -> list[str]:
     """Every new client answers ``(service, operation)`` with ``(status, headers, body)`` for its first
     ``times`` calls, as AWS does until a grant made seconds before has propagated; returns the calls seen."""
     import boto3
@@ -718,8 +925,14 @@ def refuse(monkeypatch: Any, answers: dict[tuple[str, str], tuple[int, dict[str,
             if svc != service:
                 continue
 
-            def answer(request: Any, operation: str = operation, status: int = status, headers: dict[str, str] = headers,
-                       body: bytes = body, **_: Any) -> Any:
+            def answer(
+                request: Any,
+                operation: str = operation,
+                status: int = status,
+                headers: dict[str, str] = headers,
+                body: bytes = body,
+                **_: Any,
+            ) -> Any:
                 seen.append(operation)
                 if seen.count(operation) <= times:
                     return AWSResponse(request.url, status, headers, Throttled(body))
@@ -740,17 +953,43 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(env, monkeypat
 
     lambda_error = {"x-amzn-ErrorType": "InvalidParameterValueException"}
     answers = {
-        ("lambda", "CreateEventSourceMapping"): (400, lambda_error, json.dumps({
-            "Type": "User", "message": "The provided execution role does not have permissions to call ReceiveMessage on SQS"}).encode()),
-        ("lambda", "PutFunctionEventInvokeConfig"): (400, lambda_error, json.dumps({
-            "Type": "User", "message": "The function execution role does not have permissions to call SendMessage on "
-                                       f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq"}).encode()),
-        ("s3", "PutBucketNotificationConfiguration"): (400, {}, (
-            b"<Error><Code>InvalidArgument</Code><Message>Unable to validate the following destination configurations"
-            b"</Message><RequestId>r</RequestId></Error>")),
-        ("ses", "CreateReceiptRule"): (400, {}, (
-            b"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidS3Configuration</Code><Message>Could not write to "
-            b"bucket: " + BUCKET.encode() + b"</Message></Error><RequestId>r</RequestId></ErrorResponse>")),
+        ("lambda", "CreateEventSourceMapping"): (
+            400,
+            lambda_error,
+            json.dumps(
+                {
+                    "Type": "User",
+                    "message": "The provided execution role does not have permissions to call ReceiveMessage on SQS",
+                }
+            ).encode(),
+        ),
+        ("lambda", "PutFunctionEventInvokeConfig"): (
+            400,
+            lambda_error,
+            json.dumps(
+                {
+                    "Type": "User",
+                    "message": "The function execution role does not have permissions to call SendMessage on "
+                    f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq",
+                }
+            ).encode(),
+        ),
+        ("s3", "PutBucketNotificationConfiguration"): (
+            400,
+            {},
+            (
+                b"<Error><Code>InvalidArgument</Code><Message>Unable to validate the following destination configurations"
+                b"</Message><RequestId>r</RequestId></Error>"
+            ),
+        ),
+        ("ses", "CreateReceiptRule"): (
+            400,
+            {},
+            (
+                b"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidS3Configuration</Code><Message>Could not write to "
+                b"bucket: " + BUCKET.encode() + b"</Message></Error><RequestId>r</RequestId></ErrorResponse>"
+            ),
+        ),
     }
     monkeypatch.setattr(propagation, "STEP_S", 0.0)
     seen = refuse(monkeypatch, answers, times=2)
@@ -759,7 +998,9 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(env, monkeypat
     for kind in ("event-source", "lambda-on-failure", "s3-notification", "ses-receipt-rule"):
         assert (kind, "create") in {(c.kind, c.action) for c in changes}, kind
     assert sum("waiting for IAM to propagate" in line for line in lines) >= 2 * len(answers)
-    assert len(client("lambda").list_event_source_mappings()["EventSourceMappings"]) == len(SENDERS) + 1  # + the extractor's
+    assert (
+        len(client("lambda").list_event_source_mappings()["EventSourceMappings"]) == len(SENDERS) + 1
+    )  # + the extractor's
     # what is not a propagation delay is not retried
     assert not propagation.ROLE_LACKS_PERMISSION.matches(Exception("ResourceConflictException"))
 
@@ -773,9 +1014,15 @@ def test_replay_invokes_the_live_alias_whatever_the_record_names(env, monkeypatc
     sqs = client("sqs")
     url = sqs.get_queue_url(QueueName=f"{PREFIX}-async-dlq")["QueueUrl"]
     base = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:"
-    for n, arn in enumerate([f"{base}{PREFIX}-inbound-handler:3", f"{base}{PREFIX}-reply-handler", f"{base}other-app:live"]):
-        sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"requestContext": {"requestId": f"r-{n}", "functionArn": arn},
-                                                               "requestPayload": {"n": n}}))
+    for n, arn in enumerate(
+        [f"{base}{PREFIX}-inbound-handler:3", f"{base}{PREFIX}-reply-handler", f"{base}other-app:live"]
+    ):
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody=json.dumps(
+                {"requestContext": {"requestId": f"r-{n}", "functionArn": arn}, "requestPayload": {"n": n}}
+            ),
+        )
     invoked: list[str] = []
 
     def accept(request: Any, **_: Any) -> Any:
@@ -851,13 +1098,22 @@ def test_an_index_added_to_an_older_table_is_active_before_the_run_goes_on(env, 
 
     cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
     key, ttl, indexes = resources.TABLES["idempotency_table"]
-    client("dynamodb").create_table(TableName=cfg.idempotency_table, BillingMode="PAY_PER_REQUEST",
-                                    AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-                                    KeySchema=[{"AttributeName": key, "KeyType": "HASH"}])
+    client("dynamodb").create_table(
+        TableName=cfg.idempotency_table,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+    )
     stub = Backfilling(client("dynamodb"), polls=3)
-    monkeypatch.setattr(resources, "control_client", lambda service, region=None: stub if service == "dynamodb" else client(service))
+    monkeypatch.setattr(
+        resources,
+        "control_client",
+        lambda service, region=None: stub if service == "dynamodb" else client(service),
+    )
     said: list[str] = []
     waits: list[float] = []
-    resources._table(Run(cfg, True, None, say=said.append, sleep=waits.append), cfg.idempotency_table, key, ttl, indexes)
+    resources._table(
+        Run(cfg, True, None, say=said.append, sleep=waits.append), cfg.idempotency_table, key, ttl, indexes
+    )
     assert stub.calls == ["UpdateTable"] + ["DescribeTable: CREATING"] * 3 + ["UpdateTimeToLive"]
     assert waits == [resources.INDEX_POLL_S] * 3 and "sesMessageId" in said[0]

@@ -27,14 +27,27 @@ def outside_the_role_is_denied(endpoint: str) -> None:
     from common.local.env import CREDENTIALS_FILE, admin_credentials
 
     admin = admin_credentials(CREDENTIALS_FILE)
-    sts = boto3.client("sts", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
-                       aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"])
+    sts = boto3.client(
+        "sts",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
+    )
     role = "arn:aws:iam::123456789012:role/service-email-handler-local-inbound-handler"
     creds = sts.assume_role(RoleArn=role, RoleSessionName="check")["Credentials"]
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=creds["AccessKeyId"],
-                      aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"])
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+    )
     bucket = "service-email-handler-local-mail"
-    s3.put_object(Bucket=bucket, Key="withheld/iam-check/1/x.exe", Body=b"x")  # its policy: withheld parts, write only
+    s3.put_object(
+        Bucket=bucket, Key="withheld/iam-check/1/x.exe", Body=b"x"
+    )  # its policy: withheld parts, write only
     with pytest.raises(Exception, match="AccessDenied"):
         s3.get_object(Bucket=bucket, Key="withheld/iam-check/1/x.exe")  # not in its policy
 
@@ -47,16 +60,36 @@ def test_email_handler_dev_end_to_end(tmp_path) -> None:
         dev.start(120)
         text = dev.text
         for f in FUNCTIONS:  # every endpoint is printed
-            assert f"http://127.0.0.1:{first + FUNCTIONS.index(f)}/2015-03-31/functions/function/invocations" in text
+            assert (
+                f"http://127.0.0.1:{first + FUNCTIONS.index(f)}/2015-03-31/functions/function/invocations"
+                in text
+            )
         assert f"smtp://127.0.0.1:{smtp}" in text
-        assert "enforced: each function runs as its own role" in text and "AWS_PROFILE=local-admin aws --endpoint-url" in text
+        assert (
+            "enforced: each function runs as its own role" in text
+            and "AWS_PROFILE=local-admin aws --endpoint-url" in text
+        )
         run_scenario(LocalSystem(smtp_port=smtp, endpoint=f"http://127.0.0.1:{aws}"))
         outside_the_role_is_denied(f"http://127.0.0.1:{aws}")
         # `email-handler inject`: stored and handed over as SES would, then where the mail went.
         fixture = REPO / "tests" / "fixtures" / "mail" / "latin1-charsets.eml"
         for extra, outcome in (([], "forwarded"), (["--verdict", "spam=FAIL"], "quarantined")):
-            done = subprocess.run([sys.executable, "-m", "common.local.cli", "inject", str(fixture), "--endpoint",
-                                   f"http://127.0.0.1:{aws}", *extra], cwd=REPO, capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "common.local.cli",
+                    "inject",
+                    str(fixture),
+                    "--endpoint",
+                    f"http://127.0.0.1:{aws}",
+                    *extra,
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0, done.stdout + done.stderr
             result = json.loads(done.stdout)  # stdout is only the JSON result
             assert result["function"] == "inbound-handler" and result["outcome"] == outcome, result
@@ -72,8 +105,20 @@ def test_email_handler_dev_end_to_end(tmp_path) -> None:
 
 
 def dev_command(aws: int, smtp: int, first: int, log_dir) -> list[str]:
-    return [sys.executable, "-m", "common.local.cli", "dev", "--emulator-port", str(aws), "--smtp-port", str(smtp),
-            "--function-port", str(first), "--log-dir", str(log_dir)]
+    return [
+        sys.executable,
+        "-m",
+        "common.local.cli",
+        "dev",
+        "--emulator-port",
+        str(aws),
+        "--smtp-port",
+        str(smtp),
+        "--function-port",
+        str(first),
+        "--log-dir",
+        str(log_dir),
+    ]
 
 
 def listening(port: int) -> bool:
@@ -101,35 +146,53 @@ def test_dev_refuses_a_taken_port_at_once_and_says_which(tmp_path, taken) -> Non
     # and SIGTERM ignored), and an RIE port held by another listener looked like a started function.
     ports = DevProcess(tmp_path / "logs")  # free ports, kept apart
     aws, smtp, first = ports.aws, ports.smtp, ports.first
-    port, flag = {"emulator": (aws, "--emulator-port"), "smtp": (smtp, "--smtp-port"),
-                  "function": (first + 2, "--function-port")}[taken]
+    port, flag = {
+        "emulator": (aws, "--emulator-port"),
+        "smtp": (smtp, "--smtp-port"),
+        "function": (first + 2, "--function-port"),
+    }[taken]
     with socket.socket() as other_stack:
         other_stack.bind(("127.0.0.1", port))
         other_stack.listen()
         began = time.monotonic()
-        done = subprocess.run(dev_command(aws, smtp, first, tmp_path / "logs"), cwd=REPO, capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            dev_command(aws, smtp, first, tmp_path / "logs"),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         took = time.monotonic() - began
     assert done.returncode == 2, done.stdout + done.stderr
     assert took < 30  # interpreter start-up and imports; nothing waits
-    assert f"port {port} (" in done.stderr and "already in use" in done.stderr and flag in done.stderr, done.stderr
+    assert f"port {port} (" in done.stderr and "already in use" in done.stderr and flag in done.stderr, (
+        done.stderr
+    )
     assert "Traceback" not in done.stdout + done.stderr
     assert not any(listening(p) for p in (aws, smtp, first, first + 5))  # nothing was started
     assert rie_processes([first + i for i in range(len(FUNCTIONS))]) == []
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("step,signum", [
-    ("[dev] provisioning", signal.SIGINT),
-    ("[dev] six functions under the RIE ...", signal.SIGINT),  # while the RIE processes start
-    ("[dev] six functions under the RIE ...", signal.SIGTERM),
-    ("[dev] event wiring", signal.SIGINT),
-])
+@pytest.mark.parametrize(
+    "step,signum",
+    [
+        ("[dev] provisioning", signal.SIGINT),
+        ("[dev] six functions under the RIE ...", signal.SIGINT),  # while the RIE processes start
+        ("[dev] six functions under the RIE ...", signal.SIGTERM),
+        ("[dev] event wiring", signal.SIGINT),
+    ],
+)
 def test_a_signal_during_start_up_stops_everything_started(tmp_path, step, signum) -> None:
     ports = DevProcess(tmp_path / "logs")
     aws, smtp, first = ports.aws, ports.smtp, ports.first
-    proc = subprocess.Popen(dev_command(aws, smtp, first, tmp_path / "logs"), cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        dev_command(aws, smtp, first, tmp_path / "logs"),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     output: list[str] = []
     assert proc.stdout is not None
     for line in proc.stdout:

@@ -50,11 +50,17 @@ def test_dynamodb_refuses_over_long_keys_on_reads_as_aws_does(stack) -> None:
 
     ddb, table = client("dynamodb"), stack.cfg.sender_lists_table
     key = {"entry": {"S": "a" * 3000 + "@x.example"}}
-    calls = {"GetItem": lambda: ddb.get_item(TableName=table, Key=key),
-             "BatchGetItem": lambda: ddb.batch_get_item(RequestItems={table: {"Keys": [key]}}),
-             "UpdateItem": lambda: ddb.update_item(TableName=table, Key=key, UpdateExpression="SET a = :a",
-                                                   ExpressionAttributeValues={":a": {"S": "x"}}),
-             "DeleteItem": lambda: ddb.delete_item(TableName=table, Key=key)}
+    calls = {
+        "GetItem": lambda: ddb.get_item(TableName=table, Key=key),
+        "BatchGetItem": lambda: ddb.batch_get_item(RequestItems={table: {"Keys": [key]}}),
+        "UpdateItem": lambda: ddb.update_item(
+            TableName=table,
+            Key=key,
+            UpdateExpression="SET a = :a",
+            ExpressionAttributeValues={":a": {"S": "x"}},
+        ),
+        "DeleteItem": lambda: ddb.delete_item(TableName=table, Key=key),
+    }
     for name, call in calls.items():
         try:
             call()

@@ -34,18 +34,32 @@ def test_extracts_pdf_and_docx_and_records_rejections(extractor, s3) -> None:
     event = upload(s3, sample_files())
     result = extractor.invoke(event)
     statuses = {r["key"].rsplit("/", 1)[1]: r["status"] for r in result["results"]}
-    assert statuses == {"My CV (2026).PDF": "extracted", "Job Spec.docx": "extracted", "locked.pdf": "rejected",
-                        "not really.pdf": "rejected", "bomb.docx": "rejected"}
+    assert statuses == {
+        "My CV (2026).PDF": "extracted",
+        "Job Spec.docx": "extracted",
+        "locked.pdf": "rejected",
+        "not really.pdf": "rejected",
+        "bomb.docx": "rejected",
+    }
     out = outputs(s3)
     text, meta = out[TEXT_PREFIX + "My CV (2026).PDF.txt"]
     assert text.decode().split("\f")[1].strip() == "Experience: Zürich, Café"
-    assert meta["pages"] == "2" and meta["extractor"] == "pypdf" and int(meta["characters"]) == len(text.decode())
+    assert (
+        meta["pages"] == "2"
+        and meta["extractor"] == "pypdf"
+        and int(meta["characters"]) == len(text.decode())
+    )
     assert meta["extractor-version"] and int(meta["extraction-ms"]) >= 0
     docx_text, docx_meta = out[TEXT_PREFIX + "Job Spec.docx.txt"]
     assert docx_text.decode().split("\n") == ["ACME", "Role description", "Salary\t€100k", "p1"]
-    assert docx_meta["pages"] == "1" and docx_meta["extractor"] == "ooxml"  # python-docx's template saves Word's count
+    assert (
+        docx_meta["pages"] == "1" and docx_meta["extractor"] == "ooxml"
+    )  # python-docx's template saves Word's count
     assert error_reason(out[TEXT_PREFIX + "locked.pdf.error.json"][0]) == "encrypted PDF needs a password"
-    assert error_reason(out[TEXT_PREFIX + "not really.pdf.error.json"][0]) == "content is not a PDF file (no %PDF- header)"
+    assert (
+        error_reason(out[TEXT_PREFIX + "not really.pdf.error.json"][0])
+        == "content is not a PDF file (no %PDF- header)"
+    )
     assert "zip bomb" in error_reason(out[TEXT_PREFIX + "bomb.docx.error.json"][0])
     assert '"message": "attachment rejected"' in extractor.output()
 
@@ -81,8 +95,15 @@ def test_corpus_is_present_where_the_suite_looks() -> None:
 
 def test_s3_errors_propagate_so_the_event_is_retried(rie_function, moto_server) -> None:
     fn = rie_function("attachment-extractor", env={"EMAIL_BUCKET": "unused"})
-    event = {"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-                          "s3": {"bucket": {"name": "no-such-bucket"}, "object": {"key": PREFIX + "cv.pdf", "size": 1}}}]}
+    event = {
+        "Records": [
+            {
+                "eventSource": "aws:s3",
+                "eventName": "ObjectCreated:Put",
+                "s3": {"bucket": {"name": "no-such-bucket"}, "object": {"key": PREFIX + "cv.pdf", "size": 1}},
+            }
+        ]
+    }
     with pytest.raises(InvokeError) as err:
         fn.invoke(event)
     # Under its production role the bucket is outside its policy: AWS (and the emulator) answer 403
@@ -99,12 +120,29 @@ def test_a_batch_from_the_attachment_queue_reports_only_the_records_to_retry(ext
     from common.local.events import sqs_event
 
     good = upload(s3, {"My CV (2026).PDF": sample_files()["My CV (2026).PDF"]})
-    outside = {"Records": [{**good["Records"][0], "s3": {"bucket": {"name": "no-such-bucket"},
-                                                          "object": {"key": PREFIX + "cv.pdf", "size": 1}}}]}
-    bodies = {"m-good": good, "m-test": {"Service": "Amazon S3", "Event": "s3:TestEvent"},
-              "m-outside": outside, "m-junk": {"hello": "world"}}
-    messages = [{"MessageId": k, "ReceiptHandle": k, "Body": json.dumps(v), "Attributes": {"ApproximateReceiveCount": "1"}}
-                for k, v in bodies.items()]
+    outside = {
+        "Records": [
+            {
+                **good["Records"][0],
+                "s3": {"bucket": {"name": "no-such-bucket"}, "object": {"key": PREFIX + "cv.pdf", "size": 1}},
+            }
+        ]
+    }
+    bodies = {
+        "m-good": good,
+        "m-test": {"Service": "Amazon S3", "Event": "s3:TestEvent"},
+        "m-outside": outside,
+        "m-junk": {"hello": "world"},
+    }
+    messages = [
+        {
+            "MessageId": k,
+            "ReceiptHandle": k,
+            "Body": json.dumps(v),
+            "Attributes": {"ApproximateReceiveCount": "1"},
+        }
+        for k, v in bodies.items()
+    ]
     result = extractor.invoke(sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:attachment-events"))
     assert result["batchItemFailures"] == [{"itemIdentifier": "m-outside"}]
     assert [r["status"] for r in result["results"]] == ["extracted", "ignored"]

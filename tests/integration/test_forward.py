@@ -21,8 +21,10 @@ CID = "jane-at-corp.example"
 
 @pytest.fixture(scope="module")
 def fns(rie_module):
-    return {"inbound": rie_module("inbound-handler"),
-            "sender": rie_module("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"})}
+    return {
+        "inbound": rie_module("inbound-handler"),
+        "sender": rie_module("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"}),
+    }
 
 
 def forward(stack, fns, raw: bytes, mid: str = SES_ID):
@@ -43,36 +45,56 @@ def footer(msg) -> str:
     return msg.get_body(("plain",)).get_content().split(FOOTER_MARKER)[1]
 
 
-
 PE = b"MZ" + b"\0" * 0x3A + (0x40).to_bytes(4, "little") + b"PE\0\0" + b"\0" * 64  # a minimal PE header
 
 
 def test_every_ordinary_type_is_forwarded(stack, fns) -> None:
-    files = [("notes.txt", b"plain notes", "text/plain"), ("data.csv", b"a,b\n1,2\n", "text/csv"),
-             ("bundle.zip", zip_of(["report.pdf", "img/photo.jpg"]), "application/zip"),
-             ("old.doc", b"\xd0\xcf\x11\xe0 doc", "application/msword"),
-             ("deck.pptx", zip_of(["ppt/presentation.xml"]), "application/vnd.openxmlformats-officedocument"
-                                                          ".presentationml.presentation"),
-             ("anim.gif", b"GIF89a....", "image/gif"), ("photo.heic", b"\0\0\0\x18ftypheic", "image/heic")]
+    files = [
+        ("notes.txt", b"plain notes", "text/plain"),
+        ("data.csv", b"a,b\n1,2\n", "text/csv"),
+        ("bundle.zip", zip_of(["report.pdf", "img/photo.jpg"]), "application/zip"),
+        ("old.doc", b"\xd0\xcf\x11\xe0 doc", "application/msword"),
+        (
+            "deck.pptx",
+            zip_of(["ppt/presentation.xml"]),
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        ),
+        ("anim.gif", b"GIF89a....", "image/gif"),
+        ("photo.heic", b"\0\0\0\x18ftypheic", "image/heic"),
+    ]
     result, msg = forward(stack, fns, mail(attachments=files))
     assert result["skipped"] == []
     got = parts(msg)
     for name, data, ctype in files:
-        assert got[name].get_content_type() == ctype and got[name].get_content() in (data, data.decode(errors="ignore"))
+        assert got[name].get_content_type() == ctype and got[name].get_content() in (
+            data,
+            data.decode(errors="ignore"),
+        )
     assert "Not attached" not in footer(msg)
 
 
-@pytest.mark.parametrize(("name", "data", "reason"), [
-    ("setup.exe", b"MZ", "denied type .exe"),
-    ("INVOICE.PDF.js", b"alert(1)", "denied type .js"),
-    ("run.ps1", b"Get-Item", "denied type .ps1"),
-    ("tools.zip", zip_of(["readme.txt", "bin/tool.exe"]), "archive contains tool.exe (denied type .exe)"),
-    ("invoice.pdf", PE, "Windows executable"),
-    ("server.crt", b"-----BEGIN CERTIFICATE-----", "Amazon SES does not send .crt files"),
-])
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("setup.exe", b"MZ", "denied type .exe"),
+        ("INVOICE.PDF.js", b"alert(1)", "denied type .js"),
+        ("run.ps1", b"Get-Item", "denied type .ps1"),
+        ("tools.zip", zip_of(["readme.txt", "bin/tool.exe"]), "archive contains tool.exe (denied type .exe)"),
+        ("invoice.pdf", PE, "Windows executable"),
+        ("server.crt", b"-----BEGIN CERTIFICATE-----", "Amazon SES does not send .crt files"),
+    ],
+)
 def test_dangerous_parts_are_withheld_stored_and_named(stack, fns, name, data, reason) -> None:
-    result, msg = forward(stack, fns, mail(attachments=[(name, data, "application/octet-stream"),
-                                                        ("cv.pdf", b"%PDF-1.4 cv", "application/pdf")]))
+    result, msg = forward(
+        stack,
+        fns,
+        mail(
+            attachments=[
+                (name, data, "application/octet-stream"),
+                ("cv.pdf", b"%PDF-1.4 cv", "application/pdf"),
+            ]
+        ),
+    )
     key = f"withheld/{CID}/{SES_ID}/{name}"
     assert result["skipped"] == [f"{name} ({reason})"]
     assert stack.s3_body(key) == data
@@ -84,10 +106,16 @@ def test_forwarded_message_containing_an_executable_is_withheld(stack, fns) -> N
     import email
     import email.policy
 
-    inner = email.message_from_bytes(mail(subject="inner", attachments=[("payload.vbs", b"WScript", "text/plain")]),
-                                     policy=email.policy.default)
+    inner = email.message_from_bytes(
+        mail(subject="inner", attachments=[("payload.vbs", b"WScript", "text/plain")]),
+        policy=email.policy.default,
+    )
     outer = EmailMessage()
-    outer["From"], outer["To"], outer["Subject"] = "Jane <jane@corp.example>", "hello@example.com", "See below"
+    outer["From"], outer["To"], outer["Subject"] = (
+        "Jane <jane@corp.example>",
+        "hello@example.com",
+        "See below",
+    )
     outer.set_content("forwarding this")
     outer.add_attachment(inner, filename="fwd.eml")
     result, msg = forward(stack, fns, outer.as_bytes())
@@ -98,7 +126,9 @@ def attached_mail(*files: tuple[str, bytes, str], encoded_names: bool = False) -
     """A mail Jane forwards as an attachment; ``encoded_names``: its file names as RFC 2047 words (Outlook)."""
     import base64
 
-    raw = mail(sender="Recruiter <r@agency.example>", to="jane@corp.example", subject="inner", attachments=files)
+    raw = mail(
+        sender="Recruiter <r@agency.example>", to="jane@corp.example", subject="inner", attachments=files
+    )
     if encoded_names:
         for name, _, _ in files:
             word = f"=?utf-8?b?{base64.b64encode(name.encode()).decode()}?="
@@ -108,36 +138,87 @@ def attached_mail(*files: tuple[str, bytes, str], encoded_names: bool = False) -
 
 def with_message_part(inner: bytes, filename: str = "fwd.eml", ctype: str = "message/rfc822") -> bytes:
     """Jane's mail carrying ``inner`` as a forwarded-as-attachment part, written as a client writes it."""
-    part = (f"Content-Type: {ctype}\r\nContent-Disposition: attachment; filename=\"{filename}\"\r\n\r\n").encode()
-    return (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: See below\r\n"
-            b"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n--b1\r\n"
-            b"Content-Type: text/plain\r\n\r\nforwarding this\r\n--b1\r\n" + part
-            + inner.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n") + b"\r\n--b1--\r\n")
-
+    part = (
+        f'Content-Type: {ctype}\r\nContent-Disposition: attachment; filename="{filename}"\r\n\r\n'
+    ).encode()
+    return (
+        b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: See below\r\n"
+        b'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b1"\r\n\r\n--b1\r\n'
+        b"Content-Type: text/plain\r\n\r\nforwarding this\r\n--b1\r\n"
+        + part
+        + inner.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+        + b"\r\n--b1--\r\n"
+    )
 
 
 DOS_HEADER = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + b"\0" * 60  # MZ, no PE header after it
 
 
-@pytest.mark.parametrize(("raw", "name", "reason"), [
-    (with_message_part(attached_mail(("setup.exe", b"x", "application/octet-stream"), encoded_names=True)),
-     "fwd.eml", "forwarded message contains setup.exe (denied type .exe)"),
-    (with_message_part(attached_mail(("invoice.pdf", DOS_HEADER, "application/pdf"))),
-     "fwd.eml", "forwarded message contains invoice.pdf (Windows executable)"),
-    (with_message_part(attached_mail(("a.zip", zip_of({"run.vbs": b"x"}), "application/zip"))),
-     "fwd.eml", "forwarded message contains a.zip (archive contains run.vbs (denied type .vbs))"),
-    (with_message_part(attached_mail(("run.js", b"1", "text/javascript")), ctype="message/global"),
-     "fwd.eml", "forwarded message contains run.js (denied type .js)"),
-    (with_message_part(attached_mail(), filename="notes.scr"), "notes.scr", "denied type .scr"),
-    (mail(attachments=[("invoice.pdf", DOS_HEADER, "application/pdf")]), "invoice.pdf", "Windows executable"),
-    (mail(attachments=[("photos.zip", zip_of({"a/inner.zip": zip_of({"b/tool.exe": b"x"})}),
-                        "application/zip")]),
-     "photos.zip", "archive contains inner.zip (archive contains tool.exe (denied type .exe))"),
-    (mail(attachments=[("backup.dat", zip_of({"setup.exe.": b"x"}, prefix=b"\0" * 4096),
-                        "application/octet-stream")]),
-     "backup.dat", "archive contains setup.exe. (denied type .exe)"),
-], ids=["message-encoded-name", "message-mz-as-pdf", "message-zip", "message-global", "message-part-named-scr",
-        "mz-as-pdf", "zip-in-zip", "zip-with-prefix-trailing-dot"])
+@pytest.mark.parametrize(
+    ("raw", "name", "reason"),
+    [
+        (
+            with_message_part(
+                attached_mail(("setup.exe", b"x", "application/octet-stream"), encoded_names=True)
+            ),
+            "fwd.eml",
+            "forwarded message contains setup.exe (denied type .exe)",
+        ),
+        (
+            with_message_part(attached_mail(("invoice.pdf", DOS_HEADER, "application/pdf"))),
+            "fwd.eml",
+            "forwarded message contains invoice.pdf (Windows executable)",
+        ),
+        (
+            with_message_part(attached_mail(("a.zip", zip_of({"run.vbs": b"x"}), "application/zip"))),
+            "fwd.eml",
+            "forwarded message contains a.zip (archive contains run.vbs (denied type .vbs))",
+        ),
+        (
+            with_message_part(attached_mail(("run.js", b"1", "text/javascript")), ctype="message/global"),
+            "fwd.eml",
+            "forwarded message contains run.js (denied type .js)",
+        ),
+        (with_message_part(attached_mail(), filename="notes.scr"), "notes.scr", "denied type .scr"),
+        (
+            mail(attachments=[("invoice.pdf", DOS_HEADER, "application/pdf")]),
+            "invoice.pdf",
+            "Windows executable",
+        ),
+        (
+            mail(
+                attachments=[
+                    ("photos.zip", zip_of({"a/inner.zip": zip_of({"b/tool.exe": b"x"})}), "application/zip")
+                ]
+            ),
+            "photos.zip",
+            "archive contains inner.zip (archive contains tool.exe (denied type .exe))",
+        ),
+        (
+            mail(
+                attachments=[
+                    (
+                        "backup.dat",
+                        zip_of({"setup.exe.": b"x"}, prefix=b"\0" * 4096),
+                        "application/octet-stream",
+                    )
+                ]
+            ),
+            "backup.dat",
+            "archive contains setup.exe. (denied type .exe)",
+        ),
+    ],
+    ids=[
+        "message-encoded-name",
+        "message-mz-as-pdf",
+        "message-zip",
+        "message-global",
+        "message-part-named-scr",
+        "mz-as-pdf",
+        "zip-in-zip",
+        "zip-with-prefix-trailing-dot",
+    ],
+)
 def test_denied_files_are_withheld_however_they_are_wrapped_or_named(stack, fns, raw, name, reason) -> None:
     """Review M7: a denied file inside a forwarded message, behind a lying name or type, or in a nested
     or prefixed zip is withheld, stored under withheld/ and named in the forward's footer."""
@@ -151,9 +232,18 @@ def test_denied_files_are_withheld_however_they_are_wrapped_or_named(stack, fns,
 
 def test_the_deny_list_is_configurable(stack, rie_function, fns) -> None:
     strict = rie_function("inbound-handler", env={"ATTACHMENT_DENY_TYPES": "zip,exe"})
-    result = strict.invoke(stack.receipt(mail(attachments=[("a.zip", zip_of(["x.txt"]), "application/zip"),
-                                                           ("b.jar", b"PK", "application/java-archive"),
-                                                           ("c.js", b"1", "text/javascript")]), SES_ID))
+    result = strict.invoke(
+        stack.receipt(
+            mail(
+                attachments=[
+                    ("a.zip", zip_of(["x.txt"]), "application/zip"),
+                    ("b.jar", b"PK", "application/java-archive"),
+                    ("c.js", b"1", "text/javascript"),
+                ]
+            ),
+            SES_ID,
+        )
+    )
     # .jar is no longer on the owner's list (forwarded); .zip is; SES's own list cannot be configured away.
     assert result["skipped"] == ["a.zip (denied type .zip)", "c.js (Amazon SES does not send .js files)"]
     assert result["attachments"] == [f"attachments/{CID}/{SES_ID}/b.jar"]
@@ -164,9 +254,16 @@ def related_mail() -> bytes:
     msg["From"], msg["To"], msg["Subject"] = "Jane Smith <jane@corp.example>", "hello@example.com", "Logo"
     msg["Message-ID"] = make_msgid(domain="corp.example")
     msg.set_content("See our logo.")
-    msg.add_alternative('<html><body><p>Our logo:</p><img src="cid:logo.1@corp.example"></body></html>', subtype="html")
-    msg.get_body(("html",)).add_related(b"\x89PNG\r\n\x1a\nlogo", maintype="image", subtype="png",
-                                         cid="<logo.1@corp.example>", filename="logo.png")
+    msg.add_alternative(
+        '<html><body><p>Our logo:</p><img src="cid:logo.1@corp.example"></body></html>', subtype="html"
+    )
+    msg.get_body(("html",)).add_related(
+        b"\x89PNG\r\n\x1a\nlogo",
+        maintype="image",
+        subtype="png",
+        cid="<logo.1@corp.example>",
+        filename="logo.png",
+    )
     msg.add_attachment(b"%PDF-1.4 brochure", maintype="application", subtype="pdf", filename="brochure.pdf")
     return msg.as_bytes()
 
@@ -183,26 +280,46 @@ def test_inline_images_stay_inline_beside_the_html(stack, fns) -> None:
 
 def test_header_block_on_top_in_text_and_html_and_the_subject_untouched(stack, fns) -> None:
     subject = "Re: [JIRA-42] Überprüfung — Fwd: offer"
-    raw = mail(subject=subject, html="<html><body><p>Hello</p></body></html>",
-               headers={"Cc": "Bob <bob@corp.example>, ann@other.example", "Date": "Tue, 03 Nov 2026 10:00:00 +0100"})
+    raw = mail(
+        subject=subject,
+        html="<html><body><p>Hello</p></body></html>",
+        headers={
+            "Cc": "Bob <bob@corp.example>, ann@other.example",
+            "Date": "Tue, 03 Nov 2026 10:00:00 +0100",
+        },
+    )
     _, msg = forward(stack, fns, raw)
     assert msg["Subject"] == subject
     text = msg.get_body(("plain",)).get_content()
-    assert text.startswith("From: Jane Smith <jane@corp.example>\nDate: Tue, 03 Nov 2026 10:00:00 +0100\n"
-                           "To: hello@example.com\nCc: Bob <bob@corp.example>, ann@other.example\n\nHi, I would like")
+    assert text.startswith(
+        "From: Jane Smith <jane@corp.example>\nDate: Tue, 03 Nov 2026 10:00:00 +0100\n"
+        "To: hello@example.com\nCc: Bob <bob@corp.example>, ann@other.example\n\nHi, I would like"
+    )
     html = msg.get_body(("html",)).get_content()
-    block = html[html.index("<body>"):html.index("<p>Hello</p>")]
-    for value in ("<b>From:</b> Jane Smith &lt;jane@corp.example&gt;", "<b>Date:</b> Tue, 03 Nov 2026 10:00:00 +0100",
-                  "<b>To:</b> hello@example.com", "<b>Cc:</b> Bob &lt;bob@corp.example&gt;, ann@other.example"):
+    block = html[html.index("<body>") : html.index("<p>Hello</p>")]
+    for value in (
+        "<b>From:</b> Jane Smith &lt;jane@corp.example&gt;",
+        "<b>Date:</b> Tue, 03 Nov 2026 10:00:00 +0100",
+        "<b>To:</b> hello@example.com",
+        "<b>Cc:</b> Bob &lt;bob@corp.example&gt;, ann@other.example",
+    ):
         assert value in block
 
 
 def test_forwarded_message_part_arrives_as_message_rfc822(stack, fns) -> None:
     inner = EmailMessage()
-    inner["From"], inner["To"], inner["Subject"] = "Recruiter <r@agency.example>", "jane@corp.example", "The role"
+    inner["From"], inner["To"], inner["Subject"] = (
+        "Recruiter <r@agency.example>",
+        "jane@corp.example",
+        "The role",
+    )
     inner.set_content("Details of the role.")
     outer = EmailMessage()
-    outer["From"], outer["To"], outer["Subject"] = "Jane Smith <jane@corp.example>", "hello@example.com", "FYI"
+    outer["From"], outer["To"], outer["Subject"] = (
+        "Jane Smith <jane@corp.example>",
+        "hello@example.com",
+        "FYI",
+    )
     outer.set_content("See the attached mail.")
     outer.add_attachment(inner, filename="The role.eml")
     _, msg = forward(stack, fns, outer.as_bytes())
@@ -216,69 +333,109 @@ def test_a_base64_forwarded_message_arrives_decoded_and_is_checked(stack, fns) -
     """Python's EmailMessage (and others) base64 a message/rfc822 part; mail clients decode it, so the
     forward carries the message itself (it carried the base64 text) and its parts pass the deny-list."""
     outer = EmailMessage()
-    outer["From"], outer["To"], outer["Subject"] = "Jane Smith <jane@corp.example>", "hello@example.com", "FYI"
+    outer["From"], outer["To"], outer["Subject"] = (
+        "Jane Smith <jane@corp.example>",
+        "hello@example.com",
+        "FYI",
+    )
     outer.set_content("See the attached mail.")
-    outer.add_attachment(attached_mail(("cv.pdf", b"%PDF-1.4 cv", "application/pdf")), maintype="message",
-                         subtype="rfc822", filename="role.eml")
+    outer.add_attachment(
+        attached_mail(("cv.pdf", b"%PDF-1.4 cv", "application/pdf")),
+        maintype="message",
+        subtype="rfc822",
+        filename="role.eml",
+    )
     assert b"Content-Transfer-Encoding: base64" in outer.as_bytes()
     result, msg = forward(stack, fns, outer.as_bytes())
     assert result["skipped"] == []
     carried = parts(msg)["role.eml"]
-    inner = carried.get_content() if carried.get_content_type() == "message/rfc822" else \
-        email.message_from_bytes(carried.get_content(), policy=email.policy.default)
+    inner = (
+        carried.get_content()
+        if carried.get_content_type() == "message/rfc822"
+        else email.message_from_bytes(carried.get_content(), policy=email.policy.default)
+    )
     assert inner["Subject"] == "inner" and [p.get_filename() for p in inner.iter_attachments()] == ["cv.pdf"]
     outer.clear_content()
     outer.set_content("again")
-    outer.add_attachment(attached_mail(("cv.exe", b"x", "application/octet-stream")), maintype="message",
-                         subtype="rfc822", filename="role.eml")
-    result = fns["inbound"].invoke(stack.receipt(outer.as_bytes(), "0000000000000000000000000000000000000f02"))
+    outer.add_attachment(
+        attached_mail(("cv.exe", b"x", "application/octet-stream")),
+        maintype="message",
+        subtype="rfc822",
+        filename="role.eml",
+    )
+    result = fns["inbound"].invoke(
+        stack.receipt(outer.as_bytes(), "0000000000000000000000000000000000000f02")
+    )
     assert result["skipped"] == ["role.eml (forwarded message contains cv.exe (denied type .exe))"]
 
 
 def test_message_partial_is_forwarded_with_a_note(stack, fns) -> None:
-    raw = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Big file (2/3)\r\n"
-           b"MIME-Version: 1.0\r\nContent-Type: message/partial; id=\"abc@corp.example\"; number=2; total=3\r\n\r\n"
-           b"second fragment of the original\r\n")
+    raw = (
+        b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Big file (2/3)\r\n"
+        b'MIME-Version: 1.0\r\nContent-Type: message/partial; id="abc@corp.example"; number=2; total=3\r\n\r\n'
+        b"second fragment of the original\r\n"
+    )
     result, msg = forward(stack, fns, raw)
     text = msg.get_body(("plain",)).get_content()
     assert "[!] This mail is part 2 of 3 of a message the sender's program split (message/partial)" in text
     assert msg["Subject"] == "Big file (2/3)"
 
 
-SMIME = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Encrypted\r\nMIME-Version: 1.0\r\n"
-         b"Content-Type: application/pkcs7-mime; smime-type=enveloped-data; name=smime.p7m\r\n"
-         b"Content-Transfer-Encoding: base64\r\nContent-Disposition: attachment; filename=smime.p7m\r\n\r\n"
-         b"MIAGCSqGSIb3DQEHA6CAMIACAQAxggE=\r\n")
-PGP = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: PGP\r\nMIME-Version: 1.0\r\n"
-       b"Content-Type: multipart/encrypted; protocol=\"application/pgp-encrypted\"; boundary=\"b1\"\r\n\r\n"
-       b"--b1\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n"
-       b"--b1\r\nContent-Type: application/octet-stream; name=\"encrypted.asc\"\r\n"
-       b"Content-Disposition: inline; filename=\"encrypted.asc\"\r\n\r\n"
-       b"-----BEGIN PGP MESSAGE-----\r\nhQEMA+abc\r\n-----END PGP MESSAGE-----\r\n--b1--\r\n")
-SIGNED = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Signed\r\nMIME-Version: 1.0\r\n"
-          b"Content-Type: multipart/signed; protocol=\"application/pgp-signature\"; micalg=pgp-sha256; boundary=\"s1\"\r\n\r\n"
-          b"--s1\r\nContent-Type: text/plain\r\n\r\nSigned words.\r\n"
-          b"--s1\r\nContent-Type: application/pgp-signature; name=\"signature.asc\"\r\n\r\n"
-          b"-----BEGIN PGP SIGNATURE-----\r\niQEz\r\n-----END PGP SIGNATURE-----\r\n--s1--\r\n")
+SMIME = (
+    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Encrypted\r\nMIME-Version: 1.0\r\n"
+    b"Content-Type: application/pkcs7-mime; smime-type=enveloped-data; name=smime.p7m\r\n"
+    b"Content-Transfer-Encoding: base64\r\nContent-Disposition: attachment; filename=smime.p7m\r\n\r\n"
+    b"MIAGCSqGSIb3DQEHA6CAMIACAQAxggE=\r\n"
+)
+PGP = (
+    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: PGP\r\nMIME-Version: 1.0\r\n"
+    b'Content-Type: multipart/encrypted; protocol="application/pgp-encrypted"; boundary="b1"\r\n\r\n'
+    b"--b1\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n"
+    b'--b1\r\nContent-Type: application/octet-stream; name="encrypted.asc"\r\n'
+    b'Content-Disposition: inline; filename="encrypted.asc"\r\n\r\n'
+    b"-----BEGIN PGP MESSAGE-----\r\nhQEMA+abc\r\n-----END PGP MESSAGE-----\r\n--b1--\r\n"
+)
+SIGNED = (
+    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Signed\r\nMIME-Version: 1.0\r\n"
+    b'Content-Type: multipart/signed; protocol="application/pgp-signature"; micalg=pgp-sha256; boundary="s1"\r\n\r\n'
+    b"--s1\r\nContent-Type: text/plain\r\n\r\nSigned words.\r\n"
+    b'--s1\r\nContent-Type: application/pgp-signature; name="signature.asc"\r\n\r\n'
+    b"-----BEGIN PGP SIGNATURE-----\r\niQEz\r\n-----END PGP SIGNATURE-----\r\n--s1--\r\n"
+)
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    (SMIME, {"smime.p7m": "application/pkcs7-mime"}),
-    (PGP, {"encrypted.asc": "application/octet-stream", "unnamed.pgp-encrypted": "application/pgp-encrypted"}),
-    (SIGNED, {"signature.asc": "application/pgp-signature"}),
-], ids=["smime-p7m", "pgp-mime-encrypted", "pgp-mime-signed"])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (SMIME, {"smime.p7m": "application/pkcs7-mime"}),
+        (
+            PGP,
+            {
+                "encrypted.asc": "application/octet-stream",
+                "unnamed.pgp-encrypted": "application/pgp-encrypted",
+            },
+        ),
+        (SIGNED, {"signature.asc": "application/pgp-signature"}),
+    ],
+    ids=["smime-p7m", "pgp-mime-encrypted", "pgp-mime-signed"],
+)
 def test_smime_and_pgp_parts_are_forwarded_as_they_are(stack, fns, raw, expected) -> None:
     import email
     import email.policy
 
-    original = {p.get_filename() or f"unnamed.{p.get_content_subtype()}": p.get_payload(decode=True)
-                for p in email.message_from_bytes(raw, policy=email.policy.default).walk() if not p.is_multipart()}
+    original = {
+        p.get_filename() or f"unnamed.{p.get_content_subtype()}": p.get_payload(decode=True)
+        for p in email.message_from_bytes(raw, policy=email.policy.default).walk()
+        if not p.is_multipart()
+    }
     result, msg = forward(stack, fns, raw)
     assert result["skipped"] == []
     got = {p.get_filename(): p for p in msg.walk() if p.get_filename()}
     for name, ctype in expected.items():
         assert got[name].get_content_type() == ctype
-        assert got[name].get_payload(decode=True) == original[name]  # byte for byte: the owner can decrypt/verify
+        assert (
+            got[name].get_payload(decode=True) == original[name]
+        )  # byte for byte: the owner can decrypt/verify
 
 
 def test_a_forward_above_sesv1s_10_mb_goes_out_whole(stack, fns) -> None:
@@ -289,24 +446,32 @@ def test_a_forward_above_sesv1s_10_mb_goes_out_whole(stack, fns) -> None:
 
 
 def test_inline_text_parts_are_forwarded_inline(stack, fns) -> None:
-    raw = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Parts\r\nMIME-Version: 1.0\r\n"
-           b"Content-Type: multipart/mixed; boundary=\"m1\"\r\n\r\n"
-           b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFirst part.\r\n"
-           b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Disposition: inline\r\n\r\nSecond part, no name.\r\n"
-           b"--m1\r\nContent-Type: text/enriched\r\n\r\n<bold>Enriched</bold> part.\r\n"
-           b"--m1\r\nContent-Type: text/plain; name=\"notes.txt\"\r\nContent-Disposition: inline; filename=\"notes.txt\"\r\n\r\n"
-           b"Named inline notes.\r\n--m1--\r\n")
+    raw = (
+        b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Parts\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/mixed; boundary="m1"\r\n\r\n'
+        b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFirst part.\r\n"
+        b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Disposition: inline\r\n\r\nSecond part, no name.\r\n"
+        b"--m1\r\nContent-Type: text/enriched\r\n\r\n<bold>Enriched</bold> part.\r\n"
+        b'--m1\r\nContent-Type: text/plain; name="notes.txt"\r\nContent-Disposition: inline; filename="notes.txt"\r\n\r\n'
+        b"Named inline notes.\r\n--m1--\r\n"
+    )
     result, msg = forward(stack, fns, raw)
     assert result["skipped"] == []
     assert msg.get_body(("plain",)).get_content().split("\n\n", 1)[1].startswith("First part.")
-    carried = {p.get_payload(decode=True).strip(): p for p in msg.walk() if p.get_content_disposition() == "inline"}
+    carried = {
+        p.get_payload(decode=True).strip(): p for p in msg.walk() if p.get_content_disposition() == "inline"
+    }
     assert set(carried) == {b"Second part, no name.", b"<bold>Enriched</bold> part.", b"Named inline notes."}
     assert carried[b"<bold>Enriched</bold> part."].get_content_type() == "text/enriched"
 
 
 def test_a_long_body_travels_by_claim_check_and_arrives_whole(stack, fns) -> None:
-    text = "".join(f"line {n}: the quick brown fox jumps over the lazy dog\n" for n in range(60_000))  # ~3.3 MB
-    result, msg = forward(stack, fns, mail(text=text, html="<html><body><pre>" + text[:500_000] + "</pre></body></html>"))
+    text = "".join(
+        f"line {n}: the quick brown fox jumps over the lazy dog\n" for n in range(60_000)
+    )  # ~3.3 MB
+    result, msg = forward(
+        stack, fns, mail(text=text, html="<html><body><pre>" + text[:500_000] + "</pre></body></html>")
+    )
     [payload] = stack.s3_keys("queue-payloads/")  # the queue message was over 200 KB: its payload went to S3
     assert payload.endswith(".json")
     body = msg.get_body(("plain",)).get_content()

@@ -21,9 +21,14 @@ ACCOUNT = "123456789012"
 
 def as_role(stack, function: str, service: str):
     creds = function_credentials(stack.cfg, function, ensure_role=False)
-    return boto3.client(service, endpoint_url=stack.url, region_name=stack.cfg.region,
-                        aws_access_key_id=creds["AWS_ACCESS_KEY_ID"], aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
-                        aws_session_token=creds["AWS_SESSION_TOKEN"])
+    return boto3.client(
+        service,
+        endpoint_url=stack.url,
+        region_name=stack.cfg.region,
+        aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=creds["AWS_SESSION_TOKEN"],
+    )
 
 
 def denied(call) -> str:
@@ -45,7 +50,9 @@ def test_a_role_may_do_what_its_policy_says_and_nothing_else(stack) -> None:
     cfg = stack.cfg
     s3 = as_role(stack, "inbound-handler", "s3")
     s3.put_object(Bucket=cfg.bucket, Key="withheld/x/1/a.exe", Body=b"x")  # write: allowed
-    denied(lambda: s3.get_object(Bucket=cfg.bucket, Key="withheld/x/1/a.exe"))  # withheld parts are write-only
+    denied(
+        lambda: s3.get_object(Bucket=cfg.bucket, Key="withheld/x/1/a.exe")
+    )  # withheld parts are write-only
     denied(lambda: s3.list_objects_v2(Bucket=cfg.bucket, Prefix="withheld/"))  # may list only what it reads
     # the archive it writes it may read too: a shortened forward's download link is signed as this role
     s3.put_object(Bucket=cfg.bucket, Key="conversations/x/1.eml", Body=b"x")
@@ -56,10 +63,16 @@ def test_a_role_may_do_what_its_policy_says_and_nothing_else(stack) -> None:
     sqs.send_message(QueueUrl=url, MessageBody="{}")
     denied(lambda: sqs.receive_message(QueueUrl=url))
     denied(lambda: sqs.get_queue_url(QueueName=cfg.ack_queue))  # finding 1: URLs are built instead
-    denied(lambda: as_role(stack, "attachment-extractor", "dynamodb").get_item(
-        TableName=cfg.conversations_table, Key={"conversationId": {"S": "x"}}))
-    denied(lambda: as_role(stack, "ack-sender", "sns").publish(
-        TopicArn=f"arn:aws:sns:{cfg.region}:{ACCOUNT}:{cfg.feedback_topic}", Message="x"))
+    denied(
+        lambda: as_role(stack, "attachment-extractor", "dynamodb").get_item(
+            TableName=cfg.conversations_table, Key={"conversationId": {"S": "x"}}
+        )
+    )
+    denied(
+        lambda: as_role(stack, "ack-sender", "sns").publish(
+            TopicArn=f"arn:aws:sns:{cfg.region}:{ACCOUNT}:{cfg.feedback_topic}", Message="x"
+        )
+    )
 
 
 def test_removing_one_needed_action_from_a_role_makes_the_scenario_fail(stack, rie_function) -> None:
@@ -68,18 +81,25 @@ def test_removing_one_needed_action_from_a_role_makes_the_scenario_fail(stack, r
     inbound = rie_function("inbound-handler")
     name, doc = stack.cfg.name("inbound-handler"), iam.policy(stack.cfg, ACCOUNT, "inbound-handler")
     ack_queue = f"arn:aws:sqs:{stack.cfg.region}:{ACCOUNT}:{stack.cfg.ack_queue}"
-    statements = [s for s in doc["Statement"] if not (s["Action"] == ["sqs:SendMessage"] and ack_queue in s["Resource"])]
+    statements = [
+        s for s in doc["Statement"] if not (s["Action"] == ["sqs:SendMessage"] and ack_queue in s["Resource"])
+    ]
     assert len(statements) == len(doc["Statement"]) - 1
-    client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME,
-                                  PolicyDocument=json.dumps({**doc, "Statement": statements}))
+    client("iam").put_role_policy(
+        RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps({**doc, "Statement": statements})
+    )
     with pytest.raises(InvokeError, match="not authorized to perform: sqs:SendMessage"):
         inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000a01"))
     client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(doc))
-    assert inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000a02"))["status"] == "forwarded"
+    assert (
+        inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000a02"))["status"]
+        == "forwarded"
+    )
 
 
 def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_policy_sends_to_verified_ones(
-        stack, rie_function, monkeypatch) -> None:
+    stack, rie_function, monkeypatch
+) -> None:
     """In the sandbox SES sends only to verified identities and also authorises the send against each
     recipient's identity: the forward to the verified owner goes out under forward-sender's deployed
     policy, the ack to an unverified contact is refused by SES (MessageRejected: the DLQ at once)."""
@@ -90,7 +110,10 @@ def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_polic
     monkeypatch.setitem(SES_SANDBOX, "on", True)
     client("ses").verify_email_identity(EmailAddress=cfg.private_email)
     inbound, forward = rie_function("inbound-handler"), rie_function("forward-sender")
-    assert inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000b01"))["status"] == "forwarded"
+    assert (
+        inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000b01"))["status"]
+        == "forwarded"
+    )
     stack.run_sender(forward, cfg.forward_queue)
     stack.run_sender(rie_function("ack-sender"), cfg.ack_queue)
     assert [m.destinations for m in stack.sent()] == [[cfg.private_email]]  # the forward, and nothing else
@@ -101,12 +124,22 @@ def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_polic
     # The send policy before issue 12 named only the domain identity: in the sandbox SES also checks the
     # recipient's identity, so even the forward to the verified owner was denied.
     name, doc = cfg.name("forward-sender"), iam.policy(cfg, ACCOUNT, "forward-sender")
-    domain_only = [{**s, "Resource": [f"arn:aws:ses:{cfg.region}:{ACCOUNT}:identity/{cfg.domain_name}"]}
-                   if s["Resource"] == [f"arn:aws:ses:{cfg.region}:{ACCOUNT}:identity/*"] else s for s in doc["Statement"]]
+    domain_only = [
+        {**s, "Resource": [f"arn:aws:ses:{cfg.region}:{ACCOUNT}:identity/{cfg.domain_name}"]}
+        if s["Resource"] == [f"arn:aws:ses:{cfg.region}:{ACCOUNT}:identity/*"]
+        else s
+        for s in doc["Statement"]
+    ]
     assert domain_only != doc["Statement"]
-    client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME,
-                                  PolicyDocument=json.dumps({**doc, "Statement": domain_only}))
-    assert inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000b02"))["status"] == "forwarded"
+    client("iam").put_role_policy(
+        RoleName=name,
+        PolicyName=iam.POLICY_NAME,
+        PolicyDocument=json.dumps({**doc, "Statement": domain_only}),
+    )
+    assert (
+        inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000b02"))["status"]
+        == "forwarded"
+    )
     stack.run_sender(forward, cfg.forward_queue)
     assert len(stack.sent()) == 1  # nothing more went out
     [denied] = stack.receive(dlq_name(cfg.forward_queue))
@@ -126,13 +159,18 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None
     cfg = stack.cfg
     invoked: list[dict] = []
     endpoints = {f.name: Endpoint(f.name, "-", invoke=lambda url, event, timeout: {}) for f in FUNCTIONS}
-    endpoints["ack-sender"] = Endpoint("ack-sender", "-", invoke=lambda url, event, timeout: invoked.append(event) or {})
+    endpoints["ack-sender"] = Endpoint(
+        "ack-sender", "-", invoke=lambda url, event, timeout: invoked.append(event) or {}
+    )
     name, doc = cfg.name("ack-sender"), iam.policy(cfg, ACCOUNT, "ack-sender")
 
     def without(action: str) -> None:
         statements = [{**s, "Action": [a for a in s["Action"] if a != action]} for s in doc["Statement"]]
-        client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME,
-                                      PolicyDocument=json.dumps({**doc, "Statement": statements}))
+        client("iam").put_role_policy(
+            RoleName=name,
+            PolicyName=iam.POLICY_NAME,
+            PolicyDocument=json.dumps({**doc, "Statement": statements}),
+        )
 
     def until(what, check, timeout: float = 20.0):
         deadline = time.monotonic() + timeout
@@ -154,15 +192,24 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None
         assert "not authorized to perform: sqs:ReceiveMessage" in error and "assumed-role/" + name in error
         assert not wiring.healthy() and invoked == [] and stack.depth(cfg.ack_queue) == 1
         assert any("ack-sender: cannot poll" in line for line in lines)
-        until("the other sources", lambda: set(wiring.last_poll) == {s.queue for s in wiring.sources} - {cfg.ack_queue})
+        until(
+            "the other sources",
+            lambda: set(wiring.last_poll) == {s.queue for s in wiring.sources} - {cfg.ack_queue},
+        )
 
         without("sqs:DeleteMessage")  # receives again, but cannot delete what was handled
         until("an invocation", lambda: invoked)
-        error = until("the denied delete", lambda: "sqs:DeleteMessage" in wiring.failing.get(cfg.ack_queue, "") and
-                      wiring.failing[cfg.ack_queue])
+        error = until(
+            "the denied delete",
+            lambda: (
+                "sqs:DeleteMessage" in wiring.failing.get(cfg.ack_queue, "") and wiring.failing[cfg.ack_queue]
+            ),
+        )
         assert stack.depth(cfg.ack_queue) == 1
 
-        client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(doc))
+        client("iam").put_role_policy(
+            RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(doc)
+        )
         until("the queue drained", lambda: stack.depth(cfg.ack_queue) == 0)
         until("healthy", wiring.healthy)
         # the handled message came back because it could not be deleted, then the role deleted it (no DLQ)
@@ -182,12 +229,21 @@ def test_the_compose_emulator_enforces_iam_as_the_iam_variable_says(setting, enf
     from common.local.rie import free_port, wait_for_port
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "common.local.emulator", "-p", str(port)],
-                            env={**os.environ, "IAM": setting}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "common.local.emulator", "-p", str(port)],
+        env={**os.environ, "IAM": setting},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port, timeout=60, proc=proc)
-        sqs = boto3.client("sqs", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
         if enforced:
             with pytest.raises(Exception, match="InvalidClientTokenId|security token"):
                 sqs.list_queues()
@@ -198,24 +254,39 @@ def test_the_compose_emulator_enforces_iam_as_the_iam_variable_says(setting, enf
         proc.wait(10)
 
 
-def test_the_handlers_read_thread_secret_from_ssm_and_fail_without_ssm_get_parameter(stack, rie_function) -> None:
+def test_the_handlers_read_thread_secret_from_ssm_and_fail_without_ssm_get_parameter(
+    stack, rie_function
+) -> None:
     """As on AWS, a function gets no secret in its variables: reply-handler reads THREAD_SECRET from its
     SecureString at cold start, so its role's ssm:GetParameter is what lets it verify a thread address."""
     cfg = stack.cfg
     stored = client("ssm").get_parameter(Name=cfg.thread_secret_parameter, WithDecryption=True)["Parameter"]
     assert stored["Type"] == "SecureString" and stored["Value"] == cfg.thread_secret  # provisioning stored it
-    owner_reply = mail(sender=cfg.private_email, to=f"new@{cfg.thread_domain}", text="[to: someone@example.org]\nhi")
+    owner_reply = mail(
+        sender=cfg.private_email, to=f"new@{cfg.thread_domain}", text="[to: someone@example.org]\nhi"
+    )
     reply = rie_function("reply-handler")
     assert "THREAD_SECRET" not in {k for k, v in reply.env.items() if v}
-    reply.invoke(stack.receipt(owner_reply, "0000000000000000000000000000000000000c01", to=f"new@{cfg.thread_domain}"))
+    reply.invoke(
+        stack.receipt(owner_reply, "0000000000000000000000000000000000000c01", to=f"new@{cfg.thread_domain}")
+    )
 
     name, doc = cfg.name("reply-handler"), iam.policy(cfg, ACCOUNT, "reply-handler")
-    statements = [{**s, "Action": [a for a in s["Action"] if a != "ssm:GetParameter"]} for s in doc["Statement"]]
-    client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME,
-                                  PolicyDocument=json.dumps({**doc, "Statement": [s for s in statements if s["Action"]]}))
+    statements = [
+        {**s, "Action": [a for a in s["Action"] if a != "ssm:GetParameter"]} for s in doc["Statement"]
+    ]
+    client("iam").put_role_policy(
+        RoleName=name,
+        PolicyName=iam.POLICY_NAME,
+        PolicyDocument=json.dumps({**doc, "Statement": [s for s in statements if s["Action"]]}),
+    )
     cold = rie_function("reply-handler")  # a new cold start, under the changed role (not restored)
     with pytest.raises(InvokeError) as err:
-        cold.invoke(stack.receipt(owner_reply, "0000000000000000000000000000000000000c02", to=f"new@{cfg.thread_domain}"))
+        cold.invoke(
+            stack.receipt(
+                owner_reply, "0000000000000000000000000000000000000c02", to=f"new@{cfg.thread_domain}"
+            )
+        )
     assert "ssm:GetParameter" in str(err.value.payload) or "AccessDenied" in str(err.value.payload)
 
 
@@ -223,7 +294,9 @@ def test_function_credentials_restore_a_role_only_when_asked_and_say_so(stack, c
     cfg = stack.cfg
     name, doc = cfg.name("ack-sender"), iam.policy(cfg, ACCOUNT, "ack-sender")
     changed = {**doc, "Statement": doc["Statement"][1:]}
-    client("iam").put_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(changed))
+    client("iam").put_role_policy(
+        RoleName=name, PolicyName=iam.POLICY_NAME, PolicyDocument=json.dumps(changed)
+    )
     function_credentials(cfg, "ack-sender")  # not asked: the changed policy stays
     current = client("iam").get_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME)["PolicyDocument"]
     assert iam.canonical(iam._document(current)) == iam.canonical(changed)

@@ -36,8 +36,11 @@ def deliver(stack, inbound, raw: bytes, mid: str = SES_ID, **kwargs):
 
 
 def log_lines(fn, message: str) -> list[dict]:
-    return [d for d in (json.loads(line) for line in fn.output().splitlines() if line.startswith("{"))
-            if d.get("message") == message]
+    return [
+        d
+        for d in (json.loads(line) for line in fn.output().splitlines() if line.startswith("{"))
+        if d.get("message") == message
+    ]
 
 
 def test_first_contact_records_archives_acks_and_forwards(stack, inbound) -> None:
@@ -75,7 +78,9 @@ def test_follow_up_is_forwarded_without_ack_and_keeps_first_contact_date(stack, 
     assert len(stack.peek(stack.cfg.ack_queue)) == 1 and len(stack.peek(stack.cfg.forward_queue)) == 2
 
 
-def test_event_delivered_twice_gives_one_ack_and_one_forward(stack, inbound, ack_sender, forward_sender) -> None:
+def test_event_delivered_twice_gives_one_ack_and_one_forward(
+    stack, inbound, ack_sender, forward_sender
+) -> None:
     raw = mail()
     deliver(stack, inbound, raw)
     # SES/Lambda retried the same event before the first run deleted staging (e.g. it crashed there).
@@ -98,12 +103,19 @@ def test_linkedin_sender_is_acked_once_across_messages(stack, inbound) -> None:
     assert r1["ack"] and not r2["ack"]
 
 
-@pytest.mark.parametrize(("kwargs", "status", "reason"), [
-    ({"verdicts": {"virus": "FAIL", "spam": "FAIL"}}, "dropped", "virus verdict FAIL"),
-    ({"verdicts": {"spam": "FAIL"}}, "quarantined", "spam verdict FAIL"),
-    ({"verdicts": {"dmarc": "FAIL"}, "dmarc_policy": "reject"}, "quarantined", "DMARC FAIL with sender policy reject"),
-    ({"to": "someone-else@example.com"}, "dropped", "recipient is not the public address"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "status", "reason"),
+    [
+        ({"verdicts": {"virus": "FAIL", "spam": "FAIL"}}, "dropped", "virus verdict FAIL"),
+        ({"verdicts": {"spam": "FAIL"}}, "quarantined", "spam verdict FAIL"),
+        (
+            {"verdicts": {"dmarc": "FAIL"}, "dmarc_policy": "reject"},
+            "quarantined",
+            "DMARC FAIL with sender policy reject",
+        ),
+        ({"to": "someone-else@example.com"}, "dropped", "recipient is not the public address"),
+    ],
+)
 def test_ses_verdict_rules(stack, inbound, kwargs, status, reason) -> None:
     result = deliver(stack, inbound, mail(), **kwargs)
     assert (result["status"], result["reason"]) == (status, reason)
@@ -120,14 +132,19 @@ def test_ses_verdict_rules(stack, inbound, kwargs, status, reason) -> None:
         assert log_lines(inbound, "mail dropped")[-1]["reason"] == reason
 
 
-@pytest.mark.parametrize(("kwargs", "banner"), [
-    ({"verdicts": {"dmarc": "FAIL"}, "dmarc_policy": "none"}, "DMARC check failed"),
-    ({"verdicts": {"dmarc": "FAIL"}, "dmarc_policy": "quarantine"}, "DMARC check failed"),
-    ({"verdicts": {"spf": "FAIL"}}, "SPF check failed"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "banner"),
+    [
+        ({"verdicts": {"dmarc": "FAIL"}, "dmarc_policy": "none"}, "DMARC check failed"),
+        ({"verdicts": {"dmarc": "FAIL"}, "dmarc_policy": "quarantine"}, "DMARC check failed"),
+        ({"verdicts": {"spf": "FAIL"}}, "SPF check failed"),
+    ],
+)
 def test_soft_authentication_failures_are_forwarded_with_a_banner(stack, inbound, kwargs, banner) -> None:
     result = deliver(stack, inbound, mail(html="<html><body><p>Hi</p></body></html>"), **kwargs)
-    assert result["status"] == "forwarded" and not result["ack"]  # never auto-reply to a possibly forged sender
+    assert (
+        result["status"] == "forwarded" and not result["ack"]
+    )  # never auto-reply to a possibly forged sender
     [fwd] = stack.peek(stack.cfg.forward_queue)
     assert fwd.text.startswith("[!] " + banner)
     assert banner in fwd.html and fwd.html.index(banner) < fwd.html.index("<p>Hi</p>")
@@ -137,17 +154,25 @@ def _set_rules(stack, text: str) -> None:
     from common.aws import client
 
     client("s3").put_object(Bucket=stack.cfg.bucket, Key="config/owner-rules.txt", Body=text.encode())
-    client("ssm").put_parameter(Name=stack.cfg.spam_rules_parameter, Value="config/owner-rules.txt", Overwrite=True, Type="String")
+    client("ssm").put_parameter(
+        Name=stack.cfg.spam_rules_parameter, Value="config/owner-rules.txt", Overwrite=True, Type="String"
+    )
 
 
-@pytest.mark.parametrize(("message", "reason"), [
-    (mail(sender="x@mx.spam-domain.example"), "blocked sender domain spam-domain.example"),
-    (mail(subject="A CRYPTO investment for you"), "subject matches 'crypto investment'"),
-    (mail(html="<p>Please do a <b>wire transfer</b></p>", text=None), "body matches 'wire transfer'"),
-])
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        (mail(sender="x@mx.spam-domain.example"), "blocked sender domain spam-domain.example"),
+        (mail(subject="A CRYPTO investment for you"), "subject matches 'crypto investment'"),
+        (mail(html="<p>Please do a <b>wire transfer</b></p>", text=None), "body matches 'wire transfer'"),
+    ],
+)
 def test_owner_keyword_lists_from_s3_named_in_ssm(stack, inbound, message, reason) -> None:
-    _set_rules(stack, "# owner list\n[blocked_sender_domains]\nspam-domain.example\n"
-                      "[subject_patterns]\n(unclosed\ncrypto investment\n[body_patterns]\nwire transfer\n")
+    _set_rules(
+        stack,
+        "# owner list\n[blocked_sender_domains]\nspam-domain.example\n"
+        "[subject_patterns]\n(unclosed\ncrypto investment\n[body_patterns]\nwire transfer\n",
+    )
     result = deliver(stack, inbound, message)
     assert (result["status"], result["reason"]) == ("quarantined", reason)
     skipped = log_lines(inbound, "spam rule skipped")
@@ -155,15 +180,18 @@ def test_owner_keyword_lists_from_s3_named_in_ssm(stack, inbound, message, reaso
     assert stack.spam_log()[0]["reason"] == reason
 
 
-@pytest.mark.parametrize(("headers", "sender", "why"), [
-    ({"Auto-Submitted": "auto-generated"}, None, "Auto-Submitted: auto-generated"),
-    ({"Auto-Submitted": "auto-replied"}, None, "Auto-Submitted: auto-replied"),
-    ({"Precedence": "bulk"}, None, "Precedence: bulk"),
-    ({"Precedence": "list"}, None, "Precedence: list"),
-    ({"List-Unsubscribe": "<mailto:unsub@corp.example>"}, None, "mailing list headers"),
-    ({}, "Jobs <no-reply@corp.example>", "no-reply sender"),
-    ({}, "Jobs <noreply@corp.example>", "no-reply sender"),
-])
+@pytest.mark.parametrize(
+    ("headers", "sender", "why"),
+    [
+        ({"Auto-Submitted": "auto-generated"}, None, "Auto-Submitted: auto-generated"),
+        ({"Auto-Submitted": "auto-replied"}, None, "Auto-Submitted: auto-replied"),
+        ({"Precedence": "bulk"}, None, "Precedence: bulk"),
+        ({"Precedence": "list"}, None, "Precedence: list"),
+        ({"List-Unsubscribe": "<mailto:unsub@corp.example>"}, None, "mailing list headers"),
+        ({}, "Jobs <no-reply@corp.example>", "no-reply sender"),
+        ({}, "Jobs <noreply@corp.example>", "no-reply sender"),
+    ],
+)
 def test_rfc3834_no_ack_cases_are_still_forwarded(stack, inbound, headers, sender, why) -> None:
     result = deliver(stack, inbound, mail(headers=headers, sender=sender or "Jane Smith <jane@corp.example>"))
     assert result["status"] == "forwarded" and result["firstContact"] and not result["ack"]
@@ -177,10 +205,15 @@ def test_auto_submitted_no_is_acked(stack, inbound) -> None:
 
 def test_forward_mime_through_the_sender(stack, inbound, forward_sender) -> None:
     pdf = b"%PDF-1.4 test"
-    raw = mail(sender='"Zoë O\'Brien" <zoe@corp.example>', subject="Fwd: Fwd: Role",
-               html="<html><body><p>Hi <b>there</b></p></body></html>",
-               attachments=[("../../etc/CV (2026).PDF", pdf, "application/pdf"),
-                            ("setup.exe", b"MZ", "application/octet-stream")])
+    raw = mail(
+        sender='"Zoë O\'Brien" <zoe@corp.example>',
+        subject="Fwd: Fwd: Role",
+        html="<html><body><p>Hi <b>there</b></p></body></html>",
+        attachments=[
+            ("../../etc/CV (2026).PDF", pdf, "application/pdf"),
+            ("setup.exe", b"MZ", "application/octet-stream"),
+        ],
+    )
     result = deliver(stack, inbound, raw)
     cid = "zoe-at-corp.example"
     assert result["attachments"] == [f"attachments/{cid}/{SES_ID}/CV (2026).PDF"]
@@ -202,9 +235,12 @@ def test_forward_mime_through_the_sender(stack, inbound, forward_sender) -> None
     text = msg.get_body(("plain",)).get_content()
     html = msg.get_body(("html",)).get_content()
     assert "talk about a role" in text and "<b>there</b>" in html
-    footer = text[text.index(FOOTER_MARKER):]
+    footer = text[text.index(FOOTER_MARKER) :]
     assert "From: Zoë O'Brien <zoe@corp.example>" in footer and f"Conversation: {cid}" in footer
-    assert f"setup.exe (denied type .exe; stored at s3://{stack.cfg.bucket}/withheld/{cid}/{SES_ID}/setup.exe)" in footer
+    assert (
+        f"setup.exe (denied type .exe; stored at s3://{stack.cfg.bucket}/withheld/{cid}/{SES_ID}/setup.exe)"
+        in footer
+    )
     [att] = list(msg.iter_attachments())
     assert att.get_filename() == "CV (2026).PDF" and att.get_content() == pdf
 
@@ -214,7 +250,11 @@ def test_delivery_status_notifications_are_archived_and_dropped(stack, inbound) 
     for n, source in enumerate(("", "MAILER-DAEMON@corp.example")):
         mid = f"00000000000000000000000000000000000000d{n}"
         result = deliver(stack, inbound, dsn, mid, source=source)
-        assert result["status"] == "dsn" and result["key"].startswith("bounces/") and result["key"].endswith(mid + ".eml")
+        assert (
+            result["status"] == "dsn"
+            and result["key"].startswith("bounces/")
+            and result["key"].endswith(mid + ".eml")
+        )
     assert stack.peek(stack.cfg.ack_queue) == [] and stack.peek(stack.cfg.forward_queue) == []
     assert stack.conversation("mailer-daemon-at-corp.example") is None
 
@@ -222,21 +262,30 @@ def test_delivery_status_notifications_are_archived_and_dropped(stack, inbound) 
 def test_the_owners_automatic_reply_to_the_public_address_is_archived_not_forwarded(stack, inbound) -> None:
     """The owner's out-of-office answers the daily digest (From: PUBLIC_EMAIL): forwarded, it would come back
     to the owner as a conversation with themselves every day. A person's mail from the owner still goes."""
-    ooo = mail(sender="Owner <Owner@Example.net>", subject="Out of office: Quarantine digest",
-               headers={"Auto-Submitted": "auto-replied"})
+    ooo = mail(
+        sender="Owner <Owner@Example.net>",
+        subject="Out of office: Quarantine digest",
+        headers={"Auto-Submitted": "auto-replied"},
+    )
     result = deliver(stack, inbound, ooo, "00000000000000000000000000000000000000a1")
     assert result["status"] == "dsn" and result["key"].startswith("bounces/")
     assert result["reason"] == "automatic mail from the owner's own mailbox (Auto-Submitted: auto-replied)"
     assert stack.peek(stack.cfg.ack_queue) == [] and stack.peek(stack.cfg.forward_queue) == []
-    written = deliver(stack, inbound, mail(sender="Owner <owner@example.net>"), "00000000000000000000000000000000000000a2")
+    written = deliver(
+        stack, inbound, mail(sender="Owner <owner@example.net>"), "00000000000000000000000000000000000000a2"
+    )
     assert written["status"] == "forwarded" and not written["ack"]
 
 
-def test_oversize_mail_is_forwarded_truncated_with_the_archive_key(stack, rie_function, forward_sender) -> None:
+def test_oversize_mail_is_forwarded_truncated_with_the_archive_key(
+    stack, rie_function, forward_sender
+) -> None:
     small = rie_function("inbound-handler", env={"MAX_FORWARD_BYTES": "400000"})
     big = bytes(range(256)) * 1200  # ~300 KB: over the limit once base64-encoded with the body
-    raw = mail(text="Please see attached.\n" + "words " * 40000,
-               attachments=[("big.pdf", big, "application/pdf"), ("small.pdf", b"%PDF small", "application/pdf")])
+    raw = mail(
+        text="Please see attached.\n" + "words " * 40000,
+        attachments=[("big.pdf", big, "application/pdf"), ("small.pdf", b"%PDF small", "application/pdf")],
+    )
     result = small.invoke(stack.receipt(raw, SES_ID))
     assert result["status"] == "forwarded"
     [fwd] = stack.peek(stack.cfg.forward_queue)
@@ -248,7 +297,9 @@ def test_oversize_mail_is_forwarded_truncated_with_the_archive_key(stack, rie_fu
     assert len(sent.raw) < 400_000
 
 
-def test_the_links_an_oversize_forward_carries_open_the_stored_copies(stack, rie_function, forward_sender) -> None:
+def test_the_links_an_oversize_forward_carries_open_the_stored_copies(
+    stack, rie_function, forward_sender
+) -> None:
     """The owner's path: a part left out for size and the archived original are named with a presigned
     GET link signed by inbound-handler's own role; taken from the sent forward, the links fetch the
     bytes under local IAM, which verifies query-string SigV4 (signature, expiry) as S3 does."""
@@ -265,15 +316,26 @@ def test_the_links_an_oversize_forward_carries_open_the_stored_copies(stack, rie
     assert [r.failed for r in stack.run_sender(forward_sender, stack.cfg.forward_queue)] == [[]]
     [sent] = stack.sent()
     text = sent.message.get_body(("plain",)).get_content()
-    part = re.search(r"big\.pdf \(too large to forward; stored at s3://([^/]+)/(\S+); "
-                     r"download until (\d{4}-\d\d-\d\d \d\d:\d\d) UTC at the latest: (\S+)\)", text)
-    archive = re.search(r"archived at s3://\S+/conversations/jane-at-corp\.example/" + SES_ID
-                        + r"\.eml \(download until [^:]+:\d\d UTC at the latest: (\S+)\)", text)
+    part = re.search(
+        r"big\.pdf \(too large to forward; stored at s3://([^/]+)/(\S+); "
+        r"download until (\d{4}-\d\d-\d\d \d\d:\d\d) UTC at the latest: (\S+)\)",
+        text,
+    )
+    archive = re.search(
+        r"archived at s3://\S+/conversations/jane-at-corp\.example/"
+        + SES_ID
+        + r"\.eml \(download until [^:]+:\d\d UTC at the latest: (\S+)\)",
+        text,
+    )
     assert part is not None and archive is not None, text
     assert "stop working when those expire" in text  # signed with temporary (role) credentials, and says so
     url = part[4]
     # signed by the function's role session (temporary credentials: 12 hours at most, common.aws.s3)
-    assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in url and "X-Amz-Security-Token=" in url and "X-Amz-Expires=43200" in url
+    assert (
+        "X-Amz-Algorithm=AWS4-HMAC-SHA256" in url
+        and "X-Amz-Security-Token=" in url
+        and "X-Amz-Expires=43200" in url
+    )
     signer = function_credentials(stack.cfg, "inbound-handler", ensure_role=False)["AWS_ACCESS_KEY_ID"]
     assert f"X-Amz-Credential={signer}%2F" in url
     got = requests.get(url, timeout=10)
@@ -290,7 +352,8 @@ def test_the_links_an_oversize_forward_carries_open_the_stored_copies(stack, rie
     refused = requests.get(expired, timeout=10)
     assert refused.status_code == 403 and b"AccessDenied" in refused.content
     sigv2 = boto3.client("s3", config=Config(signature_version="s3")).generate_presigned_url(
-        "get_object", Params={"Bucket": bucket, "Key": key})
+        "get_object", Params={"Bucket": bucket, "Key": key}
+    )
     assert requests.get(sigv2, timeout=10).status_code == 403
 
 
@@ -321,7 +384,11 @@ def test_corpus_expectations(stack, inbound) -> None:
     r = deliver(stack, inbound, fixtures["no-from"], "c1" * 20)
     assert (r["status"], r["reason"]) == ("quarantined", "From header has no usable address")
     r = deliver(stack, inbound, fixtures["nested-multiparts"], "c2" * 20)
-    assert sorted(a.rsplit("/", 1)[1] for a in r["attachments"]) == ["Résumé.pdf", "forwarded message.eml", "logo.png"]
+    assert sorted(a.rsplit("/", 1)[1] for a in r["attachments"]) == [
+        "Résumé.pdf",
+        "forwarded message.eml",
+        "logo.png",
+    ]
     assert r["skipped"] == []
     r = deliver(stack, inbound, fixtures["latin1-charsets"], "c3" * 20)
     record = stack.conversation(r["conversationId"])
@@ -346,9 +413,17 @@ def test_a_duplicate_ses_delivery_is_already_processed_under_the_production_role
 def test_only_authenticated_mail_updates_a_conversations_facts(stack, inbound) -> None:
     genuine = mail(sender="Jane Smith <jane@corp.example>", message_id="<genuine@corp.example>")
     assert deliver(stack, inbound, genuine, "a" * 40)["status"] == "forwarded"
-    spoof = mail(sender="Jane (urgent) <jane@corp.example>", message_id="<forged@evil.example>", subject="Wire it")
-    result = deliver(stack, inbound, spoof, "b" * 40, source="x@evil.example",
-                     verdicts={"spf": "FAIL", "dkim": "FAIL", "dmarc": "FAIL"})
+    spoof = mail(
+        sender="Jane (urgent) <jane@corp.example>", message_id="<forged@evil.example>", subject="Wire it"
+    )
+    result = deliver(
+        stack,
+        inbound,
+        spoof,
+        "b" * 40,
+        source="x@evil.example",
+        verdicts={"spf": "FAIL", "dkim": "FAIL", "dmarc": "FAIL"},
+    )
     assert result["status"] == "forwarded"  # no p=reject: still the owner's to judge, with a warning
     record = stack.conversation("jane-at-corp.example")
     assert record["displayName"] == "Jane Smith" and record["lastMessageId"] == "<genuine@corp.example>"

@@ -62,8 +62,10 @@ def test_crlf_messages_pass_unchanged(stack, ingress) -> None:
 
 def test_a_bare_lf_dot_does_not_end_the_message(stack, ingress) -> None:
     """SMTP smuggling: <LF>.<LF> followed by commands must stay content, as with Postfix's normalize."""
-    smuggled = (b"From: jane@corp.example\nSubject: one\n\nbody\n.\nMAIL FROM:<evil@corp.example>\r\n"
-                b"RCPT TO:<" + stack.cfg.public_email.encode() + b">\r\nDATA\r\n")
+    smuggled = (
+        b"From: jane@corp.example\nSubject: one\n\nbody\n.\nMAIL FROM:<evil@corp.example>\r\n"
+        b"RCPT TO:<" + stack.cfg.public_email.encode() + b">\r\nDATA\r\n"
+    )
     with socket.create_connection(("127.0.0.1", ingress.port), timeout=30) as s:
         f = s.makefile("rwb")
 
@@ -94,7 +96,9 @@ def test_a_mail_to_the_public_and_a_thread_address_reaches_both_handlers(stack, 
         smtp.sendmail("jane@corp.example", [stack.cfg.public_email, thread], raw)
     seen: dict[str, dict] = {}
     for _ in range(5):  # moto returns a subset per call
-        seen.update((m["MessageId"], m) for m in stack.receive(resources.local_queue(stack.cfg, "invocations")))
+        seen.update(
+            (m["MessageId"], m) for m in stack.receive(resources.local_queue(stack.cfg, "invocations"))
+        )
     bodies = [json.loads(m["Body"]) for m in seen.values()]
     by_function = {b["function"]: SesReceipt.from_event(b["event"]) for b in bodies}
     assert sorted(by_function) == ["inbound-handler", "reply-handler"]

@@ -35,26 +35,55 @@ def wired(stack, rie_function):
         wiring.stop()
 
 
-def inject(stack, tmp_path: Path, raw: bytes, *extra: str, timeout: float = 60) -> tuple[int, dict, str, float]:
+def inject(
+    stack, tmp_path: Path, raw: bytes, *extra: str, timeout: float = 60
+) -> tuple[int, dict, str, float]:
     path = tmp_path / "mail.eml"
     path.write_bytes(raw)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "common.local.cli", "inject", str(path), "--endpoint", stack.url,
-                           "--timeout", str(timeout), *extra], cwd=REPO, capture_output=True, text=True, timeout=timeout + 30)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "common.local.cli",
+            "inject",
+            str(path),
+            "--endpoint",
+            stack.url,
+            "--timeout",
+            str(timeout),
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout + 30,
+    )
     elapsed = time.monotonic() - started
     return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}, done.stderr, elapsed
 
 
-@pytest.mark.parametrize(("raw", "cid"), [
-    (g.from_field("a@x.example <b@y.example>"), "b-at-y.example"),  # the angle-addr, not the first address seen
-    (g.from_field("Big Bug bb@bug.example"), "bb-at-bug.example"),  # bare words before the address
-    (g.raw([("Return-Path", "<bounces+x@list.example>"), *g.basic()]), "jane-at-corp.example"),  # Return-Path wins
-])
+@pytest.mark.parametrize(
+    ("raw", "cid"),
+    [
+        (
+            g.from_field("a@x.example <b@y.example>"),
+            "b-at-y.example",
+        ),  # the angle-addr, not the first address seen
+        (g.from_field("Big Bug bb@bug.example"), "bb-at-bug.example"),  # bare words before the address
+        (
+            g.raw([("Return-Path", "<bounces+x@list.example>"), *g.basic()]),
+            "jane-at-corp.example",
+        ),  # Return-Path wins
+    ],
+)
 def test_envelope_from_return_path_or_the_from_address(stack, wired, tmp_path, raw, cid) -> None:
     wired()
     code, result, err, _ = inject(stack, tmp_path, raw)
     assert code == 0, err
-    assert (result["outcome"], result["conversationId"]) == ("forwarded", cid), result  # not archived as a bounce
+    assert (result["outcome"], result["conversationId"]) == ("forwarded", cid), (
+        result
+    )  # not archived as a bounce
 
 
 def test_null_return_path_is_a_bounce(stack, wired, tmp_path) -> None:
@@ -68,15 +97,23 @@ def test_no_usable_sender_needs_from(stack, wired, tmp_path) -> None:
     code, result, err, _ = inject(stack, tmp_path, g.from_field("undisclosed-recipients:;"))
     assert code == 2 and result == {} and "--from" in err
     assert stack.s3_keys("staging/") == []  # nothing was delivered
-    code, result, err, _ = inject(stack, tmp_path, g.from_field("undisclosed-recipients:;"), "--from", "x@corp.example")
-    assert code == 0 and result["outcome"] == "quarantined" and result["reason"] == "From header has no usable address"
+    code, result, err, _ = inject(
+        stack, tmp_path, g.from_field("undisclosed-recipients:;"), "--from", "x@corp.example"
+    )
+    assert (
+        code == 0
+        and result["outcome"] == "quarantined"
+        and result["reason"] == "From header has no usable address"
+    )
 
 
 def test_a_failing_handler_is_reported_at_once(stack, wired, tmp_path) -> None:
     wired(EMAIL_BUCKET="no-such-bucket")  # every invocation fails: the staged mail cannot be read
     code, result, err, elapsed = inject(stack, tmp_path, g.from_field("Jane <jane@corp.example>"), timeout=60)
     assert code == 1, (result, err)
-    assert result["outcome"] == "handler failed" and result["attempt"] in ("1 of 3", "2 of 3", "3 of 3"), result
+    assert result["outcome"] == "handler failed" and result["attempt"] in ("1 of 3", "2 of 3", "3 of 3"), (
+        result
+    )
     # The role may only read its own bucket: IAM refuses another one before S3 looks for it (as on AWS).
     reported = result["errorType"] + result["errorMessage"]
     assert ("AccessDenied" if IAM_ENFORCED else "NoSuchBucket") in reported, reported

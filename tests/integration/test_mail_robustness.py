@@ -25,7 +25,9 @@ def inbound(rie_module):
 
 @pytest.fixture(scope="module")
 def senders(rie_module):
-    return {name: rie_module(name, env={"RETRY_DELAYS_SECONDS": "0"}) for name in ("forward-sender", "ack-sender")}
+    return {
+        name: rie_module(name, env={"RETRY_DELAYS_SECONDS": "0"}) for name in ("forward-sender", "ack-sender")
+    }
 
 
 def deliver(stack, inbound, raw: bytes, mid: str = SES_ID, **kwargs):
@@ -44,16 +46,25 @@ def surrogate_free(value: object) -> bool:
 
 # --- 17.1 / S2: 8-bit headers and crashes never lose a mail ------------------------------------------------
 
-@pytest.mark.parametrize(("raw", "address", "name"), [
-    (g.eight_bit_from(), "jd@corp.example", "Jürgen Döe"),
-    (g.eight_bit_from("Jürgen Döe".encode("latin-1")), "jd@corp.example", "Jürgen Döe"),
-    (g.rfc6532_from(), "jdöe@mächine.example", ""),
-], ids=["utf8-display-name", "latin1-display-name", "rfc6532-address"])
-def test_8bit_from_is_recorded_forwarded_and_never_stuck_in_staging(stack, inbound, senders, raw, address, name) -> None:
+
+@pytest.mark.parametrize(
+    ("raw", "address", "name"),
+    [
+        (g.eight_bit_from(), "jd@corp.example", "Jürgen Döe"),
+        (g.eight_bit_from("Jürgen Döe".encode("latin-1")), "jd@corp.example", "Jürgen Döe"),
+        (g.rfc6532_from(), "jdöe@mächine.example", ""),
+    ],
+    ids=["utf8-display-name", "latin1-display-name", "rfc6532-address"],
+)
+def test_8bit_from_is_recorded_forwarded_and_never_stuck_in_staging(
+    stack, inbound, senders, raw, address, name
+) -> None:
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded", result
     record = stack.conversation(result["conversationId"])
-    assert record["senderEmail"] == address and record.get("displayName", "") == name and surrogate_free(record)
+    assert (
+        record["senderEmail"] == address and record.get("displayName", "") == name and surrogate_free(record)
+    )
     assert stack.s3_keys("staging/") == []
     send_all(stack, senders)
     [forward] = [m for m in stack.sent() if m.destinations == ["owner@example.net"]]
@@ -66,13 +77,18 @@ def test_noncharacters_from_a_stranger_reach_the_owner(stack, inbound, senders) 
     # U+FFFF from an encoded-word Subject, U+FFFE and U+FFFF from UTF-8 bytes in the body: SQS refuses
     # a body holding them unescaped (InvalidMessageContents; the emulator too), so the forward could
     # never be queued and the mail was lost on every attempt (review H3a).
-    raw = g.raw([*g.basic(subject=b"=?utf-8?b?77+/?= Offer"), ("Content-Type", "text/plain; charset=utf-8")],
-                "Body \ufffe and \uffff and \x01.\r\n".encode())
+    raw = g.raw(
+        [*g.basic(subject=b"=?utf-8?b?77+/?= Offer"), ("Content-Type", "text/plain; charset=utf-8")],
+        "Body \ufffe and \uffff and \x01.\r\n".encode(),
+    )
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded" and result["ack"], result
     send_all(stack, senders)
     [fwd] = [m.message for m in stack.sent() if m.destinations == ["owner@example.net"]]
-    assert fwd["Subject"] == "\uffff Offer" and "Body \ufffe and \uffff and" in fwd.get_body(("plain",)).get_content()
+    assert (
+        fwd["Subject"] == "\uffff Offer"
+        and "Body \ufffe and \uffff and" in fwd.get_body(("plain",)).get_content()
+    )
 
 
 def test_deep_nesting_is_archived_and_forwarded_with_the_original(stack, inbound, senders) -> None:
@@ -87,12 +103,18 @@ def test_deep_nesting_is_archived_and_forwarded_with_the_original(stack, inbound
 
 # --- 17.2 / S6 / S8: who the sender is, and ids that are safe and never shared -----------------------------
 
-@pytest.mark.parametrize(("value", "address"), [
-    ("a@x.example <b@y.example>", "b@y.example"),
-    ("Big Bug bb@bug.example", "bb@bug.example"),
-    ("=?utf-8?q?owner=40example.net?= <c@d.example>", "c@d.example"),
-])
-def test_the_from_mailbox_is_the_angle_addr_and_the_ack_goes_there(stack, inbound, senders, value, address) -> None:
+
+@pytest.mark.parametrize(
+    ("value", "address"),
+    [
+        ("a@x.example <b@y.example>", "b@y.example"),
+        ("Big Bug bb@bug.example", "bb@bug.example"),
+        ("=?utf-8?q?owner=40example.net?= <c@d.example>", "c@d.example"),
+    ],
+)
+def test_the_from_mailbox_is_the_angle_addr_and_the_ack_goes_there(
+    stack, inbound, senders, value, address
+) -> None:
     result = deliver(stack, inbound, g.from_field(value))
     assert result["status"] == "forwarded" and result["ack"], result
     assert stack.conversation(result["conversationId"])["senderEmail"] == address
@@ -100,13 +122,16 @@ def test_the_from_mailbox_is_the_angle_addr_and_the_ack_goes_there(stack, inboun
     assert sorted(m.destinations[0] for m in stack.sent()) == sorted([address, "owner@example.net"])
 
 
-@pytest.mark.parametrize(("value", "reason"), [
-    ('"john doe"@x.example', "quoted local part"),
-    ("a..b@x.example", "local part is not a dot-atom"),
-    ("=?utf-8?q?x@evil.example?=", "encoded word in address"),
-    ("Jane <jane@[192.0.2.1]>", "IP-literal domain"),
-    ("a" * 3000 + "@x.example", "local part longer than 64 octets"),
-])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ('"john doe"@x.example', "quoted local part"),
+        ("a..b@x.example", "local part is not a dot-atom"),
+        ("=?utf-8?q?x@evil.example?=", "encoded word in address"),
+        ("Jane <jane@[192.0.2.1]>", "IP-literal domain"),
+        ("a" * 3000 + "@x.example", "local part longer than 64 octets"),
+    ],
+)
 def test_unusable_addresses_are_quarantined_with_the_reason(stack, inbound, value, reason) -> None:
     result = deliver(stack, inbound, g.from_field(value))
     assert (result["status"], result["reason"]) == ("quarantined", f"sender address unusable: {reason}")
@@ -114,12 +139,22 @@ def test_unusable_addresses_are_quarantined_with_the_reason(stack, inbound, valu
     assert stack.peek(stack.cfg.ack_queue) == []  # never thanked
 
 
-@pytest.mark.parametrize("address", ["a/b@x.example", "o'brien+jobs@corp.example",
-                                     "firstname.lastname.department@subsidiary.company.example.com"])
-def test_odd_but_valid_addresses_get_a_safe_id_and_a_working_thread_address(stack, inbound, senders, address) -> None:
+@pytest.mark.parametrize(
+    "address",
+    [
+        "a/b@x.example",
+        "o'brien+jobs@corp.example",
+        "firstname.lastname.department@subsidiary.company.example.com",
+    ],
+)
+def test_odd_but_valid_addresses_get_a_safe_id_and_a_working_thread_address(
+    stack, inbound, senders, address
+) -> None:
     result = deliver(stack, inbound, g.from_field(f"Odd <{address}>"))
     cid = result["conversationId"]
-    assert result["status"] == "forwarded" and re.fullmatch(r"[a-z0-9][a-z0-9._-]*", cid) and len(cid) <= MAX_ID
+    assert (
+        result["status"] == "forwarded" and re.fullmatch(r"[a-z0-9][a-z0-9._-]*", cid) and len(cid) <= MAX_ID
+    )
     assert stack.s3_keys("conversations/") == [f"conversations/{cid}/{SES_ID}.eml"]  # no extra path segment
     send_all(stack, senders)
     [fwd] = [m for m in stack.sent() if m.destinations == ["owner@example.net"]]
@@ -143,12 +178,16 @@ def test_an_existing_conversation_never_changes_its_sender(stack, inbound) -> No
     cid = conversation_id("jane@corp.example", "", stack.cfg.opaque_relay_domains)
     dynamodb.put(stack.cfg.conversations_table, {"conversationId": cid, "senderEmail": "victim@else.example"})
     result = deliver(stack, inbound, g.from_field("Jane <jane@corp.example>"))
-    assert result["status"] == "quarantined" and f"conversation id {cid} already belongs to another sender" in result["reason"]
+    assert (
+        result["status"] == "quarantined"
+        and f"conversation id {cid} already belongs to another sender" in result["reason"]
+    )
     assert stack.conversation(cid)["senderEmail"] == "victim@else.example"
     assert stack.peek(stack.cfg.forward_queue) == [] and stack.peek(stack.cfg.ack_queue) == []
 
 
 # --- 17.3: threading headers in what the senders build ------------------------------------------------------
+
 
 def test_long_message_ids_reach_the_forward_and_the_ack_unencoded(stack, inbound, senders) -> None:
     raw = g.long_ids()
@@ -159,16 +198,22 @@ def test_long_message_ids_reach_the_forward_and_the_ack_unencoded(stack, inbound
     for sent in stack.sent():
         head = sent.raw.split(b"\n\n", 1)[0].replace(b"\r\n", b"\n")
         assert b"=?" not in head.split(b"\nSubject:")[0] + b"\n".join(
-            line for line in head.split(b"\n") if line.lower().startswith((b"in-reply-to", b"references", b" <")))
+            line
+            for line in head.split(b"\n")
+            if line.lower().startswith((b"in-reply-to", b"references", b" <"))
+        )
         assert msg_id in sent.message["References"].split()
         assert sent.message["In-Reply-To"] == msg_id if sent.destinations != ["owner@example.net"] else True
 
 
 # --- 17.6 / 17.7: boundaries and charsets -----------------------------------------------------------------------
 
+
 def test_outlook_express_mail_keeps_its_body_and_its_jpeg(stack, inbound, senders) -> None:
     result = deliver(stack, inbound, g.outlook_express())
-    assert result["status"] == "forwarded" and [k.rsplit("/", 1)[1] for k in result["attachments"]] == ["photo.jpg"]
+    assert result["status"] == "forwarded" and [k.rsplit("/", 1)[1] for k in result["attachments"]] == [
+        "photo.jpg"
+    ]
     send_all(stack, senders)
     [fwd] = [m.message for m in stack.sent() if m.destinations == ["owner@example.net"]]
     assert "See the picture." in fwd.get_body(("plain",)).get_content()
@@ -188,12 +233,22 @@ def test_outlook_2000_8bit_subject_file_name_and_body(stack, inbound, senders) -
 
 # --- S10: attachment types from the name and the bytes ------------------------------------------------------------
 
-@pytest.mark.parametrize(("name", "data", "declared", "stored"), [
-    ("mismatch.pdf", b"%PDF-1.7\n%real pdf", "text/html", "application/pdf"),
-    ("svg.png", b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>', "image/svg+xml",
-     "application/octet-stream"),
-])
-def test_attachment_type_is_derived_not_claimed(stack, inbound, senders, name, data, declared, stored) -> None:
+
+@pytest.mark.parametrize(
+    ("name", "data", "declared", "stored"),
+    [
+        ("mismatch.pdf", b"%PDF-1.7\n%real pdf", "text/html", "application/pdf"),
+        (
+            "svg.png",
+            b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+            "image/svg+xml",
+            "application/octet-stream",
+        ),
+    ],
+)
+def test_attachment_type_is_derived_not_claimed(
+    stack, inbound, senders, name, data, declared, stored
+) -> None:
     from common.aws import client
 
     result = deliver(stack, inbound, g.attachment_mail(name, data, declared))
@@ -214,10 +269,13 @@ def test_long_attachment_names_keep_their_extension(stack, inbound) -> None:
 
 # --- S3: caps before parsing, each measured (time, peak RSS of the runtime process) ----------------------------
 
+
 @pytest.mark.skipif(not caps.can_measure(), reason="peak RSS is read from Linux /proc")
 @pytest.mark.parametrize("case", caps.CASES, ids=[c.name for c in caps.CASES])
 def test_caps_hold_in_time_and_memory(stack, inbound, case: caps.Case) -> None:
-    inbound.invoke(stack.receipt(g.from_field("Warm <warm@corp.example>"), "f" * 40))  # the runtime is started and warm
+    inbound.invoke(
+        stack.receipt(g.from_field("Warm <warm@corp.example>"), "f" * 40)
+    )  # the runtime is started and warm
     measured = caps.measure(inbound, stack.receipt(case.build(), SES_ID))
     result = measured.result
     assert result["status"] == case.status and case.reason in result.get("reason", ""), result
@@ -225,11 +283,15 @@ def test_caps_hold_in_time_and_memory(stack, inbound, case: caps.Case) -> None:
     if case.status == "quarantined":
         assert result["reason"].startswith("not parsed: ") is not case.parsed
     if case.status == "forwarded":
-        [forward] = [m for m in stack.peek(stack.cfg.forward_queue) if m.idempotency_key == f"forward:{SES_ID}"]
+        [forward] = [
+            m for m in stack.peek(stack.cfg.forward_queue) if m.idempotency_key == f"forward:{SES_ID}"
+        ]
         assert ("This message could not be parsed" in forward.text) is case.minimal
     memory = BY_NAME["inbound-handler"].memory_mb
-    print(f"\n[caps] {case.name}: {measured.seconds:.2f} s, peak RSS {measured.peak_mb:.0f} MB "
-          f"(baseline {measured.baseline_mb:.0f} MB, function memory {memory} MB)")
+    print(
+        f"\n[caps] {case.name}: {measured.seconds:.2f} s, peak RSS {measured.peak_mb:.0f} MB "
+        f"(baseline {measured.baseline_mb:.0f} MB, function memory {memory} MB)"
+    )
     assert measured.peak_mb < min(memory, case.peak_mb), f"{case.name}: peak RSS {measured.peak_mb:.0f} MB"
     assert measured.seconds < 20, f"{case.name}: {measured.seconds:.1f} s"
 

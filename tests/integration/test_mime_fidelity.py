@@ -36,16 +36,25 @@ def forwarded(stack, inbound, forward_sender, raw: bytes):
 
 def folded(delimiter: bytes = b"--simple boundary") -> bytes:
     d = delimiter
-    body = (b"preamble\r\n" + d + b"\r\nContent-Type: text/plain\r\n\r\nThe body text.\r\n"
-            + d + b"\r\nContent-Type: text/plain; name=\"one.txt\"\r\n\r\nfirst file\r\n"
-            + d + b"\r\nContent-Type: text/x-myown; name=\"two.my\"\r\n\r\nsecond file\r\n"
-            + d + b"\r\nContent-Type: message/rfc822\r\n\r\nFrom: inner@x.example\r\nSubject: Inner\r\n\r\ninner body\r\n"
-            + b"--simple boundary--\r\n")
+    body = (
+        b"preamble\r\n"
+        + d
+        + b"\r\nContent-Type: text/plain\r\n\r\nThe body text.\r\n"
+        + d
+        + b'\r\nContent-Type: text/plain; name="one.txt"\r\n\r\nfirst file\r\n'
+        + d
+        + b'\r\nContent-Type: text/x-myown; name="two.my"\r\n\r\nsecond file\r\n'
+        + d
+        + b"\r\nContent-Type: message/rfc822\r\n\r\nFrom: inner@x.example\r\nSubject: Inner\r\n\r\ninner body\r\n"
+        + b"--simple boundary--\r\n"
+    )
     return HEAD + b'Content-Type: multipart/mixed; boundary="simple\r\n boundary"\r\n\r\n' + body
 
 
 @pytest.mark.parametrize("delimiter", [b"--simple boundary", b"--simple boundary trailing text"])
-def test_a_folded_boundary_is_split_and_every_part_forwarded_by_name(stack, inbound, forward_sender, delimiter) -> None:
+def test_a_folded_boundary_is_split_and_every_part_forwarded_by_name(
+    stack, inbound, forward_sender, delimiter
+) -> None:
     msg, text, names = forwarded(stack, inbound, forward_sender, folded(delimiter))
     assert "The body text." in text and "--simple" not in text and "Content-Type" not in text
     assert names == ["one.txt", "two.my", "forwarded message.eml"]
@@ -53,10 +62,14 @@ def test_a_folded_boundary_is_split_and_every_part_forwarded_by_name(stack, inbo
     assert inner.get_payload()[0]["Subject"] == "Inner"
 
 
-def test_a_named_inline_html_part_is_forwarded_as_a_file_not_as_the_html_body(stack, inbound, forward_sender) -> None:
-    raw = HEAD + (b'Content-Type: multipart/mixed; boundary="m"\r\n\r\n--m\r\nContent-Type: text/plain\r\n\r\n'
-                  b"See the pull request.\r\n--m\r\nContent-Type: text/html; name=\"Pull3.html\"\r\n"
-                  b"Content-Disposition: inline\r\n\r\n<p>pull three</p>\r\n--m--\r\n")
+def test_a_named_inline_html_part_is_forwarded_as_a_file_not_as_the_html_body(
+    stack, inbound, forward_sender
+) -> None:
+    raw = HEAD + (
+        b'Content-Type: multipart/mixed; boundary="m"\r\n\r\n--m\r\nContent-Type: text/plain\r\n\r\n'
+        b'See the pull request.\r\n--m\r\nContent-Type: text/html; name="Pull3.html"\r\n'
+        b"Content-Disposition: inline\r\n\r\n<p>pull three</p>\r\n--m--\r\n"
+    )
     msg, text, names = forwarded(stack, inbound, forward_sender, raw)
     assert "See the pull request." in text and names == ["Pull3.html"]
     assert msg.get_body(("html",)) is None  # the owner's client shows the text, and the file beside it
@@ -73,17 +86,25 @@ def test_past_the_nesting_cap_the_banner_and_the_footer_agree(stack, inbound, fo
     footer = text.rpartition(FOOTER_MARKER)[2]
     assert any("could not be parsed" in line for line in banner)
     attached = "original message.eml" in names
-    assert any(("the original is attached" if attached else "the original is not attached") in line for line in banner)
+    assert any(
+        ("the original is attached" if attached else "the original is not attached") in line
+        for line in banner
+    )
     assert ("original message.eml (" in footer.partition("Not attached: ")[2]) is not attached
 
 
-@pytest.mark.parametrize("raw", [
-    b"Return-Path: <>\r\nFrom: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\r\nTo: hello@example.com\r\n"
-    b"Subject: Delivery Status Notification (Failure)\r\n\r\nDelivery to the following recipient failed permanently:\r\n",
-    b"From: MAILER-DAEMON@mx.corp.example\r\nTo: hello@example.com\r\nSubject: failure notice\r\n\r\n"
-    b"Hi. This is the qmail-send program at mx.corp.example.\r\n",
-])
-def test_bounces_that_are_not_multipart_report_are_archived_without_forward_or_ack(stack, inbound, raw) -> None:
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"Return-Path: <>\r\nFrom: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\r\nTo: hello@example.com\r\n"
+        b"Subject: Delivery Status Notification (Failure)\r\n\r\nDelivery to the following recipient failed permanently:\r\n",
+        b"From: MAILER-DAEMON@mx.corp.example\r\nTo: hello@example.com\r\nSubject: failure notice\r\n\r\n"
+        b"Hi. This is the qmail-send program at mx.corp.example.\r\n",
+    ],
+)
+def test_bounces_that_are_not_multipart_report_are_archived_without_forward_or_ack(
+    stack, inbound, raw
+) -> None:
     # the envelope sender is an ordinary address: only the content says it is a bounce
     result = inbound.invoke(stack.receipt(raw, SES_ID, source="bounces-relay@corp.example"))
     assert result["status"] == "dsn" and result["key"].startswith("bounces/"), result

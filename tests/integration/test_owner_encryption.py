@@ -20,15 +20,19 @@ from tests.support.devproc import DevProcess
 from tests.support.ownerkeys import NOW, body_text, pgp_owner, smime_owner
 from tests.support.scenario import LocalSystem, wait_for
 
-FIRST_CONTACT = (b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: A role you may like\r\n"
-                 b"Message-ID: <first-contact-1@corp.example>\r\nDate: Wed, 25 Nov 2026 10:00:00 +0000\r\n"
-                 b"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
-                 b"Hello, we have a senior role in Lisbon. Interested?\r\n")
+FIRST_CONTACT = (
+    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: A role you may like\r\n"
+    b"Message-ID: <first-contact-1@corp.example>\r\nDate: Wed, 25 Nov 2026 10:00:00 +0000\r\n"
+    b"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+    b"Hello, we have a senior role in Lisbon. Interested?\r\n"
+)
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("kind", ["smime", "pgp"])
-def test_a_first_contact_forward_is_encrypted_to_the_owner_key_and_decrypts_to_the_original(tmp_path, kind) -> None:
+def test_a_first_contact_forward_is_encrypted_to_the_owner_key_and_decrypts_to_the_original(
+    tmp_path, kind
+) -> None:
     owner = smime_owner() if kind == "smime" else pgp_owner()
     path = tmp_path / ("owner.pem" if kind == "smime" else "owner.asc")
     path.write_text(owner.pem if kind == "smime" else owner.armored)  # type: ignore[union-attr]
@@ -46,9 +50,13 @@ def test_a_first_contact_forward_is_encrypted_to_the_owner_key_and_decrypts_to_t
         items = wait_for("the acknowledgement and the forward", both, 120)
         by_to = {item["destinations"][0]: item for item in items}
         ack, fwd = by_to["jane@corp.example"], by_to["owner@example.net"]
-        assert message_from_string(ack["raw"], policy=policy.default).get_content_type() not in ENCRYPTED_TYPES
+        assert (
+            message_from_string(ack["raw"], policy=policy.default).get_content_type() not in ENCRYPTED_TYPES
+        )
         outer = message_from_string(fwd["raw"], policy=policy.default)
-        assert outer.get_content_type() == ("application/pkcs7-mime" if kind == "smime" else "multipart/encrypted")
+        assert outer.get_content_type() == (
+            "application/pkcs7-mime" if kind == "smime" else "multipart/encrypted"
+        )
         assert fwd["subject"] == NEUTRAL_SUBJECT and "Lisbon" not in fwd["raw"]
         with aws_endpoint(dev.endpoint, local_env()):  # what `email-handler status` shows of the stored key
             shown = status(config.load({**local_env(), variable: str(path)}))
@@ -67,10 +75,27 @@ def test_dev_refuses_an_expired_certificate_before_starting_anything(tmp_path) -
     path = tmp_path / "owner.pem"
     path.write_text(smime_owner(not_after=NOW - dt.timedelta(days=2)).pem)
     dev = DevProcess(tmp_path / "logs")
-    done = subprocess.run([sys.executable, "-m", "common.local.cli", "dev", "--emulator-port", str(dev.aws),
-                           "--smtp-port", str(dev.smtp), "--function-port", str(dev.first), "--log-dir",
-                           str(tmp_path / "logs")], cwd=REPO, capture_output=True, text=True, timeout=100,
-                          env={**os.environ, "OWNER_SMIME_CERT": str(path)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "common.local.cli",
+            "dev",
+            "--emulator-port",
+            str(dev.aws),
+            "--smtp-port",
+            str(dev.smtp),
+            "--function-port",
+            str(dev.first),
+            "--log-dir",
+            str(tmp_path / "logs"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env={**os.environ, "OWNER_SMIME_CERT": str(path)},
+    )
     assert done.returncode != 0
     assert "expired on" in done.stdout + done.stderr and "OWNER_SMIME_CERT" in done.stdout + done.stderr
     assert "AWS emulator" not in done.stdout  # nothing was started

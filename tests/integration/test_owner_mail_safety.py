@@ -24,8 +24,10 @@ OWNER = "owner@example.net"
 
 @pytest.fixture(scope="module")
 def fns(rie_module):
-    return {"inbound-handler": rie_module("inbound-handler"),
-            "forward-sender": rie_module("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"})}
+    return {
+        "inbound-handler": rie_module("inbound-handler"),
+        "forward-sender": rie_module("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"}),
+    }
 
 
 _ids = iter(range(10**6))
@@ -43,10 +45,20 @@ def forward_one(stack, fns, sender: str = "Jane <jane@corp.example>") -> tuple[d
 def notify(stack, fns, kind: str, sent, recipient: str = OWNER, **body) -> dict:
     """SES's notification about ``sent``, with the headers SES echoes, over SNS to inbound-handler."""
     headers = [{"name": k, "value": str(v)} for k, v in sent.message.items()]
-    message = {"notificationType": kind, "mail": {"messageId": f"ses-{next(_ids)}", "source": stack.cfg.public_email,
-                                                  "destination": [recipient], "headers": headers}, **body}
+    message = {
+        "notificationType": kind,
+        "mail": {
+            "messageId": f"ses-{next(_ids)}",
+            "source": stack.cfg.public_email,
+            "destination": [recipient],
+            "headers": headers,
+        },
+        **body,
+    }
     topic = f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.feedback_topic}"
-    return fns["inbound-handler"].invoke(sns_event(json.dumps(message), topic, f"sns-{next(_ids)}"))["results"][0]
+    return fns["inbound-handler"].invoke(sns_event(json.dumps(message), topic, f"sns-{next(_ids)}"))[
+        "results"
+    ][0]
 
 
 def bounce(btype: str, recipient: str = OWNER, subtype: str = "General", status: str = "") -> dict:
@@ -55,7 +67,9 @@ def bounce(btype: str, recipient: str = OWNER, subtype: str = "General", status:
 
 
 def complaint(recipient: str = OWNER) -> dict:
-    return {"complaint": {"complainedRecipients": [{"emailAddress": recipient}], "complaintFeedbackType": "abuse"}}
+    return {
+        "complaint": {"complainedRecipients": [{"emailAddress": recipient}], "complaintFeedbackType": "abuse"}
+    }
 
 
 def test_owner_complaint_flags_the_contact_alerts_and_forwards_continue(stack, fns) -> None:
@@ -78,7 +92,14 @@ def test_owner_complaint_flags_the_contact_alerts_and_forwards_continue(stack, f
 def test_public_and_owner_addresses_are_never_suppressed(stack, fns) -> None:
     _, sent = forward_one(stack, fns)
     for _ in range(6):
-        notify(stack, fns, "Bounce", sent, recipient="Hello@Example.com", **bounce("Transient", "Hello@Example.com"))
+        notify(
+            stack,
+            fns,
+            "Bounce",
+            sent,
+            recipient="Hello@Example.com",
+            **bounce("Transient", "Hello@Example.com"),
+        )
     notify(stack, fns, "Complaint", sent, recipient="owner+x@example.net", **complaint("owner+x@example.net"))
     assert notify(stack, fns, "Bounce", sent, **bounce("Permanent"))["suppressed"] == []
     for address in ("hello@example.com", OWNER, "owner+x@example.net"):
@@ -89,22 +110,32 @@ def test_public_and_owner_addresses_are_never_suppressed(stack, fns) -> None:
 def test_permanent_owner_bounce_holds_forwards_in_the_queue_and_dlq_until_a_delivery(stack, fns) -> None:
     inbox = stack.watch_alerts()
     first, sent = forward_one(stack, fns)
-    result = notify(stack, fns, "Bounce", sent, **bounce("Permanent", subtype="OnAccountSuppressionList", status="5.1.1"))
+    result = notify(
+        stack, fns, "Bounce", sent, **bounce("Permanent", subtype="OnAccountSuppressionList", status="5.1.1")
+    )
     assert result["suppressed"] == [] and result["owner"] == [OWNER]
     [alert] = inbox()
     assert alert["alert"] == "owner-mailbox-bounced" and alert["held"] is True
-    assert alert["original"] == f"s3://{stack.cfg.bucket}/conversations/{first['conversationId']}/{first['messageId']}.eml"
+    assert (
+        alert["original"]
+        == f"s3://{stack.cfg.bucket}/conversations/{first['conversationId']}/{first['messageId']}.eml"
+    )
     assert "delete-suppressed-destination" in alert["action"]
 
     # Two more mails arrive while the mailbox is broken: nothing is sent, nothing is dropped.
-    held = [fns["inbound-handler"].invoke(stack.receipt(mail(sender=f"C{n} <c{n}@corp.example>"), f"{next(_ids):040d}"))
-            for n in range(2)]
+    held = [
+        fns["inbound-handler"].invoke(
+            stack.receipt(mail(sender=f"C{n} <c{n}@corp.example>"), f"{next(_ids):040d}")
+        )
+        for n in range(2)
+    ]
     for _ in range(stack.cfg.max_receive_count + 1):
         stack.run_sender(fns["forward-sender"], stack.cfg.forward_queue, visibility_s=0)
     assert len(stack.sent()) == 1  # only the first forward, before the bounce
     dead = stack.receive(stack.cfg.forward_queue + "-dlq")
-    assert sorted(json.loads(d["Body"])["idempotency_key"] for d in dead) == \
-        sorted(f"forward:{h['messageId']}" for h in held)
+    assert sorted(json.loads(d["Body"])["idempotency_key"] for d in dead) == sorted(
+        f"forward:{h['messageId']}" for h in held
+    )
     failed = inbox()  # the final-failure alert, once for all held forwards, says where the original is
     assert [(a["alert"], a["errorCode"]) for a in failed] == [("send-failed", "RecipientHeld")]
     assert failed[0]["original"].startswith(f"s3://{stack.cfg.bucket}/conversations/c")
@@ -114,25 +145,35 @@ def test_permanent_owner_bounce_holds_forwards_in_the_queue_and_dlq_until_a_deli
     assert [a["alert"] for a in inbox()] == ["owner-mailbox-delivered"]
     for d in dead:  # what `email-handler dlq redrive` does
         sqs = client("sqs")
-        sqs.send_message(QueueUrl=sqs.get_queue_url(QueueName=stack.cfg.forward_queue)["QueueUrl"], MessageBody=d["Body"])
+        sqs.send_message(
+            QueueUrl=sqs.get_queue_url(QueueName=stack.cfg.forward_queue)["QueueUrl"], MessageBody=d["Body"]
+        )
     stack.run_sender(fns["forward-sender"], stack.cfg.forward_queue)
     assert [m.destinations for m in stack.sent()[1:]] == [[OWNER], [OWNER]]
 
 
-@pytest.mark.parametrize(("btype", "subtype", "status"), [
-    ("Permanent", "General", "5.7.1"),  # "message rejected as spam": about this message, not the mailbox
-    ("Permanent", "General", "5.3.4"),  # too big
-    ("Transient", "ContentRejected", ""),
-    ("Transient", "AttachmentRejected", ""),
-])
+@pytest.mark.parametrize(
+    ("btype", "subtype", "status"),
+    [
+        ("Permanent", "General", "5.7.1"),  # "message rejected as spam": about this message, not the mailbox
+        ("Permanent", "General", "5.3.4"),  # too big
+        ("Transient", "ContentRejected", ""),
+        ("Transient", "AttachmentRejected", ""),
+    ],
+)
 def test_a_stranger_cannot_hold_the_owners_forwards_by_sending_mail_the_provider_rejects(
-        stack, fns, btype, subtype, status) -> None:
+    stack, fns, btype, subtype, status
+) -> None:
     inbox = stack.watch_alerts()
     first, sent = forward_one(stack, fns)
     for _ in range(stack.cfg.transient_bounce_limit + 1):
         notify(stack, fns, "Bounce", sent, **bounce(btype, subtype=subtype, status=status))
     alerts = inbox()
-    assert len(alerts) == 1 and alerts[0]["held"] is False and alerts[0]["original"].endswith(f"/{first['messageId']}.eml")
+    assert (
+        len(alerts) == 1
+        and alerts[0]["held"] is False
+        and alerts[0]["original"].endswith(f"/{first['messageId']}.eml")
+    )
     _, later = forward_one(stack, fns, "Bob <bob@corp.example>")
     assert later is not None and later.destinations == [OWNER]
 
@@ -157,15 +198,32 @@ def test_a_held_mailbox_is_probed_once_per_interval(stack, rie_module) -> None:
 def test_transient_contact_suppression_expires(stack, fns) -> None:
     _, sent = forward_one(stack, fns)
     for _ in range(stack.cfg.transient_bounce_limit):
-        result = notify(stack, fns, "Bounce", sent, recipient="jane@corp.example", **bounce("Transient", "jane@corp.example"))
+        result = notify(
+            stack,
+            fns,
+            "Bounce",
+            sent,
+            recipient="jane@corp.example",
+            **bounce("Transient", "jane@corp.example"),
+        )
     assert result["suppressed"] == ["jane@corp.example"]
     entry = sendstatus.recipient_entry(stack.cfg, "jane@corp.example")
-    assert abs(entry["expiresAt"] - (time.time() + stack.cfg.transient_suppression_s)) < 60  # DynamoDB TTL attribute
+    assert (
+        abs(entry["expiresAt"] - (time.time() + stack.cfg.transient_suppression_s)) < 60
+    )  # DynamoDB TTL attribute
     assert sendstatus.suppression(stack.cfg, "jane@corp.example") is not None
-    client("dynamodb").update_item(TableName=stack.cfg.suppression_table, Key={"email": {"S": "jane@corp.example"}},
-                                   UpdateExpression="SET expiresAt = :x", ExpressionAttributeValues={":x": {"N": "1"}})
-    assert sendstatus.suppression(stack.cfg, "jane@corp.example") is None  # expired, even before TTL deletes it
+    client("dynamodb").update_item(
+        TableName=stack.cfg.suppression_table,
+        Key={"email": {"S": "jane@corp.example"}},
+        UpdateExpression="SET expiresAt = :x",
+        ExpressionAttributeValues={":x": {"N": "1"}},
+    )
+    assert (
+        sendstatus.suppression(stack.cfg, "jane@corp.example") is None
+    )  # expired, even before TTL deletes it
     # A permanent bounce is never shortened to a temporary suppression.
-    notify(stack, fns, "Bounce", sent, recipient="bob@corp.example", **bounce("Permanent", "bob@corp.example"))
+    notify(
+        stack, fns, "Bounce", sent, recipient="bob@corp.example", **bounce("Permanent", "bob@corp.example")
+    )
     sendstatus.suppress(stack.cfg, "bob@corp.example", "5 transient bounces", 60)
     assert "expiresAt" not in sendstatus.recipient_entry(stack.cfg, "bob@corp.example")

@@ -18,15 +18,21 @@ REPLY_ID = "0000000000000000000000000000000000000r01"
 
 @pytest.fixture(scope="module")
 def fns(rie_module):
-    return {name: rie_module(name, env={"RETRY_DELAYS_SECONDS": "0"})
-            for name in ("inbound-handler", "reply-handler", "reply-sender")}
+    return {
+        name: rie_module(name, env={"RETRY_DELAYS_SECONDS": "0"})
+        for name in ("inbound-handler", "reply-handler", "reply-sender")
+    }
 
 
 @pytest.fixture
 def thread(stack, fns) -> str:
     """A real conversation: Jane writes in, the forward's Reply-To is the thread address."""
-    fns["inbound-handler"].invoke(stack.receipt(
-        mail(subject="Role", message_id="<jane-1@corp.example>"), "0000000000000000000000000000000000000j01"))
+    fns["inbound-handler"].invoke(
+        stack.receipt(
+            mail(subject="Role", message_id="<jane-1@corp.example>"),
+            "0000000000000000000000000000000000000j01",
+        )
+    )
     [fwd] = stack.peek(stack.cfg.forward_queue)
     return fwd.reply_to
 
@@ -34,7 +40,10 @@ def thread(stack, fns) -> str:
 def alerts(stack) -> list[dict]:
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="test-reply-alerts")["QueueUrl"]
-    return [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])]
+    return [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ]
 
 
 @pytest.fixture
@@ -42,15 +51,29 @@ def alert_queue(stack) -> None:
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="test-reply-alerts")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    client("sns").subscribe(TopicArn=f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}",
-                            Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+    client("sns").subscribe(
+        TopicArn=f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}",
+        Protocol="sqs",
+        Endpoint=arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
 
 
-def reply(stack, fns, to: str, sender: str = OWNER, source: str = "owner@example.net", verdicts=None,
-          mid: str = REPLY_ID, **kw):
+def reply(
+    stack,
+    fns,
+    to: str,
+    sender: str = OWNER,
+    source: str = "owner@example.net",
+    verdicts=None,
+    mid: str = REPLY_ID,
+    **kw,
+):
     raw = mail(sender=sender, to=to, subject=kw.pop("subject", "Re: Role"), **kw)
     # SES lists only the recipients its receipt rule matched (the thread domain), never the Cc.
-    return fns["reply-handler"].invoke(stack.receipt(raw, mid, to=to.split(",")[0], source=source, verdicts=verdicts))
+    return fns["reply-handler"].invoke(
+        stack.receipt(raw, mid, to=to.split(",")[0], source=source, verdicts=verdicts)
+    )
 
 
 def send_all(stack, fns):
@@ -59,18 +82,23 @@ def send_all(stack, fns):
 
 
 def test_owner_reply_reaches_the_stored_sender_clean_and_threaded(stack, fns, thread) -> None:
-    text = ("Hi Jane, let's talk Tuesday.\n[company: Acme]\n[job_id: 42]\n\nOwner\nowner@example.net\n\n"
-            "On Mon, 3 Nov 2026 at 10:00, Jane <hello@example.com> wrote:\n> Hi, I would like to talk\n")
-    result = reply(stack, fns, thread, text=text,
-                   attachments=[("Offer.PDF", b"%PDF-1.4 offer", "application/pdf")])
+    text = (
+        "Hi Jane, let's talk Tuesday.\n[company: Acme]\n[job_id: 42]\n\nOwner\nowner@example.net\n\n"
+        "On Mon, 3 Nov 2026 at 10:00, Jane <hello@example.com> wrote:\n> Hi, I would like to talk\n"
+    )
+    result = reply(
+        stack, fns, thread, text=text, attachments=[("Offer.PDF", b"%PDF-1.4 offer", "application/pdf")]
+    )
     assert result["status"] == "queued" and result["metadata"] == {"companyName": "Acme", "jobId": "42"}
     [sent] = send_all(stack, fns)
     msg = sent.message
     assert sent.destinations == ["jane@corp.example"] and sent.source == "hello@example.com"
     assert msg["From"].addresses[0].addr_spec == "hello@example.com" and msg["Subject"] == "Re: Role"
     assert msg["In-Reply-To"] == "<jane-1@corp.example>"
-    assert msg["References"].split() == ["<jane-1@corp.example>",
-                                         "<0000000000000000000000000000000000000j01@email.amazonses.com>"]
+    assert msg["References"].split() == [
+        "<jane-1@corp.example>",
+        "<0000000000000000000000000000000000000j01@email.amazonses.com>",
+    ]
     body = msg.get_body(("plain",)).get_content()
     assert body == "Hi Jane, let's talk Tuesday.\n\nOwner\nhello@example.com\n"
     assert b"owner@example.net" not in sent.raw.lower()  # nowhere: headers or body
@@ -90,14 +118,22 @@ def test_extra_to_and_cc_recipients_are_never_used(stack, fns, thread) -> None:
     assert "attacker" not in sent.raw.decode()
 
 
-@pytest.mark.parametrize(("kwargs", "reason"), [
-    ({"sender": "Jane <jane@corp.example>", "source": "jane@corp.example"}, "envelope sender is not the owner"),
-    ({"sender": "Mallory <mallory@evil.example>"}, "From is not the owner"),
-    ({"verdicts": {"spf": "FAIL", "dkim": "FAIL", "dmarc": "FAIL"}}, auth.UNAUTHENTICATED),
-    ({"verdicts": {"dmarc": "FAIL"}}, auth.UNAUTHENTICATED),
-    ({"verdicts": {"virus": "FAIL"}}, "spam or virus verdict FAIL"),
-])
-def test_anything_but_the_authenticated_owner_is_rejected_silently(stack, fns, thread, alert_queue, kwargs, reason) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        (
+            {"sender": "Jane <jane@corp.example>", "source": "jane@corp.example"},
+            "envelope sender is not the owner",
+        ),
+        ({"sender": "Mallory <mallory@evil.example>"}, "From is not the owner"),
+        ({"verdicts": {"spf": "FAIL", "dkim": "FAIL", "dmarc": "FAIL"}}, auth.UNAUTHENTICATED),
+        ({"verdicts": {"dmarc": "FAIL"}}, auth.UNAUTHENTICATED),
+        ({"verdicts": {"virus": "FAIL"}}, "spam or virus verdict FAIL"),
+    ],
+)
+def test_anything_but_the_authenticated_owner_is_rejected_silently(
+    stack, fns, thread, alert_queue, kwargs, reason
+) -> None:
     result = reply(stack, fns, thread, **kwargs)
     assert (result["status"], result["reason"]) == ("rejected", reason)
     assert stack.peek(stack.cfg.reply_queue) == [] and send_all(stack, fns) == []
@@ -126,25 +162,40 @@ def test_unknown_conversation_is_archived_and_alerted(stack, fns, alert_queue) -
 
 
 def test_header_injection_in_subject_adds_no_header_and_in_from_is_refused(stack, fns, thread) -> None:
-    raw = (b"From: Owner <owner@example.net>\r\n"
-           b"To: " + thread.encode() + b"\r\nSubject: =?utf-8?q?Re=3A_Role=0D=0ABcc=3A_y=40evil=2Eexample?=\r\n\r\nHello\r\n")
+    raw = (
+        b"From: Owner <owner@example.net>\r\n"
+        b"To: "
+        + thread.encode()
+        + b"\r\nSubject: =?utf-8?q?Re=3A_Role=0D=0ABcc=3A_y=40evil=2Eexample?=\r\n\r\nHello\r\n"
+    )
     result = fns["reply-handler"].invoke(stack.receipt(raw, REPLY_ID, to=thread, source="owner@example.net"))
     assert result["status"] == "queued"
     [sent] = send_all(stack, fns)
-    header_names = [line.split(b":", 1)[0].lower() for line in sent.raw.split(b"\n\n", 1)[0].splitlines()
-                    if line[:1] not in (b" ", b"\t")]
+    header_names = [
+        line.split(b":", 1)[0].lower()
+        for line in sent.raw.split(b"\n\n", 1)[0].splitlines()
+        if line[:1] not in (b" ", b"\t")
+    ]
     assert b"bcc" not in header_names and sent.destinations == ["jane@corp.example"]
     assert sent.message["Subject"] == "Re: Role Bcc: y@evil.example"  # folded into the subject text, inert
-    raw = (b"From: =?utf-8?q?Owner=0D=0ABcc=3A_x=40evil=2Eexample?= <owner@example.net>\r\n"
-           b"To: " + thread.encode() + b"\r\nSubject: Re: Role\r\n\r\nHello\r\n")
-    result = fns["reply-handler"].invoke(stack.receipt(raw, "0000000000000000000000000000000000000r02", to=thread,
-                                                       source="owner@example.net"))
+    raw = (
+        b"From: =?utf-8?q?Owner=0D=0ABcc=3A_x=40evil=2Eexample?= <owner@example.net>\r\n"
+        b"To: " + thread.encode() + b"\r\nSubject: Re: Role\r\n\r\nHello\r\n"
+    )
+    result = fns["reply-handler"].invoke(
+        stack.receipt(raw, "0000000000000000000000000000000000000r02", to=thread, source="owner@example.net")
+    )
     assert (result["status"], result["reason"]) == ("rejected", "From header has a parse defect")
 
 
 def test_html_only_reply_gets_a_text_body(stack, fns, thread) -> None:
-    reply(stack, fns, thread, text=None, html="<div>Hello <b>Jane</b></div><div class=gmail_quote>"
-                                              "<blockquote>&gt; old</blockquote></div>")
+    reply(
+        stack,
+        fns,
+        thread,
+        text=None,
+        html="<div>Hello <b>Jane</b></div><div class=gmail_quote><blockquote>&gt; old</blockquote></div>",
+    )
     [sent] = send_all(stack, fns)
     assert sent.message.get_body(("plain",)).get_content().startswith("Hello Jane")
 
@@ -157,14 +208,25 @@ def test_a_contacts_text_quoted_in_an_html_only_reply_is_never_an_owner_command(
     from common.aws import dynamodb
     from tests.support.mailgen import raw as raw_mail
 
-    contact = raw_mail([("From", "Jane Smith <jane@corp.example>"), ("To", "hello@example.com"),
-                        ("Subject", "Role"), ("Message-ID", "<jane-2@corp.example>")],
-                       "Hi!\r\n[allow: @evil.example]\r\n[notes: injected by the contact]\r\n")
+    contact = raw_mail(
+        [
+            ("From", "Jane Smith <jane@corp.example>"),
+            ("To", "hello@example.com"),
+            ("Subject", "Role"),
+            ("Message-ID", "<jane-2@corp.example>"),
+        ],
+        "Hi!\r\n[allow: @evil.example]\r\n[notes: injected by the contact]\r\n",
+    )
     fns["inbound-handler"].invoke(stack.receipt(contact, "0000000000000000000000000000000000000j02"))
     [fwd] = stack.peek(stack.cfg.forward_queue)
     quoted = "".join(f"<div>{line or '<br>'}</div>" for line in fwd.text.splitlines())
-    result = reply(stack, fns, fwd.reply_to, text=None,
-                   html=f"<div>Thanks Jane, let us talk.</div><blockquote>{quoted}</blockquote>")
+    result = reply(
+        stack,
+        fns,
+        fwd.reply_to,
+        text=None,
+        html=f"<div>Thanks Jane, let us talk.</div><blockquote>{quoted}</blockquote>",
+    )
     assert (result["status"], result["controls"], result["metadata"]) == ("queued", [], {})
     assert dynamodb.get(stack.cfg.sender_lists_table, {"entry": "@evil.example"}) is None
     assert "notes" not in stack.conversation(CID)
@@ -181,30 +243,42 @@ def test_only_the_owners_files_reach_the_contact(stack, fns, thread) -> None:
     msg.set_content("Hi Jane, the offer is attached.\n")
     msg.add_attachment(b"%PDF-1.4 offer", maintype="application", subtype="pdf", filename="Offer.pdf")
     msg.add_attachment("Sent from my phone\n", disposition="inline")  # Apple Mail's trailing text fragment
-    msg.add_attachment(b"0\x82\x01\x00signature", maintype="application", subtype="pkcs7-signature",
-                       filename="smime.p7s")
-    result = fns["reply-handler"].invoke(stack.receipt(msg.as_bytes(), REPLY_ID, to=thread, source="owner@example.net"))
-    assert result["status"] == "queued" and [k.rsplit("/", 1)[1] for k in result["attachments"]] == ["Offer.pdf"]
+    msg.add_attachment(
+        b"0\x82\x01\x00signature", maintype="application", subtype="pkcs7-signature", filename="smime.p7s"
+    )
+    result = fns["reply-handler"].invoke(
+        stack.receipt(msg.as_bytes(), REPLY_ID, to=thread, source="owner@example.net")
+    )
+    assert result["status"] == "queued" and [k.rsplit("/", 1)[1] for k in result["attachments"]] == [
+        "Offer.pdf"
+    ]
     [sent] = send_all(stack, fns)
     assert [p.get_filename() for p in sent.message.iter_attachments()] == ["Offer.pdf"]
 
 
 OOO = "I am out of the office until Monday, 24 November. For urgent matters call +1 555 0100.\n"
-MDN = ("Content-Type: multipart/report; report-type=disposition-notification; boundary=b\r\n\r\n--b\r\n"
-       "Content-Type: text/plain\r\n\r\nThe message was displayed.\r\n--b\r\n"
-       "Content-Type: message/disposition-notification\r\n\r\nFinal-Recipient: rfc822; owner@example.net\r\n"
-       "Disposition: manual-action/MDN-sent-manually; displayed\r\n--b--\r\n")
+MDN = (
+    "Content-Type: multipart/report; report-type=disposition-notification; boundary=b\r\n\r\n--b\r\n"
+    "Content-Type: text/plain\r\n\r\nThe message was displayed.\r\n--b\r\n"
+    "Content-Type: message/disposition-notification\r\n\r\nFinal-Recipient: rfc822; owner@example.net\r\n"
+    "Disposition: manual-action/MDN-sent-manually; displayed\r\n--b--\r\n"
+)
 
 
-@pytest.mark.parametrize(("headers", "why"), [
-    ({"Auto-Submitted": "auto-replied"}, "Auto-Submitted: auto-replied"),
-    ({"Auto-Submitted": "auto-generated"}, "Auto-Submitted: auto-generated"),
-    ({"X-Autoreply": "yes"}, "X-Autoreply: yes"),
-    ({"X-Autorespond": "vacation"}, "X-Autorespond: vacation"),
-    ({"Precedence": "auto_reply"}, "Precedence: auto_reply"),
-], ids=["gmail-vacation", "exchange-oof", "x-autoreply", "x-autorespond", "precedence"])
-def test_an_out_of_office_reply_from_the_owner_is_archived_never_relayed(stack, fns, thread, alert_queue, headers,
-                                                                           why) -> None:
+@pytest.mark.parametrize(
+    ("headers", "why"),
+    [
+        ({"Auto-Submitted": "auto-replied"}, "Auto-Submitted: auto-replied"),
+        ({"Auto-Submitted": "auto-generated"}, "Auto-Submitted: auto-generated"),
+        ({"X-Autoreply": "yes"}, "X-Autoreply: yes"),
+        ({"X-Autorespond": "vacation"}, "X-Autorespond: vacation"),
+        ({"Precedence": "auto_reply"}, "Precedence: auto_reply"),
+    ],
+    ids=["gmail-vacation", "exchange-oof", "x-autoreply", "x-autorespond", "precedence"],
+)
+def test_an_out_of_office_reply_from_the_owner_is_archived_never_relayed(
+    stack, fns, thread, alert_queue, headers, why
+) -> None:
     """Review M5: the owner's autoresponder answers the forward's Reply-To (the thread address); it must
     not reach the contact from the public address."""
     result = reply(stack, fns, thread, text=OOO, subject="Automatic reply: Role", headers=headers)
@@ -216,18 +290,24 @@ def test_an_out_of_office_reply_from_the_owner_is_archived_never_relayed(stack, 
 
 
 def test_a_read_receipt_from_the_owner_is_not_relayed(stack, fns, thread) -> None:
-    head = (f"From: {OWNER}\r\nTo: {thread}\r\nSubject: Read: Role\r\nMessage-ID: <mdn-1@example.net>\r\n"
-            "MIME-Version: 1.0\r\n")
+    head = (
+        f"From: {OWNER}\r\nTo: {thread}\r\nSubject: Read: Role\r\nMessage-ID: <mdn-1@example.net>\r\n"
+        "MIME-Version: 1.0\r\n"
+    )
     raw = (head + MDN).encode()
     result = fns["reply-handler"].invoke(stack.receipt(raw, REPLY_ID, to=thread, source="owner@example.net"))
     assert (result["status"], result["reason"]) == (
-        "rejected", "automatic mail from the owner's mailbox (report or notification (multipart/report)); not relayed")
+        "rejected",
+        "automatic mail from the owner's mailbox (report or notification (multipart/report)); not relayed",
+    )
     assert send_all(stack, fns) == []
 
 
 def test_an_autoreply_to_new_starts_no_conversation(stack, fns) -> None:
     new = f"new@{stack.cfg.thread_domain}"
-    result = reply(stack, fns, new, text="[to: bob@other.example]\n" + OOO, headers={"Auto-Submitted": "auto-replied"})
+    result = reply(
+        stack, fns, new, text="[to: bob@other.example]\n" + OOO, headers={"Auto-Submitted": "auto-replied"}
+    )
     assert result["status"] == "rejected" and "automatic mail" in result["reason"]
     assert stack.conversation("bob-at-other.example") is None and send_all(stack, fns) == []
 
@@ -253,24 +333,35 @@ def test_an_alert_whose_publish_failed_is_sent_on_the_retry_not_throttled_away(s
 
 
 ENCRYPTED_REPLIES = {
-    "pgp": ('multipart/encrypted; protocol="application/pgp-encrypted"; boundary="e"',
-            "--e\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n--e\r\n"
-            "Content-Type: application/octet-stream\r\n\r\n-----BEGIN PGP MESSAGE-----\r\n\r\nwcBMA0\r\n"
-            "-----END PGP MESSAGE-----\r\n--e--\r\n", "PGP/MIME (multipart/encrypted)"),
-    "smime": ('application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"',
-              "MIIBhwYJKoZIhvcNAQcDoIIBeDCCAXQCAQAxggEw\r\n",
-              "S/MIME (application/pkcs7-mime; smime-type=enveloped-data)"),
+    "pgp": (
+        'multipart/encrypted; protocol="application/pgp-encrypted"; boundary="e"',
+        "--e\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n--e\r\n"
+        "Content-Type: application/octet-stream\r\n\r\n-----BEGIN PGP MESSAGE-----\r\n\r\nwcBMA0\r\n"
+        "-----END PGP MESSAGE-----\r\n--e--\r\n",
+        "PGP/MIME (multipart/encrypted)",
+    ),
+    "smime": (
+        'application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"',
+        "MIIBhwYJKoZIhvcNAQcDoIIBeDCCAXQCAQAxggEw\r\n",
+        "S/MIME (application/pkcs7-mime; smime-type=enveloped-data)",
+    ),
 }
 
 
 @pytest.mark.parametrize("kind", sorted(ENCRYPTED_REPLIES))
-def test_a_reply_encrypted_to_the_owners_own_key_is_refused_with_a_notice(stack, fns, thread, alert_queue, kind) -> None:
+def test_a_reply_encrypted_to_the_owners_own_key_is_refused_with_a_notice(
+    stack, fns, thread, alert_queue, kind
+) -> None:
     ctype, body, what = ENCRYPTED_REPLIES[kind]
     cte = "Content-Transfer-Encoding: base64\r\n" if kind == "smime" else ""
-    raw = (f"From: {OWNER}\r\nTo: {thread}\r\nSubject: Re: Role\r\nMessage-ID: <enc-{kind}@example.net>\r\n"
-           f"MIME-Version: 1.0\r\nContent-Type: {ctype}\r\n{cte}\r\n{body}").encode()
+    raw = (
+        f"From: {OWNER}\r\nTo: {thread}\r\nSubject: Re: Role\r\nMessage-ID: <enc-{kind}@example.net>\r\n"
+        f"MIME-Version: 1.0\r\nContent-Type: {ctype}\r\n{cte}\r\n{body}"
+    ).encode()
     result = fns["reply-handler"].invoke(stack.receipt(raw, REPLY_ID, to=thread, source="owner@example.net"))
-    reason = f"the reply is encrypted ({what}) and cannot be relayed: send it again unencrypted (signing is fine)"
+    reason = (
+        f"the reply is encrypted ({what}) and cannot be relayed: send it again unencrypted (signing is fine)"
+    )
     assert (result["status"], result["reason"]) == ("rejected", reason)
     assert stack.peek(stack.cfg.reply_queue) == [] and send_all(stack, fns) == []
     assert stack.s3_keys("rejected/") == [result["key"]]  # kept, not lost

@@ -32,23 +32,35 @@ def fns(rie_module):
 @pytest.fixture
 def thread(stack, fns) -> str:
     """Jane's conversation exists (she wrote in); the owner answers on its thread address."""
-    result = fns["inbound-handler"].invoke(stack.receipt(mail(subject="Role"), "0000000000000000000000000000000000000j01"))
+    result = fns["inbound-handler"].invoke(
+        stack.receipt(mail(subject="Role"), "0000000000000000000000000000000000000j01")
+    )
     return thread_address(result["conversationId"], stack.cfg.thread_secret, stack.cfg.thread_domain)
 
 
 _ids = iter(range(10**6))
 
 
-def deliver(stack, fns, thread: str, raw: bytes, verdicts=None, source: str = "owner@example.net", mid: str = ""):
+def deliver(
+    stack, fns, thread: str, raw: bytes, verdicts=None, source: str = "owner@example.net", mid: str = ""
+):
     mid = mid or f"{next(_ids):040d}"
     return fns["reply-handler"].invoke(stack.receipt(raw, mid, to=thread, source=source, verdicts=verdicts))
 
 
-def raw_reply(thread: str, from_lines: list[bytes] | None = None, body: bytes = b"Hello Jane\r\n",
-              extra: bytes = b"") -> bytes:
+def raw_reply(
+    thread: str, from_lines: list[bytes] | None = None, body: bytes = b"Hello Jane\r\n", extra: bytes = b""
+) -> bytes:
     head = b"".join(b"From: " + f + b"\r\n" for f in (from_lines or [b"Owner <owner@example.net>"]))
-    return head + b"To: " + thread.encode() + b"\r\nSubject: Re: Role\r\nMessage-ID: <r-1@example.net>\r\n" + extra + \
-        b"\r\n" + body
+    return (
+        head
+        + b"To: "
+        + thread.encode()
+        + b"\r\nSubject: Re: Role\r\nMessage-ID: <r-1@example.net>\r\n"
+        + extra
+        + b"\r\n"
+        + body
+    )
 
 
 def sent(stack, fns):
@@ -58,45 +70,62 @@ def sent(stack, fns):
 
 # --- S4: authorisation ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("verdicts", [
-    {"spf": "FAIL", "dkim": "PASS", "dmarc": "GRAY"},  # any-domain DKIM signature, no DMARC result
-    {"spf": "PASS", "dkim": "PASS", "dmarc": "PROCESSING_FAILED"},
-    {"spf": "GRAY", "dkim": "PASS", "dmarc": "GRAY"},
-    {"spf": "PASS", "dkim": "PASS", "dmarc": "FAIL"},
-])
+
+@pytest.mark.parametrize(
+    "verdicts",
+    [
+        {"spf": "FAIL", "dkim": "PASS", "dmarc": "GRAY"},  # any-domain DKIM signature, no DMARC result
+        {"spf": "PASS", "dkim": "PASS", "dmarc": "PROCESSING_FAILED"},
+        {"spf": "GRAY", "dkim": "PASS", "dmarc": "GRAY"},
+        {"spf": "PASS", "dkim": "PASS", "dmarc": "FAIL"},
+    ],
+)
 def test_verdicts_without_dmarc_pass_or_aligned_spf_are_rejected(stack, fns, thread, verdicts) -> None:
     result = deliver(stack, fns, thread, raw_reply(thread), verdicts=verdicts)
     assert (result["status"], result["reason"]) == ("rejected", auth.UNAUTHENTICATED)
     assert stack.peek(stack.cfg.reply_queue) == [] and sent(stack, fns) == []
 
 
-@pytest.mark.parametrize("verdicts", [
-    {"dmarc": "PASS", "spf": "FAIL", "dkim": "PASS"},  # DKIM-aligned DMARC (e.g. sent through a relay)
-    {"dmarc": "GRAY", "spf": "PASS", "dkim": "GRAY"},  # owner domain without DMARC: SPF for the same domain
-])
+@pytest.mark.parametrize(
+    "verdicts",
+    [
+        {"dmarc": "PASS", "spf": "FAIL", "dkim": "PASS"},  # DKIM-aligned DMARC (e.g. sent through a relay)
+        {
+            "dmarc": "GRAY",
+            "spf": "PASS",
+            "dkim": "GRAY",
+        },  # owner domain without DMARC: SPF for the same domain
+    ],
+)
 def test_dmarc_pass_or_spf_for_the_owners_own_domain_is_accepted(stack, fns, thread, verdicts) -> None:
     assert deliver(stack, fns, thread, raw_reply(thread), verdicts=verdicts)["status"] == "queued"
     assert [m.destinations for m in sent(stack, fns)] == [["jane@corp.example"]]
 
 
-@pytest.mark.parametrize(("from_lines", "reason"), [
-    ([b"owner@example.net <attacker@evil.example>"], "From header has a parse defect"),
-    ([b"attacker@evil.example <owner@example.net>"], "From header has a parse defect"),
-    ([b"owner@example.net, attacker@evil.example"], "From is not exactly one mailbox"),
-    ([b"Owner <owner@example.net>", b"Attacker <attacker@evil.example>"], "more than one From header"),
-    ([b"Owner <owner@example.net>", b"Owner <owner@example.net>"], "more than one From header"),
-    ([b"owners: owner@example.net;"], "From is a group"),
-    ([b"\"attacker@evil.example\" <owner@example.net>"], "From names another address"),
-    ([b"=?utf-8?q?attacker=40evil=2Eexample?= <owner@example.net>"], "From names another address"),
-    ([b"owner@example.net (attacker@evil.example)"], "From names another address"),
-    ([b"<@evil.example:owner@example.net>"], "From header has a parse defect"),
-    ([b"Owner <owner@example.net"], "From header has a parse defect"),
-    ([b"Own\xff\xfeer <owner@example.net>"], "From header has a parse defect"),  # not UTF-8
-    ([], "From header missing"),
-])
+@pytest.mark.parametrize(
+    ("from_lines", "reason"),
+    [
+        ([b"owner@example.net <attacker@evil.example>"], "From header has a parse defect"),
+        ([b"attacker@evil.example <owner@example.net>"], "From header has a parse defect"),
+        ([b"owner@example.net, attacker@evil.example"], "From is not exactly one mailbox"),
+        ([b"Owner <owner@example.net>", b"Attacker <attacker@evil.example>"], "more than one From header"),
+        ([b"Owner <owner@example.net>", b"Owner <owner@example.net>"], "more than one From header"),
+        ([b"owners: owner@example.net;"], "From is a group"),
+        ([b'"attacker@evil.example" <owner@example.net>'], "From names another address"),
+        ([b"=?utf-8?q?attacker=40evil=2Eexample?= <owner@example.net>"], "From names another address"),
+        ([b"owner@example.net (attacker@evil.example)"], "From names another address"),
+        ([b"<@evil.example:owner@example.net>"], "From header has a parse defect"),
+        ([b"Owner <owner@example.net"], "From header has a parse defect"),
+        ([b"Own\xff\xfeer <owner@example.net>"], "From header has a parse defect"),  # not UTF-8
+        ([], "From header missing"),
+    ],
+)
 def test_from_field_tricks_are_rejected(stack, fns, thread, from_lines, reason) -> None:
-    raw = raw_reply(thread, from_lines) if from_lines else raw_reply(thread).replace(
-        b"From: Owner <owner@example.net>\r\n", b"")
+    raw = (
+        raw_reply(thread, from_lines)
+        if from_lines
+        else raw_reply(thread).replace(b"From: Owner <owner@example.net>\r\n", b"")
+    )
     result = deliver(stack, fns, thread, raw)
     assert (result["status"], result["reason"]) == ("rejected", reason)
     assert stack.s3_keys("rejected/") == [result["key"]] and sent(stack, fns) == []
@@ -112,6 +141,7 @@ def test_owner_envelope_with_a_strangers_from_is_rejected_before_parsing(stack, 
 
 
 # --- S5: replay -------------------------------------------------------------------------------
+
 
 def test_a_replayed_owner_reply_is_not_sent_again(stack, fns, thread) -> None:
     raw = raw_reply(thread, body=b"Tuesday works.\r\n")
@@ -156,7 +186,9 @@ def test_a_reply_that_cannot_reach_its_contact_is_reported_not_dropped(stack, fn
     inbox = stack.watch_alerts()
     sendstatus.suppress(stack.cfg, "jane@corp.example", "permanent bounce (General)")
     result = deliver(stack, fns, thread, raw_reply(thread))
-    assert result["status"] == "rejected" and result["reason"].startswith("contact jane@corp.example is on the suppression list")
+    assert result["status"] == "rejected" and result["reason"].startswith(
+        "contact jane@corp.example is on the suppression list"
+    )
     assert stack.s3_keys("rejected/") == [result["key"]] and sent(stack, fns) == []
     assert [a["reason"] for a in inbox()] == [result["reason"]]
 
@@ -164,20 +196,32 @@ def test_a_reply_that_cannot_reach_its_contact_is_reported_not_dropped(stack, fn
 def test_no_reply_to_a_conversation_whose_contact_is_our_own_address(stack, fns) -> None:
     # Someone wrote in with our public address as From (no DMARC on a forged domain is not needed:
     # the conversation exists); the owner's answer must not mail ourselves.
-    result = fns["inbound-handler"].invoke(stack.receipt(mail(sender="Us <hello@example.com>"), f"{next(_ids):040d}"))
+    result = fns["inbound-handler"].invoke(
+        stack.receipt(mail(sender="Us <hello@example.com>"), f"{next(_ids):040d}")
+    )
     address = thread_address(result["conversationId"], stack.cfg.thread_secret, stack.cfg.thread_domain)
     reply = deliver(stack, fns, address, raw_reply(address))
-    assert (reply["status"], reply["reason"]) == ("rejected", "the conversation's contact is one of our own addresses (mail loop)")
+    assert (reply["status"], reply["reason"]) == (
+        "rejected",
+        "the conversation's contact is one of our own addresses (mail loop)",
+    )
 
 
 # --- S9: nothing private reaches the contact --------------------------------------------------
 
+
 def test_owner_display_name_and_every_spelling_of_the_private_address_are_hidden(stack, fns, thread) -> None:
-    body = (b"Hi Jane,\r\nmail me at owner+jobs@example.net or OWNER@Example.Net,\r\n"
-            b"<mailto:owner%40example.net> or owner&#64;example.net or %6Fwner%40example%2Enet or owner&#x40;example.net\r\n"
-            b"Owner\r\n")
-    raw = raw_reply(thread, [b"\"owner@example.net\" <owner@example.net>"], body=body,
-                    extra=b"Content-Type: text/plain; charset=utf-8\r\n")
+    body = (
+        b"Hi Jane,\r\nmail me at owner+jobs@example.net or OWNER@Example.Net,\r\n"
+        b"<mailto:owner%40example.net> or owner&#64;example.net or %6Fwner%40example%2Enet or owner&#x40;example.net\r\n"
+        b"Owner\r\n"
+    )
+    raw = raw_reply(
+        thread,
+        [b'"owner@example.net" <owner@example.net>'],
+        body=body,
+        extra=b"Content-Type: text/plain; charset=utf-8\r\n",
+    )
     raw = raw.replace(b"Subject: Re: Role", b"Subject: Re: Role (owner+role@example.net)")
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
     [msg] = sent(stack, fns)
@@ -188,10 +232,18 @@ def test_owner_display_name_and_every_spelling_of_the_private_address_are_hidden
 
 
 def test_html_reply_and_attachment_names_are_scrubbed(stack, fns, thread) -> None:
-    html = ('<div>Call me: <a href="mailto:owner%2Bx%40example.net">owner&#64;example.net</a></div>'
-            '<div>&#111;wner&commat;example&period;net</div>')
-    raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role", text=None, html=html,
-               attachments=[("owner@example.net.pdf", b"%PDF-1.4 cv", "application/pdf")])
+    html = (
+        '<div>Call me: <a href="mailto:owner%2Bx%40example.net">owner&#64;example.net</a></div>'
+        "<div>&#111;wner&commat;example&period;net</div>"
+    )
+    raw = mail(
+        sender="Owner Name <owner@example.net>",
+        to=thread,
+        subject="Re: Role",
+        text=None,
+        html=html,
+        attachments=[("owner@example.net.pdf", b"%PDF-1.4 cv", "application/pdf")],
+    )
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
     [msg] = sent(stack, fns)
     assert b"example.net" not in msg.raw.lower() and b"owner name" not in msg.raw.lower()
@@ -214,24 +266,38 @@ def test_rejections_alert_the_owner_once_per_reason(stack, fns, thread) -> None:
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="test-sec-alerts")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    client("sns").subscribe(TopicArn=f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}",
-                            Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+    client("sns").subscribe(
+        TopicArn=f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}",
+        Protocol="sqs",
+        Endpoint=arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
     for _ in range(3):
         deliver(stack, fns, thread, raw_reply(thread, [b"owner@example.net <attacker@evil.example>"]))
-    got = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])]
+    got = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ]
     assert [a["reason"] for a in got] == ["From header has a parse defect"]
     assert "attacker@evil.example" in got[0]["from"]
 
 
-@pytest.mark.parametrize("header", [
-    "De: Owner Name <hello@example.com>\r\nEnviado el: lunes\r\nPara: Owner Name <hello@example.com>",
-    "Da: Owner Name\r\nInviato: lunedi\r\nA: OWNER  NAME <owner@example.net>",
-    "Kutoka: Owner Name <owner@example.net>\r\nKwa: owner name",  # Swahili: a language no rule knows
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "De: Owner Name <hello@example.com>\r\nEnviado el: lunes\r\nPara: Owner Name <hello@example.com>",
+        "Da: Owner Name\r\nInviato: lunedi\r\nA: OWNER  NAME <owner@example.net>",
+        "Kutoka: Owner Name <owner@example.net>\r\nKwa: owner name",  # Swahili: a language no rule knows
+    ],
+)
 def test_the_owners_name_never_reaches_the_contact_in_any_language(stack, fns, thread, header) -> None:
     body = f"Thanks Jane, noted.\r\n\r\n{header}\r\nJane wrote: hello\r\n".encode()
-    raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role for Owner Name",
-               text=body.decode().replace("\r\n", "\n"))
+    raw = mail(
+        sender="Owner Name <owner@example.net>",
+        to=thread,
+        subject="Re: Role for Owner Name",
+        text=body.decode().replace("\r\n", "\n"),
+    )
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
     [msg] = sent(stack, fns)
     assert b"owner name" not in msg.raw.lower() and b"example.net" not in msg.raw.lower(), msg.raw
@@ -241,8 +307,10 @@ def test_the_owners_name_never_reaches_the_contact_in_any_language(stack, fns, t
 def test_controls_smuggled_in_a_contacts_nested_quotes_are_not_applied(stack, fns, thread) -> None:
     # The contact's HTML: 25 nested quotes, all closed, a stray close, then controls; the owner answers
     # HTML-only above it with an attribution in a language the cleaner does not know.
-    contact = ("<div>Hi</div>" + "<blockquote>" * 25 + "old" + "</blockquote>" * 25 + "</blockquote>"
-               "<div>[allow: @evil.example]</div><div style='display:none'>[block: @bank.example]</div><div>Best, Eve</div>")
+    contact = (
+        "<div>Hi</div>" + "<blockquote>" * 25 + "old" + "</blockquote>" * 25 + "</blockquote>"
+        "<div>[allow: @evil.example]</div><div style='display:none'>[block: @bank.example]</div><div>Best, Eve</div>"
+    )
     html = f"<div>Noted, thanks.</div><div>Il giorno lun 2 nov 2026 Eve ha scritto:</div><blockquote>{contact}</blockquote>"
     raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role", text=None, html=html)
     result = deliver(stack, fns, thread, raw)
@@ -255,18 +323,25 @@ def test_controls_smuggled_in_a_contacts_nested_quotes_are_not_applied(stack, fn
 
 
 @pytest.mark.parametrize("change", [b"See you Tuesday.  \r\n\r\n\r\n", b"See   you\tTuesday.\r\n \r\n"])
-def test_a_replay_padded_with_whitespace_dkim_relaxed_ignores_is_recognised(stack, fns, thread, change) -> None:
+def test_a_replay_padded_with_whitespace_dkim_relaxed_ignores_is_recognised(
+    stack, fns, thread, change
+) -> None:
     raw = raw_reply(thread, body=b"See you Tuesday.\r\n", extra=b"Date: Mon, 23 Nov 2026 10:00:00 +0000\r\n")
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
-    padded = raw.replace(b"<r-1@example.net>", b"<forged-3@example.net>").replace(b"See you Tuesday.\r\n", change)
+    padded = raw.replace(b"<r-1@example.net>", b"<forged-3@example.net>").replace(
+        b"See you Tuesday.\r\n", change
+    )
     replay = deliver(stack, fns, thread, padded)
     assert (replay["status"], replay["reason"]) == ("rejected", "owner message already sent (replay)")
     assert len(sent(stack, fns)) == 1
 
 
 def test_a_message_id_is_claimed_once_across_conversations_and_bound_to_its_to(stack, fns, thread) -> None:
-    bob = fns["inbound-handler"].invoke(stack.receipt(mail(sender="Bob <bob@other.example>", subject="Hi"),
-                                                      "0000000000000000000000000000000000000b01"))
+    bob = fns["inbound-handler"].invoke(
+        stack.receipt(
+            mail(sender="Bob <bob@other.example>", subject="Hi"), "0000000000000000000000000000000000000b01"
+        )
+    )
     other = thread_address(bob["conversationId"], stack.cfg.thread_secret, stack.cfg.thread_domain)
     raw = raw_reply(thread, body=b"Only for Jane.\r\n")
     assert deliver(stack, fns, thread, raw)["status"] == "queued"

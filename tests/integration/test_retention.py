@@ -19,10 +19,17 @@ def rules(bucket: str) -> dict[str, tuple[str, int]]:
 def test_provisioning_applies_retention_and_reconciles_a_change(stack, rie_function) -> None:
     cfg = stack.cfg
     assert rules(cfg.bucket) == {
-        "queue-payloads": ("queue-payloads/", resources.MESSAGE_LIFETIME_DAYS), "staging": ("staging/", 15),
-        "archive": ("conversations/", 730), "attachments": ("attachments/", 730), "withheld": ("withheld/", 730),
-        "reply-attachments": ("reply-attachments/", 730), "extracted-text": ("extracted-text/", 730),
-        "quarantine": ("spam/", 30), "rejected": ("rejected/", 90), "bounces": ("bounces/", 90)}
+        "queue-payloads": ("queue-payloads/", resources.MESSAGE_LIFETIME_DAYS),
+        "staging": ("staging/", 15),
+        "archive": ("conversations/", 730),
+        "attachments": ("attachments/", 730),
+        "withheld": ("withheld/", 730),
+        "reply-attachments": ("reply-attachments/", 730),
+        "extracted-text": ("extracted-text/", 730),
+        "quarantine": ("spam/", 30),
+        "rejected": ("rejected/", 90),
+        "bounces": ("bounces/", 90),
+    }
     ddb = client("dynamodb")
     for table in (cfg.conversations_table, cfg.quarantine_table):
         ttl = ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
@@ -30,14 +37,21 @@ def test_provisioning_applies_retention_and_reconciles_a_change(stack, rie_funct
 
     inbound = rie_function("inbound-handler")
     first = inbound.invoke(stack.receipt(mail(), "0000000000000000000000000000000000000t01"))
-    held = inbound.invoke(stack.receipt(mail(sender="Spam <s@spam.example>"), "0000000000000000000000000000000000000t02",
-                                        verdicts={"spam": "FAIL"}))
+    held = inbound.invoke(
+        stack.receipt(
+            mail(sender="Spam <s@spam.example>"),
+            "0000000000000000000000000000000000000t02",
+            verdicts={"spam": "FAIL"},
+        )
+    )
     record = stack.conversation(first["conversationId"])
     assert record["expiresAt"] == epoch(record["timestamp"]) + 730 * 86400
     [item] = dynamodb.scan(cfg.quarantine_table)
     assert held["status"] == "quarantined" and item["expiresAt"] == epoch(item["receivedAt"]) + 30 * 86400
 
-    changes = resources.provision(replace(cfg, retention_archive_days=0, retention_quarantine_days=7), local=True)
+    changes = resources.provision(
+        replace(cfg, retention_archive_days=0, retention_quarantine_days=7), local=True
+    )
     assert [c.action for c in changes if c.kind == "s3-bucket"] == ["update"]
     now = rules(cfg.bucket)
     assert "archive" not in now and now["quarantine"] == ("spam/", 7)

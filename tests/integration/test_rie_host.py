@@ -25,7 +25,9 @@ def test_logs_are_flushed_before_the_response(rie_function, stack) -> None:
     # a body that is not JSON can never be sent: the DLQ at once, not a failed record (issue 17.2, 18 S8)
     assert fn.invoke(event) == {"batchItemFailures": []}
     output = fn.output()  # read at once: no sleep, no retry
-    request_id = re.search(r"START RequestId: (\S+)", output) or re.search(r"INVOKE START\(requestId: ([^)]+)\)", output)
+    request_id = re.search(r"START RequestId: (\S+)", output) or re.search(
+        r"INVOKE START\(requestId: ([^)]+)\)", output
+    )
     assert request_id, output
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     finished = [line for line in lines if line["message"] == "invocation finished"]

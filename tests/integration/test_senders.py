@@ -18,9 +18,16 @@ FAST = {"RETRY_DELAYS_SECONDS": "0,0.1,0.2,0.3", "ATTEMPT_RESERVE_SECONDS": "1"}
 
 
 def message(n: int = 1, to: str = "jane@corp.example", **kw) -> OutboundMessage:
-    return OutboundMessage(kind="ack", idempotency_key=f"ack:mid{n}", correlation_id=f"ack-mid{n}", to=[to],
-                           subject=f"Thanks {n}", text="Thanks for your message.",
-                           headers={"Auto-Submitted": "auto-replied"}, **kw)
+    return OutboundMessage(
+        kind="ack",
+        idempotency_key=f"ack:mid{n}",
+        correlation_id=f"ack-mid{n}",
+        to=[to],
+        subject=f"Thanks {n}",
+        text="Thanks for your message.",
+        headers={"Auto-Submitted": "auto-replied"},
+        **kw,
+    )
 
 
 def put(stack, msg: OutboundMessage, queue: str | None = None) -> None:
@@ -28,8 +35,11 @@ def put(stack, msg: OutboundMessage, queue: str | None = None) -> None:
 
 
 def lines(fn, text: str) -> list[dict]:
-    return [d for d in (json.loads(line) for line in fn.output().splitlines() if line.startswith("{"))
-            if d.get("message") == text]
+    return [
+        d
+        for d in (json.loads(line) for line in fn.output().splitlines() if line.startswith("{"))
+        if d.get("message") == text
+    ]
 
 
 @pytest.fixture
@@ -55,7 +65,9 @@ def alerts_queue(stack) -> str:
     url = sqs.create_queue(QueueName="test-alerts")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     topic = f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}"
-    client("sns").subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+    client("sns").subscribe(
+        TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+    )
     return url
 
 
@@ -84,8 +96,12 @@ def test_concurrent_deliveries_of_one_key_send_once(stack, rie_function, proxy) 
     records = [r for e in events for r in e["Records"]]
     assert len(records) == 2
     out: list = [None, None]
-    threads = [threading.Thread(target=lambda i, f: out.__setitem__(i, f.invoke({"Records": [records[i]]})), args=(i, f))
-               for i, f in enumerate((a, b))]
+    threads = [
+        threading.Thread(
+            target=lambda i, f: out.__setitem__(i, f.invoke({"Records": [records[i]]})), args=(i, f)
+        )
+        for i, f in enumerate((a, b))
+    ]
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert len(stack.sent()) == 1
@@ -100,8 +116,13 @@ def test_crash_after_idempotency_put_is_retried_later_with_one_send(stack, rie_f
     fn = sender(rie_function, hang, AWS_LAMBDA_FUNCTION_TIMEOUT="6")
     # Warm the runtime first (an unreadable record is settled at once, without SES): a cold start on a
     # busy machine could otherwise use up the timeout, and the time-budget guard would fail the record.
-    warm = {"messageId": "warm", "body": "not json", "attributes": {"ApproximateReceiveCount": "1"},
-            "eventSource": "aws:sqs", "eventSourceARN": stack.queue_arn(stack.cfg.ack_queue)}
+    warm = {
+        "messageId": "warm",
+        "body": "not json",
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "eventSource": "aws:sqs",
+        "eventSourceARN": stack.queue_arn(stack.cfg.ack_queue),
+    }
     fn.invoke({"Records": [warm]})
     put(stack, message())
     event = stack.sqs_event(stack.cfg.ack_queue, visibility_s=1)
@@ -111,7 +132,10 @@ def test_crash_after_idempotency_put_is_retried_later_with_one_send(stack, rie_f
     item = client("dynamodb").scan(TableName=stack.cfg.idempotency_table)["Items"][0]
     # The crashed run left its key in progress until its deadline (a concurrent copy is deferred
     # meanwhile: see the test above); the redelivery after the visibility timeout resumes it.
-    assert item["status"]["S"] == "INPROGRESS" and int(item["in_progress_expiration"]["N"]) / 1000 <= time.time() + 0.5
+    assert (
+        item["status"]["S"] == "INPROGRESS"
+        and int(item["in_progress_expiration"]["N"]) / 1000 <= time.time() + 0.5
+    )
     # The redelivery resumes it, in another sandbox (the killed runtime would restart cold inside
     # its next 6 s invocation, which a busy machine cannot always fit).
     time.sleep(1)
@@ -125,11 +149,16 @@ def test_throttling_then_success_is_one_send_with_every_attempt_logged(stack, ri
     put(stack, message())
     assert [r.failed for r in stack.run_sender(fn, stack.cfg.ack_queue)] == [[]]
     assert len(stack.sent()) == 1
-    assert [(d["attempt"], d["error_code"]) for d in lines(fn, "send attempt failed")] == [(1, "Throttling"), (2, "Throttling")]
+    assert [(d["attempt"], d["error_code"]) for d in lines(fn, "send attempt failed")] == [
+        (1, "Throttling"),
+        (2, "Throttling"),
+    ]
     assert lines(fn, "mail sent")[0]["attempt"] == 3
 
 
-def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(stack, rie_function, proxy) -> None:
+def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(
+    stack, rie_function, proxy
+) -> None:
     alerts = alerts_queue(stack)
     fn = sender(rie_function, proxy(lambda n, p: ("error", "Throttling")))  # retryable, every time
     put(stack, message(7))
@@ -148,8 +177,9 @@ def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(stac
 
 
 @pytest.mark.parametrize("kind", ["unbuildable", "refused by SES"])
-def test_a_message_that_can_never_be_sent_goes_to_the_dlq_at_once_with_one_alert(stack, rie_function, proxy,
-                                                                                 kind) -> None:
+def test_a_message_that_can_never_be_sent_goes_to_the_dlq_at_once_with_one_alert(
+    stack, rie_function, proxy, kind
+) -> None:
     """Issue 17.2 / 18 S8: no five receives each alerting; one DLQ entry per message, one alert per hour."""
     alerts = alerts_queue(stack)
     if kind == "unbuildable":
@@ -174,8 +204,10 @@ def test_a_message_that_can_never_be_sent_goes_to_the_dlq_at_once_with_one_alert
 
 
 def test_time_budget_guard_fails_the_record_instead_of_timing_out(stack, rie_function, proxy) -> None:
-    fn = rie_function("ack-sender", env={**proxy(lambda n, p: ("error", "Throttling")).env,
-                                         "AWS_LAMBDA_FUNCTION_TIMEOUT": "20"})  # default 0/5/30/120 s delays, 10 s reserve
+    fn = rie_function(
+        "ack-sender",
+        env={**proxy(lambda n, p: ("error", "Throttling")).env, "AWS_LAMBDA_FUNCTION_TIMEOUT": "20"},
+    )  # default 0/5/30/120 s delays, 10 s reserve
     put(stack, message())
     started = time.monotonic()
     [result] = stack.run_sender(fn, stack.cfg.ack_queue, visibility_s=60)
@@ -186,13 +218,21 @@ def test_time_budget_guard_fails_the_record_instead_of_timing_out(stack, rie_fun
 
 
 def test_mixed_batch_reports_exactly_the_failing_records(stack, rie_function, proxy) -> None:
-    fn = sender(rie_function, proxy(lambda n, p: ("error", "Throttling")
-                                    if p.get("Destinations.member.1") == "bad@corp.example" else None))
+    fn = sender(
+        rie_function,
+        proxy(
+            lambda n, p: (
+                ("error", "Throttling") if p.get("Destinations.member.1") == "bad@corp.example" else None
+            )
+        ),
+    )
     put(stack, message(1))
     put(stack, message(2, to="bad@corp.example"))
     put(stack, message(3))
-    client("sqs").send_message(QueueUrl=client("sqs").get_queue_url(QueueName=stack.cfg.ack_queue)["QueueUrl"],
-                               MessageBody="not json")
+    client("sqs").send_message(
+        QueueUrl=client("sqs").get_queue_url(QueueName=stack.cfg.ack_queue)["QueueUrl"],
+        MessageBody="not json",
+    )
     event = stack.sqs_event(stack.cfg.ack_queue, visibility_s=60)
     event["Records"] += stack.sqs_event(stack.cfg.ack_queue, visibility_s=60)["Records"]
     assert len(event["Records"]) == 4
@@ -208,8 +248,17 @@ def test_mixed_batch_reports_exactly_the_failing_records(stack, rie_function, pr
 def test_claim_check_round_trip_at_300_kb(stack, rie_function, proxy) -> None:
     fn = sender(rie_function, proxy())
     text = ("Large body line.\n" * 20000)[:300_000]
-    put(stack, OutboundMessage(kind="ack", idempotency_key="ack:big", correlation_id="ack-big",
-                               to=["jane@corp.example"], subject="Big", text=text))
+    put(
+        stack,
+        OutboundMessage(
+            kind="ack",
+            idempotency_key="ack:big",
+            correlation_id="ack-big",
+            to=["jane@corp.example"],
+            subject="Big",
+            text=text,
+        ),
+    )
     [raw] = stack.receive(stack.cfg.ack_queue)
     pointer = json.loads(raw["Body"])
     assert len(raw["Body"]) < 1000 and pointer["claim_check"]["key"] == payload_key("ack:big")
@@ -228,8 +277,13 @@ def test_rate_never_above_the_limit_across_four_senders(stack, rie_function, pro
     def worker(fn) -> None:
         from common.local.wiring import poll_queue_once
 
-        while poll_queue_once(stack.cfg.forward_queue, stack.queue_arn(stack.cfg.forward_queue), fn.invoke,
-                              batch_size=5, visibility_s=120).received:
+        while poll_queue_once(
+            stack.cfg.forward_queue,
+            stack.queue_arn(stack.cfg.forward_queue),
+            fn.invoke,
+            batch_size=5,
+            visibility_s=120,
+        ).received:
             pass
 
     threads = [threading.Thread(target=worker, args=(f,)) for f in fns]
@@ -246,7 +300,9 @@ def test_rate_never_above_the_limit_across_four_senders(stack, rie_function, pro
     arrivals = sorted(counting.sent_at)
     n = len(arrivals)
     mean_i, mean_t = (n - 1) / 2, sum(arrivals) / n
-    spacing = sum((i - mean_i) * (t - mean_t) for i, t in enumerate(arrivals)) / sum((i - mean_i) ** 2 for i in range(n))
+    spacing = sum((i - mean_i) * (t - mean_t) for i, t in enumerate(arrivals)) / sum(
+        (i - mean_i) ** 2 for i in range(n)
+    )
     achieved = 1 / spacing
     assert 0.85 * rate <= achieved <= rate * 1.02, achieved
 
@@ -266,17 +322,26 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
     sendstatus.suppress(cfg, "Bounced@corp.example", "permanent bounce (General)")
     for n in range(3):  # a warm sandbox: clients made, models loaded, queue URL known, its own pace measured
         put(stack, message(190 + n), cfg.send_queue)
-    while poll_queue_once(cfg.send_queue, stack.queue_arn(cfg.send_queue),
-                          lambda event: sender.handle(cfg, event, Context(60))).received:
+    while poll_queue_once(
+        cfg.send_queue, stack.queue_arn(cfg.send_queue), lambda event: sender.handle(cfg, event, Context(60))
+    ).received:
         pass
     warm = {r["correlationId"] for r in stack.send_records()}
     for n in range(10):
-        put(stack, message(200 + n, to="bounced@corp.example" if n == 4 else f"c{n}@corp.example"), cfg.send_queue)
+        put(
+            stack,
+            message(200 + n, to="bounced@corp.example" if n == 4 else f"c{n}@corp.example"),
+            cfg.send_queue,
+        )
 
     def batch(visibility_s: int = 60):
         with CallCounter() as calls, calls.track():
-            result = poll_queue_once(cfg.send_queue, stack.queue_arn(cfg.send_queue),
-                                     lambda event: sender.handle(cfg, event, Context(60)), visibility_s=visibility_s)
+            result = poll_queue_once(
+                cfg.send_queue,
+                stack.queue_arn(cfg.send_queue),
+                lambda event: sender.handle(cfg, event, Context(60)),
+                visibility_s=visibility_s,
+            )
         return result, calls
 
     done, calls = [], CallCounter()
@@ -284,8 +349,10 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
         result, counted = batch()
         done += result.deleted
         calls.calls.update(counted.calls)
-    sent = stack.sent()[len(warm):]
-    assert len(done) == 10 and len(sent) == 9 and "bounced@corp.example" not in {m.destinations[0] for m in sent}
+    sent = stack.sent()[len(warm) :]
+    assert (
+        len(done) == 10 and len(sent) == 9 and "bounced@corp.example" not in {m.destinations[0] for m in sent}
+    )
     per_send = calls.total() / len(sent)
     assert per_send <= 4, (per_send, calls.per(len(sent)))
     # The suppression list was read once per batch, the rate slots claimed once per batch.
@@ -303,12 +370,18 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
             assert sendstatus.correlation_for(cfg, record["sesMessageId"]) == corr
     # Exactly once: the same ten again are duplicates, read nothing and send nothing.
     for n in range(10):
-        put(stack, message(200 + n, to="bounced@corp.example" if n == 4 else f"c{n}@corp.example"), cfg.send_queue)
+        put(
+            stack,
+            message(200 + n, to="bounced@corp.example" if n == 4 else f"c{n}@corp.example"),
+            cfg.send_queue,
+        )
     again = CallCounter()
     while (result := batch())[0].received:
         again.calls.update(result[1].calls)
     assert len(stack.sent()) == len(warm) + 9
-    assert set(again.calls) <= {"SQS.ReceiveMessage", "SQS.DeleteMessageBatch", "DynamoDB.PutItem"}, again.calls
+    assert set(again.calls) <= {"SQS.ReceiveMessage", "SQS.DeleteMessageBatch", "DynamoDB.PutItem"}, (
+        again.calls
+    )
 
 
 @pytest.fixture
@@ -325,8 +398,9 @@ def used_up_quota(moto_server, monkeypatch):
     fresh.set_fresh(False)
 
 
-def test_a_used_up_daily_quota_makes_messages_wait_instead_of_burning_receives(stack, rie_function, proxy,
-                                                                             used_up_quota, monkeypatch) -> None:
+def test_a_used_up_daily_quota_makes_messages_wait_instead_of_burning_receives(
+    stack, rie_function, proxy, used_up_quota, monkeypatch
+) -> None:
     alerts = alerts_queue(stack)
     fn = sender(rie_function, proxy(), QUOTA_WAIT_SECONDS="3")
     put(stack, message(1))
@@ -335,18 +409,23 @@ def test_a_used_up_daily_quota_makes_messages_wait_instead_of_burning_receives(s
     assert len(batch.failed) == 2 and stack.sent() == []
     # One SES call: "Daily message quota exceeded" is not retried, and the batch's next record does not ask.
     assert [d["error_code"] for d in lines(fn, "send attempt failed")] == ["DailyQuotaExceeded"]
-    assert [(d["wait_s"], d["requeued"]) for d in lines(fn, "send waiting for daily quota")] == [(3, False)] * 2
+    assert [(d["wait_s"], d["requeued"]) for d in lines(fn, "send waiting for daily quota")] == [
+        (3, False)
+    ] * 2
     assert stack.run_sender(fn, stack.cfg.ack_queue) == []  # both wait out of sight (ChangeMessageVisibility)
     assert stack.depth(stack.cfg.ack_queue) == 2 and not lines(fn, "send failed")
     monkeypatch.setattr(used_up_quota, "SANDBOX_DAILY", 200)  # the rolling window has room again
     time.sleep(3.5)
     assert [r.failed for r in stack.run_sender(fn, stack.cfg.ack_queue)] == [[]]
     assert len(stack.sent()) == 2 and stack.depth(stack.cfg.ack_queue + "-dlq") == 0
-    assert "Messages" not in client("sqs").receive_message(QueueUrl=alerts, MaxNumberOfMessages=10)  # no alert
+    assert "Messages" not in client("sqs").receive_message(
+        QueueUrl=alerts, MaxNumberOfMessages=10
+    )  # no alert
 
 
 def test_a_message_still_waiting_for_the_quota_on_its_last_receive_is_requeued_not_dead_lettered(
-        stack, rie_function, proxy, used_up_quota) -> None:
+    stack, rie_function, proxy, used_up_quota
+) -> None:
     from common.aws import sqs
 
     fn = sender(rie_function, proxy(), MAX_RECEIVE_COUNT="1")  # so the first receive is the last

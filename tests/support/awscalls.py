@@ -19,7 +19,9 @@ from types import TracebackType
 from typing import Any
 
 IDLE_POLL = "SQS.ReceiveMessage (empty)"
-_TRACKING: contextvars.ContextVar[CallCounter | None] = contextvars.ContextVar("aws_call_counter", default=None)
+_TRACKING: contextvars.ContextVar[CallCounter | None] = contextvars.ContextVar(
+    "aws_call_counter", default=None
+)
 
 
 class CallCounter:
@@ -48,7 +50,11 @@ class CallCounter:
                 counter = _TRACKING.get()
                 if counter is not None:
                     name = f"{client.meta.service_model.service_id}.{operation}"
-                    if operation == "ReceiveMessage" and response is not None and not response.get("Messages"):
+                    if (
+                        operation == "ReceiveMessage"
+                        and response is not None
+                        and not response.get("Messages")
+                    ):
                         name = IDLE_POLL
                     with counter._lock:
                         counter.calls[name] += 1
@@ -61,7 +67,9 @@ class CallCounter:
         self._undo = undo
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._undo is not None:
             self._undo()
             self._undo = None

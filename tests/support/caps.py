@@ -33,50 +33,104 @@ class Case:
 
 CASES: tuple[Case, ...] = (
     Case("6,000 encoded words in Subject (126 KB)", lambda: g.encoded_words(6000), "quarantined", "subject"),
-    Case("300 encoded words in a 4 KB Subject", lambda: g.encoded_words(300, word="=?utf-8?q?a?="), "quarantined",
-         "300 encoded words in subject"),
-    Case(f"{limits.MAX_ENCODED_WORDS} encoded words in Subject (just under)",
-         lambda: g.encoded_words(limits.MAX_ENCODED_WORDS), "forwarded"),
-    Case("Subject broken over 400 unfolded lines of encoded words (the screen reads the mended field)",
-         lambda: g.stray_encoded_words(400), "quarantined", "400 encoded words in subject"),
+    Case(
+        "300 encoded words in a 4 KB Subject",
+        lambda: g.encoded_words(300, word="=?utf-8?q?a?="),
+        "quarantined",
+        "300 encoded words in subject",
+    ),
+    Case(
+        f"{limits.MAX_ENCODED_WORDS} encoded words in Subject (just under)",
+        lambda: g.encoded_words(limits.MAX_ENCODED_WORDS),
+        "forwarded",
+    ),
+    Case(
+        "Subject broken over 400 unfolded lines of encoded words (the screen reads the mended field)",
+        lambda: g.stray_encoded_words(400),
+        "quarantined",
+        "400 encoded words in subject",
+    ),
     Case("48 KB From of nested comments", lambda: g.comments(1000, 24), "quarantined", "comments nested"),
-    Case(f"From with comments {limits.MAX_COMMENT_DEPTH} deep, 48 KB (just under)",
-         lambda: g.comments(limits.MAX_COMMENT_DEPTH, 48 * 1024 // (2 * limits.MAX_COMMENT_DEPTH + 1)), "forwarded"),
+    Case(
+        f"From with comments {limits.MAX_COMMENT_DEPTH} deep, 48 KB (just under)",
+        lambda: g.comments(limits.MAX_COMMENT_DEPTH, 48 * 1024 // (2 * limits.MAX_COMMENT_DEPTH + 1)),
+        "forwarded",
+    ),
     Case("40,000 header fields", lambda: g.many_headers(40_000), "quarantined", "header"),
-    Case(f"{limits.MAX_HEADER_FIELDS - 10} header fields (just under)", lambda: g.many_headers(limits.MAX_HEADER_FIELDS - 10),
-         "forwarded"),
+    Case(
+        f"{limits.MAX_HEADER_FIELDS - 10} header fields (just under)",
+        lambda: g.many_headers(limits.MAX_HEADER_FIELDS - 10),
+        "forwarded",
+    ),
     Case("one 1 MB header field", lambda: g.big_header(1024 * 1024), "quarantined", "header block over"),
-    Case("header block just under 256 KB (four 60 KB fields)",
-         lambda: g.raw([*g.basic(), *((f"X-Big-{i}", "\r\n ".join(["a" * 76] * 760)) for i in range(4))]), "forwarded"),
+    Case(
+        "header block just under 256 KB (four 60 KB fields)",
+        lambda: g.raw([*g.basic(), *((f"X-Big-{i}", "\r\n ".join(["a" * 76] * 760)) for i in range(4))]),
+        "forwarded",
+    ),
     Case("10,000 tiny parts", lambda: g.many_parts(10_000), "quarantined", "MIME parts"),
-    Case(f"{limits.MAX_MIME_PARTS - 2} tiny allowed attachments (just under; {limits.MAX_STORED_ATTACHMENTS} stored)",
-         lambda: g.many_parts(limits.MAX_MIME_PARTS - 2, allowed=True), "forwarded"),
+    Case(
+        f"{limits.MAX_MIME_PARTS - 2} tiny allowed attachments (just under; {limits.MAX_STORED_ATTACHMENTS} stored)",
+        lambda: g.many_parts(limits.MAX_MIME_PARTS - 2, allowed=True),
+        "forwarded",
+    ),
     Case("multipart nested 1,000 deep", lambda: g.nested(1000), "quarantined", "MIME parts"),
-    Case("multipart nested 400 deep (parsed as a minimal mail, the original attached)", lambda: g.nested(400),
-         "forwarded", minimal=True),
+    Case(
+        "multipart nested 400 deep (parsed as a minimal mail, the original attached)",
+        lambda: g.nested(400),
+        "forwarded",
+        minimal=True,
+    ),
     Case("35 MB attachment", lambda: g.big_attachment(35 * 1024 * 1024 // 4 * 3), "forwarded"),
     # Shapes within every field cap whose parse grew faster than the mail (review H1).
-    Case("200,000 parts without a Content-Type (2 MB; was 10 s, 94 MB)", lambda: g.boundary_only_parts(200_000),
-         "quarantined", "MIME delimiter lines"),
-    Case(f"{limits.MAX_DELIMITER_LINES - 100} parts without a Content-Type (just under)",
-         lambda: g.boundary_only_parts(limits.MAX_DELIMITER_LINES - 100), "forwarded"),
-    Case("From: a,a,a,... 32,000 names in one 64 KB field (42 KB was 51 s)", lambda: g.from_commas(32_000),
-         "quarantined", "From header has no usable address", parsed=True),
-    Case("multipart/related start= naming no part, 490 text parts with 4 KB Content-IDs (was 185 s)",
-         lambda: g.related_start(490, 4096), "forwarded"),
-    Case("10 MB ISO-2022-JP body as Outlook writes it, 14 of each 37 characters NEC's (was a Python loop, 3.5 s)",
-         lambda: g.windows_jis(130_000), "forwarded"),
-    Case("45 early-closed multiparts around 11.7 MB of text (was 55 s, 200 MB; now a minimal mail)",
-         lambda: g.early_closed(45, 11_700_000), "forwarded", minimal=True),
+    Case(
+        "200,000 parts without a Content-Type (2 MB; was 10 s, 94 MB)",
+        lambda: g.boundary_only_parts(200_000),
+        "quarantined",
+        "MIME delimiter lines",
+    ),
+    Case(
+        f"{limits.MAX_DELIMITER_LINES - 100} parts without a Content-Type (just under)",
+        lambda: g.boundary_only_parts(limits.MAX_DELIMITER_LINES - 100),
+        "forwarded",
+    ),
+    Case(
+        "From: a,a,a,... 32,000 names in one 64 KB field (42 KB was 51 s)",
+        lambda: g.from_commas(32_000),
+        "quarantined",
+        "From header has no usable address",
+        parsed=True,
+    ),
+    Case(
+        "multipart/related start= naming no part, 490 text parts with 4 KB Content-IDs (was 185 s)",
+        lambda: g.related_start(490, 4096),
+        "forwarded",
+    ),
+    Case(
+        "10 MB ISO-2022-JP body as Outlook writes it, 14 of each 37 characters NEC's (was a Python loop, 3.5 s)",
+        lambda: g.windows_jis(130_000),
+        "forwarded",
+    ),
+    Case(
+        "45 early-closed multiparts around 11.7 MB of text (was 55 s, 200 MB; now a minimal mail)",
+        lambda: g.early_closed(45, 11_700_000),
+        "forwarded",
+        minimal=True,
+    ),
     # A 38 MB body is held three times while the MIME parser reads it (the raw bytes, the parser's
     # text, the decoded body: 110 MB over the runtime's baseline, which earlier cases leave at up to
     # 150 MB), so this case gets the function's 512 MB less a quarter, not half of it.
-    Case("38 MB HTML-only mail of <b>x</b> (was 76 s, 460 MB: the HTML converted five times, unbounded)",
-         lambda: g.bold_html(38_000_000), "forwarded", peak_mb=384),
+    Case(
+        "38 MB HTML-only mail of <b>x</b> (was 76 s, 460 MB: the HTML converted five times, unbounded)",
+        lambda: g.bold_html(38_000_000),
+        "forwarded",
+        peak_mb=384,
+    ),
 )
 
 
 # --- measuring a function's runtime process ------------------------------------------------------------
+
 
 def _children(pid: int) -> list[int]:
     out = []

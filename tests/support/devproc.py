@@ -52,9 +52,28 @@ class DevProcess:
     def start(self, ready_timeout: float = 180) -> DevProcess:
         """Start ``email-handler dev`` and wait for its ready line (AssertionError with its output if it does not come)."""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "common.local.cli", "dev", "--emulator-port", str(self.aws), "--smtp-port",
-             str(self.smtp), "--function-port", str(self.first), "--log-dir", str(self.log_dir), "--visibility-timeout", "1"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.env})
+            [
+                sys.executable,
+                "-m",
+                "common.local.cli",
+                "dev",
+                "--emulator-port",
+                str(self.aws),
+                "--smtp-port",
+                str(self.smtp),
+                "--function-port",
+                str(self.first),
+                "--log-dir",
+                str(self.log_dir),
+                "--visibility-timeout",
+                "1",
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **self.env},
+        )
         ready = threading.Event()
 
         def read() -> None:

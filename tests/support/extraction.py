@@ -21,7 +21,7 @@ from tests.support import docgen
 
 BUCKET = "service-email-handler-local-mail"
 PREFIX = "attachments/jane-smith-linkedin-a1b2c3/0000msg1/"
-TEXT_PREFIX = "extracted-text/" + PREFIX[len("attachments/"):]
+TEXT_PREFIX = "extracted-text/" + PREFIX[len("attachments/") :]
 # As on AWS: the function's memory and timeout (common/runtime/functions.py), which the
 # extractor reads to size its child (the RIE would otherwise report 3008 MB and 300 s).
 FUNCTION_ENV = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256", "AWS_LAMBDA_FUNCTION_TIMEOUT": "60"}
@@ -30,7 +30,9 @@ FUNCTION_ENV = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256", "AWS_LAMBDA_FUNCTION_T
 def sample_files() -> dict[str, bytes]:
     return {
         "My CV (2026).PDF": docgen.make_pdf(["Jane Smith\nSenior Engineer", "Experience: Zürich, Café"]),
-        "Job Spec.docx": docgen.make_docx(["Role description"], table=[["Salary", "€100k"]], header="ACME", footer="p1"),
+        "Job Spec.docx": docgen.make_docx(
+            ["Role description"], table=[["Salary", "€100k"]], header="ACME", footer="p1"
+        ),
         "locked.pdf": docgen.encrypt_pdf(docgen.make_pdf(["x"]), "pw"),
         "not really.pdf": b"plain text pretending",
         "bomb.docx": docgen.cached("docx-xml-bomb", docgen.docx_xml_bomb),
@@ -84,7 +86,7 @@ def clear(s3: Any) -> None:
 def record_for(s3: Any, name: str) -> tuple[str, bytes, dict[str, str]]:
     """("text" | "error", body, metadata) of one attachment; fails unless exactly one record exists."""
     out = outputs(s3, TEXT_PREFIX + name)
-    kinds = {key[len(TEXT_PREFIX + name):]: value for key, value in out.items()}
+    kinds = {key[len(TEXT_PREFIX + name) :]: value for key, value in out.items()}
     assert set(kinds) in ({".txt"}, {".error.json"}), f"{name}: records {sorted(kinds)}"
     suffix = next(iter(kinds))
     return ("text" if suffix == ".txt" else "error", *kinds[suffix])
@@ -92,9 +94,12 @@ def record_for(s3: Any, name: str) -> tuple[str, bytes, dict[str, str]]:
 
 # --- the real-world corpus ---------------------------------------------------------------------
 
+
 def corpus_dir() -> Path | None:
     """``CORPUS_DOCS``, else ``shared/corpus/docs`` beside the repository or its worktree root."""
-    candidates = [os.environ.get("CORPUS_DOCS", "")] + [str(p / "shared" / "corpus" / "docs") for p in REPO.parents[:2]]
+    candidates = [os.environ.get("CORPUS_DOCS", "")] + [
+        str(p / "shared" / "corpus" / "docs") for p in REPO.parents[:2]
+    ]
     return next((Path(c) for c in candidates if c and Path(c).is_dir()), None)
 
 
@@ -117,9 +122,16 @@ CORPUS_ERRORS = {
     "005-libreoffice-writer-password__libreoffice-writer-password.pdf": "encrypted PDF needs a password",
 }
 CORPUS_WARNINGS = {
-    **dict.fromkeys(["007-imagemagick-images__imagemagick-ASCII85Decode.pdf", "007-imagemagick-images__imagemagick-CCITTFaxDecode.pdf",
-                     "007-imagemagick-images__imagemagick-lzw.pdf", "019-grayscale-image__grayscale-image.pdf",
-                     "023-cmyk-image__cmyk-image.pdf"], "no-text-layer"),  # images only
+    **dict.fromkeys(
+        [
+            "007-imagemagick-images__imagemagick-ASCII85Decode.pdf",
+            "007-imagemagick-images__imagemagick-CCITTFaxDecode.pdf",
+            "007-imagemagick-images__imagemagick-lzw.pdf",
+            "019-grayscale-image__grayscale-image.pdf",
+            "023-cmyk-image__cmyk-image.pdf",
+        ],
+        "no-text-layer",
+    ),  # images only
     # Its /Pages object is missing: pages found by type, two of them stale revisions of garbage.
     "017-unreadable-meta-data__unreadablemetadata.pdf": "suspect-encoding,page-tree-missing",
 }
@@ -164,6 +176,7 @@ def python_docx_paragraphs(data: bytes) -> list[str]:
 
 # --- hostile files -----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Hostile:
     """One hostile file of issue 19 and what it must come out as, within the function's timeout."""
@@ -185,38 +198,93 @@ class Hostile:
 
 
 HOSTILE = [
-    Hostile("lying-zip-sizes.docx", docgen.docx_lying_sizes, "error",
-            "damaged DOCX: part word/document.xml: BadZipFile: Bad CRC-32"),
-    Hostile("xml-bomb-1gb.docx", docgen.docx_xml_bomb, "error",
-            "DOCX part word/document.xml inflates to more than 64 MB: possible zip bomb"),
+    Hostile(
+        "lying-zip-sizes.docx",
+        docgen.docx_lying_sizes,
+        "error",
+        "damaged DOCX: part word/document.xml: BadZipFile: Bad CRC-32",
+    ),
+    Hostile(
+        "xml-bomb-1gb.docx",
+        docgen.docx_xml_bomb,
+        "error",
+        "DOCX part word/document.xml inflates to more than 64 MB: possible zip bomb",
+    ),
     Hostile("99mb-xml.docx", docgen.docx_huge_xml, "text", "", metadata={"truncated": "characters"}),
     Hostile("media-bomb.docx", docgen.zip_bomb_docx, "text", "innocent"),
-    Hostile("3000-parts.docx", docgen.many_parts_docx, "error", "DOCX has 3017 parts (limit 2000): possible zip bomb"),
+    Hostile(
+        "3000-parts.docx",
+        docgen.many_parts_docx,
+        "error",
+        "DOCX has 3017 parts (limit 2000): possible zip bomb",
+    ),
     Hostile("billion-laughs.docx", docgen.docx_with_dtd, "error", "DOCX part declares a DTD"),
-    Hostile("encrypted-office.docx", docgen.ole_encrypted_docx, "error", "password-protected DOCX (Office encryption)"),
+    Hostile(
+        "encrypted-office.docx",
+        docgen.ole_encrypted_docx,
+        "error",
+        "password-protected DOCX (Office encryption)",
+    ),
     Hostile("truncated.docx", docgen.truncated_docx, "error", "truncated DOCX"),
     Hostile("empty.pdf", lambda: b"", "error", "empty file (0 bytes)"),
-    Hostile("length-999999999.pdf", lambda: docgen.make_pdf(["page one", "page two", "page three"], broken_pages=(2,)),
-            "text", "page three", metadata={"unreadable-pages": "2", "pages": "3"}),
-    Hostile("deep-page-tree.pdf", docgen.pdf_deep_page_tree, "error", "page tree nested deeper than 256 levels"),
-    Hostile("500mb-content-stream.pdf", docgen.pdf_content_bomb, "text", "Before the bomb",
-            metadata={"unreadable-pages": "2"}),
-    Hostile("100000-pages.pdf", docgen.pdf_many_pages, "text", "same page",
-            metadata={"pages": "500", "truncated": "pages (limit 500, the document claims 100000)"}),
-    Hostile("aes-no-copy-no-print.pdf", lambda: docgen.encrypt_pdf(docgen.make_pdf(["AES protected words"]), "", "AES-256"),
-            "text", "AES protected words"),
+    Hostile(
+        "length-999999999.pdf",
+        lambda: docgen.make_pdf(["page one", "page two", "page three"], broken_pages=(2,)),
+        "text",
+        "page three",
+        metadata={"unreadable-pages": "2", "pages": "3"},
+    ),
+    Hostile(
+        "deep-page-tree.pdf", docgen.pdf_deep_page_tree, "error", "page tree nested deeper than 256 levels"
+    ),
+    Hostile(
+        "500mb-content-stream.pdf",
+        docgen.pdf_content_bomb,
+        "text",
+        "Before the bomb",
+        metadata={"unreadable-pages": "2"},
+    ),
+    Hostile(
+        "100000-pages.pdf",
+        docgen.pdf_many_pages,
+        "text",
+        "same page",
+        metadata={"pages": "500", "truncated": "pages (limit 500, the document claims 100000)"},
+    ),
+    Hostile(
+        "aes-no-copy-no-print.pdf",
+        lambda: docgen.encrypt_pdf(docgen.make_pdf(["AES protected words"]), "", "AES-256"),
+        "text",
+        "AES protected words",
+    ),
     Hostile("scan.pdf", docgen.pdf_scanned, "text", "", metadata={"warnings": "no-text-layer"}),
-    Hostile("cjk-identity-h.pdf", docgen.pdf_identity_h_without_tounicode, "text", "",
-            metadata={"warnings": "suspect-encoding", "suspect-pages": "1"}),
+    Hostile(
+        "cjk-identity-h.pdf",
+        docgen.pdf_identity_h_without_tounicode,
+        "text",
+        "",
+        metadata={"warnings": "suspect-encoding", "suspect-pages": "1"},
+    ),
     # The time budget follows the function's timeout: 20 s leaves at most 15 s for the parse
     # (pypdf needs about 20 s per page of this file), 60 s would leave 50.
-    Hostile("form-xobject-time-bomb.pdf", docgen.pdf_xobject_time_bomb, "text", "Ordinary first page",
-            metadata={"unreadable-pages": "2", "truncated": "stopped at the time budget: pages after"},
-            env={"AWS_LAMBDA_FUNCTION_TIMEOUT": "20"}),
+    Hostile(
+        "form-xobject-time-bomb.pdf",
+        docgen.pdf_xobject_time_bomb,
+        "text",
+        "Ordinary first page",
+        metadata={"unreadable-pages": "2", "truncated": "stopped at the time budget: pages after"},
+        env={"AWS_LAMBDA_FUNCTION_TIMEOUT": "20"},
+    ),
     # A 160 MB function: its child gets what is left of 160 MB (about 45 MB), and pypdf's table of
     # 2,000,000 cross-reference entries (291 MB on the host) ends as a record, not an OOM kill.
-    Hostile("xref-2m-entries.pdf", docgen.pdf_xref_bomb, "error", "PDF could not be opened: needs more than the",
-            env={"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "160"}, memory_mb=160),
+    Hostile(
+        "xref-2m-entries.pdf",
+        docgen.pdf_xref_bomb,
+        "error",
+        "PDF could not be opened: needs more than the",
+        env={"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "160"},
+        memory_mb=160,
+    ),
 ]
 
 

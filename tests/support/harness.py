@@ -81,7 +81,9 @@ class Stack:
         return list(seen.values())
 
     def sqs_event(self, queue: str, visibility_s: int = 30) -> dict[str, Any]:
-        return localevents.sqs_event(self.receive(queue, visibility_s=visibility_s), self.queue_arn(queue), self.cfg.region)
+        return localevents.sqs_event(
+            self.receive(queue, visibility_s=visibility_s), self.queue_arn(queue), self.cfg.region
+        )
 
     def run_sender(self, fn: Any, queue: str, visibility_s: int = 30, max_batches: int = 50) -> list[Any]:
         """Act as the event-source mapping until the queue has nothing visible; returns each batch's result."""
@@ -89,8 +91,9 @@ class Stack:
 
         results = []
         for _ in range(max_batches):
-            result = poll_queue_once(queue, self.queue_arn(queue), fn.invoke, visibility_s=visibility_s,
-                                     region=self.cfg.region)
+            result = poll_queue_once(
+                queue, self.queue_arn(queue), fn.invoke, visibility_s=visibility_s, region=self.cfg.region
+            )
             if not result.received:
                 break
             results.append(result)
@@ -118,7 +121,9 @@ class Stack:
         streams = logs.describe_log_streams(logGroupName=self.cfg.spam_log_group).get("logStreams", [])
         lines = []
         for s in streams:
-            for e in logs.get_log_events(logGroupName=self.cfg.spam_log_group, logStreamName=s["logStreamName"])["events"]:
+            for e in logs.get_log_events(
+                logGroupName=self.cfg.spam_log_group, logStreamName=s["logStreamName"]
+            )["events"]:
                 lines.append(json.loads(e["message"]))
         return lines
 
@@ -126,8 +131,14 @@ class Stack:
         from moto.backends import get_backend
 
         backend = get_backend("ses")[ACCOUNT][self.cfg.region]
-        return [SentMail(m.source, list(dict.fromkeys(m.destinations)), m.raw_data.encode()
-                         if isinstance(m.raw_data, str) else m.raw_data) for m in backend.sent_messages]
+        return [
+            SentMail(
+                m.source,
+                list(dict.fromkeys(m.destinations)),
+                m.raw_data.encode() if isinstance(m.raw_data, str) else m.raw_data,
+            )
+            for m in backend.sent_messages
+        ]
 
     def send_records(self) -> list[dict[str, Any]]:
         """Every idempotency record of the senders: powertools' status, the send's result (``data``,
@@ -146,16 +157,28 @@ class Stack:
         drains it and returns the alerts that arrived since the last call, as JSON objects."""
         sqs_client = client("sqs")
         url = sqs_client.create_queue(QueueName=name)["QueueUrl"]
-        arn = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        client("sns").subscribe(TopicArn=f"arn:aws:sns:{self.cfg.region}:{ACCOUNT}:{self.cfg.alert_topic}",
-                                Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"})
+        arn = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        client("sns").subscribe(
+            TopicArn=f"arn:aws:sns:{self.cfg.region}:{ACCOUNT}:{self.cfg.alert_topic}",
+            Protocol="sqs",
+            Endpoint=arn,
+            Attributes={"RawMessageDelivery": "true"},
+        )
 
         def drain() -> list[dict[str, Any]]:
             got: list[dict[str, Any]] = []
-            while batch := sqs_client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            while batch := sqs_client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get(
+                "Messages", []
+            ):
                 got += [json.loads(m["Body"]) for m in batch]
-                sqs_client.delete_message_batch(QueueUrl=url, Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)])
+                sqs_client.delete_message_batch(
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)
+                    ],
+                )
             return got
 
         return drain

@@ -57,7 +57,12 @@ OPS: dict[tuple[str, str], tuple[str, ...]] = {
 # Shipped modules outside common/aws that hand a boto3 client to a library: the library's calls.
 ELSEWHERE: dict[str, tuple[str, ...]] = {
     # aws-lambda-powertools' DynamoDB idempotency store (get/put/update/delete of the record)
-    "common.senders.idempotency": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+    "common.senders.idempotency": (
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+    ),
 }
 # (common.aws module, function) reached only when the function's configuration asks for it.
 ONLY_FOR: dict[tuple[str, str], tuple[str, ...]] = {
@@ -81,7 +86,9 @@ class Module:
     name: str
     tree: ast.Module
     top: dict[str, ast.AST] = field(default_factory=dict)  # top-level functions and classes
-    imported: dict[str, tuple[str, str]] = field(default_factory=dict)  # local name -> (module, name) ("" = the module)
+    imported: dict[str, tuple[str, str]] = field(
+        default_factory=dict
+    )  # local name -> (module, name) ("" = the module)
 
 
 @functools.cache
@@ -114,13 +121,20 @@ class Scan:
         for node in m.tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 m.top[node.name] = node
-        package = name if module_path(name, self.sources) and str(module_path(name, self.sources)).endswith(
-            "__init__.py") else name.rpartition(".")[0]
+        package = (
+            name
+            if module_path(name, self.sources)
+            and str(module_path(name, self.sources)).endswith("__init__.py")
+            else name.rpartition(".")[0]
+        )
         for node in ast.walk(m.tree):
             if isinstance(node, ast.ImportFrom):
                 source = node.module or ""
                 if node.level:  # relative import
-                    source = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([source] if source else []))
+                    source = ".".join(
+                        package.split(".")[: len(package.split(".")) - node.level + 1]
+                        + ([source] if source else [])
+                    )
                 for a in node.names:
                     full = f"{source}.{a.name}"
                     m.imported[a.asname or a.name] = (full, "") if self._exists(full) else (source, a.name)
@@ -171,7 +185,11 @@ class Scan:
             if m is None:
                 continue
             if not name:
-                body: list[ast.AST] = [n for n in m.tree.body if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+                body: list[ast.AST] = [
+                    n
+                    for n in m.tree.body
+                    if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                ]
                 # a package's parents run first
                 parent = module_name.rpartition(".")[0]
                 if parent:
@@ -203,7 +221,9 @@ class Scan:
         for n in ast.walk(node):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                 receiver = n.func.value
-                service = _client_service(receiver) or (bound.get(receiver.id, "") if isinstance(receiver, ast.Name) else "")
+                service = _client_service(receiver) or (
+                    bound.get(receiver.id, "") if isinstance(receiver, ast.Name) else ""
+                )
                 if service:
                     op = n.func.attr
                     if op == "get_paginator" and n.args and isinstance(n.args[0], ast.Constant):
@@ -223,8 +243,12 @@ class Scan:
             if m is None or name == AWS_PACKAGE or name.startswith(AWS_PACKAGE + "."):
                 continue
             for n in ast.walk(m.tree):
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ops \
-                        and "client" in ast.unparse(n.func.value).lower():
+                if (
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Attribute)
+                    and n.func.attr in ops
+                    and "client" in ast.unparse(n.func.value).lower()
+                ):
                     out.setdefault(name, set()).add(n.func.attr)
         return out
 
@@ -239,16 +263,23 @@ def _local_names(node: ast.AST) -> set[str]:
 def _client_service(node: ast.AST) -> str:
     if isinstance(node, ast.BoolOp):  # (api or client("sqs")).op(...)
         return next((svc for v in node.values if (svc := _client_service(v))), "")
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "client" and node.args \
-            and isinstance(node.args[0], ast.Constant):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "client"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    ):
         return str(node.args[0].value)
     return ""
 
 
 def shipped_modules() -> list[str]:
-    return sorted(".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
-                  for p in (REPO / "common").rglob("*.py")
-                  if p.relative_to(REPO / "common").parts[0] not in ("local", "ops"))  # host-only: not in the image
+    return sorted(
+        ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for p in (REPO / "common").rglob("*.py")
+        if p.relative_to(REPO / "common").parts[0] not in ("local", "ops")
+    )  # host-only: not in the image
 
 
 @dataclass
@@ -284,8 +315,12 @@ def needs(function: str, scan: Scan | None = None) -> Needs:
 def allowed_actions(policy: Mapping[str, object]) -> list[str]:
     statements = policy.get("Statement", [])
     assert isinstance(statements, list)
-    return [a for s in statements if s.get("Effect") == "Allow"
-            for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
+    return [
+        a
+        for s in statements
+        if s.get("Effect") == "Allow"
+        for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    ]
 
 
 def missing(needed: Iterable[str], policy: Mapping[str, object]) -> set[str]:

@@ -34,29 +34,66 @@ class SmimeOwner:
         return message_from_bytes(plain, policy=policy.default)  # type: ignore[return-value]
 
 
-def smime_owner(*, not_after: dt.datetime | None = None, key_usage: x509.KeyUsage | None = None,
-                purposes: list[x509.ObjectIdentifier] | None = None, curve: bool = False) -> SmimeOwner:
+def smime_owner(
+    *,
+    not_after: dt.datetime | None = None,
+    key_usage: x509.KeyUsage | None = None,
+    purposes: list[x509.ObjectIdentifier] | None = None,
+    curve: bool = False,
+) -> SmimeOwner:
     """A self-signed certificate for owner@example.net (default: RSA, valid 30 days, keyEncipherment)."""
-    key: Any = ec.generate_private_key(ec.SECP256R1()) if curve else rsa.generate_private_key(public_exponent=65537,
-                                                                                            key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Owner"),
-                      x509.NameAttribute(NameOID.EMAIL_ADDRESS, "owner@example.net")])
+    key: Any = (
+        ec.generate_private_key(ec.SECP256R1())
+        if curve
+        else rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    )
+    name = x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, "Owner"),
+            x509.NameAttribute(NameOID.EMAIL_ADDRESS, "owner@example.net"),
+        ]
+    )
     not_after = not_after or NOW + dt.timedelta(days=30)
-    usage = key_usage or x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
-                                       data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                       crl_sign=False, encipher_only=False, decipher_only=False)
-    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-               .serial_number(x509.random_serial_number()).not_valid_before(min(NOW, not_after) - dt.timedelta(days=60))
-               .not_valid_after(not_after).add_extension(usage, critical=True)
-               .add_extension(x509.ExtendedKeyUsage(purposes or [ExtendedKeyUsageOID.EMAIL_PROTECTION]), critical=False))
+    usage = key_usage or x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=True,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=False,
+        crl_sign=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(min(NOW, not_after) - dt.timedelta(days=60))
+        .not_valid_after(not_after)
+        .add_extension(usage, critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage(purposes or [ExtendedKeyUsageOID.EMAIL_PROTECTION]), critical=False
+        )
+    )
     cert = builder.sign(key, hashes.SHA256())
     return SmimeOwner(cert.public_bytes(serialization.Encoding.PEM).decode(), cert, key)
 
 
 def signing_only() -> x509.KeyUsage:
-    return x509.KeyUsage(digital_signature=True, content_commitment=True, key_encipherment=False,
-                         data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
-                         encipher_only=False, decipher_only=False)
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=True,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=False,
+        crl_sign=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
 
 
 @dataclass
@@ -72,7 +109,10 @@ class PgpOwner:
         assert outer.get_content_type() == "multipart/encrypted", outer.get_content_type()
         assert outer.get_param("protocol") == "application/pgp-encrypted"
         control, data = outer.get_payload()  # type: ignore[misc]
-        assert control.get_content_type() == "application/pgp-encrypted" and "Version: 1" in control.get_payload()
+        assert (
+            control.get_content_type() == "application/pgp-encrypted"
+            and "Version: 1" in control.get_payload()
+        )
         plain = pysequoia.decrypt(decryptor=self.tsk.decryptor(), bytes=data.get_payload().encode()).bytes
         return message_from_bytes(plain, policy=policy.default)  # type: ignore[return-value]
 
@@ -86,4 +126,6 @@ def pgp_owner(validity_seconds: int | None = None) -> PgpOwner:
 
 def body_text(message: EmailMessage) -> str:
     """Every text part of ``message``, decoded, joined."""
-    return "\n".join(str(part.get_content()) for part in message.walk() if part.get_content_maintype() == "text")
+    return "\n".join(
+        str(part.get_content()) for part in message.walk() if part.get_content_maintype() == "text"
+    )

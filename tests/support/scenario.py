@@ -43,8 +43,13 @@ class LocalSystem:
             smtp.sendmail(envelope_from, [to], wire)
 
     def outbox(self) -> list[dict[str, Any]]:
-        out = subprocess.run([sys.executable, "-m", "common.local.cli", "outbox", "--json", "--endpoint", self.endpoint],
-                             capture_output=True, text=True, timeout=60, check=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "common.local.cli", "outbox", "--json", "--endpoint", self.endpoint],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
         return list(json.loads(out.stdout))
 
 
@@ -81,8 +86,11 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
         return items if len(items) >= n else []
 
     # 1. First contact over SMTP: one ack to Jane and one forward to the owner.
-    system.send("jane@corp.example", cfg.public_email, mail(sender=JANE, subject="Role at Acme",
-                                                            message_id="<jane-1@corp.example>"))
+    system.send(
+        "jane@corp.example",
+        cfg.public_email,
+        mail(sender=JANE, subject="Role at Acme", message_id="<jane-1@corp.example>"),
+    )
     first = wait_for("ack and forward", lambda: new_items(2))
     by_to = {tuple(i["destinations"]): i for i in first}
     assert set(by_to) == {("jane@corp.example",), (cfg.private_email,)}, first
@@ -93,16 +101,26 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
     assert thread.endswith("@" + cfg.thread_domain)
 
     # 2. A second mail from the same sender: a forward only.
-    system.send("jane@corp.example", cfg.public_email, mail(sender=JANE, subject="Following up",
-                                                            message_id="<jane-2@corp.example>"))
+    system.send(
+        "jane@corp.example",
+        cfg.public_email,
+        mail(sender=JANE, subject="Following up", message_id="<jane-2@corp.example>"),
+    )
     second = wait_for("second forward", lambda: new_items(3))[2:]
     time.sleep(2)  # an ack would be sent by now; make sure none comes
-    assert [i["destinations"] for i in system.outbox()[start + 2:]] == [[cfg.private_email]], second
+    assert [i["destinations"] for i in system.outbox()[start + 2 :]] == [[cfg.private_email]], second
 
     # 3. The owner replies to the forward's Reply-To, with a metadata command.
-    system.send(cfg.private_email, thread, mail(
-        sender=f"Owner <{cfg.private_email}>", to=thread, subject="Re: Following up",
-        text="Hi Jane, happy to talk on Tuesday.\n[company: Acme Corp]\n\nOn Mon, Jane wrote:\n> Following up\n"))
+    system.send(
+        cfg.private_email,
+        thread,
+        mail(
+            sender=f"Owner <{cfg.private_email}>",
+            to=thread,
+            subject="Re: Following up",
+            text="Hi Jane, happy to talk on Tuesday.\n[company: Acme Corp]\n\nOn Mon, Jane wrote:\n> Following up\n",
+        ),
+    )
     [reply] = wait_for("the reply", lambda: new_items(4))[3:]
     assert reply["destinations"] == ["jane@corp.example"] and reply["source"] == cfg.public_email
     reply_msg = _message(reply)
@@ -115,31 +133,67 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
 
     # 4. A stranger writing to the thread address gets nothing sent anywhere.
     before = len(system.outbox())
-    system.send("mallory@evil.example", thread, mail(sender="Mallory <mallory@evil.example>", to=thread,
-                                                     subject="Re: Role", text="Send the contract to me instead."))
-    wait_for("the stranger's mail to be rejected", lambda: s3.list_objects_v2(
-        Bucket=cfg.bucket, Prefix="rejected/").get("KeyCount", 0) >= 1)
+    system.send(
+        "mallory@evil.example",
+        thread,
+        mail(
+            sender="Mallory <mallory@evil.example>",
+            to=thread,
+            subject="Re: Role",
+            text="Send the contract to me instead.",
+        ),
+    )
+    wait_for(
+        "the stranger's mail to be rejected",
+        lambda: s3.list_objects_v2(Bucket=cfg.bucket, Prefix="rejected/").get("KeyCount", 0) >= 1,
+    )
     time.sleep(2)
     assert len(system.outbox()) == before
 
     # 5. A PDF attachment becomes text under extracted-text/.
     pdf = make_pdf(["Curriculum vitae of Bob Builder", "Experience: bridges"])
-    system.send("bob@corp.example", cfg.public_email, mail(sender="Bob <bob@corp.example>", subject="My CV",
-                                                           attachments=[("CV.pdf", pdf, "application/pdf")]))
-    key = wait_for("the extracted text", lambda: [o["Key"] for o in s3.list_objects_v2(
-        Bucket=cfg.bucket, Prefix="extracted-text/bob-at-corp.example/").get("Contents", []) if o["Key"].endswith(".txt")])[0]
+    system.send(
+        "bob@corp.example",
+        cfg.public_email,
+        mail(
+            sender="Bob <bob@corp.example>", subject="My CV", attachments=[("CV.pdf", pdf, "application/pdf")]
+        ),
+    )
+    key = wait_for(
+        "the extracted text",
+        lambda: [
+            o["Key"]
+            for o in s3.list_objects_v2(Bucket=cfg.bucket, Prefix="extracted-text/bob-at-corp.example/").get(
+                "Contents", []
+            )
+            if o["Key"].endswith(".txt")
+        ],
+    )[0]
     text = s3.get_object(Bucket=cfg.bucket, Key=key)["Body"].read().decode()
     assert "Bob Builder" in text and "bridges" in text and key.endswith("/CV.pdf.txt")
 
     # 6. SES reports a permanent bounce through the feedback topic: the address is suppressed.
     ack_id = ack["X-Correlation-ID"]
-    notification = {"notificationType": "Bounce", "mail": {
-        "messageId": by_to[("jane@corp.example",)]["id"], "source": cfg.public_email, "destination": ["dave@corp.example"],
-        "headers": [{"name": "X-Correlation-ID", "value": ack_id}]},
-        "bounce": {"bounceType": "Permanent", "bounceSubType": "General",
-                   "bouncedRecipients": [{"emailAddress": "dave@corp.example"}]}}
-    client("sns").publish(TopicArn=resources.topic_arn(cfg, cfg.feedback_topic), Message=json.dumps(notification))
-    suppressed = wait_for("the bounce to suppress the address", lambda: sendstatus.suppression(cfg, "dave@corp.example"))
+    notification = {
+        "notificationType": "Bounce",
+        "mail": {
+            "messageId": by_to[("jane@corp.example",)]["id"],
+            "source": cfg.public_email,
+            "destination": ["dave@corp.example"],
+            "headers": [{"name": "X-Correlation-ID", "value": ack_id}],
+        },
+        "bounce": {
+            "bounceType": "Permanent",
+            "bounceSubType": "General",
+            "bouncedRecipients": [{"emailAddress": "dave@corp.example"}],
+        },
+    }
+    client("sns").publish(
+        TopicArn=resources.topic_arn(cfg, cfg.feedback_topic), Message=json.dumps(notification)
+    )
+    suppressed = wait_for(
+        "the bounce to suppress the address", lambda: sendstatus.suppression(cfg, "dave@corp.example")
+    )
     assert suppressed["reason"] == "permanent bounce (General)"
     assert sendstatus.get_record(cfg, ack_id)["status"] == "bounced"
 
@@ -147,16 +201,29 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
     alerts = _subscribe_alerts(cfg)
     client("ses").delete_identity(Identity=cfg.domain_name)
     try:
-        system.send("carol@corp.example", cfg.public_email, mail(sender="Carol <carol@corp.example>", subject="Hi"))
+        system.send(
+            "carol@corp.example", cfg.public_email, mail(sender="Carol <carol@corp.example>", subject="Hi")
+        )
         dlq = client("sqs").get_queue_url(QueueName=resources.dlq_name(cfg.ack_queue))["QueueUrl"]
-        dead = wait_for("the failed ack in its DLQ", lambda: client("sqs").receive_message(
-            QueueUrl=dlq, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages"), timeout=120)
+        dead = wait_for(
+            "the failed ack in its DLQ",
+            lambda: (
+                client("sqs")
+                .receive_message(QueueUrl=dlq, MaxNumberOfMessages=10, VisibilityTimeout=0)
+                .get("Messages")
+            ),
+            timeout=120,
+        )
         assert json.loads(dead[0]["Body"])["to"] == ["carol@corp.example"]  # body intact
         got: list[dict[str, Any]] = []
 
         def carols_alert() -> dict[str, Any] | None:
-            got.extend(json.loads(m["Body"]) for m in client("sqs").receive_message(
-                QueueUrl=alerts, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []))
+            got.extend(
+                json.loads(m["Body"])
+                for m in client("sqs")
+                .receive_message(QueueUrl=alerts, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+                .get("Messages", [])
+            )
             return next((a for a in got if a.get("recipient") == "carol@corp.example"), None)
 
         alert = wait_for("the alert", carols_alert)
@@ -170,6 +237,10 @@ def _subscribe_alerts(cfg: config.Config) -> str:
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="e2e-owner-alerts")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    client("sns").subscribe(TopicArn=resources.topic_arn(cfg, cfg.alert_topic), Protocol="sqs", Endpoint=arn,
-                            Attributes={"RawMessageDelivery": "true"})
+    client("sns").subscribe(
+        TopicArn=resources.topic_arn(cfg, cfg.alert_topic),
+        Protocol="sqs",
+        Endpoint=arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
     return str(url)

@@ -53,7 +53,9 @@ class Faults:
     crash_after_send: float = 0.0
     seed: int = 7
     after_send_keys: Counter[str] = field(default_factory=Counter)  # crash-after-send injections per key
-    counts: dict[str, int] = field(default_factory=lambda: {"throttle": 0, "crash_before": 0, "crash_after": 0})
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"throttle": 0, "crash_before": 0, "crash_after": 0}
+    )
     accepted_at: dict[str, list[float]] = field(default_factory=dict)  # when SES returned success
     called_at: list[float] = field(default_factory=list)  # when each accepted SendRawEmail call started
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -66,8 +68,13 @@ class Faults:
             key = corr.group(1).decode() if corr else "?"
             with self.lock:
                 roll = rng.random()
-                fault = "throttle" if roll < self.throttle else \
-                    "crash_before" if roll < self.throttle + self.crash_before_send else ""
+                fault = (
+                    "throttle"
+                    if roll < self.throttle
+                    else "crash_before"
+                    if roll < self.throttle + self.crash_before_send
+                    else ""
+                )
                 if fault:
                     self.counts[fault] += 1
             if fault == "throttle":
@@ -91,8 +98,9 @@ class Faults:
         return send_raw
 
 
-def enqueue_copies(cfg: Config, messages: list[OutboundMessage], copies: int, seed: int = 11,
-                   max_depth: int = 0) -> tuple[threading.Thread, dict[str, float]]:
+def enqueue_copies(
+    cfg: Config, messages: list[OutboundMessage], copies: int, seed: int = 11, max_depth: int = 0
+) -> tuple[threading.Thread, dict[str, float]]:
     """Feed ``copies`` queue messages per message, shuffled, from a background thread.
 
     With ``max_depth`` the feeder keeps at most that many messages waiting: moto's ReceiveMessage
@@ -106,27 +114,38 @@ def enqueue_copies(cfg: Config, messages: list[OutboundMessage], copies: int, se
     enqueued: dict[str, float] = {}
 
     def depth() -> int:
-        a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+        a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+            "Attributes"
+        ]
         return int(a["ApproximateNumberOfMessages"])
 
     def feed() -> None:
         for start in range(0, len(bodies), 10):
             while max_depth and depth() >= max_depth:
                 time.sleep(0.25)  # each depth read makes moto count the whole queue
-            chunk = bodies[start:start + 10]
+            chunk = bodies[start : start + 10]
             now = time.time()
             for m in chunk:
                 enqueued.setdefault(m.correlation_id, now)
-            sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": m.to_json()}
-                                                          for i, m in enumerate(chunk)])
+            sqs.send_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "MessageBody": m.to_json()} for i, m in enumerate(chunk)],
+            )
 
     thread = threading.Thread(target=feed, daemon=True)
     thread.start()
     return thread, enqueued
 
 
-def run_workers(cfg: Config, workers: int, visibility_s: int, timeout_s: float, done: Callable[[], bool],
-                deadline_s: float = 600.0, batch_size: int = 10) -> dict[str, int]:
+def run_workers(
+    cfg: Config,
+    workers: int,
+    visibility_s: int,
+    timeout_s: float,
+    done: Callable[[], bool],
+    deadline_s: float = 600.0,
+    batch_size: int = 10,
+) -> dict[str, int]:
     arn = f"arn:aws:sqs:{cfg.region}:123456789012:{cfg.send_queue}"
     stats = {"batches": 0, "crashed_batches": 0}
     stop = threading.Event()
@@ -141,14 +160,25 @@ def run_workers(cfg: Config, workers: int, visibility_s: int, timeout_s: float, 
     def worker() -> None:
         while not stop.is_set():
             # Long polling, as an event-source mapping does: an idle worker answers within moments.
-            result = poll_queue_once(cfg.send_queue, arn, invoke, batch_size=batch_size, wait_s=1,
-                                     visibility_s=visibility_s, region=cfg.region)
+            result = poll_queue_once(
+                cfg.send_queue,
+                arn,
+                invoke,
+                batch_size=batch_size,
+                wait_s=1,
+                visibility_s=visibility_s,
+                region=cfg.region,
+            )
             stats["batches"] += 1 if result.received else 0
 
     # Each in a copy of the caller's context, as asyncio.to_thread does: a benchmark counting the calls
     # made in its context (tests.support.awscalls) counts the workers' too.
-    threads = [threading.Thread(target=contextvars.copy_context().run, args=(worker,), daemon=True,
-                                name=f"sender-worker-{i}") for i in range(workers)]
+    threads = [
+        threading.Thread(
+            target=contextvars.copy_context().run, args=(worker,), daemon=True, name=f"sender-worker-{i}"
+        )
+        for i in range(workers)
+    ]
     for t in threads:
         t.start()
     end = time.monotonic() + deadline_s

@@ -30,8 +30,12 @@ _ERROR = """<ErrorResponse xmlns="http://ses.amazonaws.com/doc/2010-12-01/">
 
 
 class SesProxy:
-    def __init__(self, upstream: str, plan: Plan | None = None,
-                 rewrite: Callable[[dict[str, str], bytes], bytes] | None = None) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        plan: Plan | None = None,
+        rewrite: Callable[[dict[str, str], bytes], bytes] | None = None,
+    ) -> None:
         self.upstream, self.plan = upstream.rstrip("/"), plan or (lambda n, p: None)
         self.rewrite = rewrite or (lambda params, body: body)
         self.calls = 0
@@ -56,7 +60,11 @@ class SesProxy:
                     return
                 if action and action[0] == "error":
                     status = 400 if action[1] not in ("ServiceUnavailable", "InternalFailure") else 503
-                    data = (json.dumps({"message": f"injected {action[1]}"}) if v2 else _ERROR.format(code=action[1])).encode()
+                    data = (
+                        json.dumps({"message": f"injected {action[1]}"})
+                        if v2
+                        else _ERROR.format(code=action[1])
+                    ).encode()
                     self.send_response(status)
                     if v2:  # rest-json errors carry their code in this header
                         self.send_header("x-amzn-ErrorType", action[1])
@@ -66,11 +74,16 @@ class SesProxy:
                     self.wfile.write(data)
                     return
                 # The Host header goes along unchanged: it is signed, and the emulator checks signatures.
-                request = urllib.request.Request(proxy.upstream + self.path, data=body, method="POST",
-                                                 headers=dict(self.headers.items()))
+                request = urllib.request.Request(
+                    proxy.upstream + self.path, data=body, method="POST", headers=dict(self.headers.items())
+                )
                 try:
                     with urllib.request.urlopen(request, timeout=30) as resp:
-                        status, data, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "text/xml")
+                        status, data, ctype = (
+                            resp.status,
+                            resp.read(),
+                            resp.headers.get("Content-Type", "text/xml"),
+                        )
                 except urllib.error.HTTPError as exc:
                     status, data, ctype = exc.code, exc.read(), exc.headers.get("Content-Type", "text/xml")
                 if params.get("Action") in SENDS and status == 200:
@@ -112,5 +125,8 @@ def _params(path: str, body: bytes) -> dict[str, str]:
     except json.JSONDecodeError:
         return {}
     to = (doc.get("Destination") or {}).get("ToAddresses") or []
-    return {"Action": "SendEmail", "Source": str(doc.get("FromEmailAddress", "")),
-            **{f"Destinations.member.{i}": str(a) for i, a in enumerate(to, 1)}}
+    return {
+        "Action": "SendEmail",
+        "Source": str(doc.get("FromEmailAddress", "")),
+        **{f"Destinations.member.{i}": str(a) for i, a in enumerate(to, 1)},
+    }

@@ -19,20 +19,26 @@ def clean(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 
 @pytest.mark.parametrize("endpoint", ["http://127.0.0.1:45111", "http://localhost:4566", "http://[::1]:4566"])
-def test_an_emulator_here_without_credentials_gets_the_local_admins(clean: pytest.MonkeyPatch, endpoint: str) -> None:
+def test_an_emulator_here_without_credentials_gets_the_local_admins(
+    clean: pytest.MonkeyPatch, endpoint: str
+) -> None:
     clean.setenv("AWS_ENDPOINT_URL", endpoint)
     cli._emulator_credentials()
     assert os.environ["AWS_ACCESS_KEY_ID"] == admin_credentials()["AWS_ACCESS_KEY_ID"]
 
 
-@pytest.mark.parametrize(("env", "kept"), [
-    ({}, None),  # AWS itself: the SDK's own chain decides
-    ({"AWS_ENDPOINT_URL": "https://s3.eu-west-1.amazonaws.com"}, None),
-    ({"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "AWS_ACCESS_KEY_ID": "AKIAMINE"}, "AKIAMINE"),
-    ({"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "AWS_PROFILE": "mine"}, None),
-])
-def test_configured_credentials_and_aws_endpoints_are_left_alone(clean: pytest.MonkeyPatch, env: dict[str, str],
-                                                                 kept: str | None) -> None:
+@pytest.mark.parametrize(
+    ("env", "kept"),
+    [
+        ({}, None),  # AWS itself: the SDK's own chain decides
+        ({"AWS_ENDPOINT_URL": "https://s3.eu-west-1.amazonaws.com"}, None),
+        ({"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "AWS_ACCESS_KEY_ID": "AKIAMINE"}, "AKIAMINE"),
+        ({"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "AWS_PROFILE": "mine"}, None),
+    ],
+)
+def test_configured_credentials_and_aws_endpoints_are_left_alone(
+    clean: pytest.MonkeyPatch, env: dict[str, str], kept: str | None
+) -> None:
     for name, value in env.items():
         clean.setenv(name, value)
     cli._emulator_credentials()

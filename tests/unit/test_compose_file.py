@@ -22,7 +22,9 @@ def test_every_function_is_a_service_with_its_image_port_and_timeout() -> None:
         svc = found[f.name]
         assert svc["image"] == f"{f.repository}:${{IMAGE_TAG:-latest}}"
         [port] = svc["ports"]
-        assert re.fullmatch(rf"127\.0\.0\.1:\$\{{{f.name.upper().replace('-', '_')}_PORT:-{f.port}\}}:8080", port)
+        assert re.fullmatch(
+            rf"127\.0\.0\.1:\$\{{{f.name.upper().replace('-', '_')}_PORT:-{f.port}\}}:8080", port
+        )
         env = svc["environment"]
         assert env["AWS_LAMBDA_FUNCTION_TIMEOUT"] == str(f.timeout_s), f.name  # what the RIE enforces locally
         assert env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] == str(f.memory_mb)
@@ -42,7 +44,9 @@ def test_local_tools_run_after_provisioning_and_only_on_loopback() -> None:
 
 def aws_clients() -> set[str]:
     """Every service of the stack that talks to AWS (it points AWS_ENDPOINT_URL at the emulator)."""
-    return {name for name, svc in services().items() if (svc.get("environment") or {}).get("AWS_ENDPOINT_URL")}
+    return {
+        name for name, svc in services().items() if (svc.get("environment") or {}).get("AWS_ENDPOINT_URL")
+    }
 
 
 def test_dynamodb_routing_reaches_every_aws_client() -> None:
@@ -51,7 +55,10 @@ def test_dynamodb_routing_reaches_every_aws_client() -> None:
     clients = aws_clients()
     assert clients >= {"init", "wiring", "smtp", *(f.name for f in FUNCTIONS)}
     assert set(routed) - {"dynamodb"} == clients
-    assert all(routed[name]["environment"] == {"AWS_ENDPOINT_URL_DYNAMODB": "http://dynamodb:4566"} for name in clients)
+    assert all(
+        routed[name]["environment"] == {"AWS_ENDPOINT_URL_DYNAMODB": "http://dynamodb:4566"}
+        for name in clients
+    )
     assert routed["dynamodb"]["image"] == services()["init"]["image"]  # moto from the local tools image
     assert all(p.startswith("127.0.0.1:") for p in routed["dynamodb"]["ports"])
 
@@ -59,7 +66,9 @@ def test_dynamodb_routing_reaches_every_aws_client() -> None:
 def test_localstack_keeps_the_token_and_mounts_its_init_hooks() -> None:
     aws = yaml.safe_load((COMPOSE / "emulator-localstack.yml").read_text())["services"]["aws"]
     assert aws["environment"]["LOCALSTACK_AUTH_TOKEN"] == "${LOCALSTACK_AUTH_TOKEN:-}"
-    assert {"s3", "sqs", "sns", "ses", "dynamodb", "ssm", "logs", "sts"} <= set(aws["environment"]["SERVICES"].split(","))
+    assert {"s3", "sqs", "sns", "ses", "dynamodb", "ssm", "logs", "sts"} <= set(
+        aws["environment"]["SERVICES"].split(",")
+    )
     [hooks] = aws["volumes"]
     source, target, _ = hooks.split(":")
     assert (COMPOSE / source).is_dir() and target == "/etc/localstack/init/start.d"

@@ -4,8 +4,12 @@ from common.runtime import config
 from common.runtime.errors import ConfigError
 from common.runtime.functions import FUNCTIONS
 
-GOOD = {"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com", "PRIVATE_EMAIL": "owner@example.net",
-        "THREAD_SECRET": "x" * 32}
+GOOD = {
+    "DOMAIN_NAME": "example.com",
+    "PUBLIC_EMAIL": "hello@example.com",
+    "PRIVATE_EMAIL": "owner@example.net",
+    "THREAD_SECRET": "x" * 32,
+}
 
 
 def test_defaults_follow_project_env_name_convention() -> None:
@@ -20,35 +24,48 @@ def test_defaults_follow_project_env_name_convention() -> None:
 
 def test_missing_required_variables_are_named() -> None:
     with pytest.raises(ConfigError) as err:
-        config.load({"PUBLIC_EMAIL": "hello@example.com"}, require=("domain_name", "public_email", "thread_secret"))
+        config.load(
+            {"PUBLIC_EMAIL": "hello@example.com"}, require=("domain_name", "public_email", "thread_secret")
+        )
     assert "DOMAIN_NAME" in str(err.value) and "THREAD_SECRET" in str(err.value)
     assert "PUBLIC_EMAIL" not in str(err.value)
 
 
-@pytest.mark.parametrize(("env", "needle"), [
-    ({"PUBLIC_EMAIL": "not-an-address"}, "PUBLIC_EMAIL"),
-    ({"PUBLIC_EMAIL": "hello@other.org"}, "PUBLIC_EMAIL must be an address at DOMAIN_NAME"),
-    ({"DOMAIN_NAME": "no_dots"}, "DOMAIN_NAME"),
-    ({"THREAD_SECRET": "short"}, "THREAD_SECRET"),
-    ({"MAX_SEND_RATE": "fast"}, "MAX_SEND_RATE"),
-    ({"EXTRACT_MAX_PAGES": "1.5"}, "EXTRACT_MAX_PAGES"),
-    ({"OWNER_EMAILS": "owner@example.net, nope"}, "OWNER_EMAILS"),
-    ({"PRIVATE_EMAIL": "jörg@example.net"}, "PRIVATE_EMAIL=.* is not an ASCII email address"),
-    ({"OWNER_EMAILS": "owner@bücher.example"}, "OWNER_EMAILS contains"),
-    ({"ENVIRONMENT": "Prod"}, "ENVIRONMENT"),
-    ({"FORWARD_LINK_DAYS": "8"}, "FORWARD_LINK_DAYS must be 1 to 7"),  # S3's SigV4 limit
-    ({"FORWARD_LINK_DAYS": "0"}, "FORWARD_LINK_DAYS must be 1 to 7"),
-    ({"QUOTA_WAIT_SECONDS": "43201"}, "QUOTA_WAIT_SECONDS must be between 1 and 43200"),
-    ({"QUOTA_WAIT_SECONDS": "0"}, "QUOTA_WAIT_SECONDS"),
-])
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"PUBLIC_EMAIL": "not-an-address"}, "PUBLIC_EMAIL"),
+        ({"PUBLIC_EMAIL": "hello@other.org"}, "PUBLIC_EMAIL must be an address at DOMAIN_NAME"),
+        ({"DOMAIN_NAME": "no_dots"}, "DOMAIN_NAME"),
+        ({"THREAD_SECRET": "short"}, "THREAD_SECRET"),
+        ({"MAX_SEND_RATE": "fast"}, "MAX_SEND_RATE"),
+        ({"EXTRACT_MAX_PAGES": "1.5"}, "EXTRACT_MAX_PAGES"),
+        ({"OWNER_EMAILS": "owner@example.net, nope"}, "OWNER_EMAILS"),
+        ({"PRIVATE_EMAIL": "jörg@example.net"}, "PRIVATE_EMAIL=.* is not an ASCII email address"),
+        ({"OWNER_EMAILS": "owner@bücher.example"}, "OWNER_EMAILS contains"),
+        ({"ENVIRONMENT": "Prod"}, "ENVIRONMENT"),
+        ({"FORWARD_LINK_DAYS": "8"}, "FORWARD_LINK_DAYS must be 1 to 7"),  # S3's SigV4 limit
+        ({"FORWARD_LINK_DAYS": "0"}, "FORWARD_LINK_DAYS must be 1 to 7"),
+        ({"QUOTA_WAIT_SECONDS": "43201"}, "QUOTA_WAIT_SECONDS must be between 1 and 43200"),
+        ({"QUOTA_WAIT_SECONDS": "0"}, "QUOTA_WAIT_SECONDS"),
+    ],
+)
 def test_malformed_values_raise_naming_the_variable(env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
         config.load({**GOOD, **env})
 
 
 def test_lists_and_numbers_parse() -> None:
-    cfg = config.load({**GOOD, "OWNER_EMAILS": "a@example.net, b@example.org", "ATTACHMENT_DENY_TYPES": "EXE,.js",
-                       "MAX_SEND_RATE": "2.5", "EXTRACT_MAX_PAGES": "10", "AWS_REGION": "eu-west-1"})
+    cfg = config.load(
+        {
+            **GOOD,
+            "OWNER_EMAILS": "a@example.net, b@example.org",
+            "ATTACHMENT_DENY_TYPES": "EXE,.js",
+            "MAX_SEND_RATE": "2.5",
+            "EXTRACT_MAX_PAGES": "10",
+            "AWS_REGION": "eu-west-1",
+        }
+    )
     assert cfg.owner_emails == ("a@example.net", "b@example.org")
     assert cfg.attachment_deny_types == ("EXE", ".js")
     assert (cfg.max_send_rate, cfg.max_pages, cfg.region) == (2.5, 10, "eu-west-1")

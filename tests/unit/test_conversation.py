@@ -16,19 +16,29 @@ from common.mail.threads import (
 RELAYS = ("bounce.linkedin.com",)
 
 
-@pytest.mark.parametrize(("address", "name", "expected"), [
-    ("Anoop@SynchronyCorp.com", "Anoop Kumar", "anoop-at-synchronycorp.com"),  # docs/CONTRACT.md example
-    ("jane@corp.example", "", "jane-at-corp.example"),
-    ("s-2kfv@bounce.linkedin.com", "", "s-2kfv-at-bounce.linkedin.com"),  # relay without a name: ordinary
-])
+@pytest.mark.parametrize(
+    ("address", "name", "expected"),
+    [
+        ("Anoop@SynchronyCorp.com", "Anoop Kumar", "anoop-at-synchronycorp.com"),  # docs/CONTRACT.md example
+        ("jane@corp.example", "", "jane-at-corp.example"),
+        ("s-2kfv@bounce.linkedin.com", "", "s-2kfv-at-bounce.linkedin.com"),  # relay without a name: ordinary
+    ],
+)
 def test_ordinary_ids(address: str, name: str, expected: str) -> None:
     assert conversation_id(address, name, RELAYS) == expected
 
 
-@pytest.mark.parametrize(("name", "slug"), [
-    ("Jane Smith", "jane-smith"), ("José Müller-Lüdenscheidt", "jose-muller-ludenscheidt"),
-    ("  Ærø   Ñandú!! ", "r-nandu"), ("李小龙", "contact"), ("---", "contact"), ("Zoë O'Brien", "zoe-o-brien"),
-])
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("Jane Smith", "jane-smith"),
+        ("José Müller-Lüdenscheidt", "jose-muller-ludenscheidt"),
+        ("  Ærø   Ñandú!! ", "r-nandu"),
+        ("李小龙", "contact"),
+        ("---", "contact"),
+        ("Zoë O'Brien", "zoe-o-brien"),
+    ],
+)
 def test_opaque_relay_ids_use_slug_and_address_hash(name: str, slug: str) -> None:
     address = "S-2KFV@bounce.linkedin.com"
     digest = hashlib.sha256(address.lower().encode()).hexdigest()[:6]
@@ -50,17 +60,37 @@ def test_thread_address_round_trip_and_tampering() -> None:
     assert verify_thread_address(address.upper(), "s" * 32, "thread.example.com") == "jane-at-corp.example"
     assert verify_thread_address(address, "t" * 32, "thread.example.com") is None
     assert verify_thread_address(address.replace("jane", "mall"), "s" * 32, "thread.example.com") is None
-    assert verify_thread_address(address.replace("thread.example.com", "thread.evil.com"), "s" * 32, "thread.example.com") is None
+    assert (
+        verify_thread_address(
+            address.replace("thread.example.com", "thread.evil.com"), "s" * 32, "thread.example.com"
+        )
+        is None
+    )
     assert verify_thread_address("no-tag@thread.example.com", "s" * 32, "thread.example.com") is None
 
 
 # --- issue 17.2 / 18 S6, S8: ids are safe, bounded and injective --------------------------------------------------
 
-UNUSUAL = ["x@cat-at-work.example", "x-at-cat@work.example", "a/b@x.example", "a_b@x.example", "jdöe@mächine.example",
-           '"big bug bb"@bug.example', "a" * 3000 + "@x.example", "o'brien+jobs@corp.example", "-x@y.example",
-           "x@localhost", "firstname.lastname.department@subsidiary.company.example.com", "UPPER@Case.Example",
-           "a-at-b-at-c@d.example", "a@b-at-c.example", "..@x.example", "jane@corp.example", "jane@corp.example.",
-           "anoop-at-synchronycorp.com@x.example"]
+UNUSUAL = [
+    "x@cat-at-work.example",
+    "x-at-cat@work.example",
+    "a/b@x.example",
+    "a_b@x.example",
+    "jdöe@mächine.example",
+    '"big bug bb"@bug.example',
+    "a" * 3000 + "@x.example",
+    "o'brien+jobs@corp.example",
+    "-x@y.example",
+    "x@localhost",
+    "firstname.lastname.department@subsidiary.company.example.com",
+    "UPPER@Case.Example",
+    "a-at-b-at-c@d.example",
+    "a@b-at-c.example",
+    "..@x.example",
+    "jane@corp.example",
+    "jane@corp.example.",
+    "anoop-at-synchronycorp.com@x.example",
+]
 
 
 @pytest.mark.parametrize("address", UNUSUAL)
@@ -68,13 +98,18 @@ def test_ids_are_safe_and_thread_addresses_fit_64(address: str) -> None:
     cid = conversation_id(address, "", RELAYS)
     assert is_safe_id(cid) and len(cid) <= MAX_ID
     local = thread_address(cid, "s" * 32, "thread.example.com").split("@")[0]
-    assert len(local) <= 64 and verify_thread_address(f"{local}@thread.example.com", "s" * 32, "thread.example.com") == cid
+    assert (
+        len(local) <= 64
+        and verify_thread_address(f"{local}@thread.example.com", "s" * 32, "thread.example.com") == cid
+    )
 
 
 def test_ids_are_injective() -> None:
     ids = {conversation_id(a, "", RELAYS): a.lower() for a in UNUSUAL}
     assert len(ids) == len({a.lower() for a in UNUSUAL})  # no two distinct addresses share an id
-    assert conversation_id("x@cat-at-work.example", "", RELAYS) != conversation_id("x-at-cat@work.example", "", RELAYS)
+    assert conversation_id("x@cat-at-work.example", "", RELAYS) != conversation_id(
+        "x-at-cat@work.example", "", RELAYS
+    )
 
 
 def test_readable_form_only_when_unambiguous() -> None:

@@ -17,8 +17,13 @@ CFG = config.load({**local_env(), "ENVIRONMENT": "prd"})
 
 
 def scoped_no_resource_actions(doc: dict) -> set[str]:
-    return {a for s in doc["Statement"] if s["Effect"] == "Allow" and s["Resource"] != ["*"]
-            for a in s["Action"] if takes_no_resource(a)}
+    return {
+        a
+        for s in doc["Statement"]
+        if s["Effect"] == "Allow" and s["Resource"] != ["*"]
+        for a in s["Action"]
+        if takes_no_resource(a)
+    }
 
 
 def test_the_deployer_policy_never_scopes_an_action_that_takes_no_resource() -> None:
@@ -26,10 +31,18 @@ def test_the_deployer_policy_never_scopes_an_action_that_takes_no_resource() -> 
     assert scoped_no_resource_actions(doc) == set()
     granted = {a for s in doc["Statement"] for a in s["Action"]}
     # the SES receiving and identity calls of deploy and destroy are among them (the review's F1)
-    for action in ("ses:VerifyDomainIdentity", "ses:VerifyDomainDkim", "ses:SetIdentityMailFromDomain",
-                   "ses:DescribeConfigurationSet", "ses:DescribeReceiptRuleSet", "ses:CreateReceiptRule",
-                   "ses:UpdateReceiptRule", "ses:DeleteReceiptRule", "ses:DeleteReceiptRuleSet",
-                   "ses:SetReceiptRulePosition"):
+    for action in (
+        "ses:VerifyDomainIdentity",
+        "ses:VerifyDomainDkim",
+        "ses:SetIdentityMailFromDomain",
+        "ses:DescribeConfigurationSet",
+        "ses:DescribeReceiptRuleSet",
+        "ses:CreateReceiptRule",
+        "ses:UpdateReceiptRule",
+        "ses:DeleteReceiptRule",
+        "ses:DeleteReceiptRuleSet",
+        "ses:SetReceiptRulePosition",
+    ):
         assert action in NO_RESOURCE_ACTIONS and action in granted, action
     for action in sorted(granted & NO_RESOURCE_ACTIONS):  # and each is allowed as AWS evaluates it
         assert evaluate([doc], as_aws_evaluates(Request(action, []))), action
@@ -41,13 +54,22 @@ def test_no_function_role_scopes_an_action_that_takes_no_resource(function: str)
 
 
 def test_the_check_catches_a_scoped_no_resource_action() -> None:
-    doc = {"Statement": [{"Effect": "Allow", "Action": ["ses:CreateReceiptRule"],
-                          "Resource": [f"arn:aws:ses:us-east-1:{ACCOUNT}:receipt-rule-set/*"]}]}
+    doc = {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["ses:CreateReceiptRule"],
+                "Resource": [f"arn:aws:ses:us-east-1:{ACCOUNT}:receipt-rule-set/*"],
+            }
+        ]
+    }
     assert scoped_no_resource_actions(doc) == {"ses:CreateReceiptRule"}
     # the emulator denies it as AWS does, and allows it on "*"
     assert not evaluate([doc], as_aws_evaluates(Request("ses:CreateReceiptRule", [])))
-    assert evaluate([{"Statement": [{**doc["Statement"][0], "Resource": "*"}]}],
-                    as_aws_evaluates(Request("ses:CreateReceiptRule", [])))
+    assert evaluate(
+        [{"Statement": [{**doc["Statement"][0], "Resource": "*"}]}],
+        as_aws_evaluates(Request("ses:CreateReceiptRule", [])),
+    )
     # an action that takes a resource keeps the resources the request names
     named = Request("ses:CreateConfigurationSet", [f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/x"])
     assert as_aws_evaluates(named) == named

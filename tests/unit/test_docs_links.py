@@ -12,8 +12,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # Top-level entries a path in backticks may start with to count as a repository path.
-ROOTS = ("common/", "deploy/", "scripts/", "compose/", "images/", "tests/", "bench/", "docker/",
-         "requirements/", "docs/")
+ROOTS = (
+    "common/",
+    "deploy/",
+    "scripts/",
+    "compose/",
+    "images/",
+    "tests/",
+    "bench/",
+    "docker/",
+    "requirements/",
+    "docs/",
+)
 TOP_FILES = {"Dockerfile.base", "Makefile", "pyproject.toml", "README.md"}
 # Outputs of the build or of a command, not in the repository.
 GENERATED = {"bench/results.json"}
@@ -32,7 +42,9 @@ def github_slug(heading: str) -> str:
     text = re.sub(r"`([^`]*)`", r"\1", text)
     text = re.sub(r"(\*\*|__|\*)", "", text)
     text = re.sub(r"<[^>]+>", "", text).strip().lower()
-    kept = "".join(c for c in text if c in " -" or unicodedata.category(c)[0] in "LMN" or unicodedata.category(c) == "Pc")
+    kept = "".join(
+        c for c in text if c in " -" or unicodedata.category(c)[0] in "LMN" or unicodedata.category(c) == "Pc"
+    )
     return kept.replace(" ", "-")
 
 
@@ -71,9 +83,15 @@ def page_id(page: Path) -> str:
 
 def test_github_slug_rules() -> None:
     assert github_slug("Parsing received mail (`common/mail/`)") == "parsing-received-mail-commonmail"
-    assert github_slug("The owner's own mail is never lost or blocked") == "the-owners-own-mail-is-never-lost-or-blocked"
+    assert (
+        github_slug("The owner's own mail is never lost or blocked")
+        == "the-owners-own-mail-is-never-lost-or-blocked"
+    )
     assert github_slug("Acks: no backscatter, RFC 3834") == "acks-no-backscatter-rfc-3834"
-    assert github_slug("Senders (ack-sender, forward-sender, reply-sender)") == "senders-ack-sender-forward-sender-reply-sender"
+    assert (
+        github_slug("Senders (ack-sender, forward-sender, reply-sender)")
+        == "senders-ack-sender-forward-sender-reply-sender"
+    )
     assert github_slug("What a send costs") == "what-a-send-costs"
 
 
@@ -86,7 +104,9 @@ def test_relative_links_resolve(page: Path) -> None:
         path, _, anchor = target.partition("#")
         dest = (page.parent / path).resolve() if path else page
         if not dest.exists():
-            broken.append(f"{target}: no file {dest.relative_to(REPO) if dest.is_relative_to(REPO) else dest}")
+            broken.append(
+                f"{target}: no file {dest.relative_to(REPO) if dest.is_relative_to(REPO) else dest}"
+            )
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(REPO)}")
     assert not broken, f"{page_id(page)}: broken links:\n" + "\n".join(broken)
@@ -116,8 +136,11 @@ def test_dotted_module_names_exist(page: Path) -> None:
             module = base.with_suffix(".py") if base.with_suffix(".py").exists() else base / "__init__.py"
             if module.exists():
                 rest = parts[i:]
-                if rest and not re.search(rf"^\s*(?:def|class)\s+{rest[0]}\b|^\s*{rest[0]}\s*[:=]",
-                                          module.read_text(encoding="utf-8"), re.M):
+                if rest and not re.search(
+                    rf"^\s*(?:def|class)\s+{rest[0]}\b|^\s*{rest[0]}\s*[:=]",
+                    module.read_text(encoding="utf-8"),
+                    re.M,
+                ):
                     missing.append(f"{token} ({rest[0]} not in {module.relative_to(REPO)})")
                 break
         else:
@@ -128,8 +151,14 @@ def test_dotted_module_names_exist(page: Path) -> None:
 def test_the_codes_references_to_docs_resolve() -> None:
     """Comments and messages in the code cite docs/…md: those pages exist."""
     cited = {}
-    for source in [*REPO.glob("common/**/*.py"), *REPO.glob("deploy/*.py"), *REPO.glob("images/*/app.py"),
-                   *REPO.glob("bench/*.py"), *REPO.glob("scripts/*"), *REPO.glob("tests/**/*.py")]:
+    for source in [
+        *REPO.glob("common/**/*.py"),
+        *REPO.glob("deploy/*.py"),
+        *REPO.glob("images/*/app.py"),
+        *REPO.glob("bench/*.py"),
+        *REPO.glob("scripts/*"),
+        *REPO.glob("tests/**/*.py"),
+    ]:
         for name in re.findall(r"\bdocs/[\w.-]+\.md\b", source.read_text(encoding="utf-8", errors="replace")):
             cited.setdefault(name, source.relative_to(REPO))
     assert "docs/CONTRACT.md" in cited
@@ -143,4 +172,6 @@ def test_every_docs_page_links_back_and_is_indexed() -> None:
         text = page.read_text(encoding="utf-8")
         assert f"](docs/{page.name})" in readme, f"README's documentation index lacks docs/{page.name}"
         if page.name != "CONTRACT.md":  # a copy of the shared contract, kept as it is
-            assert "](../README.md)" in "\n".join(text.splitlines()[:4]), f"{page.name} does not start with a link back"
+            assert "](../README.md)" in "\n".join(text.splitlines()[:4]), (
+                f"{page.name} does not start with a link back"
+            )

@@ -23,12 +23,22 @@ from tests.support.ownerkeys import NOW, body_text, pgp_owner, signing_only, smi
 from tests.unit.test_preflight import ACCOUNT, environ
 
 
-def forward(text: str = "The original body, with é.", attachments: list[Attachment] | None = None) -> OutboundMessage:
-    return OutboundMessage(kind="forward", idempotency_key="forward:m1", correlation_id="forward-m1",
-                           to=["owner@example.net"], subject="Job offer: senior engineer", text=text,
-                           html="<p>The original body</p>", from_name="Jane Smith via example.com",
-                           reply_to="jane-at-corp.com+abc@thread.example.com", references=["<m1@corp.com>"],
-                           attachments=attachments or [])
+def forward(
+    text: str = "The original body, with é.", attachments: list[Attachment] | None = None
+) -> OutboundMessage:
+    return OutboundMessage(
+        kind="forward",
+        idempotency_key="forward:m1",
+        correlation_id="forward-m1",
+        to=["owner@example.net"],
+        subject="Job offer: senior engineer",
+        text=text,
+        html="<p>The original body</p>",
+        from_name="Jane Smith via example.com",
+        reply_to="jane-at-corp.com+abc@thread.example.com",
+        references=["<m1@corp.com>"],
+        attachments=attachments or [],
+    )
 
 
 def built(msg: OutboundMessage, blobs: dict[str, bytes] | None = None):
@@ -36,7 +46,9 @@ def built(msg: OutboundMessage, blobs: dict[str, bytes] | None = None):
 
 
 @pytest.mark.parametrize("make", [smime_owner, pgp_owner], ids=["smime", "pgp"])
-def test_a_forward_decrypts_to_the_original_with_its_headers_inside_and_a_neutral_subject_outside(make) -> None:
+def test_a_forward_decrypts_to_the_original_with_its_headers_inside_and_a_neutral_subject_outside(
+    make,
+) -> None:
     owner = make()
     key = parse(owner.pem if hasattr(owner, "pem") else owner.armored)
     raw = encrypt(built(forward()), key).as_bytes()
@@ -44,7 +56,9 @@ def test_a_forward_decrypts_to_the_original_with_its_headers_inside_and_a_neutra
     assert outer.get_content_type() in ENCRYPTED_TYPES
     assert outer["Subject"] == NEUTRAL_SUBJECT and b"Job offer" not in raw and b"original body" not in raw
     # what delivery and threading need stays outside
-    assert outer["To"] == "owner@example.net" and outer["Reply-To"] == "jane-at-corp.com+abc@thread.example.com"
+    assert (
+        outer["To"] == "owner@example.net" and outer["Reply-To"] == "jane-at-corp.com+abc@thread.example.com"
+    )
     assert outer["References"] == "<m1@corp.com>"
     inner = owner.decrypt(raw)
     assert inner["Subject"] == "Job offer: senior engineer" and "Jane Smith via example.com" in inner["From"]
@@ -63,7 +77,9 @@ def test_encryption_grows_a_large_forward_by_less_than_the_budget_allows(make) -
     owner = make()
     key = parse(owner.pem if hasattr(owner, "pem") else owner.armored)
     blob = bytes(range(256)) * 8192  # 2 MB that does not compress
-    msg = built(forward(attachments=[Attachment("attachments/c/m/a.bin", "a.bin")]), {"attachments/c/m/a.bin": blob})
+    msg = built(
+        forward(attachments=[Attachment("attachments/c/m/a.bin", "a.bin")]), {"attachments/c/m/a.bin": blob}
+    )
     plain = len(msg.as_bytes())
     assert len(encrypt(msg, key).as_bytes()) < plain * ENCRYPTION_GROWTH
 
@@ -78,30 +94,45 @@ def test_config_derives_the_parameter_and_shrinks_the_forward_budget_when_a_key_
         load({**base, "OWNER_SMIME_CERT": "/a.pem", "OWNER_PGP_KEY": "/b.asc"})
 
 
-def test_only_forward_sender_reads_the_key_and_only_it_and_inbound_handler_know_of_it(tmp_path, monkeypatch) -> None:
+def test_only_forward_sender_reads_the_key_and_only_it_and_inbound_handler_know_of_it(
+    tmp_path, monkeypatch
+) -> None:
     path = tmp_path / "owner.pem"
     path.write_text(smime_owner().pem)
-    monkeypatch.setattr("deploy.lambdas.topic_arn", lambda cfg, name: f"arn:aws:sns:us-east-1:{ACCOUNT}:{name}")
+    monkeypatch.setattr(
+        "deploy.lambdas.topic_arn", lambda cfg, name: f"arn:aws:sns:us-east-1:{ACCOUNT}:{name}"
+    )
     cfg = load_config(environ(OWNER_SMIME_CERT=str(path)), "prd", "us-east-1", ACCOUNT)
     assert cfg.owner_key.startswith("-----BEGIN CERTIFICATE-----")  # read and checked by the deploy
     for name, spec in BY_NAME.items():
         env = environment(cfg, spec, {"OWNER_SMIME_CERT": str(path)})
         assert "OWNER_SMIME_CERT" not in env and "OWNER_KEY" not in env  # never the path or the text
         assert ("OWNER_KEY_PARAMETER" in env) == (name in ("inbound-handler", "forward-sender")), name
-        reads = [s for s in policy_document(cfg, ACCOUNT, name)["Statement"]
-                 if any(r.endswith(cfg.owner_key_parameter) for r in s["Resource"])]
+        reads = [
+            s
+            for s in policy_document(cfg, ACCOUNT, name)["Statement"]
+            if any(r.endswith(cfg.owner_key_parameter) for r in s["Resource"])
+        ]
         assert bool(reads) == (name == "forward-sender"), name
 
 
 REFUSED = {
     "an expired certificate": (lambda: smime_owner(not_after=NOW - dt.timedelta(days=1)).pem, "expired on"),
-    "a signing-only certificate": (lambda: smime_owner(key_usage=signing_only()).pem, "lacks keyEncipherment"),
-    "a certificate for TLS servers": (lambda: smime_owner(purposes=[ExtendedKeyUsageOID.SERVER_AUTH]).pem,
-                                      "lacks emailProtection"),
+    "a signing-only certificate": (
+        lambda: smime_owner(key_usage=signing_only()).pem,
+        "lacks keyEncipherment",
+    ),
+    "a certificate for TLS servers": (
+        lambda: smime_owner(purposes=[ExtendedKeyUsageOID.SERVER_AUTH]).pem,
+        "lacks emailProtection",
+    ),
     "an EC certificate": (lambda: smime_owner(curve=True).pem, "needs an RSA certificate"),
     "an OpenPGP secret key": (lambda: str(pgp_owner().tsk), "give the public key only"),
     "neither": (lambda: "hello", "neither a PEM X.509 certificate"),
-    "a damaged certificate": (lambda: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "not a readable"),
+    "a damaged certificate": (
+        lambda: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        "not a readable",
+    ),
 }
 
 
@@ -122,7 +153,11 @@ def test_an_expired_openpgp_key_is_refused_and_a_current_one_summarised() -> Non
     owner = pgp_owner(validity_seconds=3600)
     key = parse(owner.armored)
     summary = key.summary()
-    assert summary["kind"] == "pgp" and summary["fingerprint"] == key.fingerprint and summary["expires"].endswith("Z")
+    assert (
+        summary["kind"] == "pgp"
+        and summary["fingerprint"] == key.fingerprint
+        and summary["expires"].endswith("Z")
+    )
     assert summary["identity"] == "Owner <owner@example.net>"
     with pytest.raises(OwnerKeyError, match="expired on"):
         parse(owner.armored, now=NOW + dt.timedelta(hours=2))
@@ -137,15 +172,18 @@ def test_a_key_file_of_the_other_kind_or_missing_is_refused(tmp_path) -> None:
         load_config(environ(OWNER_PGP_KEY=str(tmp_path / "missing.asc")), "prd", "us-east-1", ACCOUNT)
 
 
-@pytest.mark.parametrize(("ctype", "encrypted"), [
-    ('multipart/encrypted; protocol="application/pgp-encrypted"; boundary=x', True),
-    ("application/pkcs7-mime; smime-type=enveloped-data", True),
-    ('application/x-pkcs7-mime; name="smime.p7m"', True),  # no smime-type: legacy clients' enveloped data
-    ('application/pkcs7-mime; smime-type="authEnveloped-data"', True),
-    ("application/pkcs7-mime; smime-type=signed-data", False),  # opaque-signed: readable, relayed
-    ('multipart/signed; protocol="application/pgp-signature"', False),
-    ("text/plain; charset=utf-8", False),
-])
+@pytest.mark.parametrize(
+    ("ctype", "encrypted"),
+    [
+        ('multipart/encrypted; protocol="application/pgp-encrypted"; boundary=x', True),
+        ("application/pkcs7-mime; smime-type=enveloped-data", True),
+        ('application/x-pkcs7-mime; name="smime.p7m"', True),  # no smime-type: legacy clients' enveloped data
+        ('application/pkcs7-mime; smime-type="authEnveloped-data"', True),
+        ("application/pkcs7-mime; smime-type=signed-data", False),  # opaque-signed: readable, relayed
+        ('multipart/signed; protocol="application/pgp-signature"', False),
+        ("text/plain; charset=utf-8", False),
+    ],
+)
 def test_an_encrypted_reply_is_recognised_by_its_content_type(ctype, encrypted) -> None:
     from common.mail.encrypt import encrypted_kind
 
@@ -173,15 +211,27 @@ def test_a_forward_that_would_not_fit_once_encrypted_links_its_attachment_instea
     from common.mail.parse import parse as parse_mail
     from common.store.attachments import Stored
 
-    base = {"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com", "PRIVATE_EMAIL": "owner@example.net",
-            "MAX_FORWARD_BYTES": "1000000"}
+    base = {
+        "DOMAIN_NAME": "example.com",
+        "PUBLIC_EMAIL": "hello@example.com",
+        "PRIVATE_EMAIL": "owner@example.net",
+        "MAX_FORWARD_BYTES": "1000000",
+    }
     raw = b"From: Jane <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: CV\r\n\r\nMy CV is attached.\r\n"
     cv = Attachment("attachments/c/m/cv.pdf", "cv.pdf", "application/pdf")
     stored = Stored([cv], {cv.key: 600_000})  # 822 KB once base64-encoded: fits 1 MB, not 1 MB / 1.4
 
     def forwarded(extra: dict[str, str]) -> OutboundMessage:
-        return build_forward(load({**base, **extra}), "m1", "jane-at-corp.example", parse_mail(raw), stored, (),
-                             "conversations/c/m1.eml", "r@thread.example.com")
+        return build_forward(
+            load({**base, **extra}),
+            "m1",
+            "jane-at-corp.example",
+            parse_mail(raw),
+            stored,
+            (),
+            "conversations/c/m1.eml",
+            "r@thread.example.com",
+        )
 
     assert forwarded({}).attachments == [cv]
     encrypted = forwarded({"OWNER_SMIME_CERT": "/keys/owner.pem"})

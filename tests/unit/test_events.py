@@ -44,7 +44,9 @@ def test_sns_messages_are_parsed() -> None:
     assert msg["eventType"] == "Delivery" and msg["_snsMessageId"]
 
 
-@pytest.mark.parametrize("event", [{}, {"Records": []}, {"Records": [{"eventSource": "aws:kinesis"}]}, [], "x"])
+@pytest.mark.parametrize(
+    "event", [{}, {"Records": []}, {"Records": [{"eventSource": "aws:kinesis"}]}, [], "x"]
+)
 def test_unknown_events_are_rejected(event) -> None:
     with pytest.raises(EventError):
         events.kind(event)

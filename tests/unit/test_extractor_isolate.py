@@ -16,10 +16,14 @@ from common.extractor.isolate import Stopped
 MB = 1024 * 1024
 
 
-def collect(target, *, memory_bytes: int = 64 * MB, seconds: float = 10, step_s: float | None = None) -> tuple[list, Stopped | None]:
+def collect(
+    target, *, memory_bytes: int = 64 * MB, seconds: float = 10, step_s: float | None = None
+) -> tuple[list, Stopped | None]:
     events: list = []
     try:
-        for event in isolate.run(target, (), memory_bytes=memory_bytes, deadline=time.monotonic() + seconds, step_s=step_s):
+        for event in isolate.run(
+            target, (), memory_bytes=memory_bytes, deadline=time.monotonic() + seconds, step_s=step_s
+        ):
             events.append(event)
     except Stopped as stop:
         return events, stop
@@ -40,7 +44,10 @@ def test_allocation_beyond_the_limit_is_a_memory_stop() -> None:
 
     events, stop = collect(hungry)
     assert events == [("started",)]
-    assert stop is not None and (stop.kind, stop.reason) == ("memory", "needs more than the 64 MB memory limit")
+    assert stop is not None and (stop.kind, stop.reason) == (
+        "memory",
+        "needs more than the 64 MB memory limit",
+    )
 
 
 def test_growth_into_inherited_memory_is_stopped_too() -> None:
@@ -57,7 +64,10 @@ def test_growth_into_inherited_memory_is_stopped_too() -> None:
     started = time.monotonic()
     events, stop = collect(dirty, memory_bytes=48 * MB)
     assert events == [("started",)] and time.monotonic() - started < 4
-    assert stop is not None and (stop.kind, stop.reason) == ("memory", "needs more than the 48 MB memory limit")
+    assert stop is not None and (stop.kind, stop.reason) == (
+        "memory",
+        "needs more than the 48 MB memory limit",
+    )
 
 
 def test_a_parser_that_swallows_every_exception_still_stops_at_the_deadline() -> None:
@@ -72,7 +82,11 @@ def test_a_parser_that_swallows_every_exception_still_stops_at_the_deadline() ->
     started = time.monotonic()
     events, stop = collect(stubborn, seconds=1.5)
     assert time.monotonic() - started < 2.5
-    assert events == [("page", 1)] and stop is not None and (stop.kind, stop.reason) == ("time", "stopped at the time budget")
+    assert (
+        events == [("page", 1)]
+        and stop is not None
+        and (stop.kind, stop.reason) == ("time", "stopped at the time budget")
+    )
 
 
 def test_the_step_limit_bounds_the_wait_for_each_event_after_the_first() -> None:
@@ -83,7 +97,9 @@ def test_the_step_limit_bounds_the_wait_for_each_event_after_the_first() -> None
         yield ("second",)
 
     events, stop = collect(slow_second, seconds=10, step_s=0.5)
-    assert events == [("first",)] and stop is not None and stop.reason == "stopped at the 0.5 s page time limit"
+    assert (
+        events == [("first",)] and stop is not None and stop.reason == "stopped at the 0.5 s page time limit"
+    )
 
 
 def test_a_crash_in_native_code_is_a_crash_stop() -> None:
@@ -98,7 +114,11 @@ def test_a_crash_in_native_code_is_a_crash_stop() -> None:
     finally:
         if enabled:
             faulthandler.enable()
-    assert events == [("before",)] and stop is not None and (stop.kind, stop.reason) == ("crash", "parser crashed (SIGSEGV)")
+    assert (
+        events == [("before",)]
+        and stop is not None
+        and (stop.kind, stop.reason) == ("crash", "parser crashed (SIGSEGV)")
+    )
 
 
 def test_the_child_never_writes_through_the_parents_log_handlers(tmp_path) -> None:
@@ -106,6 +126,7 @@ def test_the_child_never_writes_through_the_parents_log_handlers(tmp_path) -> No
     handler = logging.FileHandler(tmp_path / "parent.log")
     logging.getLogger().addHandler(handler)
     try:
+
         def chatty() -> Iterator[tuple]:
             logging.getLogger("pypdf").warning("noise from a library")
             yield ("done",)

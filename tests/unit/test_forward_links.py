@@ -22,7 +22,9 @@ from tests.support.mailgen import mail
 
 CFG = config.load({**local_env(), "MAX_FORWARD_BYTES": "100000"})
 ARCHIVE = "conversations/jane-at-corp.example/m1.eml"
-BIG = Attachment(key="attachments/jane-at-corp.example/m1/big.pdf", filename="big.pdf", content_type="application/pdf")
+BIG = Attachment(
+    key="attachments/jane-at-corp.example/m1/big.pdf", filename="big.pdf", content_type="application/pdf"
+)
 
 
 @pytest.fixture
@@ -39,10 +41,24 @@ def credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]
 
 
 def forward(stored: Stored, html: bool = False) -> str:
-    parsed = parse(mail(sender="\"Jane https://evil.example/x\" <jane@corp.example>", text="See attached.",
-                        html="<p>See attached.</p>" if html else None))
-    fwd = build_forward(CFG, "m1", "jane-at-corp.example", parsed, stored, (), ARCHIVE, "t@thread.example.com",
-                        lambda key: s3.presign_get(CFG.bucket, key, CFG.forward_link_days * 24 * 3600))
+    parsed = parse(
+        mail(
+            sender='"Jane https://evil.example/x" <jane@corp.example>',
+            text="See attached.",
+            html="<p>See attached.</p>" if html else None,
+        )
+    )
+    fwd = build_forward(
+        CFG,
+        "m1",
+        "jane-at-corp.example",
+        parsed,
+        stored,
+        (),
+        ARCHIVE,
+        "t@thread.example.com",
+        lambda key: s3.presign_get(CFG.bucket, key, CFG.forward_link_days * 24 * 3600),
+    )
     return fwd.html if html else fwd.text
 
 
@@ -51,12 +67,20 @@ def query(url: str) -> dict[str, str]:
 
 
 def test_long_term_keys_sign_for_the_configured_days_and_the_forward_says_until_when(credentials) -> None:
-    link = s3.presign_get("bucket-name", "attachments/c/m/big file.pdf", 30 * 24 * 3600,
-                          now=datetime(2026, 11, 26, 0, 0, tzinfo=UTC))
+    link = s3.presign_get(
+        "bucket-name",
+        "attachments/c/m/big file.pdf",
+        30 * 24 * 3600,
+        now=datetime(2026, 11, 26, 0, 0, tzinfo=UTC),
+    )
     q = query(link.url)
-    assert q["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256" and q["X-Amz-Expires"] == "604800"  # S3's seven days at most
+    assert (
+        q["X-Amz-Algorithm"] == "AWS4-HMAC-SHA256" and q["X-Amz-Expires"] == "604800"
+    )  # S3's seven days at most
     assert "/eu-west-1/s3/aws4_request" in q["X-Amz-Credential"] and not link.temporary
-    assert link.url.startswith("https://bucket-name.s3.eu-west-1.amazonaws.com/attachments/c/m/big%20file.pdf?")
+    assert link.url.startswith(
+        "https://bucket-name.s3.eu-west-1.amazonaws.com/attachments/c/m/big%20file.pdf?"
+    )
     assert link.expires == datetime(2026, 12, 3, 0, 0, tzinfo=UTC)
     text = forward(Stored(attachments=[BIG], sizes={BIG.key: 300_000}))
     assert f"big.pdf (too large to forward; stored at s3://{CFG.bucket}/{BIG.key}; download until " in text
@@ -64,18 +88,24 @@ def test_long_term_keys_sign_for_the_configured_days_and_the_forward_says_until_
     assert "at the latest" not in text and TEMPORARY_LINKS_NOTE not in text
 
 
-def test_temporary_credentials_sign_for_twelve_hours_at_most_and_the_forward_says_it_may_end_sooner(credentials) -> None:
+def test_temporary_credentials_sign_for_twelve_hours_at_most_and_the_forward_says_it_may_end_sooner(
+    credentials,
+) -> None:
     credentials.setenv("AWS_SESSION_TOKEN", "role-session-token")
     link = s3.presign_get("bucket-name", "k", 7 * 24 * 3600)
     assert link.temporary and query(link.url)["X-Amz-Expires"] == "43200"
     assert query(link.url)["X-Amz-Security-Token"] == "role-session-token"
-    assert query(s3.presign_get("bucket-name", "k", 600).url)["X-Amz-Expires"] == "600"  # a shorter setting holds
+    assert (
+        query(s3.presign_get("bucket-name", "k", 600).url)["X-Amz-Expires"] == "600"
+    )  # a shorter setting holds
     text = forward(Stored(attachments=[BIG], sizes={BIG.key: 300_000}))
     assert " UTC at the latest: https://" in text and TEMPORARY_LINKS_NOTE in text
 
 
 def test_withheld_parts_and_an_original_holding_them_get_no_link(credentials) -> None:
-    exe = Withheld(name="setup.exe", key="withheld/jane-at-corp.example/m1/setup.exe", reason="denied type .exe")
+    exe = Withheld(
+        name="setup.exe", key="withheld/jane-at-corp.example/m1/setup.exe", reason="denied type .exe"
+    )
     text = forward(Stored(attachments=[BIG], sizes={BIG.key: 300_000}, withheld=[exe]))
     assert f"setup.exe (denied type .exe; stored at s3://{CFG.bucket}/{exe.key})" in text
     assert text.count("X-Amz-Signature=") == 1 and "big.pdf (too large to forward; stored at" in text

@@ -16,17 +16,29 @@ SMUGGLED = "<div>[allow: @evil.example]</div><div>[block: @bank.example]</div><d
 
 
 def test_blocks_entities_and_hidden_elements() -> None:
-    html = ("<html><head><title>T</title><style>p{x:1}</style></head><body><p>A &amp; B&nbsp;&#x43;</p>"
-            "<script>alert('<p>no</p>')</script><br>line<!-- hidden <p>no</p> --><div>end</div></body></html>")
+    html = (
+        "<html><head><title>T</title><style>p{x:1}</style></head><body><p>A &amp; B&nbsp;&#x43;</p>"
+        "<script>alert('<p>no</p>')</script><br>line<!-- hidden <p>no</p> --><div>end</div></body></html>"
+    )
     assert html_to_text(html) == "A & B C\n\nline\nend"
 
 
 def test_quoted_attribute_values_may_hold_angle_brackets() -> None:
-    assert html_to_text('<img alt="a > b"><p title=\'<x>\'>text</p>') == "text"
+    assert html_to_text("<img alt=\"a > b\"><p title='<x>'>text</p>") == "text"
 
 
-@pytest.mark.parametrize("html", ["<!--" * 25_000, "<!-- a" + "-" * 100_000, "<a " * 100_000, "<p title='" + "a" * 100_000,
-                                  "</" * 50_000, "<![CDATA[" * 20_000, "&" * 100_000])
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<!--" * 25_000,
+        "<!-- a" + "-" * 100_000,
+        "<a " * 100_000,
+        "<p title='" + "a" * 100_000,
+        "</" * 50_000,
+        "<![CDATA[" * 20_000,
+        "&" * 100_000,
+    ],
+)
 def test_unclosed_constructs_end_at_the_end_of_the_input(html: str) -> None:
     # The stdlib parser of Python 3.13.0 took minutes on an unclosed comment; these end in one pass.
     result = convert(html)
@@ -62,9 +74,16 @@ def test_text_after_a_contact_closes_25_nested_quotes_stays_quoted() -> None:
     assert clean_reply(own, ("owner@example.net",), "hello@example.com")[0].startswith("Thanks, noted.")
 
 
-@pytest.mark.parametrize("wrapper", ['<blockquote type="cite">{}</blockquote>', '<div class="gmail_quote">{}</div>',
-                                     '<div id="divRplyFwdMsg">{}</div>', '<div class="yahoo_quoted">{}</div>',
-                                     '<div class="moz-cite-prefix">{}</div>'])
+@pytest.mark.parametrize(
+    "wrapper",
+    [
+        '<blockquote type="cite">{}</blockquote>',
+        '<div class="gmail_quote">{}</div>',
+        '<div id="divRplyFwdMsg">{}</div>',
+        '<div class="yahoo_quoted">{}</div>',
+        '<div class="moz-cite-prefix">{}</div>',
+    ],
+)
 def test_an_owner_html_reply_counts_only_what_stands_before_the_quote(wrapper: str) -> None:
     reply = "<div>[notes: met]</div><div>Mine</div>" + wrapper.format("</blockquote></div>" + SMUGGLED)
     own = convert(reply, own_text_only=True).text
@@ -78,8 +97,22 @@ def test_random_nesting_never_lets_quoted_text_out() -> None:
     reading never shows a control from inside the owner's quote unquoted unless a stray close
     really ended it in the HTML."""
     rng = random.Random(24)
-    pieces = ["<blockquote>", "</blockquote>", "<div>", "</div>", "<p>", "<br>", "[allow: @evil.example]",
-              "<blockquote type=cite>", "</BLOCKQUOTE >", "text", "<!--", "-->", "<b>", "</b"]
+    pieces = [
+        "<blockquote>",
+        "</blockquote>",
+        "<div>",
+        "</div>",
+        "<p>",
+        "<br>",
+        "[allow: @evil.example]",
+        "<blockquote type=cite>",
+        "</BLOCKQUOTE >",
+        "text",
+        "<!--",
+        "-->",
+        "<b>",
+        "</b",
+    ]
     for _ in range(500):
         contact = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 60)))
         reply = f"<p>Owner here</p><blockquote>{contact}</blockquote>"
@@ -111,12 +144,20 @@ def test_html_past_the_bound_is_attached_when_it_fits_and_named_in_the_archive_w
     from common.inbound.messages import HTML_ORIGINAL_NAME, unconverted_html
     from common.runtime import config
 
-    cfg = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com",
-                       "PRIVATE_EMAIL": "owner@example.net", "THREAD_SECRET": "x" * 32})
+    cfg = config.load(
+        {
+            "DOMAIN_NAME": "example.com",
+            "PUBLIC_EMAIL": "hello@example.com",
+            "PRIVATE_EMAIL": "owner@example.net",
+            "THREAD_SECRET": "x" * 32,
+        }
+    )
     mail = parse(g.bold_html(MAX_HTML_CHARS + 100_000))
     assert unconverted_html(cfg, parse(g.mail(text=None, html="<p>short</p>")), "a.eml") is None
     part, note = unconverted_html(cfg, mail, "conversations/c/m.eml") or (None, "")
     assert part is not None and part.filename == HTML_ORIGINAL_NAME and part.data.startswith(b"<b>x</b>")
     assert f"converted from its first {MAX_HTML_CHARS:,} only" in note
-    part, note = unconverted_html(replace(cfg, max_forward_bytes=2_000_000), mail, "conversations/c/m.eml") or (None, "")
+    part, note = unconverted_html(
+        replace(cfg, max_forward_bytes=2_000_000), mail, "conversations/c/m.eml"
+    ) or (None, "")
     assert part is None and f"archived at s3://{cfg.bucket}/conversations/c/m.eml" in note

@@ -35,11 +35,20 @@ def _services_called() -> tuple[set[str], list[str]]:
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
-            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            called = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else ""
+            )
             if called not in CLIENT_CALLS:
                 continue
-            arg = node.args[0] if node.args else next(
-                (k.value for k in node.keywords if k.arg in ("service", "service_name")), None)
+            arg = (
+                node.args[0]
+                if node.args
+                else next((k.value for k in node.keywords if k.arg in ("service", "service_name")), None)
+            )
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 names.add(arg.value)
             elif path != FACTORY:
@@ -52,7 +61,9 @@ def test_the_kept_services_are_exactly_the_clients_the_shipped_code_creates() ->
     assert not dynamic, f"client calls with a computed service name escape the model list: {dynamic}"
     assert {"s3", "sesv2", "dynamodb", "sqs"} <= called  # the scan finds the known callers
     kept = set(_trim_module().read_services(SERVICES_FILE))
-    assert called - kept == set(), "add these to docker/aws-services.txt or the image cannot create their clients"
+    assert called - kept == set(), (
+        "add these to docker/aws-services.txt or the image cannot create their clients"
+    )
     assert kept - called == set(), "no code creates these clients: drop them from docker/aws-services.txt"
 
 
@@ -65,15 +76,24 @@ def test_every_kept_service_is_a_botocore_service_of_the_pinned_version() -> Non
 
 def test_the_base_image_build_runs_the_trim_with_the_list() -> None:
     dockerfile = (REPO / "Dockerfile.base").read_text()
-    assert "docker/aws-services.txt" in dockerfile and "trim-botocore.py /tmp/trim/aws-services.txt" in dockerfile
+    assert (
+        "docker/aws-services.txt" in dockerfile
+        and "trim-botocore.py /tmp/trim/aws-services.txt" in dockerfile
+    )
 
 
 def _fake_site_packages(root: Path) -> Path:
-    for rel in ("botocore/data/s3/2006-03-01/service-2.json.gz", "botocore/data/ec2/2016-11-15/service-2.json.gz",
-                "botocore/data/sqs/2012-11-05/service-2.json.gz", "botocore/data/endpoints.json",
-                "botocore/data/partitions.json", "botocore/data/_retry.json",
-                "botocore/data/sdk-default-configuration.json", "boto3/data/s3/2006-03-01/resources-1.json",
-                "boto3/data/ec2/2016-11-15/resources-1.json"):
+    for rel in (
+        "botocore/data/s3/2006-03-01/service-2.json.gz",
+        "botocore/data/ec2/2016-11-15/service-2.json.gz",
+        "botocore/data/sqs/2012-11-05/service-2.json.gz",
+        "botocore/data/endpoints.json",
+        "botocore/data/partitions.json",
+        "botocore/data/_retry.json",
+        "botocore/data/sdk-default-configuration.json",
+        "boto3/data/s3/2006-03-01/resources-1.json",
+        "boto3/data/ec2/2016-11-15/resources-1.json",
+    ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("{}")
     return root
@@ -84,7 +104,13 @@ def test_trim_deletes_other_services_and_keeps_the_shared_files(tmp_path: Path) 
     freed = _trim_module().trim(["s3", "sqs"], site)
     assert freed == 4  # two 2-byte files: ec2's service model and its boto3 resource model
     assert sorted(p.name for p in (site / "botocore/data").iterdir()) == [
-        "_retry.json", "endpoints.json", "partitions.json", "s3", "sdk-default-configuration.json", "sqs"]
+        "_retry.json",
+        "endpoints.json",
+        "partitions.json",
+        "s3",
+        "sdk-default-configuration.json",
+        "sqs",
+    ]
     assert sorted(p.name for p in (site / "boto3/data").iterdir()) == ["s3"]
 
 

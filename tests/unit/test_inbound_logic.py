@@ -10,41 +10,74 @@ from common.runtime import config
 from common.runtime.events import SesReceipt
 from tests.support.mailgen import mail
 
-CFG = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com",
-                   "PRIVATE_EMAIL": "owner@example.net", "THREAD_SECRET": "x" * 32})
+CFG = config.load(
+    {
+        "DOMAIN_NAME": "example.com",
+        "PUBLIC_EMAIL": "hello@example.com",
+        "PRIVATE_EMAIL": "owner@example.net",
+        "THREAD_SECRET": "x" * 32,
+    }
+)
 
 
 def receipt(raw: bytes, **kw) -> SesReceipt:
     return SesReceipt.from_event(receipt_event(raw, "m1", kw.pop("to", ["hello@example.com"]), **kw))
 
 
-@pytest.mark.parametrize(("name", "safe"), [
-    ("../../etc/passwd", "passwd"), ("..\\..\\boot.ini", "boot.ini"), ("CV (2026).PDF", "CV (2026).PDF"),
-    ("a\r\nb.pdf", "ab.pdf"), ("...", "attachment"), ("", "attachment"), ("r\u202eevil.pdf", "r_evil.pdf"),
-    ("x" * 300 + ".pdf", "x" * 116 + ".pdf"), ("Résumé.docx", "Résumé.docx"), ("a/b:c*?.pdf", "b_c__.pdf"),
-])
+@pytest.mark.parametrize(
+    ("name", "safe"),
+    [
+        ("../../etc/passwd", "passwd"),
+        ("..\\..\\boot.ini", "boot.ini"),
+        ("CV (2026).PDF", "CV (2026).PDF"),
+        ("a\r\nb.pdf", "ab.pdf"),
+        ("...", "attachment"),
+        ("", "attachment"),
+        ("r\u202eevil.pdf", "r_evil.pdf"),
+        ("x" * 300 + ".pdf", "x" * 116 + ".pdf"),
+        ("Résumé.docx", "Résumé.docx"),
+        ("a/b:c*?.pdf", "b_c__.pdf"),
+    ],
+)
 def test_safe_filename(name: str, safe: str) -> None:
     assert safe_filename(name) == safe
 
 
 def test_rules_file_sections_comments_and_bad_patterns() -> None:
-    rules, errors = policy.parse_rules("# c\n[blocked_sender_domains]\n@Spam.Example\n[subject_patterns]\n(\nwin\n"
-                                     "[bogus]\nx\n[body_patterns]\nfoo\n")
+    rules, errors = policy.parse_rules(
+        "# c\n[blocked_sender_domains]\n@Spam.Example\n[subject_patterns]\n(\nwin\n"
+        "[bogus]\nx\n[body_patterns]\nfoo\n"
+    )
     assert rules.blocked_domains == ("spam.example",)
-    assert [p.pattern for p in rules.subject_patterns] == ["win"] and [p.pattern for p in rules.body_patterns] == ["foo"]
+    assert [p.pattern for p in rules.subject_patterns] == ["win"] and [
+        p.pattern for p in rules.body_patterns
+    ] == ["foo"]
     assert any("'('" in e for e in errors) and any("unknown section [bogus]" in e for e in errors)
 
 
 def test_policy_order_first_hit_wins() -> None:
     rules = policy.Rules(blocked_domains=("corp.example",))
     raw = mail()
-    assert policy.assess(receipt(raw, verdicts={"virus": "FAIL", "spam": "FAIL"}), parse(raw), CFG, rules).action == "drop"
+    assert (
+        policy.assess(receipt(raw, verdicts={"virus": "FAIL", "spam": "FAIL"}), parse(raw), CFG, rules).action
+        == "drop"
+    )
     assert policy.assess(receipt(raw, source=""), parse(raw), CFG, rules).action == "dsn"
-    assert policy.assess(receipt(raw, verdicts={"spam": "FAIL"}), parse(raw), CFG, rules).reason == "spam verdict FAIL"
-    assert policy.assess(receipt(raw, to=["Hello@Example.com"]), parse(raw), CFG, rules).reason == \
-        "blocked sender domain corp.example"  # recipient compared case-insensitively
-    assert policy.assess(receipt(raw), parse(mail(sender="a@sub.corp.example")), CFG, rules).action == "quarantine"
-    assert policy.assess(receipt(raw), parse(mail(sender="a@notcorp.example")), CFG, rules).action == "forward"
+    assert (
+        policy.assess(receipt(raw, verdicts={"spam": "FAIL"}), parse(raw), CFG, rules).reason
+        == "spam verdict FAIL"
+    )
+    assert (
+        policy.assess(receipt(raw, to=["Hello@Example.com"]), parse(raw), CFG, rules).reason
+        == "blocked sender domain corp.example"
+    )  # recipient compared case-insensitively
+    assert (
+        policy.assess(receipt(raw), parse(mail(sender="a@sub.corp.example")), CFG, rules).action
+        == "quarantine"
+    )
+    assert (
+        policy.assess(receipt(raw), parse(mail(sender="a@notcorp.example")), CFG, rules).action == "forward"
+    )
 
 
 def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
@@ -67,53 +100,94 @@ def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
     assert cache.get(CFG) is first  # reload failed: the last good lists stay in force
 
 
-@pytest.mark.parametrize(("headers", "sender", "why"), [
-    ({"Auto-Submitted": "auto-generated"}, None, "Auto-Submitted: auto-generated"),
-    ({"Auto-Submitted": "no"}, None, ""),
-    ({"Precedence": "junk"}, None, "Precedence: junk"),
-    ({"List-Id": "<x.corp.example>"}, None, "mailing list headers"),
-    # Lists older than RFC 2369 (mail-mime-parser's m0024, an ezmlm list message, was acked).
-    ({"Mailing-List": "contact list-help@list.example; run by ezmlm"}, None, "mailing list headers"),
-    ({"X-Mailing-List": "<list@corp.example>"}, None, "mailing list headers"),
-    ({}, "do-not-reply@corp.example", "no-reply sender"),
-    ({}, "postmaster@corp.example", "no-reply sender"),
-    ({}, "gmail-noreply@google.com", "no-reply sender"),  # issue 17.4: anywhere in the local part
-    ({}, "alerts.donotreply@corp.example", "no-reply sender"),
-    ({}, "jobs_no-reply+x@corp.example", "no-reply sender"),
-    ({}, "noreplyguy@corp.example", "no-reply sender"),  # a no-reply marker is a no-reply marker
-    ({}, "bounces+123@corp.example", "no-reply sender"),
-    ({}, "replyguy@corp.example", ""),
-    ({"Content-Type": "multipart/report; report-type=disposition-notification; boundary=x"}, None,
-     "report or notification (multipart/report)"),
-])
+@pytest.mark.parametrize(
+    ("headers", "sender", "why"),
+    [
+        ({"Auto-Submitted": "auto-generated"}, None, "Auto-Submitted: auto-generated"),
+        ({"Auto-Submitted": "no"}, None, ""),
+        ({"Precedence": "junk"}, None, "Precedence: junk"),
+        ({"List-Id": "<x.corp.example>"}, None, "mailing list headers"),
+        # Lists older than RFC 2369 (mail-mime-parser's m0024, an ezmlm list message, was acked).
+        ({"Mailing-List": "contact list-help@list.example; run by ezmlm"}, None, "mailing list headers"),
+        ({"X-Mailing-List": "<list@corp.example>"}, None, "mailing list headers"),
+        ({}, "do-not-reply@corp.example", "no-reply sender"),
+        ({}, "postmaster@corp.example", "no-reply sender"),
+        ({}, "gmail-noreply@google.com", "no-reply sender"),  # issue 17.4: anywhere in the local part
+        ({}, "alerts.donotreply@corp.example", "no-reply sender"),
+        ({}, "jobs_no-reply+x@corp.example", "no-reply sender"),
+        ({}, "noreplyguy@corp.example", "no-reply sender"),  # a no-reply marker is a no-reply marker
+        ({}, "bounces+123@corp.example", "no-reply sender"),
+        ({}, "replyguy@corp.example", ""),
+        (
+            {"Content-Type": "multipart/report; report-type=disposition-notification; boundary=x"},
+            None,
+            "report or notification (multipart/report)",
+        ),
+    ],
+)
 def test_rfc3834(headers, sender, why) -> None:
-    raw = mail(headers=headers, sender=sender or "Jane <jane@corp.example>", text=None if headers.get("Content-Type") else "Hi")
+    raw = mail(
+        headers=headers,
+        sender=sender or "Jane <jane@corp.example>",
+        text=None if headers.get("Content-Type") else "Hi",
+    )
     assert ack.rfc3834(parse(raw)) == why
 
 
-@pytest.mark.parametrize(("sender", "source", "verdicts", "why"), [
-    ("Jane <jane@corp.example>", "jane@corp.example", {"dmarc": "PASS"}, ""),
-    ("Jane <jane@corp.example>", "bounce@corp.example", {"dmarc": "GRAY", "spf": "PASS"}, ""),  # same domain
-    # issue 18 S7: SPF PASS for someone else's envelope domain proves nothing about From
-    ("Jane <jane@corp.example>", "x@evil.example", {"dmarc": "GRAY", "spf": "PASS"},
-     "sender not authenticated (DMARC GRAY, SPF PASS for another domain)"),
-    ("Jane <jane@corp.example>", "jane@corp.example", {"dmarc": "PROCESSING_FAILED", "spf": "GRAY"},
-     "sender not authenticated (DMARC PROCESSING_FAILED, SPF GRAY)"),
-    ("Jane <jane@corp.example>", "jane@corp.example", {"dmarc": "PASS", "spf": "FAIL"}, "failed verdicts: spf"),
-    ("J <j\u00f6@corp.example>", "x@corp.example", {}, "sender address unusable for a reply"),
-    ("J <j@[192.0.2.1]>", "j@corp.example", {}, "sender domain unusable for a reply"),
-    ("Me <hello@example.com>", "hello@example.com", {}, "sender is one of our own addresses"),
-    ("Me <owner@example.net>", "owner@example.net", {}, "sender is one of our own addresses"),
-])
+@pytest.mark.parametrize(
+    ("sender", "source", "verdicts", "why"),
+    [
+        ("Jane <jane@corp.example>", "jane@corp.example", {"dmarc": "PASS"}, ""),
+        (
+            "Jane <jane@corp.example>",
+            "bounce@corp.example",
+            {"dmarc": "GRAY", "spf": "PASS"},
+            "",
+        ),  # same domain
+        # issue 18 S7: SPF PASS for someone else's envelope domain proves nothing about From
+        (
+            "Jane <jane@corp.example>",
+            "x@evil.example",
+            {"dmarc": "GRAY", "spf": "PASS"},
+            "sender not authenticated (DMARC GRAY, SPF PASS for another domain)",
+        ),
+        (
+            "Jane <jane@corp.example>",
+            "jane@corp.example",
+            {"dmarc": "PROCESSING_FAILED", "spf": "GRAY"},
+            "sender not authenticated (DMARC PROCESSING_FAILED, SPF GRAY)",
+        ),
+        (
+            "Jane <jane@corp.example>",
+            "jane@corp.example",
+            {"dmarc": "PASS", "spf": "FAIL"},
+            "failed verdicts: spf",
+        ),
+        ("J <j\u00f6@corp.example>", "x@corp.example", {}, "sender address unusable for a reply"),
+        ("J <j@[192.0.2.1]>", "j@corp.example", {}, "sender domain unusable for a reply"),
+        ("Me <hello@example.com>", "hello@example.com", {}, "sender is one of our own addresses"),
+        ("Me <owner@example.net>", "owner@example.net", {}, "sender is one of our own addresses"),
+    ],
+)
 def test_ack_only_to_an_authenticated_usable_sender(sender, source, verdicts, why) -> None:
     raw = mail(sender=sender)
     assert ack.unsafe_recipient(CFG, receipt(raw, source=source, verdicts=verdicts), parse(raw)) == why
 
 
-@pytest.mark.parametrize(("display", "name"), [
-    ("Jane Smith", "Jane"), ("José", "José"), ("Smith, Jane", "Smith"), ("", ""),
-    ("https://evil.example/" + "x" * 180, ""), ("jane@corp.example", ""), ("R2D2", ""), ("x" * 31, ""),
-    ("Ω" * 30, "Ω" * 30), ("\u202eevil", ""),
-])
+@pytest.mark.parametrize(
+    ("display", "name"),
+    [
+        ("Jane Smith", "Jane"),
+        ("José", "José"),
+        ("Smith, Jane", "Smith"),
+        ("", ""),
+        ("https://evil.example/" + "x" * 180, ""),
+        ("jane@corp.example", ""),
+        ("R2D2", ""),
+        ("x" * 31, ""),
+        ("Ω" * 30, "Ω" * 30),
+        ("\u202eevil", ""),
+    ],
+)
 def test_greeting_is_one_short_word_of_letters_or_nothing(display, name) -> None:
     assert ack.greeting_name(display) == name

@@ -8,7 +8,11 @@ from common.runtime.log import safe_fields
 
 def test_reserved_logrecord_keys_are_renamed() -> None:
     assert safe_fields({"filename": "cv.pdf", "module": "x", "name": "n", "sender": "s"}) == {
-        "filename_": "cv.pdf", "module_": "x", "name_": "n", "sender": "s"}
+        "filename_": "cv.pdf",
+        "module_": "x",
+        "name_": "n",
+        "sender": "s",
+    }
 
 
 def test_logging_a_reserved_key_does_not_raise_and_lines_are_flushed() -> None:

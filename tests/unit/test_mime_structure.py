@@ -19,19 +19,31 @@ def mail(content_type: bytes, body: bytes) -> bytes:
 
 def three_named(boundary: bytes, delimiter: bytes | None = None) -> bytes:
     d = delimiter or b"--" + boundary
-    return (b"preamble\r\n" + d + b"\r\nContent-Type: text/plain\r\n\r\nThe body text.\r\n"
-            + d + b"\r\nContent-Type: text/plain; name=\"one.txt\"\r\n\r\nfirst file\r\n"
-            + d + b"\r\nContent-Type: text/x-myown; name=\"two.my\"\r\n\r\nsecond file\r\n"
-            + d + b"\r\nContent-Type: message/rfc822\r\n\r\nFrom: inner@x.example\r\nSubject: Inner\r\n\r\ninner body\r\n"
-            + b"--" + boundary + b"--\r\n")
+    return (
+        b"preamble\r\n"
+        + d
+        + b"\r\nContent-Type: text/plain\r\n\r\nThe body text.\r\n"
+        + d
+        + b'\r\nContent-Type: text/plain; name="one.txt"\r\n\r\nfirst file\r\n'
+        + d
+        + b'\r\nContent-Type: text/x-myown; name="two.my"\r\n\r\nsecond file\r\n'
+        + d
+        + b"\r\nContent-Type: message/rfc822\r\n\r\nFrom: inner@x.example\r\nSubject: Inner\r\n\r\ninner body\r\n"
+        + b"--"
+        + boundary
+        + b"--\r\n"
+    )
 
 
-@pytest.mark.parametrize("content_type", [
-    b'multipart/mixed; boundary="simple\r\n boundary"',  # folded inside the quotes: unfold removes CRLF only
-    b'multipart/mixed;\r\n\tboundary="simple\r\n boundary"',  # and the field folded before it
-    b'multipart/mixed; boundary=\r\n "simple\r\n boundary"',  # and between the = and the quote
-    b"multipart/mixed; boundary*0=\"simple\"; boundary*1=\" boundary\"",  # RFC 2231 continuation
-])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        b'multipart/mixed; boundary="simple\r\n boundary"',  # folded inside the quotes: unfold removes CRLF only
+        b'multipart/mixed;\r\n\tboundary="simple\r\n boundary"',  # and the field folded before it
+        b'multipart/mixed; boundary=\r\n "simple\r\n boundary"',  # and between the = and the quote
+        b'multipart/mixed; boundary*0="simple"; boundary*1=" boundary"',  # RFC 2231 continuation
+    ],
+)
 def test_a_folded_or_continued_boundary_splits_the_multipart(content_type: bytes) -> None:
     parsed = parse(mail(content_type, three_named(b"simple boundary")))
     assert not parsed.parse_failed and parsed.text.strip() == "The body text."
@@ -40,8 +52,14 @@ def test_a_folded_or_continued_boundary_splits_the_multipart(content_type: bytes
 
 
 def test_folded_parameters_read_as_unfolded() -> None:
-    assert parse_params('multipart/mixed; boundary="simple\r\n boundary"') == ("multipart/mixed", {"boundary": "simple boundary"})
-    assert parse_params('text/plain;\r\n name="a\r\n b.txt"; charset=utf-8')[1] == {"name": "a b.txt", "charset": "utf-8"}
+    assert parse_params('multipart/mixed; boundary="simple\r\n boundary"') == (
+        "multipart/mixed",
+        {"boundary": "simple boundary"},
+    )
+    assert parse_params('text/plain;\r\n name="a\r\n b.txt"; charset=utf-8')[1] == {
+        "name": "a b.txt",
+        "charset": "utf-8",
+    }
     assert parse_params("text/plain; name*0*=utf-8''%C3%A9t%C3%A9; name*1=.txt")[1] == {"name": "été.txt"}
 
 
@@ -75,8 +93,10 @@ def test_a_multipart_that_cannot_be_split_is_never_shown_as_text() -> None:
 
 
 def test_a_named_inline_html_part_in_mixed_is_an_attachment_not_the_html_body() -> None:
-    body = (b"--m\r\nContent-Type: text/plain\r\n\r\nSee the pull request.\r\n"
-            b"--m\r\nContent-Type: text/html; name=\"Pull3.html\"\r\nContent-Disposition: inline\r\n\r\n<p>pull</p>\r\n--m--\r\n")
+    body = (
+        b"--m\r\nContent-Type: text/plain\r\n\r\nSee the pull request.\r\n"
+        b'--m\r\nContent-Type: text/html; name="Pull3.html"\r\nContent-Disposition: inline\r\n\r\n<p>pull</p>\r\n--m--\r\n'
+    )
     parsed = parse(mail(b'multipart/mixed; boundary="m"', body))
     assert parsed.text.strip() == "See the pull request." and parsed.html == ""
     [att] = parsed.attachments
@@ -84,10 +104,16 @@ def test_a_named_inline_html_part_in_mixed_is_an_attachment_not_the_html_body() 
 
 
 def test_unnamed_alternatives_are_the_body_and_named_ones_stay_attachments() -> None:
-    body = (b"--a\r\nContent-Type: text/plain\r\n\r\nplain\r\n--a\r\nContent-Type: text/html\r\n\r\n<b>html</b>\r\n"
-            b"--a\r\nContent-Type: text/html; name=\"extra.html\"\r\n\r\n<i>file</i>\r\n--a--\r\n")
+    body = (
+        b"--a\r\nContent-Type: text/plain\r\n\r\nplain\r\n--a\r\nContent-Type: text/html\r\n\r\n<b>html</b>\r\n"
+        b'--a\r\nContent-Type: text/html; name="extra.html"\r\n\r\n<i>file</i>\r\n--a--\r\n'
+    )
     parsed = parse(mail(b'multipart/alternative; boundary="a"', body))
-    assert parsed.text.strip() == "plain" and "html" in parsed.html and [a.filename for a in parsed.attachments] == ["extra.html"]
+    assert (
+        parsed.text.strip() == "plain"
+        and "html" in parsed.html
+        and [a.filename for a in parsed.attachments] == ["extra.html"]
+    )
 
 
 def test_a_mail_that_is_only_a_named_text_part_shows_it_and_keeps_its_name() -> None:
@@ -100,11 +126,14 @@ def test_top_level_unknown_text_and_message_wrappers_are_kept() -> None:
     assert [a.declared_type for a in parsed.attachments] == ["text/x-myown"] and parsed.text == ""
     wrapped = parse(mail(b"message/rfc822", b"From: inner@x.example\r\nSubject: Wrapped\r\n\r\ninside\r\n"))
     [att] = wrapped.attachments
-    assert att.role == "message" and email.message_from_bytes(att.data, policy=email.policy.default)["Subject"] == "Wrapped"
+    assert (
+        att.role == "message"
+        and email.message_from_bytes(att.data, policy=email.policy.default)["Subject"] == "Wrapped"
+    )
 
 
 def test_html_beside_the_text_in_mixed_is_a_part_not_the_texts_alternative() -> None:
-    body = (b"--m\r\nContent-Type: text/html\r\n\r\n<p>first</p>\r\n--m\r\nContent-Type: text/plain\r\n\r\nsecond\r\n--m--\r\n")
+    body = b"--m\r\nContent-Type: text/html\r\n\r\n<p>first</p>\r\n--m\r\nContent-Type: text/plain\r\n\r\nsecond\r\n--m--\r\n"
     parsed = parse(mail(b'multipart/mixed; boundary="m"', body))
     assert parsed.text.strip() == "second" and parsed.html == ""
     assert [(a.declared_type, a.role) for a in parsed.attachments] == [("text/html", "text")]
@@ -115,9 +144,11 @@ def test_html_beside_the_text_in_mixed_is_a_part_not_the_texts_alternative() -> 
 
 def test_a_folded_line_that_lost_its_indent_is_read_as_a_continuation_even_with_a_colon() -> None:
     # php-mime-mail-parser's issue84: a Received field folded without indentation; its time has colons
-    raw = (b"Received: from unknown (HELO lists.php.net) (127.0.0.1)\r\nby localhost with SMTP; 19 Nov 2014 08:46:08 -0000\r\n"
-           b"From: tyra3l@gmail.com (Ferenc Kovacs)\r\nSubject: Re: constructors\r\n"
-           b"Content-Type: text/plain\r\n\r\nThe reply.\r\n")
+    raw = (
+        b"Received: from unknown (HELO lists.php.net) (127.0.0.1)\r\nby localhost with SMTP; 19 Nov 2014 08:46:08 -0000\r\n"
+        b"From: tyra3l@gmail.com (Ferenc Kovacs)\r\nSubject: Re: constructors\r\n"
+        b"Content-Type: text/plain\r\n\r\nThe reply.\r\n"
+    )
     parsed = parse(raw)
     assert parsed.text.strip() == "The reply." and parsed.from_address == "tyra3l@gmail.com"
     assert parsed.subject == "Re: constructors"

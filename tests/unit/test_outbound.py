@@ -8,23 +8,38 @@ from common.store.sendqueue import Attachment, OutboundMessage
 
 
 def msg(**kw) -> OutboundMessage:
-    base = dict(kind="reply", idempotency_key="reply:m1", correlation_id="reply-m1", to=["jane@corp.example"],
-                subject="Re: Role", text="Hello")
+    base = dict(
+        kind="reply",
+        idempotency_key="reply:m1",
+        correlation_id="reply-m1",
+        to=["jane@corp.example"],
+        subject="Re: Role",
+        text="Hello",
+    )
     return OutboundMessage(**(base | kw))
 
 
 def test_round_trip_and_validation() -> None:
     m = msg(attachments=[Attachment("reply-attachments/c/m/a.pdf", "a.pdf", "application/pdf")])
     assert OutboundMessage.from_dict(json.loads(m.to_json())) == m
-    for bad, why in [({"schema": 2}, "schema"), ({"to": []}, "'to'"), ({"to": ["nobody"]}, "'to'"),
-                     ({"idempotency_key": ""}, "empty idempotency_key"), ({"headers": {"Bcc": "x@y.z"}}, "not allowed")]:
+    for bad, why in [
+        ({"schema": 2}, "schema"),
+        ({"to": []}, "'to'"),
+        ({"to": ["nobody"]}, "'to'"),
+        ({"idempotency_key": ""}, "empty idempotency_key"),
+        ({"headers": {"Bcc": "x@y.z"}}, "not allowed"),
+    ]:
         with pytest.raises(EventError, match=why):
             OutboundMessage.from_dict(json.loads(m.to_json()) | bad)
 
 
 def test_mime_cannot_be_given_extra_headers_or_foreign_attachments() -> None:
-    m = msg(subject="Hi\r\nBcc: x@evil.example", from_name="Owner\nBcc: y@evil.example",
-            in_reply_to="<a@b>\r\nBcc: z@evil.example", references=["<ok@corp.example>", "bad"])
+    m = msg(
+        subject="Hi\r\nBcc: x@evil.example",
+        from_name="Owner\nBcc: y@evil.example",
+        in_reply_to="<a@b>\r\nBcc: z@evil.example",
+        references=["<ok@corp.example>", "bad"],
+    )
     email = build(m, "hello@example.com", "example.com", "reply-attachments/", lambda k: b"")
     raw = email.as_bytes()
     assert b"\nBcc:" not in raw and email["Subject"] == "Hi Bcc: x@evil.example"
@@ -32,14 +47,21 @@ def test_mime_cannot_be_given_extra_headers_or_foreign_attachments() -> None:
     assert email["From"].addresses[0].addr_spec == "hello@example.com"
     for key in ("attachments/c/m/a.pdf", "reply-attachments/../attachments/x.pdf"):
         with pytest.raises(EventError, match="outside"):
-            build(msg(attachments=[Attachment(key, "a.pdf")]), "hello@example.com", "example.com",
-                  "reply-attachments/", lambda k: b"")
+            build(
+                msg(attachments=[Attachment(key, "a.pdf")]),
+                "hello@example.com",
+                "example.com",
+                "reply-attachments/",
+                lambda k: b"",
+            )
 
 
 def test_long_message_ids_are_written_unencoded_and_folded_between_ids() -> None:
     """Issue 17.3: Exchange ids are longer than a line; the stdlib would RFC 2047-encode them."""
     ids = [f"<AM0PR0702MB{i}{'A' * 70}@AM0PR0702MB3603.eurprd07.prod.outlook.com>" for i in range(4)]
-    email = build(msg(in_reply_to=ids[-1], references=ids), "hello@example.com", "example.com", "", lambda k: b"")
+    email = build(
+        msg(in_reply_to=ids[-1], references=ids), "hello@example.com", "example.com", "", lambda k: b""
+    )
     raw = email.as_bytes()
     assert b"=?" not in raw
     assert f"In-Reply-To: {ids[-1]}\n".encode() in raw
@@ -49,9 +71,14 @@ def test_long_message_ids_are_written_unencoded_and_folded_between_ids() -> None
     assert reparsed["References"].split() == ids and str(reparsed["In-Reply-To"]) == ids[-1]
 
 
-@pytest.mark.parametrize(("to", "why"), [
-    ("jdöe@mächine.example", "non-ASCII local part"), ("a..b@x.example", "not dot-atom"), ("x@[192.0.2.1]", "bad domain"),
-])
+@pytest.mark.parametrize(
+    ("to", "why"),
+    [
+        ("jdöe@mächine.example", "non-ASCII local part"),
+        ("a..b@x.example", "not dot-atom"),
+        ("x@[192.0.2.1]", "bad domain"),
+    ],
+)
 def test_addresses_ses_cannot_take_are_refused_before_sending(to: str, why: str) -> None:
     from common.mail.build import unbuildable
 
@@ -65,15 +92,27 @@ def test_idn_domains_are_sent_in_ascii() -> None:
 
 def test_queue_bodies_are_ascii_whatever_the_mail_held() -> None:
     """SQS refuses characters outside XML's set (U+FFFE, U+FFFF, C0 controls): the JSON escapes them."""
-    msg = OutboundMessage(kind="forward", idempotency_key="forward:x", correlation_id="forward-x", to=["o@example.net"],
-                          subject="\uffff Grüße", text="\ufffe\x01 body")
+    msg = OutboundMessage(
+        kind="forward",
+        idempotency_key="forward:x",
+        correlation_id="forward-x",
+        to=["o@example.net"],
+        subject="\uffff Grüße",
+        text="\ufffe\x01 body",
+    )
     body = msg.to_json()
-    assert body.isascii() and json.loads(body)["subject"] == "\uffff Grüße" and json.loads(body)["text"] == "\ufffe\x01 body"
+    assert (
+        body.isascii()
+        and json.loads(body)["subject"] == "\uffff Grüße"
+        and json.loads(body)["text"] == "\ufffe\x01 body"
+    )
 
 
 def test_dynamodb_keys_over_the_limit_are_refused_before_any_request() -> None:
     from common.aws import dynamodb
 
-    assert dynamodb.check_key("t", {"entry": "a" * dynamodb.MAX_KEY_BYTES}) == {"entry": "a" * dynamodb.MAX_KEY_BYTES}
+    assert dynamodb.check_key("t", {"entry": "a" * dynamodb.MAX_KEY_BYTES}) == {
+        "entry": "a" * dynamodb.MAX_KEY_BYTES
+    }
     with pytest.raises(dynamodb.KeyTooLong, match="key entry is 3012 bytes"):
         dynamodb.check_key("t", {"entry": "a" * 3000 + "@x.example.o"})

@@ -14,16 +14,31 @@ import pytest
 
 from common.local import outbox
 
-RAW = ("From: hello@example.com\r\nTo: Jane <jane@corp.example>\r\nSubject: =?utf-8?q?H=C3=A9llo?=\r\n"
-       "Date: Mon, 23 Nov 2026 10:00:00 +0000\r\nMessage-ID: <x@y>\r\n\r\nbody\u00e9\r\n")
+RAW = (
+    "From: hello@example.com\r\nTo: Jane <jane@corp.example>\r\nSubject: =?utf-8?q?H=C3=A9llo?=\r\n"
+    "Date: Mon, 23 Nov 2026 10:00:00 +0000\r\nMessage-ID: <x@y>\r\n\r\nbody\u00e9\r\n"
+)
 # GET /_aws/ses after one SendRawEmail (Source + Destinations given) and one SendEmail, LocalStack 4.4.0.
-MEASURED = {"messages": [
-    {"Id": "zmgxhflcupceylij-uswqyhrb-sbio-ndij-iord-qptjrmcbmdoi-ncayxu", "Region": "us-east-1",
-     "Destination": {"ToAddresses": ["c@corp.example"]}, "Source": "hello@example.com", "Subject": "s",
-     "Body": {"text_part": "t", "html_part": None}, "Timestamp": "2026-11-23T16:47:16"},
-    {"Id": "zflasjskgpemzxpo-ondxeosx-uoor-svox-uoed-npfbcqrddhvb-vbutje", "Region": "us-east-1",
-     "Source": "hello@example.com", "RawData": RAW, "Timestamp": "2026-11-23T16:47:09"},
-]}
+MEASURED = {
+    "messages": [
+        {
+            "Id": "zmgxhflcupceylij-uswqyhrb-sbio-ndij-iord-qptjrmcbmdoi-ncayxu",
+            "Region": "us-east-1",
+            "Destination": {"ToAddresses": ["c@corp.example"]},
+            "Source": "hello@example.com",
+            "Subject": "s",
+            "Body": {"text_part": "t", "html_part": None},
+            "Timestamp": "2026-11-23T16:47:16",
+        },
+        {
+            "Id": "zflasjskgpemzxpo-ondxeosx-uoor-svox-uoed-npfbcqrddhvb-vbutje",
+            "Region": "us-east-1",
+            "Source": "hello@example.com",
+            "RawData": RAW,
+            "Timestamp": "2026-11-23T16:47:09",
+        },
+    ]
+}
 
 
 @pytest.fixture
@@ -48,10 +63,20 @@ def localstack() -> Iterator[str]:
 def test_localstack_items_oldest_first_with_utc_timestamps(localstack: str) -> None:
     assert outbox.is_localstack(localstack)
     raw, simple = outbox.sent(localstack)
-    assert raw == {"id": "zflasjskgpemzxpo-ondxeosx-uoor-svox-uoed-npfbcqrddhvb-vbutje", "timestamp": "2026-11-23T16:47:09Z",
-                   "source": "hello@example.com", "destinations": ["jane@corp.example"], "subject": "Héllo", "raw": RAW}
+    assert raw == {
+        "id": "zflasjskgpemzxpo-ondxeosx-uoor-svox-uoed-npfbcqrddhvb-vbutje",
+        "timestamp": "2026-11-23T16:47:09Z",
+        "source": "hello@example.com",
+        "destinations": ["jane@corp.example"],
+        "subject": "Héllo",
+        "raw": RAW,
+    }
     assert simple["timestamp"] == "2026-11-23T16:47:16Z" and simple["destinations"] == ["c@corp.example"]
-    assert simple["subject"] == "s" and "To: c@corp.example" in simple["raw"] and simple["raw"].rstrip().endswith("t")
+    assert (
+        simple["subject"] == "s"
+        and "To: c@corp.example" in simple["raw"]
+        and simple["raw"].rstrip().endswith("t")
+    )
 
 
 def test_moto_is_not_taken_for_localstack(localstack: str) -> None:

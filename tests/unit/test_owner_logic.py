@@ -11,14 +11,27 @@ from common.runtime.errors import EventError
 from common.store import senderlists
 from common.store.quarantine import quarantine_id
 
-CFG = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com", "PRIVATE_EMAIL": "me@mail.example",
-                   "OWNER_EMAILS": "me@mail.example,me@work.example", "THREAD_SECRET": "0123456789abcdef0123"})
+CFG = config.load(
+    {
+        "DOMAIN_NAME": "example.com",
+        "PUBLIC_EMAIL": "hello@example.com",
+        "PRIVATE_EMAIL": "me@mail.example",
+        "OWNER_EMAILS": "me@mail.example,me@work.example",
+        "THREAD_SECRET": "0123456789abcdef0123",
+    }
+)
 
 
-@pytest.mark.parametrize(("value", "entry"), [
-    ("Jane@Corp.Example", "jane@corp.example"), ("<jane@corp.example>", "jane@corp.example"),
-    ("@Corp.example", "@corp.example"), ("corp.example", "@corp.example"), ("sub.corp.example.", "@sub.corp.example"),
-])
+@pytest.mark.parametrize(
+    ("value", "entry"),
+    [
+        ("Jane@Corp.Example", "jane@corp.example"),
+        ("<jane@corp.example>", "jane@corp.example"),
+        ("@Corp.example", "@corp.example"),
+        ("corp.example", "@corp.example"),
+        ("sub.corp.example.", "@sub.corp.example"),
+    ],
+)
 def test_entries_normalise(value, entry) -> None:
     assert senderlists.normalise(value) == entry
 
@@ -30,15 +43,30 @@ def test_bad_entries_are_refused(value) -> None:
 
 
 def test_candidates_most_specific_first_and_coverage() -> None:
-    assert senderlists.candidates("A@mail.Corp.example") == ["a@mail.corp.example", "@mail.corp.example", "@corp.example"]
-    assert senderlists.covers("@corp.example", "x@mail.corp.example") and not senderlists.covers("@corp.example", "x@notcorp.example")
+    assert senderlists.candidates("A@mail.Corp.example") == [
+        "a@mail.corp.example",
+        "@mail.corp.example",
+        "@corp.example",
+    ]
+    assert senderlists.covers("@corp.example", "x@mail.corp.example") and not senderlists.covers(
+        "@corp.example", "x@notcorp.example"
+    )
 
 
-@pytest.mark.parametrize(("entry", "protected"), [
-    ("me@mail.example", True), ("@mail.example", True), ("@work.example", True), ("@example", True),
-    ("@example.com", True), ("@thread.example.com", True), ("hello@example.com", True),
-    ("@corp.example", False), ("someone@mail2.example", False),
-])
+@pytest.mark.parametrize(
+    ("entry", "protected"),
+    [
+        ("me@mail.example", True),
+        ("@mail.example", True),
+        ("@work.example", True),
+        ("@example", True),
+        ("@example.com", True),
+        ("@thread.example.com", True),
+        ("hello@example.com", True),
+        ("@corp.example", False),
+        ("someone@mail2.example", False),
+    ],
+)
 def test_the_owners_own_mail_cannot_be_listed(entry, protected) -> None:
     assert bool(senderlists.protected(CFG, entry)) is protected
 
@@ -56,30 +84,54 @@ def test_release_addresses_are_separate_from_thread_addresses() -> None:
 
 
 def test_control_lines_come_from_the_owners_text_only_and_never_go_out() -> None:
-    text = ("Thanks, but no.\n[block]\n [Block: Domain] \n[allow: @x.example]\n[unblock:jane@corp.example]\n"
-            "[sic] stays\n\nOn Mon, 3 Nov 2026 at 10:00, Jane <j@x> wrote:\n> [unblock]\n")
-    assert owner_controls(text) == [Control("block", ""), Control("block", "Domain"), Control("allow", "@x.example"),
-                                    Control("unblock", "jane@corp.example")]
+    text = (
+        "Thanks, but no.\n[block]\n [Block: Domain] \n[allow: @x.example]\n[unblock:jane@corp.example]\n"
+        "[sic] stays\n\nOn Mon, 3 Nov 2026 at 10:00, Jane <j@x> wrote:\n> [unblock]\n"
+    )
+    assert owner_controls(text) == [
+        Control("block", ""),
+        Control("block", "Domain"),
+        Control("allow", "@x.example"),
+        Control("unblock", "jane@corp.example"),
+    ]
     body, _ = clean_reply(text, ("me@mail.example",), "hello@example.com")
     assert body == "Thanks, but no.\n[sic] stays\n"
 
 
-@pytest.mark.parametrize(("text", "address"), [
-    ("[to: bob@other.example]\nHi", "bob@other.example"), ("\n\n  [ TO : <bob@other.example> ]\nHi", "bob@other.example"),
-    ("Hi\n[to: bob@other.example]", ""), ("[cc: bob@other.example]\nHi", ""),
-])
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [
+        ("[to: bob@other.example]\nHi", "bob@other.example"),
+        ("\n\n  [ TO : <bob@other.example> ]\nHi", "bob@other.example"),
+        ("Hi\n[to: bob@other.example]", ""),
+        ("[cc: bob@other.example]\nHi", ""),
+    ],
+)
 def test_new_conversation_recipient_is_the_first_line(text, address) -> None:
     assert new_conversation_recipient(text) == address
 
 
 def test_scheduled_events_are_the_digest_and_release_needs_an_id() -> None:
-    rule = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.events", "time": "2026-11-24T07:00:00Z",
-            "detail": {}}
-    assert events.kind(rule) == "eventbridge" and events.OwnerTask.from_event(rule).task == "quarantine-digest"
-    release = {"detail-type": "Quarantine Release", "detail": {"task": "quarantine-release", "id": "ABC123", "by": "al"}}
+    rule = {
+        "version": "0",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "time": "2026-11-24T07:00:00Z",
+        "detail": {},
+    }
+    assert (
+        events.kind(rule) == "eventbridge" and events.OwnerTask.from_event(rule).task == "quarantine-digest"
+    )
+    release = {
+        "detail-type": "Quarantine Release",
+        "detail": {"task": "quarantine-release", "id": "ABC123", "by": "al"},
+    }
     task = events.OwnerTask.from_event(release)
     assert (task.task, task.quarantine_id, task.by) == ("quarantine-release", "abc123", "al")
-    for bad in ({"detail-type": "Other", "detail": {}}, {"detail-type": "Scheduled Event"},
-                {"detail-type": "Quarantine Release", "detail": {"task": "quarantine-release", "id": "../x"}}):
+    for bad in (
+        {"detail-type": "Other", "detail": {}},
+        {"detail-type": "Scheduled Event"},
+        {"detail-type": "Quarantine Release", "detail": {"task": "quarantine-release", "id": "../x"}},
+    ):
         with pytest.raises(EventError):
             events.OwnerTask.from_event(bad)

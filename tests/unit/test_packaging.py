@@ -11,15 +11,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_runtime_pins_match_the_image_lock() -> None:
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    lock = dict(re.findall(r"^([A-Za-z0-9_.-]+)==([^\s\\]+)", (REPO / "requirements/image.txt").read_text(), re.M))
+    lock = dict(
+        re.findall(r"^([A-Za-z0-9_.-]+)==([^\s\\]+)", (REPO / "requirements/image.txt").read_text(), re.M)
+    )
     for dep in deps:
         name, version = dep.split("==")
         assert lock.get(name) == version, f"{dep} differs from requirements/image.txt"
-    assert all("--hash=sha256:" in block for block in (REPO / "requirements/image.txt").read_text().split("==")[1:])
+    assert all(
+        "--hash=sha256:" in block for block in (REPO / "requirements/image.txt").read_text().split("==")[1:]
+    )
 
 
 def test_each_function_has_a_thin_image_and_a_screenful_handler() -> None:
-    assert sorted(p.name for p in (REPO / "images").iterdir() if p.is_dir()) == sorted(f.name for f in FUNCTIONS)
+    assert sorted(p.name for p in (REPO / "images").iterdir() if p.is_dir()) == sorted(
+        f.name for f in FUNCTIONS
+    )
     for fn in FUNCTIONS:
         dockerfile = (REPO / "images" / fn.name / "Dockerfile").read_text().strip().splitlines()
         assert len(dockerfile) <= 10 and dockerfile[-1] == 'CMD ["app.handler"]'
@@ -29,8 +35,14 @@ def test_each_function_has_a_thin_image_and_a_screenful_handler() -> None:
 
 def test_local_ports_are_9001_to_9006_in_contract_order() -> None:
     assert [f.port for f in FUNCTIONS] == list(range(9001, 9007))
-    assert [f.name for f in FUNCTIONS] == ["inbound-handler", "reply-handler", "attachment-extractor",
-                                           "ack-sender", "forward-sender", "reply-sender"]
+    assert [f.name for f in FUNCTIONS] == [
+        "inbound-handler",
+        "reply-handler",
+        "attachment-extractor",
+        "ack-sender",
+        "forward-sender",
+        "reply-sender",
+    ]
 
 
 def _imports(path: Path) -> set[str]:
@@ -49,17 +61,35 @@ def _imports(path: Path) -> set[str]:
 def test_shipped_code_never_imports_host_tooling() -> None:
     """What an image runs (common/ but common/local and common/ops, and the handlers) never imports the CLI,
     the local tooling or the deploy: they are not in the image (Dockerfile.base drops both)."""
-    shipped = [p for p in (REPO / "common").rglob("*.py")
-               if p.relative_to(REPO / "common").parts[0] not in ("local", "ops")]
+    shipped = [
+        p
+        for p in (REPO / "common").rglob("*.py")
+        if p.relative_to(REPO / "common").parts[0] not in ("local", "ops")
+    ]
     shipped += list((REPO / "images").glob("*/app.py"))
-    offenders = {str(p.relative_to(REPO)): sorted(m for m in _imports(p) if m.split(".")[0] == "deploy"
-                                                  or m == "common.local" or m.startswith("common.local."))
-                 for p in shipped}
+    offenders = {
+        str(p.relative_to(REPO)): sorted(
+            m
+            for m in _imports(p)
+            if m.split(".")[0] == "deploy" or m == "common.local" or m.startswith("common.local.")
+        )
+        for p in shipped
+    }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_every_common_package_is_a_role_from_the_contract() -> None:
     rooms = {p.name for p in (REPO / "common").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert rooms == {"runtime", "aws", "mail", "store", "inbound", "reply", "senders", "extractor", "local",
-                     "ops"}
+    assert rooms == {
+        "runtime",
+        "aws",
+        "mail",
+        "store",
+        "inbound",
+        "reply",
+        "senders",
+        "extractor",
+        "local",
+        "ops",
+    }
     assert [p.name for p in (REPO / "common").glob("*.py")] == ["__init__.py"]  # no flat modules left

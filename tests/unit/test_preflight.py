@@ -27,10 +27,16 @@ def test_a_default_bucket_name_over_63_characters_is_refused_with_a_shorter_one_
     suggested = message.split("EMAIL_BUCKET=")[1].split()[0]
     assert BUCKET_NAME.fullmatch(suggested) and suggested.startswith("service-email-handler-production-")
     # the suggestion works, and it is the same for the same account and region
-    assert load_config(environ(EMAIL_BUCKET=suggested), "production", "ap-southeast-2", ACCOUNT).bucket == suggested
+    assert (
+        load_config(environ(EMAIL_BUCKET=suggested), "production", "ap-southeast-2", ACCOUNT).bucket
+        == suggested
+    )
     with pytest.raises(DeployError, match=f"EMAIL_BUCKET={suggested}"):
         load_config(environ(), "production", "ap-southeast-2", ACCOUNT)
     # a default that fits is kept as the contract names it
-    assert load_config(environ(), "prd", "us-east-1", ACCOUNT).bucket == f"service-email-handler-prd-{ACCOUNT}-us-east-1-mail"
+    assert (
+        load_config(environ(), "prd", "us-east-1", ACCOUNT).bucket
+        == f"service-email-handler-prd-{ACCOUNT}-us-east-1-mail"
+    )
     with pytest.raises(DeployError, match="not a valid S3 bucket name"):
         load_config(environ(EMAIL_BUCKET="My_Bucket"), "prd", "us-east-1", ACCOUNT)

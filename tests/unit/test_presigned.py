@@ -41,6 +41,8 @@ def test_anything_changed_breaks_the_signature() -> None:
 
 
 def test_malformed_or_over_long_presigned_requests_are_refused() -> None:
-    path, query = presign("http://127.0.0.1:4566/bucket/a.pdf", expires=8 * 24 * 3600)  # S3 allows seven days at most
+    path, query = presign(
+        "http://127.0.0.1:4566/bucket/a.pdf", expires=8 * 24 * 3600
+    )  # S3 allows seven days at most
     assert check(path, query) == "AuthorizationQueryParametersError"
     assert check(path, "X-Amz-Algorithm=AWS4-HMAC-SHA256") == "AuthorizationQueryParametersError"

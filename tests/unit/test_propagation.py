@@ -24,21 +24,44 @@ def flaky(errors: list[Exception]) -> Any:
         if errors:
             raise errors.pop(0)
         return "done"
+
     return call
 
 
-@pytest.mark.parametrize(("error", "kind"), [
-    (refusal("InvalidParameterValueException", "The role defined for the function cannot be assumed by Lambda."),
-     propagation.ROLE_NOT_ASSUMABLE),
-    (refusal("InvalidParameterValueException", "The provided execution role does not have permissions to call "
-                                               "ReceiveMessage on SQS"), propagation.ROLE_LACKS_PERMISSION),
-    (refusal("InvalidArgument", "Unable to validate the following destination configurations"),
-     propagation.S3_DESTINATION_UNVALIDATED),
-    (refusal("InvalidLambdaFunction", "Could not invoke Lambda function: arn:aws:lambda:us-east-1:1:function:f:live"),
-     propagation.SES_RULE_UNVALIDATED),
-    (refusal("InvalidS3Configuration", "Could not write to bucket: b"), propagation.SES_RULE_UNVALIDATED),
-])
-def test_a_propagation_refusal_is_retried_with_a_progress_line(error: Exception, kind: propagation.Propagating) -> None:
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (
+            refusal(
+                "InvalidParameterValueException",
+                "The role defined for the function cannot be assumed by Lambda.",
+            ),
+            propagation.ROLE_NOT_ASSUMABLE,
+        ),
+        (
+            refusal(
+                "InvalidParameterValueException",
+                "The provided execution role does not have permissions to call ReceiveMessage on SQS",
+            ),
+            propagation.ROLE_LACKS_PERMISSION,
+        ),
+        (
+            refusal("InvalidArgument", "Unable to validate the following destination configurations"),
+            propagation.S3_DESTINATION_UNVALIDATED,
+        ),
+        (
+            refusal(
+                "InvalidLambdaFunction",
+                "Could not invoke Lambda function: arn:aws:lambda:us-east-1:1:function:f:live",
+            ),
+            propagation.SES_RULE_UNVALIDATED,
+        ),
+        (refusal("InvalidS3Configuration", "Could not write to bucket: b"), propagation.SES_RULE_UNVALIDATED),
+    ],
+)
+def test_a_propagation_refusal_is_retried_with_a_progress_line(
+    error: Exception, kind: propagation.Propagating
+) -> None:
     said: list[str] = []
     slept: list[float] = []
     run = Run(CFG, True, None, say=said.append, sleep=slept.append)

@@ -23,10 +23,14 @@ def test_a_python_without_strict_address_parsing_is_named(monkeypatch: pytest.Mo
     assert ["CVE-2023-27043" in p for p in pyversion.differences()] == [True]
 
 
-def test_dev_refuses_it_naming_the_version_to_install(monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_dev_refuses_it_naming_the_version_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(pyversion, "differences", lambda: ["reads mail differently"])
     assert cli.main(["dev"]) == 2
     out, err = capsys.readouterr()
     assert f"Python {platform.python_version()}" in out
-    assert "reads mail differently" in err and f"install Python 3.13 (the images run {pyversion.IMAGE_PYTHON}" in err
+    assert (
+        "reads mail differently" in err
+        and f"install Python 3.13 (the images run {pyversion.IMAGE_PYTHON}" in err
+    )

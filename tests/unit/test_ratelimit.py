@@ -27,9 +27,11 @@ class FakeTable:
 
         self.writes += 1
         tat = self.item.get("tat")
-        holds = {"attribute_not_exists(tat) OR tat <= :now": tat is None or tat <= values.get(":now", 0),
-                 "tat >= :now": tat is not None and tat >= values.get(":now", 0),
-                 "tat = :end": tat == values.get(":end")}[condition]
+        holds = {
+            "attribute_not_exists(tat) OR tat <= :now": tat is None or tat <= values.get(":now", 0),
+            "tat >= :now": tat is not None and tat >= values.get(":now", 0),
+            "tat = :end": tat == values.get(":end"),
+        }[condition]
         if not holds:
             raise ConditionFailed(dict(self.item))
         if "ADD tat :len" in expression:
@@ -49,7 +51,10 @@ def simulate(monkeypatch, rate: float, cycles: list[float], batches: int, batch_
     clock = {"now": 1000.0}
     limiters = [RateLimiter("t", rate, clock=lambda: clock["now"]) for _ in cycles]
     # each instance: (time it is ready, instance, pacer, sends left in its batch, batches left)
-    state = [[1000.0 + i * 0.001, i, ratelimit.BatchPacer(limiters[i]), batch_size, batches] for i in range(len(cycles))]
+    state = [
+        [1000.0 + i * 0.001, i, ratelimit.BatchPacer(limiters[i]), batch_size, batches]
+        for i in range(len(cycles))
+    ]
     starts = []
     while any(s[4] for s in state):
         s = min((s for s in state if s[4]), key=lambda s: s[0])
@@ -67,14 +72,17 @@ def simulate(monkeypatch, rate: float, cycles: list[float], batches: int, batch_
     return sorted(starts), table.writes
 
 
-@pytest.mark.parametrize("rate,cycles", [
-    (14, [0.03, 0.05]),            # instances faster than the rate
-    (14, [0.09, 0.12]),            # slower than the rate, taking turns
-    (14, [0.03, 0.2, 0.09, 0.5]),  # mixed, four instances
-    (100_000, [0.03, 0.04]),       # a rate no instance comes near
-    (1, [0.05]),
-    (3, [0.4, 0.5, 0.2]),
-])
+@pytest.mark.parametrize(
+    "rate,cycles",
+    [
+        (14, [0.03, 0.05]),  # instances faster than the rate
+        (14, [0.09, 0.12]),  # slower than the rate, taking turns
+        (14, [0.03, 0.2, 0.09, 0.5]),  # mixed, four instances
+        (100_000, [0.03, 0.04]),  # a rate no instance comes near
+        (1, [0.05]),
+        (3, [0.4, 0.5, 0.2]),
+    ],
+)
 def test_sends_of_all_instances_start_at_least_one_interval_apart(monkeypatch, rate, cycles) -> None:
     starts, _ = simulate(monkeypatch, rate, cycles, batches=4)
     assert len(starts) == 40 * len(cycles)
@@ -94,7 +102,9 @@ def test_instances_that_keep_pace_claim_one_window_per_batch(monkeypatch, cycles
 
 
 @pytest.mark.parametrize("cycles", [[0.12], [0.09, 0.12]])
-def test_instances_slower_than_the_rate_claim_one_send_at_a_time_without_lost_races(monkeypatch, cycles) -> None:
+def test_instances_slower_than_the_rate_claim_one_send_at_a_time_without_lost_races(
+    monkeypatch, cycles
+) -> None:
     starts, writes = simulate(monkeypatch, 14, cycles, batches=4)
     # a write per send (their first batch assumed they kept pace), hardly a retried conditional write
     assert writes <= len(starts) + 4 * len(cycles)

@@ -69,15 +69,24 @@ def test_quoted_lines_with_leading_whitespace_are_dropped() -> None:
 
 
 def test_metadata_keys_are_case_insensitive_and_trimmed() -> None:
-    text, meta = extract_metadata("[JOB_ID:  42 ]\n[Title: Staff Engineer]\n[notes:]\nkeep [inline: not a command]")
+    text, meta = extract_metadata(
+        "[JOB_ID:  42 ]\n[Title: Staff Engineer]\n[notes:]\nkeep [inline: not a command]"
+    )
     assert meta == {"jobId": "42", "title": "Staff Engineer"}
     assert text == "keep [inline: not a command]"
 
 
-@pytest.mark.parametrize(("subject", "expected"), [
-    ("Role", "Re: Role"), ("Re: Role", "Re: Role"), ("RE: Fwd: Re: Role", "Re: Role"),
-    ("Fw: AW: Role", "Re: Role"), ("Re[2]: Role", "Re: Role"), ("", "Re: your message"),
-])
+@pytest.mark.parametrize(
+    ("subject", "expected"),
+    [
+        ("Role", "Re: Role"),
+        ("Re: Role", "Re: Role"),
+        ("RE: Fwd: Re: Role", "Re: Role"),
+        ("Fw: AW: Role", "Re: Role"),
+        ("Re[2]: Role", "Re: Role"),
+        ("", "Re: your message"),
+    ],
+)
 def test_reply_subject_has_exactly_one_re(subject: str, expected: str) -> None:
     assert reply_subject(subject) == expected
 
@@ -91,8 +100,10 @@ def test_html_blockquotes_become_quoted_lines() -> None:
     from common.mail.htmltext import html_to_text
     from common.reply.text import owner_controls
 
-    text = html_to_text("<p>Mine</p><blockquote><div>theirs</div><div>[allow: @evil.example]</div>"
-                        "<blockquote>older</blockquote></blockquote><p>also mine</p>")
+    text = html_to_text(
+        "<p>Mine</p><blockquote><div>theirs</div><div>[allow: @evil.example]</div>"
+        "<blockquote>older</blockquote></blockquote><p>also mine</p>"
+    )
     assert text == "Mine\n\n> theirs\n\n> [allow: @evil.example]\n\n> > older\n\nalso mine"
     assert owner_controls(text) == []
 
@@ -133,5 +144,5 @@ def test_owner_names_are_hidden_whatever_surrounds_them() -> None:
     names = owner_names(("Ana Owner",), "Owner  Name")
     assert names == ("Ana Owner", "Owner Name")
     assert owner_names((), "Owner") == ()  # one word: left to OWNER_NAMES
-    text = "Para: Owner Name <x>\nKwa: \"OWNER\n NAME\"\nana owner, Owner Names, Bowner Name"
+    text = 'Para: Owner Name <x>\nKwa: "OWNER\n NAME"\nana owner, Owner Names, Bowner Name'
     assert hide_names(text, names, "Alex") == "Para: Alex <x>\nKwa: Alex\nAlex, Owner Names, Bowner Name"

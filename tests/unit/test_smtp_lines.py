@@ -17,17 +17,20 @@ def fed(data: bytes, *cuts: int) -> bytes:
     return out
 
 
-@pytest.mark.parametrize("wire,expected", [
-    (b"a\nb\n", b"a\r\nb\r\n"),
-    (b"a\r\nb\r\n", b"a\r\nb\r\n"),                       # CRLF passes unchanged
-    (b"a\nb\r\n.\r\n", b"a\r\nb\r\n.\r\n"),               # the real end of DATA stays
-    (b"a\n.\nMAIL FROM:<x@y>\r\n", b"a\r\n..\r\nMAIL FROM:<x@y>\r\n"),   # <LF>.<LF> is content
-    (b"a\r\n.\nb\r\n", b"a\r\n..\r\nb\r\n"),              # <CR><LF>.<LF> too
-    (b"a\n.\r\nb\r\n", b"a\r\n..\r\nb\r\n"),              # and <LF>.<CR><LF>
-    (b"..x\n.y\n", b"..x\r\n.y\r\n"),                     # other dot lines keep their stuffing
-    (b"a\rb\n", b"a\rb\r\n"),                             # a lone CR is not a line end
-    (b"x.\n.\r\n", b"x.\r\n..\r\n"),
-])
+@pytest.mark.parametrize(
+    "wire,expected",
+    [
+        (b"a\nb\n", b"a\r\nb\r\n"),
+        (b"a\r\nb\r\n", b"a\r\nb\r\n"),  # CRLF passes unchanged
+        (b"a\nb\r\n.\r\n", b"a\r\nb\r\n.\r\n"),  # the real end of DATA stays
+        (b"a\n.\nMAIL FROM:<x@y>\r\n", b"a\r\n..\r\nMAIL FROM:<x@y>\r\n"),  # <LF>.<LF> is content
+        (b"a\r\n.\nb\r\n", b"a\r\n..\r\nb\r\n"),  # <CR><LF>.<LF> too
+        (b"a\n.\r\nb\r\n", b"a\r\n..\r\nb\r\n"),  # and <LF>.<CR><LF>
+        (b"..x\n.y\n", b"..x\r\n.y\r\n"),  # other dot lines keep their stuffing
+        (b"a\rb\n", b"a\rb\r\n"),  # a lone CR is not a line end
+        (b"x.\n.\r\n", b"x.\r\n..\r\n"),
+    ],
+)
 def test_line_ends(wire: bytes, expected: bytes) -> None:
     assert fed(wire) == expected
     for cut in range(1, len(wire)):  # wherever the network splits the stream

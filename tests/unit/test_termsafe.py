@@ -22,16 +22,29 @@ def test_clean_keeps_text_tabs_newlines_and_non_latin_scripts() -> None:
 
 
 @pytest.mark.parametrize("as_json", [False, True])
-def test_quarantine_show_prints_no_control_characters(monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str], as_json: bool) -> None:
+def test_quarantine_show_prints_no_control_characters(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], as_json: bool
+) -> None:
     from common.aws import s3
     from common.store import quarantine
 
-    cfg = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com",
-                       "PRIVATE_EMAIL": "owner@example.net", "THREAD_SECRET": "x" * 32})
+    cfg = config.load(
+        {
+            "DOMAIN_NAME": "example.com",
+            "PUBLIC_EMAIL": "hello@example.com",
+            "PRIVATE_EMAIL": "owner@example.net",
+            "THREAD_SECRET": "x" * 32,
+        }
+    )
     raw = mail(sender="Eve\u202e <eve@corp.example>", subject="Hi \u202eexe.pdf", text=ATTACK + "\n" + ATTACK)
-    item = {"id": "q1", "key": "spam/2026-11-25/q1.eml", "status": "held", "reason": "subject \x1b[31mmatch",
-            "sender": "Eve <eve@corp.example>", "subject": "Hi \x1b]0;x\x07"}
+    item = {
+        "id": "q1",
+        "key": "spam/2026-11-25/q1.eml",
+        "status": "held",
+        "reason": "subject \x1b[31mmatch",
+        "sender": "Eve <eve@corp.example>",
+        "subject": "Hi \x1b]0;x\x07",
+    }
     monkeypatch.setattr(admin, "target", lambda args: admin.Target(cfg, False, "test"))
     monkeypatch.setattr(quarantine, "get", lambda c, qid: item)
     monkeypatch.setattr(s3, "get", lambda bucket, key: {"Body": io.BytesIO(raw)})

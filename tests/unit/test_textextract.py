@@ -28,6 +28,7 @@ def reject_reason(data: bytes, name: str, limits: Limits = LIMITS) -> str:
 
 # --- ordinary files ---------------------------------------------------------------------------
 
+
 def test_pdf_pages_are_joined_with_form_feeds() -> None:
     pdf = docgen.make_pdf(["Page one\nsecond line", "Page two", "Café Zürich – naïve"])
     result = textextract.extract(pdf, "cv.pdf", LIMITS)
@@ -48,12 +49,22 @@ def test_upper_case_extension_and_wrong_extension_use_content() -> None:
 
 
 def test_docx_paragraphs_tables_headers_footers_in_order() -> None:
-    data = docgen.make_docx(["Intro paragraph", "日本語 and emoji 🎉"], table=[["Role", "Salary"], ["Engineer", "€100k"]],
-                            header="ACME Corp — Confidential", footer="Page footer", after_table=["Closing words"])
+    data = docgen.make_docx(
+        ["Intro paragraph", "日本語 and emoji 🎉"],
+        table=[["Role", "Salary"], ["Engineer", "€100k"]],
+        header="ACME Corp — Confidential",
+        footer="Page footer",
+        after_table=["Closing words"],
+    )
     result = textextract.extract(data, "Job Spec.DOCX", LIMITS)
     lines = result.text.split("\n")
     assert lines[0] == "ACME Corp — Confidential"
-    assert lines.index("Intro paragraph") < lines.index("Role\tSalary") < lines.index("Engineer\t€100k") < lines.index("Closing words")
+    assert (
+        lines.index("Intro paragraph")
+        < lines.index("Role\tSalary")
+        < lines.index("Engineer\t€100k")
+        < lines.index("Closing words")
+    )
     assert "日本語 and emoji 🎉" in lines
     assert lines[-1] == "Page footer"
     assert (result.extractor, result.kind) == ("ooxml", "docx")
@@ -61,10 +72,13 @@ def test_docx_paragraphs_tables_headers_footers_in_order() -> None:
 
 # --- the text people expect (issue 19, item 3) ------------------------------------------------
 
+
 def test_docx_text_from_every_place_word_keeps_it_once_and_nothing_it_hides() -> None:
     result = textextract.extract(docgen.docx_every_construct(), "every.docx", LIMITS)
     assert result.text.split("\n") == [
-        "default header words", "first page header words", "even page header words",
+        "default header words",
+        "first page header words",
+        "even page header words",
         "Body first paragraph",
         "Kept words inserted words moved here words",  # w:ins and w:moveTo in; w:del and w:moveFrom out
         "Note anchor",
@@ -79,8 +93,11 @@ def test_docx_text_from_every_place_word_keeps_it_once_and_nothing_it_hides() ->
         "linked words",
         "left\tright",  # a w:tab in a run, not the tab stop in the paragraph properties
         "E=mc2",
-        "footnote words", "endnote words",  # without the separator notes
-        "default footer words", "first page footer words", "even page footer words",
+        "footnote words",
+        "endnote words",  # without the separator notes
+        "default footer words",
+        "first page footer words",
+        "even page footer words",
         "comment words",
     ]
     assert result.pages == 7  # docProps/app.xml, as Word last counted
@@ -104,7 +121,10 @@ def test_pdf_unreadable_pages_are_skipped_and_listed() -> None:
     result = textextract.extract(docgen.make_pdf(pages, broken_pages=(1, 3)), "x.pdf", LIMITS)
     assert result.text.split("\f") == ["", "second words", "", "fourth words"]
     assert sorted(result.unreadable_pages) == [1, 3] and result.pages == 4
-    assert result.unreadable_pages[1] == "over a safety limit: Declared stream length of 999999999 exceeds maximum allowed length."
+    assert (
+        result.unreadable_pages[1]
+        == "over a safety limit: Declared stream length of 999999999 exceeds maximum allowed length."
+    )
     reason = reject_reason(docgen.make_pdf(["a", "b"], broken_pages=(1, 2)), "x.pdf")
     assert reason.startswith("no page could be read (page 1: over a safety limit")
 
@@ -113,18 +133,27 @@ def test_pdf_without_its_page_tree_is_read_from_its_page_objects() -> None:
     result = textextract.extract(docgen.pdf_without_page_tree(["first page", "second page"]), "x.pdf", LIMITS)
     assert result.text == "first page\fsecond page" and result.warnings == ["page-tree-missing"]
     no_pages = docgen.assemble_pdf({1: b"<< /Type /Catalog /Pages 9 0 R >>", 2: docgen.HELVETICA})
-    assert reject_reason(no_pages, "x.pdf") == "damaged PDF: the page tree (/Pages) is missing and no page object was found"
+    assert (
+        reject_reason(no_pages, "x.pdf")
+        == "damaged PDF: the page tree (/Pages) is missing and no page object was found"
+    )
 
 
 def test_encrypted_pdfs_with_an_empty_user_password_open_and_others_say_password() -> None:
     pdf = docgen.make_pdf(["secret text"])
     for algorithm in ("RC4-128", "AES-128", "AES-256"):  # AES needs cryptography, in the image as on the host
-        assert "secret text" in textextract.extract(docgen.encrypt_pdf(pdf, "", algorithm), "e.pdf", LIMITS).text, algorithm
+        assert (
+            "secret text" in textextract.extract(docgen.encrypt_pdf(pdf, "", algorithm), "e.pdf", LIMITS).text
+        ), algorithm
     for algorithm in ("RC4-128", "AES-256"):
-        assert reject_reason(docgen.encrypt_pdf(pdf, "hunter2", algorithm), "e.pdf") == "encrypted PDF needs a password"
+        assert (
+            reject_reason(docgen.encrypt_pdf(pdf, "hunter2", algorithm), "e.pdf")
+            == "encrypted PDF needs a password"
+        )
 
 
 # --- garbage reported as such (item 4) --------------------------------------------------------
+
 
 def test_scans_have_no_text_layer_and_identity_fonts_without_tounicode_are_suspect() -> None:
     scan = textextract.extract(docgen.pdf_scanned(pages=2), "scan.pdf", LIMITS)
@@ -142,27 +171,47 @@ def test_a_blank_page_among_text_pages_is_listed_not_a_warning() -> None:
 
 # --- clear reasons (item 5) -------------------------------------------------------------------
 
-@pytest.mark.parametrize(("build", "name", "expected"), [
-    (lambda: b"", "empty.pdf", "empty file (0 bytes)"),
-    (lambda: b"", "empty.docx", "empty file (0 bytes)"),
-    (docgen.ole_encrypted_docx, "locked.docx", "password-protected DOCX (Office encryption): no text without the password"),
-    (docgen.ole_legacy_doc, "old.docx", "legacy Word 97-2003 document (.doc), not DOCX"),
-    (docgen.truncated_docx, "cut.docx", "truncated DOCX: the zip's central directory is missing (file cut short)"),
-    (lambda: b"GIF89a not really a pdf", "cv.pdf", "content is not a PDF file (a GIF image)"),
-    (lambda: b"{\\rtf1\\ansi hello}", "cv.docx", "content is not a DOCX file (an RTF document)"),
-    (lambda: b"plain words", "cv.pdf", "content is not a PDF file (no %PDF- header)"),
-    (lambda: docgen.write_zip({"xl/workbook.xml": b"<a/>"}), "sheet.docx", "not a Word document: the package is a spreadsheet (XLSX)"),
-    (docgen.docx_with_dtd, "laughs.docx", "DOCX part declares a DTD (never valid in OOXML): refused"),
-    (lambda: b"BEGIN:VCALENDAR", "invite.ics", "unsupported file type '.ics'"),
-])
+
+@pytest.mark.parametrize(
+    ("build", "name", "expected"),
+    [
+        (lambda: b"", "empty.pdf", "empty file (0 bytes)"),
+        (lambda: b"", "empty.docx", "empty file (0 bytes)"),
+        (
+            docgen.ole_encrypted_docx,
+            "locked.docx",
+            "password-protected DOCX (Office encryption): no text without the password",
+        ),
+        (docgen.ole_legacy_doc, "old.docx", "legacy Word 97-2003 document (.doc), not DOCX"),
+        (
+            docgen.truncated_docx,
+            "cut.docx",
+            "truncated DOCX: the zip's central directory is missing (file cut short)",
+        ),
+        (lambda: b"GIF89a not really a pdf", "cv.pdf", "content is not a PDF file (a GIF image)"),
+        (lambda: b"{\\rtf1\\ansi hello}", "cv.docx", "content is not a DOCX file (an RTF document)"),
+        (lambda: b"plain words", "cv.pdf", "content is not a PDF file (no %PDF- header)"),
+        (
+            lambda: docgen.write_zip({"xl/workbook.xml": b"<a/>"}),
+            "sheet.docx",
+            "not a Word document: the package is a spreadsheet (XLSX)",
+        ),
+        (docgen.docx_with_dtd, "laughs.docx", "DOCX part declares a DTD (never valid in OOXML): refused"),
+        (lambda: b"BEGIN:VCALENDAR", "invite.ics", "unsupported file type '.ics'"),
+    ],
+)
 def test_each_failure_has_its_own_precise_reason(build, name: str, expected: str) -> None:
     assert reject_reason(build(), name) == expected
 
 
 def test_damaged_files_say_what_is_damaged() -> None:
     assert reject_reason(b"%PDF-1.4\n" + b"\x00garbage" * 100, "x.pdf").startswith("damaged PDF: ")
-    bad_xml = docgen.write_zip({**docgen._members(docgen.make_docx(["x"])), "word/document.xml": b"<w:document><unclosed>"})
-    assert reject_reason(bad_xml, "x.docx").startswith("damaged DOCX: part word/document.xml is not well-formed XML")
+    bad_xml = docgen.write_zip(
+        {**docgen._members(docgen.make_docx(["x"])), "word/document.xml": b"<w:document><unclosed>"}
+    )
+    assert reject_reason(bad_xml, "x.docx").startswith(
+        "damaged DOCX: part word/document.xml is not well-formed XML"
+    )
 
 
 def test_reasons_never_carry_memory_addresses() -> None:
@@ -172,18 +221,24 @@ def test_reasons_never_carry_memory_addresses() -> None:
 
 # --- limits -----------------------------------------------------------------------------------
 
+
 def test_pdf_claiming_thousands_of_pages_is_bounded() -> None:
     pdf = docgen.make_pdf(["real one", "real two"], claimed_pages=50_000)
     result = textextract.extract(pdf, "liar.pdf", Limits(max_pages=100))
     assert "real one" in result.text and result.pages == 2
     assert "pages (50000 claimed, 2 present)" in result.truncated
-    many = textextract.extract(docgen.make_pdf([f"p{i}" for i in range(12)]), "long.pdf", Limits(max_pages=10))
+    many = textextract.extract(
+        docgen.make_pdf([f"p{i}" for i in range(12)]), "long.pdf", Limits(max_pages=10)
+    )
     assert many.pages == 10 and many.truncated == ["pages (limit 10, the document claims 12)"]
 
 
 def test_limits_on_input_and_output() -> None:
     pdf = docgen.make_pdf(["x" * 80] * 3)
-    assert reject_reason(pdf, "a.pdf", Limits(max_input_bytes=100)) == f"input is {len(pdf)} bytes, over the 100-byte limit"
+    assert (
+        reject_reason(pdf, "a.pdf", Limits(max_input_bytes=100))
+        == f"input is {len(pdf)} bytes, over the 100-byte limit"
+    )
     result = textextract.extract(pdf, "a.pdf", Limits(max_output_chars=50))
     assert len(result.text) == 50 and "characters" in result.truncated
     docx = textextract.extract(docgen.make_docx(["y" * 80] * 3), "a.docx", Limits(max_output_chars=100))
@@ -196,6 +251,7 @@ def test_page_ranges_for_metadata() -> None:
 
 
 # --- hostile files on the host (issue 19, items 1 and 2) -----------------------------------------
+
 
 def test_pdf_safety_limits_become_skipped_pages_or_reasons() -> None:
     bomb = textextract.extract(docgen.cached("pdf-content-bomb", docgen.pdf_content_bomb), "bomb.pdf", LIMITS)
@@ -220,7 +276,9 @@ def test_time_budget_cannot_be_caught_by_the_parser() -> None:
     elapsed = time.monotonic() - started
     assert elapsed < 7, elapsed
     assert result.text.split("\f")[0] == "Ordinary first page"
-    assert result.unreadable_pages[2] == "stopped at the 2 s page time limit"  # page 3 then starts in a new child
+    assert (
+        result.unreadable_pages[2] == "stopped at the 2 s page time limit"
+    )  # page 3 then starts in a new child
     assert result.truncated[-1].startswith("stopped at the time budget: pages after")
 
 
@@ -228,17 +286,29 @@ def test_a_parse_over_the_memory_limit_ends_as_a_reason() -> None:
     """pypdf tabulates 2,000,000 cross-reference entries of a 21 KB file before any page (291 MB);
     no pypdf limit stops it, the child's address-space limit does."""
     started = time.monotonic()
-    reason = reject_reason(docgen.cached("xref-2m-entries.pdf", docgen.pdf_xref_bomb), "xref.pdf",
-                           Limits(memory_bytes=48 * MB))
+    reason = reject_reason(
+        docgen.cached("xref-2m-entries.pdf", docgen.pdf_xref_bomb), "xref.pdf", Limits(memory_bytes=48 * MB)
+    )
     assert reason == "PDF could not be opened: needs more than the 48 MB memory limit"
     assert time.monotonic() - started < 30
 
 
-@pytest.mark.parametrize(("name", "build", "expected"), [
-    ("docx-lying-sizes", docgen.docx_lying_sizes, "damaged DOCX: part word/document.xml: BadZipFile: Bad CRC-32"),
-    ("docx-xml-bomb", docgen.docx_xml_bomb, "DOCX part word/document.xml inflates to more than 64 MB: possible zip bomb"),
-    ("docx-many-parts", docgen.many_parts_docx, "DOCX has 3017 parts (limit 2000): possible zip bomb"),
-])
+@pytest.mark.parametrize(
+    ("name", "build", "expected"),
+    [
+        (
+            "docx-lying-sizes",
+            docgen.docx_lying_sizes,
+            "damaged DOCX: part word/document.xml: BadZipFile: Bad CRC-32",
+        ),
+        (
+            "docx-xml-bomb",
+            docgen.docx_xml_bomb,
+            "DOCX part word/document.xml inflates to more than 64 MB: possible zip bomb",
+        ),
+        ("docx-many-parts", docgen.many_parts_docx, "DOCX has 3017 parts (limit 2000): possible zip bomb"),
+    ],
+)
 def test_docx_bombs_are_refused_on_bytes_actually_inflated(name: str, build, expected: str) -> None:
     assert reject_reason(docgen.cached(name, build), f"{name}.docx").startswith(expected)
 

@@ -34,26 +34,32 @@ def test_each_click_redirect_rule_unwraps_to_its_target(rule) -> None:
     assert (cleaned, removed) == (f'<a class="btn" href="{target}" title="x">Apply</a>', 1)
 
 
-@pytest.mark.parametrize("tag", [
-    '<img src="https://news.example.org/p.gif" width="1" height="1">',
-    "<img src='//news.example.org/p.gif' width=1px height=0>",
-    '<img src="https://news.example.org/p.gif" style="width:1px;height:1px;border:0">',
-    '<img src="https://news.example.org/p.gif" style="display: none">',
-    '<img src="https://news.example.org/p.gif" hidden>',
-    '<IMG SRC="https://news.example.org/p.gif" WIDTH="0" HEIGHT="20"/>',
-])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        '<img src="https://news.example.org/p.gif" width="1" height="1">',
+        "<img src='//news.example.org/p.gif' width=1px height=0>",
+        '<img src="https://news.example.org/p.gif" style="width:1px;height:1px;border:0">',
+        '<img src="https://news.example.org/p.gif" style="display: none">',
+        '<img src="https://news.example.org/p.gif" hidden>',
+        '<IMG SRC="https://news.example.org/p.gif" WIDTH="0" HEIGHT="20"/>',
+    ],
+)
 def test_a_tiny_or_hidden_remote_image_is_a_pixel(tag) -> None:
     assert trackers.clean(f"a{tag}b") == ("ab", 1)
 
 
-@pytest.mark.parametrize("tag", [
-    '<img src="https://news.example.org/hero.jpg" width="600" height="300" alt="the product">',
-    '<img src="https://news.example.org/hero.jpg">',  # no size given: a content image
-    '<img src="cid:logo@corp" width="1" height="1">',  # a part of the mail itself: nothing is fetched
-    '<img src="data:image/gif;base64,R0lGOD" width="1" height="1">',
-    '<a href="https://example.org/job?id=7">a plain link</a>',
-    '<a href="https://www.google.com/url?q=javascript:alert(1)">not an http(s) target</a>',
-])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        '<img src="https://news.example.org/hero.jpg" width="600" height="300" alt="the product">',
+        '<img src="https://news.example.org/hero.jpg">',  # no size given: a content image
+        '<img src="cid:logo@corp" width="1" height="1">',  # a part of the mail itself: nothing is fetched
+        '<img src="data:image/gif;base64,R0lGOD" width="1" height="1">',
+        '<a href="https://example.org/job?id=7">a plain link</a>',
+        '<a href="https://www.google.com/url?q=javascript:alert(1)">not an http(s) target</a>',
+    ],
+)
 def test_content_images_and_plain_links_are_kept(tag) -> None:
     assert trackers.clean(tag) == (tag, 0)
 
@@ -74,18 +80,34 @@ def test_hostile_html_is_cleaned_in_linear_time() -> None:
     assert large < 4 * max(small, 0.01), (small, large)
 
 
-RAW = (b"From: Shop <news@shop.example>\r\nTo: hello@example.com\r\nSubject: Offer\r\nMIME-Version: 1.0\r\n"
-       b"Content-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>Sale</p>"
-       b'<img src="https://shop.us1.list-manage.com/track/open.php?u=1&amp;id=2" width="1" height="1">'
-       b'<img src="https://shop.example/hero.jpg" width="600"></body></html>\r\n')
+RAW = (
+    b"From: Shop <news@shop.example>\r\nTo: hello@example.com\r\nSubject: Offer\r\nMIME-Version: 1.0\r\n"
+    b"Content-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>Sale</p>"
+    b'<img src="https://shop.us1.list-manage.com/track/open.php?u=1&amp;id=2" width="1" height="1">'
+    b'<img src="https://shop.example/hero.jpg" width="600"></body></html>\r\n'
+)
 
 
 @pytest.mark.parametrize(("switch", "banner"), [("on", True), ("off", False)])
 def test_the_forward_says_how_many_trackers_went_and_the_switch_turns_it_off(switch, banner) -> None:
-    cfg = load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com", "PRIVATE_EMAIL": "owner@example.net",
-                "REMOVE_TRACKERS": switch})
-    fwd = build_forward(cfg, "m1", "news-at-shop.example", parse(RAW), Stored(), (),
-                        "conversations/c/m1.eml", "r@thread.example.com")
+    cfg = load(
+        {
+            "DOMAIN_NAME": "example.com",
+            "PUBLIC_EMAIL": "hello@example.com",
+            "PRIVATE_EMAIL": "owner@example.net",
+            "REMOVE_TRACKERS": switch,
+        }
+    )
+    fwd = build_forward(
+        cfg,
+        "m1",
+        "news-at-shop.example",
+        parse(RAW),
+        Stored(),
+        (),
+        "conversations/c/m1.eml",
+        "r@thread.example.com",
+    )
     assert ("1 tracker removed" in fwd.html and "1 tracker removed" in fwd.text) is banner
     assert ("list-manage.com" in fwd.html) is not banner
     assert "https://shop.example/hero.jpg" in fwd.html

@@ -18,8 +18,9 @@ def _as_aws_error(send):
         try:
             return send(self, *args, **kwargs)
         except SesError as exc:
-            raise CommonServiceException(exc.error_type, exc.message, status_code=exc.code,
-                                         sender_fault=exc.code < 500) from None
+            raise CommonServiceException(
+                exc.error_type, exc.message, status_code=exc.code, sender_fault=exc.code < 500
+            ) from None
 
     call.__wrapped__ = send
     return call

@@ -23,8 +23,12 @@ _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/")
 
 def _error(status: int, code: str, message: str) -> Response:
     # SESv2 is REST-JSON: botocore reads the code from x-amzn-ErrorType and the text from "message".
-    return Response(json.dumps({"message": message}), status, headers={"x-amzn-ErrorType": code},
-                    mimetype="application/json")
+    return Response(
+        json.dumps({"message": message}),
+        status,
+        headers={"x-amzn-ErrorType": code},
+        mimetype="application/json",
+    )
 
 
 def _send_email(request, **_):
@@ -32,25 +36,34 @@ def _send_email(request, **_):
         body = json.loads(request.get_data() or b"{}")
         raw = base64.b64decode(body["Content"]["Raw"]["Data"])
     except (ValueError, KeyError, TypeError):
-        return _error(400, "BadRequestException", "this LocalStack answers SESv2 SendEmail with Content.Raw only")
+        return _error(
+            400, "BadRequestException", "this LocalStack answers SESv2 SendEmail with Content.Raw only"
+        )
     found = _CREDENTIAL.search(request.headers.get("Authorization", ""))
     access_key, region = found.groups() if found else ("test", "us-east-1")
     destination = body.get("Destination") or {}
     params = {"RawMessage": {"Data": raw}}
-    recipients = [a for key in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(key) or []]
+    recipients = [
+        a for key in ("ToAddresses", "CcAddresses", "BccAddresses") for a in destination.get(key) or []
+    ]
     if recipients:
         params["Destinations"] = recipients
     if body.get("FromEmailAddress"):
         params["Source"] = body["FromEmailAddress"]
     if body.get("ConfigurationSetName"):
         params["ConfigurationSetName"] = body["ConfigurationSetName"]
-    ses = connect_externally_to(region_name=region, aws_access_key_id=access_key, aws_secret_access_key="test").ses
+    ses = connect_externally_to(
+        region_name=region, aws_access_key_id=access_key, aws_secret_access_key="test"
+    ).ses
     try:
         sent = ses.send_raw_email(**params)
     except ClientError as exc:
         error = exc.response.get("Error", {})
-        return _error(int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)),
-                      str(error.get("Code", "InternalFailure")), str(error.get("Message", "")))
+        return _error(
+            int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)),
+            str(error.get("Code", "InternalFailure")),
+            str(error.get("Message", "")),
+        )
     return Response(json.dumps({"MessageId": sent["MessageId"]}), 200, mimetype="application/json")
 
 
