@@ -26,7 +26,7 @@ from typing import Any
 
 from common.aws import client, ses
 from common.local.env import local_env
-from common.store.sendqueue import OutboundMessage
+from common.mail.outbound import OutboundMessage
 from tests.support.sendload import (
     Faults,
     emulator_process,

@@ -147,7 +147,7 @@ def event_source(run: Run, account: str, spec: Function) -> None:
     )
 
 
-# The owner's daily quarantine digest (common/inbound/quarantine.py): an EventBridge rule on a schedule
+# The owner's daily quarantine digest (common/delivery/quarantine.py): an EventBridge rule on a schedule
 # (UTC) invokes inbound-handler's live alias with the event common.runtime.events.OwnerTask reads.
 DIGEST_SCHEDULE = "cron(0 7 * * ? *)"
 DIGEST_TARGET_ID = "inbound-handler"

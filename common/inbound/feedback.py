@@ -24,6 +24,7 @@ from email.utils import parseaddr
 from typing import Any, Literal, TypedDict
 
 from common.mail.threads import verify_thread_address
+from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.log import get_logger
 from common.store import alerts, conversations, holds, layout, sendstatus
@@ -37,6 +38,11 @@ SES_VALIDATION = "Successfully validated SNS topic for Amazon SES event publishi
 class FeedbackResult(TypedDict):
     status: Literal["feedback"]
     results: list[dict[str, Any]]
+
+
+def handle(cfg: Config, event: Any) -> FeedbackResult:
+    """An SNS event: one or more SES notifications."""
+    return apply_notifications(cfg, events.sns_messages(event))
 
 
 def apply_notifications(cfg: Config, messages: list[dict[str, Any]]) -> FeedbackResult:

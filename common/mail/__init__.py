@@ -1,0 +1,21 @@
+"""Mail as data, with no storage and no AWS: parsing received mail within its caps (``parse``,
+``headers``, ``charsets``, ``htmltext``, ``limits``, ``filetypes``, ``withhold``, ``trackers``,
+``autoreply``), the queue contract (``outbound``), building and encrypting outgoing MIME (``build``,
+``encrypt``), thread addresses and conversation ids (``threads``) and safe names (``sanitize``)."""
+
+__all__ = [
+    "autoreply",
+    "build",
+    "charsets",
+    "encrypt",
+    "filetypes",
+    "headers",
+    "htmltext",
+    "limits",
+    "outbound",
+    "parse",
+    "sanitize",
+    "threads",
+    "trackers",
+    "withhold",
+]

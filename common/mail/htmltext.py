@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 # HTML read for the text body: 2 M characters of the densest markup ("<b>x</b>" repeated) take
 # about 1.5 s and 60 MB (bench/html_text.py); real HTML mail is far smaller. Past it, the forward
-# carries the text read so far and the whole HTML attached (common.inbound.messages).
+# carries the text read so far and the whole HTML attached (common.delivery.compose).
 MAX_HTML_CHARS = 2_000_000
 
 _BLOCK = frozenset(

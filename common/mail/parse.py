@@ -42,6 +42,7 @@ from common.mail import charsets, filetypes, limits
 from common.mail.headers import address_problem, header_text, parse_mailbox, unfold
 from common.mail.htmltext import HtmlText, convert
 from common.mail.sanitize import MESSAGE_ID, clean_header_text, safe_filename, shorten_keep_extension
+from common.runtime.errors import EmailHandlerError
 
 _NOREPLY = re.compile(
     r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I
@@ -145,7 +146,7 @@ class ParsedMail:
         return self.header_counts.get(name.lower(), 0)
 
 
-class GiveUp(Exception):
+class GiveUpError(EmailHandlerError):
     """The mail asks the parser for more work than any real mail needs (nesting, re-parsing): the
     owner gets it as :func:`minimal` makes it, the original attached whole."""
 
@@ -153,7 +154,7 @@ class GiveUp(Exception):
 def parse(raw: bytes) -> ParsedMail:
     try:
         return _parse(raw)
-    except GiveUp as exc:
+    except GiveUpError as exc:
         return minimal(raw, str(exc))
     except Exception as exc:  # RecursionError from deep nesting, or anything a mail can provoke
         return minimal(raw, f"{type(exc).__name__}: {str(exc)[:200]}")
@@ -415,7 +416,9 @@ class _Budget:
     def spend(self, n: int) -> None:
         self.left -= n
         if self.left < 0:
-            raise GiveUp(f"recovering its MIME parts would parse it more than {REPARSE_FACTOR} times over")
+            raise GiveUpError(
+                f"recovering its MIME parts would parse it more than {REPARSE_FACTOR} times over"
+            )
 
 
 def _walk(msg: Message, mail: ParsedMail, budget: _Budget) -> list[_Part]:
@@ -439,13 +442,13 @@ def _walk(msg: Message, mail: ParsedMail, budget: _Budget) -> list[_Part]:
             if children is None:
                 body = raw_payload(node)
                 if _MIME_LINE.search(body):  # parts that cannot be split are never shown as text
-                    raise GiveUp(f"a {part.ctype} whose parts could not be split (boundary not found)")
+                    raise GiveUpError(f"a {part.ctype} whose parts could not be split (boundary not found)")
                 if body.strip():  # no MIME inside at all: the body is text
                     part.maintype, part.subtype = "text", "plain"
                 continue
         children = [*children, *_epilogue_parts(node, mail, budget)]
         if depth >= MAX_DEPTH:  # no client shows this: the owner gets the original, attached whole
-            raise GiveUp(f"MIME nesting deeper than {MAX_DEPTH} levels")
+            raise GiveUpError(f"MIME nesting deeper than {MAX_DEPTH} levels")
         stack.extend((c, depth + 1, part) for c in reversed(children) if isinstance(c, Message))
     return parts
 

@@ -1,0 +1,4 @@
+"""reply-handler's logic: ``handler`` (the entry), ``auth`` (is it the owner's message), ``owner``
+(owner controls and new conversations), ``text`` and ``scrub`` (cleaning the reply's text)."""
+
+__all__ = ["auth", "handler", "owner", "scrub", "text"]

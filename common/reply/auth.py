@@ -32,6 +32,7 @@ from email.utils import parsedate_to_datetime
 from common.mail.parse import ParsedMail
 from common.mail.threads import verify_thread_address
 from common.runtime.config import Config
+from common.runtime.errors import EmailHandlerError
 from common.runtime.events import SesReceipt
 
 FROM_MAX_CHARS = 1000  # an owner's From is short; anything longer is not worth parsing
@@ -45,7 +46,7 @@ UNAUTHENTICATED = (
 )
 
 
-class NotAuthorised(Exception):
+class NotAuthorisedError(EmailHandlerError):
     """The mail is not an authenticated owner message; ``str(exc)`` is the logged reason."""
 
 
@@ -62,12 +63,12 @@ def envelope_sender(receipt: SesReceipt) -> str:
 def check_sender(receipt: SesReceipt, cfg: Config) -> None:
     """The owner's envelope sender and SES's verdicts (for any owner-only address). Never reads the message."""
     if envelope_sender(receipt) not in cfg.owner_addresses:
-        raise NotAuthorised("envelope sender is not the owner")
+        raise NotAuthorisedError("envelope sender is not the owner")
     v = receipt.verdicts
     if v.get("spam") == "FAIL" or v.get("virus") == "FAIL":
-        raise NotAuthorised("spam or virus verdict FAIL")
+        raise NotAuthorisedError("spam or virus verdict FAIL")
     if not (v.get("dmarc") == "PASS" or (v.get("dmarc") == "GRAY" and v.get("spf") == "PASS")):
-        raise NotAuthorised(UNAUTHENTICATED)
+        raise NotAuthorisedError(UNAUTHENTICATED)
 
 
 def check_envelope(receipt: SesReceipt, cfg: Config) -> str:
@@ -77,58 +78,58 @@ def check_envelope(receipt: SesReceipt, cfg: Config) -> str:
         cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if cid:
             return cid
-    raise NotAuthorised("no thread address with a valid tag")
+    raise NotAuthorisedError("no thread address with a valid tag")
 
 
 def from_fields(raw: bytes) -> list[str]:
     """The raw From fields, from the header block alone (nothing else of the message is parsed)."""
     end = min((i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0), default=len(raw))
     if end > HEADER_BLOCK_MAX:
-        raise NotAuthorised("header block too large")
+        raise NotAuthorisedError("header block too large")
     head = BytesHeaderParser(policy=policy.default).parsebytes(raw[:end] + b"\r\n\r\n")
     return [str(value) for name, value in head.raw_items() if name.lower() == "from"]
 
 
 def check_from(raw: bytes, receipt: SesReceipt, cfg: Config) -> OwnerFrom:
-    """The one owner mailbox in From, or :class:`NotAuthorised` naming what is wrong with the field."""
+    """The one owner mailbox in From, or :class:`NotAuthorisedError` naming what is wrong with the field."""
     values = from_fields(raw)
     if not values:
-        raise NotAuthorised("From header missing")
+        raise NotAuthorisedError("From header missing")
     if len(values) > 1:
-        raise NotAuthorised("more than one From header")
+        raise NotAuthorisedError("more than one From header")
     value = re.sub(r"\r?\n(?=[ \t])", "", values[0]).strip()
     if len(value) > FROM_MAX_CHARS:
-        raise NotAuthorised("From header too long")
+        raise NotAuthorisedError("From header too long")
     try:  # raw 8-bit header bytes arrive as surrogates: only valid UTF-8 (RFC 6532) is acceptable
         value = value.encode("ascii", "surrogateescape").decode("utf-8")
     except UnicodeError:
-        raise NotAuthorised("From header has a parse defect") from None
+        raise NotAuthorisedError("From header has a parse defect") from None
     try:
         header = policy.default.header_factory("From", value)
     except Exception:  # the registry raises on some malformed fields (e.g. an encoded CR/LF in the name)
-        raise NotAuthorised("From header has a parse defect") from None
+        raise NotAuthorisedError("From header has a parse defect") from None
     if header.defects:
-        raise NotAuthorised("From header has a parse defect")
+        raise NotAuthorisedError("From header has a parse defect")
     if any(group.display_name is not None for group in header.groups):
-        raise NotAuthorised("From is a group")
+        raise NotAuthorisedError("From is a group")
     if len(header.addresses) != 1:
-        raise NotAuthorised("From is not exactly one mailbox")
+        raise NotAuthorisedError("From is not exactly one mailbox")
     mailbox = header.addresses[0]
     address = mailbox.addr_spec.strip().lower()
     owners = cfg.owner_addresses
     if address not in owners:
-        raise NotAuthorised("From is not the owner")
+        raise NotAuthorisedError("From is not the owner")
     # Every other spelling of an address (display name, comment, encoded word) must be the owner's too.
     for text in (value, str(header), mailbox.display_name):
         for owner in owners:
             text = re.sub(re.escape(owner), "", text, flags=re.I)
         if _OTHER_AT.search(text):
-            raise NotAuthorised("From names another address")
+            raise NotAuthorisedError("From names another address")
     if (
         receipt.verdicts.get("dmarc") != "PASS"
         and address.rpartition("@")[2] != envelope_sender(receipt).rpartition("@")[2]
     ):
-        raise NotAuthorised("From domain differs from the SPF-authenticated envelope domain")
+        raise NotAuthorisedError("From domain differs from the SPF-authenticated envelope domain")
     return OwnerFrom(address, mailbox.display_name)
 
 
@@ -141,7 +142,7 @@ def check_age(mail: ParsedMail, received: datetime, max_age_s: int) -> None:
     if sent.tzinfo is None:
         sent = sent.replace(tzinfo=UTC)
     if (received - sent).total_seconds() > max_age_s:
-        raise NotAuthorised("owner message is too old (replayed?)")
+        raise NotAuthorisedError("owner message is too old (replayed?)")
 
 
 def message_identities(mail: ParsedMail) -> tuple[str, ...]:

@@ -17,14 +17,16 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.aws import s3
+from common.delivery import release
 from common.mail import limits
 from common.mail.autoreply import automatic
 from common.mail.encrypt import encrypted_kind
+from common.mail.outbound import OutboundMessage
 from common.mail.parse import ParsedMail, parse
 from common.mail.sanitize import clean_header_text, safe_filename
 from common.mail.threads import conversation_id
 from common.reply import auth, owner
-from common.reply.auth import NotAuthorised
+from common.reply.auth import NotAuthorisedError
 from common.reply.scrub import hide_addresses, hide_names, owner_names
 from common.reply.text import clean_reply, new_conversation_recipient, owner_controls, reply_subject
 from common.runtime import events
@@ -32,7 +34,7 @@ from common.runtime.clock import parse_iso
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
 from common.store import alerts, attachments, conversations, layout, replies, sendstatus, staging
-from common.store.sendqueue import OutboundMessage, enqueue
+from common.store.sendqueue import enqueue
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -76,16 +78,16 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         if over := limits.screen(
             raw
         ):  # even the owner's mail is parsed only within the caps (docs/security.md)
-            raise NotAuthorised(f"not parsed: {over}")
+            raise NotAuthorisedError(f"not parsed: {over}")
         mail = parse(raw)
         received = parse_iso(receipt.timestamp) or datetime.now(UTC)
         auth.check_age(mail, received, cfg.reply_max_age_s)
         if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
-            raise NotAuthorised(f"automatic mail from the owner's mailbox ({why}); not relayed")
+            raise NotAuthorisedError(f"automatic mail from the owner's mailbox ({why}); not relayed")
         if goal.kind != "release" and (encrypted := encrypted_kind(mail.headers.get("content-type", ""))):
             # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to
             # relay, and the contact could not read it either. Refused with a notice, never dropped.
-            raise NotAuthorised(
+            raise NotAuthorisedError(
                 f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again "
                 "unencrypted (signing is fine)"
             )
@@ -97,7 +99,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             to = new_conversation_recipient(mail.own_text)
             problem = owner.recipient_problem(cfg, to)
             if problem:
-                raise NotAuthorised(problem)
+                raise NotAuthorisedError(problem)
             cid = conversation_id(to, "", cfg.opaque_relay_domains)
             bind(conversation_id=cid)
             check_contact(cfg, to)
@@ -106,7 +108,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             cid = goal.value
             record = conversations.get(cfg, cid)
             if not record or not record.get("senderEmail"):
-                raise NotAuthorised("unknown conversation")
+                raise NotAuthorisedError("unknown conversation")
             check_contact(cfg, str(record["senderEmail"]))
         if (
             goal.kind == "reply"
@@ -115,17 +117,17 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         ):
             # The owner's client addresses a reply to the thread address, and DKIM signs To and Cc
             # (RFC 6376 section 5.4.1): a signed message delivered to another thread is a replay.
-            raise NotAuthorised(
+            raise NotAuthorisedError(
                 "the thread address it was delivered to is not in its To or Cc (replayed to "
                 "another conversation?)"
             )
         claims = auth.replay_claims(mail, cid)
         if not all([replies.claim(cfg, scope, i, mid) for scope, i in claims]):  # every claim is written
-            raise NotAuthorised("owner message already sent (replay)")
+            raise NotAuthorisedError("owner message already sent (replay)")
         identity = auth.message_identities(mail)[0]
         if goal.kind == "new":
             record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received)
-    except NotAuthorised as exc:
+    except NotAuthorisedError as exc:
         return reject(cfg, receipt, raw, str(exc))
     assert record is not None
     result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == "new")
@@ -136,10 +138,10 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
 def check_contact(cfg: Config, contact: str) -> None:
     """The owner hears about a reply that cannot reach its contact, instead of the sender skipping it in silence."""
     if cfg.is_own(contact):
-        raise NotAuthorised("the conversation's contact is one of our own addresses (mail loop)")
+        raise NotAuthorisedError("the conversation's contact is one of our own addresses (mail loop)")
     entry = sendstatus.suppression(cfg, contact)
     if entry:
-        raise NotAuthorised(
+        raise NotAuthorisedError(
             f"contact {contact} is on the suppression list ({entry.get('reason')}); "
             f"email-handler suppression remove {contact} to mail them again"
         )
@@ -147,13 +149,11 @@ def check_contact(cfg: Config, contact: str) -> None:
 
 def release_held(cfg: Config, qid: str, mid: str) -> ReplyResult:
     """The owner mailed a release address from a quarantine digest."""
-    from common.inbound import quarantine
-
-    released = quarantine.release(cfg, qid, f"mail:{mid}")
+    released = release.release(cfg, qid, f"mail:{mid}")
     if released["status"] == "unknown":
-        raise NotAuthorised("release address names no quarantined mail")
+        raise NotAuthorisedError("release address names no quarantined mail")
     if released["status"] == "undeliverable":
-        raise NotAuthorised(f"released mail cannot be forwarded: {released.get('reason', '')}")
+        raise NotAuthorisedError(f"released mail cannot be forwarded: {released.get('reason', '')}")
     return {
         "status": released["status"],
         "messageId": mid,
@@ -172,7 +172,7 @@ def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> 
     )
     try:
         sender = clean_header_text(" | ".join(auth.from_fields(raw)), 200)
-    except NotAuthorised:
+    except NotAuthorisedError:
         sender = ""
     log.warning(
         "reply rejected",

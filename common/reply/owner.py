@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from common.inbound.ack import address_problem
+from common.delivery.ack import address_problem
 from common.mail.threads import is_new_conversation_address, verify_release_address, verify_thread_address
-from common.reply.auth import NotAuthorised
+from common.reply.auth import NotAuthorisedError
 from common.reply.text import Control
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
@@ -48,7 +48,7 @@ def target(receipt: SesReceipt, cfg: Config) -> Target:
             return Target("release", qid)
         if is_new_conversation_address(recipient, cfg.thread_domain):
             return Target("new")
-    raise NotAuthorised("no thread address with a valid tag")
+    raise NotAuthorisedError("no thread address with a valid tag")
 
 
 def recipient_problem(cfg: Config, address: str) -> str:

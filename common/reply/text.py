@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from common.inbound.messages import FOOTER_MARKER
+from common.delivery.compose import FOOTER_MARKER
 from common.reply.scrub import hide_addresses
 
 # [key: value] command lines -> conversation attributes (docs/CONTRACT.md)

@@ -21,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from common.aws import error_code, s3, ses, sqs
+from common.mail.outbound import OutboundMessage
 from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.errors import EventError
@@ -28,7 +29,7 @@ from common.runtime.functions import SENDERS, dlq_name
 from common.runtime.log import bind, get_logger
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.store import alerts, holds, layout, sendstatus
-from common.store.sendqueue import OutboundMessage, load
+from common.store.sendqueue import load
 
 if TYPE_CHECKING:  # pragma: no cover
     from email.message import EmailMessage
@@ -311,7 +312,7 @@ class Sender:
     def _encrypted_for_owner(self, msg: OutboundMessage, built: EmailMessage) -> EmailMessage:
         """Mail to the owner only, encrypted to the owner's key when one is configured. Here, inside the
         idempotent send, so a retry re-encrypts the same message and the queue and S3 never hold a
-        second copy; a forward cut to the size budget (common/inbound/messages.py) fits once encrypted."""
+        second copy; a forward cut to the size budget (common/delivery/compose.py) fits once encrypted."""
         if not self.cfg.encrypts_to_owner or not {a.lower() for a in msg.to} <= self.cfg.owner_addresses:
             return built
         from common.mail.encrypt import OwnerKeyError, encrypt

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from common.aws import s3
 from common.mail import charsets
 from common.mail.limits import MAX_STORED_ATTACHMENTS
+from common.mail.outbound import Attachment
 from common.mail.parse import Attachment as MailPart
 from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
 from common.runtime.config import Config
-from common.store.sendqueue import Attachment
 
 __all__ = ["SES_UNSUPPORTED", "Stored", "Withheld", "as_utf8", "store", "withhold_reason"]
 

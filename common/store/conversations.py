@@ -13,6 +13,7 @@ from common.aws import dynamodb
 from common.mail.parse import ParsedMail
 from common.runtime.clock import iso_z
 from common.runtime.config import Config
+from common.runtime.errors import EmailHandlerError
 
 BODY_RECORD_CHARS = 1000
 
@@ -21,7 +22,7 @@ def get(cfg: Config, cid: str) -> dict[str, Any] | None:
     return dynamodb.get(cfg.conversations_table, {"conversationId": cid})
 
 
-class Collision(Exception):
+class CollisionError(EmailHandlerError):
     """The conversation id already belongs to another sender: never merged."""
 
     def __init__(self, cid: str, owner: str) -> None:
@@ -34,8 +35,8 @@ def record_inbound(
 ) -> bool:
     """Upsert the conversation for a received mail; True on first contact (also when a first
     delivery is retried: the record remembers which SES message created it). Raises
-    :class:`Collision` instead of changing the ``senderEmail`` of an existing conversation.
-    Not ``authenticated`` (SES's verdicts do not tie it to its From: common.inbound.ack.authenticated):
+    :class:`CollisionError` instead of changing the ``senderEmail`` of an existing conversation.
+    Not ``authenticated`` (SES's verdicts do not tie it to its From: common.delivery.ack.authenticated):
     the mail sets the conversation's facts (display name, the message the owner's reply threads under)
     only where it has none yet, so a spoof of an existing contact cannot rewrite them."""
     values: dict[str, Any] = {
@@ -72,7 +73,7 @@ def record_inbound(
             raise_on_condition=True,
         )
     except dynamodb.ConditionFailed as exc:
-        raise Collision(cid, str((exc.item or {}).get("senderEmail", ""))) from None
+        raise CollisionError(cid, str((exc.item or {}).get("senderEmail", ""))) from None
     return new is not None and new.get("firstMessageId") == mid
 
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from common.aws import sqs
-from common.store.sendqueue import OutboundMessage
+from common.mail.outbound import OutboundMessage
 from tests.support.sendload import (
     Faults,
     emulator_process,

@@ -45,7 +45,7 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from common.inbound.messages import FOOTER_MARKER
+from common.delivery.compose import FOOTER_MARKER
 from common.local.rie import InvokeError
 from common.mail.htmltext import html_to_text
 from common.mail.parse import ORIGINAL_NAME

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from common.local.events import sns_event
+from common.mail.outbound import OutboundMessage
 from common.store import sendstatus
-from common.store.sendqueue import OutboundMessage, enqueue
+from common.store.sendqueue import enqueue
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from email.utils import make_msgid
 
 import pytest
 
-from common.inbound.messages import FOOTER_MARKER
+from common.delivery.compose import FOOTER_MARKER
 from tests.support.mailgen import mail, zip_of
 
 SES_ID = "0000000000000000000000000000000000000f01"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from common.inbound.messages import FOOTER_MARKER
+from common.delivery.compose import FOOTER_MARKER
 from common.mail.threads import verify_thread_address
 from tests.support.mailgen import mail
 

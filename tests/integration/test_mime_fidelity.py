@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.inbound.messages import FOOTER_MARKER
+from common.delivery.compose import FOOTER_MARKER
 from tests.support import mailgen as g
 
 SES_ID = "0000000000000000000000000000000000000b01"

@@ -11,7 +11,8 @@ import pytest
 
 from common.aws import client
 from common.local.rie import InvokeError
-from common.store.sendqueue import OutboundMessage, enqueue, payload_key
+from common.mail.outbound import OutboundMessage
+from common.store.sendqueue import enqueue, payload_key
 from tests.support.sesproxy import SesProxy
 
 FAST = {"RETRY_DELAYS_SECONDS": "0,0.1,0.2,0.3", "ATTEMPT_RESERVE_SECONDS": "1"}

@@ -20,10 +20,11 @@ from common.aws import client, sqs
 from common.inbound import policy
 from common.local import events as localevents
 from common.local.env import function_credentials
+from common.mail.outbound import OutboundMessage
 from common.runtime import config
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS
-from common.store.sendqueue import OutboundMessage, load
+from common.store.sendqueue import load
 from deploy import resources
 
 ACCOUNT = "123456789012"

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from common.aws import client, ses
 from common.local.wiring import poll_queue_once
+from common.mail.outbound import OutboundMessage
 from common.runtime.config import Config
 from common.senders import handler as sender
-from common.store.sendqueue import OutboundMessage
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext

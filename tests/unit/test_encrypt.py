@@ -11,10 +11,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from common.mail.build import build
 from common.mail.encrypt import ENCRYPTED_TYPES, NEUTRAL_SUBJECT, OwnerKeyError, encrypt, parse
+from common.mail.outbound import Attachment, OutboundMessage
 from common.runtime.config import ENCRYPTION_GROWTH, load
 from common.runtime.errors import ConfigError
 from common.runtime.functions import BY_NAME
-from common.store.sendqueue import Attachment, OutboundMessage
 from deploy.errors import DeployError
 from deploy.iam import policy as policy_document
 from deploy.lambdas import environment
@@ -207,7 +207,7 @@ def test_retention_days_must_not_be_negative() -> None:
 
 
 def test_a_forward_that_would_not_fit_once_encrypted_links_its_attachment_instead() -> None:
-    from common.inbound.messages import build_forward
+    from common.delivery.compose import build_forward
     from common.mail.parse import parse as parse_mail
     from common.store.attachments import Stored
 

@@ -1,4 +1,4 @@
-"""The download links of a shortened forward (common.inbound.messages.build_forward with
+"""The download links of a shortened forward (common.delivery.compose.build_forward with
 common.aws.s3.presign_get): what gets a link, how long it is said to work, and what never gets one.
 Presigning is local computation (no request), so these run with made-up credentials."""
 
@@ -12,12 +12,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from common.aws import reset_clients, s3
-from common.inbound.messages import TEMPORARY_LINKS_NOTE, build_forward
+from common.delivery.compose import TEMPORARY_LINKS_NOTE, build_forward
 from common.local.env import local_env
+from common.mail.outbound import Attachment
 from common.mail.parse import parse
 from common.runtime import config
 from common.store.attachments import Stored, Withheld
-from common.store.sendqueue import Attachment
 from tests.support.mailgen import mail
 
 CFG = config.load({**local_env(), "MAX_FORWARD_BYTES": "100000"})

@@ -10,8 +10,8 @@ import pytest
 
 from common.mail import limits
 from common.mail.build import build
+from common.mail.outbound import Attachment, OutboundMessage
 from common.store.attachments import SES_UNSUPPORTED, withhold_reason
-from common.store.sendqueue import Attachment, OutboundMessage
 from tests.support.mailgen import zip_of
 
 DENY = frozenset({"exe", "js", "jar", "bat"})

@@ -141,7 +141,7 @@ def _closes_outer_quote(contact: str) -> bool:
 def test_html_past_the_bound_is_attached_when_it_fits_and_named_in_the_archive_when_not() -> None:
     from dataclasses import replace
 
-    from common.inbound.messages import HTML_ORIGINAL_NAME, unconverted_html
+    from common.delivery.compose import HTML_ORIGINAL_NAME, unconverted_html
     from common.runtime import config
 
     cfg = config.load(

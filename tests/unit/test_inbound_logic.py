@@ -2,7 +2,8 @@
 
 import pytest
 
-from common.inbound import ack, policy
+from common.delivery import ack
+from common.inbound import policy
 from common.local.events import receipt_event
 from common.mail.parse import parse
 from common.mail.sanitize import safe_filename

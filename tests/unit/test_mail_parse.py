@@ -200,7 +200,7 @@ def test_a_long_subject_reaches_the_forward_whole() -> None:
     # Cut at one line's 998 characters before; the generator folds a long Subject, so the owner
     # gets what the sender wrote (the screen caps the field at 64 KB, encoded words at 1,000).
     from common.mail.build import POLICY, build
-    from common.store.sendqueue import OutboundMessage
+    from common.mail.outbound import OutboundMessage
 
     subject = "Long subject words " * 70 + "=?utf-8?q?Gr=C3=BC=C3=9Fe?=" + " end" * 300
     raw = g.raw(g.basic(subject=subject))

@@ -3,8 +3,8 @@ import json
 import pytest
 
 from common.mail.build import build
+from common.mail.outbound import Attachment, OutboundMessage
 from common.runtime.errors import EventError
-from common.store.sendqueue import Attachment, OutboundMessage
 
 
 def msg(**kw) -> OutboundMessage:

@@ -85,6 +85,7 @@ def test_every_common_package_is_a_role_from_the_contract() -> None:
         "aws",
         "mail",
         "store",
+        "delivery",
         "inbound",
         "reply",
         "senders",

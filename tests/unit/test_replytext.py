@@ -1,6 +1,6 @@
 import pytest
 
-from common.inbound.messages import FOOTER_MARKER
+from common.delivery.compose import FOOTER_MARKER
 from common.reply.text import clean_reply, extract_metadata, reply_subject, strip_history
 
 OWNERS = ("owner@example.net",)

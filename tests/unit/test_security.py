@@ -55,7 +55,7 @@ def test_check_from(value: bytes, reason: str) -> None:
     got = ""
     try:
         auth.check_from(raw, receipt("owner@example.net", dmarc="GRAY", spf="PASS"), CFG)
-    except auth.NotAuthorised as exc:
+    except auth.NotAuthorisedError as exc:
         got = str(exc)
     assert got == reason
 
@@ -67,7 +67,7 @@ def test_check_from_with_dmarc_pass_accepts_any_owner_address() -> None:
 
 def test_check_from_refuses_a_huge_header_block_before_parsing_it() -> None:
     raw = b"X-Pad: " + b"a" * (auth.HEADER_BLOCK_MAX + 10) + b"\r\nFrom: owner@example.net\r\n\r\nx"
-    with pytest.raises(auth.NotAuthorised, match="header block too large"):
+    with pytest.raises(auth.NotAuthorisedError, match="header block too large"):
         auth.check_from(raw, receipt("owner@example.net"), CFG)
 
 
@@ -85,7 +85,7 @@ def test_check_from_refuses_a_huge_header_block_before_parsing_it() -> None:
 def test_verdict_rule(verdicts: dict[str, str], ok: bool) -> None:
     try:
         auth.check_sender(receipt("owner@example.net", **verdicts), CFG)
-    except auth.NotAuthorised:
+    except auth.NotAuthorisedError:
         assert not ok
     else:
         assert ok
@@ -169,7 +169,7 @@ OWN = [
 
 @pytest.mark.parametrize(("address", "own"), OWN)
 def test_one_reading_of_our_own_address_for_acks_loops_and_protection(address: str, own: bool) -> None:
-    from common.inbound.ack import unsafe_recipient
+    from common.delivery.ack import unsafe_recipient
     from common.mail.parse import parse
     from common.reply.owner import recipient_problem
     from tests.support import mailgen as g

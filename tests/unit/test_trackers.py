@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from common.inbound.messages import build_forward
+from common.delivery.compose import build_forward
 from common.mail import trackers
 from common.mail.parse import parse
 from common.runtime.config import load

@@ -1,4 +1,5 @@
-"""The queue messages inbound-handler produces: the auto-ack and the forward to the owner."""
+"""The messages delivery composes: the auto-ack, the forward to the owner (parsed or whole) and the
+quarantine digest; reply-handler relies on the forward's footer (FOOTER_MARKER) to cut a reply."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ from typing import Any
 from urllib.parse import quote
 
 from common.aws.s3 import Link
-from common.inbound.ack import greeting_name
+from common.delivery.ack import greeting_name
 from common.mail import limits, trackers
+from common.mail.outbound import Attachment, OutboundMessage
 from common.mail.parse import ORIGINAL_NAME, ParsedMail
 from common.mail.parse import Attachment as MailPart
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import release_address
 from common.runtime.config import Config
 from common.store.attachments import Stored
-from common.store.sendqueue import Attachment, OutboundMessage
 
 # reply-handler cuts the owner's reply at this line, so it must survive plain-text quoting.
 FOOTER_MARKER = "-- forwarded by service-email-handler --"

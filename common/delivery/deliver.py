@@ -1,0 +1,125 @@
+"""Deliver a mail to the owner: the one forward path, for a live SES receipt and for a release.
+
+Record the conversation, archive the raw mail, store its parts, ack a first contact (only for a live
+receipt; a release from quarantine is never acked) and queue the forward. Every step is safe to
+repeat: the senders' idempotency keys come from the SES message id, so a retry never sends a second
+ack or forward.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from common.aws import s3
+from common.delivery import ack
+from common.delivery.compose import build_ack, build_forward, unconverted_html
+from common.delivery.quarantine import log_fields, quarantined
+from common.delivery.results import InboundResult
+from common.mail.build import unbuildable
+from common.mail.parse import ParsedMail
+from common.mail.threads import conversation_id, thread_address
+from common.runtime import events
+from common.runtime.config import Config
+from common.runtime.errors import EmailHandlerError
+from common.runtime.log import bind, get_logger
+from common.store import attachments, conversations, layout
+from common.store.sendqueue import enqueue
+
+log = get_logger("inbound-handler")  # the logger name log queries know, whichever function delivers
+
+
+class UndeliverableError(EmailHandlerError):
+    """A mail released from quarantine that still cannot be delivered (the message says why)."""
+
+
+def deliver(
+    cfg: Config,
+    mid: str,
+    mail: ParsedMail,
+    raw: bytes,
+    when: datetime,
+    warnings: tuple[str, ...],
+    receipt: events.SesReceipt | None,
+) -> InboundResult:
+    """Record the conversation, archive the raw mail, store its parts, ack a first contact (only for
+    a live ``receipt``; a release from quarantine is never acked) and queue the forward."""
+    cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
+    bind(conversation_id=cid)
+
+    def refuse(reason: str) -> InboundResult:
+        if receipt is None:
+            raise UndeliverableError(reason)
+        return quarantined(cfg, receipt, mail, raw, reason, when)
+
+    try:
+        first_contact = conversations.record_inbound(
+            cfg,
+            cid,
+            mid,
+            mail,
+            when,
+            authenticated=receipt is not None and ack.authenticated(receipt, mail.from_address),
+        )
+    except conversations.CollisionError as exc:
+        return refuse(f"{exc} (the mail is not merged into it)")
+    archive_key = layout.archive(cid, mid)
+    s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
+    parts = mail.attachments
+    if unconverted := unconverted_html(
+        cfg, mail, archive_key
+    ):  # the text is partial: the owner still gets every word
+        part, note = unconverted
+        parts = [*parts, part] if part else parts
+        warnings = (*warnings, note)
+    kept = attachments.store(
+        cfg,
+        parts,
+        lambda name: layout.attachment(cid, mid, name),
+        lambda name: layout.withheld(cid, mid, name),
+    )
+    forward = build_forward(
+        cfg,
+        mid,
+        cid,
+        mail,
+        kept,
+        warnings,
+        archive_key,
+        thread_address(cid, cfg.thread_secret, cfg.thread_domain),
+        lambda key: s3.presign_get(cfg.bucket, key, cfg.forward_link_days * 24 * 3600),
+    )
+    # A forward that can never be built is quarantined now, before any ack goes out.
+    if problem := unbuildable(forward, cfg.public_email, cfg.domain_name):
+        return refuse(f"forward cannot be built: {problem}")
+    if receipt is None:
+        ack_reason = "released from quarantine"
+    else:
+        ack_reason = ack.refusal(cfg, receipt, mail) if first_contact else "not first contact"
+    ack_message = None if ack_reason else build_ack(cfg, mid, cid, mail)
+    if ack_message is not None and (problem := unbuildable(ack_message, cfg.public_email, cfg.domain_name)):
+        ack_message, ack_reason = None, f"ack cannot be built: {problem}"
+    enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
+    if ack_message is not None:
+        enqueue(cfg.ack_queue, ack_message, cfg.bucket, cfg.claim_check_bytes)
+    log.info(
+        "mail forwarded",
+        extra={
+            **log_fields(mail),
+            "conversation_id": cid,
+            "first_contact": first_contact,
+            "ack": not ack_reason,
+            "ack_skipped_reason": ack_reason or None,
+            "attachments": len(kept.attachments),
+            "skipped_attachments": kept.skipped,
+            "warnings": list(warnings),
+        },
+    )
+    return {
+        "status": "forwarded",
+        "messageId": mid,
+        "conversationId": cid,
+        "firstContact": first_contact,
+        "ack": not ack_reason,
+        "attachments": [a.key for a in kept.attachments],
+        "skipped": kept.skipped,
+    }

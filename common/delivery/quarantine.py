@@ -1,0 +1,125 @@
+"""Quarantine: hold a mail, and list what was held in a daily digest to the owner.
+
+* :func:`hold` keeps the raw mail under ``spam/<day>/<id>.eml`` (S3 metadata ``reason``), writes one
+  JSON line to the spam log group and a record in the quarantine table; :func:`quarantined` is the
+  same for a live SES receipt, with its log line and the staging object's clean-up.
+* :func:`send_digest` runs on a schedule (EventBridge -> inbound-handler, once a day): when
+  something was held since the last digest, one mail to the owner lists sender, subject and
+  reason with a release address ``release.<id>.<tag>@thread.<domain>`` per mail (HMAC-tagged like
+  thread addresses), the oldest ``DIGEST_MAX_ENTRIES`` of them; only those are marked digested, the
+  rest lead the next digest. Nothing held: nothing sent. Its idempotency key is derived from the ids
+  it lists, so a repeated schedule run sends it once.
+
+Releasing a held mail is common/delivery/release.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from common.aws import logs, s3
+from common.delivery.compose import build_digest
+from common.delivery.results import DigestResult, InboundResult
+from common.mail import limits
+from common.mail.headers import header_text, parse_mailbox
+from common.mail.parse import ParsedMail
+from common.runtime.clock import iso_z
+from common.runtime.config import Config
+from common.runtime.events import SesReceipt
+from common.runtime.log import get_logger
+from common.store import layout, staging
+from common.store import quarantine as records
+from common.store.sendqueue import enqueue
+
+log = get_logger("quarantine")
+
+PREVIEW_CHARS = 500
+
+
+def log_fields(mail: ParsedMail) -> dict[str, Any]:
+    return {
+        "sender": mail.from_address,
+        "subject": mail.subject,
+        "body_preview": mail.body_text[:PREVIEW_CHARS],
+    }
+
+
+def envelope_fields(receipt: SesReceipt) -> dict[str, Any]:
+    """What the logs say about a mail that was not parsed: SES's own reading of From and Subject."""
+    return {
+        "sender": parse_mailbox(receipt.header_from[:2000]).address.lower(),
+        "subject": header_text(receipt.subject[:2000]),
+        "envelope_sender": receipt.source,
+    }
+
+
+def hold(
+    cfg: Config,
+    receipt: SesReceipt,
+    raw: bytes,
+    reason: str,
+    when: datetime,
+    sender: str,
+    shown: str,
+    subject: str,
+) -> str:
+    """Quarantine the mail; returns its S3 key. ``sender`` is the From address (the spam log's field),
+    ``shown`` the From as the digest shows it (with the display name)."""
+    key = layout.quarantined(when, receipt.message_id)
+    s3.put(
+        cfg.bucket,
+        key,
+        raw,
+        "message/rfc822",
+        metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]},
+    )
+    logs.put_json_line(
+        cfg.spam_log_group,
+        f"{when:%Y/%m/%d}",
+        {
+            "sesMessageId": receipt.message_id,
+            "reason": reason,
+            "key": key,
+            "sender": sender,
+            "envelopeSender": receipt.source,
+            "subject": subject,
+            "verdicts": receipt.verdicts,
+            "timestamp": iso_z(when),
+        },
+    )
+    records.record(cfg, receipt.message_id, key, when, shown or sender or receipt.source, subject, reason)
+    return key
+
+
+def send_digest(cfg: Config) -> DigestResult:
+    """List the oldest held mails (``DIGEST_MAX_ENTRIES``) and mark only those digested: the rest stay
+    pending and lead the next digest, so every held mail gets its release address by mail in turn."""
+    held = records.pending(cfg)
+    if not held:
+        log.info("quarantine digest skipped", extra={"reason": "nothing quarantined since the last digest"})
+        return {"status": "nothing-quarantined", "count": 0}
+    ids = [str(item["id"]) for item in held[: limits.DIGEST_MAX_ENTRIES]]
+    key = "digest:" + hashlib.sha256(",".join(ids).encode()).hexdigest()[:32]
+    enqueue(cfg.forward_queue, build_digest(cfg, held, key), cfg.bucket, cfg.claim_check_bytes)
+    records.mark_digested(cfg, ids, key)
+    log.info(
+        "quarantine digest queued", extra={"count": len(held), "listed": len(ids), "idempotency_key": key}
+    )
+    return {"status": "digest-sent", "count": len(held), "ids": ids}
+
+
+def quarantined(
+    cfg: Config, receipt: SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str, when: datetime
+) -> InboundResult:
+    """Hold a live receipt's mail, log it and drop its staging object."""
+    fields = log_fields(mail) if mail else envelope_fields(receipt)
+    if mail is not None:
+        shown = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
+    else:  # not parsed: SES's reading of From, as text for the owner's digest
+        shown = header_text(receipt.header_from[:2000], limit=200)
+    key = hold(cfg, receipt, raw, reason, when, fields["sender"], shown, fields["subject"])
+    log.warning("mail quarantined", extra={**fields, "reason": reason, "key": key})
+    staging.done(cfg, receipt)
+    return {"status": "quarantined", "reason": reason, "key": key, "messageId": receipt.message_id}
