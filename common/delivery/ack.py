@@ -27,13 +27,12 @@ characters; anything else (URLs, addresses, digits, punctuation) gives no name a
 from __future__ import annotations
 
 import re
-import time
 
-from common.aws import dynamodb
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
 from common.runtime.config import Config
 from common.runtime.events import VERDICTS, SesReceipt
+from common.store.ackbudget import spend_budget
 
 # RFC 3834 5.2 / common practice: a no-reply marker anywhere in the local part ("gmail-noreply").
 _NOREPLY = re.compile(r"no[-_.]?reply|do[-_.]?not[-_.]?reply", re.I)
@@ -51,7 +50,6 @@ AMBIGUOUS_FROM = (
     "several angle addresses",
     "several addresses without angle brackets",
 )
-HOUR_S = 3600
 
 
 def refusal(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
@@ -132,40 +130,6 @@ def unsafe_recipient(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
         f"sender not authenticated (DMARC {v.get('dmarc')}, SPF {v.get('spf')}"
         f"{'' if envelope_domain == domain else ' for another domain'})"
     )
-
-
-def spend_budget(cfg: Config, address: str) -> str:
-    """Take one ack from the sender domain's and the global budget of this clock hour ('' if there was room).
-
-    One item per hour holds both counts (``total`` and one attribute per domain), so the check and
-    the increment are one conditional write; a refused write returns the counts, which name the limit.
-    """
-    hour = int(time.time()) // HOUR_S
-    domain = address.rpartition("@")[2].lower()
-    if cfg.ack_limit_per_hour <= 0 or cfg.ack_limit_per_domain_per_hour <= 0:
-        return "acks are switched off (ack limit 0)"
-    try:
-        dynamodb.update(
-            cfg.send_status_table,
-            {"id": f"ack-budget#{hour}"},
-            "SET expiresAt = :x ADD #total :one, #domain :one",
-            {
-                ":one": 1,
-                ":all": cfg.ack_limit_per_hour,
-                ":dom": cfg.ack_limit_per_domain_per_hour,
-                ":x": (hour + 2) * HOUR_S,
-            },
-            names={"#total": "total", "#domain": f"domain:{domain}"},
-            condition="(attribute_not_exists(#total) OR #total < :all) AND "
-            "(attribute_not_exists(#domain) OR #domain < :dom)",
-            raise_on_condition=True,
-        )
-    except dynamodb.ConditionFailed as refused:
-        counts = refused.item or {}
-        if int(counts.get(f"domain:{domain}", 0)) >= cfg.ack_limit_per_domain_per_hour:
-            return f"ack budget for {domain} used up ({cfg.ack_limit_per_domain_per_hour} per hour)"
-        return f"global ack budget used up ({cfg.ack_limit_per_hour} per hour)"
-    return ""
 
 
 def greeting_name(display_name: str) -> str:

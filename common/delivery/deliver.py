@@ -22,7 +22,7 @@ from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.errors import EmailHandlerError
 from common.runtime.log import bind, get_logger
-from common.store import attachments, conversations, layout
+from common.store import attachments, conversations, layout, rawmail
 from common.store.sendqueue import enqueue
 
 log = get_logger("inbound-handler")  # the logger name log queries know, whichever function delivers
@@ -62,8 +62,7 @@ def deliver(
         )
     except conversations.CollisionError as exc:
         return refuse(f"{exc} (the mail is not merged into it)")
-    archive_key = layout.archive(cid, mid)
-    s3.put(cfg.bucket, archive_key, raw, "message/rfc822")
+    archive_key = rawmail.archive(cfg, cid, mid, raw)
     parts = mail.attachments
     if unconverted := unconverted_html(
         cfg, mail, archive_key

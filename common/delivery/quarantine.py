@@ -19,7 +19,7 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from common.aws import logs, s3
+from common.aws import logs
 from common.delivery.compose import build_digest
 from common.delivery.results import DigestResult, InboundResult
 from common.mail import limits
@@ -29,8 +29,8 @@ from common.runtime.clock import iso_z
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
-from common.store import layout, staging
 from common.store import quarantine as records
+from common.store import rawmail, staging
 from common.store.sendqueue import enqueue
 
 log = get_logger("quarantine")
@@ -67,14 +67,7 @@ def hold(
 ) -> str:
     """Quarantine the mail; returns its S3 key. ``sender`` is the From address (the spam log's field),
     ``shown`` the From as the digest shows it (with the display name)."""
-    key = layout.quarantined(when, receipt.message_id)
-    s3.put(
-        cfg.bucket,
-        key,
-        raw,
-        "message/rfc822",
-        metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]},
-    )
+    key = rawmail.hold(cfg, when, receipt.message_id, raw, reason)
     logs.put_json_line(
         cfg.spam_log_group,
         f"{when:%Y/%m/%d}",

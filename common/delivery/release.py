@@ -10,19 +10,15 @@ inbound-handler.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from common.aws import s3
 from common.delivery.compose import build_unparsed_forward, fits_attached
 from common.delivery.deliver import UndeliverableError, deliver
 from common.delivery.results import ReleaseResult
 from common.mail import limits
-from common.mail.outbound import Attachment
 from common.mail.parse import parse
-from common.runtime.clock import parse_iso
+from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import layout
+from common.store import attachments, rawmail
 from common.store import quarantine as records
 from common.store.sendqueue import enqueue
 
@@ -41,12 +37,11 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
             "release skipped", extra={"reason": "already released", "released_by": item.get("releasedBy")}
         )
         return {"status": "already-released", "id": qid}
-    obj = s3.get(cfg.bucket, str(item["key"]))
-    if obj is None:
+    raw = rawmail.held(cfg, str(item["key"]))
+    if raw is None:
         raise FileNotFoundError(f"quarantined mail s3://{cfg.bucket}/{item['key']} is missing")
-    raw = bytes(obj["Body"].read())
     mid = str(item["sesMessageId"])
-    when = parse_iso(str(item.get("receivedAt", ""))) or datetime.now(UTC)
+    when = parse_iso_or_now(str(item.get("receivedAt", "")))
     if over := limits.screen(raw):  # held unparsed: still not parsed, forwarded whole
         cid = release_unparsed(cfg, item, raw, mid, over)
     else:
@@ -76,9 +71,7 @@ def release_unparsed(cfg: Config, item: dict[str, object], raw: bytes, mid: str,
     out. Returns the conversation id: always ''."""
     original = None
     if fits_attached(cfg, len(raw)):
-        key = layout.released_original(mid)
-        s3.copy(cfg.bucket, str(item["key"]), key, "application/octet-stream")
-        original = Attachment(key, "original.eml", "application/octet-stream")
+        original = attachments.attach_original(cfg, str(item["key"]), mid)
     forward = build_unparsed_forward(cfg, mid, item, why, original, len(raw))
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
     log.info(

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from common.mail import limits
 from common.mail.autoreply import automatic
-from common.mail.parse import ParsedMail
+from common.mail.parse import ParsedMail, parse
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
@@ -218,11 +219,35 @@ def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    decision: Decision
+    mail: ParsedMail | None  # None: decided before parsing (the envelope's rules or a parsing cap)
+
+
 def assess(
-    receipt: SesReceipt, mail: ParsedMail, cfg: Config, rules: Rules, listing: Listing | None = None
-) -> Decision:
-    """Every rule, first hit wins: :func:`assess_envelope`, then the parsed mail's."""
-    return assess_envelope(receipt, cfg) or assess_mail(receipt, mail, rules, listing, cfg.is_own)
+    receipt: SesReceipt,
+    raw: bytes,
+    cfg: Config,
+    rules: Callable[[], Rules],
+    lookup: Callable[[str], Listing | None],
+) -> Assessment:
+    """Every rule, first hit wins: :func:`assess_envelope`; the parsing caps; then the parsed mail's
+    (:func:`assess_mail`). Nothing a stranger wrote is parsed before the envelope rules and the caps
+    (docs/security.md). ``rules`` gives the keyword lists and ``lookup`` the owner's block/allow entry
+    for an address; each is asked only when a parsed mail needs it."""
+    decision = assess_envelope(receipt, cfg)
+    if decision is None and (over := limits.screen(raw)):
+        decision = Decision(QUARANTINE, f"not parsed: {over}")
+    if decision is not None:
+        return Assessment(decision, None)
+    mail = parse(raw)
+    if mail.problems:
+        log.warning("mail has malformed parts", extra={"problems": mail.problems[:10]})
+    # Only a usable address is looked up (an unusable one is quarantined by assess_mail): a
+    # 3,000-character local part is a key DynamoDB refuses even on reads.
+    listing = lookup(mail.from_address) if mail.from_address and not mail.from_problem else None
+    return Assessment(assess_mail(receipt, mail, rules(), listing, cfg.is_own), mail)
 
 
 def assess_mail(

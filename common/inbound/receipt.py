@@ -8,21 +8,18 @@ idempotency keys come from the SES message id, so a retry never sends a second a
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from common.aws import s3
 from common.delivery.deliver import deliver
 from common.delivery.quarantine import envelope_fields, log_fields, quarantined
 from common.delivery.results import InboundResult
 from common.inbound import policy
-from common.mail import limits
-from common.mail.parse import parse
 from common.runtime import events
-from common.runtime.clock import parse_iso
+from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import layout, senderlists, staging
+from common.store import layout, rawmail, senderlists, staging
 
 log = get_logger("inbound-handler")
 
@@ -34,7 +31,7 @@ def handle(cfg: Config, event: Any) -> InboundResult:
 
 def received_at(receipt: events.SesReceipt) -> datetime:
     """When SES received the mail (stable across retries); now if SES did not say."""
-    return parse_iso(receipt.timestamp) or datetime.now(UTC)
+    return parse_iso_or_now(receipt.timestamp)
 
 
 def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
@@ -48,23 +45,10 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         )
         return {"status": "already-processed", "messageId": mid}
     when = received_at(receipt)
-    # Nothing a stranger wrote is parsed before the envelope rules and the caps (docs/security.md).
-    decision = policy.assess_envelope(receipt, cfg)
-    if decision is None and (over := limits.screen(raw)):
-        decision = policy.Decision(policy.QUARANTINE, f"not parsed: {over}")
-    mail = None
-    if decision is None:
-        mail = parse(raw)
-        if mail.problems:
-            log.warning("mail has malformed parts", extra={"problems": mail.problems[:10]})
-        # Only a usable address is looked up (an unusable one is quarantined by assess_mail below): a
-        # 3,000-character local part is a key DynamoDB refuses even on reads.
-        listing = (
-            senderlists.lookup(cfg, mail.from_address)
-            if mail.from_address and not mail.from_problem
-            else None
-        )
-        decision = policy.assess_mail(receipt, mail, policy.RULES.get(cfg), listing, cfg.is_own)
+    assessed = policy.assess(
+        receipt, raw, cfg, lambda: policy.RULES.get(cfg), lambda address: senderlists.lookup(cfg, address)
+    )
+    decision, mail = assessed.decision, assessed.mail
     fields = log_fields(mail) if mail else envelope_fields(receipt)
 
     if decision.action == policy.DROP:
@@ -72,8 +56,7 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         staging.done(cfg, receipt)
         return {"status": "dropped", "reason": decision.reason, "messageId": mid}
     if decision.action == policy.DSN:
-        key = layout.bounce(when, mid)
-        s3.put(cfg.bucket, key, raw, "message/rfc822")
+        key = rawmail.keep_report(cfg, when, mid, raw)
         log.info(
             "archived without forward or ack (bounce, report or automatic reply)",
             extra={**fields, "reason": decision.reason, "key": key},

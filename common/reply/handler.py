@@ -16,7 +16,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from common.aws import s3
 from common.delivery import release
 from common.mail import limits
 from common.mail.autoreply import automatic
@@ -30,10 +29,10 @@ from common.reply.auth import NotAuthorisedError
 from common.reply.scrub import hide_addresses, hide_names, owner_names
 from common.reply.text import clean_reply, new_conversation_recipient, owner_controls, reply_subject
 from common.runtime import events
-from common.runtime.clock import parse_iso
+from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import alerts, attachments, conversations, layout, replies, sendstatus, staging
+from common.store import alerts, attachments, conversations, layout, rawmail, replies, sendstatus, staging
 from common.store.sendqueue import enqueue
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,7 +79,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         ):  # even the owner's mail is parsed only within the caps (docs/security.md)
             raise NotAuthorisedError(f"not parsed: {over}")
         mail = parse(raw)
-        received = parse_iso(receipt.timestamp) or datetime.now(UTC)
+        received = parse_iso_or_now(receipt.timestamp)
         auth.check_age(mail, received, cfg.reply_max_age_s)
         if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
             raise NotAuthorisedError(f"automatic mail from the owner's mailbox ({why}); not relayed")
@@ -162,14 +161,7 @@ def release_held(cfg: Config, qid: str, mid: str) -> ReplyResult:
 
 
 def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> ReplyResult:
-    key = layout.rejected(datetime.now(UTC), receipt.message_id)
-    s3.put(
-        cfg.bucket,
-        key,
-        raw,
-        "message/rfc822",
-        metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:1024]},
-    )
+    key = rawmail.reject(cfg, datetime.now(UTC), receipt.message_id, raw, reason)
     try:
         sender = clean_header_text(" | ".join(auth.from_fields(raw)), 200)
     except NotAuthorisedError:

@@ -20,3 +20,8 @@ def parse_iso(text: str) -> datetime | None:
     except ValueError:
         return None
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def parse_iso_or_now(text: str) -> datetime:
+    """:func:`parse_iso`, or now when ``text`` is not a timestamp (an event or record that did not say)."""
+    return parse_iso(text) or datetime.now(UTC)

@@ -5,6 +5,7 @@ one kind of record.
 """
 
 __all__ = [
+    "ackbudget",
     "alerts",
     "attachments",
     "conversations",
@@ -12,6 +13,7 @@ __all__ = [
     "holds",
     "layout",
     "quarantine",
+    "rawmail",
     "replies",
     "senderlists",
     "sendqueue",

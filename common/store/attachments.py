@@ -20,6 +20,8 @@ from common.mail.outbound import Attachment
 from common.mail.parse import Attachment as MailPart
 from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
 from common.runtime.config import Config
+from common.store import layout
+from common.store.rawmail import reason_metadata
 
 __all__ = ["SES_UNSUPPORTED", "Stored", "Withheld", "as_utf8", "store", "withhold_reason"]
 
@@ -89,7 +91,7 @@ def store(
                 key,
                 part.data,
                 "application/octet-stream",
-                metadata={"reason": reason.encode("ascii", "backslashreplace").decode()[:500]},
+                metadata=reason_metadata(reason, 500),
             )
             out.withheld.append(Withheld(name, key, reason))
             continue
@@ -103,3 +105,11 @@ def store(
         out.attachments.append(Attachment(key, name, ctype, inline=inline, content_id=part.content_id))
         out.sizes[key] = len(data)
     return out
+
+
+def attach_original(cfg: Config, held_key: str, mid: str) -> Attachment:
+    """A held mail released unparsed, attached whole as an opaque file: copied inside S3 from the held
+    copy (common/store/layout.py, released_original)."""
+    key = layout.released_original(mid)
+    s3.copy(cfg.bucket, held_key, key, "application/octet-stream")
+    return Attachment(key, "original.eml", "application/octet-stream")

@@ -18,8 +18,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from common.aws import dynamodb
+from common.mail.limits import DIGEST_WINDOW_DAYS
 from common.runtime.clock import iso_z
 from common.runtime.config import Config
+from common.store import layout
 
 PENDING_INDEX = "pendingDigest"
 PENDING = "1"  # the partition of records written before it was the day they were held
@@ -46,7 +48,7 @@ def record(
         "subject": subject[:SUBJECT_CHARS],
         "reason": reason,
         "status": HELD,
-        PENDING_INDEX: pending_day(when),
+        PENDING_INDEX: layout.day(when),
     }
     if (
         cfg.retention_quarantine_days > 0
@@ -66,17 +68,11 @@ def get(cfg: Config, qid: str) -> dict[str, Any] | None:
     return dynamodb.get(cfg.quarantine_table, {"id": qid.strip().lower()})
 
 
-def pending_day(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%d")
-
-
 def pending(cfg: Config, now: datetime | None = None) -> list[dict[str, Any]]:
     """Held mail of the last ``DIGEST_WINDOW_DAYS`` days that no digest has listed yet, oldest first
     (and records written before the index was partitioned by day, under ``PENDING``)."""
-    from common.mail.limits import DIGEST_WINDOW_DAYS
-
     now = now or datetime.now(UTC)
-    days = [pending_day(now - timedelta(days=n)) for n in range(DIGEST_WINDOW_DAYS)] + [PENDING]
+    days = [layout.day(now - timedelta(days=n)) for n in range(DIGEST_WINDOW_DAYS)] + [PENDING]
     ids = [
         str(i["id"])
         for day in days

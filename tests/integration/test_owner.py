@@ -410,7 +410,7 @@ def test_the_digest_offers_a_week_of_held_mail_and_reads_no_older_days(stack, fn
         )
         for n, when in enumerate((old, now - timedelta(days=limits.DIGEST_WINDOW_DAYS - 1), now))
     }
-    assert records.get(stack.cfg, qids[old])[records.PENDING_INDEX] == records.pending_day(old)
+    assert records.get(stack.cfg, qids[old])[records.PENDING_INDEX] == layout.day(old)
     result = fns["inbound-handler"].invoke(digest_event())
     assert result["status"] == "digest-sent" and result["count"] == 2 and qids[old] not in result["ids"]
     [digest] = drain(stack, fns)

@@ -56,29 +56,22 @@ def test_rules_file_sections_comments_and_bad_patterns() -> None:
     assert any("'('" in e for e in errors) and any("unknown section [bogus]" in e for e in errors)
 
 
+def _assess(receipt: SesReceipt, raw: bytes, rules: policy.Rules) -> policy.Decision:
+    return policy.assess(receipt, raw, CFG, lambda: rules, lambda address: None).decision
+
+
 def test_policy_order_first_hit_wins() -> None:
     rules = policy.Rules(blocked_domains=("corp.example",))
     raw = mail()
+    assert _assess(receipt(raw, verdicts={"virus": "FAIL", "spam": "FAIL"}), raw, rules).action == "drop"
+    assert _assess(receipt(raw, source=""), raw, rules).action == "dsn"
+    assert _assess(receipt(raw, verdicts={"spam": "FAIL"}), raw, rules).reason == "spam verdict FAIL"
     assert (
-        policy.assess(receipt(raw, verdicts={"virus": "FAIL", "spam": "FAIL"}), parse(raw), CFG, rules).action
-        == "drop"
-    )
-    assert policy.assess(receipt(raw, source=""), parse(raw), CFG, rules).action == "dsn"
-    assert (
-        policy.assess(receipt(raw, verdicts={"spam": "FAIL"}), parse(raw), CFG, rules).reason
-        == "spam verdict FAIL"
-    )
-    assert (
-        policy.assess(receipt(raw, to=["Hello@Example.com"]), parse(raw), CFG, rules).reason
+        _assess(receipt(raw, to=["Hello@Example.com"]), raw, rules).reason
         == "blocked sender domain corp.example"
     )  # recipient compared case-insensitively
-    assert (
-        policy.assess(receipt(raw), parse(mail(sender="a@sub.corp.example")), CFG, rules).action
-        == "quarantine"
-    )
-    assert (
-        policy.assess(receipt(raw), parse(mail(sender="a@notcorp.example")), CFG, rules).action == "forward"
-    )
+    assert _assess(receipt(raw), mail(sender="a@sub.corp.example"), rules).action == "quarantine"
+    assert _assess(receipt(raw), mail(sender="a@notcorp.example"), rules).action == "forward"
 
 
 def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:

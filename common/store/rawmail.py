@@ -1,0 +1,55 @@
+"""The raw mails the bucket keeps, byte for byte as SES received them (one writer per prefix).
+
+* ``conversations/<cid>/<id>.eml``: the archive of every delivered mail;
+* ``bounces/<day>/<id>.eml``: delivery reports and automatic replies, kept without forward or ack;
+* ``spam/<day>/<id>.eml``: quarantined mail, read back when it is released;
+* ``rejected/<day>/<id>.eml``: mail to a thread address that is not an authorised owner reply.
+
+A held or rejected copy carries its reason as S3 metadata (ASCII, at most 1 KB: S3's user metadata
+is ASCII and 2 KB in all).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from common.aws import s3
+from common.runtime.config import Config
+from common.store import layout
+
+RFC822 = "message/rfc822"
+
+
+def reason_metadata(reason: str, limit: int = 1024) -> dict[str, str]:
+    """``reason`` as S3 user metadata: non-ASCII escaped, cut to ``limit`` characters."""
+    return {"reason": reason.encode("ascii", "backslashreplace").decode()[:limit]}
+
+
+def archive(cfg: Config, cid: str, mid: str, raw: bytes) -> str:
+    key = layout.archive(cid, mid)
+    s3.put(cfg.bucket, key, raw, RFC822)
+    return key
+
+
+def keep_report(cfg: Config, when: datetime, mid: str, raw: bytes) -> str:
+    key = layout.bounce(when, mid)
+    s3.put(cfg.bucket, key, raw, RFC822)
+    return key
+
+
+def hold(cfg: Config, when: datetime, mid: str, raw: bytes, reason: str) -> str:
+    key = layout.quarantined(when, mid)
+    s3.put(cfg.bucket, key, raw, RFC822, metadata=reason_metadata(reason))
+    return key
+
+
+def reject(cfg: Config, when: datetime, mid: str, raw: bytes, reason: str) -> str:
+    key = layout.rejected(when, mid)
+    s3.put(cfg.bucket, key, raw, RFC822, metadata=reason_metadata(reason))
+    return key
+
+
+def held(cfg: Config, key: str) -> bytes | None:
+    """A quarantined mail's raw bytes; None when the object is gone."""
+    obj = s3.get(cfg.bucket, key)
+    return None if obj is None else bytes(obj["Body"].read())
