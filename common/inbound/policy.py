@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from common.mail import limits
 from common.mail.autoreply import automatic
@@ -25,7 +26,14 @@ log = get_logger("spam")
 SECTIONS = ("blocked_sender_domains", "subject_patterns", "body_patterns")
 BODY_SCAN_CHARS = 100_000  # bounds the regex work per mail
 
-DROP, QUARANTINE, DSN, FORWARD = "drop", "quarantine", "dsn", "forward"
+
+class Action(StrEnum):
+    """What the policy decides for a mail (the value is what the logs and results say)."""
+
+    DROP = "drop"
+    QUARANTINE = "quarantine"
+    DSN = "dsn"  # archived under bounces/, never forwarded or acked
+    FORWARD = "forward"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +45,7 @@ class Rules:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    action: str  # drop | quarantine | dsn | forward
+    action: Action
     reason: str = ""
     warnings: tuple[str, ...] = ()  # soft authentication failures, shown as a banner on the forward
 
@@ -206,16 +214,16 @@ def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
     raw mail is parsed, so nothing a stranger wrote is parsed for mail that is dropped anyway."""
     v = receipt.verdicts
     if v.get("virus") == "FAIL":
-        return Decision(DROP, "virus verdict FAIL")
+        return Decision(Action.DROP, "virus verdict FAIL")
     if is_dsn(receipt):
-        return Decision(DSN, "delivery status notification (null or mailer-daemon envelope sender)")
+        return Decision(Action.DSN, "delivery status notification (null or mailer-daemon envelope sender)")
     if v.get("spam") == "FAIL":
-        return Decision(QUARANTINE, "spam verdict FAIL")
+        return Decision(Action.QUARANTINE, "spam verdict FAIL")
     if v.get("dmarc") == "FAIL" and receipt.dmarc_policy == "reject":
-        return Decision(QUARANTINE, "DMARC FAIL with sender policy reject")
+        return Decision(Action.QUARANTINE, "DMARC FAIL with sender policy reject")
     public = cfg.public_email.lower()
     if not any(r.strip().lower() == public for r in receipt.recipients):
-        return Decision(DROP, "recipient is not the public address")
+        return Decision(Action.DROP, "recipient is not the public address")
     return None
 
 
@@ -238,7 +246,7 @@ def assess(
     for an address; each is asked only when a parsed mail needs it."""
     decision = assess_envelope(receipt, cfg)
     if decision is None and (over := limits.screen(raw)):
-        decision = Decision(QUARANTINE, f"not parsed: {over}")
+        decision = Decision(Action.QUARANTINE, f"not parsed: {over}")
     if decision is not None:
         return Assessment(decision, None)
     mail = parse(raw)
@@ -261,23 +269,23 @@ def assess_mail(
     block quarantines, an allow skips the keyword lists (SES's verdicts above still apply).
     ``own``: whether an address is this system's own (Config.is_own)."""
     if report := delivery_report(mail):
-        return Decision(DSN, report)
+        return Decision(Action.DSN, report)
     if not mail.from_address:
-        return Decision(QUARANTINE, "From header has no usable address")
+        return Decision(Action.QUARANTINE, "From header has no usable address")
     if mail.from_problem:
-        return Decision(QUARANTINE, f"sender address unusable: {mail.from_problem}")
+        return Decision(Action.QUARANTINE, f"sender address unusable: {mail.from_problem}")
     if own(mail.from_address) and (why := automatic(mail)):
         # The owner's out-of-office answering the daily digest (From: PUBLIC_EMAIL) would come back as a
         # forward every day. Archived like a bounce, never forwarded or acked; a forged From only hides
         # the forger's own automatic mail.
-        return Decision(DSN, f"automatic mail from the owner's own mailbox ({why})")
+        return Decision(Action.DSN, f"automatic mail from the owner's own mailbox ({why})")
     if listing is not None and listing.list == BLOCK:
-        return Decision(QUARANTINE, f"blocked by the owner ({listing.entry})")
+        return Decision(Action.QUARANTINE, f"blocked by the owner ({listing.entry})")
     if listing is None or listing.list != ALLOW:
         keyword = _keyword_hit(mail, rules)
         if keyword:
-            return Decision(QUARANTINE, keyword)
-    return Decision(FORWARD, warnings=_warnings(receipt))
+            return Decision(Action.QUARANTINE, keyword)
+    return Decision(Action.FORWARD, warnings=_warnings(receipt))
 
 
 def _keyword_hit(mail: ParsedMail, rules: Rules) -> str:

@@ -51,11 +51,11 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     decision, mail = assessed.decision, assessed.mail
     fields = log_fields(mail) if mail else envelope_fields(receipt)
 
-    if decision.action == policy.DROP:
+    if decision.action == policy.Action.DROP:
         log.warning("mail dropped", extra={**fields, "reason": decision.reason, "verdicts": receipt.verdicts})
         staging.done(cfg, receipt)
         return {"status": "dropped", "reason": decision.reason, "messageId": mid}
-    if decision.action == policy.DSN:
+    if decision.action == policy.Action.DSN:
         key = rawmail.keep_report(cfg, when, mid, raw)
         log.info(
             "archived without forward or ack (bounce, report or automatic reply)",
@@ -63,7 +63,7 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         )
         staging.done(cfg, receipt)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
-    if decision.action == policy.QUARANTINE or mail is None:
+    if decision.action == policy.Action.QUARANTINE or mail is None:
         return quarantined(cfg, receipt, mail, raw, decision.reason, when)
 
     result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt)

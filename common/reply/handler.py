@@ -26,6 +26,7 @@ from common.mail.sanitize import clean_header_text, safe_filename
 from common.mail.threads import conversation_id
 from common.reply import auth, owner
 from common.reply.auth import NotAuthorisedError
+from common.reply.owner import TargetKind
 from common.reply.scrub import hide_addresses, hide_names, owner_names
 from common.reply.text import clean_reply, new_conversation_recipient, owner_controls, reply_subject
 from common.runtime import events
@@ -72,7 +73,13 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
     try:
         auth.check_sender(receipt, cfg)
         goal = owner.target(receipt, cfg)
-        bind(**({"conversation_id": goal.value} if goal.kind == "reply" else {"owner_target": goal.kind}))
+        bind(
+            **(
+                {"conversation_id": goal.value}
+                if goal.kind == TargetKind.REPLY
+                else {"owner_target": goal.kind}
+            )
+        )
         auth.check_from(raw, receipt, cfg)
         if over := limits.screen(
             raw
@@ -83,18 +90,20 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         auth.check_age(mail, received, cfg.reply_max_age_s)
         if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
             raise NotAuthorisedError(f"automatic mail from the owner's mailbox ({why}); not relayed")
-        if goal.kind != "release" and (encrypted := encrypted_kind(mail.headers.get("content-type", ""))):
+        if goal.kind != TargetKind.RELEASE and (
+            encrypted := encrypted_kind(mail.headers.get("content-type", ""))
+        ):
             # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to
             # relay, and the contact could not read it either. Refused with a notice, never dropped.
             raise NotAuthorisedError(
                 f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again "
                 "unencrypted (signing is fine)"
             )
-        if goal.kind == "release":
+        if goal.kind == TargetKind.RELEASE:
             result = release_held(cfg, goal.value, mid)
             staging.done(cfg, receipt)
             return result
-        if goal.kind == "new":
+        if goal.kind == TargetKind.NEW:
             to = new_conversation_recipient(mail.own_text)
             problem = owner.recipient_problem(cfg, to)
             if problem:
@@ -110,7 +119,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
                 raise NotAuthorisedError("unknown conversation")
             check_contact(cfg, str(record["senderEmail"]))
         if (
-            goal.kind == "reply"
+            goal.kind == TargetKind.REPLY
             and goal.address.lower()
             not in " ".join((mail.headers.get("to", ""), mail.headers.get("cc", ""))).lower()
         ):
@@ -124,12 +133,12 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         if not all([replies.claim(cfg, scope, i, mid) for scope, i in claims]):  # every claim is written
             raise NotAuthorisedError("owner message already sent (replay)")
         identity = auth.message_identities(mail)[0]
-        if goal.kind == "new":
+        if goal.kind == TargetKind.NEW:
             record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received)
     except NotAuthorisedError as exc:
         return reject(cfg, receipt, raw, str(exc))
     assert record is not None
-    result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == "new")
+    result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == TargetKind.NEW)
     staging.done(cfg, receipt)
     return result
 

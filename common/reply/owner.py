@@ -16,12 +16,12 @@ act on the contact's address, ``[block: domain]`` … on the contact's domain, `
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 from common.delivery.ack import address_problem
 from common.mail.threads import is_new_conversation_address, verify_release_address, verify_thread_address
 from common.reply.auth import NotAuthorisedError
-from common.reply.text import Control
+from common.reply.text import Control, ControlAction
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
@@ -30,9 +30,17 @@ from common.store import senderlists
 log = get_logger("reply-handler")
 
 
+class TargetKind(StrEnum):
+    """What an owner's mail to the thread domain is for, by the address it was sent to."""
+
+    REPLY = "reply"  # a conversation's thread address
+    NEW = "new"  # new@thread.<domain>: start a conversation
+    RELEASE = "release"  # a release address from the quarantine digest
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
-    kind: Literal["reply", "new", "release"]
+    kind: TargetKind
     value: str = ""  # the conversation id (reply) or the quarantine id (release)
     address: str = ""  # the recipient SES delivered it to that says so
 
@@ -42,12 +50,12 @@ def target(receipt: SesReceipt, cfg: Config) -> Target:
     for recipient in receipt.recipients:
         cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if cid:
-            return Target("reply", cid, recipient)
+            return Target(TargetKind.REPLY, cid, recipient)
         qid = verify_release_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if qid:
-            return Target("release", qid)
+            return Target(TargetKind.RELEASE, qid)
         if is_new_conversation_address(recipient, cfg.thread_domain):
-            return Target("new")
+            return Target(TargetKind.NEW)
     raise NotAuthorisedError("no thread address with a valid tag")
 
 
@@ -82,11 +90,11 @@ def apply_controls(cfg: Config, controls: list[Control], contact: str, cid: str)
     for control in controls:
         try:
             entry = entry_for(cfg, control, contact)
-            if control.action == "unblock":
+            if control.action == ControlAction.UNBLOCK:
                 removed = senderlists.remove(cfg, entry)
                 done.append(f"unblock {entry}" if removed else f"unblock {entry} (was not listed)")
             else:
-                senderlists.put(cfg, entry, control.action, f"reply:{cid}")
+                senderlists.put(cfg, entry, control.action.value, f"reply:{cid}")
                 done.append(f"{control.action} {entry}")
         except ValueError as exc:
             log.warning(

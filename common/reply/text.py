@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from common.delivery.compose import FOOTER_MARKER
 from common.reply.scrub import hide_addresses
@@ -75,9 +76,17 @@ def extract_metadata(text: str) -> tuple[str, dict[str, str]]:
     return "\n".join(kept), found
 
 
+class ControlAction(StrEnum):
+    """An owner control line's verb: ``[block]``, ``[allow]``, ``[unblock]`` (docs/CONTRACT.md, Data)."""
+
+    BLOCK = "block"
+    ALLOW = "allow"
+    UNBLOCK = "unblock"
+
+
 @dataclass(frozen=True, slots=True)
 class Control:
-    action: str  # block | allow | unblock
+    action: ControlAction
     target: (
         str  # "" the contact's address, "domain" the contact's domain, else an address or @domain as written
     )
@@ -86,7 +95,7 @@ class Control:
 def owner_controls(text: str) -> list[Control]:
     """The control lines of the owner's own text (never of the quoted history below it)."""
     found = (_CONTROL.match(line) for line in strip_history(text).splitlines())
-    return [Control(m.group(1).lower(), (m.group(2) or "").strip()) for m in found if m]
+    return [Control(ControlAction(m.group(1).lower()), (m.group(2) or "").strip()) for m in found if m]
 
 
 def new_conversation_recipient(text: str) -> str:

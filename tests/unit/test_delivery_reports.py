@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from common.inbound.policy import DSN, FORWARD, Rules, assess_mail, delivery_report
+from common.inbound.policy import Action, Rules, assess_mail, delivery_report
 from common.local.events import receipt_event
 from common.mail.parse import parse
 from common.runtime.events import SesReceipt
@@ -60,7 +60,7 @@ def test_delivery_reports_by_content_are_archived_not_forwarded(name: str) -> No
     parsed = parse(REPORTS[name])
     assert delivery_report(parsed)
     decision = assess_mail(receipt(REPORTS[name]), parsed, Rules())
-    assert decision.action == DSN and decision.reason == delivery_report(parsed)
+    assert decision.action == Action.DSN and decision.reason == delivery_report(parsed)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def test_delivery_reports_by_content_are_archived_not_forwarded(name: str) -> No
 def test_a_persons_mail_is_not_a_delivery_report_without_a_mail_systems_evidence(raw: bytes) -> None:
     parsed = parse(raw)
     assert delivery_report(parsed) == ""
-    assert assess_mail(receipt(raw), parsed, Rules()).action == FORWARD
+    assert assess_mail(receipt(raw), parsed, Rules()).action == Action.FORWARD
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from common.mail.threads import release_address, thread_address, verify_release_address, verify_thread_address
-from common.reply.text import Control, clean_reply, new_conversation_recipient, owner_controls
+from common.reply.text import Control, ControlAction, clean_reply, new_conversation_recipient, owner_controls
 from common.runtime import config, events
 from common.runtime.errors import EventError
 from common.store import senderlists
@@ -89,10 +89,10 @@ def test_control_lines_come_from_the_owners_text_only_and_never_go_out() -> None
         "[sic] stays\n\nOn Mon, 3 Nov 2026 at 10:00, Jane <j@x> wrote:\n> [unblock]\n"
     )
     assert owner_controls(text) == [
-        Control("block", ""),
-        Control("block", "Domain"),
-        Control("allow", "@x.example"),
-        Control("unblock", "jane@corp.example"),
+        Control(ControlAction("block"), ""),
+        Control(ControlAction("block"), "Domain"),
+        Control(ControlAction("allow"), "@x.example"),
+        Control(ControlAction("unblock"), "jane@corp.example"),
     ]
     body, _ = clean_reply(text, ("me@mail.example",), "hello@example.com")
     assert body == "Thanks, but no.\n[sic] stays\n"
