@@ -53,7 +53,8 @@ AMBIGUOUS_FROM = (
 
 
 def refusal(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
-    """Why this first contact gets no ack ('' when it gets one). Spends ack budget only when '' is returned."""
+    """Why this first contact gets no ack ('' when it gets one). Spends ack budget only when '' is
+    returned."""
     return (
         rfc3834(mail)
         or unverifiable_sender(mail)

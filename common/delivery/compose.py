@@ -185,13 +185,16 @@ def build_unparsed_forward(
     subject = clean_header_text(item.get("subject"), 300)
     stored = f"s3://{cfg.bucket}/{item.get('key')}"
     note = [
-        f"Released from quarantine by the owner (it was held because: {clean_header_text(item.get('reason'), 500)}).",
-        f"It was not parsed ({why}): reading a mail over a parsing limit is what the limit prevents, so it is "
+        "Released from quarantine by the owner (it was held because: "
+        f"{clean_header_text(item.get('reason'), 500)}).",
+        f"It was not parsed ({why}): reading a mail over a parsing limit is what the limit prevents, "
+        "so it is "
         + (
             "attached whole as original.eml, exactly as received, as a plain file (not shown as a message). "
             "Its attachments were not checked against the deny-list: open it with care."
             if original
-            else f"not attached either: at {size:,} bytes it would not fit SES's size limit. It is stored at {stored}."
+            else f"not attached either: at {size:,} bytes it would not fit SES's size limit. "
+            f"It is stored at {stored}."
         ),
         "It starts no conversation: to answer the sender, mail "
         f"new@{cfg.thread_domain} with [to: ADDRESS] on the first line.",
@@ -265,7 +268,8 @@ def _html_with(
         for w in warnings
     )
     top += (
-        '<div style="border-bottom:1px solid #ccc;margin:0 0 12px;padding:0 0 6px;font:13px sans-serif;color:#444">'
+        '<div style="border-bottom:1px solid #ccc;margin:0 0 12px;padding:0 0 6px;'
+        'font:13px sans-serif;color:#444">'
         + "<br>".join(f"<b>{name}:</b> {htmllib.escape(value)}" for name, value in block)
         + "</div>"
     )
@@ -311,7 +315,8 @@ def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) 
         else ""
     )
     text = [
-        f"{count} message{'s' if count != 1 else ''} to {cfg.public_email} were quarantined and not forwarded.",
+        f"{count} message{'s' if count != 1 else ''} to {cfg.public_email} were quarantined "
+        "and not forwarded.",
         "To release one, send any mail to its release address; it is then forwarded like any other.",
         "",
     ]

@@ -1,4 +1,5 @@
-"""What the delivery steps return to inbound-handler and reply-handler (the RIE shows it; tests assert on it)."""
+"""What the delivery steps return to inbound-handler and reply-handler (the RIE shows it; tests assert
+on it)."""
 
 from __future__ import annotations
 

@@ -102,7 +102,8 @@ def apply_one(cfg: Config, message: dict[str, Any]) -> dict[str, Any]:
         )
         return {"type": "", "status": "ignored"}
     if kind not in TYPES:
-        # SES publishes every event type the configuration set asks for; LocalStack publishes "Send" whatever it asks.
+        # SES publishes every event type the configuration set asks for; LocalStack publishes "Send"
+        # whatever it asks.
         (log.info if kind in EXPECTED_OTHER_TYPES else log.warning)(
             "feedback ignored",
             extra={"reason": f"unsupported notification type {kind!r}", "sns_message_id": sns_id},
@@ -137,8 +138,9 @@ def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
                     {
                         "alert": "owner-mailbox-delivered",
                         "recipient": r,
-                        "action": "Mail to this mailbox is delivered again and the hold is lifted. Forwards that "
-                        f"failed while it was held are in the DLQ: email-handler dlq redrive {cfg.forward_queue}",
+                        "action": "Mail to this mailbox is delivered again and the hold is lifted. "
+                        "Forwards that failed while it was held are in the DLQ: "
+                        f"email-handler dlq redrive {cfg.forward_queue}",
                     },
                 )
         status, detail = "delivered", ""
@@ -237,8 +239,9 @@ def _owner_bounced(
         holds.hold(cfg, address, reason)
         action = (
             "Mail to this mailbox is held: forwards stay in the forward queue and then its DLQ, nothing is "
-            f"dropped. A test forward goes out every {cfg.owner_hold_probe_s} s and its delivery lifts the hold; "
-            f"after fixing the mailbox you can lift it at once with: email-handler suppression remove {address}, "
+            f"dropped. A test forward goes out every {cfg.owner_hold_probe_s} s and its delivery lifts "
+            "the hold; after fixing the mailbox you can lift it at once with: "
+            f"email-handler suppression remove {address}, "
             f"then email-handler dlq redrive {cfg.forward_queue}."
         )
     if subtype in ("OnAccountSuppressionList", "Suppressed"):
@@ -298,7 +301,8 @@ def _owner_complained(cfg: Config, address: str, detail: str, found: dict[str, s
             "spamCandidate": marked,
             **found,
             "action": (
-                "Your mailbox is not suppressed; forwards continue. The contact is marked as a spam candidate: "
+                "Your mailbox is not suppressed; forwards continue. "
+                "The contact is marked as a spam candidate: "
                 f"reply [block] in its thread or run: email-handler block {contact or '<address>'}. "
                 "If SES's account-level suppression list is on, check that your address is not on it."
             ),

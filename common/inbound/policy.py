@@ -152,8 +152,10 @@ def is_dsn_content(mail: ParsedMail) -> bool:
 # Non-RFC 3464 delivery reports, recognised by content (docs/inbound.md#delivery-reports lists the
 # formats and the corpora they come from). The subjects and first lines the common MTAs write:
 _BOUNCE_SUBJECT = re.compile(
-    r"^(undeliver(ed|able)|returned mail|mail delivery (failed|failure)|delivery (status notification|failure"
-    r"|has failed)|failure notice|mail system error|non[- ]?delivery|message not delivered|delivery notification"
+    r"^(undeliver(ed|able)|returned mail|mail delivery (failed|failure)"
+    r"|delivery (status notification|failure"
+    r"|has failed)|failure notice|mail system error|non[- ]?delivery|message not delivered"
+    r"|delivery notification"
     r"|undelivered mail returned to sender|warning: could not send message|rejected:|message delayed)",
     re.I,
 )

@@ -31,7 +31,8 @@ MAX_NESTED_ARCHIVE_BYTES = (
     32 * 1024 * 1024
 )  # .zip members of a zip decompressed to read their names, per part
 MAX_MESSAGE_NESTING = 3  # forwarded messages inside forwarded messages that are parsed for their parts
-# The owner's daily quarantine digest (common/delivery/compose.build_digest): bounded whatever the day's volume
+# The owner's daily quarantine digest (common/delivery/compose.build_digest): bounded whatever the
+# day's volume
 DIGEST_MAX_ENTRIES = 100  # listed with their release addresses; the rest are counted ("and N more")
 # Held mail is offered by the digests for a week (then only `email-handler quarantine list` shows it):
 # what a digest reads stays bounded by a week of held mail, and a flood never makes the digest stale.
@@ -201,7 +202,8 @@ def screen(raw: bytes) -> str:
         if name in _STRUCTURED and b"(" in value:
             depth = comment_depth(value)
             if depth > MAX_COMMENT_DEPTH:
-                return f"comments nested {depth} deep in {name.decode('ascii', 'replace')} (limit {MAX_COMMENT_DEPTH})"
+                field = name.decode("ascii", "replace")
+                return f"comments nested {depth} deep in {field} (limit {MAX_COMMENT_DEPTH})"
     parts = sum(len(p.findall(raw)) for p in _CONTENT_TYPES) + raw[:13].lower().startswith(b"content-type")
     if parts > MAX_MIME_PARTS:
         return f"{parts} MIME parts (limit {MAX_MIME_PARTS})"

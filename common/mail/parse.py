@@ -137,7 +137,8 @@ class ParsedMail:
         return bool(_NOREPLY.match(self.from_address.partition("@")[0]))
 
     def has_list_headers(self) -> bool:
-        """RFC 2369's List-* fields, or the older lists' own: ezmlm's Mailing-List, SmartList's X-Mailing-List."""
+        """RFC 2369's List-* fields, or the older lists' own: ezmlm's Mailing-List, SmartList's
+        X-Mailing-List."""
         return any(
             name.startswith("list-") or name in ("mailing-list", "x-mailing-list") for name in self.headers
         )
@@ -200,7 +201,8 @@ def raw_fields(block: bytes) -> list[tuple[str, str]]:
 # line starting with "--" (every boundary line does), so the cut can never hide a boundary.
 SKELETON_THRESHOLD = 256 * 1024
 _CTE_FIELD = re.compile(
-    rb"\n[Cc][Oo][Nn][Tt][Ee][Nn][Tt]-[Tt][Rr][Aa][Nn][Ss][Ff][Ee][Rr]-[Ee][Nn][Cc][Oo][Dd][Ii][Nn][Gg][ \t]*:"
+    rb"\n[Cc][Oo][Nn][Tt][Ee][Nn][Tt]-"
+    rb"[Tt][Rr][Aa][Nn][Ss][Ff][Ee][Rr]-[Ee][Nn][Cc][Oo][Dd][Ii][Nn][Gg][ \t]*:"
 )
 _BLANK = re.compile(rb"\r?\n\r?\n")
 _PLACEHOLDER = re.compile("\x00seh-body-([0-9]+)\x00\r?\n?")

@@ -62,7 +62,8 @@ def rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
 
 
 def _attrs(inner: str) -> dict[str, tuple[str, int, int]]:
-    """Attribute name (lowercase) -> (unescaped value, value start, value end) in ``inner``; the first wins."""
+    """Attribute name (lowercase) -> (unescaped value, value start, value end) in ``inner``; the first
+    wins."""
     found: dict[str, tuple[str, int, int]] = {}
     for m in _ATTR.finditer(inner):
         name = m.group(1)
@@ -112,7 +113,8 @@ def is_pixel(attrs: dict[str, tuple[str, int, int]]) -> bool:
 
 
 def unwrap(url: str) -> str:
-    """The target of a known click-tracking redirect ('' when ``url`` is none, or its target is not http(s))."""
+    """The target of a known click-tracking redirect ('' when ``url`` is none, or its target is not
+    http(s))."""
     remote = _remote(url)
     if remote is None:
         return ""

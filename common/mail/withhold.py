@@ -1,4 +1,5 @@
-"""Which attachments are withheld from a forward or a reply (pure logic; common/store/attachments.py stores them).
+"""Which attachments are withheld from a forward or a reply (pure logic; common/store/attachments.py
+stores them).
 
 A part is withheld when any reading a mail client or an unzip tool could make of it leads to a
 denied file:
@@ -183,7 +184,8 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
         return ""
     if entries > limits.MAX_ARCHIVE_NAMES:  # 0xFFFF: a zip64 count, also far more than anyone mails; unread
         return f"archive lists more than {limits.MAX_ARCHIVE_NAMES} files"
-    import zipfile  # here, not at module level: it pulls in bz2, lzma and shutil on every cold start; few parts are zips
+    # here, not at module level: it pulls in bz2, lzma and shutil on every cold start; few parts are zips
+    import zipfile
 
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -196,8 +198,8 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
                     return f"archive contains {member[:100]} ({why})"
             if nested:
                 return _nested_archives(archive, infos, deny)
-    # unreadable, encrypted or an unknown compression method (zipfile raises a RuntimeError subclass for that):
-    # nothing cheap to see; unzip tools cannot open it either
+    # unreadable, encrypted or an unknown compression method (zipfile raises a RuntimeError subclass
+    # for that): nothing cheap to see; unzip tools cannot open it either
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError, RuntimeError):
         return ""
     return ""

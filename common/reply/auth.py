@@ -61,7 +61,8 @@ def envelope_sender(receipt: SesReceipt) -> str:
 
 
 def check_sender(receipt: SesReceipt, cfg: Config) -> None:
-    """The owner's envelope sender and SES's verdicts (for any owner-only address). Never reads the message."""
+    """The owner's envelope sender and SES's verdicts (for any owner-only address). Never reads the
+    message."""
     if envelope_sender(receipt) not in cfg.owner_addresses:
         raise NotAuthorisedError("envelope sender is not the owner")
     v = receipt.verdicts

@@ -6,8 +6,9 @@ mailbox, nothing else), and only then parse. Anything else is archived under ``r
 reason, never answered (no backscatter to a forged sender), and the owner is alerted at most once
 per hour per reason. A replayed owner message (same Message-ID in the same conversation, or a Date
 older than ``REPLY_MAX_AGE_SECONDS``) is rejected the same way, and so is automatic mail from the
-owner's mailbox (an out-of-office reply or a read receipt to a thread address: common/mail/autoreply.py). The recipient comes only from the
-conversation record; To/Cc of the reply are never used; every spelling of a private address is
+owner's mailbox (an out-of-office reply or a read receipt to a thread address:
+common/mail/autoreply.py). The recipient comes only from the conversation record; To/Cc of the reply
+are never used; every spelling of a private address is
 replaced by the public one, and the contact sees ``PUBLIC_NAME``, never the owner's display name.
 """
 
@@ -144,7 +145,8 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
 
 
 def check_contact(cfg: Config, contact: str) -> None:
-    """The owner hears about a reply that cannot reach its contact, instead of the sender skipping it in silence."""
+    """The owner hears about a reply that cannot reach its contact, instead of the sender skipping it in
+    silence."""
     if cfg.is_own(contact):
         raise NotAuthorisedError("the conversation's contact is one of our own addresses (mail loop)")
     entry = sendstatus.suppression(cfg, contact)

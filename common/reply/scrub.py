@@ -31,7 +31,8 @@ def _hex(code: int, width: int = 2) -> str:
 
 
 def _char(c: str) -> str:
-    """Every spelling of one character: itself (either case), %HH, &#DDD; and &#xHH; (leading zeros, ';' optional).
+    """Every spelling of one character: itself (either case), %HH, &#DDD; and &#xHH; (leading zeros,
+    ';' optional).
 
     Case is spelt out in the pattern instead of using re.IGNORECASE: with IGNORECASE, CPython's
     engine took milliseconds per near-miss ("owner%40example.ne"), seconds on a 1 MB reply."""

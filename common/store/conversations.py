@@ -55,7 +55,8 @@ def record_inbound(
     expression = (
         "SET senderEmail = :e, emailDomain = :d, subject = :s, lastMessageBody = :b, #ts = :t, "
         f"{fact('lastSesMessageId', ':m')}, {fact('lastMessageId', ':h')}, "
-        "firstContactDate = if_not_exists(firstContactDate, :t), firstMessageId = if_not_exists(firstMessageId, :m)"
+        "firstContactDate = if_not_exists(firstContactDate, :t), "
+        "firstMessageId = if_not_exists(firstMessageId, :m)"
     )
     if mail.display_name:
         expression += ", " + fact("displayName", ":n")

@@ -13,7 +13,8 @@ from typing import Literal
 STAGING = "staging/"  # raw mail as SES's S3 action wrote it; deleted when handled
 CONVERSATIONS = "conversations/"  # the archive: conversations/<cid>/<sesMessageId>.eml
 ATTACHMENTS = "attachments/"  # attachments/<cid>/<sesMessageId>/<file>
-WITHHELD = "withheld/"  # attachments not forwarded (deny-list, SES-unsupported): withheld/<cid>/<sesMessageId>/<file>
+# attachments not forwarded (deny-list, SES-unsupported): withheld/<cid>/<sesMessageId>/<file>
+WITHHELD = "withheld/"
 EXTRACTED = "extracted-text/"  # extracted-text/<cid>/<sesMessageId>/<file>.txt | .error.json
 SPAM = "spam/"  # quarantine: spam/<YYYY-MM-DD>/<sesMessageId>.eml
 BOUNCES = "bounces/"  # delivery status notifications

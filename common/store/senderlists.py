@@ -97,7 +97,8 @@ def lookup(cfg: Config, address: str) -> Listing | None:
 
 
 def put(cfg: Config, entry: str, list_name: str, source: str) -> Listing:
-    """Put ``entry`` on ``list_name`` (replacing whatever list it was on); ValueError for the owner's own mail."""
+    """Put ``entry`` on ``list_name`` (replacing whatever list it was on); ValueError for the owner's
+    own mail."""
     if list_name not in LISTS:
         raise ValueError(f"unknown list {list_name!r}")
     entry = normalise(entry)
