@@ -1,7 +1,28 @@
 """The only code that reads and writes the tables and the mail bucket; the others ask it.
 
-``layout`` names the bucket's keys and which function may write each prefix; each other module owns
-one kind of record.
+Each item kind and each bucket prefix has one writing module (``erasure`` deletes across all of
+them for ``email-handler forget``; the prefixes and who may touch them are ``layout.ACCESS``):
+
+============================================  ==============================================
+item kind (table) or prefix                   written by
+============================================  ==============================================
+conversation (conversations)                  ``conversations``
+quarantine record (quarantine)                ``quarantine``
+sender list entry (sender-lists)              ``senderlists``
+suppression and mailbox hold (suppression)    ``sendstatus`` (suppression), ``holds`` (hold)
+``corr#``, ``sns#`` (send-status)             ``sendstatus``
+``owner-message#`` (send-status)              ``replies``
+``alert#`` (send-status)                      ``alerts``
+``ack-budget#`` (send-status)                 ``ackbudget``
+``staging#`` (send-status)                    ``staging``
+``rate#ses`` (send-status)                    common/senders/ratelimit.py
+send record (idempotency)                     common/senders/idempotency.py (powertools)
+``staging/``                                  SES (``staging`` deletes)
+``conversations/ spam/ bounces/ rejected/``   ``rawmail``
+``attachments/ withheld/ reply-attachments/``  ``attachments``
+``queue-payloads/``                           ``sendqueue``
+``extracted-text/``                           common/extractor/handler.py
+============================================  ==============================================
 """
 
 __all__ = [
