@@ -20,6 +20,7 @@ from common.mail.parse import ParsedMail, parse
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
+from common.store import spamrules
 from common.store.senderlists import ALLOW, BLOCK, Listing
 
 log = get_logger("spam")
@@ -110,18 +111,8 @@ class RulesCache:
 
     @staticmethod
     def _load(cfg: Config) -> Rules:
-        from common.aws import s3, ssm
-        from common.store import layout
-
-        key = ssm.get_parameter(cfg.spam_rules_parameter)
-        if not key.startswith(layout.CONFIG):  # the role may read nothing else (deploy/iam.py)
-            raise ValueError(
-                f"{cfg.spam_rules_parameter} names {key!r}: the rules file must be under {layout.CONFIG}"
-            )
-        obj = s3.get(cfg.bucket, key)
-        if obj is None:
-            raise FileNotFoundError(f"s3://{cfg.bucket}/{key} named by {cfg.spam_rules_parameter}")
-        rules, errors = parse_rules(obj["Body"].read().decode("utf-8", "replace"))
+        key, text = spamrules.fetch(cfg)
+        rules, errors = parse_rules(text)
         for error in errors:
             log.warning("spam rule skipped", extra={"detail": error, "rules_key": key})
         return rules

@@ -22,6 +22,7 @@ send record (idempotency)                     common/senders/idempotency.py (pow
 ``attachments/ withheld/ reply-attachments/``  ``attachments``
 ``queue-payloads/``                           ``sendqueue``
 ``extracted-text/``                           common/extractor/handler.py
+``config/``                                   the deploy and the owner (``spamrules`` reads)
 ============================================  ==============================================
 """
 
@@ -39,5 +40,6 @@ __all__ = [
     "senderlists",
     "sendqueue",
     "sendstatus",
+    "spamrules",
     "staging",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from common.aws import s3, sqs
 from common.mail.outbound import SCHEMA, OutboundMessage
 from common.runtime.errors import EventError
 from common.store import layout
@@ -23,8 +24,6 @@ def payload_key(idempotency_key: str) -> str:
 
 def enqueue(queue: str, message: OutboundMessage, bucket: str, limit: int) -> str:
     """Send to SQS, through S3 when the JSON is over ``limit`` bytes. Returns the SQS message id."""
-    from common.aws import s3, sqs
-
     body = message.to_json()
     if len(body.encode()) > limit:
         key = payload_key(message.idempotency_key)
@@ -41,8 +40,6 @@ def enqueue(queue: str, message: OutboundMessage, bucket: str, limit: int) -> st
 
 def load(body: str, bucket: str) -> OutboundMessage:
     """Parse a queue body, following a claim check (only into our own bucket and prefix)."""
-    from common.aws import s3
-
     try:
         doc = json.loads(body)
     except json.JSONDecodeError as exc:

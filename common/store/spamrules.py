@@ -1,0 +1,23 @@
+"""The owner's keyword lists as stored: a text file under ``config/`` in the bucket, whose key is in
+an SSM parameter so the owner edits the lists without a deploy (docs/inbound.md). Read only here;
+common/inbound/policy.py parses and caches them."""
+
+from __future__ import annotations
+
+from common.aws import s3, ssm
+from common.runtime.config import Config
+from common.store import layout
+
+
+def fetch(cfg: Config) -> tuple[str, str]:
+    """The rules file's key and text; ValueError when the parameter names a key outside ``config/``
+    (the role may read nothing else: deploy/iam.py), FileNotFoundError when the object is missing."""
+    key = ssm.get_parameter(cfg.spam_rules_parameter)
+    if not key.startswith(layout.CONFIG):
+        raise ValueError(
+            f"{cfg.spam_rules_parameter} names {key!r}: the rules file must be under {layout.CONFIG}"
+        )
+    obj = s3.get(cfg.bucket, key)
+    if obj is None:
+        raise FileNotFoundError(f"s3://{cfg.bucket}/{key} named by {cfg.spam_rules_parameter}")
+    return key, obj["Body"].read().decode("utf-8", "replace")
