@@ -10,6 +10,7 @@ from __future__ import annotations
 import email.policy
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from email.headerregistry import Address, BaseHeader, HeaderRegistry, UnstructuredHeader
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
@@ -169,8 +170,6 @@ def _attach_message(m: EmailMessage, data: bytes, subtype: str, filename: str) -
 def unbuildable(msg: OutboundMessage, sender: str, domain: str) -> str:
     """Why ``msg`` could never be sent ('' when it can): a producer checks before queueing, so a
     deterministic failure is handled at once instead of in the sender after an ack went out."""
-    from dataclasses import replace
-
     try:
         build(replace(msg, attachments=[]), sender, domain, "", lambda key: b"").as_bytes()
     except Exception as exc:  # whatever the builder or the generator refuses is deterministic
