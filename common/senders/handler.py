@@ -282,7 +282,8 @@ class Sender:
                     f"no time left for a retry in {delay:g}s "
                     f"({self.remaining_s():.1f}s remaining); SQS will redeliver",
                 )
-            time.sleep(delay)
+            if delay:  # sleep(0) still yields the CPU: on a busy host that costs a scheduler slice
+                time.sleep(delay)
             slot, start = self.pacer.next_start(1 + self.records_left, after_pause=attempts > 0)
             if start - time.time() > self.remaining_s() - self.cfg.attempt_reserve_s:
                 raise SendFailedError(
