@@ -101,8 +101,9 @@ class Sender:
         self.cfg, self.context = cfg, context
         self.prefix = layout.SENDER_ATTACHMENTS.get(cfg.function, "")
         # Each body is parsed here, once: the batch's recipients come from it, and process() loads it.
-        self.docs = {r.message_id: _parsed(r.body) for r in records or []}
-        self.batch = [_recipients(doc) for doc in self.docs.values()]
+        docs = [_parsed(r.body) for r in records or []]
+        self._docs = {id(r): doc for r, doc in zip(records or [], docs, strict=True)}
+        self.batch = [_recipients(doc) for doc in docs]
         self.records_left = len(self.batch)
         self._entries: dict[str, dict[str, Any]] = {}
         self._checked: set[str] = set()  # lowercased addresses whose suppression-table item was read
@@ -127,7 +128,7 @@ class Sender:
         self.records_left = max(0, self.records_left - 1)  # the records after this one
         msg: OutboundMessage | None = None
         try:
-            doc = self.docs[record.message_id] if record.message_id in self.docs else _parsed(record.body)
+            doc = self._docs.pop(id(record)) if id(record) in self._docs else _parsed(record.body)
             if isinstance(doc, EventError):
                 raise doc
             msg = load(doc, self.cfg.bucket)
