@@ -4,7 +4,7 @@ boto3 itself honours ``AWS_ENDPOINT_URL`` and ``AWS_ENDPOINT_URL_<SERVICE>``, so
 same code talks to AWS, a moto server or LocalStack with no custom variables.
 boto3 is imported lazily: a cold start pays for it only when a client is needed. Every client comes
 from one boto3 session, so botocore's loader reads each data file (endpoints, partitions, retry
-rules, a service's model) once per process instead of once per client: a sender's first event
+rules, a service's model) once per process instead of once per client: inbound-handler's first event
 creates three clients, and a session per client read the shared files three times.
 """
 
@@ -30,8 +30,8 @@ __all__ = [
     "session",
 ]
 
-# A boto3 session is not thread-safe, its clients are ("Multithreading or multiprocessing with
-# resources", boto3 guide): clients are created one at a time and then shared.
+# "Session objects are not thread safe", low-level clients are (boto3 user guide, "Session" and
+# "Low-level clients", Multithreading): clients are created one at a time and then shared.
 _CREATING = threading.Lock()
 
 
