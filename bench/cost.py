@@ -135,7 +135,7 @@ def _sends(cfg: Any) -> dict[str, Any]:
 def run() -> dict[str, Any]:
     with emulator_process(local_env()) as base:
         inbound = _inbound(base, "cost")
-        senders = _sends(replace(base, send_queue=base.forward_queue))
+        senders = _sends(replace(base, send_queue=base.forward_queue, function="forward-sender"))
     return {
         "inbound": inbound,
         "senders": senders,

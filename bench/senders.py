@@ -185,7 +185,7 @@ def _latency(cfg: Any, prefix: str, n: int, arrivals_per_s: float) -> dict[str, 
 
 def run() -> dict[str, Any]:
     with emulator_process(local_env()) as base:
-        cfg = replace(base, send_queue=base.ack_queue, max_send_rate=100000.0)
+        cfg = replace(base, send_queue=base.ack_queue, function="ack-sender", max_send_rate=100000.0)
         baseline = _baseline(cfg)
         full = _drain(cfg, "full", N_FULL)
         latency = _latency(cfg, "lat", N_LATENCY, full["sends_per_s"] / 2)

@@ -2,18 +2,45 @@
 
 boto3 itself honours ``AWS_ENDPOINT_URL`` and ``AWS_ENDPOINT_URL_<SERVICE>``, so the
 same code talks to AWS, a moto server or LocalStack with no custom variables.
-boto3 is imported lazily: a cold start pays for it only when a client is needed.
+boto3 is imported lazily: a cold start pays for it only when a client is needed. Every client comes
+from one boto3 session, so botocore's loader reads each data file (endpoints, partitions, retry
+rules, a service's model) once per process instead of once per client: inbound-handler's first event
+creates three clients, and a session per client read the shared files three times.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
+    import boto3
     from botocore.client import BaseClient
+
+__all__ = [
+    "CONTROL_PLANE_ATTEMPTS",
+    "client",
+    "control_client",
+    "error_code",
+    "or_none",
+    "reset_clients",
+    "session",
+]
+
+# "Session objects are not thread safe", low-level clients are (boto3 user guide, "Session" and
+# "Low-level clients", Multithreading): clients are created one at a time and then shared.
+_CREATING = threading.Lock()
+
+
+@functools.cache
+def session() -> boto3.session.Session:
+    """The process's one boto3 session: its credential chain and botocore loader serve every client."""
+    import boto3
+
+    return boto3.session.Session()
 
 
 @functools.cache
@@ -27,24 +54,24 @@ def client(
 ) -> BaseClient:
     """A cached client; ``max_attempts=1`` when the caller owns retries (the SES sender does);
     ``signature_version`` and ``addressing_style`` shape S3's presigned URLs (common.aws.s3)."""
-    import boto3
     from botocore.config import Config as BotoConfig
 
-    return boto3.session.Session().client(
-        service,
-        region_name=region
-        or os.environ.get("AWS_REGION")
-        or os.environ.get("AWS_DEFAULT_REGION")
-        or "us-east-1",
-        config=BotoConfig(
-            retries={"mode": mode, "total_max_attempts": max_attempts},
-            connect_timeout=5,
-            read_timeout=30,
-            max_pool_connections=20,
-            signature_version=signature_version,
-            s3={"addressing_style": addressing_style} if addressing_style else None,
-        ),
-    )
+    with _CREATING:
+        return session().client(
+            service,
+            region_name=region
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+            or "us-east-1",
+            config=BotoConfig(
+                retries={"mode": mode, "total_max_attempts": max_attempts},
+                connect_timeout=5,
+                read_timeout=30,
+                max_pool_connections=20,
+                signature_version=signature_version,
+                s3={"addressing_style": addressing_style} if addressing_style else None,
+            ),
+        )
 
 
 # Control-plane calls (deploy, destroy): SES's management actions are throttled at 1 request/s
@@ -89,5 +116,6 @@ def reset_clients() -> None:
     from common.aws import sqs, sts
 
     client.cache_clear()
+    session.cache_clear()
     sqs.queue_url.cache_clear()
     sts.account_id.cache_clear()

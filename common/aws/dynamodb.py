@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from common.aws import client, error_code
+from common.runtime.errors import EmailHandlerError
 
 
 @functools.cache
@@ -37,15 +38,17 @@ def from_item(item: dict[str, Any] | None) -> dict[str, Any] | None:
 MAX_KEY_BYTES = 1024
 
 
-class KeyTooLong(ValueError):
-    pass
+class KeyTooLongError(EmailHandlerError, ValueError):
+    """A key over DynamoDB's size limit: a bug upstream, refused before the call."""
 
 
 def check_key(table: str, key: dict[str, Any]) -> dict[str, Any]:
     for name, value in key.items():
         size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else len(str(value))
         if size > MAX_KEY_BYTES:
-            raise KeyTooLong(f"{table}: key {name} is {size} bytes (this project's limit is {MAX_KEY_BYTES})")
+            raise KeyTooLongError(
+                f"{table}: key {name} is {size} bytes (this project's limit is {MAX_KEY_BYTES})"
+            )
     return key
 
 
@@ -122,7 +125,7 @@ def put(
     return True
 
 
-class ConditionFailed(Exception):
+class ConditionFailedError(EmailHandlerError):
     """A conditional write did not hold; ``item`` is the item as it was (or None if it did not exist)."""
 
     def __init__(self, item: dict[str, Any] | None) -> None:
@@ -141,7 +144,7 @@ def update(
     raise_on_condition: bool = False,
 ) -> dict[str, Any] | None:
     """UpdateItem. Returns the requested attributes; None when ``condition`` does not hold, or with
-    ``raise_on_condition`` a :class:`ConditionFailed` carrying the current item (no second read)."""
+    ``raise_on_condition`` a :class:`ConditionFailedError` carrying the current item (no second read)."""
     kwargs: dict[str, Any] = {
         "TableName": table,
         "Key": to_item(check_key(table, key)),
@@ -161,7 +164,7 @@ def update(
     except Exception as exc:
         if error_code(exc) == "ConditionalCheckFailedException":
             if raise_on_condition:
-                raise ConditionFailed(from_item(getattr(exc, "response", {}).get("Item"))) from None
+                raise ConditionFailedError(from_item(getattr(exc, "response", {}).get("Item"))) from None
             return None
         raise
     return from_item(response.get("Attributes")) or {}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from common.aws import client, error_code
+from common.aws import client, error_code, session
 
 
 def get(bucket: str, key: str) -> dict[str, Any] | None:
@@ -101,9 +101,7 @@ def presign_get(bucket: str, key: str, seconds: int, now: datetime | None = None
     own role: the link works only while that role may s3:GetObject the key, deploy/iam.py), valid for
     ``seconds`` capped at S3's seven days and, for temporary credentials, at what a role session can last.
     On AWS a virtual-hosted URL on the Regional endpoint; against an emulator, boto3's own choice."""
-    import boto3
-
-    credentials = boto3.session.Session().get_credentials()  # the chain client() resolves too
+    credentials = session().get_credentials()  # the chain every client() resolves too
     temporary = credentials is None or bool(credentials.token)
     seconds = max(
         1, min(seconds, PRESIGN_MAX_SECONDS, TEMPORARY_CREDENTIALS_MAX_SECONDS if temporary else seconds)

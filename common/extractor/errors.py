@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from common.runtime.errors import EmailHandlerError
+
 MAX_REASON = 300
 # Object ids and reprs carry memory addresses that differ per run and mean nothing to a reader.
 _ADDRESS = re.compile(r"\s+at 0x[0-9a-fA-F]+")
@@ -14,7 +16,7 @@ _HEX = re.compile(r"0x[0-9a-fA-F]{8,}")
 MEMORY = "needs more memory than the limit"
 
 
-class Rejected(Exception):
+class RejectedError(EmailHandlerError):
     """The file cannot be turned into text; ``reason`` says why (goes into the error record)."""
 
     def __init__(self, reason: str):

@@ -3,9 +3,9 @@
 Every PDF/DOCX attachment ends with one of two records: the text, or a small JSON error record
 beside the output path (encrypted, damaged, zip bomb, wrong content, over a limit) and a WARNING.
 The invocation still succeeds so a bad file is not retried forever. S3 errors (throttling,
-outages) fail the record (or, for a direct S3 event, the invocation) so it is retried. The parse itself runs in a child process sized to
-what this sandbox has left (common.extractor.isolate), so no document can exhaust the
-function's memory or time.
+outages) fail the record (or, for a direct S3 event, the invocation) so it is retried. The parse
+itself runs in a child process sized to what this sandbox has left (common.extractor.isolate), so
+no document can exhaust the function's memory or time.
 """
 
 from __future__ import annotations
@@ -138,21 +138,23 @@ def extract_object(
     try:
         if size > cfg.max_input_bytes:
             obj["Body"].close()  # never download what we will not parse
-            raise textextract.Rejected(f"input is {size} bytes, over the {cfg.max_input_bytes}-byte limit")
+            raise textextract.RejectedError(
+                f"input is {size} bytes, over the {cfg.max_input_bytes}-byte limit"
+            )
         data = obj["Body"].read()
         limits = _limits(cfg, context)  # after the download: the budget is the time left now
         try:
             result = textextract.extract(data, filename, limits)
-        except textextract.Rejected:
+        except textextract.RejectedError:
             raise
         except Exception as exc:  # a bug of ours must still leave a record, and say so loudly
             log.exception("extractor failed", extra={"key": key})
-            raise textextract.Rejected(
+            raise textextract.RejectedError(
                 f"extractor failed ({type(exc).__name__}); see the function's log"
             ) from None
         finally:
             del data
-    except textextract.Rejected as rejected:
+    except textextract.RejectedError as rejected:
         record = {
             "source": key,
             "reason": rejected.reason,

@@ -31,6 +31,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from common.runtime.errors import EmailHandlerError
+
 Event = tuple[Any, ...]
 _FORK = multiprocessing.get_context("fork")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -42,7 +44,7 @@ MIN_CHILD_ALLOWANCE = 32 * MB
 WATCH_INTERVAL = 0.05  # seconds between looks at the child's memory
 
 
-class Stopped(Exception):
+class StoppedError(EmailHandlerError):
     """The child ended without finishing: ``kind`` is "time", "memory" or "crash"."""
 
     def __init__(self, kind: str, reason: str):
@@ -68,7 +70,7 @@ def run(
     256 MB image, a child held to +32 MB of address space reached +44 MB of memory that way.
 
     ``deadline`` is a ``time.monotonic()`` value for the whole run; ``step_s`` (optional) bounds the
-    wait for each event after the first. Raises :class:`Stopped` when the child is killed or dies.
+    wait for each event after the first. Raises :class:`StoppedError` when the child is killed or dies.
     Closing the generator early kills the child.
     """
     receiver, sender = _FORK.Pipe(duplex=False)
@@ -94,10 +96,10 @@ def run(
                 next_check = now + WATCH_INTERVAL
                 private = private_bytes(child.pid or 0)
                 if private is not None and private > memory_bytes:
-                    raise Stopped("memory", f"needs more than the {memory_bytes // MB} MB memory limit")
+                    raise StoppedError("memory", f"needs more than the {memory_bytes // MB} MB memory limit")
             if now >= until:
                 limit = "time budget" if until >= deadline else f"{step_s:g} s page time limit"
-                raise Stopped("time", f"stopped at the {limit}")
+                raise StoppedError("time", f"stopped at the {limit}")
             if not receiver.poll(min(until - now, WATCH_INTERVAL)):
                 continue
             try:
@@ -106,7 +108,7 @@ def run(
                 child.join()
                 raise _death(child.exitcode, memory_bytes) from None
             if event[0] == "stopped":  # the child's last resort caught an error the target did not
-                raise Stopped(event[1], event[2])
+                raise StoppedError(event[1], event[2])
             yield event
             if event[0] == "end":
                 return
@@ -118,14 +120,16 @@ def run(
         receiver.close()
 
 
-def _death(exitcode: int | None, memory_bytes: int) -> Stopped:
+def _death(exitcode: int | None, memory_bytes: int) -> StoppedError:
     if exitcode == -signal.SIGKILL:  # not ours (we raise before killing): the kernel's OOM killer
-        return Stopped("memory", f"killed for memory (limit {memory_bytes // MB} MB)")
+        return StoppedError("memory", f"killed for memory (limit {memory_bytes // MB} MB)")
     if exitcode == -signal.SIGABRT:  # native code aborts when an allocation fails under RLIMIT_AS
-        return Stopped("memory", f"parser aborted, most likely out of memory (limit {memory_bytes // MB} MB)")
+        return StoppedError(
+            "memory", f"parser aborted, most likely out of memory (limit {memory_bytes // MB} MB)"
+        )
     if exitcode is not None and exitcode < 0:
-        return Stopped("crash", f"parser crashed ({signal.Signals(-exitcode).name})")
-    return Stopped("crash", f"parser exited unexpectedly (status {exitcode})")
+        return StoppedError("crash", f"parser crashed ({signal.Signals(-exitcode).name})")
+    return StoppedError("crash", f"parser exited unexpectedly (status {exitcode})")
 
 
 def _child(

@@ -20,7 +20,8 @@ from typing import Any
 from urllib.parse import unquote
 from xml.parsers import expat
 
-from common.extractor.errors import Rejected, describe
+from common.extractor.errors import RejectedError, describe
+from common.runtime.errors import EmailHandlerError
 
 READER_VERSION = "2"
 MAX_PARTS = 2000
@@ -52,8 +53,8 @@ PARTS = (
 )
 
 
-class _StopParsing(Exception):
-    pass
+class _StopParsingError(EmailHandlerError):
+    """Ends the walk early once the text budget is used up."""
 
 
 def events(data: bytes, max_chars: int) -> Iterator[tuple[Any, ...]]:
@@ -71,9 +72,9 @@ def events(data: bytes, max_chars: int) -> Iterator[tuple[Any, ...]]:
         yield from _part_lines(package, main, budget, keep_empty=True)
         for name in groups["notes"] + groups["footers"] + groups["comments"]:
             yield from _part_lines(package, name, budget, keep_empty=False)
-    except Rejected as rejected:
+    except RejectedError as rejected:
         yield ("fatal", rejected.reason)
-    except _StopParsing:
+    except _StopParsingError:
         yield ("truncated", "characters")
     except MemoryError:
         raise  # the isolation layer reports the limit
@@ -96,7 +97,7 @@ def _part_lines(package: _Package, name: str, budget: _Budget, keep_empty: bool)
             if lines:
                 yield ("lines", lines[:])
                 lines.clear()
-    except _StopParsing:
+    except _StopParsingError:
         yield ("lines", lines[:])  # the lines up to the limit
         raise
     if lines:
@@ -110,7 +111,7 @@ class _Budget:
     def spend(self, n: int) -> None:
         self.left -= n
         if self.left < 0:
-            raise _StopParsing()
+            raise _StopParsingError()
 
 
 def _natural(name: str) -> tuple[int, str]:
@@ -123,18 +124,18 @@ class _Package:
 
     def __init__(self, data: bytes):
         if not data.startswith(b"PK\x03\x04"):
-            raise Rejected("content is not a DOCX file (not a zip package)")
+            raise RejectedError("content is not a DOCX file (not a zip package)")
         try:
             self.zip = zipfile.ZipFile(io.BytesIO(data))
         except zipfile.BadZipFile:
             if b"PK\x05\x06" not in data[-(65536 + 22) :]:
-                raise Rejected(
+                raise RejectedError(
                     "truncated DOCX: the zip's central directory is missing (file cut short)"
                 ) from None
-            raise Rejected("damaged DOCX: the zip's central directory cannot be read") from None
+            raise RejectedError("damaged DOCX: the zip's central directory cannot be read") from None
         infos = self.zip.infolist()
         if len(infos) > MAX_PARTS:
-            raise Rejected(f"DOCX has {len(infos)} parts (limit {MAX_PARTS}): possible zip bomb")
+            raise RejectedError(f"DOCX has {len(infos)} parts (limit {MAX_PARTS}): possible zip bomb")
         self.parts = {unquote(i.filename).lstrip("/").lower(): i for i in infos}
         self.inflated = 0
 
@@ -146,8 +147,8 @@ class _Package:
             return "word/document.xml"
         for folder, kind in (("xl/", "a spreadsheet (XLSX)"), ("ppt/", "a presentation (PPTX)")):
             if any(name.startswith(folder) for name in self.parts):
-                raise Rejected(f"not a Word document: the package is {kind}")
-        raise Rejected("not a Word document: the zip has no word/document.xml")
+                raise RejectedError(f"not a Word document: the package is {kind}")
+        raise RejectedError("not a Word document: the zip has no word/document.xml")
 
     def relationships(self, source: str) -> list[tuple[str, str]]:
         """[(type, target part)] of a part ("" for the package), internal targets only."""
@@ -200,7 +201,7 @@ class _Package:
         parser.StartElementHandler, parser.EndElementHandler, parser.CharacterDataHandler = start, end, chars
         try:
             self.parse(target, parser, MAX_SMALL_PART)
-        except Rejected:
+        except RejectedError:
             return None
         value = "".join(text).strip()
         return int(value) if value.isdigit() and int(value) > 0 else None
@@ -215,7 +216,7 @@ class _Package:
         if info is None:
             return  # a dangling relationship: nothing to read
         if info.flag_bits & 0x1:
-            raise Rejected(f"DOCX part {info.filename} is encrypted (zip encryption)")
+            raise RejectedError(f"DOCX part {info.filename} is encrypted (zip encryption)")
         read = 0
         try:
             with self.zip.open(info) as stream:
@@ -223,25 +224,26 @@ class _Package:
                     read += len(chunk)
                     self.inflated += len(chunk)
                     if read > limit:
-                        raise Rejected(
-                            f"DOCX part {info.filename} inflates to more than {limit // 2**20} MB: possible zip bomb"
+                        raise RejectedError(
+                            f"DOCX part {info.filename} inflates to more than {limit // 2**20} MB: "
+                            "possible zip bomb"
                         )
                     if self.inflated > MAX_TOTAL_BYTES:
-                        raise Rejected(
+                        raise RejectedError(
                             f"DOCX XML inflates to more than {MAX_TOTAL_BYTES // 2**20} MB: possible zip bomb"
                         )
                     parser.Parse(chunk, False)
                     yield
             parser.Parse(b"", True)
         except expat.ExpatError as exc:
-            raise Rejected(
+            raise RejectedError(
                 f"damaged DOCX: part {info.filename} is not well-formed XML ({expat.ErrorString(exc.code)}, "
                 f"line {exc.lineno})"
             ) from None
         except zipfile.BadZipFile as exc:
-            raise Rejected(f"damaged DOCX: part {info.filename}: {describe(exc)}") from None
+            raise RejectedError(f"damaged DOCX: part {info.filename}: {describe(exc)}") from None
         except EOFError:
-            raise Rejected(f"damaged DOCX: part {info.filename} is cut short") from None
+            raise RejectedError(f"damaged DOCX: part {info.filename} is cut short") from None
 
 
 def _new_parser() -> Any:
@@ -251,7 +253,7 @@ def _new_parser() -> Any:
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
 
     def no_dtd(*_: Any) -> None:
-        raise Rejected("DOCX part declares a DTD (never valid in OOXML): refused")
+        raise RejectedError("DOCX part declares a DTD (never valid in OOXML): refused")
 
     parser.StartDoctypeDeclHandler = no_dtd
     parser.EntityDeclHandler = no_dtd

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-from common.extractor.errors import MEMORY, Rejected, describe
+from common.extractor.errors import MEMORY, RejectedError, describe
 
 INHERITED = ("/Resources", "/MediaBox", "/CropBox", "/Rotate")
 MAX_TREE_DEPTH = 256  # real files nest a few levels; pypdf's own flattening stops at 100
@@ -38,7 +38,7 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
         if tree is not None and not hasattr(tree.get_object(), "keys"):
             tree = None  # a dangling reference: the pages are found by their type below
         claimed = _claimed(tree) if tree is not None else None
-    except Rejected as rejected:
+    except RejectedError as rejected:
         yield ("fatal", rejected.reason)
         return
     except MemoryError:
@@ -64,7 +64,7 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
         except MemoryError:
             damage = "page tree needs more memory than the limit"
             break
-        except Rejected as rejected:
+        except RejectedError as rejected:
             damage = rejected.reason
             break
         except Exception as exc:
@@ -107,11 +107,11 @@ def _decrypt(reader: Any) -> None:
     try:
         opened = reader.decrypt("")  # "no copy / no print" files have an empty user password
     except DependencyError as exc:
-        raise Rejected(f"encrypted PDF cannot be opened: {describe(exc)}") from None
+        raise RejectedError(f"encrypted PDF cannot be opened: {describe(exc)}") from None
     except NotImplementedError as exc:
-        raise Rejected(f"encrypted PDF uses an unsupported scheme: {describe(exc)}") from None
+        raise RejectedError(f"encrypted PDF uses an unsupported scheme: {describe(exc)}") from None
     if not opened:
-        raise Rejected("encrypted PDF needs a password")
+        raise RejectedError("encrypted PDF needs a password")
 
 
 def _claimed(tree: Any) -> int | None:
@@ -141,7 +141,7 @@ def _pages(reader: Any, tree: Any) -> Iterator[Any]:
             continue  # a dangling or broken reference in /Kids
         if "/Kids" in node and node.get("/Type") != "/Page":
             if depth >= MAX_TREE_DEPTH:
-                raise Rejected(f"page tree nested deeper than {MAX_TREE_DEPTH} levels")
+                raise RejectedError(f"page tree nested deeper than {MAX_TREE_DEPTH} levels")
             inherit = {**inherited, **{k: node.raw_get(k) for k in INHERITED if k in node}}
             kids: Any = node["/Kids"].get_object()
             stack.extend((kid, inherit, depth + 1) for kid in reversed(list(kids)))

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.extractor import isolate, ooxml, pdf
-from common.extractor.errors import Rejected
+from common.extractor.errors import RejectedError
 from common.mail.sanitize import extension
 
-__all__ = ["Extraction", "Limits", "Rejected", "detect", "extension", "extract"]
+__all__ = ["Extraction", "Limits", "RejectedError", "detect", "extension", "extract"]
 
 MB = 1024 * 1024
 PDF_MAGIC = b"%PDF-"
@@ -89,17 +89,17 @@ def detect(data: bytes) -> str | None:
 
 def extract(data: bytes, filename: str, limits: Limits) -> Extraction:
     if len(data) > limits.max_input_bytes:
-        raise Rejected(f"input is {len(data)} bytes, over the {limits.max_input_bytes}-byte limit")
+        raise RejectedError(f"input is {len(data)} bytes, over the {limits.max_input_bytes}-byte limit")
     if not data:
-        raise Rejected("empty file (0 bytes)")
+        raise RejectedError("empty file (0 bytes)")
     kind, ext = detect(data), extension(filename)
     if kind == "ole":
-        raise Rejected(_ole_reason(data))
+        raise RejectedError(_ole_reason(data))
     if kind is None:
         if ext in ("pdf", "docx"):
             what = next((name for magic, name in _KNOWN if data[:64].lstrip().startswith(magic)), "")
-            raise Rejected(f"content is not a {ext.upper()} file ({what or _missing(ext)})")
-        raise Rejected(f"unsupported file type '.{ext}'")
+            raise RejectedError(f"content is not a {ext.upper()} file ({what or _missing(ext)})")
+        raise RejectedError(f"unsupported file type '.{ext}'")
     deadline = time.monotonic() + limits.time_budget_s
     result = _pdf(data, limits, deadline) if kind == "pdf" else _docx(data, limits, deadline)
     if len(result.text) > limits.max_output_chars:
@@ -147,7 +147,7 @@ def _pdf(data: bytes, limits: Limits, deadline: float) -> Extraction:
                 for event in events:
                     tag = event[0]
                     if tag == "fatal":
-                        raise Rejected(event[1])
+                        raise RejectedError(event[1])
                     if tag == "info":
                         info = event[1]
                     elif tag == "begin":
@@ -163,9 +163,9 @@ def _pdf(data: bytes, limits: Limits, deadline: float) -> Extraction:
                     elif tag == "end":
                         result.peak_rss_mb = max(result.peak_rss_mb, event[1]["peak_rss_mb"])
             break
-        except isolate.Stopped as stop:
+        except isolate.StoppedError as stop:
             if info is None:
-                raise Rejected(f"PDF could not be opened: {stop.reason}") from None
+                raise RejectedError(f"PDF could not be opened: {stop.reason}") from None
             out_of_time = time.monotonic() >= deadline
             # Out of time between pages is the budget, not damage: a child restarted after a slow
             # page spends its first moments re-opening the file and walking back to that page.
@@ -207,11 +207,11 @@ def _finish_pdf(
     damage = walked.get("damage", "")
     if not texts:
         if walked.get("recovered"):
-            raise Rejected("damaged PDF: the page tree (/Pages) is missing and no page object was found")
-        raise Rejected(damage or "PDF has no pages")
+            raise RejectedError("damaged PDF: the page tree (/Pages) is missing and no page object was found")
+        raise RejectedError(damage or "PDF has no pages")
     if len(result.unreadable_pages) == len(texts):
         first = min(result.unreadable_pages)
-        raise Rejected(f"no page could be read (page {first}: {result.unreadable_pages[first]})")
+        raise RejectedError(f"no page could be read (page {first}: {result.unreadable_pages[first]})")
     if damage:
         result.truncated.append(damage)
     if walked.get("more"):
@@ -239,7 +239,7 @@ def _docx(data: bytes, limits: Limits, deadline: float) -> Extraction:
             for event in events:
                 tag = event[0]
                 if tag == "fatal":
-                    raise Rejected(event[1])
+                    raise RejectedError(event[1])
                 if tag == "info":
                     result.pages = event[1]["pages"]
                 elif tag == "lines":
@@ -248,9 +248,9 @@ def _docx(data: bytes, limits: Limits, deadline: float) -> Extraction:
                     result.truncated.append(event[1])
                 elif tag == "end":
                     result.peak_rss_mb = event[1]["peak_rss_mb"]
-    except isolate.Stopped as stop:
+    except isolate.StoppedError as stop:
         if not lines:
-            raise Rejected(f"DOCX could not be read: {stop.reason}") from None
+            raise RejectedError(f"DOCX could not be read: {stop.reason}") from None
         result.truncated.append(f"{stop.reason}: text after line {len(lines)} not read")
     result.text = "\n".join(lines)
     return result

@@ -1,0 +1,7 @@
+"""What every function shares at run time: configuration, the handler factory, logging, events, errors.
+
+The modules are the surface; this package imports none of them, so a function pays only for the
+modules it uses.
+"""
+
+__all__ = ["clock", "config", "errors", "events", "functions", "handler", "log"]

@@ -61,6 +61,8 @@ class Config:
     forward_queue: str = ""
     reply_queue: str = ""
     send_queue: str = ""  # the queue a sender function consumes
+    # The function this process runs (common.runtime.functions): make_handler sets it, never the environment.
+    function: str = ""
     alert_topic: str = ""  # SNS topic name for owner alerts (final send failures, rejected replies)
     alert_topic_arn: str = ""  # resolved from alert_topic and the account when empty
     feedback_topic: str = ""  # SNS topic SES publishes Delivery/Bounce/Complaint to
@@ -98,13 +100,15 @@ class Config:
     # quota is a rolling 24 h window, so room comes back as the oldest sends age out; SQS caps a
     # visibility timeout at 12 h (common/senders/handler.py).
     quota_wait_s: int = 3600
-    # A send's record must outlive every copy of its message: main queue (1 d) + DLQ (14 d) from the first enqueue,
-    # and a DLQ redrive starts that clock again ("redriven messages are treated as new messages", SQS DG), so
-    # two full cycles: a copy redriven once, late, is still recognised as sent (tests/unit/test_config.py).
+    # A send's record must outlive every copy of its message: main queue (1 d) + DLQ (14 d) from the
+    # first enqueue, and a DLQ redrive starts that clock again ("redriven messages are treated as new
+    # messages", SQS DG), so two full cycles: a copy redriven once, late, is still recognised as sent
+    # (tests/unit/test_config.py).
     idempotency_ttl_s: int = 30 * 24 * 3600
     claim_check_bytes: int = 200 * 1024  # queue messages above this go to S3 (claim check)
     max_forward_bytes: int = 40_000_000  # SESv2 SendEmail's message limit (common.aws.ses.MAX_MESSAGE_BYTES)
-    # How long the download links of a shortened forward work (S3 allows 7 days at most; common.aws.s3.presign_get)
+    # How long the download links of a shortened forward work (S3 allows 7 days at most;
+    # common.aws.s3.presign_get)
     forward_link_days: int = 7
     spam_rules_ttl_s: float = 300.0
     transient_bounce_limit: int = 5
@@ -145,7 +149,8 @@ class Config:
         return f"{self.project}-{self.env}"
 
     def name(self, resource: str) -> str:
-        """``{project}-{env}-{resource}``: the name of every AWS resource of this deployment (docs/CONTRACT.md)."""
+        """``{project}-{env}-{resource}``: the name of every AWS resource of this deployment
+        (docs/CONTRACT.md)."""
         return f"{self.prefix}-{resource}"
 
     @property
@@ -159,7 +164,8 @@ class Config:
 
     @property
     def own_addresses(self) -> frozenset[str]:
-        """The owner's mailboxes and PUBLIC_EMAIL: never acked, suppressed, blocked or written to as a contact."""
+        """The owner's mailboxes and PUBLIC_EMAIL: never acked, suppressed, blocked or written to as a
+        contact."""
         return self.owner_addresses | (
             {self.public_email.strip().lower()} if self.public_email.strip() else set()
         )
@@ -234,6 +240,10 @@ _ENV = {
 }
 
 
+# Fields the code sets, not the environment.
+_NOT_FROM_ENV = frozenset({"function"})
+
+
 def env_name(field_name: str) -> str:
     return _ENV.get(field_name, field_name.upper())
 
@@ -248,7 +258,7 @@ def load(environ: Mapping[str, str] | None = None, require: Iterable[str] = ()) 
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
     for f in fields(Config):
-        if f.name.startswith("_"):
+        if f.name.startswith("_") or f.name in _NOT_FROM_ENV:
             continue
         raw = env.get(env_name(f.name))
         if raw is None or raw == "":
@@ -358,7 +368,8 @@ def _validate(cfg: Config) -> None:
         )
     if re.search(r"[@\x00-\x1f\x7f<>\"]", cfg.public_name) or len(cfg.public_name) > 64:
         raise ConfigError(
-            "PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or control characters"
+            "PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or "
+            "control characters"
         )
     for name in (
         "ack_limit_per_hour",
@@ -418,7 +429,8 @@ def with_owner_key_file(cfg: Config) -> Config:
     key = encrypt.parse(text)
     if key.kind != ("smime" if cfg.owner_smime_cert else "pgp"):
         raise ConfigError(
-            f"{variable} names a file holding an {'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}"
+            f"{variable} names a file holding an "
+            f"{'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}"
         )
     return replace(cfg, owner_key=text)
 

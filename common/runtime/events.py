@@ -106,6 +106,8 @@ class SqsRecord:
     receive_count: int
     attributes: dict[str, Any] = field(default_factory=dict)
     queue_arn: str = ""
+    receipt_handle: str = ""
+    message_attributes: dict[str, Any] = field(default_factory=dict)
 
 
 def sqs_records(event: Any) -> list[SqsRecord]:
@@ -119,6 +121,8 @@ def sqs_records(event: Any) -> list[SqsRecord]:
                 receive_count=int(attrs.get("ApproximateReceiveCount", "1")),
                 attributes=attrs,
                 queue_arn=str(r.get("eventSourceARN", "")),
+                receipt_handle=str(r.get("receiptHandle", "")),
+                message_attributes=r.get("messageAttributes") or {},
             )
         )
     return out

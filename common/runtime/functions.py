@@ -40,7 +40,8 @@ def dlq_name(queue: str) -> str:
 
 
 def image_ref(name: str) -> str:
-    """``service-email-handler/<name>:<IMAGE_TAG or latest>``: the tag lets several trees build side by side."""
+    """``service-email-handler/<name>:<IMAGE_TAG or latest>``: the tag lets several trees build side by
+    side."""
     import os
 
     return f"service-email-handler/{name}:{os.environ.get('IMAGE_TAG') or 'latest'}"
@@ -52,7 +53,8 @@ def image_ref(name: str) -> str:
 # cut-body parser), which keeps room for the worst shapes the parsing caps let through.
 MAIL_MEMORY_MB = 512
 
-# The local modes' other endpoints (CONTRACT.md "Command line"); the functions' RIE ports are in the table below.
+# The local modes' other endpoints (CONTRACT.md "Command line"); the functions' RIE ports are in the
+# table below.
 EMULATOR_PORT = 4566
 SMTP_PORT = 2525
 

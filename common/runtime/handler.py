@@ -38,6 +38,7 @@ def make_handler(function_name: str, logic: Logic) -> Callable[[Any, LambdaConte
         log.error("configuration invalid", extra={"function": function_name, "error": str(exc)})
         flush(log)
         raise ConfigError(f"{function_name}: {exc}") from None
+    cfg = replace(cfg, function=function_name)
     if spec.queue_field and not cfg.send_queue:
         cfg = replace(cfg, send_queue=getattr(cfg, spec.queue_field))
 

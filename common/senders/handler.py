@@ -1,9 +1,9 @@
 """The sender core shared by ack-sender, forward-sender and reply-sender.
 
-Per SQS record: load the queue message (following a claim check) -> exactly once per idempotency
-key (aws-lambda-powertools idempotency, DynamoDB) -> skip suppressed recipients -> pace to the
-shared SES rate -> SESv2 SendEmail (raw content) with retries at 0/5/30/120 s inside the invocation's
-time budget.
+Per SQS record: the queue message, parsed once for the whole batch (following a claim check) ->
+exactly once per idempotency key (aws-lambda-powertools idempotency, DynamoDB) -> skip suppressed
+recipients -> pace to the shared SES rate -> SESv2 SendEmail (raw content) with retries at
+0/5/30/120 s inside the invocation's time budget.
 A failed record is reported in ``batchItemFailures`` (the others are not re-sent); on its last
 allowed receive the owner is alerted before SQS moves it to the DLQ with its body intact.
 Senders differ only in configuration (queue, attachment prefix), never by message type.
@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from common.aws import error_code, s3, ses, sqs
 from common.mail.outbound import OutboundMessage
 from common.runtime import events
 from common.runtime.config import Config
-from common.runtime.errors import EventError
-from common.runtime.functions import SENDERS, dlq_name
+from common.runtime.errors import EmailHandlerError, EventError
+from common.runtime.events import SqsRecord
+from common.runtime.functions import dlq_name
 from common.runtime.log import bind, get_logger
 from common.senders.ratelimit import BatchPacer, RateLimiter
+from common.senders.status import SendStatus
 from common.store import alerts, holds, layout, sendstatus
-from common.store.sendqueue import load
+from common.store.sendqueue import load, parse
 
 if TYPE_CHECKING:  # pragma: no cover
     from email.message import EmailMessage
@@ -43,7 +46,7 @@ MAX_DELAY_S = 900
 DAILY_QUOTA = "DailyQuotaExceeded"
 
 
-class SendFailed(Exception):
+class SendFailedError(EmailHandlerError):
     """``permanent``: retrying cannot help (a message that cannot be built, a send SES refuses for
     good), so the message goes to the DLQ at once instead of after every receive."""
 
@@ -52,7 +55,7 @@ class SendFailed(Exception):
         self.code, self.attempts, self.detail, self.permanent = code, attempts, detail, permanent
 
 
-class QuotaUsedUp(SendFailed):
+class QuotaUsedUpError(SendFailedError):
     """SES's daily quota is used up: the message waits for room instead of being retried (and counted)."""
 
     def __init__(self, attempts: int, detail: str) -> None:
@@ -60,40 +63,48 @@ class QuotaUsedUp(SendFailed):
 
 
 def handle(cfg: Config, event: Any, context: LambdaContext) -> dict[str, Any]:
-    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-
+    """An SQS batch with partial failures: the records that raised are reported in
+    ``batchItemFailures`` and come back; the others are deleted ("Handling errors for an SQS event
+    source in Lambda", https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html).
+    The loop is ours rather than powertools' BatchProcessor, whose import (asyncio, every event data
+    class) was a fifth of a sender's cold start (docs/decisions.md, "Sender cold start")."""
     records = events.sqs_records(event)  # a clear EventError for anything that is not an SQS batch
-    sender = Sender(cfg, context, [r.body for r in records])
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-    result = dict(
-        process_partial_response(
-            event=event, record_handler=sender.process, processor=processor, context=context
-        )
-    )
+    sender = Sender(cfg, context, records)
+    failures = []
+    for record in records:
+        try:
+            sender.process(record)
+        except Exception:
+            failures.append({"itemIdentifier": record.message_id})
     sender.finish()
-    return result
+    return {"batchItemFailures": failures}
 
 
-def _recipients(body: str) -> list[str]:
-    """The recipients a queue body names ([] for a claim check or anything unreadable: load() judges it)."""
-    import json
-
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return []
+def _recipients(doc: Any) -> list[str]:
+    """The recipients a parsed queue body names ([] for a claim check or anything unreadable: load()
+    judges it)."""
     to = doc.get("to") if isinstance(doc, dict) else None
     return [a for a in to if isinstance(a, str)] if isinstance(to, list) else []
+
+
+def _parsed(body: str) -> Any:
+    """A body's JSON, or the EventError that says why it has none (raised when its record is processed)."""
+    try:
+        return parse(body)
+    except EventError as exc:
+        return exc
 
 
 class Sender:
     """One invocation's batch: its records share one suppression read and one rate-limit window."""
 
-    def __init__(self, cfg: Config, context: LambdaContext, bodies: list[str] | None = None) -> None:
+    def __init__(self, cfg: Config, context: LambdaContext, records: list[SqsRecord] | None = None) -> None:
         self.cfg, self.context = cfg, context
-        function = next((f.name for f in SENDERS if getattr(cfg, f.queue_field) == cfg.send_queue), "")
-        self.prefix = layout.SENDER_ATTACHMENTS.get(function, "")
-        self.batch = [_recipients(b) for b in bodies or []]
+        self.prefix = layout.SENDER_ATTACHMENTS.get(cfg.function, "")
+        # Each body is parsed here, once: the batch's recipients come from it, and process() loads it.
+        docs = [_parsed(r.body) for r in records or []]
+        self._docs = {id(r): doc for r, doc in zip(records or [], docs, strict=True)}
+        self.batch = [_recipients(doc) for doc in docs]
         self.records_left = len(self.batch)
         self._entries: dict[str, dict[str, Any]] = {}
         self._checked: set[str] = set()  # lowercased addresses whose suppression-table item was read
@@ -109,29 +120,32 @@ class Sender:
         get = getattr(self.context, "get_remaining_time_in_millis", None)
         return get() / 1000 if callable(get) else float("inf")
 
-    def process(self, record: Any) -> dict[str, Any]:
-        """Powertools calls this per record; raising marks the record failed."""
+    def process(self, record: SqsRecord) -> dict[str, Any]:
+        """One record; raising marks it failed (:func:`handle` reports it in ``batchItemFailures``)."""
         from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
-        receive_count = int(record.attributes.approximate_receive_count or 1)
+        receive_count = record.receive_count or 1
         bind(sqs_message_id=record.message_id, receive_count=receive_count)
         self.records_left = max(0, self.records_left - 1)  # the records after this one
         msg: OutboundMessage | None = None
         try:
-            msg = load(record.body, self.cfg.bucket)
+            doc = self._docs.pop(id(record)) if id(record) in self._docs else _parsed(record.body)
+            if isinstance(doc, EventError):
+                raise doc
+            msg = load(doc, self.cfg.bucket)
             bind(correlation_id=msg.correlation_id, idempotency_key=msg.idempotency_key, kind=msg.kind)
             return self.deliver(msg)
         except IdempotencyAlreadyInProgressError:
             # Another copy is sending this key right now: not a failure of the send, so no alert even
             # on the last receive (a DLQ copy of a key that then completes is skipped on redrive).
             raise
-        except QuotaUsedUp as exc:
+        except QuotaUsedUpError as exc:
             return self._wait_for_quota(record, receive_count, exc)
         except Exception as exc:
             failure = (
                 exc
-                if isinstance(exc, SendFailed)
-                else SendFailed(
+                if isinstance(exc, SendFailedError)
+                else SendFailedError(
                     "InvalidMessage"
                     if isinstance(exc, EventError)
                     else (error_code(exc) or type(exc).__name__),
@@ -148,13 +162,13 @@ class Sender:
                 )
                 self._final_failure_check(receive_count, msg, failure)
                 return {
-                    "status": "dead-lettered",
+                    "status": SendStatus.DEAD_LETTERED,
                     "errorCode": failure.code,
                 }  # done with: deleted from the queue
             self._final_failure_check(receive_count, msg, failure)
             raise
 
-    def _wait_for_quota(self, record: Any, receive_count: int, exc: QuotaUsedUp) -> dict[str, Any]:
+    def _wait_for_quota(self, record: SqsRecord, receive_count: int, exc: QuotaUsedUpError) -> dict[str, Any]:
         """Keep the message out of sight for ``QUOTA_WAIT_SECONDS`` (ChangeMessageVisibility) and report it
         failed, so it comes back when the rolling 24-hour window may have room. On its last allowed
         receive a fresh copy (receive count 1, SQS's longest delay) replaces it: waiting for the quota
@@ -165,7 +179,7 @@ class Sender:
             # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html).
             attributes = {
                 k: str(v["stringValue"])
-                for k, v in (record.raw_event.get("messageAttributes") or {}).items()
+                for k, v in record.message_attributes.items()
                 if isinstance(v, dict) and v.get("stringValue") is not None
             }  # correlation id, kind
             sqs.send(queue, record.body, attributes, delay_s=MAX_DELAY_S)
@@ -178,7 +192,10 @@ class Sender:
                     "requeued": True,
                 },
             )
-            return {"status": "requeued", "errorCode": exc.code}  # this copy is deleted; the new one waits
+            return {
+                "status": SendStatus.REQUEUED,
+                "errorCode": exc.code,
+            }  # this copy is deleted; the new one waits
         sqs.hide(queue, record.receipt_handle, self.cfg.quota_wait_s)
         log.warning(
             "send waiting for daily quota",
@@ -197,7 +214,10 @@ class Sender:
         send_once = _idempotent(self.cfg)
         send_once.idempotency_config.register_lambda_context(self.context)
         try:
-            result: dict[str, Any] = send_once(message=_as_doc(msg), sender=self)
+            # The message itself: powertools' idempotent_function takes a dataclass and reads the key
+            # from its dict form (powertools docs, Idempotency, "Output serialization" and
+            # "idempotent_function decorator"), so it is neither serialised nor parsed again here.
+            result: dict[str, Any] = send_once(message=msg, sender=self)
         except IdempotencyAlreadyInProgressError:
             # Another delivery of this key is sending right now: fail this copy; when SQS returns
             # it, the key is either completed (skipped) or its in-progress window expired (resumed).
@@ -218,14 +238,15 @@ class Sender:
         return {a: self._entries[a] for a in asked if a in self._entries}
 
     def send_unless_suppressed(self, msg: OutboundMessage) -> dict[str, Any]:
-        """Inside the idempotent section, so a duplicate delivery costs one conditional write and no lookups."""
+        """Inside the idempotent section, so a duplicate delivery costs one conditional write and no
+        lookups."""
         entries = self.recipient_entries(msg.to)
         allowed = []
         for addr in msg.to:
             entry = entries.get(addr.lower())
             if holds.is_held(entry):  # the owner's mailbox bounced: keep the message queued, never drop it
                 if not holds.claim_probe(self.cfg, addr):
-                    raise SendFailed(
+                    raise SendFailedError(
                         holds.HELD,
                         0,
                         f"mail to {addr} is held ({entry.get('heldReason')}) "
@@ -243,9 +264,8 @@ class Sender:
                 allowed.append(addr)
         record = {"correlationId": msg.correlation_id, "kind": msg.kind, "recipients": msg.to}
         if not allowed:
-            return {"status": "suppressed", **record}
-        msg.to = allowed
-        return {**self.send_with_retries(msg), **record}
+            return {"status": SendStatus.SUPPRESSED, **record}
+        return {**self.send_with_retries(replace(msg, to=allowed)), **record}
 
     def send_with_retries(self, msg: OutboundMessage) -> dict[str, Any]:
         from common.mail.build import build
@@ -255,19 +275,22 @@ class Sender:
         ses.prepare()  # a cold client costs ~100 ms: pay it before taking a rate slot, not inside it
         attempts, code = 0, ""
         if self.quota_used_up:  # an earlier record of this batch met the daily quota: no call can succeed now
-            raise QuotaUsedUp(0, "SES's daily quota was used up earlier in this batch")
+            raise QuotaUsedUpError(0, "SES's daily quota was used up earlier in this batch")
         for delay in self.cfg.retry_delays:
             if delay and self.remaining_s() - delay < self.cfg.attempt_reserve_s:
-                raise SendFailed(
+                raise SendFailedError(
                     code,
                     attempts,
                     f"no time left for a retry in {delay:g}s "
                     f"({self.remaining_s():.1f}s remaining); SQS will redeliver",
                 )
-            time.sleep(delay)
+            if delay:  # sleep(0) still yields the CPU: on a busy host that costs a scheduler slice
+                time.sleep(delay)
             slot, start = self.pacer.next_start(1 + self.records_left, after_pause=attempts > 0)
             if start - time.time() > self.remaining_s() - self.cfg.attempt_reserve_s:
-                raise SendFailed(code or "RateLimited", attempts, "rate-limit slot is beyond the time budget")
+                raise SendFailedError(
+                    code or "RateLimited", attempts, "rate-limit slot is beyond the time budget"
+                )
             self.limiter.wait_until(start)
             self.pacer.started(time.time())
             attempts += 1
@@ -280,7 +303,7 @@ class Sender:
                         "send attempt failed",
                         extra={"attempt": attempts, "error_code": DAILY_QUOTA, "retryable": False},
                     )
-                    raise QuotaUsedUp(attempts, str(exc)) from None
+                    raise QuotaUsedUpError(attempts, str(exc)) from None
                 code = error_code(exc) or type(exc).__name__
                 retryable = code in ses.RETRYABLE or not error_code(exc)  # no code: connection-level error
                 log.warning(
@@ -288,7 +311,7 @@ class Sender:
                     extra={"attempt": attempts, "error_code": code, "retryable": retryable},
                 )
                 if not retryable:
-                    raise SendFailed(code, attempts, "not retryable", permanent=True) from None
+                    raise SendFailedError(code, attempts, "not retryable", permanent=True) from None
                 continue
             log.info(
                 "mail sent",
@@ -302,12 +325,12 @@ class Sender:
             )
             # Recorded by the idempotency completion that follows (common.senders.idempotency).
             return {
-                "status": "sent",
+                "status": SendStatus.SENT,
                 "sesMessageId": ses_id,
                 "attempts": attempts,
                 "sentAt": sendstatus.now_iso(),
             }
-        raise SendFailed(code, attempts, "retries exhausted")
+        raise SendFailedError(code, attempts, "retries exhausted")
 
     def _encrypted_for_owner(self, msg: OutboundMessage, built: EmailMessage) -> EmailMessage:
         """Mail to the owner only, encrypted to the owner's key when one is configured. Here, inside the
@@ -318,14 +341,14 @@ class Sender:
         from common.mail.encrypt import OwnerKeyError, encrypt
 
         if not self.cfg.owner_key:  # never send the owner's mail in clear when encryption is configured
-            raise SendFailed(
+            raise SendFailedError(
                 "OwnerKeyMissing", 0, f"this sender has no owner key ({self.cfg.owner_key_parameter})"
             )
         try:
             key = _owner_key(self.cfg.owner_key)
             key.check()  # a key may expire while a sandbox is warm
         except OwnerKeyError as exc:
-            raise SendFailed("OwnerKeyUnusable", 0, str(exc)) from None
+            raise SendFailedError("OwnerKeyUnusable", 0, str(exc)) from None
         encrypted = encrypt(built, key, self.cfg.encrypted_subject)
         log.info("mail encrypted to the owner", extra={"key_kind": key.kind, "fingerprint": key.fingerprint})
         return encrypted
@@ -336,7 +359,9 @@ class Sender:
             raise EventError(f"attachment {key} is missing from the bucket")
         return bytes(obj["Body"].read())
 
-    def _final_failure_check(self, receive_count: int, msg: OutboundMessage | None, exc: SendFailed) -> None:
+    def _final_failure_check(
+        self, receive_count: int, msg: OutboundMessage | None, exc: SendFailedError
+    ) -> None:
         recipient = msg.to[0] if msg else "(unreadable message)"
         total = exc.attempts
         if msg is not None:
@@ -391,12 +416,6 @@ class Sender:
             )
 
 
-def _as_doc(msg: OutboundMessage) -> dict[str, Any]:
-    import json
-
-    return dict(json.loads(msg.to_json()))
-
-
 @functools.cache
 def _owner_key(text: str) -> OwnerKey:
     """Parsed once per sandbox (with_owner_key checked it at cold start)."""
@@ -416,7 +435,7 @@ def _idempotent(cfg: Config) -> Any:
     """The idempotent send for this configuration (built once per sandbox)."""
     from common.senders.idempotency import send_exactly_once
 
-    def send_once(message: dict[str, Any], sender: Sender) -> dict[str, Any]:
-        return sender.send_unless_suppressed(OutboundMessage.from_dict(message))
+    def send_once(message: OutboundMessage, sender: Sender) -> dict[str, Any]:
+        return sender.send_unless_suppressed(message)
 
     return send_exactly_once(cfg, send_once)

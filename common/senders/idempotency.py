@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import D
 
 from common.runtime.config import Config
 from common.runtime.log import get_logger
+from common.senders.status import SendStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
@@ -76,7 +77,7 @@ def send_exactly_once(cfg: Config, send: Callable[..., dict[str, Any]]) -> Calla
 
     def replayed(response: Any, record: Any) -> Any:
         log.info("send skipped", extra={"reason": "idempotency key already completed", "previous": response})
-        return {**response, "status": "duplicate"} if isinstance(response, dict) else response
+        return {**response, "status": SendStatus.DUPLICATE} if isinstance(response, dict) else response
 
     config = IdempotencyConfig(
         event_key_jmespath="idempotency_key",

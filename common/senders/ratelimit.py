@@ -34,7 +34,8 @@ _US = 1_000_000
 
 @dataclass(slots=True)
 class Window:
-    """Time claimed by one write: send slots in ``[start_us, end_us - interval_us]``, ``interval_us`` apart."""
+    """Time claimed by one write: send slots in ``[start_us, end_us - interval_us]``, ``interval_us``
+    apart."""
 
     start_us: int
     end_us: int
@@ -72,7 +73,8 @@ class RateLimiter:
     ) -> None:
         # Paced at PACING of the rate and rounded up: r sends then span 1.03 s, and the ~30 ms of slack
         # absorbs scheduling jitter between a planned start and the SES call (measured: at exactly 1/r,
-        # calls put r + 1 into some one-second window; rounded down, even the starts did: 9 x 111111 us < 1 s).
+        # calls put r + 1 into some one-second window; rounded down, even the starts did:
+        # 9 x 111111 us < 1 s).
         self.table, self.interval_us = table, math.ceil(_US / (rate * PACING))
         self.clock, self.sleep = clock, sleep
         self._seen: int | None = None  # last TAT this instance saw: usually right, saves a read
@@ -125,7 +127,7 @@ class RateLimiter:
                         condition="attribute_not_exists(tat) OR tat <= :now",
                         raise_on_condition=True,
                     )
-            except dynamodb.ConditionFailed as lost:
+            except dynamodb.ConditionFailedError as lost:
                 # TAT is not where this instance thought; the failed write returned it, so no read.
                 self._seen = int(lost.item["tat"]) if lost.item and "tat" in lost.item else None
                 self._others_ahead = False
@@ -149,7 +151,7 @@ class RateLimiter:
                 condition="tat = :end",
                 raise_on_condition=True,
             )
-        except dynamodb.ConditionFailed as lost:
+        except dynamodb.ConditionFailedError as lost:
             self._seen = int(lost.item["tat"]) if lost.item and "tat" in lost.item else None
             return False
         self._seen = self._own_end = window.end_us = back

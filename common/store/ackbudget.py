@@ -39,7 +39,7 @@ def spend_budget(cfg: Config, address: str) -> str:
             "(attribute_not_exists(#domain) OR #domain < :dom)",
             raise_on_condition=True,
         )
-    except dynamodb.ConditionFailed as refused:
+    except dynamodb.ConditionFailedError as refused:
         counts = refused.item or {}
         if int(counts.get(f"domain:{domain}", 0)) >= cfg.ack_limit_per_domain_per_hour:
             return f"ack budget for {domain} used up ({cfg.ack_limit_per_domain_per_hour} per hour)"

@@ -73,7 +73,7 @@ def record_inbound(
             condition="attribute_not_exists(senderEmail) OR senderEmail = :e",
             raise_on_condition=True,
         )
-    except dynamodb.ConditionFailed as exc:
+    except dynamodb.ConditionFailedError as exc:
         raise CollisionError(cid, str((exc.item or {}).get("senderEmail", ""))) from None
     return new is not None and new.get("firstMessageId") == mid
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from common.aws import s3, sqs
 from common.mail.outbound import SCHEMA, OutboundMessage
@@ -38,12 +39,18 @@ def enqueue(queue: str, message: OutboundMessage, bucket: str, limit: int) -> st
     return sqs.send(queue, body, {"correlation_id": message.correlation_id, "kind": message.kind})
 
 
-def load(body: str, bucket: str) -> OutboundMessage:
-    """Parse a queue body, following a claim check (only into our own bucket and prefix)."""
+def parse(body: str) -> Any:
+    """A queue body's JSON, unchecked (:func:`load` checks it)."""
     try:
-        doc = json.loads(body)
+        return json.loads(body)
     except json.JSONDecodeError as exc:
         raise EventError(f"queue message is not JSON: {exc.msg}") from None
+
+
+def load(body: str | dict[str, Any], bucket: str) -> OutboundMessage:
+    """A queue body (or its :func:`parse`d JSON) as a message, following a claim check (only into our
+    own bucket and prefix)."""
+    doc = parse(body) if isinstance(body, str) else body
     pointer = doc.get("claim_check") if isinstance(doc, dict) else None
     if pointer is not None:
         if (

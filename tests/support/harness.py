@@ -23,7 +23,7 @@ from common.local.env import function_credentials
 from common.mail.outbound import OutboundMessage
 from common.runtime import config
 from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS
+from common.runtime.functions import FUNCTIONS, SENDERS
 from common.store.sendqueue import load
 from deploy import resources
 
@@ -151,7 +151,9 @@ class Stack:
         return [{**r, "data": json.loads(r["data"])} if "data" in r else r for r in records]
 
     def for_queue(self, queue_field: str) -> Config:
-        return replace(self.cfg, send_queue=getattr(self.cfg, queue_field))
+        """The configuration make_handler gives the sender that consumes ``queue_field``."""
+        sender = next(f.name for f in SENDERS if f.queue_field == queue_field)
+        return replace(self.cfg, send_queue=getattr(self.cfg, queue_field), function=sender)
 
     def watch_alerts(self, name: str = "test-alert-inbox") -> Callable[[], list[dict[str, Any]]]:
         """Subscribe a queue to the alert topic (what the owner would receive); the returned function

@@ -1,4 +1,4 @@
-"""The extraction child: its memory limit, its deadline and its crashes become Stopped, never a dead parent."""
+"""The extraction child: its memory limit, its deadline and its crashes become StoppedError, never a dead parent."""
 
 from __future__ import annotations
 
@@ -11,21 +11,21 @@ from collections.abc import Iterator
 import pytest
 
 from common.extractor import isolate
-from common.extractor.isolate import Stopped
+from common.extractor.isolate import StoppedError
 
 MB = 1024 * 1024
 
 
 def collect(
     target, *, memory_bytes: int = 64 * MB, seconds: float = 10, step_s: float | None = None
-) -> tuple[list, Stopped | None]:
+) -> tuple[list, StoppedError | None]:
     events: list = []
     try:
         for event in isolate.run(
             target, (), memory_bytes=memory_bytes, deadline=time.monotonic() + seconds, step_s=step_s
         ):
             events.append(event)
-    except Stopped as stop:
+    except StoppedError as stop:
         return events, stop
     return events, None
 

@@ -114,5 +114,5 @@ def test_dynamodb_keys_over_the_limit_are_refused_before_any_request() -> None:
     assert dynamodb.check_key("t", {"entry": "a" * dynamodb.MAX_KEY_BYTES}) == {
         "entry": "a" * dynamodb.MAX_KEY_BYTES
     }
-    with pytest.raises(dynamodb.KeyTooLong, match="key entry is 3012 bytes"):
+    with pytest.raises(dynamodb.KeyTooLongError, match="key entry is 3012 bytes"):
         dynamodb.check_key("t", {"entry": "a" * 3000 + "@x.example.o"})

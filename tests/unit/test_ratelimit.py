@@ -23,7 +23,7 @@ class FakeTable:
         self.writes = 0
 
     def update(self, table, key, expression, values, condition=None, raise_on_condition=False, **kw):
-        from common.aws.dynamodb import ConditionFailed
+        from common.aws.dynamodb import ConditionFailedError
 
         self.writes += 1
         tat = self.item.get("tat")
@@ -33,7 +33,7 @@ class FakeTable:
             "tat = :end": tat == values.get(":end"),
         }[condition]
         if not holds:
-            raise ConditionFailed(dict(self.item))
+            raise ConditionFailedError(dict(self.item))
         if "ADD tat :len" in expression:
             self.item["tat"] = tat + values[":len"]
         else:

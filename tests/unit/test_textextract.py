@@ -12,7 +12,7 @@ import pytest
 from common.extractor import text as textextract
 from common.extractor.errors import clean
 from common.extractor.handler import page_ranges
-from common.extractor.text import Limits, Rejected
+from common.extractor.text import Limits, RejectedError
 from tests.support import docgen
 
 LIMITS = Limits()
@@ -20,7 +20,7 @@ MB = 1024 * 1024
 
 
 def reject_reason(data: bytes, name: str, limits: Limits = LIMITS) -> str:
-    with pytest.raises(Rejected) as err:
+    with pytest.raises(RejectedError) as err:
         textextract.extract(data, name, limits)
     assert "0x" not in err.value.reason and " at " not in err.value.reason  # no addresses, no reprs
     return err.value.reason
