@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from common.aws import sqs
+from common.runtime.config import Config
 from common.store.sendqueue import OutboundMessage
 from tests.support.sendload import (
     Faults,
@@ -25,7 +26,9 @@ N = int(os.environ.get("CHAOS_MESSAGES", "1000"))
 
 
 @pytest.mark.timeout(900)
-def test_chaos_exactly_once_or_dlq(local_defaults, capsys) -> None:
+def test_chaos_exactly_once_or_dlq(
+    local_defaults: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with emulator_process(local_defaults) as base:
         run_chaos(
             replace(
@@ -39,7 +42,7 @@ def test_chaos_exactly_once_or_dlq(local_defaults, capsys) -> None:
         )
 
 
-def run_chaos(cfg, capsys) -> None:
+def run_chaos(cfg: Config, capsys: pytest.CaptureFixture[str]) -> None:
     messages = [
         OutboundMessage(
             kind="ack",

@@ -38,6 +38,7 @@ import os
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ from urllib.parse import quote_plus
 import pytest
 
 from common.inbound.messages import FOOTER_MARKER
-from common.local.rie import InvokeError
+from common.local.rie import InvokeError, RieProcess
 from common.mail.htmltext import html_to_text
 from common.mail.parse import ORIGINAL_NAME
 from tests.conftest import REPO, load_event
@@ -117,7 +118,7 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(moto_server, local_defaults, rie_module) -> Run:
+def run(moto_server: str, local_defaults: dict[str, str], rie_module: Callable[..., RieProcess]) -> Run:
     from tests.support.harness import Stack
 
     stack = Stack(moto_server, local_defaults).reset()

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import json
 import secrets
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from common.aws import client, reset_clients
+from common.local.rie import RieProcess
 from common.runtime.functions import BY_NAME, FUNCTIONS, SENDERS
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.main import Options, WaitingOnDns, deploy, plan_lines
+from tests.support.harness import Stack
 from tests.support.sesproxy import SesProxy
 
 ACCOUNT = "123456789012"
@@ -42,7 +47,7 @@ def images(digest: str = "a", only: str = "") -> dict[str, Published]:
 
 
 @pytest.fixture
-def env(moto_server, local_defaults, monkeypatch) -> dict[str, str]:
+def env(moto_server: str, local_defaults: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A clean emulator and a production configuration (the local defaults, a real secret, env prd)."""
     urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST")).read()
     monkeypatch.setenv("AWS_REGION", "us-east-1")  # deploy pins the region for its process
@@ -61,7 +66,9 @@ def run(
     return changes, lines
 
 
-def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_settings(env) -> None:
+def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_settings(
+    env: dict[str, str],
+) -> None:
     plan, plan_output = run(env, dry_run=True)
     assert "dry run" in plan_output[0]
     assert client("lambda").list_functions()["Functions"] == []  # the dry run touched nothing
@@ -114,7 +121,7 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     doc = client("iam").get_role_policy(RoleName=f"{PREFIX}-forward-sender", PolicyName="least-privilege")[
         "PolicyDocument"
     ]
-    doc = json.loads(urllib.request.unquote(doc)) if isinstance(doc, str) else doc
+    doc = json.loads(urllib.parse.unquote(doc)) if isinstance(doc, str) else doc
     reads = [s for s in doc["Statement"] if "s3:GetObject" in s["Action"]]
     assert [r["Resource"] for r in reads] == [
         [f"arn:aws:s3:::{BUCKET}/attachments/*", f"arn:aws:s3:::{BUCKET}/queue-payloads/*"]
@@ -238,7 +245,9 @@ def digest_input(target: dict[str, Any], time: str, rule_arn: str) -> str:
     )
 
 
-def test_the_scheduled_digest_event_is_what_inbound_handler_runs_the_digest_on(stack, rie_function) -> None:
+def test_the_scheduled_digest_event_is_what_inbound_handler_runs_the_digest_on(
+    stack: Stack, rie_function: Callable[..., RieProcess]
+) -> None:
     from deploy.triggers import DIGEST_INPUT
 
     event = json.loads(
@@ -253,7 +262,7 @@ def test_the_scheduled_digest_event_is_what_inbound_handler_runs_the_digest_on(s
     assert result["status"] == "nothing-quarantined", result  # the digest ran (nothing was held)
 
 
-def test_second_deploy_changes_nothing_and_says_so(env) -> None:
+def test_second_deploy_changes_nothing_and_says_so(env: dict[str, str]) -> None:
     run(env)
     versions = {
         f.name: client("lambda").get_alias(FunctionName=f"{PREFIX}-{f.name}", Name="live")["FunctionVersion"]
@@ -269,7 +278,7 @@ def test_second_deploy_changes_nothing_and_says_so(env) -> None:
     }
 
 
-def test_a_new_image_updates_only_its_function(env) -> None:
+def test_a_new_image_updates_only_its_function(env: dict[str, str]) -> None:
     run(env)
     before = client("lambda").get_alias(FunctionName=f"{PREFIX}-ack-sender", Name="live")["FunctionVersion"]
     new = images("b", only="ack-sender")
@@ -287,7 +296,7 @@ def test_a_new_image_updates_only_its_function(env) -> None:
     assert code.endswith("@sha256:" + "b" * 64)
 
 
-def test_a_changed_setting_is_converged(env) -> None:
+def test_a_changed_setting_is_converged(env: dict[str, str]) -> None:
     run(env)
     client("sqs").set_queue_attributes(
         QueueUrl=client("sqs").get_queue_url(QueueName=f"{PREFIX}-reply")["QueueUrl"],
@@ -299,7 +308,9 @@ def test_a_changed_setting_is_converged(env) -> None:
     ]
 
 
-def test_clear_errors_before_anything_changes(env, monkeypatch, tmp_path) -> None:
+def test_clear_errors_before_anything_changes(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     with pytest.raises(DeployError, match="region mismatch") as err:
         run({**env, "AWS_REGION": "eu-west-1"}, region="us-east-1")
     assert "what to do" in str(err.value)
@@ -328,7 +339,9 @@ def test_clear_errors_before_anything_changes(env, monkeypatch, tmp_path) -> Non
         reset_clients()
 
 
-def test_docker_engine_not_running_is_a_clear_error(env, monkeypatch) -> None:
+def test_docker_engine_not_running_is_a_clear_error(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(DeployError, match="Docker engine is not reachable") as err:
         deploy(Options(), env, report=lambda line: None)  # no images given: it must build and push
@@ -336,7 +349,7 @@ def test_docker_engine_not_running_is_a_clear_error(env, monkeypatch) -> None:
 
 
 def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(
-    env, moto_server, monkeypatch, tmp_path
+    env: dict[str, str], moto_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     client("ses").verify_domain_identity(Domain="example.com")
     client("ses").verify_domain_dkim(Domain="example.com")
@@ -374,7 +387,7 @@ def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(
         reset_clients()
 
 
-def test_iam_policies_name_only_their_own_resources(env) -> None:
+def test_iam_policies_name_only_their_own_resources(env: dict[str, str]) -> None:
     from deploy.iam import policy
     from deploy.preflight import load_config
 
@@ -407,7 +420,9 @@ def test_iam_policies_name_only_their_own_resources(env) -> None:
     ]  # its event source, nothing else
 
 
-def test_the_deploy_says_whether_ses_is_in_the_sandbox(env, monkeypatch) -> None:
+def test_the_deploy_says_whether_ses_is_in_the_sandbox(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from common.local.iam import SES_SANDBOX
 
     monkeypatch.setitem(SES_SANDBOX, "on", True)  # sesv2 GetAccount: ProductionAccessEnabled false
@@ -420,7 +435,7 @@ def test_the_deploy_says_whether_ses_is_in_the_sandbox(env, monkeypatch) -> None
     assert "[deploy] SES production access: yes" in run(env)[1]
 
 
-def test_drifted_suppression_options_and_schedule_are_converged(env) -> None:
+def test_drifted_suppression_options_and_schedule_are_converged(env: dict[str, str]) -> None:
     run(env)
     client("sesv2").put_configuration_set_suppression_options(
         ConfigurationSetName=PREFIX, SuppressedReasons=["BOUNCE"]
@@ -440,11 +455,11 @@ def test_drifted_suppression_options_and_schedule_are_converged(env) -> None:
     assert changed(run(env)[0]) == []
 
 
-def changed(changes) -> list[tuple[str, str, str]]:
+def changed(changes: list[Any]) -> list[tuple[str, str, str]]:
     return [(c.kind, c.name, c.action) for c in changes if c.action != "unchanged"]
 
 
-def test_live_is_compared_not_latest_so_a_half_finished_deploy_is_completed(env) -> None:
+def test_live_is_compared_not_latest_so_a_half_finished_deploy_is_completed(env: dict[str, str]) -> None:
     run(env)
     name = f"{PREFIX}-ack-sender"
     new = images("b", only="ack-sender")
@@ -461,7 +476,7 @@ def test_live_is_compared_not_latest_so_a_half_finished_deploy_is_completed(env)
     assert changed(run(env, new)[0]) == []
 
 
-def test_a_function_in_state_failed_is_recreated(env) -> None:
+def test_a_function_in_state_failed_is_recreated(env: dict[str, str]) -> None:
     from moto.backends import get_backend
 
     run(env)
@@ -475,7 +490,7 @@ def test_a_function_in_state_failed_is_recreated(env) -> None:
     assert client("lambda").get_function(FunctionName=name)["Configuration"]["State"] == "Active"
 
 
-def test_no_reserved_concurrency_and_an_old_reservation_is_removed(env) -> None:
+def test_no_reserved_concurrency_and_an_old_reservation_is_removed(env: dict[str, str]) -> None:
     run(env)
     name = f"{PREFIX}-forward-sender"
     client("lambda").put_function_concurrency(
@@ -489,7 +504,9 @@ def test_no_reserved_concurrency_and_an_old_reservation_is_removed(env) -> None:
     assert changed(run(env)[0]) == []
 
 
-def test_another_applications_active_rule_set_stays_active_unless_replacing_is_asked(env) -> None:
+def test_another_applications_active_rule_set_stays_active_unless_replacing_is_asked(
+    env: dict[str, str],
+) -> None:
     ses = client("ses")
     ses.create_receipt_rule_set(RuleSetName="other-app")
     ses.create_receipt_rule(
@@ -521,7 +538,7 @@ def test_another_applications_active_rule_set_stays_active_unless_replacing_is_a
     assert ("ses-active-rule-set", PREFIX, "update") in changed(changes)
 
 
-def test_the_bucket_reconciles_settings_made_only_at_creation(env) -> None:
+def test_the_bucket_reconciles_settings_made_only_at_creation(env: dict[str, str]) -> None:
     run(env)
     client("s3").delete_public_access_block(Bucket=BUCKET)
     client("s3").delete_bucket_lifecycle(Bucket=BUCKET)
@@ -534,7 +551,7 @@ def test_the_bucket_reconciles_settings_made_only_at_creation(env) -> None:
 
 
 def test_a_bucket_name_taken_by_another_account_is_a_clear_error_before_anything_changes(
-    env, moto_server
+    env: dict[str, str], moto_server: str
 ) -> None:
     # Another account's bucket: to this deployer HeadBucket answers 403, as AWS does for a name owned elsewhere.
     client("s3").create_bucket(Bucket="taken-by-someone-else")
@@ -575,7 +592,7 @@ def as_user(credentials: dict[str, str], call: Any) -> Any:
         reset_clients()
 
 
-def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env) -> None:
+def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env: dict[str, str]) -> None:
     """Under enforced IAM, a user with only the printed deployer policy deploys, redeploys and destroys.
 
     The emulator evaluates an action with no resource type against "*" as AWS does
@@ -643,7 +660,7 @@ def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env) -> None:
     assert ses.list_receipt_rule_sets()["RuleSets"] == []
 
 
-def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(env) -> None:
+def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(env: dict[str, str]) -> None:
     from deploy.destroy import destroy
 
     run(env)
@@ -665,7 +682,7 @@ def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(en
     assert changed(destroy(Options(), delete_data=True, environ=env, report=lines.append)) == []
 
 
-def test_replay_reinvokes_the_events_lambda_gave_up_on(env) -> None:
+def test_replay_reinvokes_the_events_lambda_gave_up_on(env: dict[str, str]) -> None:
     from deploy.replay import replay
 
     run(env)
@@ -712,7 +729,7 @@ class Throttled:
         yield self.body
 
 
-def test_the_deploy_rides_out_ses_throttling(env, monkeypatch) -> None:
+def test_the_deploy_rides_out_ses_throttling(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """SES's management actions allow one request per second and a deploy makes about 15 in a row:
     a run of Throttling answers must be retried (more attempts, adaptive mode), not end the deploy.
     The functions' data-plane clients keep their own retry settings."""
@@ -758,7 +775,7 @@ def test_the_deploy_rides_out_ses_throttling(env, monkeypatch) -> None:
 
 
 def test_a_mail_with_many_attachments_cannot_take_the_concurrency_a_new_account_keeps_for_the_senders(
-    env,
+    env: dict[str, str],
 ) -> None:
     """A new account runs 10 functions at once and keeps all 10 unreserved (common/local/fresh.py). With
     the deployed event sources and reservations, one mail -- however many attachments it stores -- uses
@@ -790,7 +807,9 @@ def test_a_mail_with_many_attachments_cannot_take_the_concurrency_a_new_account_
     assert worst_case_concurrency(cfg, ACCOUNT)["attachment-extractor"] == -1
 
 
-def test_destroy_removes_the_event_source_mappings_made_on_the_alias_before_the_queues(env) -> None:
+def test_destroy_removes_the_event_source_mappings_made_on_the_alias_before_the_queues(
+    env: dict[str, str],
+) -> None:
     """The senders' mappings are made on the ``live`` alias. ListEventSourceMappings filters by the exact
     function (qualifier included): asked with the plain function name it does not list them (moto:
     none; AWS documents the alias filter), so destroy lists them by queue ARN and by alias ARN."""
@@ -852,7 +871,9 @@ class RecentlyDeleted:
         return getattr(self.real, name)
 
 
-def test_a_queue_deleted_moments_ago_is_created_once_sqs_frees_its_name(env, monkeypatch) -> None:
+def test_a_queue_deleted_moments_ago_is_created_once_sqs_frees_its_name(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A deploy right after `destroy`: SQS refuses a deleted queue's name for 60 s (QueueDeletedRecently).
     The deploy waits with backoff for up to about 70 s, saying so, then creates it."""
     from deploy import resources
@@ -881,7 +902,7 @@ def test_a_queue_deleted_moments_ago_is_created_once_sqs_frees_its_name(env, mon
     assert sum(waits) == resources.RECREATE_WAIT_S
 
 
-def test_a_dry_run_replay_lists_every_failed_event_and_leaves_them_all_visible(env) -> None:
+def test_a_dry_run_replay_lists_every_failed_event_and_leaves_them_all_visible(env: dict[str, str]) -> None:
     """More failed events than one receive returns: the dry run lists each once (it hides what it has
     listed, then shows it again), and the replay after it still finds every one."""
     from deploy.replay import replay
@@ -946,7 +967,9 @@ def refuse(
     return seen
 
 
-def test_calls_refused_until_a_fresh_grant_propagates_are_retried(env, monkeypatch) -> None:
+def test_calls_refused_until_a_fresh_grant_propagates_are_retried(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Right after a role, a policy or a permission is made, Lambda, S3 and SES refuse the calls that check it
     (the error texts AWS users report). The deploy retries those errors, saying why, instead of stopping."""
     from deploy import propagation
@@ -1005,7 +1028,9 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(env, monkeypat
     assert not propagation.ROLE_LACKS_PERMISSION.matches(Exception("ResourceConflictException"))
 
 
-def test_replay_invokes_the_live_alias_whatever_the_record_names(env, monkeypatch) -> None:
+def test_replay_invokes_the_live_alias_whatever_the_record_names(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A record naming a version (or the unqualified function) is replayed on ``live``: an old version runs
     old code and has no on-failure destination. A record of another function is skipped."""
     from deploy.replay import replay
@@ -1049,7 +1074,9 @@ def test_replay_invokes_the_live_alias_whatever_the_record_names(env, monkeypatc
     assert done["r-2"]["outcome"] == "skipped: not a function of this deployment"
 
 
-def test_environment_variables_over_lambdas_4kb_are_refused_before_anything_changes(env) -> None:
+def test_environment_variables_over_lambdas_4kb_are_refused_before_anything_changes(
+    env: dict[str, str],
+) -> None:
     """Lambda allows 4 KB of environment variables per function (as JSON); every configuration variable
     given is passed on, so a long ACK_TEMPLATE would make CreateFunction fail after the shared resources."""
     template = "Thank you for writing. " * 180  # about 4.1 KB
@@ -1066,7 +1093,8 @@ class Backfilling:
     answers show it CREATING (moto builds it at once). Records the calls in order."""
 
     def __init__(self, real: Any, polls: int) -> None:
-        self.real, self.polls, self.calls = real, polls, []
+        self.real, self.polls = real, polls
+        self.calls: list[str] = []
 
     def update_table(self, **kwargs: Any) -> Any:
         self.calls.append("UpdateTable")
@@ -1089,7 +1117,9 @@ class Backfilling:
         return getattr(self.real, name)
 
 
-def test_an_index_added_to_an_older_table_is_active_before_the_run_goes_on(env, monkeypatch) -> None:
+def test_an_index_added_to_an_older_table_is_active_before_the_run_goes_on(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An older deployment's idempotency table lacks the sesMessageId index: the deploy adds it and waits
     until DynamoDB has built it (the functions moved to live later in the run query it), then sets TTL."""
     from deploy import resources

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from email import message_from_string, policy
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +32,7 @@ FIRST_CONTACT = (
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("kind", ["smime", "pgp"])
 def test_a_first_contact_forward_is_encrypted_to_the_owner_key_and_decrypts_to_the_original(
-    tmp_path, kind
+    tmp_path: Path, kind: str
 ) -> None:
     owner = smime_owner() if kind == "smime" else pgp_owner()
     path = tmp_path / ("owner.pem" if kind == "smime" else "owner.asc")
@@ -71,7 +72,7 @@ def test_a_first_contact_forward_is_encrypted_to_the_owner_key_and_decrypts_to_t
 
 
 @pytest.mark.timeout(120)
-def test_dev_refuses_an_expired_certificate_before_starting_anything(tmp_path) -> None:
+def test_dev_refuses_an_expired_certificate_before_starting_anything(tmp_path: Path) -> None:
     path = tmp_path / "owner.pem"
     path.write_text(smime_owner(not_after=NOW - dt.timedelta(days=2)).pem)
     dev = DevProcess(tmp_path / "logs")

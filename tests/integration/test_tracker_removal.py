@@ -4,6 +4,10 @@ content image and the links."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from common.local.rie import RieProcess
+from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
 HTML = (
@@ -15,7 +19,9 @@ HTML = (
 )
 
 
-def test_the_forward_says_one_tracker_removed_and_no_longer_references_it(stack, rie_function) -> None:
+def test_the_forward_says_one_tracker_removed_and_no_longer_references_it(
+    stack: Stack, rie_function: Callable[..., RieProcess]
+) -> None:
     inbound, sender = (
         rie_function("inbound-handler"),
         rie_function("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"}),

@@ -500,7 +500,7 @@ def docx_template() -> bytes:
 class Deflated:
     """A zip member given as raw deflate data: how the bombs get 1 GB into 1 MB in a second."""
 
-    def __init__(self, data: bytes, crc: int, size: int, adler: int = 1):
+    def __init__(self, data: bytes, crc: int, size: int, adler: int = 1) -> None:
         self.data, self.crc, self.size, self.adler = data, crc, size, adler
 
     @classmethod

@@ -71,7 +71,7 @@ def test_lists_and_numbers_parse() -> None:
     assert (cfg.max_send_rate, cfg.max_pages, cfg.region) == (2.5, 10, "eu-west-1")
 
 
-def test_every_function_can_start_with_the_local_defaults(local_defaults) -> None:
+def test_every_function_can_start_with_the_local_defaults(local_defaults: dict[str, str]) -> None:
     for fn in FUNCTIONS:
         config.load(local_defaults, require=fn.requires)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email
+import email.message
 import email.policy
 import zipfile
 
@@ -41,7 +42,7 @@ DENY = frozenset({"exe", "js", "jar", "bat"})
         ("letter.txt", b"MZ is how this text starts", ""),  # text, not a binary DOS header
     ],
 )
-def test_withhold_reason(name, data, reason) -> None:
+def test_withhold_reason(name: str, data: bytes, reason: str) -> None:
     assert withhold_reason(name, "application/octet-stream", data, DENY) == reason
 
 
@@ -145,7 +146,9 @@ DOS = (
         ("dir\\setup.exe.", "application/octet-stream", b"x", "denied type .exe"),
     ],
 )
-def test_withhold_reason_sees_through_messages_lying_names_and_archives(name, ctype, data, reason) -> None:
+def test_withhold_reason_sees_through_messages_lying_names_and_archives(
+    name: str, ctype: str, data: bytes, reason: str
+) -> None:
     assert withhold_reason(name, ctype, data, DENY | {"vbs"}) == reason
 
 
@@ -157,7 +160,9 @@ def test_an_archive_listing_more_names_than_anyone_mails_is_withheld_unread() ->
     )
 
 
-def test_an_archive_whose_end_record_understates_its_names_is_withheld_unopened(monkeypatch) -> None:
+def test_an_archive_whose_end_record_understates_its_names_is_withheld_unopened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # zipfile builds an entry for every central-directory record whatever count the end record states:
     # the cap counts the records themselves, before anything is opened
     archive = bytearray(zip_of([f"{n}.txt" for n in range(limits.MAX_ARCHIVE_NAMES + 1)], prefix=b"junk"))
@@ -277,7 +282,7 @@ def test_a_content_id_that_could_break_the_header_is_not_used() -> None:
         ),  # over-long line
     ],
 )
-def test_message_parts_keep_their_bytes(inner, ctype, encoding) -> None:
+def test_message_parts_keep_their_bytes(inner: bytes, ctype: str, encoding: str) -> None:
     msg = built(
         message([Attachment("attachments/x/1/m.eml", "m.eml", "message/rfc822")]),
         {"attachments/x/1/m.eml": inner},
@@ -291,11 +296,13 @@ def test_message_parts_keep_their_bytes(inner, ctype, encoding) -> None:
     if encoding == "base64":
         assert part.get_payload(decode=True) == inner  # byte for byte
     else:
-        carried = part.get_payload()[0]
-        assert (
-            carried["From"] == "a@b.example"
-            and carried.get_payload(decode=True).strip() == inner.split(b"\r\n\r\n")[1].strip()
-        )
+        payload = part.get_payload()
+        assert isinstance(payload, list)
+        [carried] = payload
+        assert isinstance(carried, email.message.Message)
+        body = carried.get_payload(decode=True)
+        assert isinstance(body, bytes)
+        assert carried["From"] == "a@b.example" and body.strip() == inner.split(b"\r\n\r\n")[1].strip()
 
 
 def test_text_attachments_keep_their_bytes_and_say_utf_8_only_when_they_are() -> None:
@@ -329,7 +336,7 @@ def test_text_attachments_keep_their_bytes_and_say_utf_8_only_when_they_are() ->
         (b"\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n", "iso-2022-jp", "①会議は㈱です\r\n"),
     ],
 )
-def test_inline_text_parts_become_utf_8(data, charset, text) -> None:
+def test_inline_text_parts_become_utf_8(data: bytes, charset: str, text: str) -> None:
     from common.store.attachments import as_utf8
 
     assert as_utf8(data, charset).decode("utf-8") == text

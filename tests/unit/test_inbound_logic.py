@@ -1,5 +1,8 @@
 """Pure pieces of the inbound pipeline: parsing, file names, spam rules and policy, RFC 3834."""
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from common.inbound import ack, policy
@@ -7,6 +10,7 @@ from common.local.events import receipt_event
 from common.mail.parse import parse
 from common.mail.sanitize import safe_filename
 from common.runtime import config
+from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from tests.support.mailgen import mail
 
@@ -20,7 +24,7 @@ CFG = config.load(
 )
 
 
-def receipt(raw: bytes, **kw) -> SesReceipt:
+def receipt(raw: bytes, **kw: Any) -> SesReceipt:
     return SesReceipt.from_event(receipt_event(raw, "m1", kw.pop("to", ["hello@example.com"]), **kw))
 
 
@@ -80,11 +84,13 @@ def test_policy_order_first_hit_wins() -> None:
     )
 
 
-def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
+def test_rules_cache_ttl_and_last_good_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     cache = policy.RulesCache()
-    loads = iter([policy.Rules(blocked_domains=("a.example",)), RuntimeError("S3 down")])
+    loads: Iterator[policy.Rules | Exception] = iter(
+        [policy.Rules(blocked_domains=("a.example",)), RuntimeError("S3 down")]
+    )
 
-    def fake_load(cfg):
+    def fake_load(cfg: Config) -> policy.Rules:
         item = next(loads)
         if isinstance(item, Exception):
             raise item
@@ -125,7 +131,7 @@ def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
         ),
     ],
 )
-def test_rfc3834(headers, sender, why) -> None:
+def test_rfc3834(headers: dict[str, Any], sender: str | None, why: str) -> None:
     raw = mail(
         headers=headers,
         sender=sender or "Jane <jane@corp.example>",
@@ -169,7 +175,9 @@ def test_rfc3834(headers, sender, why) -> None:
         ("Me <owner@example.net>", "owner@example.net", {}, "sender is one of our own addresses"),
     ],
 )
-def test_ack_only_to_an_authenticated_usable_sender(sender, source, verdicts, why) -> None:
+def test_ack_only_to_an_authenticated_usable_sender(
+    sender: str, source: str, verdicts: dict[str, Any], why: str
+) -> None:
     raw = mail(sender=sender)
     assert ack.unsafe_recipient(CFG, receipt(raw, source=source, verdicts=verdicts), parse(raw)) == why
 
@@ -189,5 +197,5 @@ def test_ack_only_to_an_authenticated_usable_sender(sender, source, verdicts, wh
         ("\u202eevil", ""),
     ],
 )
-def test_greeting_is_one_short_word_of_letters_or_nothing(display, name) -> None:
+def test_greeting_is_one_short_word_of_letters_or_nothing(display: str, name: str) -> None:
     assert ack.greeting_name(display) == name

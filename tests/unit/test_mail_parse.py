@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import email
 import email.policy
+from collections.abc import Callable
 
 import pytest
 
@@ -582,7 +583,7 @@ def test_8bit_boundary_is_recovered() -> None:
         ("quoted-printable", lambda text: __import__("quopri").encodestring(text.encode("utf-8"))),
     ],
 )
-def test_large_8bit_and_qp_bodies_decode_exactly(cte, encode) -> None:
+def test_large_8bit_and_qp_bodies_decode_exactly(cte: str, encode: Callable[[str], bytes]) -> None:
     text = "Grüße aus Köln – eine Zeile Text\n" * 20000  # over the 256 KB cut: decoded from the raw bytes
     raw = g.raw(
         [*g.basic(), ("Content-Type", "text/plain; charset=utf-8"), ("Content-Transfer-Encoding", cte)],

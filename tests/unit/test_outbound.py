@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 import pytest
 
@@ -7,7 +8,7 @@ from common.runtime.errors import EventError
 from common.store.sendqueue import Attachment, OutboundMessage
 
 
-def msg(**kw) -> OutboundMessage:
+def msg(**kw: Any) -> OutboundMessage:
     base = dict(
         kind="reply",
         idempotency_key="reply:m1",
