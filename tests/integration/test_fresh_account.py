@@ -3,7 +3,7 @@
 
 The documented procedure (docs/deploy.md, "A first deploy"): ``deploy`` exits 3 and writes the zone;
 ``dns publish`` of it; ``deploy`` exits 0; ``status --json`` says ready; nothing in any DLQ. The images are
-given as tests/integration/test_deploy.py gives them (the push runs in tests/docker).
+given as tests/support/deploy.py gives them (the push runs in tests/docker).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from common.aws import client, reset_clients
 from common.local import fresh
 from common.local.cli import main as cli
 from deploy.main import Options, WaitingOnDns, deploy
-from tests.integration.test_deploy import ACCOUNT, PREFIX, images
+from tests.support.deploy import ACCOUNT, PREFIX, images
 
 CONFIG_SET = f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}"
 
