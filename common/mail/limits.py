@@ -103,7 +103,7 @@ def mend_header(block: bytes) -> tuple[bytes, int]:
     A header line without a colon ends the header block for the feed parser (its
     MissingHeaderBodySeparatorDefect), so every field after it, Content-Type included, became body
     text: the owner got the rest of the header and the raw MIME parts. Exchange writes such lines
-    when it breaks a long field without folding it (MimeKit's issue 358). A line is mended (given the
+    when it breaks a long field without folding it (MimeKit's bug report github.com/jstedfast/MimeKit/issues/358). A line is mended (given the
     leading space of a fold) only when it has no colon at all, is not the first line, does not start
     with "--" (a body that begins without the empty line opens with its boundary), does not continue
     an address field (no stray text joins From or Reply-To), and a field every client knows follows

@@ -1,6 +1,6 @@
 """The extractor in its built image, as Lambda runs it: 256 MB, read-only root, no /dev/shm.
 
-Each hostile file of issue 19 runs in a fresh container, so the container's memory high-water
+Each hostile file (tests/support/extraction.py) runs in a fresh container, so the container's memory high-water
 mark belongs to that file alone; the corpus runs in one container and must match the host RIE's
 output byte for byte (same dependency set: AES PDFs open in both or in neither).
 """

@@ -1,4 +1,4 @@
-"""Ack backscatter and RFC 3834 (issue 18 S7, issue 17.4), under the real RIE against moto.
+"""Ack backscatter and RFC 3834 (docs/security.md, acks), under the real RIE against moto.
 
 Every attack here used to produce an ack; each now produces the forward only, with the reason the
 ack was skipped in the log.
@@ -110,7 +110,7 @@ def test_unauthenticated_from_gets_no_ack(
             ),
             "report or notification (multipart/report)",
         ),
-        # review M5: every autoresponder marker, verified through the handler
+        # every autoresponder marker of RFC 3834 and the common vendor headers, through the handler
         (mail(headers={"Auto-Submitted": "auto-replied"}), "Auto-Submitted: auto-replied"),
         (
             mail(headers={"Auto-Submitted": "auto-generated; owner-email=x@corp.example"}),
@@ -165,7 +165,7 @@ def from_fields(*values: str) -> bytes:
 def test_a_from_with_several_mailboxes_or_a_group_gets_no_ack(
     stack: Stack, inbound: RieProcess, raw: bytes, defect: str
 ) -> None:
-    """Review M6: which mailbox did DMARC verify? None is acked; the mail is still forwarded."""
+    """Which mailbox did DMARC verify? None is acked; the mail is still forwarded."""
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded" and result["firstContact"] and not result["ack"], result
     assert stack.peek(stack.cfg.ack_queue) == [] and len(stack.peek(stack.cfg.forward_queue)) == 1

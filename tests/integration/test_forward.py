@@ -230,7 +230,7 @@ DOS_HEADER = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + b"\0" * 60 
 def test_denied_files_are_withheld_however_they_are_wrapped_or_named(
     stack: Stack, fns: dict[str, RieProcess], raw: bytes, name: str, reason: str
 ) -> None:
-    """Review M7: a denied file inside a forwarded message, behind a lying name or type, or in a nested
+    """A denied file inside a forwarded message, behind a lying name or type, or in a nested
     or prefixed zip is withheld, stored under withheld/ and named in the forward's footer."""
     result, msg = forward(stack, fns, raw)
     key = f"withheld/{CID}/{SES_ID}/{name}"

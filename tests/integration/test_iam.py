@@ -126,8 +126,8 @@ def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_polic
     attributes = {k: v["StringValue"] for k, v in dead.get("MessageAttributes", {}).items()}
     assert attributes["errorCode"] == "MessageRejected"
 
-    # The send policy before issue 12 named only the domain identity: in the sandbox SES also checks the
-    # recipient's identity, so even the forward to the verified owner was denied.
+    # A send policy naming only the domain identity fails: in the sandbox SES also checks the
+    # recipient's identity, so even the forward to the verified owner would be denied.
     name, doc = cfg.name("forward-sender"), iam.policy(cfg, ACCOUNT, "forward-sender")
     domain_only = [
         {**s, "Resource": [f"arn:aws:ses:{cfg.region}:{ACCOUNT}:identity/{cfg.domain_name}"]}

@@ -1,4 +1,4 @@
-"""`email-handler inject` (issue 17.8): the envelope sender it derives, and what it reports, with the
+"""`email-handler inject` (docs/local.md): the envelope sender it derives, and what it reports, with the
 CLI in its own process, the local wiring and inbound-handler under the host RIE against moto."""
 
 from __future__ import annotations

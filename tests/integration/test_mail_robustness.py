@@ -1,4 +1,4 @@
-"""Issue 17 (items 1, 2, 3, 6, 7) and issue 18 (S2, S3, S6, S8, S10) through inbound-handler under
+"""Malformed and hostile mail (docs/inbound.md, parsing received mail) through inbound-handler under
 the real RIE against moto, each from a minimal message of the failing shape (tests/support/mailgen),
 and the forwards and acks they produce built by the real senders."""
 
@@ -48,7 +48,7 @@ def surrogate_free(value: object) -> bool:
     return not re.search("[\ud800-\udfff]", repr(value))
 
 
-# --- 17.1 / S2: 8-bit headers and crashes never lose a mail ------------------------------------------------
+# --- 8-bit headers and crashes never lose a mail ------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_noncharacters_from_a_stranger_reach_the_owner(
 ) -> None:
     # U+FFFF from an encoded-word Subject, U+FFFE and U+FFFF from UTF-8 bytes in the body: SQS refuses
     # a body holding them unescaped (InvalidMessageContents; the emulator too), so the forward could
-    # never be queued and the mail was lost on every attempt (review H3a).
+    # never be queued and the mail was lost on every attempt.
     raw = g.raw(
         [*g.basic(subject=b"=?utf-8?b?77+/?= Offer"), ("Content-Type", "text/plain; charset=utf-8")],
         "Body \ufffe and \uffff and \x01.\r\n".encode(),
@@ -109,7 +109,7 @@ def test_deep_nesting_is_archived_and_forwarded_with_the_original(
     send_all(stack, senders)
 
 
-# --- 17.2 / S6 / S8: who the sender is, and ids that are safe and never shared -----------------------------
+# --- who the sender is, and ids that are safe and never shared -----------------------------
 
 
 @pytest.mark.parametrize(
@@ -196,7 +196,7 @@ def test_an_existing_conversation_never_changes_its_sender(stack: Stack, inbound
     assert stack.peek(stack.cfg.forward_queue) == [] and stack.peek(stack.cfg.ack_queue) == []
 
 
-# --- 17.3: threading headers in what the senders build ------------------------------------------------------
+# --- threading headers in what the senders build ------------------------------------------------------
 
 
 def test_long_message_ids_reach_the_forward_and_the_ack_unencoded(
@@ -218,7 +218,7 @@ def test_long_message_ids_reach_the_forward_and_the_ack_unencoded(
         assert sent.message["In-Reply-To"] == msg_id if sent.destinations != ["owner@example.net"] else True
 
 
-# --- 17.6 / 17.7: boundaries and charsets -----------------------------------------------------------------------
+# --- boundaries and charsets -----------------------------------------------------------------------
 
 
 def test_outlook_express_mail_keeps_its_body_and_its_jpeg(
@@ -247,7 +247,7 @@ def test_outlook_2000_8bit_subject_file_name_and_body(
     assert fwd["Subject"] == "Bewerbung – Köln" and "\ufffd" not in fwd.get_body(("plain",)).get_content()
 
 
-# --- S10: attachment types from the name and the bytes ------------------------------------------------------------
+# --- attachment types from the name and the bytes ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -251,7 +251,7 @@ def test_an_operator_release_event_forwards_through_inbound_handler(
 def test_mail_held_unparsed_over_a_cap_is_released_whole_without_being_parsed(
     stack: Stack, fns: dict[str, RieProcess]
 ) -> None:
-    """Review M3: a mail quarantined because it is over a parsing cap is released by mailing its release
+    """A mail quarantined because it is over a parsing cap is released by mailing its release
     address: forwarded unparsed, the raw original attached, a note saying why; no conversation, no ack."""
     from tests.support import mailgen as g
 
@@ -453,7 +453,7 @@ def test_the_digest_offers_a_week_of_held_mail_and_reads_no_older_days(
 
 
 def test_the_digest_stays_bounded_whatever_the_days_volume(stack: Stack, fns: dict[str, RieProcess]) -> None:
-    """Review M4: a flood of a few thousand held mails makes a digest of at most 100 entries, each
+    """A flood of a few thousand held mails makes a digest of at most 100 entries, each
     field cut short, that names how many more there are and the command that lists them; only those
     100 are marked digested, so the next run lists the next 100."""
     from common.aws import client

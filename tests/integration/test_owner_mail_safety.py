@@ -1,6 +1,6 @@
-"""Never lose or block the owner's own mail (issue 18 S1, issue 15), under the real RIE against moto.
+"""Never lose or block the owner's own mail (docs/security.md), under the real RIE against moto.
 
-The attack of S1: one SES complaint about a forward (the owner pressed "spam") or five transient
+The attack: one SES complaint about a forward (the owner pressed "spam") or five transient
 bounces put the owner's address on the suppression list, and every later forward was skipped
 silently. Here the SES notifications are built from the forward the sender really sent (its
 headers, as SES echoes them), delivered over SNS to inbound-handler, and what follows is checked

@@ -307,7 +307,7 @@ def test_an_out_of_office_reply_from_the_owner_is_archived_never_relayed(
     headers: dict[str, str],
     why: str,
 ) -> None:
-    """Review M5: the owner's autoresponder answers the forward's Reply-To (the thread address); it must
+    """The owner's autoresponder answers the forward's Reply-To (the thread address); it must
     not reach the contact from the public address."""
     result = reply(stack, fns, thread, text=OOO, subject="Automatic reply: Role", headers=headers)
     reason = f"automatic mail from the owner's mailbox ({why}); not relayed"
@@ -345,7 +345,7 @@ def test_an_autoreply_to_new_starts_no_conversation(stack: Stack, fns: dict[str,
 def test_an_alert_whose_publish_failed_is_sent_on_the_retry_not_throttled_away(
     stack: Stack, fns: dict[str, RieProcess], thread: str
 ) -> None:
-    """Review M2: the hourly throttle is claimed before SNS publishes; a failed publish kept the claim, so
+    """The hourly throttle is claimed before SNS publishes; a failed publish kept the claim, so
     the retry of the same event (and every rejection for an hour) sent no alert at all."""
     from common.local.rie import InvokeError
 

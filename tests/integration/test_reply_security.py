@@ -1,9 +1,9 @@
-"""Attacks on reply-handler (issue 18 S4, S5, S9), each reproduced under the real RIE against moto.
+"""Attacks on reply-handler (docs/security.md, relaying and what a contact sees), each reproduced under the real RIE against moto.
 
-S4: only an owner message that SES authenticated for the owner's From domain (DMARC PASS, or SPF
+Authorisation: only an owner message that SES authenticated for the owner's From domain (DMARC PASS, or SPF
 PASS for the owner's domain when it has no DMARC) with one clean owner mailbox in From is relayed.
-S5: a replayed owner message (same Message-ID, new SES id) is not sent again.
-S9: neither the owner's display name nor any spelling of a private address reaches the contact.
+Replay: a replayed owner message (same Message-ID, new SES id) is not sent again.
+Privacy: neither the owner's display name nor any spelling of a private address reaches the contact.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def sent(stack: Stack, fns: dict[str, RieProcess]) -> list[SentMail]:
     return stack.sent()
 
 
-# --- S4: authorisation ------------------------------------------------------------------------
+# --- authorisation -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,7 @@ def test_owner_envelope_with_a_strangers_from_is_rejected_before_parsing(
     assert (result["status"], result["reason"]) == ("rejected", "envelope sender is not the owner")
 
 
-# --- S5: replay -------------------------------------------------------------------------------
+# --- replay ------------------------------------------------------------------------------------
 
 
 def test_a_replayed_owner_reply_is_not_sent_again(
@@ -237,7 +237,7 @@ def test_no_reply_to_a_conversation_whose_contact_is_our_own_address(
     )
 
 
-# --- S9: nothing private reaches the contact --------------------------------------------------
+# --- nothing private reaches the contact --------------------------------------------------
 
 
 def test_owner_display_name_and_every_spelling_of_the_private_address_are_hidden(

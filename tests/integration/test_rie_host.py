@@ -25,7 +25,7 @@ def test_logs_are_flushed_before_the_response(rie_function: Callable[..., RiePro
     fn = rie_function("ack-sender")
     event = event_for(CASES[3])
     event["Records"].append({**event["Records"][0], "messageId": "bad-1", "body": "not json"})
-    # a body that is not JSON can never be sent: the DLQ at once, not a failed record (issue 17.2, 18 S8)
+    # a body that is not JSON can never be sent: the DLQ at once, not a failed record
     assert fn.invoke(event) == {"batchItemFailures": []}
     output = fn.output()  # read at once: no sleep, no retry
     request_id = re.search(r"START RequestId: (\S+)", output) or re.search(

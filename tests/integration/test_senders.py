@@ -199,7 +199,7 @@ def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(
 def test_a_message_that_can_never_be_sent_goes_to_the_dlq_at_once_with_one_alert(
     stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy], kind: str
 ) -> None:
-    """Issue 17.2 / 18 S8: no five receives each alerting; one DLQ entry per message, one alert per hour."""
+    """No five receives each alerting; one DLQ entry per message, one alert per hour."""
     alerts = alerts_queue(stack)
     if kind == "unbuildable":
         fn = sender(rie_function, proxy())

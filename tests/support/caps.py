@@ -1,4 +1,4 @@
-"""The parsing caps of issue 18 S3, as cases a test asserts and ``make bench`` measures (bench/mail_caps.py).
+"""The parsing caps (docs/security.md#parsing-caps), as cases a test asserts and ``make bench`` measures (bench/mail_caps.py).
 
 Each case is a mail built by tests/support/mailgen, the outcome inbound-handler must give it, and
 for a quarantine the reason it must name. "just under" cases are the most a sender can make the
@@ -82,7 +82,7 @@ CASES: tuple[Case, ...] = (
         minimal=True,
     ),
     Case("35 MB attachment", lambda: g.big_attachment(35 * 1024 * 1024 // 4 * 3), "forwarded"),
-    # Shapes within every field cap whose parse grew faster than the mail (review H1).
+    # Shapes within every field cap whose parse grew faster than the mail.
     Case(
         "200,000 parts without a Content-Type (2 MB; was 10 s, 94 MB)",
         lambda: g.boundary_only_parts(200_000),

@@ -1,7 +1,7 @@
 """Real PDF and DOCX files made in the tests (and the benchmark), no fixtures checked in.
 
-Ordinary documents (``make_pdf``, ``make_docx``, ``docx_package``), and the hostile ones of
-issue 19, built to the letter: a DOCX whose zip directory lies about sizes, 99 MB of XML under a
+Ordinary documents (``make_pdf``, ``make_docx``, ``docx_package``), and hostile ones,
+built to the letter: a DOCX whose zip directory lies about sizes, 99 MB of XML under a
 ratio guard, a stream with ``/Length 999999999``, a 20,000-deep page tree, a 500 MB content
 stream, 100,000 pages, a form-XObject time bomb, encrypted and legacy Office files. The big ones
 take seconds to build: ``cached()`` keeps them under ``.build/cache/docgen`` keyed by this file's
@@ -408,7 +408,7 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def docx_every_construct() -> bytes:
-    """Text in every place issue 19 lists, plus text that must not come out (deleted revisions,
+    """Text in every place a DOCX can hold it (body, tables, headers, notes, text boxes), plus text that must not come out (deleted revisions,
     field codes, content-control aliases, tab stops, note separators)."""
     nested = _table([[_p(_r("inner cell one")), _p(_r("inner cell two"))]])
     body = "".join(

@@ -227,7 +227,7 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
             return next((a for a in got if a.get("recipient") == "carol@corp.example"), None)
 
         alert = wait_for("the alert", carols_alert)
-        # refused for good: the DLQ at once after one attempt, not after every receive (issue 18 S8)
+        # refused for good: the DLQ at once after one attempt, not after every receive
         assert alert["errorCode"] == "MessageRejected" and alert["totalAttempts"] == 1
     finally:
         client("ses").verify_domain_identity(Domain=cfg.domain_name)

@@ -71,7 +71,7 @@ DOS = (
 @pytest.mark.parametrize(
     ("name", "ctype", "data", "reason"),
     [
-        # review M7: forwarded-as-attachment mail is checked part by part, names decoded as a client does
+        # forwarded-as-attachment mail is checked part by part, names decoded as a client does
         (
             "fwd.eml",
             "message/rfc822",

@@ -118,7 +118,7 @@ def test_rules_cache_ttl_and_last_good_fallback(monkeypatch: pytest.MonkeyPatch)
         ({"X-Mailing-List": "<list@corp.example>"}, None, "mailing list headers"),
         ({}, "do-not-reply@corp.example", "no-reply sender"),
         ({}, "postmaster@corp.example", "no-reply sender"),
-        ({}, "gmail-noreply@google.com", "no-reply sender"),  # issue 17.4: anywhere in the local part
+        ({}, "gmail-noreply@google.com", "no-reply sender"),  # anywhere in the local part
         ({}, "alerts.donotreply@corp.example", "no-reply sender"),
         ({}, "jobs_no-reply+x@corp.example", "no-reply sender"),
         ({}, "noreplyguy@corp.example", "no-reply sender"),  # a no-reply marker is a no-reply marker
@@ -150,7 +150,7 @@ def test_rfc3834(headers: dict[str, Any], sender: str | None, why: str) -> None:
             {"dmarc": "GRAY", "spf": "PASS"},
             "",
         ),  # same domain
-        # issue 18 S7: SPF PASS for someone else's envelope domain proves nothing about From
+        # SPF PASS for someone else's envelope domain proves nothing about From
         (
             "Jane <jane@corp.example>",
             "x@evil.example",

@@ -71,7 +71,7 @@ def test_docx_paragraphs_tables_headers_footers_in_order() -> None:
     assert (result.extractor, result.kind) == ("ooxml", "docx")
 
 
-# --- the text people expect (issue 19, item 3) ------------------------------------------------
+# --- the text people expect (docs/extractor.md) ------------------------------------------------
 
 
 def test_docx_text_from_every_place_word_keeps_it_once_and_nothing_it_hides() -> None:
@@ -253,7 +253,7 @@ def test_page_ranges_for_metadata() -> None:
     assert page_ranges(list(range(1, 200, 2)))[-4:] == ",..."
 
 
-# --- hostile files on the host (issue 19, items 1 and 2) -----------------------------------------
+# --- hostile files on the host (tests/support/docgen.py) -----------------------------------------
 
 
 def test_pdf_safety_limits_become_skipped_pages_or_reasons() -> None:
