@@ -81,7 +81,8 @@ def terminal_only(log_path: Path) -> Iterator[TextIO]:
 
 
 def headline(results: dict[str, Any]) -> None:
-    """The per-mail cost figures to watch first (docs/development.md#benchmarks): ``inbound.aws_calls_per_mail`` and
+    """The per-mail cost figures to watch first (docs/development.md#benchmarks):
+    ``inbound.aws_calls_per_mail`` and
     ``senders.aws_calls_per_send`` (beside their floors), copied from the cost section."""
     cost = results.get("cost")
     if not cost:

@@ -210,14 +210,19 @@ def table(r: dict[str, Any]) -> str:
     f, lat, q = r["full"], r["latency"], r["rate"]
     return "\n".join(
         [
-            f"{'baseline: bare SendRawEmail, 4 threads':<50}{r['baseline_raw_sends_per_s']:>8} sends/s   (the emulator's ceiling)",
+            f"{'baseline: bare SendRawEmail, 4 threads':<50}{r['baseline_raw_sends_per_s']:>8} sends/s   "
+            "(the emulator's ceiling)",
             f"{'full path: queue -> sender -> SES, 4 workers':<50}{f['sends_per_s']:>8} sends/s"
-            f"   ({r['full_vs_baseline']:.0%} of baseline; no target: the emulator's speed, see the cost table)",
+            f"   ({r['full_vs_baseline']:.0%} of baseline; no target: the emulator's speed, see the cost "
+            "table)",
             f"{'  sender CPU per send (emulator excluded)':<50}{f['sender_cpu_ms_per_send']:>8} ms",
-            f"{'enqueue -> SES accepted at ' + str(lat['arrivals_per_s']) + ' msg/s':<50}{'p50 ' + str(lat['p50_s']) + ' s':>8}"
+            f"{'enqueue -> SES accepted at ' + str(lat['arrivals_per_s']) + ' msg/s':<50}{
+                'p50 ' + str(lat['p50_s']) + ' s':>8}"
             f"   p95 {lat['p95_s']} s (NFR-1: < 2 s)",
-            f"{'rate limit ' + str(q['configured']) + '/s across 4 workers':<50}{q['achieved_rate']:>8} sends/s"
-            f"   ({q['achieved_ratio']:.1%} of configured; busiest second: {q['max_slots_in_any_second']} slots, "
+            f"{'rate limit ' + str(q['configured']) + '/s across 4 workers':<50}{q['achieved_rate']:>8} "
+            "sends/s"
+            f"   ({q['achieved_ratio']:.1%} of configured; busiest second: {q['max_slots_in_any_second']} "
+            "slots, "
             f"{q['max_calls_in_any_second']} SES calls)",
         ]
     )

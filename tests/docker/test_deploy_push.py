@@ -129,7 +129,8 @@ def test_deploy_pushes_by_content_and_pins_lambda_to_the_registry_digest(
         image = docker_client.images.get(f.image)
         tag = "c-" + image.id.removeprefix("sha256:")[:12]  # the content tag: same build, same tag
         media_type, digest, document = manifest(registry, f"{PREFIX}-{f.name}", tag)
-        # Lambda takes one single-platform image manifest, never an index (Lambda's CreateFunction refuses an image index).
+        # Lambda takes one single-platform image manifest, never an index (Lambda's CreateFunction refuses an
+        # image index).
         assert media_type in SINGLE_PLATFORM and document["mediaType"] == media_type, (f.name, media_type)
         assert "manifests" not in document and document["config"]["mediaType"].endswith(
             ("container.image.v1+json", "image.config.v1+json")

@@ -1,6 +1,7 @@
 """The extractor in its built image, as Lambda runs it: 256 MB, read-only root, no /dev/shm.
 
-Each hostile file (tests/support/extraction.py) runs in a fresh container, so the container's memory high-water
+Each hostile file (tests/support/extraction.py) runs in a fresh container, so the container's memory
+high-water
 mark belongs to that file alone; the corpus runs in one container and must match the host RIE's
 output byte for byte (same dependency set: AES PDFs open in both or in neither).
 """
@@ -55,7 +56,8 @@ def cgroup_memory(container: Any) -> tuple[int, int]:
     """(high-water mark in bytes, OOM kills) of the container's cgroup, v2 or v1."""
     script = (
         "if [ -f /sys/fs/cgroup/memory.peak ]; then cat /sys/fs/cgroup/memory.peak; "
-        "grep '^oom_kill ' /sys/fs/cgroup/memory.events; else cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes; "
+        "grep '^oom_kill ' /sys/fs/cgroup/memory.events; else cat "
+        "/sys/fs/cgroup/memory/memory.max_usage_in_bytes; "
         "grep '^oom_kill ' /sys/fs/cgroup/memory/memory.oom_control; fi"
     )
     out = container.exec_run(["sh", "-c", script]).output.decode().split()

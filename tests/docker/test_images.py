@@ -29,7 +29,8 @@ def test_rie_curl_in_container(
         running = run_image(image_ref(case.function), host_network=True, env={"AWS_ENDPOINT_URL": stack.url})
     else:
         running = run_image(image_ref(case.function))
-    # The documented user path: curl -XPOST localhost:PORT/2015-03-31/functions/function/invocations -d @event.json
+    # The documented user path: curl -XPOST localhost:PORT/2015-03-31/functions/function/invocations -d
+    # @event.json
     out = subprocess.run(
         [
             "curl",
@@ -159,7 +160,8 @@ def test_base_image_holds_only_what_runs_on_lambda(docker_client: Any) -> None:
                 "python",
                 "-c",
                 "import importlib.util as u; "
-                "print([m for m in ('common.local', 'deploy', 'moto', 'aiosmtpd', 'docker') if u.find_spec(m)])",
+                "print([m for m in ('common.local', 'deploy', 'moto', 'aiosmtpd', 'docker') if "
+                "u.find_spec(m)])",
             ],
             read_only=True,
             remove=True,

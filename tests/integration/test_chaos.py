@@ -77,7 +77,8 @@ def run_chaos(cfg: Config, capsys: pytest.CaptureFixture[str]) -> None:
     with capsys.disabled():
         print(
             f"\n[chaos] {N} messages x3: sent={len(sends)} dlq={len(dead)} duplicates={len(duplicates)} "
-            f"(crash-after-send injected {faults.counts['crash_after']}) faults={faults.counts} workers={stats}"
+            f"(crash-after-send injected {faults.counts['crash_after']}) faults={faults.counts} "
+            f"workers={stats}"
         )
     assert not lost, f"{len(lost)} messages neither sent nor in the DLQ"
     assert not unexplained, f"duplicates outside the crash-after-send window: {sorted(unexplained)[:5]}"

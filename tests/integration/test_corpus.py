@@ -158,7 +158,8 @@ def run(moto_server: str, local_defaults: dict[str, str], rie_module: Callable[.
     outcomes = Counter(r["status"] for _, _, r in out.results.values())
     extracted = Counter(r["status"] for r in out.extracted.values())
     print(
-        f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS}, {len(CASES) - len(FILES)} again with a From "
+        f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS}, {len(CASES) - len(FILES)} again with a "
+        "From "
         f"added: {dict(outcomes)}; {len(out.sent)} sent; "
         f"attached documents: {dict(extracted)}"
     )
@@ -214,7 +215,8 @@ def reference(raw: bytes) -> tuple[str | None, str | None]:
 
 
 def ack_forbidden(raw: bytes) -> str:
-    """Why RFC 3834 section 2 (or a no-reply / role sender) forbids an automatic reply ('' if nothing does)."""
+    """Why RFC 3834 section 2 (or a no-reply / role sender) forbids an automatic reply ('' if nothing
+    does)."""
     msg = email.message_from_bytes(raw, policy=email.policy.compat32)
 
     def first(name: str) -> str:

@@ -73,7 +73,8 @@ def test_replay_reinvokes_the_events_lambda_gave_up_on(env: dict[str, str]) -> N
     assert [(e["function"], e["requestId"], e["outcome"]) for e in listed] == [
         (f"{PREFIX}-attachment-extractor:live", "r-1", "would replay")
     ]
-    # moto cannot invoke an image function (HTTP 500): the replay says so and keeps the event for the next one.
+    # moto cannot invoke an image function (HTTP 500): the replay says so and keeps the event for the next
+    # one.
     [entry] = replay(Options(), environ=env, report=lambda line: None)  # the dry run left the message visible
     assert entry["requestId"] == "r-1" and entry["outcome"].startswith(("replayed", "failed"))
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]

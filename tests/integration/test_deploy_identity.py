@@ -91,7 +91,8 @@ def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env: dict[str, str
         "bounce.example.com",
         "update",
     ) in fixed
-    # moto has no SetReceiptRulePosition or DeleteReceiptRule; its IAM check runs before it looks the action up
+    # moto has no SetReceiptRulePosition or DeleteReceiptRule; its IAM check runs before it looks the action
+    # up
     for call in (
         lambda: client("ses").set_receipt_rule_position(RuleSetName=PREFIX, RuleName=f"{PREFIX}-public"),
         lambda: client("ses").delete_receipt_rule(RuleSetName=PREFIX, RuleName="not-there"),
@@ -178,7 +179,8 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(
             json.dumps(
                 {
                     "Type": "User",
-                    "message": "The provided execution role does not have permissions to call ReceiveMessage on SQS",
+                    "message": "The provided execution role does not have permissions to call ReceiveMessage "
+                    "on SQS",
                 }
             ).encode(),
         ),
@@ -197,7 +199,8 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(
             400,
             {},
             (
-                b"<Error><Code>InvalidArgument</Code><Message>Unable to validate the following destination configurations"
+                b"<Error><Code>InvalidArgument</Code><Message>Unable to validate the following destination "
+                b"configurations"
                 b"</Message><RequestId>r</RequestId></Error>"
             ),
         ),
@@ -205,7 +208,8 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(
             400,
             {},
             (
-                b"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidS3Configuration</Code><Message>Could not write to "
+                b"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidS3Configuration</Code><Message>Could "
+                b"not write to "
                 b"bucket: " + BUCKET.encode() + b"</Message></Error><RequestId>r</RequestId></ErrorResponse>"
             ),
         ),

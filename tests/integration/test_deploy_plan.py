@@ -59,7 +59,8 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         assert config["Role"] == f"arn:aws:iam::{ACCOUNT}:role/{name}"
         alias = lam.get_alias(FunctionName=name, Name="live")
         assert alias["FunctionVersion"] != "$LATEST"
-        # No reservation anywhere: a new account (limit 10) could not grant one; MaximumConcurrency caps the senders.
+        # No reservation anywhere: a new account (limit 10) could not grant one; MaximumConcurrency caps the
+        # senders.
         assert lam.get_function_concurrency(FunctionName=name).get("ReservedConcurrentExecutions") is None
     fed = [(f, f"{PREFIX}-{f.name.removesuffix('-sender')}") for f in SENDERS] + [
         (BY_NAME["attachment-extractor"], f"{PREFIX}-attachment-events")
@@ -83,7 +84,8 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         assert mapping["ScalingConfig"] == {"MaximumConcurrency": 2}
 
-    # Least privilege: forward-sender reads attachments/ and claim checks only, sends only as the public address.
+    # Least privilege: forward-sender reads attachments/ and claim checks only, sends only as the public
+    # address.
     doc = client("iam").get_role_policy(RoleName=f"{PREFIX}-forward-sender", PolicyName="least-privilege")[
         "PolicyDocument"
     ]
@@ -172,7 +174,8 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     by_sid = {s["Sid"]: s.get("Condition", {}) for s in statements}
     assert "StringEquals" not in by_sid["sns-ses-feedback"] and by_sid["ses-receipt-public"]["StringEquals"]
 
-    # The owner's daily quarantine digest: 07:00 UTC, EventBridge -> inbound-handler:live, only from that rule.
+    # The owner's daily quarantine digest: 07:00 UTC, EventBridge -> inbound-handler:live, only from that
+    # rule.
     rule = client("events").describe_rule(Name=f"{PREFIX}-quarantine-digest")
     assert (rule["ScheduleExpression"], rule["State"]) == ("cron(0 7 * * ? *)", "ENABLED")
     [target] = client("events").list_targets_by_rule(Rule=f"{PREFIX}-quarantine-digest")["Targets"]

@@ -117,7 +117,8 @@ def test_the_deploy_says_whether_ses_is_in_the_sandbox(
 def test_a_bucket_name_taken_by_another_account_is_a_clear_error_before_anything_changes(
     env: dict[str, str], moto_server: str
 ) -> None:
-    # Another account's bucket: to this deployer HeadBucket answers 403, as AWS does for a name owned elsewhere.
+    # Another account's bucket: to this deployer HeadBucket answers 403, as AWS does for a name owned
+    # elsewhere.
     client("s3").create_bucket(Bucket="taken-by-someone-else")
     deployer = deployer_user(env)
     with pytest.raises(DeployError, match="belongs to another AWS account") as err:

@@ -30,7 +30,8 @@ CONFIG_SET = f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}"
 def account(
     moto_server: str, local_defaults: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[dict[str, str]]:
-    """A reset emulator modelling a fresh account, and a production configuration in this process's environment
+    """A reset emulator modelling a fresh account, and a production configuration in this process's
+    environment
     (as a user's shell has it for the CLI)."""
     import secrets
 

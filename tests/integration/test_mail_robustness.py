@@ -247,7 +247,8 @@ def test_outlook_2000_8bit_subject_file_name_and_body(
     assert fwd["Subject"] == "Bewerbung – Köln" and "\ufffd" not in fwd.get_body(("plain",)).get_content()
 
 
-# --- attachment types from the name and the bytes ------------------------------------------------------------
+# --- attachment types from the name and the bytes
+# ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -289,7 +290,8 @@ def test_long_attachment_names_keep_their_extension(stack: Stack, inbound: RiePr
     assert name.endswith(".pdf") and len(name) <= 120
 
 
-# --- S3: caps before parsing, each measured (time, peak RSS of the runtime process) ----------------------------
+# --- S3: caps before parsing, each measured (time, peak RSS of the runtime process)
+# ----------------------------
 
 
 @pytest.mark.skipif(not caps.can_measure(), reason="peak RSS is read from Linux /proc")

@@ -52,8 +52,8 @@ def folded(delimiter: bytes = b"--simple boundary") -> bytes:
         + d
         + b'\r\nContent-Type: text/x-myown; name="two.my"\r\n\r\nsecond file\r\n'
         + d
-        + b"\r\nContent-Type: message/rfc822\r\n\r\nFrom: inner@x.example\r\nSubject: Inner\r\n\r\ninner body\r\n"
-        + b"--simple boundary--\r\n"
+        + b"\r\nContent-Type: message/rfc822\r\n\r\nFrom: inner@x.example\r\nSubject: Inner\r\n\r\ninner "
+        b"body\r\n" + b"--simple boundary--\r\n"
     )
     return HEAD + b'Content-Type: multipart/mixed; boundary="simple\r\n boundary"\r\n\r\n' + body
 
@@ -110,8 +110,10 @@ def test_past_the_nesting_cap_the_banner_and_the_footer_agree(
 @pytest.mark.parametrize(
     "raw",
     [
-        b"Return-Path: <>\r\nFrom: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\r\nTo: hello@example.com\r\n"
-        b"Subject: Delivery Status Notification (Failure)\r\n\r\nDelivery to the following recipient failed permanently:\r\n",
+        b"Return-Path: <>\r\nFrom: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\r\nTo: "
+        b"hello@example.com\r\n"
+        b"Subject: Delivery Status Notification (Failure)\r\n\r\nDelivery to the following recipient failed "
+        b"permanently:\r\n",
         b"From: MAILER-DAEMON@mx.corp.example\r\nTo: hello@example.com\r\nSubject: failure notice\r\n\r\n"
         b"Hi. This is the qmail-send program at mx.corp.example.\r\n",
     ],
@@ -126,7 +128,10 @@ def test_bounces_that_are_not_multipart_report_are_archived_without_forward_or_a
 
 
 def test_a_from_without_a_domain_is_quarantined_for_that_reason(stack: Stack, inbound: RieProcess) -> None:
-    raw = b"From: Moderator-Address <moderator>\r\nTo: hello@example.com\r\nSubject: Moderated\r\n\r\nHello.\r\n"
+    raw = (
+        b"From: Moderator-Address <moderator>\r\nTo: hello@example.com\r\nSubject: Moderated\r\n\r\n"
+        b"Hello.\r\n"
+    )
     result = inbound.invoke(stack.receipt(raw, SES_ID, source="list@corp.example"))
     assert result["status"] == "quarantined"
     assert result["reason"] == "sender address unusable: no domain (no @ in the address)"

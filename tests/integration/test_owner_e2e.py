@@ -73,7 +73,8 @@ def sent_to(system: LocalSystem, address: str, count: int = 1) -> list:
 @pytest.mark.timeout(900)
 def test_owner_side_over_smtp_and_the_cli(dev: tuple[LocalSystem, Cli, Config]) -> None:
     system, cli, cfg = dev
-    # 1. A faithful forward: inline image beside the HTML, a .txt attachment, the header block, an .exe withheld.
+    # 1. A faithful forward: inline image beside the HTML, a .txt attachment, the header block, an .exe
+    # withheld.
     msg = EmailMessage()
     msg["From"], msg["To"], msg["Subject"] = "Jane Smith <jane@corp.example>", cfg.public_email, "Our logo"
     msg["Cc"] = "Bob <bob@corp.example>"

@@ -40,7 +40,8 @@ _ids = iter(range(10**6))
 def forward_one(
     stack: Stack, fns: dict[str, RieProcess], sender: str = "Jane <jane@corp.example>"
 ) -> tuple[dict, SentMail | None]:
-    """A contact writes in; the forward-sender sends the forward. Returns the handler's result and the sent mail."""
+    """A contact writes in; the forward-sender sends the forward. Returns the handler's result and the sent
+    mail."""
     before = len(stack.sent())
     result = fns["inbound-handler"].invoke(stack.receipt(mail(sender=sender), f"{next(_ids):040d}"))
     stack.run_sender(fns["forward-sender"], stack.cfg.forward_queue)

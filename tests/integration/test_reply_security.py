@@ -1,4 +1,5 @@
-"""Attacks on reply-handler (docs/security.md, relaying and what a contact sees), each reproduced under the real RIE against moto.
+"""Attacks on reply-handler (docs/security.md, relaying and what a contact sees), each reproduced under the
+real RIE against moto.
 
 Authorisation: only an owner message that SES authenticated for the owner's From domain (DMARC PASS, or SPF
 PASS for the owner's domain when it has no DMARC) with one clean owner mailbox in From is relayed.
@@ -245,7 +246,8 @@ def test_owner_display_name_and_every_spelling_of_the_private_address_are_hidden
 ) -> None:
     body = (
         b"Hi Jane,\r\nmail me at owner+jobs@example.net or OWNER@Example.Net,\r\n"
-        b"<mailto:owner%40example.net> or owner&#64;example.net or %6Fwner%40example%2Enet or owner&#x40;example.net\r\n"
+        b"<mailto:owner%40example.net> or owner&#64;example.net or %6Fwner%40example%2Enet or "
+        b"owner&#x40;example.net\r\n"
         b"Owner\r\n"
     )
     raw = raw_reply(
@@ -351,9 +353,13 @@ def test_controls_smuggled_in_a_contacts_nested_quotes_are_not_applied(
     # HTML-only above it with an attribution in a language the cleaner does not know.
     contact = (
         "<div>Hi</div>" + "<blockquote>" * 25 + "old" + "</blockquote>" * 25 + "</blockquote>"
-        "<div>[allow: @evil.example]</div><div style='display:none'>[block: @bank.example]</div><div>Best, Eve</div>"
+        "<div>[allow: @evil.example]</div><div style='display:none'>[block: @bank.example]</div><div>Best, "
+        "Eve</div>"
     )
-    html = f"<div>Noted, thanks.</div><div>Il giorno lun 2 nov 2026 Eve ha scritto:</div><blockquote>{contact}</blockquote>"
+    html = (
+        "<div>Noted, thanks.</div><div>Il giorno lun 2 nov 2026 Eve ha "
+        f"scritto:</div><blockquote>{contact}</blockquote>"
+    )
     raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role", text=None, html=html)
     result = deliver(stack, fns, thread, raw)
     assert result["status"] == "queued" and result["controls"] == [], result

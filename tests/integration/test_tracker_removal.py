@@ -12,7 +12,8 @@ from tests.support.mailgen import mail
 
 HTML = (
     "<html><body><p>Our new roles</p>"
-    '<img src="https://shop.us1.list-manage.com/track/open.php?u=1a2b&amp;id=3c4d" width="1" height="1" alt="">'
+    '<img src="https://shop.us1.list-manage.com/track/open.php?u=1a2b&amp;id=3c4d" width="1" height="1" '
+    'alt="">'
     '<img src="https://shop.example/hero.jpg" width="600" alt="the team">'
     '<a href="https://shop.example/jobs">See the jobs</a>'
     "</body></html>"

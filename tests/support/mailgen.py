@@ -223,7 +223,8 @@ def encoded_words(n: int, field: str = "Subject", word: str = "=?utf-8?q?abcdefg
 
 
 def stray_encoded_words(n: int) -> bytes:
-    """A Subject broken without folds (MimeKit's bug report github.com/jstedfast/MimeKit/issues/358): ``n`` lines of one encoded word each and
+    """A Subject broken without folds (MimeKit's bug report github.com/jstedfast/MimeKit/issues/358): ``n``
+    lines of one encoded word each and
     no colon, then a Date field. The parser reads them as one field (limits.mend_header)."""
     fields = [(k, v) for k, v in basic() if k not in ("Subject", "Date")]
     lines = "\r\n".join(f"=?utf-8?q?w{i}?=" for i in range(n))
@@ -250,7 +251,8 @@ def many_parts(n: int, allowed: bool = False) -> bytes:
     for i in range(n):
         if allowed:
             body.append(
-                b'--p\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename="f%d.pdf"\r\n'
+                b"--p\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; "
+                b'filename="f%d.pdf"\r\n'
                 b"\r\n%%PDF-1.4 %d\r\n" % (i, i)
             )
         else:

@@ -78,7 +78,8 @@ def test_every_function_can_start_with_the_local_defaults(local_defaults: dict[s
 
 def test_a_send_record_outlives_every_copy_of_its_message() -> None:
     """A redrive resets a message's enqueue time (SQS DG), so one late redrive gives a copy a second life of
-    main + DLQ retention; the idempotency record must still be there when it arrives, or the mail goes out twice."""
+    main + DLQ retention; the idempotency record must still be there when it arrives, or the mail goes out
+    twice."""
     from deploy.resources import DLQ_RETENTION_S, MAIN_RETENTION_S, lifecycle
 
     lifetime = 2 * (MAIN_RETENTION_S + DLQ_RETENTION_S)

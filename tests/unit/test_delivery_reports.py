@@ -35,7 +35,8 @@ REPORTS = {
         "Hi. This is the qmail-send program at mx.corp.example.\r\nI'm afraid I wasn't able to deliver\r\n",
     ),
     "gmail": mail(
-        "From: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\nSubject: Delivery Status Notification (Failure)",
+        "From: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\nSubject: Delivery Status Notification "
+        "(Failure)",
         "Delivery to the following recipient failed permanently:\r\n\r\n     gone@corp.example\r\n",
     ),
     "postmaster": mail(
@@ -47,9 +48,12 @@ REPORTS = {
         "Your message wasn't delivered to gone@corp.example.\r\n",
     ),
     "delivery-status part in mixed": mail(
-        "From: ops@corp.example\nSubject: Notice\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b",
-        "--b\r\nContent-Type: text/plain\r\n\r\nnotice\r\n--b\r\nContent-Type: message/delivery-status\r\n\r\n"
-        "Reporting-MTA: dns; mx.corp.example\r\n\r\nFinal-Recipient: rfc822; gone@corp.example\r\nAction: failed\r\n"
+        "From: ops@corp.example\nSubject: Notice\nMIME-Version: 1.0\nContent-Type: multipart/mixed; "
+        "boundary=b",
+        "--b\r\nContent-Type: text/plain\r\n\r\nnotice\r\n--b\r\nContent-Type: message/delivery-status\r\n"
+        "\r\n"
+        "Reporting-MTA: dns; mx.corp.example\r\n\r\nFinal-Recipient: rfc822; gone@corp.example\r\nAction: "
+        "failed\r\n"
         "Status: 5.1.1\r\n--b--\r\n",
     ),
 }

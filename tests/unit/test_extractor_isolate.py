@@ -1,4 +1,5 @@
-"""The extraction child: its memory limit, its deadline and its crashes become Stopped, never a dead parent."""
+"""The extraction child: its memory limit, its deadline and its crashes become Stopped, never a dead
+parent."""
 
 from __future__ import annotations
 

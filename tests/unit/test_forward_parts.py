@@ -47,7 +47,8 @@ def test_withhold_reason(name: str, data: bytes, reason: str) -> None:
 
 
 def forwarded(*attachments: tuple[str, bytes, str], encoded_names: bool = False) -> bytes:
-    """A mail as a client writes it, to be forwarded as an attachment (its bytes are a message/rfc822 part)."""
+    """A mail as a client writes it, to be forwarded as an attachment (its bytes are a message/rfc822
+    part)."""
     inner = email.message.EmailMessage()
     inner["From"], inner["Subject"] = "Jane <jane@corp.example>", "inner"
     inner.set_content("see attached")
@@ -112,7 +113,8 @@ DOS = (
         # the bytes decide, not the name or the declared type
         ("invoice.pdf", "application/pdf", DOS, "Windows executable"),
         ("letter.txt", "text/plain", b"MZ, the initials, start this letter.", ""),
-        # zips: with anything prepended (unzip tools read from the end), nested one level, trailing dots and spaces
+        # zips: with anything prepended (unzip tools read from the end), nested one level, trailing dots and
+        # spaces
         (
             "photos.dat",
             "application/octet-stream",
@@ -332,7 +334,8 @@ def test_text_attachments_keep_their_bytes_and_say_utf_8_only_when_they_are() ->
         ("naïve".encode(), "", "naïve"),  # no charset: UTF-8 if it decodes
         ("naïve".encode("cp1252"), "bogus", "naïve"),  # unknown charset: cp1252
         ("€ “quoted”".encode("cp1252"), "iso-8859-1", "€ “quoted”"),  # the label's superset, as for the body
-        # Outlook's ISO-2022-JP with NEC's row 13: 7-bit, so it once passed as UTF-8 and reached the owner as "$B-!…"
+        # Outlook's ISO-2022-JP with NEC's row 13: 7-bit, so it once passed as UTF-8 and reached the owner as
+        # "$B-!…"
         (b"\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n", "iso-2022-jp", "①会議は㈱です\r\n"),
     ],
 )
@@ -349,7 +352,8 @@ def test_a_text_part_beside_the_body_is_decoded_under_its_own_charset() -> None:
 
     body = (
         b"--b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nSee below.\r\n"
-        b'--b\r\nContent-Type: text/plain; charset="ISO-2022-JP"\r\n\r\n\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n--b--\r\n'
+        b'--b\r\nContent-Type: text/plain; charset="ISO-2022-JP"\r\n\r\n\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n'
+        b"--b--\r\n"
     )
     mail = parse(
         g.raw([*g.basic(), ("MIME-Version", "1.0"), ("Content-Type", 'multipart/mixed; boundary="b"')], body)

@@ -121,7 +121,8 @@ def test_bytes_that_no_charset_decodes_keep_one_character_each_never_u_fffd() ->
 
 
 def test_a_header_line_without_a_colon_is_a_broken_fold_not_the_start_of_the_body() -> None:
-    # Exchange (MimeKit's bug report github.com/jstedfast/MimeKit/issues/358): a long field broken without its fold's leading space. The feed
+    # Exchange (MimeKit's bug report github.com/jstedfast/MimeKit/issues/358): a long field broken without its
+    # fold's leading space. The feed
     # parser ended the header block there, and the owner got the rest of the header and the raw
     # MIME parts as the body.
     fields = [
@@ -130,7 +131,10 @@ def test_a_header_line_without_a_colon_is_a_broken_fold_not_the_start_of_the_bod
         ("MIME-Version", "1.0"),
         ("Content-Type", 'multipart/alternative; boundary="b"'),
     ]
-    body = "--b\r\nContent-Type: text/plain\r\n\r\nTest headers\r\n--b\r\nContent-Type: text/html\r\n\r\n<p>Test</p>\r\n--b--\r\n"
+    body = (
+        "--b\r\nContent-Type: text/plain\r\n\r\nTest headers\r\n--b\r\nContent-Type: text/html\r\n\r\n"
+        "<p>Test</p>\r\n--b--\r\n"
+    )
     mail = parse(g.raw(fields, body))
     assert (mail.subject, mail.text.strip(), mail.html.strip()) == ("Hello", "Test headers", "<p>Test</p>")
     assert mail.headers["x-diagnostics"] == "1;AM4PR01MB1442;6:1Y77VdiYZvwh P8FxVksOO2tmFWl+LxT0Acgv7RaC"
@@ -165,7 +169,8 @@ def test_a_header_line_without_a_colon_is_a_broken_fold_not_the_start_of_the_bod
             "Hello",
             "Hi",
         ),
-        # enmime's qp-utf8-header-no-break: a preamble line, then the first boundary, no empty line before them.
+        # enmime's qp-utf8-header-no-break: a preamble line, then the first boundary, no empty line before
+        # them.
         (
             g.raw(
                 [
@@ -413,7 +418,8 @@ def test_parts_keep_their_role_and_original_type() -> None:
         b"--o\r\nContent-Type: text/plain\r\n\r\nFirst text.\r\n--o\r\nContent-Type: message/rfc822\r\n\r\n"
         + inner
         + b"\r\n--o\r\nContent-Type: text/enriched\r\n\r\n<bold>Second</bold> text.\r\n"
-        b"--o\r\nContent-Type: application/pkcs7-signature; name=smime.p7s\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+        b"--o\r\nContent-Type: application/pkcs7-signature; name=smime.p7s\r\nContent-Transfer-Encoding: "
+        b"base64\r\n\r\n"
         b"MIAGCSqGSIb3DQEHAqCAMIACAQEx\r\n--o--\r\n"
     )
     mail = parse(
