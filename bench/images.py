@@ -174,13 +174,12 @@ def _extractor_cold_starts(client: Any, rounds: int) -> dict[str, float]:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        f"base image: {results['base_image_mb']} MB (target <= 160; AWS base ~{
-            results['aws_base_image_mb_reference']
-        } MB)",
+        f"base image: {results['base_image_mb']} MB"
+        f" (target <= 160; AWS base ~{results['aws_base_image_mb_reference']} MB)",
         f"hello-world cold start: {results['hello_world']['cold_start_ms']} ms; hello + one AWS call "
         f"(boto3 import, client, S3 GetObject): {results['hello_one_aws_call']['cold_start_ms']} ms",
-        f"{'function':22} {'extra B':>8} {'cold ms':>8} {'x hello':>8} {'x 1 call':>9} {'warm p50':>9} {
-            'warm p95':>9}",
+        f"{'function':22} {'extra B':>8} {'cold ms':>8} {'x hello':>8} {'x 1 call':>9}"
+        f" {'warm p50':>9} {'warm p95':>9}",
     ]
     for name, r in results["functions"].items():
         lines.append(
@@ -188,14 +187,13 @@ def table(results: dict[str, Any]) -> str:
             f"{r['cold_vs_hello_one_aws_call']:>9} {r['warm_p50_ms']:>9} {r['warm_p95_ms']:>9}"
         )
     lines.append(
-        "targets: function layer <= 50 KB, cold start <= 1.5x hello-world (platform issue, when the "
-        "functions "
-        "made no AWS calls); cold ms = docker run -> first response, real AWS calls on the emulator included"
+        "targets: function layer <= 50 KB, cold start <= 1.5x hello-world "
+        "(platform issue, when the functions made no AWS calls); cold ms = "
+        "docker run -> first response, real AWS calls on the emulator included"
     )
     ex = results["extractor_cold_start_ms"]
     lines.append(
-        f"extractor init: handler import {ex['handler_only']} ms; + pypdf/DOCX reader {ex['with_parsers']} "
-        "ms "
-        "(paid only when a PDF/DOCX arrives)"
+        f"extractor init: handler import {ex['handler_only']} ms;"
+        f" + pypdf/DOCX reader {ex['with_parsers']} ms (paid only when a PDF/DOCX arrives)"
     )
     return "\n".join(lines)

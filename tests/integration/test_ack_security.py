@@ -184,14 +184,11 @@ def test_a_quarantined_multi_from_mail_gets_no_ack_either(stack: Stack, inbound:
 
 def test_delivery_report_with_a_real_envelope_is_archived_as_a_dsn(stack: Stack, inbound: RieProcess) -> None:
     raw = (
-        b"From: Mail Delivery System <mailer@mx.corp.example>\r\nTo: hello@example.com\r\nSubject: "
-        b"Undelivered\r\n"
-        b"Content-Type: multipart/report; report-type=delivery-status; boundary=b\r\n\r\n--b\r\n"
-        b"Content-Type: text/plain\r\n\r\nCould not deliver.\r\n--b\r\nContent-Type: "
-        b"message/delivery-status\r\n\r\n"
-        b"Reporting-MTA: dns; mx.corp.example\r\n\r\nFinal-Recipient: rfc822; x@corp.example\r\nAction: "
-        b"failed\r\n"
-        b"Status: 5.1.1\r\n--b--\r\n"
+        b"From: Mail Delivery System <mailer@mx.corp.example>\r\nTo: hello@example.com\r\n"
+        b"Subject: Undelivered\r\nContent-Type: multipart/report; report-type=delivery-status; "
+        b"boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nCould not deliver.\r\n--b\r\n"
+        b"Content-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mx.corp.example\r\n\r\n"
+        b"Final-Recipient: rfc822; x@corp.example\r\nAction: failed\r\nStatus: 5.1.1\r\n--b--\r\n"
     )
     result = deliver(stack, inbound, raw, source="mailer@mx.corp.example")
     assert result["status"] == "dsn" and result["key"].startswith("bounces/")

@@ -61,8 +61,8 @@ def prd(stack: Stack, moto_server: str) -> Config:
         Role=role,
         PackageType="Image",
         Code={
-            "ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/service-email-handler-prd-inbound-handl"
-            "er:c-1"
+            "ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/"
+            "service-email-handler-prd-inbound-handler:c-1"
         },
         Environment={"Variables": {**DEPLOYED, "THREAD_SECRET": "never-printed-secret-0123456789"}},
     )

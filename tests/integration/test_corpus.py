@@ -158,9 +158,8 @@ def run(moto_server: str, local_defaults: dict[str, str], rie_module: Callable[.
     outcomes = Counter(r["status"] for _, _, r in out.results.values())
     extracted = Counter(r["status"] for r in out.extracted.values())
     print(
-        f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS}, {len(CASES) - len(FILES)} again with a "
-        "From "
-        f"added: {dict(outcomes)}; {len(out.sent)} sent; "
+        f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS},"
+        f" {len(CASES) - len(FILES)} again with a From added: {dict(outcomes)}; {len(out.sent)} sent; "
         f"attached documents: {dict(extracted)}"
     )
     return out

@@ -179,8 +179,8 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(
             json.dumps(
                 {
                     "Type": "User",
-                    "message": "The provided execution role does not have permissions to call ReceiveMessage "
-                    "on SQS",
+                    "message": "The provided execution role does not have permissions"
+                    " to call ReceiveMessage on SQS",
                 }
             ).encode(),
         ),
@@ -190,8 +190,8 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(
             json.dumps(
                 {
                     "Type": "User",
-                    "message": "The function execution role does not have permissions to call SendMessage on "
-                    f"arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq",
+                    "message": "The function execution role does not have permissions"
+                    f" to call SendMessage on arn:aws:sqs:us-east-1:{ACCOUNT}:{PREFIX}-async-dlq",
                 }
             ).encode(),
         ),
@@ -199,18 +199,18 @@ def test_calls_refused_until_a_fresh_grant_propagates_are_retried(
             400,
             {},
             (
-                b"<Error><Code>InvalidArgument</Code><Message>Unable to validate the following destination "
-                b"configurations"
-                b"</Message><RequestId>r</RequestId></Error>"
+                b"<Error><Code>InvalidArgument</Code><Message>Unable to validate the following "
+                b"destination configurations</Message><RequestId>r</RequestId></Error>"
             ),
         ),
         ("ses", "CreateReceiptRule"): (
             400,
             {},
             (
-                b"<ErrorResponse><Error><Type>Sender</Type><Code>InvalidS3Configuration</Code><Message>Could "
-                b"not write to "
-                b"bucket: " + BUCKET.encode() + b"</Message></Error><RequestId>r</RequestId></ErrorResponse>"
+                b"<ErrorResponse><Error><Type>Sender</Type><Code>"
+                b"InvalidS3Configuration</Code><Message>Could not write to bucket: "
+                + BUCKET.encode()
+                + b"</Message></Error><RequestId>r</RequestId></ErrorResponse>"
             ),
         ),
     }

@@ -390,8 +390,7 @@ def test_message_partial_is_forwarded_with_a_note(stack: Stack, fns: dict[str, R
     raw = (
         b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Big file (2/3)\r\n"
         b'MIME-Version: 1.0\r\nContent-Type: message/partial; id="abc@corp.example"; number=2; total=3\r\n'
-        b"\r\n"
-        b"second fragment of the original\r\n"
+        b"\r\nsecond fragment of the original\r\n"
     )
     result, msg = forward(stack, fns, raw)
     text = msg.get_body(("plain",)).get_content()
@@ -400,11 +399,10 @@ def test_message_partial_is_forwarded_with_a_note(stack: Stack, fns: dict[str, R
 
 
 SMIME = (
-    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Encrypted\r\nMIME-Version: "
-    b"1.0\r\n"
-    b"Content-Type: application/pkcs7-mime; smime-type=enveloped-data; name=smime.p7m\r\n"
-    b"Content-Transfer-Encoding: base64\r\nContent-Disposition: attachment; filename=smime.p7m\r\n\r\n"
-    b"MIAGCSqGSIb3DQEHA6CAMIACAQAxggE=\r\n"
+    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Encrypted\r\n"
+    b"MIME-Version: 1.0\r\nContent-Type: application/pkcs7-mime; smime-type=enveloped-data; "
+    b"name=smime.p7m\r\nContent-Transfer-Encoding: base64\r\nContent-Disposition: "
+    b"attachment; filename=smime.p7m\r\n\r\nMIAGCSqGSIb3DQEHA6CAMIACAQAxggE=\r\n"
 )
 PGP = (
     b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: PGP\r\nMIME-Version: 1.0\r\n"
@@ -415,8 +413,8 @@ PGP = (
     b"-----BEGIN PGP MESSAGE-----\r\nhQEMA+abc\r\n-----END PGP MESSAGE-----\r\n--b1--\r\n"
 )
 SIGNED = (
-    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Signed\r\nMIME-Version: "
-    b"1.0\r\n"
+    b"From: Jane Smith <jane@corp.example>\r\n"
+    b"To: hello@example.com\r\nSubject: Signed\r\nMIME-Version: 1.0\r\n"
     b'Content-Type: multipart/signed; protocol="application/pgp-signature"; micalg=pgp-sha256; '
     b'boundary="s1"\r\n\r\n'
     b"--s1\r\nContent-Type: text/plain\r\n\r\nSigned words.\r\n"
@@ -470,13 +468,12 @@ def test_a_forward_above_sesv1s_10_mb_goes_out_whole(stack: Stack, fns: dict[str
 
 def test_inline_text_parts_are_forwarded_inline(stack: Stack, fns: dict[str, RieProcess]) -> None:
     raw = (
-        b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Parts\r\nMIME-Version: "
-        b"1.0\r\n"
+        b"From: Jane Smith <jane@corp.example>\r\n"
+        b"To: hello@example.com\r\nSubject: Parts\r\nMIME-Version: 1.0\r\n"
         b'Content-Type: multipart/mixed; boundary="m1"\r\n\r\n'
-        b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFirst part.\r\n"
-        b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Disposition: inline\r\n\r\nSecond part, "
-        b"no name.\r\n"
-        b"--m1\r\nContent-Type: text/enriched\r\n\r\n<bold>Enriched</bold> part.\r\n"
+        b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFirst part.\r\n--m1\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\nContent-Disposition: inline\r\n\r\nSecond part, "
+        b"no name.\r\n--m1\r\nContent-Type: text/enriched\r\n\r\n<bold>Enriched</bold> part.\r\n"
         b'--m1\r\nContent-Type: text/plain; name="notes.txt"\r\nContent-Disposition: inline; '
         b'filename="notes.txt"\r\n\r\n'
         b"Named inline notes.\r\n--m1--\r\n"

@@ -110,12 +110,11 @@ def test_past_the_nesting_cap_the_banner_and_the_footer_agree(
 @pytest.mark.parametrize(
     "raw",
     [
-        b"Return-Path: <>\r\nFrom: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\r\nTo: "
-        b"hello@example.com\r\n"
-        b"Subject: Delivery Status Notification (Failure)\r\n\r\nDelivery to the following recipient failed "
-        b"permanently:\r\n",
-        b"From: MAILER-DAEMON@mx.corp.example\r\nTo: hello@example.com\r\nSubject: failure notice\r\n\r\n"
-        b"Hi. This is the qmail-send program at mx.corp.example.\r\n",
+        b"Return-Path: <>\r\nFrom: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\r\n"
+        b"To: hello@example.com\r\nSubject: Delivery Status Notification (Failure)\r\n"
+        b"\r\nDelivery to the following recipient failed permanently:\r\n",
+        b"From: MAILER-DAEMON@mx.corp.example\r\nTo: hello@example.com\r\n"
+        b"Subject: failure notice\r\n\r\nHi. This is the qmail-send program at mx.corp.example.\r\n",
     ],
 )
 def test_bounces_that_are_not_multipart_report_are_archived_without_forward_or_ack(
@@ -129,8 +128,8 @@ def test_bounces_that_are_not_multipart_report_are_archived_without_forward_or_a
 
 def test_a_from_without_a_domain_is_quarantined_for_that_reason(stack: Stack, inbound: RieProcess) -> None:
     raw = (
-        b"From: Moderator-Address <moderator>\r\nTo: hello@example.com\r\nSubject: Moderated\r\n\r\n"
-        b"Hello.\r\n"
+        b"From: Moderator-Address <moderator>\r\n"
+        b"To: hello@example.com\r\nSubject: Moderated\r\n\r\nHello.\r\n"
     )
     result = inbound.invoke(stack.receipt(raw, SES_ID, source="list@corp.example"))
     assert result["status"] == "quarantined"

@@ -22,10 +22,10 @@ from tests.support.ownerkeys import NOW, body_text, pgp_owner, smime_owner
 from tests.support.scenario import LocalSystem, wait_for
 
 FIRST_CONTACT = (
-    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: A role you may like\r\n"
-    b"Message-ID: <first-contact-1@corp.example>\r\nDate: Wed, 25 Nov 2026 10:00:00 +0000\r\n"
-    b"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
-    b"Hello, we have a senior role in Lisbon. Interested?\r\n"
+    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\n"
+    b"Subject: A role you may like\r\nMessage-ID: <first-contact-1@corp.example>\r\n"
+    b"Date: Wed, 25 Nov 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\nContent-Type: "
+    b"text/plain; charset=utf-8\r\n\r\nHello, we have a senior role in Lisbon. Interested?\r\n"
 )
 
 

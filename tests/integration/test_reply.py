@@ -182,8 +182,7 @@ def test_header_injection_in_subject_adds_no_header_and_in_from_is_refused(
     stack: Stack, fns: dict[str, RieProcess], thread: str
 ) -> None:
     raw = (
-        b"From: Owner <owner@example.net>\r\n"
-        b"To: "
+        b"From: Owner <owner@example.net>\r\nTo: "
         + thread.encode()
         + b"\r\nSubject: =?utf-8?q?Re=3A_Role=0D=0ABcc=3A_y=40evil=2Eexample?=\r\n\r\nHello\r\n"
     )
@@ -281,8 +280,8 @@ def test_only_the_owners_files_reach_the_contact(
 
 OOO = "I am out of the office until Monday, 24 November. For urgent matters call +1 555 0100.\n"
 MDN = (
-    "Content-Type: multipart/report; report-type=disposition-notification; boundary=b\r\n\r\n--b\r\n"
-    "Content-Type: text/plain\r\n\r\nThe message was displayed.\r\n--b\r\n"
+    "Content-Type: multipart/report; report-type=disposition-notification; boundary=b\r\n"
+    "\r\n--b\r\nContent-Type: text/plain\r\n\r\nThe message was displayed.\r\n--b\r\n"
     "Content-Type: message/disposition-notification\r\n\r\nFinal-Recipient: rfc822; owner@example.net\r\n"
     "Disposition: manual-action/MDN-sent-manually; displayed\r\n--b--\r\n"
 )
@@ -367,9 +366,9 @@ def test_an_alert_whose_publish_failed_is_sent_on_the_retry_not_throttled_away(
 ENCRYPTED_REPLIES = {
     "pgp": (
         'multipart/encrypted; protocol="application/pgp-encrypted"; boundary="e"',
-        "--e\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n--e\r\n"
-        "Content-Type: application/octet-stream\r\n\r\n-----BEGIN PGP MESSAGE-----\r\n\r\nwcBMA0\r\n"
-        "-----END PGP MESSAGE-----\r\n--e--\r\n",
+        "--e\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n"
+        "--e\r\nContent-Type: application/octet-stream\r\n\r\n-----BEGIN PGP "
+        "MESSAGE-----\r\n\r\nwcBMA0\r\n-----END PGP MESSAGE-----\r\n--e--\r\n",
         "PGP/MIME (multipart/encrypted)",
     ),
     "smime": (

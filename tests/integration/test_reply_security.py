@@ -245,10 +245,8 @@ def test_owner_display_name_and_every_spelling_of_the_private_address_are_hidden
     stack: Stack, fns: dict[str, RieProcess], thread: str
 ) -> None:
     body = (
-        b"Hi Jane,\r\nmail me at owner+jobs@example.net or OWNER@Example.Net,\r\n"
-        b"<mailto:owner%40example.net> or owner&#64;example.net or %6Fwner%40example%2Enet or "
-        b"owner&#x40;example.net\r\n"
-        b"Owner\r\n"
+        b"Hi Jane,\r\nmail me at owner+jobs@example.net or OWNER@Example.Net,\r\n<mailto:owner%40example."
+        b"net> or owner&#64;example.net or %6Fwner%40example%2Enet or owner&#x40;example.net\r\nOwner\r\n"
     )
     raw = raw_reply(
         thread,

@@ -245,8 +245,8 @@ def pdf_xref_bomb(entries: int = 2_000_000) -> bytes:
     rows.append(struct.pack(">BHB", 1, xref_at, 0))
     table = zlib.compress(b"".join(rows) + struct.pack(">BHB", 1, offsets[5], 0) * (entries - len(rows)), 9)
     out.write(
-        b"6 0 obj\n<< /Type /XRef /Size %d /W [1 2 1] /Root 1 0 R /Filter /FlateDecode /Length %d >>\n"
-        b"stream\n"
+        b"6 0 obj\n<< /Type /XRef /Size %d /W [1 2 1] /Root "
+        b"1 0 R /Filter /FlateDecode /Length %d >>\nstream\n"
         % (entries, len(table))
         + table
         + b"\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n" % xref_at

@@ -221,8 +221,8 @@ def test_a_forward_that_would_not_fit_once_encrypted_links_its_attachment_instea
         "MAX_FORWARD_BYTES": "1000000",
     }
     raw = (
-        b"From: Jane <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: CV\r\n\r\nMy CV is "
-        b"attached.\r\n"
+        b"From: Jane <jane@corp.example>\r\nTo: hello@example.com\r\n"
+        b"Subject: CV\r\n\r\nMy CV is attached.\r\n"
     )
     cv = Attachment("attachments/c/m/cv.pdf", "cv.pdf", "application/pdf")
     stored = Stored([cv], {cv.key: 600_000})  # 822 KB once base64-encoded: fits 1 MB, not 1 MB / 1.4

@@ -418,9 +418,8 @@ def test_parts_keep_their_role_and_original_type() -> None:
         b"--o\r\nContent-Type: text/plain\r\n\r\nFirst text.\r\n--o\r\nContent-Type: message/rfc822\r\n\r\n"
         + inner
         + b"\r\n--o\r\nContent-Type: text/enriched\r\n\r\n<bold>Second</bold> text.\r\n"
-        b"--o\r\nContent-Type: application/pkcs7-signature; name=smime.p7s\r\nContent-Transfer-Encoding: "
-        b"base64\r\n\r\n"
-        b"MIAGCSqGSIb3DQEHAqCAMIACAQEx\r\n--o--\r\n"
+        b"--o\r\nContent-Type: application/pkcs7-signature; name=smime.p7s\r\n"
+        b"Content-Transfer-Encoding: base64\r\n\r\nMIAGCSqGSIb3DQEHAqCAMIACAQEx\r\n--o--\r\n"
     )
     mail = parse(
         g.raw([*g.basic(), ("MIME-Version", "1.0"), ("Content-Type", "multipart/mixed; boundary=o")], body)

@@ -105,8 +105,8 @@ def test_a_named_inline_html_part_in_mixed_is_an_attachment_not_the_html_body() 
 
 def test_unnamed_alternatives_are_the_body_and_named_ones_stay_attachments() -> None:
     body = (
-        b"--a\r\nContent-Type: text/plain\r\n\r\nplain\r\n--a\r\nContent-Type: text/html\r\n\r\n"
-        b"<b>html</b>\r\n"
+        b"--a\r\nContent-Type: text/plain\r\n\r\nplain\r\n"
+        b"--a\r\nContent-Type: text/html\r\n\r\n<b>html</b>\r\n"
         b'--a\r\nContent-Type: text/html; name="extra.html"\r\n\r\n<i>file</i>\r\n--a--\r\n'
     )
     parsed = parse(mail(b'multipart/alternative; boundary="a"', body))
@@ -135,8 +135,8 @@ def test_top_level_unknown_text_and_message_wrappers_are_kept() -> None:
 
 def test_html_beside_the_text_in_mixed_is_a_part_not_the_texts_alternative() -> None:
     body = (
-        b"--m\r\nContent-Type: text/html\r\n\r\n<p>first</p>\r\n--m\r\nContent-Type: text/plain\r\n\r\n"
-        b"second\r\n--m--\r\n"
+        b"--m\r\nContent-Type: text/html\r\n\r\n<p>first</p>\r\n"
+        b"--m\r\nContent-Type: text/plain\r\n\r\nsecond\r\n--m--\r\n"
     )
     parsed = parse(mail(b'multipart/mixed; boundary="m"', body))
     assert parsed.text.strip() == "second" and parsed.html == ""
@@ -149,10 +149,9 @@ def test_html_beside_the_text_in_mixed_is_a_part_not_the_texts_alternative() -> 
 def test_a_folded_line_that_lost_its_indent_is_read_as_a_continuation_even_with_a_colon() -> None:
     # php-mime-mail-parser's issue84: a Received field folded without indentation; its time has colons
     raw = (
-        b"Received: from unknown (HELO lists.php.net) (127.0.0.1)\r\nby localhost with SMTP; 19 Nov 2014 "
-        b"08:46:08 -0000\r\n"
-        b"From: tyra3l@gmail.com (Ferenc Kovacs)\r\nSubject: Re: constructors\r\n"
-        b"Content-Type: text/plain\r\n\r\nThe reply.\r\n"
+        b"Received: from unknown (HELO lists.php.net) (127.0.0.1)\r\nby localhost with "
+        b"SMTP; 19 Nov 2014 08:46:08 -0000\r\nFrom: tyra3l@gmail.com (Ferenc Kovacs)\r\n"
+        b"Subject: Re: constructors\r\nContent-Type: text/plain\r\n\r\nThe reply.\r\n"
     )
     parsed = parse(raw)
     assert parsed.text.strip() == "The reply." and parsed.from_address == "tyra3l@gmail.com"

@@ -81,8 +81,8 @@ def test_hostile_html_is_cleaned_in_linear_time() -> None:
 
 
 RAW = (
-    b"From: Shop <news@shop.example>\r\nTo: hello@example.com\r\nSubject: Offer\r\nMIME-Version: 1.0\r\n"
-    b"Content-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>Sale</p>"
+    b"From: Shop <news@shop.example>\r\nTo: hello@example.com\r\nSubject: Offer\r\n"
+    b"MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>Sale</p>"
     b'<img src="https://shop.us1.list-manage.com/track/open.php?u=1&amp;id=2" width="1" height="1">'
     b'<img src="https://shop.example/hero.jpg" width="600"></body></html>\r\n'
 )
