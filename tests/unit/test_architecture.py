@@ -34,7 +34,7 @@ SIGNAL_ALLOWLIST: dict[str, str] = {}
 # The console script's fixed command names (docs/CONTRACT.md, "Command line").
 CONTRACT_COMMANDS = ("dev", "inject", "outbox", "invoke", "deploy", "status", "emulator", "forget")
 # A tracker's issue number, a review finding's code, a requirement's id: labels a reader cannot look up.
-LABEL = re.compile(r"\bissue\s+#?\d+|\breview\s+[A-Z]{1,2}\d+[a-z]?\b|\bFR-\d+", re.IGNORECASE)
+LABEL = re.compile(r"\bissue\s+#?\d+|\breview\s+[A-Z]{1,2}\d+[a-z]?\b|\bN?FR-\d+", re.IGNORECASE)
 
 
 # --- reading the source ---------------------------------------------------------------------------
