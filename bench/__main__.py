@@ -36,7 +36,7 @@ SECTIONS: dict[str, Section] = {
     ),
     "senders": ("senders on the emulator: throughput, latency, rate limit", senders.run, senders.table),
     "caps": (
-        "inbound-handler parsing caps (issue 18 S3): time and peak RSS per case",
+        "inbound-handler parsing caps: time and peak RSS per case",
         mail_caps.run,
         mail_caps.table,
     ),
@@ -81,7 +81,8 @@ def terminal_only(log_path: Path) -> Iterator[TextIO]:
 
 
 def headline(results: dict[str, Any]) -> None:
-    """The per-mail cost figures where issue 16 names them: ``inbound.aws_calls_per_mail`` and
+    """The per-mail cost figures to watch first (docs/development.md#benchmarks):
+    ``inbound.aws_calls_per_mail`` and
     ``senders.aws_calls_per_send`` (beside their floors), copied from the cost section."""
     cost = results.get("cost")
     if not cost:

@@ -221,13 +221,14 @@ def table(results: dict[str, Any]) -> str:
             f"{s['files_recall_below_0_9']:>5} {s['peak_rss_mb_p90']:>8} {s['peak_rss_mb_max']:>6}"
         )
     lines.append(
-        "recall: share of another library's words found, the better of the two; extractor = pypdf in the parse child "
-        "(fork included); RSS target <= 256 MB"
+        "recall: share of another library's words found, the better of the two;"
+        " extractor = pypdf in the parse child (fork included); RSS target <= 256 MB"
     )
     docx = results.get("docx")
     if docx:
         lines.append(
-            f"real DOCX ({docx['files']} files): recall vs python-docx min {docx['recall_vs_python_docx_min']}, "
+            f"real DOCX ({docx['files']} files): recall vs python-docx min "
+            f"{docx['recall_vs_python_docx_min']}, "
             f"median {docx['recall_vs_python_docx_median']}; words python-docx misses (notes, comments, "
             f"text boxes, other headers): {docx['words_python_docx_misses']}"
         )

@@ -1,7 +1,8 @@
 """HTML to text: our tokenizer (common.mail.htmltext) against the stdlib's html.parser, on this Python.
 
 Each case is converted by both, in this process: wall time, and the peak of Python allocations
-(tracemalloc) in a second run. The stdlib reader is the one common.mail.htmltext replaced; on Python 3.13.0 its
+(tracemalloc) in a second run. The stdlib reader is the one common.mail.htmltext replaced; on Python 3.13.0
+its
 unclosed-comment case grows with the square of the input (CVE-2025-6069, fixed in 3.13.5), so that
 case is kept small here. The last row is our reader at the bound (MAX_HTML_CHARS of the densest
 markup); the whole-path figure for a 38 MB mail is in the "caps" section.

@@ -153,7 +153,8 @@ def _run(rounds: int, warm_n: int) -> dict[str, Any]:
 
 
 def _import_ms(client: Any, image: str, extra: str, rounds: int) -> float:
-    """Median in-container time of ``import app`` followed by ``extra`` (no network: init makes no call)."""
+    """Median in-container time of ``import app`` followed by ``extra`` (no network: init makes no
+    call)."""
     code = (
         f"import time; t=time.perf_counter(); import app; {extra}; "
         "print(round((time.perf_counter()-t)*1000, 1))"
@@ -191,11 +192,12 @@ def _extractor_cold_starts(client: Any, rounds: int) -> dict[str, float]:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        f"base image: {results['base_image_mb']} MB (target <= 160; AWS base ~{results['aws_base_image_mb_reference']} MB)",
+        f"base image: {results['base_image_mb']} MB"
+        f" (target <= 160; AWS base ~{results['aws_base_image_mb_reference']} MB)",
         f"hello-world cold start: {results['hello_world']['cold_start_ms']} ms; hello + one AWS call "
         f"(boto3 import, client, S3 GetObject): {results['hello_one_aws_call']['cold_start_ms']} ms",
-        f"{'function':22} {'extra B':>8} {'import ms':>9} {'cold ms':>8} {'x hello':>8} {'x 1 call':>9} "
-        f"{'warm p50':>9} {'warm p95':>9}",
+        f"{'function':22} {'extra B':>8} {'import ms':>9} {'cold ms':>8} {'x hello':>8}"
+        f" {'x 1 call':>9} {'warm p50':>9} {'warm p95':>9}",
     ]
     for name, r in results["functions"].items():
         lines.append(
@@ -204,12 +206,13 @@ def table(results: dict[str, Any]) -> str:
             f"{r['warm_p95_ms']:>9}"
         )
     lines.append(
-        "targets: function layer <= 50 KB, cold start <= 1.5x hello-world (platform issue, when the functions "
-        "made no AWS calls); cold ms = docker run -> first response, real AWS calls on the emulator included"
+        "targets: function layer <= 50 KB, cold start <= 1.5x hello-world "
+        "(platform issue, when the functions made no AWS calls); cold ms = "
+        "docker run -> first response, real AWS calls on the emulator included"
     )
     ex = results["extractor_cold_start_ms"]
     lines.append(
-        f"extractor init: handler import {ex['handler_only']} ms; + pypdf/DOCX reader {ex['with_parsers']} ms "
-        "(paid only when a PDF/DOCX arrives)"
+        f"extractor init: handler import {ex['handler_only']} ms;"
+        f" + pypdf/DOCX reader {ex['with_parsers']} ms (paid only when a PDF/DOCX arrives)"
     )
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""The parsing caps of issue 18 S3: each case (tests/support/caps.py) through inbound-handler under
+"""The parsing caps (docs/security.md#parsing-caps): each case (tests/support/caps.py) through
+inbound-handler under
 the real RIE on the host, against moto in its own process: outcome, wall time of the invocation and
 the peak RSS of the function's runtime process (Linux VmHWM, reset before each invocation).
 

@@ -2,7 +2,7 @@
 
 Each function gets exactly the S3 prefixes, tables, queues and topics its code touches (for example
 forward-sender reads only ``attachments/*`` and its claim-check payloads, never the archive), and
-writes only to its own log group. The table is checked by tests/integration/test_deploy.py.
+writes only to its own log group. The table is checked by tests/integration/test_deploy_identity.py.
 """
 
 from __future__ import annotations

@@ -102,16 +102,15 @@ def mend_header(block: bytes) -> tuple[bytes, int]:
     """The header block with each stray line read as a continuation; and how many.
 
     A header line without a colon ends the header block for the feed parser (its
-    MissingHeaderBodySeparatorDefect), so every field after it, Content-Type included, became body
-    text: the owner got the rest of the header and the raw MIME parts. Exchange writes such lines
-    when it breaks a long field without folding it (github.com/jstedfast/MimeKit/issues/358). A line
-    is mended (given the leading space of a fold) only when it has no colon at all, is not the first
-    line, does not start with "--"
-    (a body that begins without the empty line opens with its boundary), does not continue
-    an address field (no stray text joins From or Reply-To), and a field every client knows follows
-    it in the block before any line starting with "--" (a preamble line before the first boundary,
-    with no empty line above it, stays the start of the body). One pass over the block, which
-    :func:`screen` has capped at 256 KB before it mends.
+    MissingHeaderBodySeparatorDefect), so every field after it, Content-Type included, became body text:
+    the owner got the rest of the header and the raw MIME parts. Exchange writes such lines when it breaks
+    a long field without folding it (github.com/jstedfast/MimeKit/issues/358). A line is mended (given the
+    leading space of a fold) only when it has no colon at all, is not the first line, does not start with
+    "--" (a body that begins without the empty line opens with its boundary), does not continue an address
+    field (no stray text joins From or Reply-To), and a field every client knows follows it in the block
+    before any line starting with "--" (a preamble line before the first boundary, with no empty line
+    above it, stays the start of the body). One pass over the block, which :func:`screen` has capped at
+    256 KB before it mends.
 
     :func:`screen` measures the mended block and the parser reads it (:func:`mend_header_block`):
     both see one header, so a field's stray lines count towards that field's caps."""

@@ -25,7 +25,7 @@ def docker_client() -> Any:
     require_docker()
     import docker
 
-    client = docker.from_env()
+    client = docker.from_env()  # type: ignore[attr-defined]  # mypy resolves the repository's docker/
     wanted = [f.image for f in FUNCTIONS] + [LOCAL_IMAGE]
     missing = [image for image in wanted if not client.images.list(name=image)]
     if missing or not client.images.list(name=BASE_IMAGE):
@@ -35,8 +35,8 @@ def docker_client() -> Any:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("source_hash", REPO / "scripts" / "source-hash.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     built = client.images.get(BASE_IMAGE).labels.get("org.service-email-handler.source")
     if built != module.source_hash():
         pytest.fail(

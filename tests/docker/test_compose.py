@@ -14,7 +14,7 @@ import pytest
 
 from common.local.rie import free_port, invoke
 from common.runtime.functions import FUNCTIONS
-from tests.support.cases import CASES, event_for
+from tests.support.cases import CASES, Case, event_for
 from tests.support.scenario import LocalSystem, run_scenario
 
 # The first test of each stack also pays for `make up` (LocalStack: about 1.5 min, more on a busy machine).
@@ -37,7 +37,7 @@ def _localstack_or_skip() -> None:
 
 
 @pytest.fixture(scope="module", params=["localstack", "moto"])
-def stack(request, docker_client) -> Iterator[dict[str, int]]:
+def stack(request: pytest.FixtureRequest, docker_client: Any) -> Iterator[dict[str, int]]:
     """`scripts/compose.sh up` (what `make up` runs) under its own project name and free ports, once with
     EMULATOR=auto, which must pick LocalStack (it can be had: pulled or built offline), once with moto."""
     emulator = request.param
@@ -83,7 +83,7 @@ def stack(request, docker_client) -> Iterator[dict[str, int]]:
         assert f"http://127.0.0.1:{ports['ack-sender']}" in up.stdout  # prints how to reach each function
         assert f"smtp://127.0.0.1:{ports['smtp']}" in up.stdout and "email-handler outbox" in up.stdout
         print(f"\n[compose] {emulator}: up in {time.monotonic() - started:.0f}s")
-        yield ports | {"routed": int(routed), "emulator": emulator, "project": project}  # type: ignore[dict-item]
+        yield ports | {"routed": int(routed), "emulator": emulator, "project": project}
     finally:
         down = subprocess.run(
             [str(REPO / "scripts/compose.sh"), "down"], env=env, capture_output=True, text=True, timeout=120
@@ -97,7 +97,7 @@ def stack(request, docker_client) -> Iterator[dict[str, int]]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)
-def test_compose_function_answers(stack, case) -> None:
+def test_compose_function_answers(stack: dict[str, int], case: Case) -> None:
     case.check(invoke(f"http://127.0.0.1:{stack[case.function]}", event_for(case)))
 
 
@@ -117,13 +117,13 @@ def admin_client(service: str, port: int) -> Any:
     )
 
 
-def test_compose_emulator_reachable_from_host(stack) -> None:
+def test_compose_emulator_reachable_from_host(stack: dict[str, int]) -> None:
     s3 = admin_client("s3", stack["aws"])
     s3.create_bucket(Bucket="compose-probe")
     assert "compose-probe" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
 
 
-def test_compose_dynamodb_answers_where_the_summary_says(stack) -> None:
+def test_compose_dynamodb_answers_where_the_summary_says(stack: dict[str, int]) -> None:
     """The stack's tables live where `make up` said DynamoDB is (moto beside LocalStack offline: init
     created them through AWS_ENDPOINT_URL_DYNAMODB), and every other service stays on the emulator."""
     client = admin_client
@@ -138,13 +138,15 @@ def test_compose_dynamodb_answers_where_the_summary_says(stack) -> None:
         assert client("sqs", stack["dynamodb"]).list_queues().get("QueueUrls", []) == []
 
 
-def test_compose_end_to_end_over_smtp(stack) -> None:
+def test_compose_end_to_end_over_smtp(stack: dict[str, int]) -> None:
     started = time.monotonic()
     run_scenario(LocalSystem(smtp_port=stack["smtp"], endpoint=f"http://127.0.0.1:{stack['aws']}"))
     print(f"\n[compose] {stack['emulator']}: scenario in {time.monotonic() - started:.0f}s")
 
 
-def test_compose_each_function_runs_as_its_role_and_may_do_only_what_it_allows(stack, docker_client) -> None:
+def test_compose_each_function_runs_as_its_role_and_may_do_only_what_it_allows(
+    stack: dict[str, int], docker_client: Any
+) -> None:
     """The credentials inside the inbound-handler container are its role session's (moto: enforced, so a
     call outside deploy/iam.py's policy is denied; LocalStack community enforces nothing, and says so)."""
     import boto3

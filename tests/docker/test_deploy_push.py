@@ -13,6 +13,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,7 @@ def registry(tmp_path: Path) -> Iterator[str]:
         proc.wait(10)
         import docker  # the push tagged the local images for this registry: drop those tags again
 
-        engine = docker.from_env()
+        engine = docker.from_env()  # type: ignore[attr-defined]  # mypy resolves the repository's docker/
         for image in engine.images.list():
             for tag in image.tags:
                 if tag.startswith(host + "/"):
@@ -101,7 +102,7 @@ def manifest(registry: str, repository: str, reference: str) -> tuple[str, str, 
 
 @pytest.mark.timeout(1200)
 def test_deploy_pushes_by_content_and_pins_lambda_to_the_registry_digest(
-    registry, docker_client, moto_server, local_defaults
+    registry: str, docker_client: Any, moto_server: str, local_defaults: dict[str, str]
 ) -> None:
     urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST")).read()
     plan = deploy_cli(registry, moto_server, local_defaults, "--dry-run")
@@ -128,7 +129,8 @@ def test_deploy_pushes_by_content_and_pins_lambda_to_the_registry_digest(
         image = docker_client.images.get(f.image)
         tag = "c-" + image.id.removeprefix("sha256:")[:12]  # the content tag: same build, same tag
         media_type, digest, document = manifest(registry, f"{PREFIX}-{f.name}", tag)
-        # Lambda takes one single-platform image manifest, never an index (issue 12, finding 2).
+        # Lambda takes one single-platform image manifest, never an index (Lambda's CreateFunction refuses an
+        # image index).
         assert media_type in SINGLE_PLATFORM and document["mediaType"] == media_type, (f.name, media_type)
         assert "manifests" not in document and document["config"]["mediaType"].endswith(
             ("container.image.v1+json", "image.config.v1+json")
@@ -156,7 +158,7 @@ def test_deploy_pushes_by_content_and_pins_lambda_to_the_registry_digest(
     print(f"\n[deploy] first deploy with pushes {time.monotonic() - started:.0f}s")
 
 
-def test_the_deploy_refuses_an_image_index_as_lambda_does(registry, docker_client) -> None:
+def test_the_deploy_refuses_an_image_index_as_lambda_does(registry: str, docker_client: Any) -> None:
     """What BuildKit pushes with provenance attestations (an image index) is caught right after the push,
     before Lambda is pointed at it; the single-platform manifest inside it passes the same check."""
     from deploy.errors import DeployError

@@ -1,6 +1,7 @@
 """The extractor in its built image, as Lambda runs it: 256 MB, read-only root, no /dev/shm.
 
-Each hostile file of issue 19 runs in a fresh container, so the container's memory high-water
+Each hostile file (tests/support/extraction.py) runs in a fresh container, so the container's memory
+high-water
 mark belongs to that file alone; the corpus runs in one container and must match the host RIE's
 output byte for byte (same dependency set: AES PDFs open in both or in neither).
 """
@@ -8,11 +9,14 @@ output byte for byte (same dependency set: AES PDFs open in both or in neither).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from common.local.rie import RieProcess
 from common.runtime.functions import image_ref
+from tests.docker.conftest import RunningImage
 from tests.support import docgen
 from tests.support.extraction import (
     FUNCTION_ENV,
@@ -52,7 +56,8 @@ def cgroup_memory(container: Any) -> tuple[int, int]:
     """(high-water mark in bytes, OOM kills) of the container's cgroup, v2 or v1."""
     script = (
         "if [ -f /sys/fs/cgroup/memory.peak ]; then cat /sys/fs/cgroup/memory.peak; "
-        "grep '^oom_kill ' /sys/fs/cgroup/memory.events; else cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes; "
+        "grep '^oom_kill ' /sys/fs/cgroup/memory.events; else cat "
+        "/sys/fs/cgroup/memory/memory.max_usage_in_bytes; "
         "grep '^oom_kill ' /sys/fs/cgroup/memory/memory.oom_control; fi"
     )
     out = container.exec_run(["sh", "-c", script]).output.decode().split()
@@ -60,7 +65,9 @@ def cgroup_memory(container: Any) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("case", HOSTILE, ids=[c.name for c in HOSTILE])
-def test_hostile_file_in_the_image(case: Hostile, run_image, moto_server, s3) -> None:
+def test_hostile_file_in_the_image(
+    case: Hostile, run_image: Callable[..., RunningImage], moto_server: str, s3: Any
+) -> None:
     data = case.data()
     running = start(run_image, moto_server, case.memory_mb, case.env)
     event = upload(s3, {case.name: data})
@@ -75,7 +82,9 @@ def test_hostile_file_in_the_image(case: Hostile, run_image, moto_server, s3) ->
     assert oom_kills == 0 and peak < case.memory_mb * MB, (peak, oom_kills)
 
 
-def test_corpus_in_the_image_matches_the_host_byte_for_byte(rie_module, run_image, moto_server, s3) -> None:
+def test_corpus_in_the_image_matches_the_host_byte_for_byte(
+    rie_module: Callable[..., RieProcess], run_image: Callable[..., RunningImage], moto_server: str, s3: Any
+) -> None:
     require_corpus(CORPUS)
     files = {p.name: p.read_bytes() for p in CORPUS}
     files.update({k: v for k, v in sample_files().items() if k != "bomb.docx"})
@@ -100,7 +109,7 @@ def test_corpus_in_the_image_matches_the_host_byte_for_byte(rie_module, run_imag
     assert oom_kills == 0 and peak < 256 * MB, (peak, oom_kills)
 
 
-def test_the_child_needs_no_shared_memory(run_image, moto_server) -> None:
+def test_the_child_needs_no_shared_memory(run_image: Callable[..., RunningImage], moto_server: str) -> None:
     """With /dev/shm unusable (as on Lambda) multiprocessing.Queue fails, and the extractor's
     child (fork + pipe) still works: the tests above ran under exactly this condition."""
     running = start(run_image, moto_server)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -13,20 +14,23 @@ import pytest
 
 from common.local.rie import free_port
 from common.runtime.functions import FUNCTIONS, image_ref
-from tests.docker.conftest import BASE_IMAGE
+from tests.docker.conftest import BASE_IMAGE, RunningImage
 from tests.support.cases import CASES, Case, event_for
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)
-def test_rie_curl_in_container(case: Case, run_image, request) -> None:
+def test_rie_curl_in_container(
+    case: Case, run_image: Callable[..., RunningImage], request: pytest.FixtureRequest
+) -> None:
     if case.aws:  # on the host network, to reach the session's moto server on loopback
         stack = request.getfixturevalue("stack")
         running = run_image(image_ref(case.function), host_network=True, env={"AWS_ENDPOINT_URL": stack.url})
     else:
         running = run_image(image_ref(case.function))
-    # The documented user path: curl -XPOST localhost:PORT/2015-03-31/functions/function/invocations -d @event.json
+    # The documented user path: curl -XPOST localhost:PORT/2015-03-31/functions/function/invocations -d
+    # @event.json
     out = subprocess.run(
         [
             "curl",
@@ -49,7 +53,7 @@ class _FakeRuntimeApi(BaseHTTPRequestHandler):
     """The two Lambda Runtime API calls awslambdaric makes for one invocation."""
 
     event: bytes = b""
-    responses: list[Any] = []
+    posted: list[Any] = []  # not `responses`: BaseHTTPRequestHandler reads that for status lines
     served = threading.Event()
 
     def do_GET(self) -> None:
@@ -69,7 +73,7 @@ class _FakeRuntimeApi(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.responses.append((self.path, json.loads(body or b"null")))
+        self.posted.append((self.path, json.loads(body or b"null")))
         self.send_response(202)
         self.end_headers()
 
@@ -77,11 +81,13 @@ class _FakeRuntimeApi(BaseHTTPRequestHandler):
         pass
 
 
-def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(run_image) -> None:
+def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(
+    run_image: Callable[..., RunningImage],
+) -> None:
     """On AWS, Lambda sets AWS_LAMBDA_RUNTIME_API: no RIE, the runtime client is PID 1 (exec)."""
     case = CASES[2]  # needs no AWS
     _FakeRuntimeApi.event = json.dumps(event_for(case)).encode()
-    _FakeRuntimeApi.responses = []
+    _FakeRuntimeApi.posted = []
     _FakeRuntimeApi.served = threading.Event()
     port = free_port()
     server = ThreadingHTTPServer(("127.0.0.1", port), _FakeRuntimeApi)
@@ -93,11 +99,11 @@ def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(run_image) -
         env={"AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{port}"},
     )
     deadline = time.monotonic() + 30
-    while not _FakeRuntimeApi.responses and time.monotonic() < deadline:
+    while not _FakeRuntimeApi.posted and time.monotonic() < deadline:
         time.sleep(0.1)
     server.shutdown()
-    assert _FakeRuntimeApi.responses, "the runtime never posted a response"
-    path, payload = _FakeRuntimeApi.responses[0]
+    assert _FakeRuntimeApi.posted, "the runtime never posted a response"
+    path, payload = _FakeRuntimeApi.posted[0]
     assert path == "/2018-06-01/runtime/invocation/req-direct-1/response"
     case.check(payload)
     processes = running.container.top(ps_args="-o pid,args")["Processes"]
@@ -107,7 +113,7 @@ def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(run_image) -
     assert not any("aws-lambda-rie" in args for _, args in processes), processes
 
 
-def test_function_images_differ_from_base_only_by_the_handler_layer(docker_client) -> None:
+def test_function_images_differ_from_base_only_by_the_handler_layer(docker_client: Any) -> None:
     base = docker_client.images.get(BASE_IMAGE)
     base_layers = base.attrs["RootFS"]["Layers"]
     for fn in FUNCTIONS:
@@ -121,7 +127,7 @@ def test_function_images_differ_from_base_only_by_the_handler_layer(docker_clien
         assert image.attrs["Config"]["Entrypoint"] == ["/usr/local/bin/lambda-entrypoint"]
 
 
-def test_base_runs_as_non_root_with_precompiled_bytecode(docker_client) -> None:
+def test_base_runs_as_non_root_with_precompiled_bytecode(docker_client: Any) -> None:
     base = docker_client.images.get(BASE_IMAGE)
     assert base.attrs["Config"]["User"] == "10001"
     out = (
@@ -145,7 +151,7 @@ def test_base_runs_as_non_root_with_precompiled_bytecode(docker_client) -> None:
     assert out == ["10001", "True"]
 
 
-def test_base_image_holds_only_what_runs_on_lambda(docker_client) -> None:
+def test_base_image_holds_only_what_runs_on_lambda(docker_client: Any) -> None:
     """Host tooling (the CLI, the emulator, the wiring, the SMTP ingress) and the deploy never ship."""
     out = (
         docker_client.containers.run(
@@ -154,7 +160,8 @@ def test_base_image_holds_only_what_runs_on_lambda(docker_client) -> None:
                 "python",
                 "-c",
                 "import importlib.util as u; "
-                "print([m for m in ('common.local', 'deploy', 'moto', 'aiosmtpd', 'docker') if u.find_spec(m)])",
+                "print([m for m in ('common.local', 'deploy', 'moto', 'aiosmtpd', 'docker') if "
+                "u.find_spec(m)])",
             ],
             read_only=True,
             remove=True,
@@ -166,7 +173,7 @@ def test_base_image_holds_only_what_runs_on_lambda(docker_client) -> None:
     assert out == "[]"
 
 
-def test_base_image_creates_each_kept_services_client_and_no_dropped_one(docker_client) -> None:
+def test_base_image_creates_each_kept_services_client_and_no_dropped_one(docker_client: Any) -> None:
     """The build keeps only docker/aws-services.txt's botocore models: each of those clients can be
     created (creating a client loads its model; no network, no credentials), a dropped one cannot."""
     from pathlib import Path
@@ -202,22 +209,20 @@ def test_base_image_creates_each_kept_services_client_and_no_dropped_one(docker_
     assert available == sorted(kept)
 
 
-def test_base_image_trims_leave_every_shipped_module_importable(docker_client) -> None:
+def test_base_image_trims_leave_every_shipped_module_importable(docker_client: Any) -> None:
     """What Dockerfile.base deletes (unused Powertools parts, the stdlib's tests and pydoc topics,
     glibc's iconv modules) is gone, and every module the functions ship still imports, with the
     compiled extensions (cryptography's Rust core through pypdf's AES, awslambdaric's runtime client)."""
     code = (
         "import importlib, importlib.util as u, os, pkgutil, sysconfig, common\n"
         "mods = [m.name for m in pkgutil.walk_packages(common.__path__, 'common.')]\n"
-        "for name in mods: importlib.import_module(name)\n"
-        "import runtime_client, simplejson._speedups\n"
-        "from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes\n"
-        "from pypdf._crypt_providers import crypt_provider\n"
+        "for name in mods: importlib.import_module(name)\nimport runtime_client, "
+        "simplejson._speedups\nfrom cryptography.hazmat.primitives.ciphers import "
+        "Cipher, algorithms, modes\nfrom pypdf._crypt_providers import crypt_provider\n"
         "enc = Cipher(algorithms.AES(b'k' * 16), modes.CBC(b'i' * 16)).encryptor()\n"
         "assert len(enc.update(b'x' * 16) + enc.finalize()) == 16\n"
-        "from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer\n"
-        "from aws_lambda_powertools.utilities.batch import BatchProcessor\n"
-        "from importlib.metadata import version\n"
+        "from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer\nfrom aws_"
+        "lambda_powertools.utilities.batch import BatchProcessor\nfrom importlib.metadata import version\n"
         "gone = [m for m in ('aws_lambda_powertools.event_handler', 'aws_lambda_powertools.utilities.parser',"
         " 'test', 'pydoc_data') if u.find_spec(m)]\n"
         "gconv = [d for d in os.listdir('/usr/lib') if os.path.isdir(f'/usr/lib/{d}/gconv')]\n"

@@ -1,4 +1,4 @@
-"""Ack backscatter and RFC 3834 (issue 18 S7, issue 17.4), under the real RIE against moto.
+"""Ack backscatter and RFC 3834 (docs/security.md, acks), under the real RIE against moto.
 
 Every attack here used to produce an ack; each now produces the forward only, with the reason the
 ack was skipped in the log.
@@ -7,16 +7,20 @@ ack was skipped in the log.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from common.local.rie import RieProcess
+from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
 PUBLIC_NAME = "Alex Example"
 
 
 @pytest.fixture(scope="module")
-def inbound(rie_module):
+def inbound(rie_module: Callable[..., RieProcess]) -> RieProcess:
     return rie_module(
         "inbound-handler",
         env={"ACK_LIMIT_PER_HOUR": "5", "ACK_LIMIT_PER_DOMAIN_PER_HOUR": "3", "PUBLIC_NAME": PUBLIC_NAME},
@@ -24,18 +28,18 @@ def inbound(rie_module):
 
 
 @pytest.fixture(scope="module")
-def ack_sender(rie_module):
+def ack_sender(rie_module: Callable[..., RieProcess]) -> RieProcess:
     return rie_module("ack-sender", env={"RETRY_DELAYS_SECONDS": "0", "PUBLIC_NAME": PUBLIC_NAME})
 
 
 _ids = iter(range(10**6))
 
 
-def deliver(stack, inbound, raw: bytes, **kw) -> dict:
+def deliver(stack: Stack, inbound: RieProcess, raw: bytes, **kw: Any) -> dict:
     return inbound.invoke(stack.receipt(raw, f"{next(_ids):040d}", **kw))
 
 
-def skipped_reasons(inbound) -> list[str]:
+def skipped_reasons(inbound: RieProcess) -> list[str]:
     lines = [json.loads(line) for line in inbound.output().splitlines() if line.startswith("{")]
     return [
         d["ack_skipped_reason"]
@@ -44,7 +48,7 @@ def skipped_reasons(inbound) -> list[str]:
     ]
 
 
-def test_forged_first_contacts_get_at_most_the_ack_budget(stack, inbound) -> None:
+def test_forged_first_contacts_get_at_most_the_ack_budget(stack: Stack, inbound: RieProcess) -> None:
     # Forged first contacts that all pass (a spammer's own DMARC-passing domains): 5 acks an hour in all,
     # 3 to any one domain; every mail is still forwarded.
     results = []
@@ -82,7 +86,9 @@ def test_forged_first_contacts_get_at_most_the_ack_budget(stack, inbound) -> Non
         ),
     ],
 )
-def test_unauthenticated_from_gets_no_ack(stack, inbound, kw, reason) -> None:
+def test_unauthenticated_from_gets_no_ack(
+    stack: Stack, inbound: RieProcess, kw: dict[str, Any], reason: str
+) -> None:
     result = deliver(stack, inbound, mail(), **kw)
     assert result["status"] == "forwarded" and result["firstContact"] and not result["ack"]
     assert stack.peek(stack.cfg.ack_queue) == [] and len(stack.peek(stack.cfg.forward_queue)) == 1
@@ -104,7 +110,7 @@ def test_unauthenticated_from_gets_no_ack(stack, inbound, kw, reason) -> None:
             ),
             "report or notification (multipart/report)",
         ),
-        # review M5: every autoresponder marker, verified through the handler
+        # every autoresponder marker of RFC 3834 and the common vendor headers, through the handler
         (mail(headers={"Auto-Submitted": "auto-replied"}), "Auto-Submitted: auto-replied"),
         (
             mail(headers={"Auto-Submitted": "auto-generated; owner-email=x@corp.example"}),
@@ -120,7 +126,9 @@ def test_unauthenticated_from_gets_no_ack(stack, inbound, kw, reason) -> None:
         (mail(headers={"X-Auto-Response-Suppress": "All"}), "X-Auto-Response-Suppress: All"),
     ],
 )
-def test_rfc3834_senders_and_reports_get_no_ack(stack, inbound, raw, reason) -> None:
+def test_rfc3834_senders_and_reports_get_no_ack(
+    stack: Stack, inbound: RieProcess, raw: bytes, reason: str
+) -> None:
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded" and not result["ack"]
     assert skipped_reasons(inbound)[-1] == reason
@@ -154,15 +162,17 @@ def from_fields(*values: str) -> bytes:
         "two-angles",
     ],
 )
-def test_a_from_with_several_mailboxes_or_a_group_gets_no_ack(stack, inbound, raw, defect) -> None:
-    """Review M6: which mailbox did DMARC verify? None is acked; the mail is still forwarded."""
+def test_a_from_with_several_mailboxes_or_a_group_gets_no_ack(
+    stack: Stack, inbound: RieProcess, raw: bytes, defect: str
+) -> None:
+    """Which mailbox did DMARC verify? None is acked; the mail is still forwarded."""
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded" and result["firstContact"] and not result["ack"], result
     assert stack.peek(stack.cfg.ack_queue) == [] and len(stack.peek(stack.cfg.forward_queue)) == 1
     assert skipped_reasons(inbound)[-1] == f"unverifiable sender (From: {defect})"
 
 
-def test_a_quarantined_multi_from_mail_gets_no_ack_either(stack, inbound) -> None:
+def test_a_quarantined_multi_from_mail_gets_no_ack_either(stack: Stack, inbound: RieProcess) -> None:
     result = deliver(
         stack,
         inbound,
@@ -172,20 +182,22 @@ def test_a_quarantined_multi_from_mail_gets_no_ack_either(stack, inbound) -> Non
     assert result["status"] == "quarantined" and stack.peek(stack.cfg.ack_queue) == []
 
 
-def test_delivery_report_with_a_real_envelope_is_archived_as_a_dsn(stack, inbound) -> None:
+def test_delivery_report_with_a_real_envelope_is_archived_as_a_dsn(stack: Stack, inbound: RieProcess) -> None:
     raw = (
-        b"From: Mail Delivery System <mailer@mx.corp.example>\r\nTo: hello@example.com\r\nSubject: Undelivered\r\n"
-        b"Content-Type: multipart/report; report-type=delivery-status; boundary=b\r\n\r\n--b\r\n"
-        b"Content-Type: text/plain\r\n\r\nCould not deliver.\r\n--b\r\nContent-Type: message/delivery-status\r\n\r\n"
-        b"Reporting-MTA: dns; mx.corp.example\r\n\r\nFinal-Recipient: rfc822; x@corp.example\r\nAction: failed\r\n"
-        b"Status: 5.1.1\r\n--b--\r\n"
+        b"From: Mail Delivery System <mailer@mx.corp.example>\r\nTo: hello@example.com\r\n"
+        b"Subject: Undelivered\r\nContent-Type: multipart/report; report-type=delivery-status; "
+        b"boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nCould not deliver.\r\n--b\r\n"
+        b"Content-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mx.corp.example\r\n\r\n"
+        b"Final-Recipient: rfc822; x@corp.example\r\nAction: failed\r\nStatus: 5.1.1\r\n--b--\r\n"
     )
     result = deliver(stack, inbound, raw, source="mailer@mx.corp.example")
     assert result["status"] == "dsn" and result["key"].startswith("bounces/")
     assert stack.peek(stack.cfg.ack_queue) == [] and stack.peek(stack.cfg.forward_queue) == []
 
 
-def test_display_name_is_never_reflected_beyond_one_short_word(stack, inbound, ack_sender) -> None:
+def test_display_name_is_never_reflected_beyond_one_short_word(
+    stack: Stack, inbound: RieProcess, ack_sender: RieProcess
+) -> None:
     url = "https://evil.example/" + "a" * 180
     # Written raw: Python's generator folds this name without its quotes, and "https:" unquoted reads
     # as a group (no ack at all, test_a_from_with_several_mailboxes_or_a_group_gets_no_ack).
@@ -203,7 +215,7 @@ def test_display_name_is_never_reflected_beyond_one_short_word(stack, inbound, a
 @pytest.mark.parametrize(
     "sender", ["hello+x@example.com", "HELLO@example.com.", "owner+jobs@example.net", "ops@mail.example.com"]
 )
-def test_a_spelling_of_our_own_address_gets_no_ack(stack, inbound, sender) -> None:
+def test_a_spelling_of_our_own_address_gets_no_ack(stack: Stack, inbound: RieProcess, sender: str) -> None:
     result = deliver(stack, inbound, mail(sender=f"Me <{sender.rstrip('.')}>"), source=sender)
     assert result["status"] in ("forwarded", "dsn") and not result.get("ack"), result
     assert stack.peek(stack.cfg.ack_queue) == []

@@ -16,8 +16,10 @@ import pytest
 from common.aws import client, dynamodb
 from common.local.env import admin_credentials
 from common.runtime import config
+from common.runtime.config import Config
 from deploy import resources
 from tests.conftest import REPO
+from tests.support.harness import Stack
 
 DEPLOYED = {
     "DOMAIN_NAME": "mail.example",
@@ -28,7 +30,7 @@ DEPLOYED = {
 
 
 @pytest.fixture
-def prd(stack, moto_server):
+def prd(stack: Stack, moto_server: str) -> Config:
     """Environment prd provisioned on moto, with an inbound-handler whose configuration names the owner."""
     cfg = config.load({"ENVIRONMENT": "prd", "AWS_REGION": "us-east-1", **DEPLOYED})
     # What the CLI reads (moto keeps SES configuration-set destinations per account, so a second full
@@ -59,7 +61,8 @@ def prd(stack, moto_server):
         Role=role,
         PackageType="Image",
         Code={
-            "ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/service-email-handler-prd-inbound-handler:c-1"
+            "ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/"
+            "service-email-handler-prd-inbound-handler:c-1"
         },
         Environment={"Variables": {**DEPLOYED, "THREAD_SECRET": "never-printed-secret-0123456789"}},
     )
@@ -85,7 +88,9 @@ def cli(moto_server: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_block_allow_unblock_on_a_deployment_use_its_tables_and_its_owner(prd, moto_server) -> None:
+def test_block_allow_unblock_on_a_deployment_use_its_tables_and_its_owner(
+    prd: Config, moto_server: str
+) -> None:
     done = cli(moto_server, "block", "@spam.example")
     assert done.returncode == 0, done.stderr
     assert dynamodb.get(prd.sender_lists_table, {"entry": "@spam.example"})["list"] == "block"
@@ -102,7 +107,7 @@ def test_block_allow_unblock_on_a_deployment_use_its_tables_and_its_owner(prd, m
     assert dynamodb.scan(prd.sender_lists_table) == []
 
 
-def test_read_commands_on_a_deployment(prd, moto_server) -> None:
+def test_read_commands_on_a_deployment(prd: Config, moto_server: str) -> None:
     dynamodb.put(
         prd.conversations_table,
         {
@@ -122,7 +127,7 @@ def test_read_commands_on_a_deployment(prd, moto_server) -> None:
 
 
 def test_redrive_does_not_stop_at_a_false_empty_receive_nor_leave_messages_in_flight(
-    prd, monkeypatch
+    prd: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On AWS a short-poll ReceiveMessage samples some servers and may answer empty while the queue holds
     messages; a message another consumer holds is invisible until its visibility timeout ends. Redrive
@@ -163,7 +168,9 @@ def test_redrive_does_not_stop_at_a_false_empty_receive_nor_leave_messages_in_fl
     assert (done.moved, done.left) == (0, 1)
 
 
-def test_redrive_of_every_dlq_skips_the_on_failure_destination_and_names_replay(prd, moto_server) -> None:
+def test_redrive_of_every_dlq_skips_the_on_failure_destination_and_names_replay(
+    prd: Config, moto_server: str
+) -> None:
     """The deploy's async-dlq (Lambda's on-failure destination) is no queue's DLQ: `dlq redrive` with no
     queue named moved the senders' messages only after failing on it ("expected exactly one")."""
     from common.aws import sqs
@@ -182,7 +189,7 @@ def test_redrive_of_every_dlq_skips_the_on_failure_destination_and_names_replay(
     assert named.returncode == 2 and "email-handler replay" in named.stderr
 
 
-def test_dlq_list_shows_every_message_and_takes_none(prd, moto_server) -> None:
+def test_dlq_list_shows_every_message_and_takes_none(prd: Config, moto_server: str) -> None:
     """A visibility-0 look answers the same first messages again: 25 failed forwards listed as 10."""
     from common.aws import sqs
 

@@ -12,6 +12,7 @@ import pytest
 
 from common.aws import sqs
 from common.mail.outbound import OutboundMessage
+from common.runtime.config import Config
 from tests.support.sendload import (
     Faults,
     emulator_process,
@@ -25,7 +26,9 @@ N = int(os.environ.get("CHAOS_MESSAGES", "1000"))
 
 
 @pytest.mark.timeout(900)
-def test_chaos_exactly_once_or_dlq(local_defaults, capsys) -> None:
+def test_chaos_exactly_once_or_dlq(
+    local_defaults: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with emulator_process(local_defaults) as base:
         run_chaos(
             replace(
@@ -39,7 +42,7 @@ def test_chaos_exactly_once_or_dlq(local_defaults, capsys) -> None:
         )
 
 
-def run_chaos(cfg, capsys) -> None:
+def run_chaos(cfg: Config, capsys: pytest.CaptureFixture[str]) -> None:
     messages = [
         OutboundMessage(
             kind="ack",
@@ -74,7 +77,8 @@ def run_chaos(cfg, capsys) -> None:
     with capsys.disabled():
         print(
             f"\n[chaos] {N} messages x3: sent={len(sends)} dlq={len(dead)} duplicates={len(duplicates)} "
-            f"(crash-after-send injected {faults.counts['crash_after']}) faults={faults.counts} workers={stats}"
+            f"(crash-after-send injected {faults.counts['crash_after']}) faults={faults.counts} "
+            f"workers={stats}"
         )
     assert not lost, f"{len(lost)} messages neither sent nor in the DLQ"
     assert not unexplained, f"duplicates outside the crash-after-send window: {sorted(unexplained)[:5]}"

@@ -38,6 +38,7 @@ import os
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ from urllib.parse import quote_plus
 import pytest
 
 from common.delivery.compose import FOOTER_MARKER
-from common.local.rie import InvokeError
+from common.local.rie import InvokeError, RieProcess
 from common.mail.htmltext import html_to_text
 from common.mail.parse import ORIGINAL_NAME
 from tests.conftest import REPO, load_event
@@ -117,7 +118,7 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(moto_server, local_defaults, rie_module) -> Run:
+def run(moto_server: str, local_defaults: dict[str, str], rie_module: Callable[..., RieProcess]) -> Run:
     from tests.support.harness import Stack
 
     stack = Stack(moto_server, local_defaults).reset()
@@ -157,8 +158,8 @@ def run(moto_server, local_defaults, rie_module) -> Run:
     outcomes = Counter(r["status"] for _, _, r in out.results.values())
     extracted = Counter(r["status"] for r in out.extracted.values())
     print(
-        f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS}, {len(CASES) - len(FILES)} again with a From "
-        f"added: {dict(outcomes)}; {len(out.sent)} sent; "
+        f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS},"
+        f" {len(CASES) - len(FILES)} again with a From added: {dict(outcomes)}; {len(out.sent)} sent; "
         f"attached documents: {dict(extracted)}"
     )
     return out
@@ -213,7 +214,8 @@ def reference(raw: bytes) -> tuple[str | None, str | None]:
 
 
 def ack_forbidden(raw: bytes) -> str:
-    """Why RFC 3834 section 2 (or a no-reply / role sender) forbids an automatic reply ('' if nothing does)."""
+    """Why RFC 3834 section 2 (or a no-reply / role sender) forbids an automatic reply ('' if nothing
+    does)."""
     msg = email.message_from_bytes(raw, policy=email.policy.compat32)
 
     def first(name: str) -> str:

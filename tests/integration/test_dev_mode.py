@@ -53,7 +53,7 @@ def outside_the_role_is_denied(endpoint: str) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_email_handler_dev_end_to_end(tmp_path) -> None:
+def test_email_handler_dev_end_to_end(tmp_path: Path) -> None:
     dev = DevProcess(tmp_path / "logs")
     aws, smtp, first = dev.aws, dev.smtp, dev.first
     try:
@@ -104,7 +104,7 @@ def test_email_handler_dev_end_to_end(tmp_path) -> None:
             assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def dev_command(aws: int, smtp: int, first: int, log_dir) -> list[str]:
+def dev_command(aws: int, smtp: int, first: int, log_dir: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -141,7 +141,7 @@ def rie_processes(ports: list[int]) -> list[str]:
 
 
 @pytest.mark.parametrize("taken", ["emulator", "smtp", "function"])
-def test_dev_refuses_a_taken_port_at_once_and_says_which(tmp_path, taken) -> None:
+def test_dev_refuses_a_taken_port_at_once_and_says_which(tmp_path: Path, taken: str) -> None:
     # Before anything starts: moto's threaded server used to wait for ever on a taken port (SIGINT
     # and SIGTERM ignored), and an RIE port held by another listener looked like a started function.
     ports = DevProcess(tmp_path / "logs")  # free ports, kept apart
@@ -183,7 +183,9 @@ def test_dev_refuses_a_taken_port_at_once_and_says_which(tmp_path, taken) -> Non
         ("[dev] event wiring", signal.SIGINT),
     ],
 )
-def test_a_signal_during_start_up_stops_everything_started(tmp_path, step, signum) -> None:
+def test_a_signal_during_start_up_stops_everything_started(
+    tmp_path: Path, step: str, signum: signal.Signals
+) -> None:
     ports = DevProcess(tmp_path / "logs")
     aws, smtp, first = ports.aws, ports.smtp, ports.first
     proc = subprocess.Popen(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 
 from common.aws import client, dynamodb
+from tests.support.harness import Stack
 
 
-def test_concurrent_conditional_writes_have_exactly_one_winner(stack) -> None:
+def test_concurrent_conditional_writes_have_exactly_one_winner(stack: Stack) -> None:
     """Idempotency records and the rate limiter rely on DynamoDB's atomic conditional writes."""
     table = stack.cfg.send_status_table
     rounds, writers = 40, 8
@@ -23,13 +24,15 @@ def test_concurrent_conditional_writes_have_exactly_one_winner(stack) -> None:
 
     barrier = threading.Barrier(writers)
     threads = [threading.Thread(target=writer) for _ in range(writers)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert wins == [1] * rounds
     assert client("dynamodb").get_item(TableName=table, Key={"id": {"S": "race#0"}})["Item"]
 
 
-def test_sqs_refuses_characters_outside_xml_as_aws_does(stack) -> None:
+def test_sqs_refuses_characters_outside_xml_as_aws_does(stack: Stack) -> None:
     """SendMessage: a body with a character outside XML 1.0's set is InvalidMessageContents on AWS."""
     from common.aws import error_code, sqs
 
@@ -44,7 +47,7 @@ def test_sqs_refuses_characters_outside_xml_as_aws_does(stack) -> None:
     sqs.send(queue, "Grüße \U0001f600 \t\r\n")  # the rest of Unicode is fine
 
 
-def test_dynamodb_refuses_over_long_keys_on_reads_as_aws_does(stack) -> None:
+def test_dynamodb_refuses_over_long_keys_on_reads_as_aws_does(stack: Stack) -> None:
     """GetItem, BatchGetItem, UpdateItem and DeleteItem refuse a partition key over 2,048 bytes on AWS."""
     from common.aws import error_code
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from common.local.rie import InvokeError
+from common.local.rie import InvokeError, RieProcess
 from tests.support.extraction import (
     FUNCTION_ENV,
     PREFIX,
@@ -26,11 +28,11 @@ CORPUS = corpus_files()
 
 
 @pytest.fixture(scope="module")
-def extractor(rie_module):
+def extractor(rie_module: Callable[..., RieProcess]) -> RieProcess:
     return rie_module("attachment-extractor", env=FUNCTION_ENV)
 
 
-def test_extracts_pdf_and_docx_and_records_rejections(extractor, s3) -> None:
+def test_extracts_pdf_and_docx_and_records_rejections(extractor: RieProcess, s3: Any) -> None:
     event = upload(s3, sample_files())
     result = extractor.invoke(event)
     statuses = {r["key"].rsplit("/", 1)[1]: r["status"] for r in result["results"]}
@@ -68,7 +70,7 @@ def test_extracts_pdf_and_docx_and_records_rejections(extractor, s3) -> None:
     assert outputs(s3)[TEXT_PREFIX + "My CV (2026).PDF.txt"][0] == text
 
 
-def test_partial_results_are_logged_with_their_reasons(extractor, s3) -> None:
+def test_partial_results_are_logged_with_their_reasons(extractor: RieProcess, s3: Any) -> None:
     from tests.support import docgen
 
     event = upload(s3, {"damaged page.pdf": docgen.make_pdf(["one", "two"], broken_pages=(1,))})
@@ -80,7 +82,7 @@ def test_partial_results_are_logged_with_their_reasons(extractor, s3) -> None:
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
-def test_corpus_file_gets_its_record(extractor, s3, path: Path) -> None:
+def test_corpus_file_gets_its_record(extractor: RieProcess, s3: Any, path: Path) -> None:
     """Every real-world document ends as text or an error record, through the handler under the RIE."""
     require_corpus(CORPUS)
     result = extractor.invoke(upload(s3, {path.name: path.read_bytes()}))
@@ -93,7 +95,9 @@ def test_corpus_is_present_where_the_suite_looks() -> None:
     assert {p.suffix for p in CORPUS} == {".pdf", ".docx"} and len(CORPUS) >= 50
 
 
-def test_s3_errors_propagate_so_the_event_is_retried(rie_function, moto_server) -> None:
+def test_s3_errors_propagate_so_the_event_is_retried(
+    rie_function: Callable[..., RieProcess], moto_server: str
+) -> None:
     fn = rie_function("attachment-extractor", env={"EMAIL_BUCKET": "unused"})
     event = {
         "Records": [
@@ -111,7 +115,9 @@ def test_s3_errors_propagate_so_the_event_is_retried(rie_function, moto_server) 
     assert "AccessDenied" in err.value.payload["errorMessage"]
 
 
-def test_a_batch_from_the_attachment_queue_reports_only_the_records_to_retry(extractor, s3) -> None:
+def test_a_batch_from_the_attachment_queue_reports_only_the_records_to_retry(
+    extractor: RieProcess, s3: Any
+) -> None:
     """What the attachment queue's event source delivers: SQS records whose bodies are S3 notifications.
     A record S3 cannot serve is reported in batchItemFailures alone; S3's test event and a body that is
     no notification are done with (logged), never retried."""

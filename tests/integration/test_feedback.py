@@ -3,30 +3,34 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from common.local.events import sns_event
+from common.local.rie import RieProcess
 from common.mail.outbound import OutboundMessage
 from common.store import sendstatus
 from common.store.sendqueue import enqueue
+from tests.support.harness import Stack
 
 
 @pytest.fixture(scope="module")
-def inbound(rie_module):
+def inbound(rie_module: Callable[..., RieProcess]) -> RieProcess:
     return rie_module("inbound-handler")
 
 
 def notify(
-    stack,
-    fn,
+    stack: Stack,
+    fn: RieProcess,
     kind: str,
     sns_id: str,
     recipient: str = "jane@corp.example",
     corr: str = "ack-m1",
     ses_id: str = "ses-1",
-    **body,
-):
+    **body: Any,
+) -> Any:
     mail = {
         "messageId": ses_id,
         "destination": [recipient],
@@ -48,7 +52,9 @@ def bounce(kind: str, recipient: str = "jane@corp.example") -> dict:
     }
 
 
-def test_delivery_updates_the_send_record_and_duplicates_are_ignored(stack, inbound) -> None:
+def test_delivery_updates_the_send_record_and_duplicates_are_ignored(
+    stack: Stack, inbound: RieProcess
+) -> None:
     assert (
         notify(stack, inbound, "Delivery", "sns-1", delivery={"recipients": ["jane@corp.example"]})["status"]
         == "delivered"
@@ -61,7 +67,7 @@ def test_delivery_updates_the_send_record_and_duplicates_are_ignored(stack, inbo
     assert record["status"] == "delivered" and record["deliveryAt"].endswith("Z")
 
 
-def test_permanent_bounce_and_complaint_suppress_at_once(stack, inbound) -> None:
+def test_permanent_bounce_and_complaint_suppress_at_once(stack: Stack, inbound: RieProcess) -> None:
     r = notify(stack, inbound, "Bounce", "sns-2", **bounce("Permanent"))
     assert r["suppressed"] == ["jane@corp.example"]
     assert sendstatus.suppression(stack.cfg, "Jane@corp.example")["reason"] == "permanent bounce (General)"
@@ -81,7 +87,9 @@ def test_permanent_bounce_and_complaint_suppress_at_once(stack, inbound) -> None
     assert sendstatus.suppression(stack.cfg, "bob@corp.example")["reason"] == "complaint"
 
 
-def test_transient_bounces_suppress_after_five_and_a_delivery_resets_the_count(stack, inbound) -> None:
+def test_transient_bounces_suppress_after_five_and_a_delivery_resets_the_count(
+    stack: Stack, inbound: RieProcess
+) -> None:
     for n in range(4):
         assert notify(stack, inbound, "Bounce", f"t{n}", **bounce("Transient"))["suppressed"] == []
     assert (
@@ -96,7 +104,9 @@ def test_transient_bounces_suppress_after_five_and_a_delivery_resets_the_count(s
     assert sendstatus.suppression(stack.cfg, "jane@corp.example")["reason"] == "5 transient bounces"
 
 
-def test_correlation_falls_back_to_the_ses_message_id(stack, inbound, rie_function) -> None:
+def test_correlation_falls_back_to_the_ses_message_id(
+    stack: Stack, inbound: RieProcess, rie_function: Callable[..., RieProcess]
+) -> None:
     # A real send: its idempotency completion records the SES message id beside the correlation id.
     enqueue(
         stack.cfg.forward_queue,
@@ -129,7 +139,9 @@ def test_correlation_falls_back_to_the_ses_message_id(stack, inbound, rie_functi
     assert sendstatus.get_record(stack.cfg, "forward-m77")["status"] == "delivered"
 
 
-def test_senders_skip_suppressed_recipients_with_a_logged_reason(stack, inbound, rie_function) -> None:
+def test_senders_skip_suppressed_recipients_with_a_logged_reason(
+    stack: Stack, inbound: RieProcess, rie_function: Callable[..., RieProcess]
+) -> None:
     notify(stack, inbound, "Bounce", "sns-9", **bounce("Permanent"))
     fn = rie_function("ack-sender")
     enqueue(
@@ -154,7 +166,9 @@ def test_senders_skip_suppressed_recipients_with_a_logged_reason(stack, inbound,
     assert record["correlationId"] == "ack-s1" and "sesMessageId" not in record
 
 
-def test_ses_topic_validation_text_and_send_events_are_ignored_at_info(stack, rie_function) -> None:
+def test_ses_topic_validation_text_and_send_events_are_ignored_at_info(
+    stack: Stack, rie_function: Callable[..., RieProcess]
+) -> None:
     """SES publishes a plain-text message to a topic when an event destination is created, and SES (or
     LocalStack, whatever MatchingEventTypes says) may publish "Send" events: inbound-handler answers
     both without failing (a failure would be retried, then dropped) and logs them at INFO."""

@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
 from common.aws import client, dynamodb
+from common.local.rie import RieProcess
 from tests.conftest import REPO
+from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
 OWNER = "Owner Name <owner@example.net>"
@@ -19,7 +22,7 @@ JANE, BOB = "jane@corp.example", "bob@other.example"
 
 
 @pytest.fixture(scope="module")
-def fns(rie_module):
+def fns(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
     env = {"RETRY_DELAYS_SECONDS": "0"}
     return {
         name: rie_module(name, env=env)
@@ -27,7 +30,7 @@ def fns(rie_module):
     }
 
 
-def everything(stack) -> list[str]:
+def everything(stack: Stack) -> list[str]:
     """Every S3 key and table item of the stack, as text."""
     out = list(stack.s3_keys(""))
     for table in (
@@ -41,7 +44,7 @@ def everything(stack) -> list[str]:
     return out
 
 
-def test_forget_leaves_no_object_or_item_of_the_contact(stack, fns) -> None:
+def test_forget_leaves_no_object_or_item_of_the_contact(stack: Stack, fns: dict[str, RieProcess]) -> None:
     pdf = ("cv.pdf", b"%PDF-1.4 jane's cv", "application/pdf")
     first = fns["inbound-handler"].invoke(
         stack.receipt(

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import email
 import email.policy
+from collections.abc import Callable
 from email.message import EmailMessage
 from email.utils import make_msgid
+from typing import Any
 
 import pytest
 
 from common.delivery.compose import FOOTER_MARKER
+from common.local.rie import RieProcess
+from tests.support.harness import Stack
 from tests.support.mailgen import mail, zip_of
 
 SES_ID = "0000000000000000000000000000000000000f01"
@@ -20,14 +24,14 @@ CID = "jane-at-corp.example"
 
 
 @pytest.fixture(scope="module")
-def fns(rie_module):
+def fns(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
     return {
         "inbound": rie_module("inbound-handler"),
         "sender": rie_module("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"}),
     }
 
 
-def forward(stack, fns, raw: bytes, mid: str = SES_ID):
+def forward(stack: Stack, fns: dict[str, RieProcess], raw: bytes, mid: str = SES_ID) -> Any:
     """Deliver ``raw`` as SES would, run forward-sender, return (handler result, the sent forward)."""
     result = fns["inbound"].invoke(stack.receipt(raw, mid))
     assert result["status"] == "forwarded", result
@@ -37,18 +41,18 @@ def forward(stack, fns, raw: bytes, mid: str = SES_ID):
     return result, sent.message
 
 
-def parts(msg) -> dict[str, object]:
+def parts(msg: EmailMessage) -> dict[str, EmailMessage]:
     return {p.get_filename(): p for p in msg.walk() if p.get_filename()}
 
 
-def footer(msg) -> str:
+def footer(msg: EmailMessage) -> str:
     return msg.get_body(("plain",)).get_content().split(FOOTER_MARKER)[1]
 
 
 PE = b"MZ" + b"\0" * 0x3A + (0x40).to_bytes(4, "little") + b"PE\0\0" + b"\0" * 64  # a minimal PE header
 
 
-def test_every_ordinary_type_is_forwarded(stack, fns) -> None:
+def test_every_ordinary_type_is_forwarded(stack: Stack, fns: dict[str, RieProcess]) -> None:
     files = [
         ("notes.txt", b"plain notes", "text/plain"),
         ("data.csv", b"a,b\n1,2\n", "text/csv"),
@@ -84,7 +88,9 @@ def test_every_ordinary_type_is_forwarded(stack, fns) -> None:
         ("server.crt", b"-----BEGIN CERTIFICATE-----", "Amazon SES does not send .crt files"),
     ],
 )
-def test_dangerous_parts_are_withheld_stored_and_named(stack, fns, name, data, reason) -> None:
+def test_dangerous_parts_are_withheld_stored_and_named(
+    stack: Stack, fns: dict[str, RieProcess], name: str, data: bytes, reason: str
+) -> None:
     result, msg = forward(
         stack,
         fns,
@@ -102,7 +108,9 @@ def test_dangerous_parts_are_withheld_stored_and_named(stack, fns, name, data, r
     assert f"{name} ({reason}; stored at s3://{stack.cfg.bucket}/{key})" in footer(msg)
 
 
-def test_forwarded_message_containing_an_executable_is_withheld(stack, fns) -> None:
+def test_forwarded_message_containing_an_executable_is_withheld(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     import email
     import email.policy
 
@@ -123,7 +131,8 @@ def test_forwarded_message_containing_an_executable_is_withheld(stack, fns) -> N
 
 
 def attached_mail(*files: tuple[str, bytes, str], encoded_names: bool = False) -> bytes:
-    """A mail Jane forwards as an attachment; ``encoded_names``: its file names as RFC 2047 words (Outlook)."""
+    """A mail Jane forwards as an attachment; ``encoded_names``: its file names as RFC 2047 words
+    (Outlook)."""
     import base64
 
     raw = mail(
@@ -219,8 +228,10 @@ DOS_HEADER = b"MZ\x90\x00\x03\x00\x00\x00\x04\x00\x00\x00\xff\xff" + b"\0" * 60 
         "zip-with-prefix-trailing-dot",
     ],
 )
-def test_denied_files_are_withheld_however_they_are_wrapped_or_named(stack, fns, raw, name, reason) -> None:
-    """Review M7: a denied file inside a forwarded message, behind a lying name or type, or in a nested
+def test_denied_files_are_withheld_however_they_are_wrapped_or_named(
+    stack: Stack, fns: dict[str, RieProcess], raw: bytes, name: str, reason: str
+) -> None:
+    """A denied file inside a forwarded message, behind a lying name or type, or in a nested
     or prefixed zip is withheld, stored under withheld/ and named in the forward's footer."""
     result, msg = forward(stack, fns, raw)
     key = f"withheld/{CID}/{SES_ID}/{name}"
@@ -230,7 +241,9 @@ def test_denied_files_are_withheld_however_they_are_wrapped_or_named(stack, fns,
     assert f"{name} ({reason}; stored at s3://{stack.cfg.bucket}/{key})" in footer(msg)
 
 
-def test_the_deny_list_is_configurable(stack, rie_function, fns) -> None:
+def test_the_deny_list_is_configurable(
+    stack: Stack, rie_function: Callable[..., RieProcess], fns: dict[str, RieProcess]
+) -> None:
     strict = rie_function("inbound-handler", env={"ATTACHMENT_DENY_TYPES": "zip,exe"})
     result = strict.invoke(
         stack.receipt(
@@ -268,7 +281,7 @@ def related_mail() -> bytes:
     return msg.as_bytes()
 
 
-def test_inline_images_stay_inline_beside_the_html(stack, fns) -> None:
+def test_inline_images_stay_inline_beside_the_html(stack: Stack, fns: dict[str, RieProcess]) -> None:
     _, msg = forward(stack, fns, related_mail())
     related = next(p for p in msg.walk() if p.get_content_type() == "multipart/related")
     html, image = list(related.iter_parts())
@@ -278,7 +291,9 @@ def test_inline_images_stay_inline_beside_the_html(stack, fns) -> None:
     assert [p.get_filename() for p in msg.iter_attachments()] == ["brochure.pdf"]  # the only download
 
 
-def test_header_block_on_top_in_text_and_html_and_the_subject_untouched(stack, fns) -> None:
+def test_header_block_on_top_in_text_and_html_and_the_subject_untouched(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     subject = "Re: [JIRA-42] Überprüfung — Fwd: offer"
     raw = mail(
         subject=subject,
@@ -306,7 +321,7 @@ def test_header_block_on_top_in_text_and_html_and_the_subject_untouched(stack, f
         assert value in block
 
 
-def test_forwarded_message_part_arrives_as_message_rfc822(stack, fns) -> None:
+def test_forwarded_message_part_arrives_as_message_rfc822(stack: Stack, fns: dict[str, RieProcess]) -> None:
     inner = EmailMessage()
     inner["From"], inner["To"], inner["Subject"] = (
         "Recruiter <r@agency.example>",
@@ -329,7 +344,9 @@ def test_forwarded_message_part_arrives_as_message_rfc822(stack, fns) -> None:
     assert carried["Subject"] == "The role" and carried.get_content().strip() == "Details of the role."
 
 
-def test_a_base64_forwarded_message_arrives_decoded_and_is_checked(stack, fns) -> None:
+def test_a_base64_forwarded_message_arrives_decoded_and_is_checked(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     """Python's EmailMessage (and others) base64 a message/rfc822 part; mail clients decode it, so the
     forward carries the message itself (it carried the base64 text) and its parts pass the deny-list."""
     outer = EmailMessage()
@@ -369,11 +386,11 @@ def test_a_base64_forwarded_message_arrives_decoded_and_is_checked(stack, fns) -
     assert result["skipped"] == ["role.eml (forwarded message contains cv.exe (denied type .exe))"]
 
 
-def test_message_partial_is_forwarded_with_a_note(stack, fns) -> None:
+def test_message_partial_is_forwarded_with_a_note(stack: Stack, fns: dict[str, RieProcess]) -> None:
     raw = (
         b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Big file (2/3)\r\n"
-        b'MIME-Version: 1.0\r\nContent-Type: message/partial; id="abc@corp.example"; number=2; total=3\r\n\r\n'
-        b"second fragment of the original\r\n"
+        b'MIME-Version: 1.0\r\nContent-Type: message/partial; id="abc@corp.example"; number=2; total=3\r\n'
+        b"\r\nsecond fragment of the original\r\n"
     )
     result, msg = forward(stack, fns, raw)
     text = msg.get_body(("plain",)).get_content()
@@ -382,10 +399,10 @@ def test_message_partial_is_forwarded_with_a_note(stack, fns) -> None:
 
 
 SMIME = (
-    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Encrypted\r\nMIME-Version: 1.0\r\n"
-    b"Content-Type: application/pkcs7-mime; smime-type=enveloped-data; name=smime.p7m\r\n"
-    b"Content-Transfer-Encoding: base64\r\nContent-Disposition: attachment; filename=smime.p7m\r\n\r\n"
-    b"MIAGCSqGSIb3DQEHA6CAMIACAQAxggE=\r\n"
+    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Encrypted\r\n"
+    b"MIME-Version: 1.0\r\nContent-Type: application/pkcs7-mime; smime-type=enveloped-data; "
+    b"name=smime.p7m\r\nContent-Transfer-Encoding: base64\r\nContent-Disposition: "
+    b"attachment; filename=smime.p7m\r\n\r\nMIAGCSqGSIb3DQEHA6CAMIACAQAxggE=\r\n"
 )
 PGP = (
     b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: PGP\r\nMIME-Version: 1.0\r\n"
@@ -396,8 +413,10 @@ PGP = (
     b"-----BEGIN PGP MESSAGE-----\r\nhQEMA+abc\r\n-----END PGP MESSAGE-----\r\n--b1--\r\n"
 )
 SIGNED = (
-    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Signed\r\nMIME-Version: 1.0\r\n"
-    b'Content-Type: multipart/signed; protocol="application/pgp-signature"; micalg=pgp-sha256; boundary="s1"\r\n\r\n'
+    b"From: Jane Smith <jane@corp.example>\r\n"
+    b"To: hello@example.com\r\nSubject: Signed\r\nMIME-Version: 1.0\r\n"
+    b'Content-Type: multipart/signed; protocol="application/pgp-signature"; micalg=pgp-sha256; '
+    b'boundary="s1"\r\n\r\n'
     b"--s1\r\nContent-Type: text/plain\r\n\r\nSigned words.\r\n"
     b'--s1\r\nContent-Type: application/pgp-signature; name="signature.asc"\r\n\r\n'
     b"-----BEGIN PGP SIGNATURE-----\r\niQEz\r\n-----END PGP SIGNATURE-----\r\n--s1--\r\n"
@@ -419,7 +438,9 @@ SIGNED = (
     ],
     ids=["smime-p7m", "pgp-mime-encrypted", "pgp-mime-signed"],
 )
-def test_smime_and_pgp_parts_are_forwarded_as_they_are(stack, fns, raw, expected) -> None:
+def test_smime_and_pgp_parts_are_forwarded_as_they_are(
+    stack: Stack, fns: dict[str, RieProcess], raw: bytes, expected: dict[str, str]
+) -> None:
     import email
     import email.policy
 
@@ -438,21 +459,23 @@ def test_smime_and_pgp_parts_are_forwarded_as_they_are(stack, fns, raw, expected
         )  # byte for byte: the owner can decrypt/verify
 
 
-def test_a_forward_above_sesv1s_10_mb_goes_out_whole(stack, fns) -> None:
+def test_a_forward_above_sesv1s_10_mb_goes_out_whole(stack: Stack, fns: dict[str, RieProcess]) -> None:
     big = bytes(range(256)) * (12 * 1024 * 1024 // 256)  # 12 MB: 16 MB base64-encoded, over SESv1's 10 MB
     result, msg = forward(stack, fns, mail(attachments=[("scan.pdf", big, "application/pdf")]))
     assert parts(msg)["scan.pdf"].get_content() == big
     assert "shortened" not in msg.get_body(("plain",)).get_content()
 
 
-def test_inline_text_parts_are_forwarded_inline(stack, fns) -> None:
+def test_inline_text_parts_are_forwarded_inline(stack: Stack, fns: dict[str, RieProcess]) -> None:
     raw = (
-        b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: Parts\r\nMIME-Version: 1.0\r\n"
+        b"From: Jane Smith <jane@corp.example>\r\n"
+        b"To: hello@example.com\r\nSubject: Parts\r\nMIME-Version: 1.0\r\n"
         b'Content-Type: multipart/mixed; boundary="m1"\r\n\r\n'
-        b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFirst part.\r\n"
-        b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Disposition: inline\r\n\r\nSecond part, no name.\r\n"
-        b"--m1\r\nContent-Type: text/enriched\r\n\r\n<bold>Enriched</bold> part.\r\n"
-        b'--m1\r\nContent-Type: text/plain; name="notes.txt"\r\nContent-Disposition: inline; filename="notes.txt"\r\n\r\n'
+        b"--m1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFirst part.\r\n--m1\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\nContent-Disposition: inline\r\n\r\nSecond part, "
+        b"no name.\r\n--m1\r\nContent-Type: text/enriched\r\n\r\n<bold>Enriched</bold> part.\r\n"
+        b'--m1\r\nContent-Type: text/plain; name="notes.txt"\r\nContent-Disposition: inline; '
+        b'filename="notes.txt"\r\n\r\n'
         b"Named inline notes.\r\n--m1--\r\n"
     )
     result, msg = forward(stack, fns, raw)
@@ -465,7 +488,9 @@ def test_inline_text_parts_are_forwarded_inline(stack, fns) -> None:
     assert carried[b"<bold>Enriched</bold> part."].get_content_type() == "text/enriched"
 
 
-def test_a_long_body_travels_by_claim_check_and_arrives_whole(stack, fns) -> None:
+def test_a_long_body_travels_by_claim_check_and_arrives_whole(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     text = "".join(
         f"line {n}: the quick brown fox jumps over the lazy dog\n" for n in range(60_000)
     )  # ~3.3 MB

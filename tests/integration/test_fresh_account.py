@@ -3,7 +3,7 @@
 
 The documented procedure (docs/deploy.md, "A first deploy"): ``deploy`` exits 3 and writes the zone;
 ``dns publish`` of it; ``deploy`` exits 0; ``status --json`` says ready; nothing in any DLQ. The images are
-given as tests/integration/test_deploy.py gives them (the push runs in tests/docker).
+given as tests/support/deploy.py gives them (the push runs in tests/docker).
 """
 
 from __future__ import annotations
@@ -21,14 +21,17 @@ from common.aws import client, reset_clients
 from common.local import fresh
 from common.local.cli import main as cli
 from deploy.main import Options, WaitingOnDns, deploy
-from tests.integration.test_deploy import ACCOUNT, PREFIX, images
+from tests.support.deploy import ACCOUNT, PREFIX, images
 
 CONFIG_SET = f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}"
 
 
 @pytest.fixture
-def account(moto_server, local_defaults, monkeypatch) -> Iterator[dict[str, str]]:
-    """A reset emulator modelling a fresh account, and a production configuration in this process's environment
+def account(
+    moto_server: str, local_defaults: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, str]]:
+    """A reset emulator modelling a fresh account, and a production configuration in this process's
+    environment
     (as a user's shell has it for the CLI)."""
     import secrets
 
@@ -53,7 +56,9 @@ def status(capsys: Any) -> tuple[int, dict[str, Any]]:
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_the_first_deploy_procedure_on_a_fresh_account(account, moto_server, tmp_path, capsys) -> None:
+def test_the_first_deploy_procedure_on_a_fresh_account(
+    account: dict[str, str], moto_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lines: list[str] = []
     with pytest.raises(WaitingOnDns) as waiting:
         run(account, tmp_path, lines)
@@ -124,7 +129,9 @@ def test_the_first_deploy_procedure_on_a_fresh_account(account, moto_server, tmp
     )  # another account's set
 
 
-def test_wait_polls_with_a_progress_line_until_ses_verifies(account, moto_server, tmp_path) -> None:
+def test_wait_polls_with_a_progress_line_until_ses_verifies(
+    account: dict[str, str], moto_server: str, tmp_path: Path
+) -> None:
     lines: list[str] = []
     with pytest.raises(WaitingOnDns):
         run(account, tmp_path, lines)  # the zone to publish
@@ -145,7 +152,9 @@ def test_wait_polls_with_a_progress_line_until_ses_verifies(account, moto_server
     assert client("lambda").list_functions()["Functions"]
 
 
-def test_the_deployer_policies_are_managed_and_within_the_quota(account, capsys) -> None:
+def test_the_deployer_policies_are_managed_and_within_the_quota(
+    account: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     from deploy.iam import deployer_policies
     from deploy.preflight import load_config
 
@@ -178,7 +187,7 @@ def statement(n: int) -> dict[str, Any]:
     }
 
 
-def test_iam_policy_size_quotas(account) -> None:
+def test_iam_policy_size_quotas(account: dict[str, str]) -> None:
     iam = client("iam")
     iam.create_user(UserName="u")
     iam.put_user_policy(
@@ -229,7 +238,9 @@ def verified_domain(moto_server: str, mail_from_behaviour: str | None = None) ->
         )
 
 
-def test_identities_start_pending_and_mail_from_needs_a_verified_identity(account, moto_server) -> None:
+def test_identities_start_pending_and_mail_from_needs_a_verified_identity(
+    account: dict[str, str], moto_server: str
+) -> None:
     ses = client("ses")
     ses.verify_domain_identity(Domain="example.com")
     assert (
@@ -255,7 +266,7 @@ def send(to: str = "owner@example.net", ses: Any = None) -> Any:
 
 
 def test_reject_message_refuses_sends_while_mail_from_is_pending_and_use_default_value_does_not(
-    account, moto_server, monkeypatch
+    account: dict[str, str], moto_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client("ses").verify_email_identity(EmailAddress="owner@example.net")  # the sandbox's verified recipient
     verified_domain(moto_server, "RejectMessage")
@@ -268,7 +279,7 @@ def test_reject_message_refuses_sends_while_mail_from_is_pending_and_use_default
 
 
 def test_the_sandbox_sends_to_verified_recipients_one_a_second_and_200_a_day(
-    account, moto_server, monkeypatch
+    account: dict[str, str], moto_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import boto3
     from botocore.config import Config
@@ -295,7 +306,7 @@ def test_the_sandbox_sends_to_verified_recipients_one_a_second_and_200_a_day(
 
 
 def test_dkim_and_mail_from_verify_only_on_a_poll_after_the_records_are_published(
-    account, moto_server
+    account: dict[str, str], moto_server: str
 ) -> None:
     ses = client("ses")
     verified_domain(moto_server, "UseDefaultValue")
@@ -322,7 +333,9 @@ def test_dkim_and_mail_from_verify_only_on_a_poll_after_the_records_are_publishe
     )
 
 
-def test_reservations_must_leave_ten_unreserved_on_a_ten_concurrency_account(account, tmp_path) -> None:
+def test_reservations_must_leave_ten_unreserved_on_a_ten_concurrency_account(
+    account: dict[str, str], tmp_path: Path
+) -> None:
     fresh.set_fresh(False)  # deploy on a kind account, then model the new one's Lambda quota
     deploy(Options(build_dir=tmp_path), account, report=lambda line: None, images=images())
     fresh.set_fresh(True)
@@ -333,7 +346,7 @@ def test_reservations_must_leave_ten_unreserved_on_a_ten_concurrency_account(acc
 
 
 def test_dns_publish_is_refused_when_the_emulator_models_no_fresh_account(
-    account, moto_server, tmp_path, capsys
+    account: dict[str, str], moto_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     zone = tmp_path / "x.zone"
     zone.write_text('_amazonses.example.com. 1800 IN TXT "t"\n')
@@ -343,7 +356,7 @@ def test_dns_publish_is_refused_when_the_emulator_models_no_fresh_account(
 
 
 def test_a_domain_ses_could_not_verify_is_a_one_line_error_with_what_to_do(
-    account, moto_server, monkeypatch, tmp_path
+    account: dict[str, str], moto_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from deploy.errors import DeployError
     from tests.support.sesproxy import SesProxy

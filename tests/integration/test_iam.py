@@ -4,22 +4,25 @@ checks every request the way AWS does, so a permission missing from a role fails
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import boto3
 import pytest
 
 from common.aws import client
 from common.local.env import function_credentials
-from common.local.rie import InvokeError
+from common.local.rie import InvokeError, RieProcess
 from deploy import iam
 from tests.conftest import IAM_ENFORCED
+from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
 pytestmark = pytest.mark.skipif(not IAM_ENFORCED, reason="IAM=off: the emulator does not enforce IAM")
 ACCOUNT = "123456789012"
 
 
-def as_role(stack, function: str, service: str):
+def as_role(stack: Stack, function: str, service: str) -> Any:
     creds = function_credentials(stack.cfg, function, ensure_role=False)
     return boto3.client(
         service,
@@ -31,7 +34,7 @@ def as_role(stack, function: str, service: str):
     )
 
 
-def denied(call) -> str:
+def denied(call: Callable[[], object]) -> str:
     with pytest.raises(Exception) as err:
         call()
     code = err.value.response["Error"]["Code"]  # type: ignore[attr-defined]
@@ -39,14 +42,14 @@ def denied(call) -> str:
     return code
 
 
-def test_the_local_roles_carry_exactly_the_deployed_policies(stack) -> None:
+def test_the_local_roles_carry_exactly_the_deployed_policies(stack: Stack) -> None:
     for function in ("inbound-handler", "ack-sender", "attachment-extractor"):
         name = stack.cfg.name(function)
         found = client("iam").get_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME)["PolicyDocument"]
         assert iam.canonical(iam._document(found)) == iam.canonical(iam.policy(stack.cfg, ACCOUNT, function))
 
 
-def test_a_role_may_do_what_its_policy_says_and_nothing_else(stack) -> None:
+def test_a_role_may_do_what_its_policy_says_and_nothing_else(stack: Stack) -> None:
     cfg = stack.cfg
     s3 = as_role(stack, "inbound-handler", "s3")
     s3.put_object(Bucket=cfg.bucket, Key="withheld/x/1/a.exe", Body=b"x")  # write: allowed
@@ -75,7 +78,9 @@ def test_a_role_may_do_what_its_policy_says_and_nothing_else(stack) -> None:
     )
 
 
-def test_removing_one_needed_action_from_a_role_makes_the_scenario_fail(stack, rie_function) -> None:
+def test_removing_one_needed_action_from_a_role_makes_the_scenario_fail(
+    stack: Stack, rie_function: Callable[..., RieProcess]
+) -> None:
     """The harness has teeth: the same first contact that passes under the full policy fails, with
     AccessDenied, when the role loses sqs:SendMessage."""
     inbound = rie_function("inbound-handler")
@@ -98,7 +103,7 @@ def test_removing_one_needed_action_from_a_role_makes_the_scenario_fail(stack, r
 
 
 def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_policy_sends_to_verified_ones(
-    stack, rie_function, monkeypatch
+    stack: Stack, rie_function: Callable[..., RieProcess], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In the sandbox SES sends only to verified identities and also authorises the send against each
     recipient's identity: the forward to the verified owner goes out under forward-sender's deployed
@@ -121,8 +126,8 @@ def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_polic
     attributes = {k: v["StringValue"] for k, v in dead.get("MessageAttributes", {}).items()}
     assert attributes["errorCode"] == "MessageRejected"
 
-    # The send policy before issue 12 named only the domain identity: in the sandbox SES also checks the
-    # recipient's identity, so even the forward to the verified owner was denied.
+    # A send policy naming only the domain identity fails: in the sandbox SES also checks the
+    # recipient's identity, so even the forward to the verified owner would be denied.
     name, doc = cfg.name("forward-sender"), iam.policy(cfg, ACCOUNT, "forward-sender")
     domain_only = [
         {**s, "Resource": [f"arn:aws:ses:{cfg.region}:{ACCOUNT}:identity/{cfg.domain_name}"]}
@@ -146,7 +151,7 @@ def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_polic
     assert denied["MessageAttributes"]["errorCode"]["StringValue"] == "AccessDeniedException"
 
 
-def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None:
+def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack: Stack) -> None:
     """As Lambda's event-source mapping uses the function's execution role: without sqs:ReceiveMessage
     the ack queue is not polled (the wiring says so and is not healthy), without sqs:DeleteMessage a
     handled batch stays in the queue; with the deployed policy it works."""
@@ -159,9 +164,12 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None
     cfg = stack.cfg
     invoked: list[dict] = []
     endpoints = {f.name: Endpoint(f.name, "-", invoke=lambda url, event, timeout: {}) for f in FUNCTIONS}
-    endpoints["ack-sender"] = Endpoint(
-        "ack-sender", "-", invoke=lambda url, event, timeout: invoked.append(event) or {}
-    )
+
+    def record(url: str, event: Any, timeout: float) -> dict[str, Any]:
+        invoked.append(event)
+        return {}
+
+    endpoints["ack-sender"] = Endpoint("ack-sender", "-", invoke=record)
     name, doc = cfg.name("ack-sender"), iam.policy(cfg, ACCOUNT, "ack-sender")
 
     def without(action: str) -> None:
@@ -172,7 +180,7 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None
             PolicyDocument=json.dumps({**doc, "Statement": statements}),
         )
 
-    def until(what, check, timeout: float = 20.0):
+    def until(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
         deadline = time.monotonic() + timeout
         while not (value := check()):
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -219,7 +227,7 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None
 
 
 @pytest.mark.parametrize("setting,enforced", [("on", True), ("off", False)])
-def test_the_compose_emulator_enforces_iam_as_the_iam_variable_says(setting, enforced) -> None:
+def test_the_compose_emulator_enforces_iam_as_the_iam_variable_says(setting: str, enforced: bool) -> None:
     """compose/emulator-moto.yml passes IAM (default on) to `python -m common.local.emulator`:
     `IAM=off make up` is a stack where moto's "testing" keys work, else only real identities do."""
     import os
@@ -255,7 +263,7 @@ def test_the_compose_emulator_enforces_iam_as_the_iam_variable_says(setting, enf
 
 
 def test_the_handlers_read_thread_secret_from_ssm_and_fail_without_ssm_get_parameter(
-    stack, rie_function
+    stack: Stack, rie_function: Callable[..., RieProcess]
 ) -> None:
     """As on AWS, a function gets no secret in its variables: reply-handler reads THREAD_SECRET from its
     SecureString at cold start, so its role's ssm:GetParameter is what lets it verify a thread address."""
@@ -290,7 +298,9 @@ def test_the_handlers_read_thread_secret_from_ssm_and_fail_without_ssm_get_param
     assert "ssm:GetParameter" in str(err.value.payload) or "AccessDenied" in str(err.value.payload)
 
 
-def test_function_credentials_restore_a_role_only_when_asked_and_say_so(stack, capsys) -> None:
+def test_function_credentials_restore_a_role_only_when_asked_and_say_so(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = stack.cfg
     name, doc = cfg.name("ack-sender"), iam.policy(cfg, ACCOUNT, "ack-sender")
     changed = {**doc, "Statement": doc["Statement"][1:]}

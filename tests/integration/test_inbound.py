@@ -5,37 +5,42 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from common.delivery.compose import FOOTER_MARKER
+from common.local.rie import RieProcess
 from common.mail.threads import verify_thread_address
+from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
 SES_ID = "0000000000000000000000000000000000000001"
 
 
 @pytest.fixture(scope="module")
-def inbound(rie_module):
+def inbound(rie_module: Callable[..., RieProcess]) -> RieProcess:
     # TTL 0: each test's keyword-list edits apply to the next mail (the cache itself is unit-tested).
     return rie_module("inbound-handler", env={"SPAM_RULES_TTL_SECONDS": "0"})
 
 
 @pytest.fixture(scope="module")
-def forward_sender(rie_module):
+def forward_sender(rie_module: Callable[..., RieProcess]) -> RieProcess:
     return rie_module("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"})
 
 
 @pytest.fixture(scope="module")
-def ack_sender(rie_module):
+def ack_sender(rie_module: Callable[..., RieProcess]) -> RieProcess:
     return rie_module("ack-sender", env={"RETRY_DELAYS_SECONDS": "0"})
 
 
-def deliver(stack, inbound, raw: bytes, mid: str = SES_ID, **kwargs):
+def deliver(stack: Stack, inbound: RieProcess, raw: bytes, mid: str = SES_ID, **kwargs: Any) -> Any:
     return inbound.invoke(stack.receipt(raw, mid, **kwargs))
 
 
-def log_lines(fn, message: str) -> list[dict]:
+def log_lines(fn: RieProcess, message: str) -> list[dict]:
     return [
         d
         for d in (json.loads(line) for line in fn.output().splitlines() if line.startswith("{"))
@@ -43,7 +48,7 @@ def log_lines(fn, message: str) -> list[dict]:
     ]
 
 
-def test_first_contact_records_archives_acks_and_forwards(stack, inbound) -> None:
+def test_first_contact_records_archives_acks_and_forwards(stack: Stack, inbound: RieProcess) -> None:
     raw = mail(text="Hello!\n" + "x" * 2000)
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded" and result["firstContact"] and result["ack"]
@@ -67,7 +72,9 @@ def test_first_contact_records_archives_acks_and_forwards(stack, inbound) -> Non
     assert logged["conversation_id"] == cid and len(logged["body_preview"]) == 500
 
 
-def test_follow_up_is_forwarded_without_ack_and_keeps_first_contact_date(stack, inbound) -> None:
+def test_follow_up_is_forwarded_without_ack_and_keeps_first_contact_date(
+    stack: Stack, inbound: RieProcess
+) -> None:
     deliver(stack, inbound, mail(subject="First"), "0000000000000000000000000000000000000010")
     first = stack.conversation("jane-at-corp.example")
     result = deliver(stack, inbound, mail(subject="Second"), "0000000000000000000000000000000000000011")
@@ -79,7 +86,7 @@ def test_follow_up_is_forwarded_without_ack_and_keeps_first_contact_date(stack, 
 
 
 def test_event_delivered_twice_gives_one_ack_and_one_forward(
-    stack, inbound, ack_sender, forward_sender
+    stack: Stack, inbound: RieProcess, ack_sender: RieProcess, forward_sender: RieProcess
 ) -> None:
     raw = mail()
     deliver(stack, inbound, raw)
@@ -94,7 +101,7 @@ def test_event_delivered_twice_gives_one_ack_and_one_forward(
     assert "idempotency key already completed" in ack_sender.output()
 
 
-def test_linkedin_sender_is_acked_once_across_messages(stack, inbound) -> None:
+def test_linkedin_sender_is_acked_once_across_messages(stack: Stack, inbound: RieProcess) -> None:
     sender = "Jane Smith <s-2kfv@bounce.linkedin.com>"
     r1 = deliver(stack, inbound, mail(sender=sender), "0000000000000000000000000000000000000020")
     r2 = deliver(stack, inbound, mail(sender=sender), "0000000000000000000000000000000000000021")
@@ -116,7 +123,9 @@ def test_linkedin_sender_is_acked_once_across_messages(stack, inbound) -> None:
         ({"to": "someone-else@example.com"}, "dropped", "recipient is not the public address"),
     ],
 )
-def test_ses_verdict_rules(stack, inbound, kwargs, status, reason) -> None:
+def test_ses_verdict_rules(
+    stack: Stack, inbound: RieProcess, kwargs: dict[str, Any], status: str, reason: str
+) -> None:
     result = deliver(stack, inbound, mail(), **kwargs)
     assert (result["status"], result["reason"]) == (status, reason)
     assert stack.s3_keys("staging/") == [] and stack.s3_keys("conversations/") == []
@@ -140,7 +149,9 @@ def test_ses_verdict_rules(stack, inbound, kwargs, status, reason) -> None:
         ({"verdicts": {"spf": "FAIL"}}, "SPF check failed"),
     ],
 )
-def test_soft_authentication_failures_are_forwarded_with_a_banner(stack, inbound, kwargs, banner) -> None:
+def test_soft_authentication_failures_are_forwarded_with_a_banner(
+    stack: Stack, inbound: RieProcess, kwargs: dict[str, Any], banner: str
+) -> None:
     result = deliver(stack, inbound, mail(html="<html><body><p>Hi</p></body></html>"), **kwargs)
     assert (
         result["status"] == "forwarded" and not result["ack"]
@@ -150,7 +161,7 @@ def test_soft_authentication_failures_are_forwarded_with_a_banner(stack, inbound
     assert banner in fwd.html and fwd.html.index(banner) < fwd.html.index("<p>Hi</p>")
 
 
-def _set_rules(stack, text: str) -> None:
+def _set_rules(stack: Stack, text: str) -> None:
     from common.aws import client
 
     client("s3").put_object(Bucket=stack.cfg.bucket, Key="config/owner-rules.txt", Body=text.encode())
@@ -167,7 +178,9 @@ def _set_rules(stack, text: str) -> None:
         (mail(html="<p>Please do a <b>wire transfer</b></p>", text=None), "body matches 'wire transfer'"),
     ],
 )
-def test_owner_keyword_lists_from_s3_named_in_ssm(stack, inbound, message, reason) -> None:
+def test_owner_keyword_lists_from_s3_named_in_ssm(
+    stack: Stack, inbound: RieProcess, message: bytes, reason: str
+) -> None:
     _set_rules(
         stack,
         "# owner list\n[blocked_sender_domains]\nspam-domain.example\n"
@@ -192,18 +205,22 @@ def test_owner_keyword_lists_from_s3_named_in_ssm(stack, inbound, message, reaso
         ({}, "Jobs <noreply@corp.example>", "no-reply sender"),
     ],
 )
-def test_rfc3834_no_ack_cases_are_still_forwarded(stack, inbound, headers, sender, why) -> None:
+def test_rfc3834_no_ack_cases_are_still_forwarded(
+    stack: Stack, inbound: RieProcess, headers: dict[str, Any], sender: str | None, why: str
+) -> None:
     result = deliver(stack, inbound, mail(headers=headers, sender=sender or "Jane Smith <jane@corp.example>"))
     assert result["status"] == "forwarded" and result["firstContact"] and not result["ack"]
     assert log_lines(inbound, "mail forwarded")[-1]["ack_skipped_reason"] == why
     assert stack.peek(stack.cfg.ack_queue) == []
 
 
-def test_auto_submitted_no_is_acked(stack, inbound) -> None:
+def test_auto_submitted_no_is_acked(stack: Stack, inbound: RieProcess) -> None:
     assert deliver(stack, inbound, mail(headers={"Auto-Submitted": "no"}))["ack"]
 
 
-def test_forward_mime_through_the_sender(stack, inbound, forward_sender) -> None:
+def test_forward_mime_through_the_sender(
+    stack: Stack, inbound: RieProcess, forward_sender: RieProcess
+) -> None:
     pdf = b"%PDF-1.4 test"
     raw = mail(
         sender='"Zoë O\'Brien" <zoe@corp.example>',
@@ -245,7 +262,7 @@ def test_forward_mime_through_the_sender(stack, inbound, forward_sender) -> None
     assert att.get_filename() == "CV (2026).PDF" and att.get_content() == pdf
 
 
-def test_delivery_status_notifications_are_archived_and_dropped(stack, inbound) -> None:
+def test_delivery_status_notifications_are_archived_and_dropped(stack: Stack, inbound: RieProcess) -> None:
     dsn = mail(sender="Mail Delivery Subsystem <mailer-daemon@corp.example>", subject="Undelivered Mail")
     for n, source in enumerate(("", "MAILER-DAEMON@corp.example")):
         mid = f"00000000000000000000000000000000000000d{n}"
@@ -259,7 +276,9 @@ def test_delivery_status_notifications_are_archived_and_dropped(stack, inbound) 
     assert stack.conversation("mailer-daemon-at-corp.example") is None
 
 
-def test_the_owners_automatic_reply_to_the_public_address_is_archived_not_forwarded(stack, inbound) -> None:
+def test_the_owners_automatic_reply_to_the_public_address_is_archived_not_forwarded(
+    stack: Stack, inbound: RieProcess
+) -> None:
     """The owner's out-of-office answers the daily digest (From: PUBLIC_EMAIL): forwarded, it would come back
     to the owner as a conversation with themselves every day. A person's mail from the owner still goes."""
     ooo = mail(
@@ -278,7 +297,7 @@ def test_the_owners_automatic_reply_to_the_public_address_is_archived_not_forwar
 
 
 def test_oversize_mail_is_forwarded_truncated_with_the_archive_key(
-    stack, rie_function, forward_sender
+    stack: Stack, rie_function: Callable[..., RieProcess], forward_sender: RieProcess
 ) -> None:
     small = rie_function("inbound-handler", env={"MAX_FORWARD_BYTES": "400000"})
     big = bytes(range(256)) * 1200  # ~300 KB: over the limit once base64-encoded with the body
@@ -298,7 +317,7 @@ def test_oversize_mail_is_forwarded_truncated_with_the_archive_key(
 
 
 def test_the_links_an_oversize_forward_carries_open_the_stored_copies(
-    stack, rie_function, forward_sender
+    stack: Stack, rie_function: Callable[..., RieProcess], forward_sender: RieProcess
 ) -> None:
     """The owner's path: a part left out for size and the archived original are named with a presigned
     GET link signed by inbound-handler's own role; taken from the sent forward, the links fetch the
@@ -361,7 +380,9 @@ CORPUS = sorted((__import__("pathlib").Path(__file__).parents[1] / "fixtures" / 
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
-def test_odd_real_world_messages_end_forwarded_or_quarantined(stack, inbound, forward_sender, path) -> None:
+def test_odd_real_world_messages_end_forwarded_or_quarantined(
+    stack: Stack, inbound: RieProcess, forward_sender: RieProcess, path: Path
+) -> None:
     raw = path.read_bytes()
     result = deliver(stack, inbound, raw)
     assert result["status"] in ("forwarded", "quarantined"), result
@@ -378,7 +399,7 @@ def test_odd_real_world_messages_end_forwarded_or_quarantined(stack, inbound, fo
     assert f"Conversation: {result['conversationId']}\n" in footer
 
 
-def test_corpus_expectations(stack, inbound) -> None:
+def test_corpus_expectations(stack: Stack, inbound: RieProcess) -> None:
     """What the odd messages must become, beyond not crashing."""
     fixtures = {p.stem: p.read_bytes() for p in CORPUS}
     r = deliver(stack, inbound, fixtures["no-from"], "c1" * 20)
@@ -402,7 +423,9 @@ def test_corpus_expectations(stack, inbound) -> None:
     assert "\r" not in record["displayName"] and "\n" not in record["subject"]
 
 
-def test_a_duplicate_ses_delivery_is_already_processed_under_the_production_role(stack, inbound) -> None:
+def test_a_duplicate_ses_delivery_is_already_processed_under_the_production_role(
+    stack: Stack, inbound: RieProcess
+) -> None:
     """SES and Lambda deliver at least once. Under the role's policy a missing staging key is a 403
     (no unconditional s3:ListBucket), which must still read as "already processed", not an error."""
     event = stack.receipt(mail(), SES_ID)
@@ -410,7 +433,7 @@ def test_a_duplicate_ses_delivery_is_already_processed_under_the_production_role
     assert inbound.invoke(event) == {"status": "already-processed", "messageId": SES_ID}
 
 
-def test_only_authenticated_mail_updates_a_conversations_facts(stack, inbound) -> None:
+def test_only_authenticated_mail_updates_a_conversations_facts(stack: Stack, inbound: RieProcess) -> None:
     genuine = mail(sender="Jane Smith <jane@corp.example>", message_id="<genuine@corp.example>")
     assert deliver(stack, inbound, genuine, "a" * 40)["status"] == "forwarded"
     spoof = mail(

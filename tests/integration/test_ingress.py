@@ -5,24 +5,27 @@ from __future__ import annotations
 import json
 import smtplib
 import socket
+from collections.abc import Iterator
 from email.message import EmailMessage
 
 import pytest
 
 from common.local.ingress import SmtpIngress
 from common.local.rie import free_port
+from common.runtime.config import Config
 from deploy import resources
+from tests.support.harness import Stack
 
 
 @pytest.fixture
-def ingress(stack):
+def ingress(stack: Stack) -> Iterator[SmtpIngress]:
     resources.provision(stack.cfg, local=True)  # the wiring's invocations queue, as `email-handler dev` has
     server = SmtpIngress(stack.cfg, "127.0.0.1", free_port()).start()
     yield server
     server.stop()
 
 
-def saved_eml(cfg) -> bytes:
+def saved_eml(cfg: Config) -> bytes:
     """A multi-kilobyte message as mail clients save it: every line ends in a bare LF."""
     msg = EmailMessage()
     msg["From"] = "Jane Smith <jane@corp.example>"
@@ -36,14 +39,16 @@ def saved_eml(cfg) -> bytes:
     return raw
 
 
-def staged(stack, queue_messages: list[dict]) -> bytes:
+def staged(stack: Stack, queue_messages: list[dict]) -> bytes:
     [invocation] = queue_messages
     event = json.loads(invocation["Body"])["event"]
     mid = event["Records"][0]["ses"]["mail"]["messageId"]
     return stack.s3_body(f"staging/{mid}")
 
 
-def test_a_saved_eml_with_bare_lf_line_ends_is_accepted_and_stored_with_crlf(stack, ingress) -> None:
+def test_a_saved_eml_with_bare_lf_line_ends_is_accepted_and_stored_with_crlf(
+    stack: Stack, ingress: SmtpIngress
+) -> None:
     raw = saved_eml(stack.cfg)
     with smtplib.SMTP("127.0.0.1", ingress.port, timeout=30) as smtp:
         assert smtp.sendmail("jane@corp.example", [stack.cfg.public_email], raw) == {}  # raises on 500
@@ -53,14 +58,14 @@ def test_a_saved_eml_with_bare_lf_line_ends_is_accepted_and_stored_with_crlf(sta
     assert b"\r\n.\r\n..a line that starts with a dot\r\n" in stored  # dot-stuffing undone, the lone dot kept
 
 
-def test_crlf_messages_pass_unchanged(stack, ingress) -> None:
+def test_crlf_messages_pass_unchanged(stack: Stack, ingress: SmtpIngress) -> None:
     raw = saved_eml(stack.cfg).replace(b"\n", b"\r\n")
     with smtplib.SMTP("127.0.0.1", ingress.port, timeout=30) as smtp:
         smtp.sendmail("jane@corp.example", [stack.cfg.public_email], raw)
     assert staged(stack, stack.receive(resources.local_queue(stack.cfg, "invocations"))) == raw
 
 
-def test_a_bare_lf_dot_does_not_end_the_message(stack, ingress) -> None:
+def test_a_bare_lf_dot_does_not_end_the_message(stack: Stack, ingress: SmtpIngress) -> None:
     """SMTP smuggling: <LF>.<LF> followed by commands must stay content, as with Postfix's normalize."""
     smuggled = (
         b"From: jane@corp.example\nSubject: one\n\nbody\n.\nMAIL FROM:<evil@corp.example>\r\n"
@@ -86,7 +91,9 @@ def test_a_bare_lf_dot_does_not_end_the_message(stack, ingress) -> None:
     assert b"\r\nbody\r\n.\r\nMAIL FROM:<evil@corp.example>\r\n" in staged(stack, stack.receive(queue))
 
 
-def test_a_mail_to_the_public_and_a_thread_address_reaches_both_handlers(stack, ingress) -> None:
+def test_a_mail_to_the_public_and_a_thread_address_reaches_both_handlers(
+    stack: Stack, ingress: SmtpIngress
+) -> None:
     from common.runtime.events import SesReceipt
     from common.store import staging
 

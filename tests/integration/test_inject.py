@@ -1,4 +1,4 @@
-"""`email-handler inject` (issue 17.8): the envelope sender it derives, and what it reports, with the
+"""`email-handler inject` (docs/local.md): the envelope sender it derives, and what it reports, with the
 CLI in its own process, the local wiring and inbound-handler under the host RIE against moto."""
 
 from __future__ import annotations
@@ -7,18 +7,21 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from common.local.rie import RieProcess
 from common.local.wiring import Endpoint, Wiring, invocation_route
 from deploy import resources
 from tests.conftest import IAM_ENFORCED, REPO
 from tests.support import mailgen as g
+from tests.support.harness import Stack
 
 
 @pytest.fixture
-def wired(stack, rie_function):
+def wired(stack: Stack, rie_function: Callable[..., RieProcess]) -> Iterator[Callable[..., Wiring]]:
     """The wiring's asynchronous-invocation source in this process, delivering to ``start(env)``'s RIE."""
     resources.provision(stack.cfg, local=True)
     running: list[Wiring] = []
@@ -36,7 +39,7 @@ def wired(stack, rie_function):
 
 
 def inject(
-    stack, tmp_path: Path, raw: bytes, *extra: str, timeout: float = 60
+    stack: Stack, tmp_path: Path, raw: bytes, *extra: str, timeout: float = 60
 ) -> tuple[int, dict, str, float]:
     path = tmp_path / "mail.eml"
     path.write_bytes(raw)
@@ -77,7 +80,9 @@ def inject(
         ),  # Return-Path wins
     ],
 )
-def test_envelope_from_return_path_or_the_from_address(stack, wired, tmp_path, raw, cid) -> None:
+def test_envelope_from_return_path_or_the_from_address(
+    stack: Stack, wired: Callable[..., Wiring], tmp_path: Path, raw: bytes, cid: str
+) -> None:
     wired()
     code, result, err, _ = inject(stack, tmp_path, raw)
     assert code == 0, err
@@ -86,13 +91,13 @@ def test_envelope_from_return_path_or_the_from_address(stack, wired, tmp_path, r
     )  # not archived as a bounce
 
 
-def test_null_return_path_is_a_bounce(stack, wired, tmp_path) -> None:
+def test_null_return_path_is_a_bounce(stack: Stack, wired: Callable[..., Wiring], tmp_path: Path) -> None:
     wired()
     code, result, err, _ = inject(stack, tmp_path, g.raw([("Return-Path", "<>"), *g.basic()]))
     assert code == 0 and result["outcome"] == "delivery status notification", (result, err)
 
 
-def test_no_usable_sender_needs_from(stack, wired, tmp_path) -> None:
+def test_no_usable_sender_needs_from(stack: Stack, wired: Callable[..., Wiring], tmp_path: Path) -> None:
     wired()
     code, result, err, _ = inject(stack, tmp_path, g.from_field("undisclosed-recipients:;"))
     assert code == 2 and result == {} and "--from" in err
@@ -107,7 +112,9 @@ def test_no_usable_sender_needs_from(stack, wired, tmp_path) -> None:
     )
 
 
-def test_a_failing_handler_is_reported_at_once(stack, wired, tmp_path) -> None:
+def test_a_failing_handler_is_reported_at_once(
+    stack: Stack, wired: Callable[..., Wiring], tmp_path: Path
+) -> None:
     wired(EMAIL_BUCKET="no-such-bucket")  # every invocation fails: the staged mail cannot be read
     code, result, err, elapsed = inject(stack, tmp_path, g.from_field("Jane <jane@corp.example>"), timeout=60)
     assert code == 1, (result, err)
@@ -122,7 +129,7 @@ def test_a_failing_handler_is_reported_at_once(stack, wired, tmp_path) -> None:
     assert "is the wiring running" not in json.dumps(result)
 
 
-def test_no_wiring_says_so(stack, tmp_path) -> None:
+def test_no_wiring_says_so(stack: Stack, tmp_path: Path) -> None:
     resources.provision(stack.cfg, local=True)
     code, result, _, _ = inject(stack, tmp_path, g.from_field("Jane <jane@corp.example>"), timeout=2)
     assert code == 1 and result["outcome"] == "not handled yet" and "is the wiring running" in result["hint"]

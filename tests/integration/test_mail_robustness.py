@@ -1,40 +1,44 @@
-"""Issue 17 (items 1, 2, 3, 6, 7) and issue 18 (S2, S3, S6, S8, S10) through inbound-handler under
+"""Malformed and hostile mail (docs/inbound.md, parsing received mail) through inbound-handler under
 the real RIE against moto, each from a minimal message of the failing shape (tests/support/mailgen),
 and the forwards and acks they produce built by the real senders."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from common.local.rie import RieProcess
 from common.mail import limits
 from common.mail.threads import MAX_ID, conversation_id, thread_address
 from common.runtime.functions import BY_NAME
 from tests.support import caps
 from tests.support import mailgen as g
+from tests.support.harness import Stack
 
 SES_ID = "0000000000000000000000000000000000000a01"
 
 
 @pytest.fixture(scope="module")
-def inbound(rie_module):
+def inbound(rie_module: Callable[..., RieProcess]) -> RieProcess:
     fn = rie_module("inbound-handler")
     return fn
 
 
 @pytest.fixture(scope="module")
-def senders(rie_module):
+def senders(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
     return {
         name: rie_module(name, env={"RETRY_DELAYS_SECONDS": "0"}) for name in ("forward-sender", "ack-sender")
     }
 
 
-def deliver(stack, inbound, raw: bytes, mid: str = SES_ID, **kwargs):
+def deliver(stack: Stack, inbound: RieProcess, raw: bytes, mid: str = SES_ID, **kwargs: Any) -> Any:
     return inbound.invoke(stack.receipt(raw, mid, **kwargs))
 
 
-def send_all(stack, senders) -> None:
+def send_all(stack: Stack, senders: dict[str, RieProcess]) -> None:
     for name, queue in (("forward-sender", stack.cfg.forward_queue), ("ack-sender", stack.cfg.ack_queue)):
         assert all(not r.failed for r in stack.run_sender(senders[name], queue)), name
         assert stack.depth(queue + "-dlq") == 0, f"{name}: a message went to the DLQ"
@@ -44,7 +48,7 @@ def surrogate_free(value: object) -> bool:
     return not re.search("[\ud800-\udfff]", repr(value))
 
 
-# --- 17.1 / S2: 8-bit headers and crashes never lose a mail ------------------------------------------------
+# --- 8-bit headers and crashes never lose a mail ------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -57,7 +61,7 @@ def surrogate_free(value: object) -> bool:
     ids=["utf8-display-name", "latin1-display-name", "rfc6532-address"],
 )
 def test_8bit_from_is_recorded_forwarded_and_never_stuck_in_staging(
-    stack, inbound, senders, raw, address, name
+    stack: Stack, inbound: RieProcess, senders: dict[str, RieProcess], raw: bytes, address: str, name: str
 ) -> None:
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded", result
@@ -73,10 +77,12 @@ def test_8bit_from_is_recorded_forwarded_and_never_stuck_in_staging(
         assert not result["ack"] and len(stack.sent()) == 1
 
 
-def test_noncharacters_from_a_stranger_reach_the_owner(stack, inbound, senders) -> None:
+def test_noncharacters_from_a_stranger_reach_the_owner(
+    stack: Stack, inbound: RieProcess, senders: dict[str, RieProcess]
+) -> None:
     # U+FFFF from an encoded-word Subject, U+FFFE and U+FFFF from UTF-8 bytes in the body: SQS refuses
     # a body holding them unescaped (InvalidMessageContents; the emulator too), so the forward could
-    # never be queued and the mail was lost on every attempt (review H3a).
+    # never be queued and the mail was lost on every attempt.
     raw = g.raw(
         [*g.basic(subject=b"=?utf-8?b?77+/?= Offer"), ("Content-Type", "text/plain; charset=utf-8")],
         "Body \ufffe and \uffff and \x01.\r\n".encode(),
@@ -91,7 +97,9 @@ def test_noncharacters_from_a_stranger_reach_the_owner(stack, inbound, senders) 
     )
 
 
-def test_deep_nesting_is_archived_and_forwarded_with_the_original(stack, inbound, senders) -> None:
+def test_deep_nesting_is_archived_and_forwarded_with_the_original(
+    stack: Stack, inbound: RieProcess, senders: dict[str, RieProcess]
+) -> None:
     raw = g.nested(400)  # 1,000 deep is over the MIME part cap: quarantined unparsed (test_caps_hold_…)
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded" and stack.s3_keys("staging/") == []
@@ -101,7 +109,7 @@ def test_deep_nesting_is_archived_and_forwarded_with_the_original(stack, inbound
     send_all(stack, senders)
 
 
-# --- 17.2 / S6 / S8: who the sender is, and ids that are safe and never shared -----------------------------
+# --- who the sender is, and ids that are safe and never shared -----------------------------
 
 
 @pytest.mark.parametrize(
@@ -113,7 +121,7 @@ def test_deep_nesting_is_archived_and_forwarded_with_the_original(stack, inbound
     ],
 )
 def test_the_from_mailbox_is_the_angle_addr_and_the_ack_goes_there(
-    stack, inbound, senders, value, address
+    stack: Stack, inbound: RieProcess, senders: dict[str, RieProcess], value: str, address: str
 ) -> None:
     result = deliver(stack, inbound, g.from_field(value))
     assert result["status"] == "forwarded" and result["ack"], result
@@ -132,7 +140,9 @@ def test_the_from_mailbox_is_the_angle_addr_and_the_ack_goes_there(
         ("a" * 3000 + "@x.example", "local part longer than 64 octets"),
     ],
 )
-def test_unusable_addresses_are_quarantined_with_the_reason(stack, inbound, value, reason) -> None:
+def test_unusable_addresses_are_quarantined_with_the_reason(
+    stack: Stack, inbound: RieProcess, value: str, reason: str
+) -> None:
     result = deliver(stack, inbound, g.from_field(value))
     assert (result["status"], result["reason"]) == ("quarantined", f"sender address unusable: {reason}")
     assert stack.s3_keys("staging/") == [] and stack.peek(stack.cfg.forward_queue) == []
@@ -148,7 +158,7 @@ def test_unusable_addresses_are_quarantined_with_the_reason(stack, inbound, valu
     ],
 )
 def test_odd_but_valid_addresses_get_a_safe_id_and_a_working_thread_address(
-    stack, inbound, senders, address
+    stack: Stack, inbound: RieProcess, senders: dict[str, RieProcess], address: str
 ) -> None:
     result = deliver(stack, inbound, g.from_field(f"Odd <{address}>"))
     cid = result["conversationId"]
@@ -163,7 +173,7 @@ def test_odd_but_valid_addresses_get_a_safe_id_and_a_working_thread_address(
     assert len(reply_to.split("@")[0]) <= 64
 
 
-def test_colliding_addresses_get_two_conversations(stack, inbound) -> None:
+def test_colliding_addresses_get_two_conversations(stack: Stack, inbound: RieProcess) -> None:
     victim = deliver(stack, inbound, g.from_field("Victim <x@cat-at-work.example>"), "0" * 39 + "1")
     attacker = deliver(stack, inbound, g.from_field("Attacker <x-at-cat@work.example>"), "0" * 39 + "2")
     assert victim["conversationId"] != attacker["conversationId"]
@@ -171,7 +181,7 @@ def test_colliding_addresses_get_two_conversations(stack, inbound) -> None:
     assert stack.conversation(attacker["conversationId"])["senderEmail"] == "x-at-cat@work.example"
 
 
-def test_an_existing_conversation_never_changes_its_sender(stack, inbound) -> None:
+def test_an_existing_conversation_never_changes_its_sender(stack: Stack, inbound: RieProcess) -> None:
     """Should two addresses ever share an id (a hash collision), the second is quarantined, not merged."""
     from common.aws import dynamodb
 
@@ -186,10 +196,12 @@ def test_an_existing_conversation_never_changes_its_sender(stack, inbound) -> No
     assert stack.peek(stack.cfg.forward_queue) == [] and stack.peek(stack.cfg.ack_queue) == []
 
 
-# --- 17.3: threading headers in what the senders build ------------------------------------------------------
+# --- threading headers in what the senders build ------------------------------------------------------
 
 
-def test_long_message_ids_reach_the_forward_and_the_ack_unencoded(stack, inbound, senders) -> None:
+def test_long_message_ids_reach_the_forward_and_the_ack_unencoded(
+    stack: Stack, inbound: RieProcess, senders: dict[str, RieProcess]
+) -> None:
     raw = g.long_ids()
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded" and result["ack"]
@@ -206,10 +218,12 @@ def test_long_message_ids_reach_the_forward_and_the_ack_unencoded(stack, inbound
         assert sent.message["In-Reply-To"] == msg_id if sent.destinations != ["owner@example.net"] else True
 
 
-# --- 17.6 / 17.7: boundaries and charsets -----------------------------------------------------------------------
+# --- boundaries and charsets -----------------------------------------------------------------------
 
 
-def test_outlook_express_mail_keeps_its_body_and_its_jpeg(stack, inbound, senders) -> None:
+def test_outlook_express_mail_keeps_its_body_and_its_jpeg(
+    stack: Stack, inbound: RieProcess, senders: dict[str, RieProcess]
+) -> None:
     result = deliver(stack, inbound, g.outlook_express())
     assert result["status"] == "forwarded" and [k.rsplit("/", 1)[1] for k in result["attachments"]] == [
         "photo.jpg"
@@ -221,7 +235,9 @@ def test_outlook_express_mail_keeps_its_body_and_its_jpeg(stack, inbound, sender
     assert jpeg.get_content_type() == "image/jpeg" and jpeg.get_content().startswith(b"\xff\xd8\xff")
 
 
-def test_outlook_2000_8bit_subject_file_name_and_body(stack, inbound, senders) -> None:
+def test_outlook_2000_8bit_subject_file_name_and_body(
+    stack: Stack, inbound: RieProcess, senders: dict[str, RieProcess]
+) -> None:
     result = deliver(stack, inbound, g.outlook2000_latin1(subject="Bewerbung – Köln", declare_body=False))
     record = stack.conversation(result["conversationId"])
     assert record["subject"] == "Bewerbung – Köln" and record["lastMessageBody"] == "Grüße aus Köln"
@@ -231,7 +247,8 @@ def test_outlook_2000_8bit_subject_file_name_and_body(stack, inbound, senders) -
     assert fwd["Subject"] == "Bewerbung – Köln" and "\ufffd" not in fwd.get_body(("plain",)).get_content()
 
 
-# --- S10: attachment types from the name and the bytes ------------------------------------------------------------
+# --- attachment types from the name and the bytes
+# ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -247,7 +264,13 @@ def test_outlook_2000_8bit_subject_file_name_and_body(stack, inbound, senders) -
     ],
 )
 def test_attachment_type_is_derived_not_claimed(
-    stack, inbound, senders, name, data, declared, stored
+    stack: Stack,
+    inbound: RieProcess,
+    senders: dict[str, RieProcess],
+    name: str,
+    data: bytes,
+    declared: str,
+    stored: str,
 ) -> None:
     from common.aws import client
 
@@ -260,19 +283,20 @@ def test_attachment_type_is_derived_not_claimed(
     assert part.get_content_type() == stored and part.get_content() == data
 
 
-def test_long_attachment_names_keep_their_extension(stack, inbound) -> None:
+def test_long_attachment_names_keep_their_extension(stack: Stack, inbound: RieProcess) -> None:
     result = deliver(stack, inbound, g.attachment_mail("Q" * 300 + ".pdf", b"%PDF-1.4", "application/pdf"))
     [key] = result["attachments"]
     name = key.rsplit("/", 1)[1]
     assert name.endswith(".pdf") and len(name) <= 120
 
 
-# --- S3: caps before parsing, each measured (time, peak RSS of the runtime process) ----------------------------
+# --- S3: caps before parsing, each measured (time, peak RSS of the runtime process)
+# ----------------------------
 
 
 @pytest.mark.skipif(not caps.can_measure(), reason="peak RSS is read from Linux /proc")
 @pytest.mark.parametrize("case", caps.CASES, ids=[c.name for c in caps.CASES])
-def test_caps_hold_in_time_and_memory(stack, inbound, case: caps.Case) -> None:
+def test_caps_hold_in_time_and_memory(stack: Stack, inbound: RieProcess, case: caps.Case) -> None:
     inbound.invoke(
         stack.receipt(g.from_field("Warm <warm@corp.example>"), "f" * 40)
     )  # the runtime is started and warm
@@ -296,7 +320,7 @@ def test_caps_hold_in_time_and_memory(stack, inbound, case: caps.Case) -> None:
     assert measured.seconds < 20, f"{case.name}: {measured.seconds:.1f} s"
 
 
-def test_stored_attachments_are_capped(stack, inbound) -> None:
+def test_stored_attachments_are_capped(stack: Stack, inbound: RieProcess) -> None:
     result = deliver(stack, inbound, g.many_parts(limits.MAX_STORED_ATTACHMENTS + 20, allowed=True))
     assert result["status"] == "forwarded" and len(result["attachments"]) == limits.MAX_STORED_ATTACHMENTS
     assert len(stack.s3_keys("attachments/")) == limits.MAX_STORED_ATTACHMENTS
@@ -306,7 +330,7 @@ def test_stored_attachments_are_capped(stack, inbound) -> None:
     assert "only in the archived original" in fwd.text
 
 
-def test_html_past_the_conversion_bound_is_forwarded_whole(stack, inbound) -> None:
+def test_html_past_the_conversion_bound_is_forwarded_whole(stack: Stack, inbound: RieProcess) -> None:
     from common.aws import client
     from common.mail.htmltext import MAX_HTML_CHARS
 

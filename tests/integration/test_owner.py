@@ -3,12 +3,17 @@ reply-handler and the senders under the real RIE against moto, driven by mail as
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from common.aws import dynamodb
+from common.local.rie import RieProcess
 from common.mail.threads import release_address
 from common.store import layout
 from common.store import quarantine as records
+from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
 OWNER = "Owner Name <owner@example.net>"
@@ -21,7 +26,7 @@ def next_id(prefix: str = "m") -> str:
 
 
 @pytest.fixture(scope="module")
-def fns(rie_module):
+def fns(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
     env = {"RETRY_DELAYS_SECONDS": "0", "SPAM_RULES_TTL_SECONDS": "0"}
     return {
         name: rie_module(name, env=env)
@@ -29,16 +34,20 @@ def fns(rie_module):
     }
 
 
-def inbound(stack, fns, raw: bytes, **kwargs):
+def inbound(stack: Stack, fns: dict[str, RieProcess], raw: bytes, **kwargs: Any) -> Any:
     return fns["inbound-handler"].invoke(stack.receipt(raw, next_id("i"), **kwargs))
 
 
-def owner_mail(stack, fns, to: str, text: str, subject: str = "Re: Hello", **kw):
+def owner_mail(
+    stack: Stack, fns: dict[str, RieProcess], to: str, text: str, subject: str = "Re: Hello", **kw: Any
+) -> Any:
     raw = mail(sender=OWNER, to=to, subject=subject, text=text, **kw)
     return fns["reply-handler"].invoke(stack.receipt(raw, next_id("r"), to=to, source="owner@example.net"))
 
 
-def thread_of(stack, fns, sender: str = "Jane Smith <jane@corp.example>") -> str:
+def thread_of(
+    stack: Stack, fns: dict[str, RieProcess], sender: str = "Jane Smith <jane@corp.example>"
+) -> str:
     result = inbound(stack, fns, mail(sender=sender))
     assert result["status"] == "forwarded", result
     forwards = [
@@ -47,13 +56,13 @@ def thread_of(stack, fns, sender: str = "Jane Smith <jane@corp.example>") -> str
     return forwards[-1].reply_to
 
 
-def drain(stack, fns) -> list:
+def drain(stack: Stack, fns: dict[str, RieProcess]) -> list:
     stack.run_sender(fns["forward-sender"], stack.cfg.forward_queue)
     stack.run_sender(fns["reply-sender"], stack.cfg.reply_queue)
     return stack.sent()
 
 
-def digest_event(task: str = "", **detail) -> dict:
+def digest_event(task: str = "", **detail: Any) -> dict:
     return {
         "version": "0",
         "id": "e1",
@@ -68,7 +77,9 @@ def digest_event(task: str = "", **detail) -> dict:
 # --- block / allow / unblock -----------------------------------------------------------------------
 
 
-def test_block_in_a_reply_quarantines_later_mail_without_forward_or_ack(stack, fns) -> None:
+def test_block_in_a_reply_quarantines_later_mail_without_forward_or_ack(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     thread = thread_of(stack, fns)
     result = owner_mail(stack, fns, thread, "[block]\n")
     # Only a command: nothing goes to Jane.
@@ -86,7 +97,9 @@ def test_block_in_a_reply_quarantines_later_mail_without_forward_or_ack(stack, f
     assert inbound(stack, fns, mail(sender="Bob <bob@corp.example>"))["status"] == "forwarded"
 
 
-def test_block_domain_covers_every_sender_and_subdomain_and_the_reply_text_still_goes(stack, fns) -> None:
+def test_block_domain_covers_every_sender_and_subdomain_and_the_reply_text_still_goes(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     thread = thread_of(stack, fns)
     result = owner_mail(stack, fns, thread, "No thanks, please stop.\n[block: domain]\n")
     assert result["status"] == "queued" and result["controls"] == ["block @corp.example"]
@@ -101,7 +114,9 @@ def test_block_domain_covers_every_sender_and_subdomain_and_the_reply_text_still
     assert inbound(stack, fns, mail(sender="Y <y@notcorp.example>"))["status"] == "forwarded"
 
 
-def test_allow_exempts_the_contact_from_the_keyword_lists_and_unblock_clears_it(stack, fns) -> None:
+def test_allow_exempts_the_contact_from_the_keyword_lists_and_unblock_clears_it(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     from tests.integration.test_inbound import _set_rules
 
     _set_rules(stack, "[subject_patterns]\ninvoice\n")
@@ -115,14 +130,16 @@ def test_allow_exempts_the_contact_from_the_keyword_lists_and_unblock_clears_it(
     assert inbound(stack, fns, mail(subject="Invoice 44"))["status"] == "quarantined"
 
 
-def test_an_address_entry_is_more_specific_than_a_domain_block(stack, fns) -> None:
+def test_an_address_entry_is_more_specific_than_a_domain_block(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     thread = thread_of(stack, fns)
     owner_mail(stack, fns, thread, "[block: @corp.example]\n[allow: jane@corp.example]\n")
     assert inbound(stack, fns, mail())["status"] == "forwarded"
     assert inbound(stack, fns, mail(sender="Bob <bob@corp.example>"))["status"] == "quarantined"
 
 
-def test_the_owner_cannot_block_their_own_mail(stack, fns) -> None:
+def test_the_owner_cannot_block_their_own_mail(stack: Stack, fns: dict[str, RieProcess]) -> None:
     thread = thread_of(stack, fns)
     result = owner_mail(
         stack, fns, thread, "[block: owner@example.net]\n[block: @example.com]\n[block: @example.net]\n"
@@ -134,7 +151,9 @@ def test_the_owner_cannot_block_their_own_mail(stack, fns) -> None:
 # --- quarantine digest and release ----------------------------------------------------------------
 
 
-def test_daily_digest_lists_what_was_held_with_release_addresses_once(stack, fns) -> None:
+def test_daily_digest_lists_what_was_held_with_release_addresses_once(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     assert fns["inbound-handler"].invoke(digest_event())["status"] == "nothing-quarantined"
     a = inbound(stack, fns, mail(subject="Cheap pills"), verdicts={"spam": "FAIL"})
     b = inbound(
@@ -165,7 +184,9 @@ def test_daily_digest_lists_what_was_held_with_release_addresses_once(stack, fns
     assert len(drain(stack, fns)) == 1
 
 
-def test_mailing_a_release_address_forwards_the_held_mail_once(stack, fns) -> None:
+def test_mailing_a_release_address_forwards_the_held_mail_once(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     held = inbound(
         stack,
         fns,
@@ -192,7 +213,7 @@ def test_mailing_a_release_address_forwards_the_held_mail_once(stack, fns) -> No
     assert fns["inbound-handler"].invoke(digest_event())["status"] == "nothing-quarantined"
 
 
-def test_release_addresses_are_owner_only_and_tamper_proof(stack, fns) -> None:
+def test_release_addresses_are_owner_only_and_tamper_proof(stack: Stack, fns: dict[str, RieProcess]) -> None:
     held = inbound(stack, fns, mail(), verdicts={"spam": "FAIL"})
     qid = records.quarantine_id(held["messageId"])
     address = release_address(qid, stack.cfg.thread_secret, stack.cfg.thread_domain)
@@ -210,7 +231,9 @@ def test_release_addresses_are_owner_only_and_tamper_proof(stack, fns) -> None:
     assert records.get(stack.cfg, qid)["status"] == "held" and drain(stack, fns) == []
 
 
-def test_an_operator_release_event_forwards_through_inbound_handler(stack, fns) -> None:
+def test_an_operator_release_event_forwards_through_inbound_handler(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     held = inbound(stack, fns, mail(subject="Held"), verdicts={"spam": "FAIL"})
     qid = records.quarantine_id(held["messageId"])
     event = {
@@ -225,8 +248,10 @@ def test_an_operator_release_event_forwards_through_inbound_handler(stack, fns) 
     assert fwd.message["Subject"] == "Held"
 
 
-def test_mail_held_unparsed_over_a_cap_is_released_whole_without_being_parsed(stack, fns) -> None:
-    """Review M3: a mail quarantined because it is over a parsing cap is released by mailing its release
+def test_mail_held_unparsed_over_a_cap_is_released_whole_without_being_parsed(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
+    """A mail quarantined because it is over a parsing cap is released by mailing its release
     address: forwarded unparsed, the raw original attached, a note saying why; no conversation, no ack."""
     from tests.support import mailgen as g
 
@@ -258,7 +283,9 @@ def test_mail_held_unparsed_over_a_cap_is_released_whole_without_being_parsed(st
     assert owner_mail(stack, fns, address, "")["status"] == "already-released" and drain(stack, fns) == [fwd]
 
 
-def test_an_unparsed_release_too_large_to_attach_names_the_s3_key(stack, rie_function, fns) -> None:
+def test_an_unparsed_release_too_large_to_attach_names_the_s3_key(
+    stack: Stack, rie_function: Callable[..., RieProcess], fns: dict[str, RieProcess]
+) -> None:
     from tests.support import mailgen as g
 
     small = rie_function("inbound-handler", env={"MAX_FORWARD_BYTES": "200000"})
@@ -280,7 +307,7 @@ def test_an_unparsed_release_too_large_to_attach_names_the_s3_key(stack, rie_fun
 
 
 def test_a_shortened_release_links_the_left_out_part_signed_by_reply_handlers_role(
-    stack, rie_function, fns
+    stack: Stack, rie_function: Callable[..., RieProcess], fns: dict[str, RieProcess]
 ) -> None:
     """A release by mail is a forward that reply-handler builds: its download link is signed by
     reply-handler's own role, which may read attachments/ for it (common/store/layout.py)."""
@@ -322,7 +349,9 @@ def test_a_shortened_release_links_the_left_out_part_signed_by_reply_handlers_ro
 # --- starting a conversation ----------------------------------------------------------------------
 
 
-def test_owner_starts_a_conversation_and_the_answer_threads_without_an_ack(stack, fns) -> None:
+def test_owner_starts_a_conversation_and_the_answer_threads_without_an_ack(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     new = f"new@{stack.cfg.thread_domain}"
     result = owner_mail(
         stack,
@@ -368,13 +397,15 @@ def test_owner_starts_a_conversation_and_the_answer_threads_without_an_ack(stack
         ("[to: not an address]\nx\n", "[to: not an address]: address unusable for a reply"),
     ],
 )
-def test_a_new_conversation_needs_a_usable_to_line(stack, fns, text, reason) -> None:
+def test_a_new_conversation_needs_a_usable_to_line(
+    stack: Stack, fns: dict[str, RieProcess], text: str, reason: str
+) -> None:
     result = owner_mail(stack, fns, f"new@{stack.cfg.thread_domain}", text)
     assert (result["status"], result["reason"]) == ("rejected", reason)
     assert drain(stack, fns) == []
 
 
-def test_only_the_owner_can_start_a_conversation(stack, fns) -> None:
+def test_only_the_owner_can_start_a_conversation(stack: Stack, fns: dict[str, RieProcess]) -> None:
     new = f"new@{stack.cfg.thread_domain}"
     raw = mail(sender="Mallory <m@evil.example>", to=new, text="[to: victim@other.example]\nspam\n")
     r = fns["reply-handler"].invoke(stack.receipt(raw, next_id("r"), to=new, source="m@evil.example"))
@@ -388,7 +419,9 @@ def test_only_the_owner_can_start_a_conversation(stack, fns) -> None:
     assert r["status"] == "rejected" and drain(stack, fns) == []
 
 
-def test_the_digest_offers_a_week_of_held_mail_and_reads_no_older_days(stack, fns) -> None:
+def test_the_digest_offers_a_week_of_held_mail_and_reads_no_older_days(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     """Listing only 100 a day, a sustained flood would leave the digest a backlog of old spam for ever (and
     every run reading all of it): the pending index is partitioned by the day the mail was held and a digest
     reads the last DIGEST_WINDOW_DAYS days only; older held mail stays in `quarantine list` and releasable."""
@@ -419,8 +452,8 @@ def test_the_digest_offers_a_week_of_held_mail_and_reads_no_older_days(stack, fn
     assert records.get(stack.cfg, qids[old])["status"] == records.HELD  # still there for the CLI and release
 
 
-def test_the_digest_stays_bounded_whatever_the_days_volume(stack, fns) -> None:
-    """Review M4: a flood of a few thousand held mails makes a digest of at most 100 entries, each
+def test_the_digest_stays_bounded_whatever_the_days_volume(stack: Stack, fns: dict[str, RieProcess]) -> None:
+    """A flood of a few thousand held mails makes a digest of at most 100 entries, each
     field cut short, that names how many more there are and the command that lists them; only those
     100 are marked digested, so the next run lists the next 100."""
     from common.aws import client

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from email.message import EmailMessage
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from common.aws import client
 from common.local.env import aws_endpoint, local_env
 from common.runtime import config
+from common.runtime.config import Config
 from deploy import resources
 from tests.conftest import REPO
 from tests.support.devproc import DevProcess
@@ -45,7 +47,7 @@ class Cli:
 
 
 @pytest.fixture(scope="module")
-def dev(tmp_path_factory):
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalSystem, Cli, Config]]:
     process = DevProcess(tmp_path_factory.mktemp("dev-logs")).start()
     try:
         env = local_env()
@@ -69,9 +71,10 @@ def sent_to(system: LocalSystem, address: str, count: int = 1) -> list:
 
 
 @pytest.mark.timeout(900)
-def test_owner_side_over_smtp_and_the_cli(dev) -> None:
+def test_owner_side_over_smtp_and_the_cli(dev: tuple[LocalSystem, Cli, Config]) -> None:
     system, cli, cfg = dev
-    # 1. A faithful forward: inline image beside the HTML, a .txt attachment, the header block, an .exe withheld.
+    # 1. A faithful forward: inline image beside the HTML, a .txt attachment, the header block, an .exe
+    # withheld.
     msg = EmailMessage()
     msg["From"], msg["To"], msg["Subject"] = "Jane Smith <jane@corp.example>", cfg.public_email, "Our logo"
     msg["Cc"] = "Bob <bob@corp.example>"

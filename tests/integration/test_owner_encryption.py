@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from email import message_from_string, policy
+from pathlib import Path
 
 import pytest
 
@@ -21,17 +22,17 @@ from tests.support.ownerkeys import NOW, body_text, pgp_owner, smime_owner
 from tests.support.scenario import LocalSystem, wait_for
 
 FIRST_CONTACT = (
-    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: A role you may like\r\n"
-    b"Message-ID: <first-contact-1@corp.example>\r\nDate: Wed, 25 Nov 2026 10:00:00 +0000\r\n"
-    b"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
-    b"Hello, we have a senior role in Lisbon. Interested?\r\n"
+    b"From: Jane Smith <jane@corp.example>\r\nTo: hello@example.com\r\n"
+    b"Subject: A role you may like\r\nMessage-ID: <first-contact-1@corp.example>\r\n"
+    b"Date: Wed, 25 Nov 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\nContent-Type: "
+    b"text/plain; charset=utf-8\r\n\r\nHello, we have a senior role in Lisbon. Interested?\r\n"
 )
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("kind", ["smime", "pgp"])
 def test_a_first_contact_forward_is_encrypted_to_the_owner_key_and_decrypts_to_the_original(
-    tmp_path, kind
+    tmp_path: Path, kind: str
 ) -> None:
     owner = smime_owner() if kind == "smime" else pgp_owner()
     path = tmp_path / ("owner.pem" if kind == "smime" else "owner.asc")
@@ -71,7 +72,7 @@ def test_a_first_contact_forward_is_encrypted_to_the_owner_key_and_decrypts_to_t
 
 
 @pytest.mark.timeout(120)
-def test_dev_refuses_an_expired_certificate_before_starting_anything(tmp_path) -> None:
+def test_dev_refuses_an_expired_certificate_before_starting_anything(tmp_path: Path) -> None:
     path = tmp_path / "owner.pem"
     path.write_text(smime_owner(not_after=NOW - dt.timedelta(days=2)).pem)
     dev = DevProcess(tmp_path / "logs")

@@ -1,6 +1,6 @@
-"""Never lose or block the owner's own mail (issue 18 S1, issue 15), under the real RIE against moto.
+"""Never lose or block the owner's own mail (docs/security.md), under the real RIE against moto.
 
-The attack of S1: one SES complaint about a forward (the owner pressed "spam") or five transient
+The attack: one SES complaint about a forward (the owner pressed "spam") or five transient
 bounces put the owner's address on the suppression list, and every later forward was skipped
 silently. Here the SES notifications are built from the forward the sender really sent (its
 headers, as SES echoes them), delivered over SNS to inbound-handler, and what follows is checked
@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from common.aws import client
 from common.local.events import sns_event
+from common.local.rie import RieProcess
 from common.store import sendstatus
+from tests.support.harness import SentMail, Stack
 from tests.support.mailgen import mail
 
 OWNER = "owner@example.net"
 
 
 @pytest.fixture(scope="module")
-def fns(rie_module):
+def fns(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
     return {
         "inbound-handler": rie_module("inbound-handler"),
         "forward-sender": rie_module("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"}),
@@ -33,8 +37,11 @@ def fns(rie_module):
 _ids = iter(range(10**6))
 
 
-def forward_one(stack, fns, sender: str = "Jane <jane@corp.example>") -> tuple[dict, object]:
-    """A contact writes in; the forward-sender sends the forward. Returns the handler's result and the sent mail."""
+def forward_one(
+    stack: Stack, fns: dict[str, RieProcess], sender: str = "Jane <jane@corp.example>"
+) -> tuple[dict, SentMail | None]:
+    """A contact writes in; the forward-sender sends the forward. Returns the handler's result and the sent
+    mail."""
     before = len(stack.sent())
     result = fns["inbound-handler"].invoke(stack.receipt(mail(sender=sender), f"{next(_ids):040d}"))
     stack.run_sender(fns["forward-sender"], stack.cfg.forward_queue)
@@ -42,7 +49,9 @@ def forward_one(stack, fns, sender: str = "Jane <jane@corp.example>") -> tuple[d
     return result, (sent[0] if sent else None)
 
 
-def notify(stack, fns, kind: str, sent, recipient: str = OWNER, **body) -> dict:
+def notify(
+    stack: Stack, fns: dict[str, RieProcess], kind: str, sent: Any, recipient: str = OWNER, **body: Any
+) -> dict:
     """SES's notification about ``sent``, with the headers SES echoes, over SNS to inbound-handler."""
     headers = [{"name": k, "value": str(v)} for k, v in sent.message.items()]
     message = {
@@ -72,7 +81,9 @@ def complaint(recipient: str = OWNER) -> dict:
     }
 
 
-def test_owner_complaint_flags_the_contact_alerts_and_forwards_continue(stack, fns) -> None:
+def test_owner_complaint_flags_the_contact_alerts_and_forwards_continue(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     inbox = stack.watch_alerts()
     first, sent = forward_one(stack, fns)
     cid = first["conversationId"]
@@ -89,7 +100,7 @@ def test_owner_complaint_flags_the_contact_alerts_and_forwards_continue(stack, f
     assert later is not None and later.destinations == [OWNER]  # not skipped as suppressed
 
 
-def test_public_and_owner_addresses_are_never_suppressed(stack, fns) -> None:
+def test_public_and_owner_addresses_are_never_suppressed(stack: Stack, fns: dict[str, RieProcess]) -> None:
     _, sent = forward_one(stack, fns)
     for _ in range(6):
         notify(
@@ -107,7 +118,9 @@ def test_public_and_owner_addresses_are_never_suppressed(stack, fns) -> None:
     assert not sendstatus.suppress(stack.cfg, OWNER, "manual")  # refused at the write itself
 
 
-def test_permanent_owner_bounce_holds_forwards_in_the_queue_and_dlq_until_a_delivery(stack, fns) -> None:
+def test_permanent_owner_bounce_holds_forwards_in_the_queue_and_dlq_until_a_delivery(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     inbox = stack.watch_alerts()
     first, sent = forward_one(stack, fns)
     result = notify(
@@ -162,7 +175,7 @@ def test_permanent_owner_bounce_holds_forwards_in_the_queue_and_dlq_until_a_deli
     ],
 )
 def test_a_stranger_cannot_hold_the_owners_forwards_by_sending_mail_the_provider_rejects(
-    stack, fns, btype, subtype, status
+    stack: Stack, fns: dict[str, RieProcess], btype: str, subtype: str, status: str
 ) -> None:
     inbox = stack.watch_alerts()
     first, sent = forward_one(stack, fns)
@@ -178,7 +191,9 @@ def test_a_stranger_cannot_hold_the_owners_forwards_by_sending_mail_the_provider
     assert later is not None and later.destinations == [OWNER]
 
 
-def test_a_held_mailbox_is_probed_once_per_interval(stack, rie_module) -> None:
+def test_a_held_mailbox_is_probed_once_per_interval(
+    stack: Stack, rie_module: Callable[..., RieProcess]
+) -> None:
     env = {"OWNER_HOLD_PROBE_SECONDS": "10", "RETRY_DELAYS_SECONDS": "0"}
     inbound, sender = rie_module("inbound-handler", env=env), rie_module("forward-sender", env=env)
     fns = {"inbound-handler": inbound, "forward-sender": sender}
@@ -195,7 +210,7 @@ def test_a_held_mailbox_is_probed_once_per_interval(stack, rie_module) -> None:
     assert "held recipient probed" in sender.output()
 
 
-def test_transient_contact_suppression_expires(stack, fns) -> None:
+def test_transient_contact_suppression_expires(stack: Stack, fns: dict[str, RieProcess]) -> None:
     _, sent = forward_one(stack, fns)
     for _ in range(stack.cfg.transient_bounce_limit):
         result = notify(

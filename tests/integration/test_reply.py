@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from common.aws import client
+from common.local.rie import RieProcess
 from common.mail.threads import thread_address
 from common.reply import auth
+from tests.support.harness import SentMail, Stack
 from tests.support.mailgen import mail
 
 OWNER = "Owner Name <owner@example.net>"
@@ -17,7 +21,7 @@ REPLY_ID = "0000000000000000000000000000000000000r01"
 
 
 @pytest.fixture(scope="module")
-def fns(rie_module):
+def fns(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
     return {
         name: rie_module(name, env={"RETRY_DELAYS_SECONDS": "0"})
         for name in ("inbound-handler", "reply-handler", "reply-sender")
@@ -25,7 +29,7 @@ def fns(rie_module):
 
 
 @pytest.fixture
-def thread(stack, fns) -> str:
+def thread(stack: Stack, fns: dict[str, RieProcess]) -> str:
     """A real conversation: Jane writes in, the forward's Reply-To is the thread address."""
     fns["inbound-handler"].invoke(
         stack.receipt(
@@ -37,7 +41,7 @@ def thread(stack, fns) -> str:
     return fwd.reply_to
 
 
-def alerts(stack) -> list[dict]:
+def alerts(stack: Stack) -> list[dict]:
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="test-reply-alerts")["QueueUrl"]
     return [
@@ -47,7 +51,7 @@ def alerts(stack) -> list[dict]:
 
 
 @pytest.fixture
-def alert_queue(stack) -> None:
+def alert_queue(stack: Stack) -> None:
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="test-reply-alerts")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -60,15 +64,15 @@ def alert_queue(stack) -> None:
 
 
 def reply(
-    stack,
-    fns,
+    stack: Stack,
+    fns: dict[str, RieProcess],
     to: str,
     sender: str = OWNER,
     source: str = "owner@example.net",
-    verdicts=None,
+    verdicts: dict[str, str] | None = None,
     mid: str = REPLY_ID,
-    **kw,
-):
+    **kw: Any,
+) -> Any:
     raw = mail(sender=sender, to=to, subject=kw.pop("subject", "Re: Role"), **kw)
     # SES lists only the recipients its receipt rule matched (the thread domain), never the Cc.
     return fns["reply-handler"].invoke(
@@ -76,12 +80,14 @@ def reply(
     )
 
 
-def send_all(stack, fns):
+def send_all(stack: Stack, fns: dict[str, RieProcess]) -> list[SentMail]:
     stack.run_sender(fns["reply-sender"], stack.cfg.reply_queue)
     return stack.sent()
 
 
-def test_owner_reply_reaches_the_stored_sender_clean_and_threaded(stack, fns, thread) -> None:
+def test_owner_reply_reaches_the_stored_sender_clean_and_threaded(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     text = (
         "Hi Jane, let's talk Tuesday.\n[company: Acme]\n[job_id: 42]\n\nOwner\nowner@example.net\n\n"
         "On Mon, 3 Nov 2026 at 10:00, Jane <hello@example.com> wrote:\n> Hi, I would like to talk\n"
@@ -110,7 +116,9 @@ def test_owner_reply_reaches_the_stored_sender_clean_and_threaded(stack, fns, th
     assert stack.s3_keys("staging/") == []
 
 
-def test_extra_to_and_cc_recipients_are_never_used(stack, fns, thread) -> None:
+def test_extra_to_and_cc_recipients_are_never_used(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     result = reply(stack, fns, f"{thread}, attacker2@evil.example", headers={"Cc": "attacker@evil.example"})
     assert result["status"] == "queued"
     [sent] = send_all(stack, fns)
@@ -132,7 +140,12 @@ def test_extra_to_and_cc_recipients_are_never_used(stack, fns, thread) -> None:
     ],
 )
 def test_anything_but_the_authenticated_owner_is_rejected_silently(
-    stack, fns, thread, alert_queue, kwargs, reason
+    stack: Stack,
+    fns: dict[str, RieProcess],
+    thread: str,
+    alert_queue: None,
+    kwargs: dict[str, dict[str, str]] | dict[str, str],
+    reason: str,
 ) -> None:
     result = reply(stack, fns, thread, **kwargs)
     assert (result["status"], result["reason"]) == ("rejected", reason)
@@ -142,7 +155,9 @@ def test_anything_but_the_authenticated_owner_is_rejected_silently(
     assert alert["reason"] == reason
 
 
-def test_forged_and_tampered_thread_tags_are_rejected(stack, fns, thread, alert_queue) -> None:
+def test_forged_and_tampered_thread_tags_are_rejected(
+    stack: Stack, fns: dict[str, RieProcess], thread: str, alert_queue: None
+) -> None:
     cfg = stack.cfg
     forged = f"mallory-at-evil.example.0123456789abcdef@{cfg.thread_domain}"
     tampered = thread.replace(CID, "bob-at-corp.example")
@@ -154,17 +169,20 @@ def test_forged_and_tampered_thread_tags_are_rejected(stack, fns, thread, alert_
     assert len(alerts(stack)) == 1  # at most one alert per hour per reason
 
 
-def test_unknown_conversation_is_archived_and_alerted(stack, fns, alert_queue) -> None:
+def test_unknown_conversation_is_archived_and_alerted(
+    stack: Stack, fns: dict[str, RieProcess], alert_queue: None
+) -> None:
     address = thread_address("nobody-at-corp.example", stack.cfg.thread_secret, stack.cfg.thread_domain)
     result = reply(stack, fns, address)
     assert (result["status"], result["reason"]) == ("rejected", "unknown conversation")
     assert stack.s3_keys("staging/") == [] and alerts(stack)[0]["reason"] == "unknown conversation"
 
 
-def test_header_injection_in_subject_adds_no_header_and_in_from_is_refused(stack, fns, thread) -> None:
+def test_header_injection_in_subject_adds_no_header_and_in_from_is_refused(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     raw = (
-        b"From: Owner <owner@example.net>\r\n"
-        b"To: "
+        b"From: Owner <owner@example.net>\r\nTo: "
         + thread.encode()
         + b"\r\nSubject: =?utf-8?q?Re=3A_Role=0D=0ABcc=3A_y=40evil=2Eexample?=\r\n\r\nHello\r\n"
     )
@@ -188,7 +206,7 @@ def test_header_injection_in_subject_adds_no_header_and_in_from_is_refused(stack
     assert (result["status"], result["reason"]) == ("rejected", "From header has a parse defect")
 
 
-def test_html_only_reply_gets_a_text_body(stack, fns, thread) -> None:
+def test_html_only_reply_gets_a_text_body(stack: Stack, fns: dict[str, RieProcess], thread: str) -> None:
     reply(
         stack,
         fns,
@@ -200,7 +218,9 @@ def test_html_only_reply_gets_a_text_body(stack, fns, thread) -> None:
     assert sent.message.get_body(("plain",)).get_content().startswith("Hello Jane")
 
 
-def test_a_contacts_text_quoted_in_an_html_only_reply_is_never_an_owner_command(stack, fns) -> None:
+def test_a_contacts_text_quoted_in_an_html_only_reply_is_never_an_owner_command(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     """A contact writes control lines in a mail without a Date (so the forward's header block is no cut
     marker) and the owner answers from a client that sends HTML only, quoting in a <blockquote> with no
     attribution line: the quoted lines were read as the owner's own ([allow: …] applied, [notes: …]
@@ -234,7 +254,9 @@ def test_a_contacts_text_quoted_in_an_html_only_reply_is_never_an_owner_command(
     assert sent.message.get_body(("plain",)).get_content() == "Thanks Jane, let us talk.\n"
 
 
-def test_only_the_owners_files_reach_the_contact(stack, fns, thread) -> None:
+def test_only_the_owners_files_reach_the_contact(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     """The owner's client may add inline text fragments and an S/MIME signature: not attachments for Jane."""
     import email.message
 
@@ -258,8 +280,8 @@ def test_only_the_owners_files_reach_the_contact(stack, fns, thread) -> None:
 
 OOO = "I am out of the office until Monday, 24 November. For urgent matters call +1 555 0100.\n"
 MDN = (
-    "Content-Type: multipart/report; report-type=disposition-notification; boundary=b\r\n\r\n--b\r\n"
-    "Content-Type: text/plain\r\n\r\nThe message was displayed.\r\n--b\r\n"
+    "Content-Type: multipart/report; report-type=disposition-notification; boundary=b\r\n"
+    "\r\n--b\r\nContent-Type: text/plain\r\n\r\nThe message was displayed.\r\n--b\r\n"
     "Content-Type: message/disposition-notification\r\n\r\nFinal-Recipient: rfc822; owner@example.net\r\n"
     "Disposition: manual-action/MDN-sent-manually; displayed\r\n--b--\r\n"
 )
@@ -277,9 +299,14 @@ MDN = (
     ids=["gmail-vacation", "exchange-oof", "x-autoreply", "x-autorespond", "precedence"],
 )
 def test_an_out_of_office_reply_from_the_owner_is_archived_never_relayed(
-    stack, fns, thread, alert_queue, headers, why
+    stack: Stack,
+    fns: dict[str, RieProcess],
+    thread: str,
+    alert_queue: None,
+    headers: dict[str, str],
+    why: str,
 ) -> None:
-    """Review M5: the owner's autoresponder answers the forward's Reply-To (the thread address); it must
+    """The owner's autoresponder answers the forward's Reply-To (the thread address); it must
     not reach the contact from the public address."""
     result = reply(stack, fns, thread, text=OOO, subject="Automatic reply: Role", headers=headers)
     reason = f"automatic mail from the owner's mailbox ({why}); not relayed"
@@ -289,7 +316,9 @@ def test_an_out_of_office_reply_from_the_owner_is_archived_never_relayed(
     assert [a["reason"] for a in alerts(stack)] == [reason]
 
 
-def test_a_read_receipt_from_the_owner_is_not_relayed(stack, fns, thread) -> None:
+def test_a_read_receipt_from_the_owner_is_not_relayed(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     head = (
         f"From: {OWNER}\r\nTo: {thread}\r\nSubject: Read: Role\r\nMessage-ID: <mdn-1@example.net>\r\n"
         "MIME-Version: 1.0\r\n"
@@ -303,7 +332,7 @@ def test_a_read_receipt_from_the_owner_is_not_relayed(stack, fns, thread) -> Non
     assert send_all(stack, fns) == []
 
 
-def test_an_autoreply_to_new_starts_no_conversation(stack, fns) -> None:
+def test_an_autoreply_to_new_starts_no_conversation(stack: Stack, fns: dict[str, RieProcess]) -> None:
     new = f"new@{stack.cfg.thread_domain}"
     result = reply(
         stack, fns, new, text="[to: bob@other.example]\n" + OOO, headers={"Auto-Submitted": "auto-replied"}
@@ -312,8 +341,10 @@ def test_an_autoreply_to_new_starts_no_conversation(stack, fns) -> None:
     assert stack.conversation("bob-at-other.example") is None and send_all(stack, fns) == []
 
 
-def test_an_alert_whose_publish_failed_is_sent_on_the_retry_not_throttled_away(stack, fns, thread) -> None:
-    """Review M2: the hourly throttle is claimed before SNS publishes; a failed publish kept the claim, so
+def test_an_alert_whose_publish_failed_is_sent_on_the_retry_not_throttled_away(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
+    """The hourly throttle is claimed before SNS publishes; a failed publish kept the claim, so
     the retry of the same event (and every rejection for an hour) sent no alert at all."""
     from common.local.rie import InvokeError
 
@@ -335,9 +366,9 @@ def test_an_alert_whose_publish_failed_is_sent_on_the_retry_not_throttled_away(s
 ENCRYPTED_REPLIES = {
     "pgp": (
         'multipart/encrypted; protocol="application/pgp-encrypted"; boundary="e"',
-        "--e\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n--e\r\n"
-        "Content-Type: application/octet-stream\r\n\r\n-----BEGIN PGP MESSAGE-----\r\n\r\nwcBMA0\r\n"
-        "-----END PGP MESSAGE-----\r\n--e--\r\n",
+        "--e\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n"
+        "--e\r\nContent-Type: application/octet-stream\r\n\r\n-----BEGIN PGP "
+        "MESSAGE-----\r\n\r\nwcBMA0\r\n-----END PGP MESSAGE-----\r\n--e--\r\n",
         "PGP/MIME (multipart/encrypted)",
     ),
     "smime": (
@@ -350,7 +381,7 @@ ENCRYPTED_REPLIES = {
 
 @pytest.mark.parametrize("kind", sorted(ENCRYPTED_REPLIES))
 def test_a_reply_encrypted_to_the_owners_own_key_is_refused_with_a_notice(
-    stack, fns, thread, alert_queue, kind
+    stack: Stack, fns: dict[str, RieProcess], thread: str, alert_queue: None, kind: str
 ) -> None:
     ctype, body, what = ENCRYPTED_REPLIES[kind]
     cte = "Content-Transfer-Encoding: base64\r\n" if kind == "smime" else ""

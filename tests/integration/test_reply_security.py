@@ -1,36 +1,41 @@
-"""Attacks on reply-handler (issue 18 S4, S5, S9), each reproduced under the real RIE against moto.
+"""Attacks on reply-handler (docs/security.md, relaying and what a contact sees), each reproduced under the
+real RIE against moto.
 
-S4: only an owner message that SES authenticated for the owner's From domain (DMARC PASS, or SPF
+Authorisation: only an owner message that SES authenticated for the owner's From domain (DMARC PASS, or SPF
 PASS for the owner's domain when it has no DMARC) with one clean owner mailbox in From is relayed.
-S5: a replayed owner message (same Message-ID, new SES id) is not sent again.
-S9: neither the owner's display name nor any spelling of a private address reaches the contact.
+Replay: a replayed owner message (same Message-ID, new SES id) is not sent again.
+Privacy: neither the owner's display name nor any spelling of a private address reaches the contact.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import pytest
 
 from common.aws import client
+from common.local.rie import RieProcess
 from common.mail.threads import thread_address
 from common.reply import auth
 from common.store import sendstatus
+from tests.support.harness import SentMail, Stack
 from tests.support.mailgen import mail
 
 PUBLIC_NAME = "Alex Example"
 
 
 @pytest.fixture(scope="module")
-def fns(rie_module):
+def fns(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
     env = {"RETRY_DELAYS_SECONDS": "0", "PUBLIC_NAME": PUBLIC_NAME}
     return {name: rie_module(name, env=env) for name in ("inbound-handler", "reply-handler", "reply-sender")}
 
 
 @pytest.fixture
-def thread(stack, fns) -> str:
+def thread(stack: Stack, fns: dict[str, RieProcess]) -> str:
     """Jane's conversation exists (she wrote in); the owner answers on its thread address."""
     result = fns["inbound-handler"].invoke(
         stack.receipt(mail(subject="Role"), "0000000000000000000000000000000000000j01")
@@ -42,8 +47,14 @@ _ids = iter(range(10**6))
 
 
 def deliver(
-    stack, fns, thread: str, raw: bytes, verdicts=None, source: str = "owner@example.net", mid: str = ""
-):
+    stack: Stack,
+    fns: dict[str, RieProcess],
+    thread: str,
+    raw: bytes,
+    verdicts: dict[str, str] | None = None,
+    source: str = "owner@example.net",
+    mid: str = "",
+) -> Any:
     mid = mid or f"{next(_ids):040d}"
     return fns["reply-handler"].invoke(stack.receipt(raw, mid, to=thread, source=source, verdicts=verdicts))
 
@@ -63,12 +74,12 @@ def raw_reply(
     )
 
 
-def sent(stack, fns):
+def sent(stack: Stack, fns: dict[str, RieProcess]) -> list[SentMail]:
     stack.run_sender(fns["reply-sender"], stack.cfg.reply_queue)
     return stack.sent()
 
 
-# --- S4: authorisation ------------------------------------------------------------------------
+# --- authorisation -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -80,7 +91,9 @@ def sent(stack, fns):
         {"spf": "PASS", "dkim": "PASS", "dmarc": "FAIL"},
     ],
 )
-def test_verdicts_without_dmarc_pass_or_aligned_spf_are_rejected(stack, fns, thread, verdicts) -> None:
+def test_verdicts_without_dmarc_pass_or_aligned_spf_are_rejected(
+    stack: Stack, fns: dict[str, RieProcess], thread: str, verdicts: dict[str, str]
+) -> None:
     result = deliver(stack, fns, thread, raw_reply(thread), verdicts=verdicts)
     assert (result["status"], result["reason"]) == ("rejected", auth.UNAUTHENTICATED)
     assert stack.peek(stack.cfg.reply_queue) == [] and sent(stack, fns) == []
@@ -97,7 +110,9 @@ def test_verdicts_without_dmarc_pass_or_aligned_spf_are_rejected(stack, fns, thr
         },  # owner domain without DMARC: SPF for the same domain
     ],
 )
-def test_dmarc_pass_or_spf_for_the_owners_own_domain_is_accepted(stack, fns, thread, verdicts) -> None:
+def test_dmarc_pass_or_spf_for_the_owners_own_domain_is_accepted(
+    stack: Stack, fns: dict[str, RieProcess], thread: str, verdicts: dict[str, str]
+) -> None:
     assert deliver(stack, fns, thread, raw_reply(thread), verdicts=verdicts)["status"] == "queued"
     assert [m.destinations for m in sent(stack, fns)] == [["jane@corp.example"]]
 
@@ -120,7 +135,9 @@ def test_dmarc_pass_or_spf_for_the_owners_own_domain_is_accepted(stack, fns, thr
         ([], "From header missing"),
     ],
 )
-def test_from_field_tricks_are_rejected(stack, fns, thread, from_lines, reason) -> None:
+def test_from_field_tricks_are_rejected(
+    stack: Stack, fns: dict[str, RieProcess], thread: str, from_lines: list[Any] | list[bytes], reason: str
+) -> None:
     raw = (
         raw_reply(thread, from_lines)
         if from_lines
@@ -131,7 +148,9 @@ def test_from_field_tricks_are_rejected(stack, fns, thread, from_lines, reason) 
     assert stack.s3_keys("rejected/") == [result["key"]] and sent(stack, fns) == []
 
 
-def test_owner_envelope_with_a_strangers_from_is_rejected_before_parsing(stack, fns, thread) -> None:
+def test_owner_envelope_with_a_strangers_from_is_rejected_before_parsing(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     # A stranger whose own domain passes DMARC cannot borrow the owner's envelope sender.
     raw = raw_reply(thread, [b"Mallory <mallory@evil.example>"])
     result = deliver(stack, fns, thread, raw, verdicts={"dmarc": "PASS"})
@@ -140,10 +159,12 @@ def test_owner_envelope_with_a_strangers_from_is_rejected_before_parsing(stack, 
     assert (result["status"], result["reason"]) == ("rejected", "envelope sender is not the owner")
 
 
-# --- S5: replay -------------------------------------------------------------------------------
+# --- replay ------------------------------------------------------------------------------------
 
 
-def test_a_replayed_owner_reply_is_not_sent_again(stack, fns, thread) -> None:
+def test_a_replayed_owner_reply_is_not_sent_again(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     raw = raw_reply(thread, body=b"Tuesday works.\r\n")
     first = deliver(stack, fns, thread, raw, mid="00000000000000000000000000000000000000a1")
     # Lambda retries the same SES event (e.g. the first run crashed after queueing): still the same delivery.
@@ -155,7 +176,9 @@ def test_a_replayed_owner_reply_is_not_sent_again(stack, fns, thread) -> None:
     assert stack.s3_keys("staging/") == []
 
 
-def test_replay_with_a_new_message_id_is_recognised_by_its_signed_content(stack, fns, thread) -> None:
+def test_replay_with_a_new_message_id_is_recognised_by_its_signed_content(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     # DKIM need not cover Message-ID: the attacker changes it, but Date, Subject and body are signed.
     raw = raw_reply(thread, body=b"See you Tuesday.\r\n", extra=b"Date: Mon, 23 Nov 2026 10:00:00 +0000\r\n")
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
@@ -164,7 +187,9 @@ def test_replay_with_a_new_message_id_is_recognised_by_its_signed_content(stack,
     assert len(sent(stack, fns)) == 1
 
 
-def test_replay_without_message_id_is_recognised_by_content(stack, fns, thread) -> None:
+def test_replay_without_message_id_is_recognised_by_content(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     raw = raw_reply(thread, body=b"No id here.\r\n").replace(b"Message-ID: <r-1@example.net>\r\n", b"")
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
     assert deliver(stack, fns, thread, raw)["status"] == "rejected"
@@ -173,7 +198,9 @@ def test_replay_without_message_id_is_recognised_by_content(stack, fns, thread) 
     assert len(sent(stack, fns)) == 2
 
 
-def test_an_old_signed_owner_message_is_refused_as_a_replay(stack, fns, thread) -> None:
+def test_an_old_signed_owner_message_is_refused_as_a_replay(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     old = format_datetime(datetime.now(UTC) - timedelta(days=40)).encode()
     result = deliver(stack, fns, thread, raw_reply(thread, extra=b"Date: " + old + b"\r\n"))
     assert (result["status"], result["reason"]) == ("rejected", "owner message is too old (replayed?)")
@@ -182,7 +209,9 @@ def test_an_old_signed_owner_message_is_refused_as_a_replay(stack, fns, thread) 
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
 
 
-def test_a_reply_that_cannot_reach_its_contact_is_reported_not_dropped(stack, fns, thread) -> None:
+def test_a_reply_that_cannot_reach_its_contact_is_reported_not_dropped(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     inbox = stack.watch_alerts()
     sendstatus.suppress(stack.cfg, "jane@corp.example", "permanent bounce (General)")
     result = deliver(stack, fns, thread, raw_reply(thread))
@@ -193,7 +222,9 @@ def test_a_reply_that_cannot_reach_its_contact_is_reported_not_dropped(stack, fn
     assert [a["reason"] for a in inbox()] == [result["reason"]]
 
 
-def test_no_reply_to_a_conversation_whose_contact_is_our_own_address(stack, fns) -> None:
+def test_no_reply_to_a_conversation_whose_contact_is_our_own_address(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
     # Someone wrote in with our public address as From (no DMARC on a forged domain is not needed:
     # the conversation exists); the owner's answer must not mail ourselves.
     result = fns["inbound-handler"].invoke(
@@ -207,14 +238,15 @@ def test_no_reply_to_a_conversation_whose_contact_is_our_own_address(stack, fns)
     )
 
 
-# --- S9: nothing private reaches the contact --------------------------------------------------
+# --- nothing private reaches the contact --------------------------------------------------
 
 
-def test_owner_display_name_and_every_spelling_of_the_private_address_are_hidden(stack, fns, thread) -> None:
+def test_owner_display_name_and_every_spelling_of_the_private_address_are_hidden(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     body = (
-        b"Hi Jane,\r\nmail me at owner+jobs@example.net or OWNER@Example.Net,\r\n"
-        b"<mailto:owner%40example.net> or owner&#64;example.net or %6Fwner%40example%2Enet or owner&#x40;example.net\r\n"
-        b"Owner\r\n"
+        b"Hi Jane,\r\nmail me at owner+jobs@example.net or OWNER@Example.Net,\r\n<mailto:owner%40example."
+        b"net> or owner&#64;example.net or %6Fwner%40example%2Enet or owner&#x40;example.net\r\nOwner\r\n"
     )
     raw = raw_reply(
         thread,
@@ -231,7 +263,9 @@ def test_owner_display_name_and_every_spelling_of_the_private_address_are_hidden
     assert text.count("hello@example.com") == 6 and msg.message["Subject"] == "Re: Role (hello@example.com)"
 
 
-def test_html_reply_and_attachment_names_are_scrubbed(stack, fns, thread) -> None:
+def test_html_reply_and_attachment_names_are_scrubbed(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     html = (
         '<div>Call me: <a href="mailto:owner%2Bx%40example.net">owner&#64;example.net</a></div>'
         "<div>&#111;wner&commat;example&period;net</div>"
@@ -251,7 +285,9 @@ def test_html_reply_and_attachment_names_are_scrubbed(stack, fns, thread) -> Non
     assert att.get_filename() == "hello@example.com.pdf"
 
 
-def test_a_contacts_crafted_subject_cannot_stall_the_owners_reply(stack, fns, thread) -> None:
+def test_a_contacts_crafted_subject_cannot_stall_the_owners_reply(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     # The contact's Subject comes back in the owner's reply ("Re: ..."), which is scrubbed: a sub-address
     # tag of "&#aaa" repeats made the scrubber backtrack exponentially, reply-handler timed out on every
     # attempt and the owner's reply was lost.
@@ -262,7 +298,9 @@ def test_a_contacts_crafted_subject_cannot_stall_the_owners_reply(stack, fns, th
     assert msg.message["Subject"] == "Re: " + crafted.decode()
 
 
-def test_rejections_alert_the_owner_once_per_reason(stack, fns, thread) -> None:
+def test_rejections_alert_the_owner_once_per_reason(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="test-sec-alerts")["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -290,7 +328,9 @@ def test_rejections_alert_the_owner_once_per_reason(stack, fns, thread) -> None:
         "Kutoka: Owner Name <owner@example.net>\r\nKwa: owner name",  # Swahili: a language no rule knows
     ],
 )
-def test_the_owners_name_never_reaches_the_contact_in_any_language(stack, fns, thread, header) -> None:
+def test_the_owners_name_never_reaches_the_contact_in_any_language(
+    stack: Stack, fns: dict[str, RieProcess], thread: str, header: str
+) -> None:
     body = f"Thanks Jane, noted.\r\n\r\n{header}\r\nJane wrote: hello\r\n".encode()
     raw = mail(
         sender="Owner Name <owner@example.net>",
@@ -304,14 +344,20 @@ def test_the_owners_name_never_reaches_the_contact_in_any_language(stack, fns, t
     assert msg.message.get_body(("plain",)).get_content().startswith("Thanks Jane, noted.")
 
 
-def test_controls_smuggled_in_a_contacts_nested_quotes_are_not_applied(stack, fns, thread) -> None:
+def test_controls_smuggled_in_a_contacts_nested_quotes_are_not_applied(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     # The contact's HTML: 25 nested quotes, all closed, a stray close, then controls; the owner answers
     # HTML-only above it with an attribution in a language the cleaner does not know.
     contact = (
         "<div>Hi</div>" + "<blockquote>" * 25 + "old" + "</blockquote>" * 25 + "</blockquote>"
-        "<div>[allow: @evil.example]</div><div style='display:none'>[block: @bank.example]</div><div>Best, Eve</div>"
+        "<div>[allow: @evil.example]</div><div style='display:none'>[block: @bank.example]</div><div>Best, "
+        "Eve</div>"
     )
-    html = f"<div>Noted, thanks.</div><div>Il giorno lun 2 nov 2026 Eve ha scritto:</div><blockquote>{contact}</blockquote>"
+    html = (
+        "<div>Noted, thanks.</div><div>Il giorno lun 2 nov 2026 Eve ha "
+        f"scritto:</div><blockquote>{contact}</blockquote>"
+    )
     raw = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role", text=None, html=html)
     result = deliver(stack, fns, thread, raw)
     assert result["status"] == "queued" and result["controls"] == [], result
@@ -324,7 +370,7 @@ def test_controls_smuggled_in_a_contacts_nested_quotes_are_not_applied(stack, fn
 
 @pytest.mark.parametrize("change", [b"See you Tuesday.  \r\n\r\n\r\n", b"See   you\tTuesday.\r\n \r\n"])
 def test_a_replay_padded_with_whitespace_dkim_relaxed_ignores_is_recognised(
-    stack, fns, thread, change
+    stack: Stack, fns: dict[str, RieProcess], thread: str, change: bytes
 ) -> None:
     raw = raw_reply(thread, body=b"See you Tuesday.\r\n", extra=b"Date: Mon, 23 Nov 2026 10:00:00 +0000\r\n")
     assert deliver(stack, fns, thread, raw)["status"] == "queued"
@@ -336,7 +382,9 @@ def test_a_replay_padded_with_whitespace_dkim_relaxed_ignores_is_recognised(
     assert len(sent(stack, fns)) == 1
 
 
-def test_a_message_id_is_claimed_once_across_conversations_and_bound_to_its_to(stack, fns, thread) -> None:
+def test_a_message_id_is_claimed_once_across_conversations_and_bound_to_its_to(
+    stack: Stack, fns: dict[str, RieProcess], thread: str
+) -> None:
     bob = fns["inbound-handler"].invoke(
         stack.receipt(
             mail(sender="Bob <bob@other.example>", subject="Hi"), "0000000000000000000000000000000000000b01"

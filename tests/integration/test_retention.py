@@ -4,10 +4,13 @@ reconciled on the next run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from common.aws import client, dynamodb
+from common.local.rie import RieProcess
 from deploy import resources
+from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
 
@@ -16,7 +19,9 @@ def rules(bucket: str) -> dict[str, tuple[str, int]]:
     return {r["ID"]: (r["Filter"]["Prefix"], r["Expiration"]["Days"]) for r in got}
 
 
-def test_provisioning_applies_retention_and_reconciles_a_change(stack, rie_function) -> None:
+def test_provisioning_applies_retention_and_reconciles_a_change(
+    stack: Stack, rie_function: Callable[..., RieProcess]
+) -> None:
     cfg = stack.cfg
     assert rules(cfg.bucket) == {
         "queue-payloads": ("queue-payloads/", resources.MESSAGE_LIFETIME_DAYS),

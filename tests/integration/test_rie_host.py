@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from common.local.rie import InvokeError
+from common.local.rie import InvokeError, RieProcess
 from tests.support.cases import CASES, Case, event_for
+from tests.support.harness import Stack
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.function)
-def test_rie_invoke_on_host(case: Case, rie_function, stack) -> None:
+def test_rie_invoke_on_host(case: Case, rie_function: Callable[..., RieProcess], stack: Stack) -> None:
     fn = rie_function(case.function)
     case.check(fn.invoke(event_for(case)))
 
 
-def test_logs_are_flushed_before_the_response(rie_function, stack) -> None:
+def test_logs_are_flushed_before_the_response(rie_function: Callable[..., RieProcess], stack: Stack) -> None:
     """mypylogger writes on a background thread; every line must be out when the invoke returns."""
     fn = rie_function("ack-sender")
     event = event_for(CASES[3])
     event["Records"].append({**event["Records"][0], "messageId": "bad-1", "body": "not json"})
-    # a body that is not JSON can never be sent: the DLQ at once, not a failed record (issue 17.2, 18 S8)
+    # a body that is not JSON can never be sent: the DLQ at once, not a failed record
     assert fn.invoke(event) == {"batchItemFailures": []}
     output = fn.output()  # read at once: no sleep, no retry
     request_id = re.search(r"START RequestId: (\S+)", output) or re.search(
@@ -38,7 +41,9 @@ def test_logs_are_flushed_before_the_response(rie_function, stack) -> None:
     assert "not JSON" in failed[0]["detail"] and failed[0]["level"] == "ERROR" and failed[0]["permanent"]
 
 
-def test_missing_config_is_a_clear_init_error(rie_function, moto_server) -> None:
+def test_missing_config_is_a_clear_init_error(
+    rie_function: Callable[..., RieProcess], moto_server: str
+) -> None:
     from common.aws import client
     from common.local.env import local_env
     from common.runtime import config
@@ -57,7 +62,7 @@ def test_missing_config_is_a_clear_init_error(rie_function, moto_server) -> None
     assert "THREAD_SECRET" in err.value.payload["errorMessage"]
 
 
-def test_wrong_event_shape_is_rejected_with_reason(rie_function) -> None:
+def test_wrong_event_shape_is_rejected_with_reason(rie_function: Callable[..., RieProcess]) -> None:
     fn = rie_function("attachment-extractor")
     with pytest.raises(InvokeError) as err:
         fn.invoke(event_for(CASES[0]))  # an SES event sent to the extractor
@@ -65,7 +70,9 @@ def test_wrong_event_shape_is_rejected_with_reason(rie_function) -> None:
     assert "aws:s3" in err.value.payload["errorMessage"]
 
 
-def test_cli_invoke_reaches_the_function(rie_function, stack, tmp_path, capsys) -> None:
+def test_cli_invoke_reaches_the_function(
+    rie_function: Callable[..., RieProcess], stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from common.local.cli import main
 
     fn = rie_function("ack-sender")

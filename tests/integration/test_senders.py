@@ -5,20 +5,27 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from common.aws import client
-from common.local.rie import InvokeError
+from common.local.rie import InvokeError, RieProcess
 from common.mail.outbound import OutboundMessage
 from common.store.sendqueue import enqueue, payload_key
+from tests.support.harness import Stack
 from tests.support.sesproxy import SesProxy
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 FAST = {"RETRY_DELAYS_SECONDS": "0,0.1,0.2,0.3", "ATTEMPT_RESERVE_SECONDS": "1"}
 
 
-def message(n: int = 1, to: str = "jane@corp.example", **kw) -> OutboundMessage:
+def message(n: int = 1, to: str = "jane@corp.example", **kw: Any) -> OutboundMessage:
     return OutboundMessage(
         kind="ack",
         idempotency_key=f"ack:mid{n}",
@@ -31,11 +38,11 @@ def message(n: int = 1, to: str = "jane@corp.example", **kw) -> OutboundMessage:
     )
 
 
-def put(stack, msg: OutboundMessage, queue: str | None = None) -> None:
+def put(stack: Stack, msg: OutboundMessage, queue: str | None = None) -> None:
     enqueue(queue or stack.cfg.ack_queue, msg, stack.cfg.bucket, stack.cfg.claim_check_bytes)
 
 
-def lines(fn, text: str) -> list[dict]:
+def lines(fn: RieProcess, text: str) -> list[dict]:
     return [
         d
         for d in (json.loads(line) for line in fn.output().splitlines() if line.startswith("{"))
@@ -44,10 +51,10 @@ def lines(fn, text: str) -> list[dict]:
 
 
 @pytest.fixture
-def proxy(moto_server):
+def proxy(moto_server: str) -> Iterator[Callable[..., SesProxy]]:
     running: list[SesProxy] = []
 
-    def start(plan=None) -> SesProxy:
+    def start(plan: Any = None) -> SesProxy:
         running.append(SesProxy(moto_server, plan))
         return running[-1]
 
@@ -56,11 +63,13 @@ def proxy(moto_server):
         p.close()
 
 
-def sender(rie_function, proxy_: SesProxy, name: str = "ack-sender", **env: str):
+def sender(
+    rie_function: Callable[..., RieProcess], proxy_: SesProxy, name: str = "ack-sender", **env: str
+) -> RieProcess:
     return rie_function(name, env={**FAST, **proxy_.env, **env})
 
 
-def alerts_queue(stack) -> str:
+def alerts_queue(stack: Stack) -> str:
     """Subscribe a queue to the alert topic so the test can read what the owner would receive."""
     sqs = client("sqs")
     url = sqs.create_queue(QueueName="test-alerts")["QueueUrl"]
@@ -72,7 +81,9 @@ def alerts_queue(stack) -> str:
     return url
 
 
-def test_duplicate_deliveries_send_once_and_record_the_ses_id(stack, rie_function, proxy) -> None:
+def test_duplicate_deliveries_send_once_and_record_the_ses_id(
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
+) -> None:
     fn = sender(rie_function, proxy())
     for _ in range(3):
         put(stack, message())
@@ -87,7 +98,9 @@ def test_duplicate_deliveries_send_once_and_record_the_ses_id(stack, rie_functio
     assert len(lines(fn, "send skipped")) == 2
 
 
-def test_concurrent_deliveries_of_one_key_send_once(stack, rie_function, proxy) -> None:
+def test_concurrent_deliveries_of_one_key_send_once(
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
+) -> None:
     # Two sender instances receive the two copies at the same moment; SES is slow to answer.
     delayed = proxy(lambda n, p: time.sleep(1.5))
     a, b = sender(rie_function, delayed), sender(rie_function, delayed)
@@ -103,15 +116,19 @@ def test_concurrent_deliveries_of_one_key_send_once(stack, rie_function, proxy) 
         )
         for i, f in enumerate((a, b))
     ]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert len(stack.sent()) == 1
     failed = [o for o in out if o["batchItemFailures"]]
     assert len(failed) == 1  # the second copy is deferred, not sent
     assert lines(a, "send deferred") or lines(b, "send deferred")
 
 
-def test_crash_after_idempotency_put_is_retried_later_with_one_send(stack, rie_function, proxy) -> None:
+def test_crash_after_idempotency_put_is_retried_later_with_one_send(
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
+) -> None:
     hang = proxy(lambda n, p: ("hang", 20) if n == 1 else None)
     # The RIE kills the runtime at its timeout, as Lambda does: the send never reached SES.
     fn = sender(rie_function, hang, AWS_LAMBDA_FUNCTION_TIMEOUT="6")
@@ -145,7 +162,9 @@ def test_crash_after_idempotency_put_is_retried_later_with_one_send(stack, rie_f
     assert "Timeout" in fn.output()  # the RIE really killed the first run
 
 
-def test_throttling_then_success_is_one_send_with_every_attempt_logged(stack, rie_function, proxy) -> None:
+def test_throttling_then_success_is_one_send_with_every_attempt_logged(
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
+) -> None:
     fn = sender(rie_function, proxy(lambda n, p: ("error", "Throttling") if n <= 2 else None))
     put(stack, message())
     assert [r.failed for r in stack.run_sender(fn, stack.cfg.ack_queue)] == [[]]
@@ -158,7 +177,7 @@ def test_throttling_then_success_is_one_send_with_every_attempt_logged(stack, ri
 
 
 def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(
-    stack, rie_function, proxy
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
 ) -> None:
     alerts = alerts_queue(stack)
     fn = sender(rie_function, proxy(lambda n, p: ("error", "Throttling")))  # retryable, every time
@@ -179,9 +198,9 @@ def test_persistent_failure_alerts_on_the_last_receive_and_lands_in_the_dlq(
 
 @pytest.mark.parametrize("kind", ["unbuildable", "refused by SES"])
 def test_a_message_that_can_never_be_sent_goes_to_the_dlq_at_once_with_one_alert(
-    stack, rie_function, proxy, kind
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy], kind: str
 ) -> None:
-    """Issue 17.2 / 18 S8: no five receives each alerting; one DLQ entry per message, one alert per hour."""
+    """No five receives each alerting; one DLQ entry per message, one alert per hour."""
     alerts = alerts_queue(stack)
     if kind == "unbuildable":
         fn = sender(rie_function, proxy())
@@ -204,7 +223,9 @@ def test_a_message_that_can_never_be_sent_goes_to_the_dlq_at_once_with_one_alert
     assert len(lines(fn, "send attempt failed")) == (0 if kind == "unbuildable" else 2)  # never retried
 
 
-def test_time_budget_guard_fails_the_record_instead_of_timing_out(stack, rie_function, proxy) -> None:
+def test_time_budget_guard_fails_the_record_instead_of_timing_out(
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
+) -> None:
     fn = rie_function(
         "ack-sender",
         env={**proxy(lambda n, p: ("error", "Throttling")).env, "AWS_LAMBDA_FUNCTION_TIMEOUT": "20"},
@@ -218,7 +239,9 @@ def test_time_budget_guard_fails_the_record_instead_of_timing_out(stack, rie_fun
     assert failed["attempts"] == 2 and "no time left for a retry in 30s" in failed["detail"]
 
 
-def test_mixed_batch_reports_exactly_the_failing_records(stack, rie_function, proxy) -> None:
+def test_mixed_batch_reports_exactly_the_failing_records(
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
+) -> None:
     fn = sender(
         rie_function,
         proxy(
@@ -246,7 +269,9 @@ def test_mixed_batch_reports_exactly_the_failing_records(stack, rie_function, pr
     assert sorted(m.destinations[0] for m in stack.sent()) == ["jane@corp.example", "jane@corp.example"]
 
 
-def test_claim_check_round_trip_at_300_kb(stack, rie_function, proxy) -> None:
+def test_claim_check_round_trip_at_300_kb(
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
+) -> None:
     fn = sender(rie_function, proxy())
     text = ("Large body line.\n" * 20000)[:300_000]
     put(
@@ -268,14 +293,16 @@ def test_claim_check_round_trip_at_300_kb(stack, rie_function, proxy) -> None:
     assert sent.message.get_content() == text + "\n"  # set_content ends the body with a line break
 
 
-def test_rate_never_above_the_limit_across_four_senders(stack, rie_function, proxy) -> None:
+def test_rate_never_above_the_limit_across_four_senders(
+    stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
+) -> None:
     counting = proxy()
     rate = 10
     fns = [sender(rie_function, counting, "forward-sender", MAX_SEND_RATE=str(rate)) for _ in range(4)]
     for n in range(60):
         put(stack, message(100 + n), stack.cfg.forward_queue)
 
-    def worker(fn) -> None:
+    def worker(fn: RieProcess) -> None:
         from common.local.wiring import poll_queue_once
 
         while poll_queue_once(
@@ -288,8 +315,10 @@ def test_rate_never_above_the_limit_across_four_senders(stack, rie_function, pro
             pass
 
     threads = [threading.Thread(target=worker, args=(f,)) for f in fns]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     assert len(counting.sent_at) == 60 and len(stack.sent()) == 60
     # The mechanism: the slots the four instances claimed never put more than `rate` sends in a second.
     slots = sorted(d["rate_slot"] for f in fns for d in lines(f, "mail sent"))
@@ -308,7 +337,7 @@ def test_rate_never_above_the_limit_across_four_senders(stack, rie_function, pro
     assert 0.85 * rate <= achieved <= rate * 1.02, achieved
 
 
-def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(stack) -> None:
+def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(stack: Stack) -> None:
     """The sender logic in this process, so every boto3 call it makes is counted (the RIE tests above
     prove the same code under the real runtime). A batch of ten, one recipient suppressed, at a rate
     this instance keeps pace with even on a busy machine (one that cannot claims a slot per send:
@@ -324,7 +353,9 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
     for n in range(3):  # a warm sandbox: clients made, models loaded, queue URL known, its own pace measured
         put(stack, message(190 + n), cfg.send_queue)
     while poll_queue_once(
-        cfg.send_queue, stack.queue_arn(cfg.send_queue), lambda event: sender.handle(cfg, event, Context(60))
+        cfg.send_queue,
+        stack.queue_arn(cfg.send_queue),
+        lambda event: sender.handle(cfg, event, cast("LambdaContext", Context(60))),
     ).received:
         pass
     warm = {r["correlationId"] for r in stack.send_records()}
@@ -335,17 +366,18 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
             cfg.send_queue,
         )
 
-    def batch(visibility_s: int = 60):
+    def batch(visibility_s: int = 60) -> tuple[Any, CallCounter]:
         with CallCounter() as calls, calls.track():
             result = poll_queue_once(
                 cfg.send_queue,
                 stack.queue_arn(cfg.send_queue),
-                lambda event: sender.handle(cfg, event, Context(60)),
+                lambda event: sender.handle(cfg, event, cast("LambdaContext", Context(60))),
                 visibility_s=visibility_s,
             )
         return result, calls
 
-    done, calls = [], CallCounter()
+    done: list[str] = []
+    calls = CallCounter()
     while len(done) < 10:  # moto may hand out the ten in more than one batch
         result, counted = batch()
         done += result.deleted
@@ -386,7 +418,7 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
 
 
 @pytest.fixture
-def used_up_quota(moto_server, monkeypatch):
+def used_up_quota(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     """The fresh-account model (common/local/fresh.py) with its sandbox's 200 a day already sent."""
     from common.local import fresh
 
@@ -400,7 +432,11 @@ def used_up_quota(moto_server, monkeypatch):
 
 
 def test_a_used_up_daily_quota_makes_messages_wait_instead_of_burning_receives(
-    stack, rie_function, proxy, used_up_quota, monkeypatch
+    stack: Stack,
+    rie_function: Callable[..., RieProcess],
+    proxy: Callable[..., SesProxy],
+    used_up_quota: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     alerts = alerts_queue(stack)
     fn = sender(rie_function, proxy(), QUOTA_WAIT_SECONDS="3")
@@ -425,7 +461,10 @@ def test_a_used_up_daily_quota_makes_messages_wait_instead_of_burning_receives(
 
 
 def test_a_message_still_waiting_for_the_quota_on_its_last_receive_is_requeued_not_dead_lettered(
-    stack, rie_function, proxy, used_up_quota
+    stack: Stack,
+    rie_function: Callable[..., RieProcess],
+    proxy: Callable[..., SesProxy],
+    used_up_quota: ModuleType,
 ) -> None:
     from common.aws import sqs
 

@@ -4,18 +4,25 @@ content image and the links."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from common.local.rie import RieProcess
+from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
 HTML = (
     "<html><body><p>Our new roles</p>"
-    '<img src="https://shop.us1.list-manage.com/track/open.php?u=1a2b&amp;id=3c4d" width="1" height="1" alt="">'
+    '<img src="https://shop.us1.list-manage.com/track/open.php?u=1a2b&amp;id=3c4d" width="1" height="1" '
+    'alt="">'
     '<img src="https://shop.example/hero.jpg" width="600" alt="the team">'
     '<a href="https://shop.example/jobs">See the jobs</a>'
     "</body></html>"
 )
 
 
-def test_the_forward_says_one_tracker_removed_and_no_longer_references_it(stack, rie_function) -> None:
+def test_the_forward_says_one_tracker_removed_and_no_longer_references_it(
+    stack: Stack, rie_function: Callable[..., RieProcess]
+) -> None:
     inbound, sender = (
         rie_function("inbound-handler"),
         rie_function("forward-sender", env={"RETRY_DELAYS_SECONDS": "0"}),

@@ -1,4 +1,5 @@
-"""The parsing caps of issue 18 S3, as cases a test asserts and ``make bench`` measures (bench/mail_caps.py).
+"""The parsing caps (docs/security.md#parsing-caps), as cases a test asserts and ``make bench`` measures
+(bench/mail_caps.py).
 
 Each case is a mail built by tests/support/mailgen, the outcome inbound-handler must give it, and
 for a quarantine the reason it must name. "just under" cases are the most a sender can make the
@@ -70,7 +71,8 @@ CASES: tuple[Case, ...] = (
     ),
     Case("10,000 tiny parts", lambda: g.many_parts(10_000), "quarantined", "MIME parts"),
     Case(
-        f"{limits.MAX_MIME_PARTS - 2} tiny allowed attachments (just under; {limits.MAX_STORED_ATTACHMENTS} stored)",
+        f"{limits.MAX_MIME_PARTS - 2} tiny allowed attachments (just under; {limits.MAX_STORED_ATTACHMENTS} "
+        "stored)",
         lambda: g.many_parts(limits.MAX_MIME_PARTS - 2, allowed=True),
         "forwarded",
     ),
@@ -82,7 +84,7 @@ CASES: tuple[Case, ...] = (
         minimal=True,
     ),
     Case("35 MB attachment", lambda: g.big_attachment(35 * 1024 * 1024 // 4 * 3), "forwarded"),
-    # Shapes within every field cap whose parse grew faster than the mail (review H1).
+    # Shapes within every field cap whose parse grew faster than the mail.
     Case(
         "200,000 parts without a Content-Type (2 MB; was 10 s, 94 MB)",
         lambda: g.boundary_only_parts(200_000),
@@ -107,7 +109,8 @@ CASES: tuple[Case, ...] = (
         "forwarded",
     ),
     Case(
-        "10 MB ISO-2022-JP body as Outlook writes it, 14 of each 37 characters NEC's (was a Python loop, 3.5 s)",
+        "10 MB ISO-2022-JP body as Outlook writes it, 14 of each 37 characters NEC's (was a Python loop, 3.5 "
+        "s)",
         lambda: g.windows_jis(130_000),
         "forwarded",
     ),

@@ -33,7 +33,8 @@ def _extractor(result: Any) -> None:
     [item] = result["results"]
     assert (
         item["key"]
-        == "attachments/anoop-at-synchronycorp.com/o3vrnil0e2ic28trm7dfhrc2v0clambda4nbp0g1/Team Invite (2026).ICS"
+        == "attachments/anoop-at-synchronycorp.com/o3vrnil0e2ic28trm7dfhrc2v0clambda4nbp0g1/Team Invite "
+        "(2026).ICS"
     )
     assert item["status"] == "skipped"
 

@@ -1,7 +1,7 @@
 """Real PDF and DOCX files made in the tests (and the benchmark), no fixtures checked in.
 
-Ordinary documents (``make_pdf``, ``make_docx``, ``docx_package``), and the hostile ones of
-issue 19, built to the letter: a DOCX whose zip directory lies about sizes, 99 MB of XML under a
+Ordinary documents (``make_pdf``, ``make_docx``, ``docx_package``), and hostile ones,
+built to the letter: a DOCX whose zip directory lies about sizes, 99 MB of XML under a
 ratio guard, a stream with ``/Length 999999999``, a 20,000-deep page tree, a 500 MB content
 stream, 100,000 pages, a form-XObject time bomb, encrypted and legacy Office files. The big ones
 take seconds to build: ``cached()`` keeps them under ``.build/cache/docgen`` keyed by this file's
@@ -110,7 +110,10 @@ def make_pdf(
     objs[2] = f"<< /Type /Pages /Kids [{kids}] /Count {claimed_pages or n} >>".encode()
     objs[3] = HELVETICA
     blob = os.urandom(padding_bytes)
-    image = b"<< /Type /XObject /Subtype /Image /Width 1 /Height %d /ColorSpace /DeviceGray /BitsPerComponent 8 /Length %d >>"
+    image = (
+        b"<< /Type /XObject /Subtype /Image /Width 1 /Height %d /ColorSpace /DeviceGray "
+        b"/BitsPerComponent 8 /Length %d >>"
+    )
     objs[4] = image % (max(1, padding_bytes), len(blob)) + b"\nstream\n" + blob + b"\nendstream"
     for i, text in enumerate(pages):
         page_id, content_id = first_page + 2 * i, first_page + 2 * i + 1
@@ -242,7 +245,8 @@ def pdf_xref_bomb(entries: int = 2_000_000) -> bytes:
     rows.append(struct.pack(">BHB", 1, xref_at, 0))
     table = zlib.compress(b"".join(rows) + struct.pack(">BHB", 1, offsets[5], 0) * (entries - len(rows)), 9)
     out.write(
-        b"6 0 obj\n<< /Type /XRef /Size %d /W [1 2 1] /Root 1 0 R /Filter /FlateDecode /Length %d >>\nstream\n"
+        b"6 0 obj\n<< /Type /XRef /Size %d /W [1 2 1] /Root "
+        b"1 0 R /Filter /FlateDecode /Length %d >>\nstream\n"
         % (entries, len(table))
         + table
         + b"\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n" % xref_at
@@ -281,7 +285,8 @@ def pdf_identity_h_without_tounicode(
     objs = {
         1: b"<< /Type /Catalog /Pages 2 0 R >>",
         2: b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
-        3: b"<< /Type /Font /Subtype /Type0 /BaseFont /ABCDEF+MSMincho /Encoding /Identity-H /DescendantFonts [6 0 R] >>",
+        3: b"<< /Type /Font /Subtype /Type0 /BaseFont /ABCDEF+MSMincho /Encoding /Identity-H "
+        b"/DescendantFonts [6 0 R] >>",
         4: _page_dict(2, 5),
         5: pdf_stream(content),
         6: b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /ABCDEF+MSMincho /CIDToGIDMap /Identity "
@@ -374,11 +379,15 @@ def docx_package(
             f'officeDocument/2006/extended-properties"><Pages>{pages}</Pages></Properties>'
         )
     files["[Content_Types].xml"] = (
-        '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+        '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/c'
+        'ontent-types">'
         '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
         '<Default Extension="xml" ContentType="application/xml"/>' + "".join(overrides) + "</Types>"
     )
-    rels_root = '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    rels_root = (
+        '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/re'
+        'lationships">'
+    )
     files["_rels/.rels"] = rels_root + "".join(package_rels) + "</Relationships>"
     files["word/_rels/document.xml.rels"] = rels_root + "".join(rels) + "</Relationships>"
     files["word/document.xml"] = (
@@ -393,7 +402,8 @@ def _textbox(text: str) -> str:
     box = f"<w:txbxContent>{_p(_r(text))}</w:txbxContent>"
     return (
         '<w:r><mc:AlternateContent><mc:Choice Requires="wps"><w:drawing><wp:anchor><a:graphic><a:graphicData>'
-        f"<wps:wsp><wps:txbx>{box}</wps:txbx></wps:wsp></a:graphicData></a:graphic></wp:anchor></w:drawing></mc:Choice>"
+        f"<wps:wsp><wps:txbx>{box}</wps:txbx></wps:wsp></a:graphicData></a:graphic></wp:anchor></w:drawing></"
+        "mc:Choice>"
         f"<mc:Fallback><w:pict><v:shape><v:textbox>{box}</v:textbox></v:shape></w:pict></mc:Fallback>"
         "</mc:AlternateContent></w:r>"
     )
@@ -408,7 +418,8 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def docx_every_construct() -> bytes:
-    """Text in every place issue 19 lists, plus text that must not come out (deleted revisions,
+    """Text in every place a DOCX can hold it (body, tables, headers, notes, text boxes), plus text that must
+    not come out (deleted revisions,
     field codes, content-control aliases, tab stops, note separators)."""
     nested = _table([[_p(_r("inner cell one")), _p(_r("inner cell two"))]])
     body = "".join(
@@ -438,12 +449,14 @@ def docx_every_construct() -> bytes:
                 "</w:fldSimple>",
             ),
             _p(
-                '<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText> PAGEREF _Toc1 \\h </w:instrText></w:r>'
+                '<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText> PAGEREF _Toc1 \\h '
+                "</w:instrText></w:r>"
                 '<w:r><w:fldChar w:fldCharType="separate"/></w:r>',
                 _r("complex field result"),
                 '<w:r><w:fldChar w:fldCharType="end"/></w:r>',
             ),
-            '<w:sdt><w:sdtPr><w:alias w:val="Alias must not appear"/><w:placeholder><w:docPart w:val="x"/></w:placeholder>'
+            '<w:sdt><w:sdtPr><w:alias w:val="Alias must not appear"/><w:placeholder><w:docPart '
+            'w:val="x"/></w:placeholder>'
             f"</w:sdtPr><w:sdtContent>{_p(_r('block content control'))}</w:sdtContent></w:sdt>",
             _p(
                 _r("Before "),
@@ -500,7 +513,7 @@ def docx_template() -> bytes:
 class Deflated:
     """A zip member given as raw deflate data: how the bombs get 1 GB into 1 MB in a second."""
 
-    def __init__(self, data: bytes, crc: int, size: int, adler: int = 1):
+    def __init__(self, data: bytes, crc: int, size: int, adler: int = 1) -> None:
         self.data, self.crc, self.size, self.adler = data, crc, size, adler
 
     @classmethod
@@ -612,12 +625,16 @@ def docx_huge_xml(xml_mb: int = 99) -> bytes:
 
     def paragraph() -> str:
         runs = "".join(
-            f'<w:r w:rsidRPr="00{rng.randrange(16**6):06X}"><w:rPr><w:rFonts w:ascii="Calibri" w:hAnsi="Calibri"/>'
+            f'<w:r w:rsidRPr="00{rng.randrange(16**6):06X}"><w:rPr><w:rFonts w:ascii="Calibri" '
+            'w:hAnsi="Calibri"/>'
             f'<w:sz w:val="22"/></w:rPr><w:t xml:space="preserve">'
             f"{' '.join(rng.choice(vocabulary) for _ in range(rng.randint(3, 12)))} </w:t></w:r>"
             for _ in range(rng.randint(1, 4))
         )
-        return f'<w:p w:rsidR="00{rng.randrange(16**6):06X}"><w:pPr><w:spacing w:after="120"/></w:pPr>{runs}</w:p>'
+        return (
+            f'<w:p w:rsidR="00{rng.randrange(16**6):06X}"><w:pPr><w:spacing '
+            f'w:after="120"/></w:pPr>{runs}</w:p>'
+        )
 
     pool = [paragraph() for _ in range(4000)]
     body = "".join(rng.choice(pool) for _ in range(xml_mb * MB // 560))
@@ -640,9 +657,8 @@ def docx_with_dtd() -> bytes:
         + "]>"
     )
     members = _members(make_docx(["x"]))
-    members["word/document.xml"] = (
-        f'<?xml version="1.0"?>{laughs}<w:document {NS}><w:body>{_p(_r("&j;"))}</w:body></w:document>'.encode()
-    )
+    document = f'<?xml version="1.0"?>{laughs}<w:document {NS}><w:body>{_p(_r("&j;"))}</w:body></w:document>'
+    members["word/document.xml"] = document.encode()
     return write_zip(members)
 
 

@@ -179,7 +179,8 @@ def python_docx_paragraphs(data: bytes) -> list[str]:
 
 @dataclass(frozen=True)
 class Hostile:
-    """One hostile file of issue 19 and what it must come out as, within the function's timeout."""
+    """One hostile file (tests/support/docgen.py) and what it must come out as, within the function's
+    timeout."""
 
     name: str  # the attachment's file name (its extension is what the handler dispatches on)
     build: Callable[[], bytes]

@@ -118,9 +118,9 @@ class Scan:
                 return None
             text = path.read_text()
         m = Module(name, ast.parse(text))
-        for node in m.tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                m.top[node.name] = node
+        for statement in m.tree.body:
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                m.top[statement.name] = statement
         package = (
             name
             if module_path(name, self.sources)

@@ -39,7 +39,7 @@ def mail(
     return msg.as_bytes()
 
 
-# --- raw failure shapes (issue 17, issue 18): bytes no well-behaved client would write ------------------
+# --- raw failure shapes: bytes no well-behaved client would write ------------------
 
 
 def raw(
@@ -67,12 +67,12 @@ def basic(
 
 
 def eight_bit_from(display: bytes = "Jürgen Döe".encode(), address: bytes = b"jd@corp.example") -> bytes:
-    """17.1 / S2: raw UTF-8 (or any 8-bit) display name, no encoded word, no declared charset."""
+    """Raw UTF-8 (or any 8-bit) display name, no encoded word, no declared charset."""
     return raw(basic(display + b" <" + address + b">"))
 
 
 def rfc6532_from(address: str = "jdöe@mächine.example") -> bytes:
-    """17.1: an SMTPUTF8 (RFC 6532) message: the address itself in raw UTF-8."""
+    """An SMTPUTF8 (RFC 6532) message: the address itself in raw UTF-8."""
     return raw(
         [*basic(address.encode(), "Grüße".encode()), ("Content-Type", "text/plain; charset=utf-8")],
         "Grüße aus Köln\r\n".encode(),
@@ -85,7 +85,7 @@ def outlook2000_latin1(
     body: str = "Grüße aus Köln",
     declare_body: bool = True,
 ) -> bytes:
-    """17.7: raw 8-bit (cp1252) in Subject and in the attachment's file name (Outlook 2000), body likewise."""
+    """Raw 8-bit (cp1252) in Subject and in the attachment's file name (Outlook 2000), body likewise."""
     ctype = b'text/plain; charset="iso-8859-1"' if declare_body else b"text/plain"
     parts = (
         b"--b1\r\nContent-Type: "
@@ -107,7 +107,7 @@ def outlook2000_latin1(
 
 
 def wrong_charset_body(text: str, declared: str, actual: str) -> bytes:
-    """17.7: a body encoded in ``actual`` but labelled ``declared``."""
+    """A body encoded in ``actual`` but labelled ``declared``."""
     return raw(
         [
             *basic(),
@@ -120,12 +120,12 @@ def wrong_charset_body(text: str, declared: str, actual: str) -> bytes:
 
 
 def from_field(value: bytes | str) -> bytes:
-    """17.2 / S4 / S8: any From value as written."""
+    """Any From value as written."""
     return raw(basic(value))
 
 
 def outlook_express(jpeg: bytes = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" * 32) -> bytes:
-    """17.6: Outlook Express's unquoted boundary (``=`` and ``_`` in it)."""
+    """Outlook Express's unquoted boundary (``=`` and ``_`` in it)."""
     import base64
 
     b = b"----=_NextPart_000_0007_01C2A9A6.8E3A1C60"
@@ -152,7 +152,7 @@ def outlook_express(jpeg: bytes = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" 
 
 
 def nested(depth: int) -> bytes:
-    """S2: multiparts nested ``depth`` deep around one text part."""
+    """Multiparts nested ``depth`` deep around one text part."""
     body = b"Content-Type: text/plain\r\n\r\nDeep inside.\r\n"
     for i in range(depth):
         b = b"n%d" % i
@@ -172,7 +172,7 @@ def nested(depth: int) -> bytes:
 
 
 def long_ids(n: int = 3) -> bytes:
-    """17.3: Exchange / Office 365 style Message-IDs (longer than a folded line) in the thread headers."""
+    """Exchange / Office 365 style Message-IDs (longer than a folded line) in the thread headers."""
     ids = [f"<AM0PR0702MB{i:04d}{'A' * 60}{i}@AM0PR0702MB3603.eurprd07.prod.outlook.com>" for i in range(n)]
     return raw([*basic(), ("In-Reply-To", ids[-1]), ("References", " ".join(ids))]).replace(
         b"<m1@corp.example>", ids[0].replace("AM0", "MSG").encode()
@@ -180,7 +180,7 @@ def long_ids(n: int = 3) -> bytes:
 
 
 def attachment_mail(name: str, data: bytes, declared: str, sender: str = "Jane <jane@corp.example>") -> bytes:
-    """S10: one attachment whose declared type and name are the sender's claims."""
+    """One attachment whose declared type and name are the sender's claims."""
     import base64
 
     body = (
@@ -223,7 +223,8 @@ def encoded_words(n: int, field: str = "Subject", word: str = "=?utf-8?q?abcdefg
 
 
 def stray_encoded_words(n: int) -> bytes:
-    """A Subject broken without folds (MimeKit's issue 358): ``n`` lines of one encoded word each and
+    """A Subject broken without folds (MimeKit's bug report github.com/jstedfast/MimeKit/issues/358): ``n``
+    lines of one encoded word each and
     no colon, then a Date field. The parser reads them as one field (limits.mend_header)."""
     fields = [(k, v) for k, v in basic() if k not in ("Subject", "Date")]
     lines = "\r\n".join(f"=?utf-8?q?w{i}?=" for i in range(n))
@@ -250,7 +251,8 @@ def many_parts(n: int, allowed: bool = False) -> bytes:
     for i in range(n):
         if allowed:
             body.append(
-                b'--p\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename="f%d.pdf"\r\n'
+                b"--p\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; "
+                b'filename="f%d.pdf"\r\n'
                 b"\r\n%%PDF-1.4 %d\r\n" % (i, i)
             )
         else:
@@ -268,7 +270,7 @@ def big_attachment(size: int) -> bytes:
     return attachment_mail("big.pdf", b"%PDF-1.4\n" + os.urandom(size), "application/pdf")
 
 
-# S3 / review H1: shapes that pass the field caps but made the parser's work grow faster than the mail.
+# Shapes that pass the field caps but made the parser's work grow faster than the mail.
 
 
 def boundary_only_parts(n: int) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from email import message_from_bytes, policy
-from email.message import EmailMessage
+from email.message import EmailMessage, Message
 from typing import Any
 
 from cryptography import x509
@@ -30,8 +30,9 @@ class SmimeOwner:
         assert outer.get_content_type() == "application/pkcs7-mime", outer.get_content_type()
         assert outer.get_param("smime-type") == "enveloped-data"
         der = outer.get_payload(decode=True)
+        assert isinstance(der, bytes)
         plain = pkcs7.pkcs7_decrypt_der(der, self.cert, self.private_key, [])
-        return message_from_bytes(plain, policy=policy.default)  # type: ignore[return-value]
+        return message_from_bytes(plain, policy=policy.default)
 
 
 def smime_owner(
@@ -108,13 +109,18 @@ class PgpOwner:
         outer = message_from_bytes(raw, policy=policy.default)
         assert outer.get_content_type() == "multipart/encrypted", outer.get_content_type()
         assert outer.get_param("protocol") == "application/pgp-encrypted"
-        control, data = outer.get_payload()  # type: ignore[misc]
+        parts = outer.get_payload()
+        assert isinstance(parts, list)
+        control, data = parts
+        assert isinstance(control, Message) and isinstance(data, Message)
+        armored = data.get_payload()
+        assert isinstance(armored, str)
         assert (
             control.get_content_type() == "application/pgp-encrypted"
             and "Version: 1" in control.get_payload()
         )
-        plain = pysequoia.decrypt(decryptor=self.tsk.decryptor(), bytes=data.get_payload().encode()).bytes
-        return message_from_bytes(plain, policy=policy.default)  # type: ignore[return-value]
+        plain = pysequoia.decrypt(decryptor=self.tsk.decryptor(), bytes=armored.encode()).bytes
+        return message_from_bytes(plain, policy=policy.default)
 
 
 def pgp_owner(validity_seconds: int | None = None) -> PgpOwner:

@@ -118,7 +118,8 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
             sender=f"Owner <{cfg.private_email}>",
             to=thread,
             subject="Re: Following up",
-            text="Hi Jane, happy to talk on Tuesday.\n[company: Acme Corp]\n\nOn Mon, Jane wrote:\n> Following up\n",
+            text="Hi Jane, happy to talk on Tuesday.\n[company: Acme Corp]\n\nOn Mon, Jane wrote:\n> "
+            "Following up\n",
         ),
     )
     [reply] = wait_for("the reply", lambda: new_items(4))[3:]
@@ -227,7 +228,7 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
             return next((a for a in got if a.get("recipient") == "carol@corp.example"), None)
 
         alert = wait_for("the alert", carols_alert)
-        # refused for good: the DLQ at once after one attempt, not after every receive (issue 18 S8)
+        # refused for good: the DLQ at once after one attempt, not after every receive
         assert alert["errorCode"] == "MessageRejected" and alert["totalAttempts"] == 1
     finally:
         client("ses").verify_domain_identity(Domain=cfg.domain_name)

@@ -71,14 +71,15 @@ def test_lists_and_numbers_parse() -> None:
     assert (cfg.max_send_rate, cfg.max_pages, cfg.region) == (2.5, 10, "eu-west-1")
 
 
-def test_every_function_can_start_with_the_local_defaults(local_defaults) -> None:
+def test_every_function_can_start_with_the_local_defaults(local_defaults: dict[str, str]) -> None:
     for fn in FUNCTIONS:
         config.load(local_defaults, require=fn.requires)
 
 
 def test_a_send_record_outlives_every_copy_of_its_message() -> None:
     """A redrive resets a message's enqueue time (SQS DG), so one late redrive gives a copy a second life of
-    main + DLQ retention; the idempotency record must still be there when it arrives, or the mail goes out twice."""
+    main + DLQ retention; the idempotency record must still be there when it arrives, or the mail goes out
+    twice."""
     from deploy.resources import DLQ_RETENTION_S, MAIN_RETENTION_S, lifecycle
 
     lifetime = 2 * (MAIN_RETENTION_S + DLQ_RETENTION_S)

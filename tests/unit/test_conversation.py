@@ -69,7 +69,7 @@ def test_thread_address_round_trip_and_tampering() -> None:
     assert verify_thread_address("no-tag@thread.example.com", "s" * 32, "thread.example.com") is None
 
 
-# --- issue 17.2 / 18 S6, S8: ids are safe, bounded and injective --------------------------------------------------
+# --- ids are safe, bounded and injective --------------------------------------------------
 
 UNUSUAL = [
     "x@cat-at-work.example",

@@ -26,8 +26,8 @@ def mail(head: str, body: str = "Hello.\r\n") -> bytes:
 REPORTS = {
     "null sender": mail("Return-Path: <>\nFrom: Someone <someone@corp.example>\nSubject: Re: your mail"),
     "exim": mail(
-        "From: Mail Delivery System <Mailer-Daemon@mx.corp.example>\nX-Failed-Recipients: gone@corp.example\n"
-        "Subject: Mail delivery failed: returning message to sender",
+        "From: Mail Delivery System <Mailer-Daemon@mx.corp.example>\nX-Failed-Recipients: "
+        "gone@corp.example\nSubject: Mail delivery failed: returning message to sender",
         "This message was created automatically by mail delivery software.\r\n",
     ),
     "qmail": mail(
@@ -35,7 +35,8 @@ REPORTS = {
         "Hi. This is the qmail-send program at mx.corp.example.\r\nI'm afraid I wasn't able to deliver\r\n",
     ),
     "gmail": mail(
-        "From: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\nSubject: Delivery Status Notification (Failure)",
+        "From: Mail Delivery Subsystem <mailer-daemon@googlemail.com>\n"
+        "Subject: Delivery Status Notification (Failure)",
         "Delivery to the following recipient failed permanently:\r\n\r\n     gone@corp.example\r\n",
     ),
     "postmaster": mail(
@@ -47,10 +48,11 @@ REPORTS = {
         "Your message wasn't delivered to gone@corp.example.\r\n",
     ),
     "delivery-status part in mixed": mail(
-        "From: ops@corp.example\nSubject: Notice\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b",
-        "--b\r\nContent-Type: text/plain\r\n\r\nnotice\r\n--b\r\nContent-Type: message/delivery-status\r\n\r\n"
-        "Reporting-MTA: dns; mx.corp.example\r\n\r\nFinal-Recipient: rfc822; gone@corp.example\r\nAction: failed\r\n"
-        "Status: 5.1.1\r\n--b--\r\n",
+        "From: ops@corp.example\nSubject: Notice\n"
+        "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b",
+        "--b\r\nContent-Type: text/plain\r\n\r\nnotice\r\n--b\r\nContent-Type: message/delivery-status\r\n"
+        "\r\nReporting-MTA: dns; mx.corp.example\r\n\r\nFinal-Recipient: rfc822; "
+        "gone@corp.example\r\nAction: failed\r\nStatus: 5.1.1\r\n--b--\r\n",
     ),
 }
 

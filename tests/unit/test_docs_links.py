@@ -150,7 +150,7 @@ def test_dotted_module_names_exist(page: Path) -> None:
 
 def test_the_codes_references_to_docs_resolve() -> None:
     """Comments and messages in the code cite docs/…md: those pages exist."""
-    cited = {}
+    cited: dict[str, Path] = {}
     for source in [
         *REPO.glob("common/**/*.py"),
         *REPO.glob("deploy/*.py"),

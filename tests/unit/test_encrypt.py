@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from email import message_from_bytes, policy
+from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
@@ -41,13 +44,13 @@ def forward(
     )
 
 
-def built(msg: OutboundMessage, blobs: dict[str, bytes] | None = None):
+def built(msg: OutboundMessage, blobs: dict[str, bytes] | None = None) -> Any:
     return build(msg, "hello@example.com", "example.com", "attachments/", lambda key: (blobs or {})[key])
 
 
 @pytest.mark.parametrize("make", [smime_owner, pgp_owner], ids=["smime", "pgp"])
 def test_a_forward_decrypts_to_the_original_with_its_headers_inside_and_a_neutral_subject_outside(
-    make,
+    make: Callable[[], Any],
 ) -> None:
     owner = make()
     key = parse(owner.pem if hasattr(owner, "pem") else owner.armored)
@@ -73,7 +76,7 @@ def test_the_owner_may_keep_the_original_subject_outside() -> None:
 
 
 @pytest.mark.parametrize("make", [smime_owner, pgp_owner], ids=["smime", "pgp"])
-def test_encryption_grows_a_large_forward_by_less_than_the_budget_allows(make) -> None:
+def test_encryption_grows_a_large_forward_by_less_than_the_budget_allows(make: Callable[[], Any]) -> None:
     owner = make()
     key = parse(owner.pem if hasattr(owner, "pem") else owner.armored)
     blob = bytes(range(256)) * 8192  # 2 MB that does not compress
@@ -95,7 +98,7 @@ def test_config_derives_the_parameter_and_shrinks_the_forward_budget_when_a_key_
 
 
 def test_only_forward_sender_reads_the_key_and_only_it_and_inbound_handler_know_of_it(
-    tmp_path, monkeypatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "owner.pem"
     path.write_text(smime_owner().pem)
@@ -137,7 +140,7 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
-def test_a_key_that_cannot_encrypt_is_refused_at_deploy_with_the_reason(tmp_path, case) -> None:
+def test_a_key_that_cannot_encrypt_is_refused_at_deploy_with_the_reason(tmp_path: Path, case: str) -> None:
     make, reason = REFUSED[case]
     text = make()
     with pytest.raises(OwnerKeyError, match=reason):
@@ -163,7 +166,7 @@ def test_an_expired_openpgp_key_is_refused_and_a_current_one_summarised() -> Non
         parse(owner.armored, now=NOW + dt.timedelta(hours=2))
 
 
-def test_a_key_file_of_the_other_kind_or_missing_is_refused(tmp_path) -> None:
+def test_a_key_file_of_the_other_kind_or_missing_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "owner.asc"
     path.write_text(pgp_owner().armored)
     with pytest.raises(DeployError, match="OWNER_SMIME_CERT names a file holding an OpenPGP key"):
@@ -184,7 +187,7 @@ def test_a_key_file_of_the_other_kind_or_missing_is_refused(tmp_path) -> None:
         ("text/plain; charset=utf-8", False),
     ],
 )
-def test_an_encrypted_reply_is_recognised_by_its_content_type(ctype, encrypted) -> None:
+def test_an_encrypted_reply_is_recognised_by_its_content_type(ctype: str, encrypted: bool) -> None:
     from common.mail.encrypt import encrypted_kind
 
     assert bool(encrypted_kind(ctype)) is encrypted
@@ -217,7 +220,10 @@ def test_a_forward_that_would_not_fit_once_encrypted_links_its_attachment_instea
         "PRIVATE_EMAIL": "owner@example.net",
         "MAX_FORWARD_BYTES": "1000000",
     }
-    raw = b"From: Jane <jane@corp.example>\r\nTo: hello@example.com\r\nSubject: CV\r\n\r\nMy CV is attached.\r\n"
+    raw = (
+        b"From: Jane <jane@corp.example>\r\nTo: hello@example.com\r\n"
+        b"Subject: CV\r\n\r\nMy CV is attached.\r\n"
+    )
     cv = Attachment("attachments/c/m/cv.pdf", "cv.pdf", "application/pdf")
     stored = Stored([cv], {cv.key: 600_000})  # 822 KB once base64-encoded: fits 1 MB, not 1 MB / 1.4
 

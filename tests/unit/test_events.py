@@ -22,7 +22,7 @@ def test_ses_missing_verdict_is_not_a_pass() -> None:
 
 
 @pytest.mark.parametrize("bad_id", ["", "../etc/passwd", None])
-def test_ses_message_id_must_be_a_plain_id(bad_id) -> None:
+def test_ses_message_id_must_be_a_plain_id(bad_id: str | None) -> None:
     event = load_event("ses-inbound.json")
     event["Records"][0]["ses"]["mail"]["messageId"] = bad_id
     with pytest.raises(EventError, match="messageId"):
@@ -47,7 +47,9 @@ def test_sns_messages_are_parsed() -> None:
 @pytest.mark.parametrize(
     "event", [{}, {"Records": []}, {"Records": [{"eventSource": "aws:kinesis"}]}, [], "x"]
 )
-def test_unknown_events_are_rejected(event) -> None:
+def test_unknown_events_are_rejected(
+    event: object,
+) -> None:
     with pytest.raises(EventError):
         events.kind(event)
 

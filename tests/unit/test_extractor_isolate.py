@@ -1,4 +1,5 @@
-"""The extraction child: its memory limit, its deadline and its crashes become StoppedError, never a dead parent."""
+"""The extraction child: its memory limit, its deadline and its crashes become StoppedError, never a dead
+parent."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import ctypes
 import faulthandler
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +20,11 @@ MB = 1024 * 1024
 
 
 def collect(
-    target, *, memory_bytes: int = 64 * MB, seconds: float = 10, step_s: float | None = None
+    target: Callable[..., Any],
+    *,
+    memory_bytes: int = 64 * MB,
+    seconds: float = 10,
+    step_s: float | None = None,
 ) -> tuple[list, StoppedError | None]:
     events: list = []
     try:
@@ -121,7 +128,7 @@ def test_a_crash_in_native_code_is_a_crash_stop() -> None:
     )
 
 
-def test_the_child_never_writes_through_the_parents_log_handlers(tmp_path) -> None:
+def test_the_child_never_writes_through_the_parents_log_handlers(tmp_path: Path) -> None:
     """The parent's handlers (mypylogger's queue and its thread) do not exist for the child."""
     handler = logging.FileHandler(tmp_path / "parent.log")
     logging.getLogger().addHandler(handler)
@@ -140,7 +147,7 @@ def test_the_child_never_writes_through_the_parents_log_handlers(tmp_path) -> No
     assert (tmp_path / "parent.log").read_text() == "the parent still logs\n"
 
 
-def test_the_allowance_is_what_the_sandbox_has_left(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_allowance_is_what_the_sandbox_has_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert isolate.child_allowance(None) > 1 << 40
     own = isolate.rss()
     total = own + isolate.PARENT_RESERVE + 100 * MB

@@ -4,6 +4,9 @@ it, and the deployer policy split into managed policies."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from common.local import fresh
 from common.runtime import config
@@ -50,7 +53,7 @@ def test_what_the_deploy_writes_is_what_dns_publish_reads() -> None:
     ]
 
 
-def test_dns_json_holds_every_record_with_its_purpose(tmp_path) -> None:
+def test_dns_json_holds_every_record_with_its_purpose(tmp_path: Path) -> None:
     path = dns.write(CFG, records(), tmp_path)
     assert path == tmp_path / "prd" / "dns.zone"
     written = json.loads((tmp_path / "prd" / "dns.json").read_text())
@@ -69,7 +72,9 @@ def test_policy_size_does_not_count_white_space() -> None:
     )
 
 
-def test_the_deployer_policy_splits_into_managed_policies_within_the_limit(monkeypatch) -> None:
+def test_the_deployer_policy_splits_into_managed_policies_within_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     whole = iam.deployer_policy(CFG, "123456789012")
     [single] = iam.deployer_policies(CFG, "123456789012")
     assert single == whole and iam.policy_size(single) <= iam.MANAGED_POLICY_LIMIT

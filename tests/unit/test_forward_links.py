@@ -66,7 +66,9 @@ def query(url: str) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
 
 
-def test_long_term_keys_sign_for_the_configured_days_and_the_forward_says_until_when(credentials) -> None:
+def test_long_term_keys_sign_for_the_configured_days_and_the_forward_says_until_when(
+    credentials: pytest.MonkeyPatch,
+) -> None:
     link = s3.presign_get(
         "bucket-name",
         "attachments/c/m/big file.pdf",
@@ -89,7 +91,7 @@ def test_long_term_keys_sign_for_the_configured_days_and_the_forward_says_until_
 
 
 def test_temporary_credentials_sign_for_twelve_hours_at_most_and_the_forward_says_it_may_end_sooner(
-    credentials,
+    credentials: pytest.MonkeyPatch,
 ) -> None:
     credentials.setenv("AWS_SESSION_TOKEN", "role-session-token")
     link = s3.presign_get("bucket-name", "k", 7 * 24 * 3600)
@@ -102,7 +104,7 @@ def test_temporary_credentials_sign_for_twelve_hours_at_most_and_the_forward_say
     assert " UTC at the latest: https://" in text and TEMPORARY_LINKS_NOTE in text
 
 
-def test_withheld_parts_and_an_original_holding_them_get_no_link(credentials) -> None:
+def test_withheld_parts_and_an_original_holding_them_get_no_link(credentials: pytest.MonkeyPatch) -> None:
     exe = Withheld(
         name="setup.exe", key="withheld/jane-at-corp.example/m1/setup.exe", reason="denied type .exe"
     )
@@ -112,13 +114,15 @@ def test_withheld_parts_and_an_original_holding_them_get_no_link(credentials) ->
     assert f"archived at s3://{CFG.bucket}/{ARCHIVE} (no download link: it holds the withheld parts" in text
 
 
-def test_a_forward_that_fits_carries_no_link(credentials) -> None:
+def test_a_forward_that_fits_carries_no_link(credentials: pytest.MonkeyPatch) -> None:
     small = Attachment(key="attachments/jane-at-corp.example/m1/a.pdf", filename="a.pdf")
     text = forward(Stored(attachments=[small], sizes={small.key: 1000}))
     assert "X-Amz-Signature=" not in text and "download" not in text
 
 
-def test_the_html_part_makes_the_links_clickable_and_nothing_the_sender_wrote(credentials) -> None:
+def test_the_html_part_makes_the_links_clickable_and_nothing_the_sender_wrote(
+    credentials: pytest.MonkeyPatch,
+) -> None:
     html = forward(Stored(attachments=[BIG], sizes={BIG.key: 300_000}), html=True)
     anchors = re.findall(r'<a href="([^"]+)">', html)
     assert len(anchors) == 2 and all(a.startswith("https://") and "X-Amz-Signature=" in a for a in anchors)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email
+import email.message
 import email.policy
 import zipfile
 
@@ -41,12 +42,13 @@ DENY = frozenset({"exe", "js", "jar", "bat"})
         ("letter.txt", b"MZ is how this text starts", ""),  # text, not a binary DOS header
     ],
 )
-def test_withhold_reason(name, data, reason) -> None:
+def test_withhold_reason(name: str, data: bytes, reason: str) -> None:
     assert withhold_reason(name, "application/octet-stream", data, DENY) == reason
 
 
 def forwarded(*attachments: tuple[str, bytes, str], encoded_names: bool = False) -> bytes:
-    """A mail as a client writes it, to be forwarded as an attachment (its bytes are a message/rfc822 part)."""
+    """A mail as a client writes it, to be forwarded as an attachment (its bytes are a message/rfc822
+    part)."""
     inner = email.message.EmailMessage()
     inner["From"], inner["Subject"] = "Jane <jane@corp.example>", "inner"
     inner.set_content("see attached")
@@ -70,7 +72,7 @@ DOS = (
 @pytest.mark.parametrize(
     ("name", "ctype", "data", "reason"),
     [
-        # review M7: forwarded-as-attachment mail is checked part by part, names decoded as a client does
+        # forwarded-as-attachment mail is checked part by part, names decoded as a client does
         (
             "fwd.eml",
             "message/rfc822",
@@ -111,7 +113,8 @@ DOS = (
         # the bytes decide, not the name or the declared type
         ("invoice.pdf", "application/pdf", DOS, "Windows executable"),
         ("letter.txt", "text/plain", b"MZ, the initials, start this letter.", ""),
-        # zips: with anything prepended (unzip tools read from the end), nested one level, trailing dots and spaces
+        # zips: with anything prepended (unzip tools read from the end), nested one level, trailing dots and
+        # spaces
         (
             "photos.dat",
             "application/octet-stream",
@@ -145,7 +148,9 @@ DOS = (
         ("dir\\setup.exe.", "application/octet-stream", b"x", "denied type .exe"),
     ],
 )
-def test_withhold_reason_sees_through_messages_lying_names_and_archives(name, ctype, data, reason) -> None:
+def test_withhold_reason_sees_through_messages_lying_names_and_archives(
+    name: str, ctype: str, data: bytes, reason: str
+) -> None:
     assert withhold_reason(name, ctype, data, DENY | {"vbs"}) == reason
 
 
@@ -157,7 +162,9 @@ def test_an_archive_listing_more_names_than_anyone_mails_is_withheld_unread() ->
     )
 
 
-def test_an_archive_whose_end_record_understates_its_names_is_withheld_unopened(monkeypatch) -> None:
+def test_an_archive_whose_end_record_understates_its_names_is_withheld_unopened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # zipfile builds an entry for every central-directory record whatever count the end record states:
     # the cap counts the records themselves, before anything is opened
     archive = bytearray(zip_of([f"{n}.txt" for n in range(limits.MAX_ARCHIVE_NAMES + 1)], prefix=b"junk"))
@@ -277,7 +284,7 @@ def test_a_content_id_that_could_break_the_header_is_not_used() -> None:
         ),  # over-long line
     ],
 )
-def test_message_parts_keep_their_bytes(inner, ctype, encoding) -> None:
+def test_message_parts_keep_their_bytes(inner: bytes, ctype: str, encoding: str) -> None:
     msg = built(
         message([Attachment("attachments/x/1/m.eml", "m.eml", "message/rfc822")]),
         {"attachments/x/1/m.eml": inner},
@@ -291,11 +298,13 @@ def test_message_parts_keep_their_bytes(inner, ctype, encoding) -> None:
     if encoding == "base64":
         assert part.get_payload(decode=True) == inner  # byte for byte
     else:
-        carried = part.get_payload()[0]
-        assert (
-            carried["From"] == "a@b.example"
-            and carried.get_payload(decode=True).strip() == inner.split(b"\r\n\r\n")[1].strip()
-        )
+        payload = part.get_payload()
+        assert isinstance(payload, list)
+        [carried] = payload
+        assert isinstance(carried, email.message.Message)
+        body = carried.get_payload(decode=True)
+        assert isinstance(body, bytes)
+        assert carried["From"] == "a@b.example" and body.strip() == inner.split(b"\r\n\r\n")[1].strip()
 
 
 def test_text_attachments_keep_their_bytes_and_say_utf_8_only_when_they_are() -> None:
@@ -325,11 +334,12 @@ def test_text_attachments_keep_their_bytes_and_say_utf_8_only_when_they_are() ->
         ("naïve".encode(), "", "naïve"),  # no charset: UTF-8 if it decodes
         ("naïve".encode("cp1252"), "bogus", "naïve"),  # unknown charset: cp1252
         ("€ “quoted”".encode("cp1252"), "iso-8859-1", "€ “quoted”"),  # the label's superset, as for the body
-        # Outlook's ISO-2022-JP with NEC's row 13: 7-bit, so it once passed as UTF-8 and reached the owner as "$B-!…"
+        # Outlook's ISO-2022-JP with NEC's row 13: 7-bit, so it once passed as UTF-8 and reached the owner as
+        # "$B-!…"
         (b"\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n", "iso-2022-jp", "①会議は㈱です\r\n"),
     ],
 )
-def test_inline_text_parts_become_utf_8(data, charset, text) -> None:
+def test_inline_text_parts_become_utf_8(data: bytes, charset: str, text: str) -> None:
     from common.store.attachments import as_utf8
 
     assert as_utf8(data, charset).decode("utf-8") == text
@@ -342,7 +352,8 @@ def test_a_text_part_beside_the_body_is_decoded_under_its_own_charset() -> None:
 
     body = (
         b"--b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nSee below.\r\n"
-        b'--b\r\nContent-Type: text/plain; charset="ISO-2022-JP"\r\n\r\n\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n--b--\r\n'
+        b'--b\r\nContent-Type: text/plain; charset="ISO-2022-JP"\r\n\r\n\x1b$B-!2q5D$O-j$G$9\x1b(B\r\n'
+        b"--b--\r\n"
     )
     mail = parse(
         g.raw([*g.basic(), ("MIME-Version", "1.0"), ("Content-Type", 'multipart/mixed; boundary="b"')], body)

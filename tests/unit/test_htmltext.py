@@ -67,7 +67,10 @@ def test_deep_nesting_is_counted_but_marked_within_a_limit() -> None:
 
 def test_text_after_a_contact_closes_25_nested_quotes_stays_quoted() -> None:
     contact = "<div>Hi</div>" + "<blockquote>" * 25 + "old" + "</blockquote>" * 25 + SMUGGLED
-    reply = f"<div>Thanks, noted.</div><div>Il giorno lun 2 nov 2026, Eve ha scritto:</div><blockquote>{contact}</blockquote>"
+    reply = (
+        "<div>Thanks, noted.</div><div>Il giorno lun 2 nov 2026, Eve ha "
+        f"scritto:</div><blockquote>{contact}</blockquote>"
+    )
     assert owner_controls(html_to_text(reply)) == []
     own = convert(reply, own_text_only=True).text
     assert "Eve" not in own.replace("Eve ha scritto", "") and owner_controls(own) == []

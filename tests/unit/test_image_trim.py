@@ -18,8 +18,8 @@ FACTORY = REPO / "common" / "aws" / "__init__.py"  # passes its `service` argume
 
 def _trim_module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("trim_botocore", REPO / "docker" / "trim-botocore.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 

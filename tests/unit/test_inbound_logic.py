@@ -1,5 +1,8 @@
 """Pure pieces of the inbound pipeline: parsing, file names, spam rules and policy, RFC 3834."""
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from common.delivery import ack
@@ -8,6 +11,7 @@ from common.local.events import receipt_event
 from common.mail.parse import parse
 from common.mail.sanitize import safe_filename
 from common.runtime import config
+from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from tests.support.mailgen import mail
 
@@ -21,7 +25,7 @@ CFG = config.load(
 )
 
 
-def receipt(raw: bytes, **kw) -> SesReceipt:
+def receipt(raw: bytes, **kw: Any) -> SesReceipt:
     return SesReceipt.from_event(receipt_event(raw, "m1", kw.pop("to", ["hello@example.com"]), **kw))
 
 
@@ -74,11 +78,13 @@ def test_policy_order_first_hit_wins() -> None:
     assert _assess(receipt(raw), mail(sender="a@notcorp.example"), rules).action == "forward"
 
 
-def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
+def test_rules_cache_ttl_and_last_good_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     cache = policy.RulesCache()
-    loads = iter([policy.Rules(blocked_domains=("a.example",)), RuntimeError("S3 down")])
+    loads: Iterator[policy.Rules | Exception] = iter(
+        [policy.Rules(blocked_domains=("a.example",)), RuntimeError("S3 down")]
+    )
 
-    def fake_load(cfg):
+    def fake_load(cfg: Config) -> policy.Rules:
         item = next(loads)
         if isinstance(item, Exception):
             raise item
@@ -106,7 +112,7 @@ def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
         ({"X-Mailing-List": "<list@corp.example>"}, None, "mailing list headers"),
         ({}, "do-not-reply@corp.example", "no-reply sender"),
         ({}, "postmaster@corp.example", "no-reply sender"),
-        ({}, "gmail-noreply@google.com", "no-reply sender"),  # issue 17.4: anywhere in the local part
+        ({}, "gmail-noreply@google.com", "no-reply sender"),  # anywhere in the local part
         ({}, "alerts.donotreply@corp.example", "no-reply sender"),
         ({}, "jobs_no-reply+x@corp.example", "no-reply sender"),
         ({}, "noreplyguy@corp.example", "no-reply sender"),  # a no-reply marker is a no-reply marker
@@ -119,7 +125,7 @@ def test_rules_cache_ttl_and_last_good_fallback(monkeypatch) -> None:
         ),
     ],
 )
-def test_rfc3834(headers, sender, why) -> None:
+def test_rfc3834(headers: dict[str, Any], sender: str | None, why: str) -> None:
     raw = mail(
         headers=headers,
         sender=sender or "Jane <jane@corp.example>",
@@ -138,7 +144,7 @@ def test_rfc3834(headers, sender, why) -> None:
             {"dmarc": "GRAY", "spf": "PASS"},
             "",
         ),  # same domain
-        # issue 18 S7: SPF PASS for someone else's envelope domain proves nothing about From
+        # SPF PASS for someone else's envelope domain proves nothing about From
         (
             "Jane <jane@corp.example>",
             "x@evil.example",
@@ -163,7 +169,9 @@ def test_rfc3834(headers, sender, why) -> None:
         ("Me <owner@example.net>", "owner@example.net", {}, "sender is one of our own addresses"),
     ],
 )
-def test_ack_only_to_an_authenticated_usable_sender(sender, source, verdicts, why) -> None:
+def test_ack_only_to_an_authenticated_usable_sender(
+    sender: str, source: str, verdicts: dict[str, Any], why: str
+) -> None:
     raw = mail(sender=sender)
     assert ack.unsafe_recipient(CFG, receipt(raw, source=source, verdicts=verdicts), parse(raw)) == why
 
@@ -183,5 +191,5 @@ def test_ack_only_to_an_authenticated_usable_sender(sender, source, verdicts, wh
         ("\u202eevil", ""),
     ],
 )
-def test_greeting_is_one_short_word_of_letters_or_nothing(display, name) -> None:
+def test_greeting_is_one_short_word_of_letters_or_nothing(display: str, name: str) -> None:
     assert ack.greeting_name(display) == name

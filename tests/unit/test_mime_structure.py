@@ -28,17 +28,16 @@ def three_named(boundary: bytes, delimiter: bytes | None = None) -> bytes:
         + d
         + b'\r\nContent-Type: text/x-myown; name="two.my"\r\n\r\nsecond file\r\n'
         + d
-        + b"\r\nContent-Type: message/rfc822\r\n\r\nFrom: inner@x.example\r\nSubject: Inner\r\n\r\ninner body\r\n"
-        + b"--"
-        + boundary
-        + b"--\r\n"
+        + b"\r\nContent-Type: message/rfc822\r\n\r\nFrom: inner@x.example\r\nSubject: Inner\r\n\r\ninner "
+        b"body\r\n" + b"--" + boundary + b"--\r\n"
     )
 
 
 @pytest.mark.parametrize(
     "content_type",
     [
-        b'multipart/mixed; boundary="simple\r\n boundary"',  # folded inside the quotes: unfold removes CRLF only
+        # folded inside the quotes: unfold removes CRLF only
+        b'multipart/mixed; boundary="simple\r\n boundary"',
         b'multipart/mixed;\r\n\tboundary="simple\r\n boundary"',  # and the field folded before it
         b'multipart/mixed; boundary=\r\n "simple\r\n boundary"',  # and between the = and the quote
         b'multipart/mixed; boundary*0="simple"; boundary*1=" boundary"',  # RFC 2231 continuation
@@ -95,7 +94,8 @@ def test_a_multipart_that_cannot_be_split_is_never_shown_as_text() -> None:
 def test_a_named_inline_html_part_in_mixed_is_an_attachment_not_the_html_body() -> None:
     body = (
         b"--m\r\nContent-Type: text/plain\r\n\r\nSee the pull request.\r\n"
-        b'--m\r\nContent-Type: text/html; name="Pull3.html"\r\nContent-Disposition: inline\r\n\r\n<p>pull</p>\r\n--m--\r\n'
+        b'--m\r\nContent-Type: text/html; name="Pull3.html"\r\nContent-Disposition: inline\r\n\r\n'
+        b"<p>pull</p>\r\n--m--\r\n"
     )
     parsed = parse(mail(b'multipart/mixed; boundary="m"', body))
     assert parsed.text.strip() == "See the pull request." and parsed.html == ""
@@ -105,7 +105,8 @@ def test_a_named_inline_html_part_in_mixed_is_an_attachment_not_the_html_body() 
 
 def test_unnamed_alternatives_are_the_body_and_named_ones_stay_attachments() -> None:
     body = (
-        b"--a\r\nContent-Type: text/plain\r\n\r\nplain\r\n--a\r\nContent-Type: text/html\r\n\r\n<b>html</b>\r\n"
+        b"--a\r\nContent-Type: text/plain\r\n\r\nplain\r\n"
+        b"--a\r\nContent-Type: text/html\r\n\r\n<b>html</b>\r\n"
         b'--a\r\nContent-Type: text/html; name="extra.html"\r\n\r\n<i>file</i>\r\n--a--\r\n'
     )
     parsed = parse(mail(b'multipart/alternative; boundary="a"', body))
@@ -133,7 +134,10 @@ def test_top_level_unknown_text_and_message_wrappers_are_kept() -> None:
 
 
 def test_html_beside_the_text_in_mixed_is_a_part_not_the_texts_alternative() -> None:
-    body = b"--m\r\nContent-Type: text/html\r\n\r\n<p>first</p>\r\n--m\r\nContent-Type: text/plain\r\n\r\nsecond\r\n--m--\r\n"
+    body = (
+        b"--m\r\nContent-Type: text/html\r\n\r\n<p>first</p>\r\n"
+        b"--m\r\nContent-Type: text/plain\r\n\r\nsecond\r\n--m--\r\n"
+    )
     parsed = parse(mail(b'multipart/mixed; boundary="m"', body))
     assert parsed.text.strip() == "second" and parsed.html == ""
     assert [(a.declared_type, a.role) for a in parsed.attachments] == [("text/html", "text")]
@@ -145,9 +149,9 @@ def test_html_beside_the_text_in_mixed_is_a_part_not_the_texts_alternative() -> 
 def test_a_folded_line_that_lost_its_indent_is_read_as_a_continuation_even_with_a_colon() -> None:
     # php-mime-mail-parser's issue84: a Received field folded without indentation; its time has colons
     raw = (
-        b"Received: from unknown (HELO lists.php.net) (127.0.0.1)\r\nby localhost with SMTP; 19 Nov 2014 08:46:08 -0000\r\n"
-        b"From: tyra3l@gmail.com (Ferenc Kovacs)\r\nSubject: Re: constructors\r\n"
-        b"Content-Type: text/plain\r\n\r\nThe reply.\r\n"
+        b"Received: from unknown (HELO lists.php.net) (127.0.0.1)\r\nby localhost with "
+        b"SMTP; 19 Nov 2014 08:46:08 -0000\r\nFrom: tyra3l@gmail.com (Ferenc Kovacs)\r\n"
+        b"Subject: Re: constructors\r\nContent-Type: text/plain\r\n\r\nThe reply.\r\n"
     )
     parsed = parse(raw)
     assert parsed.text.strip() == "The reply." and parsed.from_address == "tyra3l@gmail.com"

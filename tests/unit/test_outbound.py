@@ -1,4 +1,5 @@
 import json
+from typing import Any
 
 import pytest
 
@@ -7,7 +8,7 @@ from common.mail.outbound import Attachment, OutboundMessage
 from common.runtime.errors import EventError
 
 
-def msg(**kw) -> OutboundMessage:
+def msg(**kw: Any) -> OutboundMessage:
     base = dict(
         kind="reply",
         idempotency_key="reply:m1",
@@ -57,7 +58,7 @@ def test_mime_cannot_be_given_extra_headers_or_foreign_attachments() -> None:
 
 
 def test_long_message_ids_are_written_unencoded_and_folded_between_ids() -> None:
-    """Issue 17.3: Exchange ids are longer than a line; the stdlib would RFC 2047-encode them."""
+    """Exchange ids are longer than a line; the stdlib would RFC 2047-encode them."""
     ids = [f"<AM0PR0702MB{i}{'A' * 70}@AM0PR0702MB3603.eurprd07.prod.outlook.com>" for i in range(4)]
     email = build(
         msg(in_reply_to=ids[-1], references=ids), "hello@example.com", "example.com", "", lambda k: b""

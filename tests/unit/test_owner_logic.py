@@ -32,12 +32,12 @@ CFG = config.load(
         ("sub.corp.example.", "@sub.corp.example"),
     ],
 )
-def test_entries_normalise(value, entry) -> None:
+def test_entries_normalise(value: str, entry: str) -> None:
     assert senderlists.normalise(value) == entry
 
 
 @pytest.mark.parametrize("value", ["", "jane", "@", "a b@corp.example", "jane@", "@-x.example", "x@y"])
-def test_bad_entries_are_refused(value) -> None:
+def test_bad_entries_are_refused(value: str) -> None:
     with pytest.raises(ValueError):
         senderlists.normalise(value)
 
@@ -67,7 +67,7 @@ def test_candidates_most_specific_first_and_coverage() -> None:
         ("someone@mail2.example", False),
     ],
 )
-def test_the_owners_own_mail_cannot_be_listed(entry, protected) -> None:
+def test_the_owners_own_mail_cannot_be_listed(entry: str, protected: bool) -> None:
     assert bool(senderlists.protected(CFG, entry)) is protected
 
 
@@ -107,7 +107,7 @@ def test_control_lines_come_from_the_owners_text_only_and_never_go_out() -> None
         ("[cc: bob@other.example]\nHi", ""),
     ],
 )
-def test_new_conversation_recipient_is_the_first_line(text, address) -> None:
+def test_new_conversation_recipient_is_the_first_line(text: str, address: str) -> None:
     assert new_conversation_recipient(text) == address
 
 

@@ -1,5 +1,7 @@
 import socket
 
+import pytest
+
 from common.local.rie import _ephemeral_floor, free_port
 
 
@@ -18,7 +20,7 @@ def test_free_ports_are_outside_the_ephemeral_range_and_bindable() -> None:
                 s.close()
 
 
-def test_a_low_ephemeral_range_still_gives_ports(monkeypatch) -> None:
+def test_a_low_ephemeral_range_still_gives_ports(monkeypatch: pytest.MonkeyPatch) -> None:
     from common.local import rie
 
     monkeypatch.setattr(rie, "_ephemeral_floor", lambda: 1024)

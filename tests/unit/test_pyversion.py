@@ -16,7 +16,9 @@ def test_this_python_reads_mail_as_the_images_do() -> None:
 
 
 def test_a_python_without_strict_address_parsing_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    def old_getaddresses(fieldvalues):  # the signature of Python 3.12.0 to 3.12.5
+    def old_getaddresses(
+        fieldvalues: list[str],
+    ) -> list[tuple[str, str]]:  # the signature of Python 3.12.0 to 3.12.5
         return []
 
     monkeypatch.setattr(pyversion, "getaddresses", old_getaddresses)

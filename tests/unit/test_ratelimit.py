@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from common.senders.ratelimit import RateLimiter
@@ -22,7 +24,16 @@ class FakeTable:
         self.item: dict = {}
         self.writes = 0
 
-    def update(self, table, key, expression, values, condition=None, raise_on_condition=False, **kw):
+    def update(
+        self,
+        table: str,
+        key: dict[str, Any],
+        expression: str,
+        values: dict[str, Any],
+        condition: str | None = None,
+        raise_on_condition: bool = False,
+        **kw: Any,
+    ) -> dict[str, Any]:
         from common.aws.dynamodb import ConditionFailedError
 
         self.writes += 1
@@ -41,7 +52,9 @@ class FakeTable:
         return dict(self.item)
 
 
-def simulate(monkeypatch, rate: float, cycles: list[float], batches: int, batch_size: int = 10):
+def simulate(
+    monkeypatch: pytest.MonkeyPatch, rate: float, cycles: list[float], batches: int, batch_size: int = 10
+) -> tuple[list[float], int]:
     """Instances with their own per-send time (``cycles``) drain batches against one rate item on a
     virtual clock; returns every planned send start and the number of writes to the rate item."""
     from common.senders import ratelimit
@@ -51,11 +64,11 @@ def simulate(monkeypatch, rate: float, cycles: list[float], batches: int, batch_
     clock = {"now": 1000.0}
     limiters = [RateLimiter("t", rate, clock=lambda: clock["now"]) for _ in cycles]
     # each instance: (time it is ready, instance, pacer, sends left in its batch, batches left)
-    state = [
+    state: list[list[Any]] = [
         [1000.0 + i * 0.001, i, ratelimit.BatchPacer(limiters[i]), batch_size, batches]
         for i in range(len(cycles))
     ]
-    starts = []
+    starts: list[float] = []
     while any(s[4] for s in state):
         s = min((s for s in state if s[4]), key=lambda s: s[0])
         clock["now"] = s[0]
@@ -83,7 +96,9 @@ def simulate(monkeypatch, rate: float, cycles: list[float], batches: int, batch_
         (3, [0.4, 0.5, 0.2]),
     ],
 )
-def test_sends_of_all_instances_start_at_least_one_interval_apart(monkeypatch, rate, cycles) -> None:
+def test_sends_of_all_instances_start_at_least_one_interval_apart(
+    monkeypatch: pytest.MonkeyPatch, rate: int, cycles: list[float]
+) -> None:
     starts, _ = simulate(monkeypatch, rate, cycles, batches=4)
     assert len(starts) == 40 * len(cycles)
     interval = RateLimiter("t", rate).interval_us / 1e6
@@ -93,7 +108,9 @@ def test_sends_of_all_instances_start_at_least_one_interval_apart(monkeypatch, r
 
 
 @pytest.mark.parametrize("cycles", [[0.03], [0.03, 0.05]])
-def test_instances_that_keep_pace_claim_one_window_per_batch(monkeypatch, cycles) -> None:
+def test_instances_that_keep_pace_claim_one_window_per_batch(
+    monkeypatch: pytest.MonkeyPatch, cycles: list[float]
+) -> None:
     starts, writes = simulate(monkeypatch, 14, cycles, batches=5)
     # One per batch, and per instance one for its very first send (it has not measured itself yet)
     # and one guess about TAT that was wrong.
@@ -103,7 +120,7 @@ def test_instances_that_keep_pace_claim_one_window_per_batch(monkeypatch, cycles
 
 @pytest.mark.parametrize("cycles", [[0.12], [0.09, 0.12]])
 def test_instances_slower_than_the_rate_claim_one_send_at_a_time_without_lost_races(
-    monkeypatch, cycles
+    monkeypatch: pytest.MonkeyPatch, cycles: list[float]
 ) -> None:
     starts, writes = simulate(monkeypatch, 14, cycles, batches=4)
     # a write per send (their first batch assumed they kept pace), hardly a retried conditional write
@@ -112,7 +129,7 @@ def test_instances_slower_than_the_rate_claim_one_send_at_a_time_without_lost_ra
         assert (len(starts) - 1) / (starts[-1] - starts[0]) > 12
 
 
-def test_unused_time_is_given_back_only_if_nobody_claimed_after_it(monkeypatch) -> None:
+def test_unused_time_is_given_back_only_if_nobody_claimed_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from common.senders import ratelimit
 
     table = FakeTable()

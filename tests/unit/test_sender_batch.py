@@ -64,7 +64,7 @@ def test_each_body_is_parsed_once_and_only_the_failing_record_comes_back(
     event = batch(good, "not json", transient)
     cfg = replace(Config(), function="forward-sender", send_queue="q")
 
-    result = sender.handle(cfg, event, None)  # type: ignore[arg-type]
+    result = sender.handle(cfg, event, None)
 
     assert parsed == [r["body"] for r in event["Records"]]  # once each, when the batch arrives
     assert result == {"batchItemFailures": [{"itemIdentifier": "m2"}]}  # the unreadable one is dead-lettered

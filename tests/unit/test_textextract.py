@@ -6,6 +6,7 @@ tests/docker/test_extractor_container.py.
 """
 
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_docx_paragraphs_tables_headers_footers_in_order() -> None:
     assert (result.extractor, result.kind) == ("ooxml", "docx")
 
 
-# --- the text people expect (issue 19, item 3) ------------------------------------------------
+# --- the text people expect (docs/extractor.md) ------------------------------------------------
 
 
 def test_docx_text_from_every_place_word_keeps_it_once_and_nothing_it_hides() -> None:
@@ -200,7 +201,9 @@ def test_a_blank_page_among_text_pages_is_listed_not_a_warning() -> None:
         (lambda: b"BEGIN:VCALENDAR", "invite.ics", "unsupported file type '.ics'"),
     ],
 )
-def test_each_failure_has_its_own_precise_reason(build, name: str, expected: str) -> None:
+def test_each_failure_has_its_own_precise_reason(
+    build: Callable[[], bytes], name: str, expected: str
+) -> None:
     assert reject_reason(build(), name) == expected
 
 
@@ -250,7 +253,7 @@ def test_page_ranges_for_metadata() -> None:
     assert page_ranges(list(range(1, 200, 2)))[-4:] == ",..."
 
 
-# --- hostile files on the host (issue 19, items 1 and 2) -----------------------------------------
+# --- hostile files on the host (tests/support/docgen.py) -----------------------------------------
 
 
 def test_pdf_safety_limits_become_skipped_pages_or_reasons() -> None:
@@ -309,7 +312,9 @@ def test_a_parse_over_the_memory_limit_ends_as_a_reason() -> None:
         ("docx-many-parts", docgen.many_parts_docx, "DOCX has 3017 parts (limit 2000): possible zip bomb"),
     ],
 )
-def test_docx_bombs_are_refused_on_bytes_actually_inflated(name: str, build, expected: str) -> None:
+def test_docx_bombs_are_refused_on_bytes_actually_inflated(
+    name: str, build: Callable[[], bytes], expected: str
+) -> None:
     assert reject_reason(docgen.cached(name, build), f"{name}.docx").startswith(expected)
 
 

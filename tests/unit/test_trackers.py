@@ -20,14 +20,14 @@ DATA = json.loads(resources.files("common").joinpath("data/trackers.json").read_
 
 
 @pytest.mark.parametrize("rule", DATA["open"], ids=[r["id"] for r in DATA["open"]])
-def test_each_open_tracking_rule_removes_its_pixel_whatever_its_size(rule) -> None:
+def test_each_open_tracking_rule_removes_its_pixel_whatever_its_size(rule: dict[str, str]) -> None:
     page = f'<p>Hi</p><img src="{rule["example"]}" width="600" alt="logo"><p>Bye</p>'
     cleaned, removed = trackers.clean(page)
     assert (cleaned, removed) == ("<p>Hi</p><p>Bye</p>", 1)
 
 
 @pytest.mark.parametrize("rule", DATA["click"], ids=[r["id"] for r in DATA["click"]])
-def test_each_click_redirect_rule_unwraps_to_its_target(rule) -> None:
+def test_each_click_redirect_rule_unwraps_to_its_target(rule: dict[str, str]) -> None:
     href = rule["example"].replace("&", "&amp;")  # as it stands in HTML
     cleaned, removed = trackers.clean(f'<a class="btn" href="{href}" title="x">Apply</a>')
     target = rule["target"].replace("&", "&amp;")
@@ -45,7 +45,7 @@ def test_each_click_redirect_rule_unwraps_to_its_target(rule) -> None:
         '<IMG SRC="https://news.example.org/p.gif" WIDTH="0" HEIGHT="20"/>',
     ],
 )
-def test_a_tiny_or_hidden_remote_image_is_a_pixel(tag) -> None:
+def test_a_tiny_or_hidden_remote_image_is_a_pixel(tag: str) -> None:
     assert trackers.clean(f"a{tag}b") == ("ab", 1)
 
 
@@ -60,7 +60,7 @@ def test_a_tiny_or_hidden_remote_image_is_a_pixel(tag) -> None:
         '<a href="https://www.google.com/url?q=javascript:alert(1)">not an http(s) target</a>',
     ],
 )
-def test_content_images_and_plain_links_are_kept(tag) -> None:
+def test_content_images_and_plain_links_are_kept(tag: str) -> None:
     assert trackers.clean(tag) == (tag, 0)
 
 
@@ -81,15 +81,17 @@ def test_hostile_html_is_cleaned_in_linear_time() -> None:
 
 
 RAW = (
-    b"From: Shop <news@shop.example>\r\nTo: hello@example.com\r\nSubject: Offer\r\nMIME-Version: 1.0\r\n"
-    b"Content-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>Sale</p>"
+    b"From: Shop <news@shop.example>\r\nTo: hello@example.com\r\nSubject: Offer\r\n"
+    b"MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>Sale</p>"
     b'<img src="https://shop.us1.list-manage.com/track/open.php?u=1&amp;id=2" width="1" height="1">'
     b'<img src="https://shop.example/hero.jpg" width="600"></body></html>\r\n'
 )
 
 
 @pytest.mark.parametrize(("switch", "banner"), [("on", True), ("off", False)])
-def test_the_forward_says_how_many_trackers_went_and_the_switch_turns_it_off(switch, banner) -> None:
+def test_the_forward_says_how_many_trackers_went_and_the_switch_turns_it_off(
+    switch: str, banner: bool
+) -> None:
     cfg = load(
         {
             "DOMAIN_NAME": "example.com",
@@ -119,7 +121,7 @@ def test_the_banner_counts_as_relay_does() -> None:
     assert [trackers.banner(n) for n in (1, 2)] == ["1 tracker removed", "2 trackers removed"]
 
 
-def test_the_work_per_body_is_bounded_and_what_is_left_is_kept(monkeypatch) -> None:
+def test_the_work_per_body_is_bounded_and_what_is_left_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(trackers, "MAX_TAGS", 3)
     pixel = '<img src="https://news.example.org/p.gif" width="1" height="1">'
     plain = '<a href="https://example.org/">x</a>'  # not a candidate link: costs no examination

@@ -1,0 +1,487 @@
+"""The repository's shape, read from the source with the stdlib (ast, tokenize, tomllib).
+
+The rules are the layout docs/development.md describes: reply-handler never reaches into inbound
+code, the delivery core both share lives in common/delivery, the mail layer owns the queue contract
+(so it needs nothing from store), host tools that act on a deployment live in common/ops (not in
+common/local, which is emulation only), one command table in the CLI, each package names its public
+surface, one exception family, mypy checks the tests, and comments cite something a reader can open.
+
+The import graph counts every import a module runs: at module level and inside functions alike
+(an import moved into a function to dodge a circle is still the circle). Imports under
+``if TYPE_CHECKING:`` are not counted: they never run, so they cannot close a circle at import time.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import io
+import re
+import tokenize
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("common", "deploy")  # the code whose import graph is checked
+COMMENTED = ("common", "deploy", "images", "tests", "bench", "scripts")  # where comments are read
+BASE_ERROR = "common.runtime.errors.EmailHandlerError"
+# Exceptions that are control flow, not errors, each with its reason. Empty: every signal the code
+# raises today can be an *Error of the family; add one here only with the reason it cannot.
+SIGNAL_ALLOWLIST: dict[str, str] = {}
+# The console script's fixed command names (docs/CONTRACT.md, "Command line").
+CONTRACT_COMMANDS = ("dev", "inject", "outbox", "invoke", "deploy", "status", "emulator", "forget")
+# A tracker's issue number, a review finding's code, a requirement's id: labels a reader cannot look up.
+LABEL = re.compile(r"\bissue\s+#?\d+|\breview\s+[A-Z]{1,2}\d+[a-z]?\b|\bN?FR-\d+", re.IGNORECASE)
+
+
+# --- reading the source ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted, e.g. common.inbound.handler
+    path: Path
+    tree: ast.Module
+
+    @property
+    def is_package(self) -> bool:
+        return self.path.name == "__init__.py"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def modules() -> dict[str, Module]:
+    found: dict[str, Module] = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            name = _module_name(path)
+            found[name] = Module(name, path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return found
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:`` (anywhere in the module)."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for stmt in node.body:
+                skipped.update(id(n) for n in ast.walk(stmt) if isinstance(n, ast.Import | ast.ImportFrom))
+    return skipped
+
+
+def _resolve(module: Module, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module.name if module.is_package else module.name.rpartition(".")[0]
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: Module) -> Iterator[tuple[str, int]]:
+    """(imported module, line) for each import the module runs, module-level and in functions;
+    ``from pkg import name`` yields ``pkg.name`` when that is a module, else ``pkg``."""
+    known = modules()
+    skipped = _type_checking_only(module.tree)
+    for node in ast.walk(module.tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node)
+            for alias in node.names:
+                candidate = f"{source}.{alias.name}"
+                yield (candidate if candidate in known else source), node.lineno
+
+
+@cache
+def graph() -> dict[str, dict[str, int]]:
+    """module -> {internal module it imports: first line of that import}."""
+    known = modules()
+    edges: dict[str, dict[str, int]] = {}
+    for name, module in known.items():
+        out: dict[str, int] = {}
+        for target, line in imports_of(module):
+            # an import of a.b.c names the deepest module of ours it reaches
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.setdefault(target, line)
+        edges[name] = out
+    return edges
+
+
+def _imports_from(prefix: str, importer_prefix: str) -> list[str]:
+    bad = []
+    for name, out in graph().items():
+        if name == importer_prefix or name.startswith(importer_prefix + "."):
+            for target, line in out.items():
+                if target == prefix or target.startswith(prefix + "."):
+                    bad.append(f"{modules()[name].path.relative_to(REPO)}:{line} imports {target}")
+    return sorted(bad)
+
+
+def _cycles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Each strongly connected component of more than one module, as one concrete circle through it."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    counter = [0]
+
+    def visit(start: str) -> None:
+        # iterative Tarjan: the graph is deep enough to make recursion a risk
+        work: list[tuple[str, Iterator[str]]] = [(start, iter(sorted(edges.get(start, {}))))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter[0]
+                    counter[0] += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, {})))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+
+    for name in sorted(edges):
+        if name not in index:
+            visit(name)
+    return [_circle_in(component, edges) for component in components]
+
+
+def _circle_in(component: list[str], edges: dict[str, dict[str, int]]) -> list[str]:
+    """A shortest circle through the component's first module, by breadth-first search."""
+    members, start = set(component), component[0]
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(edges.get(node, {})):
+                if child not in members:
+                    continue
+                if child == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [*reversed(path), start]
+                if child not in previous:
+                    previous[child] = node
+                    following.append(child)
+        frontier = following
+    return component
+
+
+# --- the rules ------------------------------------------------------------------------------------
+
+
+def test_reply_imports_nothing_from_inbound() -> None:
+    """reply-handler calls down into common/delivery for what it shares with inbound-handler."""
+    bad = _imports_from("common.inbound", "common.reply")
+    assert not bad, "common/reply imports common.inbound:\n" + "\n".join(bad)
+
+
+def test_no_circle_between_modules() -> None:
+    edges = graph()
+    circles = _cycles(edges)
+    lines = []
+    for circle in circles:
+        steps = [f"{a} (line {edges[a][b]}) -> {b}" for a, b in zip(circle, circle[1:], strict=False)]
+        lines.append(" | ".join(steps))
+    assert not circles, f"{len(circles)} import circle(s):\n" + "\n".join(lines)
+
+
+def test_the_mail_layer_imports_nothing_from_store() -> None:
+    """The queue contract (OutboundMessage, Attachment) belongs to common/mail; store only persists it."""
+    bad = _imports_from("common.store", "common.mail")
+    assert not bad, "common/mail imports common.store:\n" + "\n".join(bad)
+
+
+def test_the_delivery_core_is_a_package() -> None:
+    assert (REPO / "common" / "delivery" / "__init__.py").is_file(), "common/delivery/ is not a package"
+
+
+def _flags(call: ast.Call) -> list[str]:
+    return [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+
+
+def test_nothing_under_common_local_takes_a_deployment_by_env() -> None:
+    """``--env`` picks a deployment: a command taking it acts on one, so it belongs in common/ops.
+    Read from every argument declaration (``add_argument`` or the CLI's ``arg`` helper)."""
+    bad = []
+    for name, module in modules().items():
+        if not name.startswith("common.local"):
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Call) and "--env" in _flags(node):
+                bad.append(f"{module.path.relative_to(REPO)}:{node.lineno} {ast.unparse(node.func)}(--env …)")
+    assert not bad, "common/local declares --env (acts on a deployment):\n" + "\n".join(bad)
+
+
+def _names_defined(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _all_of(tree: ast.Module) -> list[str] | None:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return [str(v) for v in ast.literal_eval(node.value)]
+    return None
+
+
+def test_every_package_names_its_public_surface() -> None:
+    """Each common/*/__init__.py and deploy/__init__.py has a literal ``__all__``, and each name in
+    it is defined there (or imported there) or is one of the package's modules."""
+    inits = sorted((REPO / "common").glob("*/__init__.py")) + [REPO / "deploy" / "__init__.py"]
+    problems = []
+    for init in inits:
+        where = init.relative_to(REPO)
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        exported = _all_of(tree)
+        if exported is None:
+            problems.append(f"{where}: no __all__")
+            continue
+        defined = _names_defined(tree)
+        submodules = {p.stem for p in init.parent.glob("*.py")} | {
+            p.parent.name for p in init.parent.glob("*/__init__.py")
+        }
+        missing = [n for n in exported if n not in defined and n not in submodules]
+        if missing:
+            problems.append(f"{where}: __all__ names what it does not define: {', '.join(missing)}")
+    assert not problems, "\n".join(problems)
+
+
+def test_mypy_checks_the_tests() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    files = config["tool"]["mypy"]["files"]
+    assert "tests" in files, f"[tool.mypy] files = {files}: tests/ is not type-checked"
+
+
+def _comments(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, text) of each comment and docstring of a Python file; of each ``#`` comment elsewhere."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix != ".py":
+        for number, line in enumerate(text.splitlines(), 1):
+            if "#" in line:
+                yield number, line[line.index("#") :]
+        return
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            yield token.start[0], token.string
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            doc = ast.get_docstring(node, clean=False)
+            if doc is not None:
+                yield node.body[0].lineno, doc
+
+
+def _commented_files() -> Iterator[Path]:
+    for top in COMMENTED:
+        for path in sorted((REPO / top).rglob("*")):
+            if not path.is_file() or "fixtures" in path.parts or "__pycache__" in path.parts:
+                continue
+            if path.suffix == ".py" or (top == "scripts" and path.suffix in ("", ".sh")):
+                yield path
+    yield from sorted(REPO.glob("images/*/Dockerfile"))
+
+
+def test_no_comment_cites_a_label() -> None:
+    """A comment or docstring says why, citing a doc, a test or an RFC a reader can open; a label
+    from a tracker or a review ("issue", "review" and a number) names nothing in the repository."""
+    found = []
+    for path in _commented_files():
+        for line, text in _comments(path):
+            for match in LABEL.finditer(text):
+                found.append(f"{path.relative_to(REPO)}:{line}: {match.group(0)!r}")
+    assert not found, f"{len(found)} comment(s) cite a label:\n" + "\n".join(found)
+
+
+def _bases(node: ast.ClassDef) -> list[str]:
+    return [ast.unparse(b) for b in node.bases]
+
+
+@cache
+def classes() -> dict[str, tuple[str, list[str]]]:
+    """qualified class name -> (file:line, qualified or builtin names of its bases)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for name, module in modules().items():
+        imported: dict[str, str] = {}
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.ImportFrom):
+                source = _resolve(module, node)
+                for alias in node.names:
+                    imported[alias.asname or alias.name] = f"{source}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    imported[alias.asname or alias.name] = alias.name
+        local = {n.name for n in ast.walk(module.tree) if isinstance(n, ast.ClassDef)}
+        for node in ast.walk(module.tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = []
+            for base in _bases(node):
+                head, _, rest = base.partition(".")
+                if base in local:
+                    bases.append(f"{name}.{base}")
+                elif head in imported:
+                    bases.append(imported[head] + (f".{rest}" if rest else ""))
+                else:
+                    bases.append(base)
+            found[f"{name}.{node.name}"] = (f"{module.path.relative_to(REPO)}:{node.lineno}", bases)
+    return found
+
+
+BUILTIN_EXCEPTIONS = {
+    n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)
+}
+
+
+def _ancestors(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+    """Every base of ``name``, transitively, through classes of ours (others are leaves)."""
+    if name in seen or name not in classes():
+        return set()
+    out: set[str] = set()
+    for base in classes()[name][1]:
+        out.add(base)
+        out |= _ancestors(base, seen | {name})
+    return out
+
+
+def test_every_exception_is_an_error_of_the_one_family() -> None:
+    """Each exception class in common/ and deploy/ is named *Error and derives from EmailHandlerError
+    (common/runtime/errors.py); a caller catches "anything this project refuses" in one except."""
+    problems = []
+    for name, (where, _) in sorted(classes().items()):
+        ancestors = _ancestors(name)
+        is_exception = any(
+            a.rpartition(".")[2] in BUILTIN_EXCEPTIONS or a.endswith(("Error", "Exception"))
+            for a in ancestors
+        )
+        if not is_exception or name == BASE_ERROR or name.rpartition(".")[2] in SIGNAL_ALLOWLIST:
+            continue
+        short = name.rpartition(".")[2]
+        if not short.endswith("Error"):
+            problems.append(f"{where}: {short} is not named *Error")
+        if BASE_ERROR not in ancestors:
+            problems.append(f"{where}: {short} does not derive from EmailHandlerError")
+    assert not problems, f"{len(problems)} exception class problem(s):\n" + "\n".join(problems)
+
+
+REGISTRARS = re.compile(r"(^|\.)(command|register|register_command|group|subcommand)$")
+# The interpreter's own registries, not commands: a codec lookup (common/mail/charsets.py) and exit hooks.
+NOT_COMMANDS = {"codecs.register", "atexit.register"}
+
+
+def _registrar(func: ast.expr) -> str | None:
+    name = ast.unparse(func)
+    return name if REGISTRARS.search(name) and name not in NOT_COMMANDS else None
+
+
+def test_no_command_is_registered_by_importing_a_module() -> None:
+    """The CLI's commands come from one literal table; no module adds a command to a registry as a
+    side effect of being imported (a decorator or a call at module level)."""
+    found = []
+    for module in modules().values():
+        where = module.path.relative_to(REPO)
+        for node in module.tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                for decorator in node.decorator_list:
+                    name = _registrar(decorator.func if isinstance(decorator, ast.Call) else decorator)
+                    if name:
+                        found.append(f"{where}:{decorator.lineno} @{name} on {node.name}")
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                name = _registrar(node.value.func)
+                if name:
+                    found.append(f"{where}:{node.lineno} {name}(…) at import")
+    assert not found, f"{len(found)} registration(s) by import:\n" + "\n".join(found)
+
+
+def _literal_tables() -> list[str]:
+    """Module-level literals (dict, list or tuple) of common/ that name every contract command."""
+    tables = []
+    for module in modules().values():
+        for node in module.tree.body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if not isinstance(value, ast.Dict | ast.List | ast.Tuple):
+                continue
+            strings = {
+                n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            }
+            if all(command in strings for command in CONTRACT_COMMANDS):
+                tables.append(f"{module.path.relative_to(REPO)}:{node.lineno}")
+    return tables
+
+
+def test_the_cli_has_one_literal_command_table() -> None:
+    tables = _literal_tables()
+    assert len(tables) == 1, (
+        f"expected one module-level literal table naming every command ({', '.join(CONTRACT_COMMANDS)}); "
+        f"found {tables or 'none'}"
+    )
+
+
+def test_the_circle_finder_reports_the_path() -> None:
+    """A made-up circle is found with its path: an empty answer from the rule above means the code
+    has no circle, not that the check is blind."""
+    assert _cycles({"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 4}}) == [["a", "b", "c", "a"]]
+    assert _cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+def test_the_import_graph_sees_imports_inside_functions_and_skips_type_checking() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from common.store import sendqueue\n"
+        "def deliver():\n"
+        "    from common.runtime import config\n"
+        "    from . import errors\n"
+    )
+    module = Module("common.runtime.example", REPO / "common/runtime/example.py", ast.parse(source))
+    assert sorted(imports_of(module)) == [
+        ("common.runtime.config", 5),
+        ("common.runtime.errors", 6),
+        ("typing", 1),
+    ]
