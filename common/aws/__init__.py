@@ -25,10 +25,16 @@ __all__ = [
     "client",
     "control_client",
     "error_code",
+    "learnt",
     "or_none",
     "reset_clients",
     "session",
 ]
+
+# What a client's answers taught this process (a queue's URL, the account id): forgotten, with the
+# clients, by reset_clients. The service modules register it through ``learnt`` so this module never
+# imports them.
+_LEARNT: list[Callable[[], None]] = []
 
 # "Session objects are not thread safe", low-level clients are (boto3 user guide, "Session" and
 # "Low-level clients", Multithreading): clients are created one at a time and then shared.
@@ -110,12 +116,17 @@ def or_none[T](call: Callable[[], T], *missing: str) -> T | None:
         raise
 
 
+def learnt[F: Callable[..., Any]](fn: F) -> F:
+    """``functools.cache`` for a value learnt through a client; :func:`reset_clients` forgets it."""
+    cached = functools.cache(fn)
+    _LEARNT.append(cached.cache_clear)
+    return cached  # type: ignore[return-value]
+
+
 def reset_clients() -> None:
     """Forget cached clients and what was learnt through them (queue URLs, the account), after
     AWS_ENDPOINT_URL or the credentials changed."""
-    from common.aws import sqs, sts
-
     client.cache_clear()
     session.cache_clear()
-    sqs.queue_url.cache_clear()
-    sts.account_id.cache_clear()
+    for forget in _LEARNT:
+        forget()

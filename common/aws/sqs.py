@@ -7,13 +7,12 @@ denial SQS reports as "queue does not exist").
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
-from common.aws import client
+from common.aws import client, learnt
 
 
-@functools.cache
+@learnt
 def queue_url(name: str) -> str:
     from common.aws.sts import account_id
 

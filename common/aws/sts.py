@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-
-from common.aws import client
+from common.aws import client, learnt
 
 
-@functools.cache
+@learnt
 def account_id() -> str:
     """The account of the current credentials (cached: it cannot change within a process)."""
     return str(client("sts").get_caller_identity()["Account"])
