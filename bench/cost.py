@@ -152,13 +152,14 @@ def _ops(by_operation: dict[str, float]) -> str:
 
 def table(r: dict[str, Any]) -> str:
     i, s = r["inbound"], r["senders"]
+    sender = f"forward-sender, 2 workers at {s['max_send_rate']:g}/s ({s['sends']} sends)"
     return "\n".join(
         [
-            f"{'inbound-handler, first contact (' + str(i['mails']) + ' mails)':<50}{i['aws_calls_per_mail']:>6} calls/mail"
-            f"   (floor {i['floor']})",
+            f"{'inbound-handler, first contact (' + str(i['mails']) + ' mails)':<50}"
+            f"{i['aws_calls_per_mail']:>6} calls/mail   (floor {i['floor']})",
             f"    {_ops(i['by_operation'])}",
-            f"{'forward-sender, 2 workers at ' + format(s['max_send_rate'], 'g') + '/s (' + str(s['sends']) + ' sends)':<50}"
-            f"{s['aws_calls_per_send']:>6} calls/send   (floor {s['floor']}; target <= {r['targets']['aws_calls_per_send']:g})",
+            f"{sender:<50}{s['aws_calls_per_send']:>6} calls/send   "
+            f"(floor {s['floor']}; target <= {r['targets']['aws_calls_per_send']:g})",
             f"    {_ops(s['by_operation'])}",
             f"{'  sender CPU per send (emulator excluded)':<50}{s['sender_cpu_ms_per_send']:>6} ms"
             f"         (target <= {r['targets']['sender_cpu_ms_per_send']:g})",
