@@ -143,7 +143,8 @@ def update(
 ) -> dict[str, Any] | None:
     """UpdateItem. Returns the requested attributes; None when ``condition`` does not hold, or with
     ``raise_on_condition`` a :class:`ConditionFailed` carrying the current item (no second read)."""
-    kwargs = {**update_action(table, key, expression, values, names, condition)["Update"]}
+    action = update_action(table, key, expression, condition=condition, names=names, values=values)
+    kwargs = {**action["Update"]}
     kwargs["ReturnValues"] = return_values
     if not raise_on_condition:
         kwargs.pop("ReturnValuesOnConditionCheckFailure", None)
@@ -173,9 +174,10 @@ def update_action(
     table: str,
     key: dict[str, Any],
     expression: str,
-    values: dict[str, Any] | None = None,
-    names: dict[str, str] | None = None,
+    *,
     condition: str | None = None,
+    names: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An Update action for :func:`transact_write` (IAM: ``dynamodb:UpdateItem``)."""
     return {"Update": {**_action(table, key, condition, names, values), "UpdateExpression": expression}}

@@ -2,9 +2,9 @@
 
 Record the conversation, archive the raw mail, store its parts, ack a first contact (only for a live
 receipt, whose record checks the owner's block list and takes the ack in one write:
-common/store/intake.py; a release from quarantine is never acked) and queue the forward. Every step is safe to
-repeat: the senders' idempotency keys come from the SES message id, so a retry never sends a second
-ack or forward.
+common/store/intake.py; a release from quarantine is never acked) and queue the forward. Every step
+is safe to repeat: the senders' idempotency keys come from the SES message id, so a retry never sends
+a second ack or forward.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def deliver(
     """Record the conversation, archive the raw mail, store its parts, ack a first contact (only for
     a live ``receipt``, whose ``record`` checks the block list and takes the ack: a release from
     quarantine is never acked) and queue the forward. ``record`` is passed in by the receipt's path
-    (common/inbound/receipt.py), so a release (reply-handler's too) never reaches
-    the transaction and its role needs no ``dynamodb:ConditionCheckItem`` (tests/unit/test_iam_static.py)."""
+    (common/inbound/receipt.py), so a release (reply-handler's too) never reaches the transaction and
+    its role needs no ``dynamodb:ConditionCheckItem`` (tests/unit/test_iam_static.py)."""
     cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
     bind(conversation_id=cid)
 

@@ -136,7 +136,7 @@ def test_each_action_of_the_transaction_is_authorized_as_its_own_operation(stack
             cfg.conversations_table,
             {"conversationId": "c1"},
             "SET senderEmail = :e",
-            {":e": "jane@corp.example"},
+            values={":e": "jane@corp.example"},
         )
     )
     as_role(stack, "inbound-handler", "dynamodb").transact_write_items(TransactItems=actions)
