@@ -138,9 +138,10 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
             _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
+            # the owner's block/allow lists: read, and checked in the record's transaction (intake.py)
             _allow(
-                ["dynamodb:BatchGetItem"], [a.table(cfg.sender_lists_table)]
-            ),  # the owner's block/allow lists
+                ["dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem"], [a.table(cfg.sender_lists_table)]
+            ),
             # quarantine records: hold, digest (the pendingDigest index), release by an operator
             _allow(
                 ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],

@@ -25,6 +25,7 @@ __all__ = [
     "client",
     "control_client",
     "error_code",
+    "forget_learnt",
     "learnt",
     "or_none",
     "reset_clients",
@@ -123,10 +124,16 @@ def learnt[F: Callable[..., Any]](fn: F) -> F:
     return cached  # type: ignore[return-value]
 
 
-def reset_clients() -> None:
-    """Forget cached clients and what was learnt through them (queue URLs, the account), after
-    AWS_ENDPOINT_URL or the credentials changed."""
-    client.cache_clear()
-    session.cache_clear()
+def forget_learnt() -> None:
+    """Forget what was learnt through the clients (queue URLs, the account), keeping the clients:
+    the emulator was reset under them."""
     for forget in _LEARNT:
         forget()
+
+
+def reset_clients() -> None:
+    """Forget cached clients and what was learnt through them, after AWS_ENDPOINT_URL or the
+    credentials changed."""
+    client.cache_clear()
+    session.cache_clear()
+    forget_learnt()

@@ -145,20 +145,11 @@ def update(
 ) -> dict[str, Any] | None:
     """UpdateItem. Returns the requested attributes; None when ``condition`` does not hold, or with
     ``raise_on_condition`` a :class:`ConditionFailedError` carrying the current item (no second read)."""
-    kwargs: dict[str, Any] = {
-        "TableName": table,
-        "Key": to_item(check_key(table, key)),
-        "UpdateExpression": expression,
-        "ReturnValues": return_values,
-    }
-    if values:
-        kwargs["ExpressionAttributeValues"] = to_item(values)
-    if names:
-        kwargs["ExpressionAttributeNames"] = names
-    if condition:
-        kwargs["ConditionExpression"] = condition
-        if raise_on_condition:
-            kwargs["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    action = update_action(table, key, expression, condition=condition, names=names, values=values)
+    kwargs = {**action["Update"]}
+    kwargs["ReturnValues"] = return_values
+    if not raise_on_condition:
+        kwargs.pop("ReturnValuesOnConditionCheckFailure", None)
     try:
         response = client("dynamodb").update_item(**kwargs)
     except Exception as exc:
@@ -168,6 +159,72 @@ def update(
             return None
         raise
     return from_item(response.get("Attributes")) or {}
+
+
+def condition_check(
+    table: str,
+    key: dict[str, Any],
+    condition: str,
+    names: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ConditionCheck action for :func:`transact_write` (IAM: ``dynamodb:ConditionCheckItem``)."""
+    return {"ConditionCheck": _action(table, key, condition, names, values)}
+
+
+def update_action(
+    table: str,
+    key: dict[str, Any],
+    expression: str,
+    *,
+    condition: str | None = None,
+    names: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An Update action for :func:`transact_write` (IAM: ``dynamodb:UpdateItem``)."""
+    return {"Update": {**_action(table, key, condition, names, values), "UpdateExpression": expression}}
+
+
+def _action(
+    table: str,
+    key: dict[str, Any],
+    condition: str | None,
+    names: dict[str, str] | None,
+    values: dict[str, Any] | None,
+) -> dict[str, Any]:
+    action: dict[str, Any] = {"TableName": table, "Key": to_item(check_key(table, key))}
+    if condition:
+        action["ConditionExpression"] = condition
+        action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    if names:
+        action["ExpressionAttributeNames"] = names
+    if values:
+        action["ExpressionAttributeValues"] = to_item(values)
+    return action
+
+
+class TransactionCancelledError(EmailHandlerError):
+    """TransactWriteItems wrote nothing. ``reasons`` has one ``(code, item)`` per action, in order:
+    code ``"None"`` where that action raised no error, ``"ConditionalCheckFailed"`` (with the item
+    as it was, None if it did not exist) where its condition did not hold, ``"TransactionConflict"``,
+    ``"ThrottlingError"`` … otherwise (API_CancellationReason)."""
+
+    def __init__(self, reasons: list[tuple[str, dict[str, Any] | None]]) -> None:
+        super().__init__(f"transaction cancelled: {[code for code, _ in reasons]}")
+        self.reasons = reasons
+
+
+def transact_write(actions: list[dict[str, Any]]) -> None:
+    """All of ``actions`` (at most 100, each on another item) or none, in one TransactWriteItems;
+    raises :class:`TransactionCancelledError` when DynamoDB cancels it."""
+    try:
+        client("dynamodb").transact_write_items(TransactItems=actions)
+    except Exception as exc:
+        if error_code(exc) != "TransactionCanceledException":
+            raise
+        given = getattr(exc, "response", {}).get("CancellationReasons") or []
+        reasons = [(str(r.get("Code") or "None"), from_item(r.get("Item"))) for r in given]
+        raise TransactionCancelledError(reasons) from None
 
 
 def delete(table: str, key: dict[str, Any], return_old: bool = False) -> dict[str, Any] | None:

@@ -18,7 +18,9 @@ only where it is wanted and safe:
   an address SES cannot deliver to or to one of our own addresses (no loops).
 * Budget: at most ``ACK_LIMIT_PER_DOMAIN_PER_HOUR`` acks per sender domain and
   ``ACK_LIMIT_PER_HOUR`` in all per clock hour (conditional counters in the send-status table with
-  a TTL); over budget the ack is skipped with the reason logged, the forward still goes.
+  a TTL, common/store/ackbudget.py), taken in the same write as the conversation record
+  (common/store/intake.py); over budget the ack is skipped with the reason logged, the forward
+  still goes.
 
 The greeting reflects at most one word of the sender's display name, letters only, at most 30
 characters; anything else (URLs, addresses, digits, punctuation) gives no name at all.
@@ -32,7 +34,7 @@ from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
 from common.runtime.config import Config
 from common.runtime.events import VERDICTS, SesReceipt
-from common.store.ackbudget import spend_budget
+from common.store import ackbudget
 
 # RFC 3834 5.2 / common practice: a no-reply marker anywhere in the local part ("gmail-noreply").
 _NOREPLY = re.compile(r"no[-_.]?reply|do[-_.]?not[-_.]?reply", re.I)
@@ -52,14 +54,14 @@ AMBIGUOUS_FROM = (
 )
 
 
-def refusal(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
-    """Why this first contact gets no ack ('' when it gets one). Spends ack budget only when '' is
-    returned."""
+def refusal_before_budget(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
+    """Why this mail would get no ack even with budget left ('' if only the budget can still refuse:
+    common/store/intake.py takes the ack in the write that records a first contact)."""
     return (
         rfc3834(mail)
         or unverifiable_sender(mail)
         or unsafe_recipient(cfg, receipt, mail)
-        or spend_budget(cfg, mail.from_address)
+        or ackbudget.switched_off(cfg)
     )
 
 

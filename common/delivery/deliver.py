@@ -1,9 +1,10 @@
 """Deliver a mail to the owner: the one forward path, for a live SES receipt and for a release.
 
 Record the conversation, archive the raw mail, store its parts, ack a first contact (only for a live
-receipt; a release from quarantine is never acked) and queue the forward. Every step is safe to
-repeat: the senders' idempotency keys come from the SES message id, so a retry never sends a second
-ack or forward.
+receipt, whose record checks the owner's block list and takes the ack in one write:
+common/store/intake.py; a release from quarantine is never acked) and queue the forward. Every step
+is safe to repeat: the senders' idempotency keys come from the SES message id, so a retry never sends
+a second ack or forward.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from common.aws import s3
-from common.delivery import ack
 from common.delivery.compose import build_ack, build_forward, unconverted_html
 from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.results import InboundResult
@@ -22,7 +22,7 @@ from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.errors import EmailHandlerError
 from common.runtime.log import bind, get_logger
-from common.store import attachments, conversations, layout, rawmail
+from common.store import attachments, conversations, intake, layout, rawmail
 from common.store.sendqueue import enqueue
 
 log = get_logger("inbound-handler")  # the logger name log queries know, whichever function delivers
@@ -40,9 +40,13 @@ def deliver(
     when: datetime,
     warnings: tuple[str, ...],
     receipt: events.SesReceipt | None,
+    record: intake.Recorder = intake.released,
 ) -> InboundResult:
     """Record the conversation, archive the raw mail, store its parts, ack a first contact (only for
-    a live ``receipt``; a release from quarantine is never acked) and queue the forward."""
+    a live ``receipt``, whose ``record`` checks the block list and takes the ack: a release from
+    quarantine is never acked) and queue the forward. ``record`` is passed in by the receipt's path
+    (common/inbound/receipt.py), so a release (reply-handler's too) never reaches the transaction and
+    its role needs no ``dynamodb:ConditionCheckItem`` (tests/unit/test_iam_static.py)."""
     cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
     bind(conversation_id=cid)
 
@@ -52,16 +56,12 @@ def deliver(
         return quarantined(cfg, receipt, mail, raw, reason, when)
 
     try:
-        first_contact = conversations.record_inbound(
-            cfg,
-            cid,
-            mid,
-            mail,
-            when,
-            authenticated=receipt is not None and ack.authenticated(receipt, mail.from_address),
-        )
+        recorded = record(cfg, cid, mid, mail, when)
     except conversations.CollisionError as exc:
         return refuse(f"{exc} (the mail is not merged into it)")
+    if recorded.blocked is not None:
+        return refuse(f"blocked by the owner ({recorded.blocked.entry})")
+    first_contact = recorded.first_contact
     archive_key = rawmail.archive(cfg, cid, mid, raw)
     parts = mail.attachments
     if unconverted := unconverted_html(
@@ -90,10 +90,7 @@ def deliver(
     # A forward that can never be built is quarantined now, before any ack goes out.
     if problem := unbuildable(forward, cfg.public_email, cfg.domain_name):
         return refuse(f"forward cannot be built: {problem}")
-    if receipt is None:
-        ack_reason = "released from quarantine"
-    else:
-        ack_reason = ack.refusal(cfg, receipt, mail) if first_contact else "not first contact"
+    ack_reason = recorded.ack_refusal
     ack_message = None if ack_reason else build_ack(cfg, mid, cid, mail)
     if ack_message is not None and (problem := unbuildable(ack_message, cfg.public_email, cfg.domain_name)):
         ack_message, ack_reason = None, f"ack cannot be built: {problem}"

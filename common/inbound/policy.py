@@ -236,7 +236,9 @@ def assess(
     """Every rule, first hit wins: :func:`assess_envelope`; the parsing caps; then the parsed mail's
     (:func:`assess_mail`). Nothing a stranger wrote is parsed before the envelope rules and the caps
     (docs/security.md). ``rules`` gives the keyword lists and ``lookup`` the owner's block/allow entry
-    for an address; each is asked only when a parsed mail needs it."""
+    for an address; each is asked only when a parsed mail needs it: ``lookup`` only for a mail the
+    keyword lists would quarantine, which an allow entry releases (a mail to forward is checked
+    against the block list in the write that records it, common/store/intake.py)."""
     decision = assess_envelope(receipt, cfg)
     if decision is None and (over := limits.screen(raw)):
         decision = Decision(Action.QUARANTINE, f"not parsed: {over}")
@@ -245,10 +247,13 @@ def assess(
     mail = parse(raw)
     if mail.problems:
         log.warning("mail has malformed parts", extra={"problems": mail.problems[:10]})
+    keywords = rules()
+    decision = assess_mail(receipt, mail, keywords, None, cfg.is_own)
     # Only a usable address is looked up (an unusable one is quarantined by assess_mail): a
     # 3,000-character local part is a key DynamoDB refuses even on reads.
-    listing = lookup(mail.from_address) if mail.from_address and not mail.from_problem else None
-    return Assessment(assess_mail(receipt, mail, rules(), listing, cfg.is_own), mail)
+    if decision.action == Action.QUARANTINE and mail.from_address and not mail.from_problem:
+        decision = assess_mail(receipt, mail, keywords, lookup(mail.from_address), cfg.is_own)
+    return Assessment(decision, mail)
 
 
 def assess_mail(

@@ -8,9 +8,11 @@ idempotency keys come from the SES message id, so a retry never sends a second a
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
+from common.delivery import ack
 from common.delivery.deliver import deliver
 from common.delivery.quarantine import envelope_fields, log_fields, quarantined
 from common.delivery.results import InboundResult
@@ -19,7 +21,7 @@ from common.runtime import events
 from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import layout, rawmail, senderlists, staging
+from common.store import intake, layout, rawmail, senderlists, staging
 
 log = get_logger("inbound-handler")
 
@@ -66,6 +68,12 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     if decision.action == policy.Action.QUARANTINE or mail is None:
         return quarantined(cfg, receipt, mail, raw, decision.reason, when)
 
-    result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt)
+    # The record checks the owner's block list and takes the ack in one write (common/store/intake.py).
+    record = functools.partial(
+        intake.record,
+        authenticated=ack.authenticated(receipt, mail.from_address),
+        ack_refusal=ack.refusal_before_budget(cfg, receipt, mail),
+    )
+    result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt, record)
     staging.done(cfg, receipt)
     return result

@@ -365,6 +365,31 @@ def context(response: Any, service: str, action: str) -> Request:
     return Request(f"{service}:{action}", [])
 
 
+# A transaction's actions -> the operation whose permission governs each ("Using IAM with DynamoDB
+# transactions", DynamoDB DG: there is no permission for the transaction itself).
+_TRANSACTION_ACTIONS = {
+    "ConditionCheck": "ConditionCheckItem",
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "Get": "GetItem",
+}
+
+
+def contexts(response: Any, service: str, action: str) -> list[Request]:
+    """What AWS authorizes for a request: :func:`context`, or one request per action of a DynamoDB
+    transaction."""
+    if service != "dynamodb" or action not in ("TransactWriteItems", "TransactGetItems"):
+        return [context(response, service, action)]
+    arn = f"arn:aws:dynamodb:{response.region}:{response.current_account}:table"
+    checked = [
+        Request(f"dynamodb:{_TRANSACTION_ACTIONS.get(kind, kind)}", [f"{arn}/{body.get('TableName', '')}"])
+        for item in _params(response).get("TransactItems", [])
+        for kind, body in item.items()
+    ]
+    return checked or [Request(f"dynamodb:{action}", ["*"])]
+
+
 # S3's API names as moto reports them -> the IAM action AWS checks.
 _S3_ACTIONS = {
     "ListObjects": "ListBucket",
@@ -565,15 +590,17 @@ def _authorize_normal(self: Any, resource: str = "*") -> None:
         return
     # The signing name is not always the IAM prefix (CloudWatch signs as "monitoring").
     iam_prefix = {"monitoring": "cloudwatch", "email": "ses"}.get(service, service)
-    checked = as_aws_evaluates(context(self, "ses" if self.service_name == "sesv2" else iam_prefix, action))
-    try:
-        allowed = evaluate(_documents(request), checked)
-    except UnsupportedCondition:
-        allowed = False
-    if allowed and checked.action == "sts:AssumeRole":
-        allowed = _role_trusts(self, checked.resources[0], request._access_key.arn)
-    if not allowed:
-        _deny(self, request, checked)
+    for checked in map(
+        as_aws_evaluates, contexts(self, "ses" if self.service_name == "sesv2" else iam_prefix, action)
+    ):
+        try:
+            allowed = evaluate(_documents(request), checked)
+        except UnsupportedCondition:
+            allowed = False
+        if allowed and checked.action == "sts:AssumeRole":
+            allowed = _role_trusts(self, checked.resources[0], request._access_key.arn)
+        if not allowed:
+            _deny(self, request, checked)
 
 
 def _role_trusts(response: Any, role_arn: str, principal: str) -> bool:

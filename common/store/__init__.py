@@ -1,7 +1,9 @@
 """The only code that reads and writes the tables and the mail bucket; the others ask it.
 
 Each item kind and each bucket prefix has one writing module (``erasure`` deletes across all of
-them for ``email-handler forget``; the prefixes and who may touch them are ``layout.ACCESS``):
+them for ``email-handler forget``; the prefixes and who may touch them are ``layout.ACCESS``).
+``intake`` sends the writes ``conversations`` and ``ackbudget`` build, with ``senderlists``'s block
+checks, as one transaction for a forwarded mail:
 
 ============================================  ==============================================
 item kind (table) or prefix                   written by
@@ -33,6 +35,7 @@ __all__ = [
     "conversations",
     "erasure",
     "holds",
+    "intake",
     "layout",
     "quarantine",
     "rawmail",

@@ -39,6 +39,24 @@ def record_inbound(
     Not ``authenticated`` (SES's verdicts do not tie it to its From: common.delivery.ack.authenticated):
     the mail sets the conversation's facts (display name, the message the owner's reply threads under)
     only where it has none yet, so a spoof of an existing contact cannot rewrite them."""
+    write = inbound_write(cfg, cid, mid, mail, when, authenticated)
+    try:
+        new = dynamodb.update(**write, return_values="ALL_NEW", raise_on_condition=True)
+    except dynamodb.ConditionFailedError as exc:
+        raise CollisionError(cid, str((exc.item or {}).get("senderEmail", ""))) from None
+    return new is not None and new.get("firstMessageId") == mid
+
+
+SAME_SENDER = "(attribute_not_exists(senderEmail) OR senderEmail = :e)"
+# With SAME_SENDER: the write creates the conversation, or repeats the write of the mail that did.
+FIRST_CONTACT = "(attribute_not_exists(firstMessageId) OR firstMessageId = :m)"
+
+
+def inbound_write(
+    cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, authenticated: bool
+) -> dict[str, Any]:
+    """The conditional update :func:`record_inbound` makes (``table``, ``key``, ``expression``,
+    ``values``, ``names``, ``condition``), also the record's action in common/store/intake.py."""
     values: dict[str, Any] = {
         ":e": mail.from_address,
         ":d": mail.from_address.rpartition("@")[2],
@@ -61,21 +79,14 @@ def record_inbound(
     if mail.display_name:
         expression += ", " + fact("displayName", ":n")
         values[":n"] = mail.display_name
-    expression = _expiry(cfg, expression, values, when)
-    try:
-        new = dynamodb.update(
-            cfg.conversations_table,
-            {"conversationId": cid},
-            expression,
-            values,
-            names={"#ts": "timestamp"},
-            return_values="ALL_NEW",
-            condition="attribute_not_exists(senderEmail) OR senderEmail = :e",
-            raise_on_condition=True,
-        )
-    except dynamodb.ConditionFailedError as exc:
-        raise CollisionError(cid, str((exc.item or {}).get("senderEmail", ""))) from None
-    return new is not None and new.get("firstMessageId") == mid
+    return {
+        "table": cfg.conversations_table,
+        "key": {"conversationId": cid},
+        "expression": _expiry(cfg, expression, values, when),
+        "values": values,
+        "names": {"#ts": "timestamp"},
+        "condition": SAME_SENDER,
+    }
 
 
 def _expiry(cfg: Config, expression: str, values: dict[str, Any], when: datetime) -> str:

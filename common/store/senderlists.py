@@ -5,7 +5,9 @@ One item per entry, keyed ``entry``: an address (``jane@corp.example``) or a dom
 quarantined without forward or ack) or ``allow`` (exempt from the owner's keyword lists; SES's
 spam, virus and DMARC verdicts still apply). The most specific entry decides: an allowed address
 inside a blocked domain gets through. Written by owner commands in replies (``[block]`` …) and by
-the CLI; read by inbound-handler with one BatchGetItem per mail.
+the CLI. inbound-handler checks them in the write that records a mail it forwards (no block entry
+may apply: ConditionChecks, common/store/intake.py) and reads them (one BatchGetItem) only for a
+mail its keyword lists would quarantine, which an allow entry releases, or when that check failed.
 """
 
 from __future__ import annotations
@@ -94,6 +96,24 @@ def lookup(cfg: Config, address: str) -> Listing | None:
         str(i["entry"]): i for i in dynamodb.batch_get(cfg.sender_lists_table, [{"entry": k} for k in keys])
     }
     return next((_listing(found[k]) for k in keys if k in found and found[k].get("list") in LISTS), None)
+
+
+def block_checks(cfg: Config, address: str) -> list[dict[str, Any]]:
+    """ConditionCheck actions (common/store/intake.py) that hold while no entry that could apply to
+    mail from ``address`` is on the block list. One that fails says only that some block entry
+    covers the sender: :func:`lookup` then finds whether a more specific allow entry overrides it."""
+    if "@" not in address:
+        return []
+    return [
+        dynamodb.condition_check(
+            cfg.sender_lists_table,
+            {"entry": entry},
+            "attribute_not_exists(#entry) OR #list <> :block",
+            names={"#entry": "entry", "#list": "list"},
+            values={":block": BLOCK},
+        )
+        for entry in candidates(address)
+    ]
 
 
 def put(cfg: Config, entry: str, list_name: str, source: str) -> Listing:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from typing import Any
 
-from common.aws import client, sqs
+from common.aws import client, forget_learnt, sqs
 from common.inbound import policy
 from common.local import events as localevents
 from common.local.env import function_credentials
@@ -50,7 +50,7 @@ class Stack:
 
     def reset(self) -> Stack:
         urllib.request.urlopen(urllib.request.Request(self.url + "/moto-api/reset", method="POST")).read()
-        sqs.queue_url.cache_clear()  # the reset emptied the emulator: no cached queue URL is valid now
+        forget_learnt()  # the reset emptied the emulator: no cached queue URL is valid now
         policy.RULES.clear()
         resources.provision(self.cfg)
         for f in FUNCTIONS:  # the functions' role sessions again (their keys do not change)

@@ -32,6 +32,9 @@ OPS: dict[tuple[str, str], tuple[str, ...]] = {
     ("dynamodb", "put_item"): ("dynamodb:PutItem",),
     ("dynamodb", "update_item"): ("dynamodb:UpdateItem",),
     ("dynamodb", "delete_item"): ("dynamodb:DeleteItem",),
+    # Each action is authorised as its own operation ("Using IAM with DynamoDB transactions", DynamoDB
+    # DG); this project's transactions hold Update and ConditionCheck actions (common/store/intake.py).
+    ("dynamodb", "transact_write_items"): ("dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"),
     ("dynamodb", "query"): ("dynamodb:Query",),
     ("dynamodb", "scan"): ("dynamodb:Scan",),
     ("logs", "put_log_events"): ("logs:PutLogEvents",),
