@@ -59,7 +59,8 @@ def moto_server(local_defaults: dict[str, str]) -> Iterator[str]:
 
 
 def role_exists(function: str) -> bool:
-    """Its role is there: starting a function never restores a policy a test changed (only creates a missing role)."""
+    """Its role is there: starting a function never restores a policy a test changed (it only creates
+    a missing role)."""
     from common.aws import client, or_none
     from common.runtime import config
 
@@ -117,7 +118,8 @@ def rie_module(
 
 @pytest.fixture
 def stack(moto_server: str, local_defaults: dict[str, str]) -> Any:
-    """A freshly reset and provisioned local stack (tests.support.harness.Stack) on the session's moto server."""
+    """A freshly reset and provisioned local stack (tests.support.harness.Stack) on the session's moto
+    server."""
     from tests.support.harness import Stack
 
     return Stack(moto_server, local_defaults).reset()

@@ -18,6 +18,22 @@ from tests.conftest import require_docker
 BASE_IMAGE = image_ref("base")
 LOCAL_IMAGE = image_ref("local")  # emulator, wiring, SMTP ingress of the compose stack
 REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup`` (scripts/test.sh) each compose stack is one group and
+    every other file another, so a worker brings up one stack once and the two stacks, which mostly
+    wait on their containers, come up side by side instead of one after the other."""
+    for item in items:
+        if not item.path.is_relative_to(HERE):
+            continue
+        params = getattr(item, "callspec", None)
+        emulator = (
+            params.params.get("stack") if params is not None and item.path.stem == "test_compose" else None
+        )
+        group = item.path.stem + (f"-{emulator}" if isinstance(emulator, str) else "")
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

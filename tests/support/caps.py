@@ -70,7 +70,8 @@ CASES: tuple[Case, ...] = (
     ),
     Case("10,000 tiny parts", lambda: g.many_parts(10_000), "quarantined", "MIME parts"),
     Case(
-        f"{limits.MAX_MIME_PARTS - 2} tiny allowed attachments (just under; {limits.MAX_STORED_ATTACHMENTS} stored)",
+        f"{limits.MAX_MIME_PARTS - 2} tiny allowed attachments "
+        f"(just under; {limits.MAX_STORED_ATTACHMENTS} stored)",
         lambda: g.many_parts(limits.MAX_MIME_PARTS - 2, allowed=True),
         "forwarded",
     ),
@@ -107,7 +108,8 @@ CASES: tuple[Case, ...] = (
         "forwarded",
     ),
     Case(
-        "10 MB ISO-2022-JP body as Outlook writes it, 14 of each 37 characters NEC's (was a Python loop, 3.5 s)",
+        "10 MB ISO-2022-JP body as Outlook writes it, 14 of each 37 characters NEC's "
+        "(was a Python loop, 3.5 s)",
         lambda: g.windows_jis(130_000),
         "forwarded",
     ),

@@ -50,7 +50,8 @@ class DevProcess:
         return "".join(self.output)
 
     def start(self, ready_timeout: float = 180) -> DevProcess:
-        """Start ``email-handler dev`` and wait for its ready line (AssertionError with its output if it does not come)."""
+        """Start ``email-handler dev`` and wait for its ready line (AssertionError with its output if it
+        does not come)."""
         self.proc = subprocess.Popen(
             [
                 sys.executable,

@@ -110,7 +110,10 @@ def make_pdf(
     objs[2] = f"<< /Type /Pages /Kids [{kids}] /Count {claimed_pages or n} >>".encode()
     objs[3] = HELVETICA
     blob = os.urandom(padding_bytes)
-    image = b"<< /Type /XObject /Subtype /Image /Width 1 /Height %d /ColorSpace /DeviceGray /BitsPerComponent 8 /Length %d >>"
+    image = (
+        b"<< /Type /XObject /Subtype /Image /Width 1 /Height %d /ColorSpace /DeviceGray"
+        b" /BitsPerComponent 8 /Length %d >>"
+    )
     objs[4] = image % (max(1, padding_bytes), len(blob)) + b"\nstream\n" + blob + b"\nendstream"
     for i, text in enumerate(pages):
         page_id, content_id = first_page + 2 * i, first_page + 2 * i + 1
@@ -242,7 +245,8 @@ def pdf_xref_bomb(entries: int = 2_000_000) -> bytes:
     rows.append(struct.pack(">BHB", 1, xref_at, 0))
     table = zlib.compress(b"".join(rows) + struct.pack(">BHB", 1, offsets[5], 0) * (entries - len(rows)), 9)
     out.write(
-        b"6 0 obj\n<< /Type /XRef /Size %d /W [1 2 1] /Root 1 0 R /Filter /FlateDecode /Length %d >>\nstream\n"
+        b"6 0 obj\n<< /Type /XRef /Size %d /W [1 2 1] /Root 1 0 R /Filter /FlateDecode"
+        b" /Length %d >>\nstream\n"
         % (entries, len(table))
         + table
         + b"\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n" % xref_at
@@ -281,7 +285,8 @@ def pdf_identity_h_without_tounicode(
     objs = {
         1: b"<< /Type /Catalog /Pages 2 0 R >>",
         2: b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
-        3: b"<< /Type /Font /Subtype /Type0 /BaseFont /ABCDEF+MSMincho /Encoding /Identity-H /DescendantFonts [6 0 R] >>",
+        3: b"<< /Type /Font /Subtype /Type0 /BaseFont /ABCDEF+MSMincho /Encoding /Identity-H"
+        b" /DescendantFonts [6 0 R] >>",
         4: _page_dict(2, 5),
         5: pdf_stream(content),
         6: b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /ABCDEF+MSMincho /CIDToGIDMap /Identity "
@@ -438,12 +443,14 @@ def docx_every_construct() -> bytes:
                 "</w:fldSimple>",
             ),
             _p(
-                '<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText> PAGEREF _Toc1 \\h </w:instrText></w:r>'
+                '<w:r><w:fldChar w:fldCharType="begin"/></w:r>'
+                "<w:r><w:instrText> PAGEREF _Toc1 \\h </w:instrText></w:r>"
                 '<w:r><w:fldChar w:fldCharType="separate"/></w:r>',
                 _r("complex field result"),
                 '<w:r><w:fldChar w:fldCharType="end"/></w:r>',
             ),
-            '<w:sdt><w:sdtPr><w:alias w:val="Alias must not appear"/><w:placeholder><w:docPart w:val="x"/></w:placeholder>'
+            '<w:sdt><w:sdtPr><w:alias w:val="Alias must not appear"/>'
+            '<w:placeholder><w:docPart w:val="x"/></w:placeholder>'
             f"</w:sdtPr><w:sdtContent>{_p(_r('block content control'))}</w:sdtContent></w:sdt>",
             _p(
                 _r("Before "),
@@ -612,12 +619,16 @@ def docx_huge_xml(xml_mb: int = 99) -> bytes:
 
     def paragraph() -> str:
         runs = "".join(
-            f'<w:r w:rsidRPr="00{rng.randrange(16**6):06X}"><w:rPr><w:rFonts w:ascii="Calibri" w:hAnsi="Calibri"/>'
+            f'<w:r w:rsidRPr="00{rng.randrange(16**6):06X}">'
+            '<w:rPr><w:rFonts w:ascii="Calibri" w:hAnsi="Calibri"/>'
             f'<w:sz w:val="22"/></w:rPr><w:t xml:space="preserve">'
             f"{' '.join(rng.choice(vocabulary) for _ in range(rng.randint(3, 12)))} </w:t></w:r>"
             for _ in range(rng.randint(1, 4))
         )
-        return f'<w:p w:rsidR="00{rng.randrange(16**6):06X}"><w:pPr><w:spacing w:after="120"/></w:pPr>{runs}</w:p>'
+        return (
+            f'<w:p w:rsidR="00{rng.randrange(16**6):06X}"><w:pPr><w:spacing w:after="120"/></w:pPr>'
+            f"{runs}</w:p>"
+        )
 
     pool = [paragraph() for _ in range(4000)]
     body = "".join(rng.choice(pool) for _ in range(xml_mb * MB // 560))
@@ -641,8 +652,8 @@ def docx_with_dtd() -> bytes:
     )
     members = _members(make_docx(["x"]))
     members["word/document.xml"] = (
-        f'<?xml version="1.0"?>{laughs}<w:document {NS}><w:body>{_p(_r("&j;"))}</w:body></w:document>'.encode()
-    )
+        f'<?xml version="1.0"?>{laughs}<w:document {NS}><w:body>{_p(_r("&j;"))}</w:body></w:document>'
+    ).encode()
     return write_zip(members)
 
 

@@ -86,7 +86,8 @@ class Stack:
         )
 
     def run_sender(self, fn: Any, queue: str, visibility_s: int = 30, max_batches: int = 50) -> list[Any]:
-        """Act as the event-source mapping until the queue has nothing visible; returns each batch's result."""
+        """Act as the event-source mapping until the queue has nothing visible; returns each batch's
+        result."""
         from common.local.wiring import poll_queue_once
 
         results = []

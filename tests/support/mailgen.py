@@ -250,7 +250,8 @@ def many_parts(n: int, allowed: bool = False) -> bytes:
     for i in range(n):
         if allowed:
             body.append(
-                b'--p\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename="f%d.pdf"\r\n'
+                b"--p\r\nContent-Type: application/pdf\r\n"
+                b'Content-Disposition: attachment; filename="f%d.pdf"\r\n'
                 b"\r\n%%PDF-1.4 %d\r\n" % (i, i)
             )
         else:

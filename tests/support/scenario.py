@@ -118,7 +118,8 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
             sender=f"Owner <{cfg.private_email}>",
             to=thread,
             subject="Re: Following up",
-            text="Hi Jane, happy to talk on Tuesday.\n[company: Acme Corp]\n\nOn Mon, Jane wrote:\n> Following up\n",
+            text="Hi Jane, happy to talk on Tuesday.\n[company: Acme Corp]\n\n"
+            "On Mon, Jane wrote:\n> Following up\n",
         ),
     )
     [reply] = wait_for("the reply", lambda: new_items(4))[3:]
