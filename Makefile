@@ -60,7 +60,7 @@ test-unit: venv ## the unit suite alone (under a minute: the inner loop)
 test-integration: venv ## the integration suite alone (moto + host RIE, no Docker)
 	$(PY) -m pytest tests/integration $(XDIST) $(PYTEST_ARGS)
 test-docker: venv images ## the docker suite alone (builds the images first)
-	$(PY) -m pytest tests/docker $(PYTEST_ARGS)
+	$(PY) -m pytest tests/docker $(if $(XDIST),-n 3 --dist loadscope) $(PYTEST_ARGS)
 
 bench: venv images ## benchmarks: writes bench/results.json and prints a table
 	$(PY) -m bench

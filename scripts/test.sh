@@ -4,8 +4,8 @@
 #   lint, unit   one after the other meanwhile (the unit suite on TEST_WORKERS pytest-xdist workers);
 #   integration  starts as soon as the unit suite passed, without waiting for the images, on
 #                TEST_WORKERS workers, one test file per worker (its module fixtures stay whole);
-#   docker       starts once the images are built, in its own pytest process beside integration
-#                (it mostly waits on containers). Its output streams; integration's is shown when it ends.
+#   docker       starts once the images are built, in its own pytest run beside integration, on three
+#                workers (it mostly waits on containers). Its output streams; integration's is shown at the end.
 # Prints how long each phase took at the end, pass or fail, so a slow phase is visible in every run,
 # and ends with one line adding up every pytest run.
 set -uo pipefail
@@ -84,6 +84,9 @@ suites() { # suites NAME PATH...: one pytest run, its output kept for the closin
 # resources, and each worker has its own moto server (tests/conftest.py), so they run safely side by side.
 WORKERS=${TEST_WORKERS:-2}
 xdist() { [ "$WORKERS" -gt 1 ] 2>/dev/null && echo "-n $WORKERS --dist loadfile"; }
+# The docker suite on three workers: its units are test files, and each compose stack
+# (tests/docker/conftest.py), so both stacks come up at once while the image tests run beside them.
+docker_xdist() { [ "$WORKERS" -gt 1 ] 2>/dev/null && echo "-n 3 --dist loadscope"; }
 
 rc=0
 phase lint make --no-print-directory lint || rc=1
@@ -95,7 +98,8 @@ if [ "$rc" = 0 ]; then
   integration_pid=$!
   echo "[test] == integration started in the background (output at the end; live: $OUT/pytest-integration.log)"
   if wait_images; then
-    phase docker suites docker tests/docker || rc=1
+    # shellcheck disable=SC2046
+    phase docker suites docker tests/docker $(docker_xdist) || rc=1
   else
     rc=1
   fi
