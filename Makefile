@@ -50,12 +50,17 @@ test: ## the one test command: lint, unit, integration (moto + host RIE), docker
 	@$(MAKE) --no-print-directory venv
 	@scripts/test.sh
 
-test-unit: venv
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
-test-integration: venv
-	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
-test-docker: venv images
-	$(PY) -m pytest tests/docker $(PYTEST_ARGS)
+# One pytest-xdist worker per core (TEST_WORKERS=1: a single process); one test file per worker keeps
+# each file's module-scoped fixtures (RIE processes, the corpus run) in one place.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+
+test-unit: venv ## the unit suite alone (under a minute: the inner loop)
+	$(PY) -m pytest tests/unit $(XDIST) $(PYTEST_ARGS)
+test-integration: venv ## the integration suite alone (moto + host RIE, no Docker)
+	$(PY) -m pytest tests/integration $(XDIST) $(PYTEST_ARGS)
+test-docker: venv images ## the docker suite alone (builds the images first)
+	$(PY) -m pytest tests/docker $(if $(XDIST),-n 3 --dist loadscope) $(PYTEST_ARGS)
 
 bench: venv images ## benchmarks: writes bench/results.json and prints a table
 	$(PY) -m bench

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,6 +19,27 @@ from tests.conftest import require_docker
 BASE_IMAGE = image_ref("base")
 LOCAL_IMAGE = image_ref("local")  # emulator, wiring, SMTP ingress of the compose stack
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before pytest-xdist's own choice
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``-n N --dist loadscope`` (scripts/test.sh): one test file per worker, except that each of
+    test_compose.py's two stacks is a unit of its own. A worker brings up one stack once, and the two
+    stacks, which mostly wait on their containers, come up side by side instead of one after the other.
+    (pytest-xdist's ``xdist_group`` marks cannot do this: pytest 9 ignores the node id it rewrites.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFileAndStack(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path, _, test = nodeid.partition("::")
+            stack = (
+                re.match(r"[^\[]*\[(localstack|moto)\b", test) if path.endswith("test_compose.py") else None
+            )
+            return f"{path}::{stack.group(1)}" if stack else path
+
+    return ByFileAndStack(config, log)
 
 
 @pytest.fixture(scope="session")
