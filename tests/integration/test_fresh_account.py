@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from common.aws import client, reset_clients
 from common.local import fresh
-from common.local.cli import main as cli
+from common.ops.cli import main as cli
 from deploy.main import Options, WaitingOnDns, deploy
 from tests.support.deploy import ACCOUNT, PREFIX, images
 
@@ -31,8 +31,7 @@ def account(
     moto_server: str, local_defaults: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[dict[str, str]]:
     """A reset emulator modelling a fresh account, and a production configuration in this process's
-    environment
-    (as a user's shell has it for the CLI)."""
+    environment (as a user's shell has it for the CLI)."""
     import secrets
 
     urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST")).read()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from common.local import provision
 from common.local.rie import RieProcess
 from common.local.wiring import Endpoint, Wiring, invocation_route
-from deploy import resources
 from tests.conftest import IAM_ENFORCED, REPO
 from tests.support import mailgen as g
 from tests.support.harness import Stack
@@ -23,7 +23,7 @@ from tests.support.harness import Stack
 @pytest.fixture
 def wired(stack: Stack, rie_function: Callable[..., RieProcess]) -> Iterator[Callable[..., Wiring]]:
     """The wiring's asynchronous-invocation source in this process, delivering to ``start(env)``'s RIE."""
-    resources.provision(stack.cfg, local=True)
+    provision.provision(stack.cfg, wiring=True)
     running: list[Wiring] = []
 
     def start(**env: str) -> Wiring:
@@ -48,7 +48,7 @@ def inject(
         [
             sys.executable,
             "-m",
-            "common.local.cli",
+            "common.ops.cli",
             "inject",
             str(path),
             "--endpoint",
@@ -130,6 +130,6 @@ def test_a_failing_handler_is_reported_at_once(
 
 
 def test_no_wiring_says_so(stack: Stack, tmp_path: Path) -> None:
-    resources.provision(stack.cfg, local=True)
+    provision.provision(stack.cfg, wiring=True)
     code, result, _, _ = inject(stack, tmp_path, g.from_field("Jane <jane@corp.example>"), timeout=2)
     assert code == 1 and result["outcome"] == "not handled yet" and "is the wiring running" in result["hint"]

@@ -80,7 +80,7 @@ def test_dev_refuses_an_expired_certificate_before_starting_anything(tmp_path: P
         [
             sys.executable,
             "-m",
-            "common.local.cli",
+            "common.ops.cli",
             "dev",
             "--emulator-port",
             str(dev.aws),

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from common.aws import client, dynamodb
+from common.local import provision
 from common.local.rie import RieProcess
 from deploy import resources
 from tests.support.harness import Stack
@@ -54,8 +55,8 @@ def test_provisioning_applies_retention_and_reconciles_a_change(
     [item] = dynamodb.scan(cfg.quarantine_table)
     assert held["status"] == "quarantined" and item["expiresAt"] == epoch(item["receivedAt"]) + 30 * 86400
 
-    changes = resources.provision(
-        replace(cfg, retention_archive_days=0, retention_quarantine_days=7), local=True
+    changes = provision.provision(
+        replace(cfg, retention_archive_days=0, retention_quarantine_days=7), wiring=True
     )
     assert [c.action for c in changes if c.kind == "s3-bucket"] == ["update"]
     now = rules(cfg.bucket)

@@ -73,7 +73,7 @@ def test_wrong_event_shape_is_rejected_with_reason(rie_function: Callable[..., R
 def test_cli_invoke_reaches_the_function(
     rie_function: Callable[..., RieProcess], stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from common.local.cli import main
+    from common.ops.cli import main
 
     fn = rie_function("ack-sender")
     event = tmp_path / "event.json"

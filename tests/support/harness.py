@@ -19,13 +19,13 @@ from typing import Any
 from common.aws import client, forget_learnt, sqs
 from common.inbound import policy
 from common.local import events as localevents
+from common.local import provision
 from common.local.env import function_credentials
 from common.mail.outbound import OutboundMessage
 from common.runtime import config
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS, SENDERS
 from common.store.sendqueue import load
-from deploy import resources
 
 ACCOUNT = "123456789012"
 
@@ -52,7 +52,7 @@ class Stack:
         urllib.request.urlopen(urllib.request.Request(self.url + "/moto-api/reset", method="POST")).read()
         forget_learnt()  # the reset emptied the emulator: no cached queue URL is valid now
         policy.RULES.clear()
-        resources.provision(self.cfg)
+        provision.provision(self.cfg)
         for f in FUNCTIONS:  # the functions' role sessions again (their keys do not change)
             function_credentials(self.cfg, f.name, ensure_role=False)
         return self

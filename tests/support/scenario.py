@@ -46,7 +46,7 @@ class LocalSystem:
         """What the emulator sent, read the way the owner reads it (``email-handler outbox``). Exit 2
         is the command's "cannot read the outbox" (the emulator did not answer within its timeout,
         as on a machine loaded by parallel suites): read again, at most three times."""
-        command = [sys.executable, "-m", "common.local.cli", "outbox", "--json", "--endpoint", self.endpoint]
+        command = [sys.executable, "-m", "common.ops.cli", "outbox", "--json", "--endpoint", self.endpoint]
         for attempt in range(3):
             out = subprocess.run(command, capture_output=True, text=True, timeout=120)
             if out.returncode != 2 or attempt == 2:

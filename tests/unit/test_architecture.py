@@ -413,16 +413,79 @@ def test_every_exception_is_an_error_of_the_one_family() -> None:
 REGISTRARS = re.compile(r"(^|\.)(command|register|register_command|group|subcommand)$")
 # The interpreter's own registries, not commands: a codec lookup (common/mail/charsets.py) and exit hooks.
 NOT_COMMANDS = {"codecs.register", "atexit.register"}
+# Calls that add to a container in place.
+MUTATORS = {"append", "add", "extend", "insert", "setdefault", "update", "register", "__setitem__"}
+
+
+def _ours() -> dict[str, ast.FunctionDef]:
+    """Our module-level functions by their short name (what a decorator or a call names)."""
+    return {
+        node.name: node
+        for module in modules().values()
+        for node in module.tree.body
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
+def _writes_outside(func: ast.FunctionDef) -> bool:
+    """Whether ``func`` (or a function nested in it) stores into a container it did not create: a
+    subscript assignment or an in-place call on a name that is neither a parameter nor a local."""
+    local: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            args = node.args
+            local |= {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+            local |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            local.add(node.id)
+    for node in ast.walk(func):
+        target = None
+        if isinstance(node, ast.Assign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            target = next((t.value for t in targets if isinstance(t, ast.Subscript)), None)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            target = node.func.value if node.func.attr in MUTATORS else None
+        if isinstance(target, ast.Name) and target.id not in local:
+            return True
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            return True
+    return False
 
 
 def _registrar(func: ast.expr) -> str | None:
+    """The name of a registering decorator or call: one named like a registrar that is not ours
+    (we cannot see what it does), or ours and storing into a container outside itself."""
     name = ast.unparse(func)
-    return name if REGISTRARS.search(name) and name not in NOT_COMMANDS else None
+    if not REGISTRARS.search(name) or name in NOT_COMMANDS:
+        return None
+    definition = _ours().get(name.rpartition(".")[2])
+    return name if definition is None or _writes_outside(definition) else None
+
+
+def test_the_registration_check_tells_a_registry_from_a_plain_decorator() -> None:
+    """The check below on made-up code: a decorator that fills a module-level table is a
+    registration; one that only wraps what it decorates is not."""
+    registers, wraps = ast.parse(
+        "def command(help):\n"
+        "    def make(run):\n"
+        "        COMMANDS[run.__name__] = run\n"
+        "        return run\n"
+        "    return make\n"
+        "def command(help):\n"
+        "    def make(run):\n"
+        "        made = {}\n"
+        "        made[help] = run\n"
+        "        return Command(help, run)\n"
+        "    return make\n"
+    ).body
+    assert isinstance(registers, ast.FunctionDef) and isinstance(wraps, ast.FunctionDef)
+    assert _writes_outside(registers) and not _writes_outside(wraps)
 
 
 def test_no_command_is_registered_by_importing_a_module() -> None:
     """The CLI's commands come from one literal table; no module adds a command to a registry as a
-    side effect of being imported (a decorator or a call at module level)."""
+    side effect of being imported (a decorator or a call at module level that stores into a
+    container outside itself)."""
     found = []
     for module in modules().values():
         where = module.path.relative_to(REPO)
