@@ -8,7 +8,7 @@ RUN python3 -m venv /opt/local \
  && /opt/local/bin/pip install -q --no-index --find-links /wheels -r /wheels/local.txt \
  && /opt/local/bin/pip uninstall -q -y pip \
  && rm -rf /wheels \
- && printf '#!/bin/sh\nexec python -m common.local.cli "$@"\n' > /usr/local/bin/email-handler \
+ && printf '#!/bin/sh\nexec python -m common.ops.cli "$@"\n' > /usr/local/bin/email-handler \
  && chmod 755 /usr/local/bin/email-handler
 COPY common/ /opt/lib/common/
 COPY deploy/ /opt/lib/deploy/

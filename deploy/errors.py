@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from common.runtime.errors import EmailHandlerError
 
-class DeployError(Exception):
+
+class DeployError(EmailHandlerError):
     def __init__(self, problem: str, fix: str) -> None:
         super().__init__(f"{problem}\n  what to do: {fix}")
         self.problem, self.fix = problem, fix

@@ -8,13 +8,12 @@ writes only to its own log group. The table is checked by tests/integration/test
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from common.runtime.config import Config
 from common.runtime.functions import dlq_name
 from common.store import layout
-from deploy.plan import Change, Run, canonical
+from deploy.plan import Run, canonical
 from deploy.resources import attachment_queue
 
 TRUST = json.dumps(
@@ -27,15 +26,6 @@ TRUST = json.dumps(
     sort_keys=True,
 )
 POLICY_NAME = "least-privilege"
-
-
-def local_trust(account: str) -> str:
-    """Locally nothing is the Lambda service: the account's own principals (the local admin, which
-    hands each function its role's credentials) may assume the role too."""
-    statements = json.loads(TRUST)["Statement"] + [
-        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"}, "Action": "sts:AssumeRole"}
-    ]
-    return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)
 
 
 SENDER_QUEUE_ACTIONS = [
@@ -69,7 +59,8 @@ class Arns:
         return f"arn:aws:sns:{self.region}:{self.account}:{name}"
 
     def parameter(self, name: str) -> str:
-        return f"arn:aws:ssm:{self.region}:{self.account}:parameter{name if name.startswith('/') else '/' + name}"
+        path = name if name.startswith("/") else "/" + name
+        return f"arn:aws:ssm:{self.region}:{self.account}:parameter{path}"
 
     def log_group(self, name: str) -> str:
         return f"arn:aws:logs:{self.region}:{self.account}:log-group:{name}:*"
@@ -151,7 +142,8 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     elif function == "reply-handler":
         statements += [
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.conversations_table)]),
-            # alert throttle, replay memory; UpdateItem: who handled a mail shared with inbound-handler (store/staging.py)
+            # alert throttle, replay memory; UpdateItem: who handled a mail shared with inbound-handler
+            # (store/staging.py)
             _allow(["dynamodb:PutItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
             _allow(
                 ["dynamodb:GetItem"], [a.table(cfg.suppression_table)]
@@ -174,7 +166,8 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["sqs:SendMessage"], [a.queue(queue), a.queue(dlq_name(queue))]),
             _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
             _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
-            # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox (store/holds.py)
+            # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox
+            # (store/holds.py)
             _allow(["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [a.table(cfg.suppression_table)]),
             _allow(
                 ["dynamodb:PutItem"], [a.table(cfg.send_status_table)]
@@ -251,26 +244,10 @@ def _document(doc: Any) -> Any:
     return json.loads(unquote(doc)) if isinstance(doc, str) else doc
 
 
-def local_roles(run: Run) -> dict[str, str]:
-    """The six production roles in the local emulator (same policies, trust also the account): function -> ARN."""
-    from common.aws.sts import account_id
-    from common.runtime.functions import FUNCTIONS
-
-    account = account_id()
-    return {f.name: converge_role(run, account, f.name, local_trust(account)) for f in FUNCTIONS}
-
-
-def ensure_local_role(cfg: Config, function: str, report: Callable[[Change], None] | None = None) -> str:
-    from common.aws.sts import account_id
-
-    account = account_id()
-    return converge_role(Run(cfg, apply=True, report=report), account, function, local_trust(account))
-
-
 def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
-    """The least-privilege policy of the user or role that runs ``email-handler deploy``/``destroy``/``replay``:
-    every action those commands call, on this deployment's resources (``{project}-{env}-*``) wherever
-    the service lets a policy name them."""
+    """The least-privilege policy of the user or role that runs ``email-handler deploy``, ``destroy``
+    and ``replay``: every action those commands call, on this deployment's resources
+    (``{project}-{env}-*``) wherever the service lets a policy name them."""
     region, p = cfg.region, cfg.prefix
     arn = f"arn:aws:{{}}:{region}:{account}:{{}}".format
     statements = [
@@ -370,7 +347,8 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
             ],
             [arn("lambda", f"function:{p}-*")],
         ),
-        # the daily digest schedule (deploy/triggers.py): a Lambda target needs no role, only the function's permission
+        # the daily digest schedule (deploy/triggers.py): a Lambda target needs no role, only the
+        # function's permission
         _allow(
             [
                 "events:DescribeRule",

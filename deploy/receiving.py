@@ -27,7 +27,8 @@ def own_rule_set(cfg: Config) -> str:
 
 
 def rule_names(cfg: Config) -> tuple[str, str]:
-    return f"{cfg.prefix}-thread", f"{cfg.prefix}-public"
+    """The thread-replies rule and the public-address rule, named as every resource (Config.name)."""
+    return cfg.name("thread"), cfg.name("public")
 
 
 def active_rule_set() -> str | None:
@@ -88,7 +89,8 @@ def _rule_view(rule: dict[str, Any]) -> dict[str, Any]:
 
 
 def receipt_rules(run: Run, account: str, rule_set: str) -> None:
-    """Thread replies first (and stop), then the public address: both store to staging/ and invoke ``live``."""
+    """Thread replies first (and stop), then the public address: both store to staging/ and invoke
+    ``live``."""
     cfg, ses = run.cfg, control_client("ses")
     thread_rule, public_rule = rule_names(cfg)
     s3_action = {"S3Action": {"BucketName": cfg.bucket, "ObjectKeyPrefix": layout.STAGING}}
@@ -211,7 +213,8 @@ def mail_from(run: Run, verified: bool = True) -> None:
     wanted = f"{MAIL_FROM_LABEL}.{cfg.domain_name}"
     if not verified:
         run.say(
-            f"MAIL FROM {wanted}: not set yet, SES sets it only on a verified identity (deploy again once verified)"
+            f"MAIL FROM {wanted}: not set yet, SES sets it only on a verified identity "
+            "(deploy again once verified)"
         )
         return
     attrs = ses.get_identity_mail_from_domain_attributes(Identities=[cfg.domain_name]).get(

@@ -1,15 +1,13 @@
 """Create or converge every resource the system needs, wherever ``AWS_ENDPOINT_URL`` points.
 
-One module for both local modes (``email-handler dev`` and the compose init service), the tests and
-``email-handler deploy``. Each resource is compared with what exists and reported as ``create``,
-``update`` or ``unchanged``; with ``apply=False`` nothing is touched and the same report is the plan
-(``deploy --dry-run``). Owner-edited state (the spam-rules file and its SSM parameter) is created
-once and never overwritten.
+One module for ``email-handler deploy``, the local modes' provisioning (common/local/provision.py,
+which adds what the local event wiring needs) and the tests. Each resource is compared with what
+exists and reported as ``create``, ``update`` or ``unchanged``; with ``apply=False`` nothing is
+touched and the same report is the plan (``deploy --dry-run``). Owner-edited state (the spam-rules
+file and its SSM parameter) is created once and never overwritten.
 
-``local=True`` adds what AWS does for us and the local event wiring needs instead
-(common.local.wiring): a queue subscribed to the SES feedback topic and a queue that stands in for
-Lambda's asynchronous invocations (SES receipt actions). S3 notifications go to the attachment queue
-in every mode, so the wiring polls it as Lambda's event source mapping would.
+S3 notifications go to the attachment queue in every mode (an SQS event source on AWS; the local event
+wiring polls it as Lambda's event source mapping would).
 """
 
 from __future__ import annotations
@@ -38,9 +36,6 @@ DLQ_RETENTION_S = 14 * 24 * 3600
 MESSAGE_LIFETIME_DAYS = 2 * (MAIN_RETENTION_S + DLQ_RETENTION_S) // 86400
 LOG_RETENTION_DAYS = 90
 FEEDBACK_EVENTS = ("delivery", "bounce", "complaint")
-# Lambda retries an asynchronous invocation twice: three receives, then the local DLQ.
-ASYNC_ATTEMPTS = 3
-ASYNC_RETRY_S = 10
 
 
 class Index(NamedTuple):
@@ -76,11 +71,6 @@ def default_spam_rules() -> str:
     return resources.files("common").joinpath("data/spam-rules.txt").read_text()
 
 
-def local_queue(cfg: Config, purpose: str) -> str:
-    """Queues of the local event wiring: ``ses-feedback``, ``invocations``."""
-    return cfg.name(f"wiring-{purpose}")
-
-
 def attachment_queue(cfg: Config) -> str:
     """S3 ObjectCreated under attachments/ -> this queue -> attachment-extractor (an SQS event source with
     MaximumConcurrency, deploy.triggers), in every mode; docs/decisions.md says why not S3 -> Lambda."""
@@ -101,28 +91,15 @@ def event_queues(cfg: Config) -> tuple[str, ...]:
     return (*sender_queues(cfg), attachment_queue(cfg))
 
 
-def provision(
-    cfg: Config, report: Callable[[Change], None] | None = None, *, apply: bool = True, local: bool = False
-) -> list[Change]:
-    """The local modes' provisioning: the shared resources and the six function roles (the
-    production policies from deploy.iam, so enforced IAM locally checks what AWS will check)."""
-    from deploy import iam
-
-    run = Run(cfg, apply, report)
-    shared(run, local=local)
-    iam.local_roles(run)
-    return run.changes
-
-
-def shared(run: Run, local: bool = False, identity: bool = True) -> None:
-    """The resources every mode needs (and with ``local``, the local wiring's), onto ``run``; the deploy
-    converges the SES identity first, itself (``identity=False``)."""
+def shared(run: Run, identity: bool = True) -> None:
+    """The resources every mode needs, onto ``run``; the deploy converges the SES identity first, itself
+    (``identity=False``)."""
     cfg = run.cfg
     _bucket(run, cfg)
     for field_name, (key, ttl, indexes) in TABLES.items():
         _table(run, getattr(cfg, field_name), key, ttl, indexes)
     for name in sender_queues(cfg):
-        _queue_with_dlq(run, name, QUEUE_VISIBILITY_S, cfg.max_receive_count)
+        queue_with_dlq(run, name, QUEUE_VISIBILITY_S, cfg.max_receive_count)
     _attachment_events(run, cfg)
     for topic in (cfg.alert_topic, cfg.feedback_topic):
         _topic(run, topic)
@@ -134,8 +111,6 @@ def shared(run: Run, local: bool = False, identity: bool = True) -> None:
     _parameter(run, cfg.spam_rules_parameter, layout.SPAM_RULES)
     secrets(run)
     owner_key(run)
-    if local:
-        _local_wiring(run, cfg)
 
 
 # --- existence helpers ---------------------------------------------------------------------------
@@ -363,7 +338,8 @@ def _index_active(run: Run, ddb: Any, table: str, index: str) -> None:
             )
         if waited % 60 == 0:
             run.say(
-                f"waiting for DynamoDB to build the index {index} of {table} (status {status}, {waited:.0f} s)"
+                f"waiting for DynamoDB to build the index {index} of {table} "
+                f"(status {status}, {waited:.0f} s)"
             )
         run.sleep(INDEX_POLL_S)
         waited += INDEX_POLL_S
@@ -414,7 +390,7 @@ def _create_queue(run: Run, sqs: Any, name: str, attributes: dict[str, str]) -> 
         waited, step = waited + pause, min(step * 2, 20.0)
 
 
-def _queue_with_dlq(
+def queue_with_dlq(
     run: Run,
     queue_name: str,
     visibility_s: int,
@@ -477,7 +453,8 @@ def ses_identity(run: Run, domain: str) -> None:
         except Exception as exc:
             if error_code(exc) != "InvalidParameterValue":
                 raise
-            # SES refuses a domain it cannot verify for this account (VerifyDomainIdentity, InvalidParameterValue)
+            # SES refuses a domain it cannot verify for this account (VerifyDomainIdentity,
+            # InvalidParameterValue)
             raise DeployError(
                 f"SES cannot verify {domain} for this account: {exc}",
                 "set DOMAIN_NAME to a domain you control and whose DNS you can change",
@@ -683,7 +660,8 @@ def log_group(run: Run, name: str, retention_days: int = LOG_RETENTION_DAYS) -> 
 
 
 def _spam_rules(run: Run, cfg: Config) -> None:
-    """Created once, never overwritten: the owner edits the list (a bucket created in this dry run has no objects)."""
+    """Created once, never overwritten: the owner edits the list (a bucket created in this dry run has
+    no objects)."""
     s3 = control_client("s3")
     exists = (run.apply or bucket_exists(cfg.bucket)) and _exists(
         lambda: s3.head_object(Bucket=cfg.bucket, Key=layout.SPAM_RULES), "404", "NoSuchKey", "NotFound"
@@ -780,10 +758,10 @@ def owner_key(run: Run) -> None:
     )
 
 
-# --- local event wiring --------------------------------------------------------------------------
+# --- queue policies and notifications ----------------------------------------------------------
 
 
-def _allow_sender(queue: str, source_arn: str, service: str) -> str:
+def allow_sender(queue: str, source_arn: str, service: str) -> str:
     arn = f"arn:aws:sqs:*:*:{queue}"
     return json.dumps(
         {
@@ -807,29 +785,14 @@ def _attachment_events(run: Run, cfg: Config) -> None:
     alone ("Granting permissions to publish messages to an SQS queue", S3 User Guide,
     https://docs.aws.amazon.com/AmazonS3/latest/userguide/grant-destinations-permissions-to-s3.html)."""
     name = attachment_queue(cfg)
-    _queue_with_dlq(
+    queue_with_dlq(
         run,
         name,
         EXTRACT_VISIBILITY_S,
         cfg.max_receive_count,
-        extra={"Policy": _allow_sender(name, f"arn:aws:s3:::{cfg.bucket}", "s3.amazonaws.com")},
+        extra={"Policy": allow_sender(name, f"arn:aws:s3:::{cfg.bucket}", "s3.amazonaws.com")},
     )
     attachments_notification(run, "QueueConfigurations", "QueueArn", queue_arn(cfg, name), name)
-
-
-def _local_wiring(run: Run, cfg: Config) -> None:
-    feedback, invocations = (local_queue(cfg, p) for p in ("ses-feedback", "invocations"))
-    feedback_arn = topic_arn(cfg, cfg.feedback_topic)
-    # SNS and SES invoke Lambda asynchronously: the same three attempts, then a DLQ.
-    _queue_with_dlq(
-        run,
-        feedback,
-        ASYNC_RETRY_S,
-        ASYNC_ATTEMPTS,
-        extra={"Policy": _allow_sender(feedback, feedback_arn, "sns.amazonaws.com")},
-    )
-    _queue_with_dlq(run, invocations, ASYNC_RETRY_S, ASYNC_ATTEMPTS)
-    subscription(run, feedback_arn, "sqs", queue_arn(cfg, feedback), f"{cfg.feedback_topic} -> {feedback}")
 
 
 def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str) -> None:

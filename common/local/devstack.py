@@ -21,6 +21,7 @@ from typing import Any
 
 from common.local.env import cli_hint
 from common.local.rie import INVOKE_PATH, REPO, free_port
+from common.runtime.errors import EmailHandlerError
 from common.runtime.functions import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
 
 HOST = "127.0.0.1"
@@ -63,7 +64,7 @@ class DevPorts:
         ]
 
 
-class PortsUnavailable(Exception):
+class PortsUnavailableError(EmailHandlerError):
     """Ports dev cannot listen on; the message names each one and what to do."""
 
 
@@ -141,7 +142,7 @@ def port_taken(port: int, host: str = HOST) -> bool:
 
 
 def check_ports(ports: DevPorts) -> None:
-    """Raise :class:`PortsUnavailable` naming every port that is out of range, given twice or taken."""
+    """Raise :class:`PortsUnavailableError` naming every port that is out of range, given twice or taken."""
     problems: list[str] = []
     owner: dict[int, str] = {}
     for port, what, how in ports.listeners():
@@ -158,7 +159,7 @@ def check_ports(ports: DevPorts) -> None:
             )
         owner.setdefault(port, what)
     if problems:
-        raise PortsUnavailable("\n".join(problems))
+        raise PortsUnavailableError("\n".join(problems))
 
 
 def ensure_rie() -> None:
@@ -214,8 +215,9 @@ class DevStack:
         return result
 
     def start(self) -> DevStack:
-        """Check every port, then start each part. Raises :class:`PortsUnavailable` before anything
+        """Check every port, then start each part. Raises :class:`PortsUnavailableError` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
+        from common.local import provision
         from common.local.emulator import EmbeddedMoto
         from common.local.env import (
             admin_credentials,
@@ -228,7 +230,6 @@ class DevStack:
         from common.local.rie import RieProcess, wait_for_port
         from common.local.wiring import Endpoint, Wiring
         from common.runtime import config
-        from deploy import resources
 
         # The owner's key first: one that cannot encrypt stops the start before anything runs.
         owner_key = config.with_owner_key_file(config.load(self.env)).owner_key
@@ -246,7 +247,7 @@ class DevStack:
         cfg = replace(config.load(self.env), owner_key=owner_key)
         self._step(
             "provisioning (queues, tables, bucket, topics, wiring queues, the six roles)",
-            lambda: resources.provision(cfg, local=True),
+            lambda: provision.provision(cfg, wiring=True),
         )
         # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).
         roles = {name: function_credentials(cfg, name, ensure_role=False) for name in self.ports.functions}
@@ -309,23 +310,27 @@ class DevStack:
 
     def summary(self) -> str:
         cfg = self.cfg
+        iam = "enforced: each function runs as its own role" if self.iam else "not enforced"
         lines = [
             "",
             "[dev] ready. Ctrl-C stops everything.",
             f"  AWS emulator (moto)   {self.endpoint}",
-            f"  SMTP ingress          smtp://127.0.0.1:{self.ports.smtp}   accepts {cfg.public_email} and *@{cfg.thread_domain}",
+            f"  SMTP ingress          smtp://127.0.0.1:{self.ports.smtp}   "
+            f"accepts {cfg.public_email} and *@{cfg.thread_domain}",
         ]
         for name, port in self.ports.functions.items():
             lines.append(f"  {name:<21} http://127.0.0.1:{port}{INVOKE_PATH}")
         lines += [
             f"  function logs         {self.log_dir}/",
-            f"  IAM                   {'enforced: each function runs as its own role' if self.iam else 'not enforced'}",
+            f"  IAM                   {iam}",
             f"  admin credentials     {self.credentials_file} (profile local-admin; inject/outbox use them)",
             f"     with the AWS CLI:  {cli_hint(self.endpoint, self.credentials_file)}",
             "",
             "  send a test mail:  email-handler inject tests/fixtures/mail/latin1-charsets.eml",
-            f"     or over SMTP:  python3 -c \"import smtplib; smtplib.SMTP('127.0.0.1', {self.ports.smtp}).sendmail("
-            f"'jane@corp.example', ['{cfg.public_email}'], 'From: Jane <jane@corp.example>\\r\\nTo: {cfg.public_email}"
+            '     or over SMTP:  python3 -c "import smtplib; '
+            f"smtplib.SMTP('127.0.0.1', {self.ports.smtp}).sendmail("
+            f"'jane@corp.example', ['{cfg.public_email}'], "
+            f"'From: Jane <jane@corp.example>\\r\\nTo: {cfg.public_email}"
             "\\r\\nSubject: Hello\\r\\n\\r\\nHi there')\"",
             "  see what went out: email-handler outbox",
         ]

@@ -162,10 +162,11 @@ def function_credentials(cfg: Config, function: str, ensure_role: bool = False) 
     after a reset gives the same keys: functions started earlier keep working."""
     from common.aws import client
     from common.aws.sts import account_id
-    from deploy.iam import ensure_local_role, role_arn
+    from common.local import provision
+    from deploy.iam import role_arn
 
     arn = (
-        ensure_local_role(cfg, function, report=_restored)
+        provision.ensure_role(cfg, function, report=_restored)
         if ensure_role
         else role_arn(cfg, account_id(), function)
     )

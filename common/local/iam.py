@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlparse
 
+from common.runtime.errors import EmailHandlerError
+
 ACCOUNT = "123456789012"  # moto's default account
 ADMIN_USER = "local-admin"
 ADMIN_PROFILE = "local-admin"
@@ -60,7 +62,7 @@ def admin_credentials() -> dict[str, str]:
 # --- policy evaluation -----------------------------------------------------------------------------
 
 
-class UnsupportedCondition(Exception):
+class UnsupportedConditionError(EmailHandlerError):
     """A condition operator this evaluator does not implement: denied, and said so, never ignored."""
 
 
@@ -97,7 +99,7 @@ def _operator_matches(operator: str, expected: list[str], actual: list[str]) -> 
     elif base == "Bool":
         test = lambda a: any(a.lower() == e.lower() for e in expected)  # noqa: E731
     else:
-        raise UnsupportedCondition(operator)
+        raise UnsupportedConditionError(operator)
     if quantifier == "ForAllValues":
         return all(test(a) for a in actual)
     if quantifier == "ForAnyValue":
@@ -568,7 +570,7 @@ def _authorize_normal(self: Any, resource: str = "*") -> None:
     checked = as_aws_evaluates(context(self, "ses" if self.service_name == "sesv2" else iam_prefix, action))
     try:
         allowed = evaluate(_documents(request), checked)
-    except UnsupportedCondition:
+    except UnsupportedConditionError:
         allowed = False
     if allowed and checked.action == "sts:AssumeRole":
         allowed = _role_trusts(self, checked.resources[0], request._access_key.arn)
@@ -607,7 +609,7 @@ def _authorize_s3(self: Any, bucket_name: str | None = None, key_name: str | Non
     checked = as_aws_evaluates(Request(action, [resource], conditions))
     try:
         allowed = evaluate(documents, checked)
-    except UnsupportedCondition:
+    except UnsupportedConditionError:
         allowed = False
     if not allowed:
         _deny(self, request, checked, s3=True)
@@ -616,7 +618,7 @@ def _authorize_s3(self: Any, bucket_name: str | None = None, key_name: str | Non
         listing = Request("s3:ListBucket", [f"arn:aws:s3:::{bucket_name}"], {})
         try:
             may_list = evaluate(documents, listing)
-        except UnsupportedCondition:
+        except UnsupportedConditionError:
             may_list = False
         if not may_list:
             _deny(self, request, listing, s3=True)

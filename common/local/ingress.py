@@ -21,12 +21,12 @@ from typing import Any
 
 from common.aws import s3, sqs
 from common.local import events as localevents
+from common.local.provision import wiring_queue
 from common.mail.threads import receiving_function
 from common.runtime.config import Config
 from common.runtime.functions import SMTP_PORT
 from common.runtime.log import get_logger
 from common.store import layout
-from deploy import resources
 
 log = get_logger("ingress")
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024  # SES receiving's limit, headers included
@@ -85,7 +85,7 @@ def deliver(
                 destination=recipients,
             )
             request_id = sqs.send(
-                resources.local_queue(cfg, "invocations"), json.dumps({"function": function, "event": event})
+                wiring_queue(cfg, "invocations"), json.dumps({"function": function, "event": event})
             )
             log.info(
                 "mail received",

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from common.runtime.errors import EmailHandlerError
+
 REPO = Path(__file__).resolve().parents[2]
 ENTRYPOINT = REPO / "docker" / "lambda-entrypoint.sh"
 INVOKE_PATH = "/2015-03-31/functions/function/invocations"
@@ -69,7 +71,7 @@ def free_port(count: int = 1) -> int:
     raise RuntimeError(f"no {count} consecutive free ports between {low} and {top + count}")
 
 
-class InvokeError(RuntimeError):
+class InvokeError(EmailHandlerError, RuntimeError):
     """The function returned a Lambda error payload (errorType/errorMessage)."""
 
     def __init__(self, payload: dict[str, Any]):

@@ -27,6 +27,7 @@ from typing import Any
 
 from common.aws import sqs
 from common.local.events import sns_event, sqs_event
+from common.local.provision import ASYNC_ATTEMPTS, wiring_queue
 from common.runtime.config import Config
 from common.runtime.functions import BY_NAME, FUNCTIONS
 from common.runtime.log import get_logger
@@ -184,8 +185,8 @@ class Wiring:
             for f in FUNCTIONS
             if f.batch_concurrency
         ] + [
-            Source(resources.local_queue(cfg, "ses-feedback"), sns_route),
-            Source(resources.local_queue(cfg, "invocations"), invocation_route),
+            Source(wiring_queue(cfg, "ses-feedback"), sns_route),
+            Source(wiring_queue(cfg, "invocations"), invocation_route),
         ]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -259,7 +260,7 @@ class Wiring:
         if error is None:
             condition, response = "Success", result
         else:
-            condition = "RetriesExhausted" if receives >= resources.ASYNC_ATTEMPTS else "RetryPending"
+            condition = "RetriesExhausted" if receives >= ASYNC_ATTEMPTS else "RetryPending"
             response = (
                 error.payload
                 if isinstance(error, InvokeError)
@@ -273,7 +274,7 @@ class Wiring:
                 "functionArn": alias_arn(self.cfg, account_id(), function),
                 "condition": condition,
                 "approximateInvokeCount": receives,
-                "maximumAttempts": resources.ASYNC_ATTEMPTS,
+                "maximumAttempts": ASYNC_ATTEMPTS,
             },
             "responseContext": {"statusCode": 200, **({"functionError": "Unhandled"} if error else {})},
             "responsePayload": response,

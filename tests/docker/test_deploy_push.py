@@ -65,7 +65,7 @@ def deploy_cli(
         "THREAD_SECRET": "0123456789abcdef" * 4,
     }
     return subprocess.run(
-        [sys.executable, "-m", "common.local.cli", "deploy", "--registry", registry, *extra],
+        [sys.executable, "-m", "common.ops.cli", "deploy", "--registry", registry, *extra],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -37,7 +37,7 @@ def prd(stack, moto_server):
     for field_name, (key, ttl, indexes) in resources.TABLES.items():
         resources._table(run, getattr(cfg, field_name), key, ttl, indexes)
     for queue in resources.sender_queues(cfg):
-        resources._queue_with_dlq(run, queue, 60, cfg.max_receive_count)
+        resources.queue_with_dlq(run, queue, 60, cfg.max_receive_count)
     iam = client("iam")
     role = iam.create_role(
         RoleName="prd-inbound",
@@ -76,7 +76,7 @@ def cli(moto_server: str, *args: str) -> subprocess.CompletedProcess[str]:
     # The emulator enforces IAM: the shell holds an administrator's keys (the local admin's, here).
     env |= {"AWS_ENDPOINT_URL": moto_server, **admin_credentials()}
     return subprocess.run(
-        [sys.executable, "-m", "common.local.cli", *args, "--env", "prd", "--region", "us-east-1"],
+        [sys.executable, "-m", "common.ops.cli", *args, "--env", "prd", "--region", "us-east-1"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -128,7 +128,7 @@ def test_redrive_does_not_stop_at_a_false_empty_receive_nor_leave_messages_in_fl
     messages; a message another consumer holds is invisible until its visibility timeout ends. Redrive
     long-polls and ends only when SQS counts nothing visible or in flight."""
     from common.aws import sqs
-    from common.local import admin
+    from common.ops import admin
 
     dlq = resources.dlq_name(prd.forward_queue)
     sqs.send(dlq, json.dumps({"kind": "forward", "n": 1}))

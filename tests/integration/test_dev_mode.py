@@ -78,7 +78,7 @@ def test_email_handler_dev_end_to_end(tmp_path) -> None:
                 [
                     sys.executable,
                     "-m",
-                    "common.local.cli",
+                    "common.ops.cli",
                     "inject",
                     str(fixture),
                     "--endpoint",
@@ -108,7 +108,7 @@ def dev_command(aws: int, smtp: int, first: int, log_dir) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "common.local.cli",
+        "common.ops.cli",
         "dev",
         "--emulator-port",
         str(aws),

@@ -93,7 +93,7 @@ def test_forget_leaves_no_object_or_item_of_the_contact(stack, fns) -> None:
         [
             sys.executable,
             "-m",
-            "common.local.cli",
+            "common.ops.cli",
             "forget",
             "Jane@Corp.example",
             "--json",
@@ -115,7 +115,7 @@ def test_forget_leaves_no_object_or_item_of_the_contact(stack, fns) -> None:
     assert left == [], left
     assert [line for line in everything(stack) if BOB in line or bob["conversationId"] in line] == bob_before
     again = subprocess.run(
-        [sys.executable, "-m", "common.local.cli", "forget", JANE, "--endpoint", stack.url],
+        [sys.executable, "-m", "common.ops.cli", "forget", JANE, "--endpoint", stack.url],
         cwd=REPO,
         capture_output=True,
         text=True,

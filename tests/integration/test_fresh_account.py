@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from common.aws import client, reset_clients
 from common.local import fresh
-from common.local.cli import main as cli
+from common.ops.cli import main as cli
 from deploy.main import Options, WaitingOnDns, deploy
 from tests.integration.test_deploy import ACCOUNT, PREFIX, images
 

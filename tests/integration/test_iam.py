@@ -179,9 +179,9 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack) -> None
             time.sleep(0.2)
         return value
 
-    from deploy import resources
+    from common.local import provision
 
-    resources.provision(cfg, local=True)  # the wiring's own queues too
+    provision.provision(cfg, wiring=True)  # the wiring's own queues too
     lines: list[str] = []
     roles = {f.name: function_credentials(cfg, f.name, ensure_role=False) for f in SENDERS}
     without("sqs:ReceiveMessage")

@@ -9,14 +9,14 @@ from email.message import EmailMessage
 
 import pytest
 
+from common.local import provision
 from common.local.ingress import SmtpIngress
 from common.local.rie import free_port
-from deploy import resources
 
 
 @pytest.fixture
 def ingress(stack):
-    resources.provision(stack.cfg, local=True)  # the wiring's invocations queue, as `email-handler dev` has
+    provision.provision(stack.cfg, wiring=True)  # the wiring's invocations queue, as `email-handler dev` has
     server = SmtpIngress(stack.cfg, "127.0.0.1", free_port()).start()
     yield server
     server.stop()
@@ -47,7 +47,7 @@ def test_a_saved_eml_with_bare_lf_line_ends_is_accepted_and_stored_with_crlf(sta
     raw = saved_eml(stack.cfg)
     with smtplib.SMTP("127.0.0.1", ingress.port, timeout=30) as smtp:
         assert smtp.sendmail("jane@corp.example", [stack.cfg.public_email], raw) == {}  # raises on 500
-    stored = staged(stack, stack.receive(resources.local_queue(stack.cfg, "invocations")))
+    stored = staged(stack, stack.receive(provision.wiring_queue(stack.cfg, "invocations")))
     # Every line end as CRLF; smtplib ends the data with one more CRLF, which is kept as sent.
     assert stored == raw.replace(b"\n", b"\r\n") + b"\r\n"
     assert b"\r\n.\r\n..a line that starts with a dot\r\n" in stored  # dot-stuffing undone, the lone dot kept
@@ -57,7 +57,7 @@ def test_crlf_messages_pass_unchanged(stack, ingress) -> None:
     raw = saved_eml(stack.cfg).replace(b"\n", b"\r\n")
     with smtplib.SMTP("127.0.0.1", ingress.port, timeout=30) as smtp:
         smtp.sendmail("jane@corp.example", [stack.cfg.public_email], raw)
-    assert staged(stack, stack.receive(resources.local_queue(stack.cfg, "invocations"))) == raw
+    assert staged(stack, stack.receive(provision.wiring_queue(stack.cfg, "invocations"))) == raw
 
 
 def test_a_bare_lf_dot_does_not_end_the_message(stack, ingress) -> None:
@@ -81,7 +81,7 @@ def test_a_bare_lf_dot_does_not_end_the_message(stack, ingress) -> None:
         assert say(b"DATA\r\n").startswith(b"354")
         assert say(smuggled + b"\r\n.\r\n").startswith(b"250")
         say(b"QUIT\r\n")
-    queue = resources.local_queue(stack.cfg, "invocations")
+    queue = provision.wiring_queue(stack.cfg, "invocations")
     assert stack.depth(queue) == 1  # one message, not two
     assert b"\r\nbody\r\n.\r\nMAIL FROM:<evil@corp.example>\r\n" in staged(stack, stack.receive(queue))
 
@@ -97,7 +97,7 @@ def test_a_mail_to_the_public_and_a_thread_address_reaches_both_handlers(stack, 
     seen: dict[str, dict] = {}
     for _ in range(5):  # moto returns a subset per call
         seen.update(
-            (m["MessageId"], m) for m in stack.receive(resources.local_queue(stack.cfg, "invocations"))
+            (m["MessageId"], m) for m in stack.receive(provision.wiring_queue(stack.cfg, "invocations"))
         )
     bodies = [json.loads(m["Body"]) for m in seen.values()]
     by_function = {b["function"]: SesReceipt.from_event(b["event"]) for b in bodies}

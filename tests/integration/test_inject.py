@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from common.local import provision
 from common.local.wiring import Endpoint, Wiring, invocation_route
-from deploy import resources
 from tests.conftest import IAM_ENFORCED, REPO
 from tests.support import mailgen as g
 
@@ -20,7 +20,7 @@ from tests.support import mailgen as g
 @pytest.fixture
 def wired(stack, rie_function):
     """The wiring's asynchronous-invocation source in this process, delivering to ``start(env)``'s RIE."""
-    resources.provision(stack.cfg, local=True)
+    provision.provision(stack.cfg, wiring=True)
     running: list[Wiring] = []
 
     def start(**env: str) -> Wiring:
@@ -45,7 +45,7 @@ def inject(
         [
             sys.executable,
             "-m",
-            "common.local.cli",
+            "common.ops.cli",
             "inject",
             str(path),
             "--endpoint",
@@ -123,6 +123,6 @@ def test_a_failing_handler_is_reported_at_once(stack, wired, tmp_path) -> None:
 
 
 def test_no_wiring_says_so(stack, tmp_path) -> None:
-    resources.provision(stack.cfg, local=True)
+    provision.provision(stack.cfg, wiring=True)
     code, result, _, _ = inject(stack, tmp_path, g.from_field("Jane <jane@corp.example>"), timeout=2)
     assert code == 1 and result["outcome"] == "not handled yet" and "is the wiring running" in result["hint"]

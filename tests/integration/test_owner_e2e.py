@@ -30,7 +30,7 @@ class Cli:
 
     def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [sys.executable, "-m", "common.local.cli", *args, "--endpoint", self.endpoint],
+            [sys.executable, "-m", "common.ops.cli", *args, "--endpoint", self.endpoint],
             cwd=REPO,
             capture_output=True,
             text=True,

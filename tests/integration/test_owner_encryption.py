@@ -79,7 +79,7 @@ def test_dev_refuses_an_expired_certificate_before_starting_anything(tmp_path) -
         [
             sys.executable,
             "-m",
-            "common.local.cli",
+            "common.ops.cli",
             "dev",
             "--emulator-port",
             str(dev.aws),

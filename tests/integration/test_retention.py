@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from common.aws import client, dynamodb
+from common.local import provision
 from deploy import resources
 from tests.support.mailgen import mail
 
@@ -49,8 +50,8 @@ def test_provisioning_applies_retention_and_reconciles_a_change(stack, rie_funct
     [item] = dynamodb.scan(cfg.quarantine_table)
     assert held["status"] == "quarantined" and item["expiresAt"] == epoch(item["receivedAt"]) + 30 * 86400
 
-    changes = resources.provision(
-        replace(cfg, retention_archive_days=0, retention_quarantine_days=7), local=True
+    changes = provision.provision(
+        replace(cfg, retention_archive_days=0, retention_quarantine_days=7), wiring=True
     )
     assert [c.action for c in changes if c.kind == "s3-bucket"] == ["update"]
     now = rules(cfg.bucket)

@@ -66,7 +66,7 @@ def test_wrong_event_shape_is_rejected_with_reason(rie_function) -> None:
 
 
 def test_cli_invoke_reaches_the_function(rie_function, stack, tmp_path, capsys) -> None:
-    from common.local.cli import main
+    from common.ops.cli import main
 
     fn = rie_function("ack-sender")
     event = tmp_path / "event.json"

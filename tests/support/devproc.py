@@ -55,7 +55,7 @@ class DevProcess:
             [
                 sys.executable,
                 "-m",
-                "common.local.cli",
+                "common.ops.cli",
                 "dev",
                 "--emulator-port",
                 str(self.aws),

@@ -19,12 +19,12 @@ from typing import Any
 from common.aws import client, sqs
 from common.inbound import policy
 from common.local import events as localevents
+from common.local import provision
 from common.local.env import function_credentials
 from common.runtime import config
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS
 from common.store.sendqueue import OutboundMessage, load
-from deploy import resources
 
 ACCOUNT = "123456789012"
 
@@ -51,7 +51,7 @@ class Stack:
         urllib.request.urlopen(urllib.request.Request(self.url + "/moto-api/reset", method="POST")).read()
         sqs.queue_url.cache_clear()  # the reset emptied the emulator: no cached queue URL is valid now
         policy.RULES.clear()
-        resources.provision(self.cfg)
+        provision.provision(self.cfg)
         for f in FUNCTIONS:  # the functions' role sessions again (their keys do not change)
             function_credentials(self.cfg, f.name, ensure_role=False)
         return self

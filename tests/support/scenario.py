@@ -44,7 +44,7 @@ class LocalSystem:
 
     def outbox(self) -> list[dict[str, Any]]:
         out = subprocess.run(
-            [sys.executable, "-m", "common.local.cli", "outbox", "--json", "--endpoint", self.endpoint],
+            [sys.executable, "-m", "common.ops.cli", "outbox", "--json", "--endpoint", self.endpoint],
             capture_output=True,
             text=True,
             timeout=60,

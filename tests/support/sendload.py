@@ -206,17 +206,17 @@ def queue_empty(cfg: Config, feeder: threading.Thread | None = None) -> Callable
 @contextlib.contextmanager
 def emulator_process(env: dict[str, str]) -> Iterator[Config]:
     """A provisioned stack on a moto server in its own process; AWS_ENDPOINT_URL points at it meanwhile."""
+    from common.local import provision
     from common.local.emulator import MotoProcess
     from common.local.env import aws_endpoint
     from common.local.rie import free_port
     from common.runtime import config
-    from deploy import resources
 
     server = MotoProcess(free_port()).start()
     try:
         with aws_endpoint(server.url, env):
             cfg = config.load(env)
-            resources.provision(cfg)
+            provision.provision(cfg)
             yield cfg
     finally:
         server.stop()

@@ -1,5 +1,5 @@
 """Commands that act on a deployment take the local admin's credentials only against an emulator on
-this machine, and only when none are configured (common/local/cli.py _emulator_credentials)."""
+this machine, and only when none are configured (common/ops/cli.py emulator_credentials)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from common.local import cli
 from common.local.env import admin_credentials
+from common.ops import cli
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def test_an_emulator_here_without_credentials_gets_the_local_admins(
     clean: pytest.MonkeyPatch, endpoint: str
 ) -> None:
     clean.setenv("AWS_ENDPOINT_URL", endpoint)
-    cli._emulator_credentials()
+    cli.emulator_credentials()
     assert os.environ["AWS_ACCESS_KEY_ID"] == admin_credentials()["AWS_ACCESS_KEY_ID"]
 
 
@@ -41,5 +41,5 @@ def test_configured_credentials_and_aws_endpoints_are_left_alone(
 ) -> None:
     for name, value in env.items():
         clean.setenv(name, value)
-    cli._emulator_credentials()
+    cli.emulator_credentials()
     assert os.environ.get("AWS_ACCESS_KEY_ID") == kept

@@ -6,7 +6,8 @@ import platform
 
 import pytest
 
-from common.local import cli, pyversion
+from common.local import pyversion
+from common.ops import cli
 
 
 def test_this_python_reads_mail_as_the_images_do() -> None:

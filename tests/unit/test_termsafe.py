@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from common.local import admin, cli
 from common.local.termsafe import clean
+from common.ops import admin, cli
 from common.runtime import config
 from tests.support.mailgen import mail
 

@@ -1,12 +1,13 @@
 """Owner and operator commands: ``quarantine``, ``block`` / ``allow`` / ``unblock``, ``suppression``,
-``dlq`` and ``conversations``.
+``dlq``, ``conversations`` and ``forget``.
 
 Each runs against the local emulator (the default: ``--endpoint``, the local configuration) or
 against a deployment on AWS (``--env E`` and/or ``--region R``: its resource names, the addresses it
 was deployed with, read from inbound-handler's configuration, and the default AWS credential chain).
 Each prints a table, or with ``--json`` one JSON document. What a function must do itself (releasing
 a quarantined mail is a forward, the digest is a mail) is asked of inbound-handler with the same
-event AWS would send it: invoked on AWS, queued for the local wiring locally.
+event AWS would send it: invoked on AWS; locally the release is queued for the local wiring, and the
+digest runs here, through the very function inbound-handler's schedule entry calls.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from common.local.cli import ENDPOINT, arg, command, group
+from common.local.commands import ENDPOINT, arg, command, endpoint, local_config
+from common.local.provision import wiring_queue
 from common.runtime.config import Config
+from common.runtime.errors import EmailHandlerError
 
 TARGET = (
     arg("--env", help="a deployment on AWS: its environment name (e.g. prd); default: the local emulator"),
@@ -37,10 +40,6 @@ TARGET = (
 INBOUND = "inbound-handler"
 TASK_TIMEOUT_S = 60.0
 
-group("quarantine", "mail held by the spam policy or the owner's block list: list, show, release, digest")
-group("suppression", "addresses sends are skipped for (bounces, complaints): list, remove")
-group("dlq", "dead-letter queues: list what failed, redrive it")
-
 
 @dataclass(frozen=True, slots=True)
 class Target:
@@ -51,11 +50,10 @@ class Target:
 
 def target(args: argparse.Namespace) -> Target:
     """Point this process's AWS clients at the chosen stack and return its configuration."""
-    from common.local.cli import _endpoint, _local_config
     from common.runtime import config
 
     if not (args.env or args.region):
-        return Target(_local_config(args), False, f"local emulator at {_endpoint(args)}")
+        return Target(local_config(args), False, f"local emulator at {endpoint(args)}")
     from common.aws import reset_clients
 
     env, region = (
@@ -77,8 +75,8 @@ def deployed_environment(cfg: Config) -> dict[str, str]:
         described = client("lambda").get_function_configuration(FunctionName=cfg.name(INBOUND))
     except Exception as exc:
         print(
-            f"[note] cannot read {cfg.name(INBOUND)}'s configuration ({error_code(exc) or type(exc).__name__}): "
-            "using this shell's environment for the addresses",
+            f"[note] cannot read {cfg.name(INBOUND)}'s configuration "
+            f"({error_code(exc) or type(exc).__name__}): using this shell's environment for the addresses",
             file=sys.stderr,
         )
         return {}
@@ -159,9 +157,8 @@ def run_task(t: Target, event: dict[str, Any], done: Callable[[], dict[str, Any]
             raise RuntimeError(f"{t.cfg.name(INBOUND)} failed: {json.dumps(payload)}")
         return dict(payload or {})
     from common.aws import sqs
-    from deploy import resources
 
-    sqs.send(resources.local_queue(t.cfg, "invocations"), json.dumps({"function": INBOUND, "event": event}))
+    sqs.send(wiring_queue(t.cfg, "invocations"), json.dumps({"function": INBOUND, "event": event}))
     deadline = time.monotonic() + TASK_TIMEOUT_S
     while time.monotonic() < deadline:
         outcome = done()
@@ -216,12 +213,11 @@ QUARANTINE_COLUMNS = [
 
 
 @command(
-    "quarantine list",
     "held mail, newest first",
     *TARGET,
     arg("--all", action="store_true", help="released mail too"),
 )
-def _quarantine_list(args: argparse.Namespace) -> int:
+def cmd_quarantine_list(args: argparse.Namespace) -> int:
     from common.store import quarantine
 
     t = target(args)
@@ -230,13 +226,12 @@ def _quarantine_list(args: argparse.Namespace) -> int:
 
 
 @command(
-    "quarantine show",
     "one held mail: why, from whom, its headers and text",
     arg("id", help="the id from `quarantine list` (or from the digest's release address)"),
     *TARGET,
     arg("--raw", action="store_true", help="print the raw message (.eml) instead"),
 )
-def _quarantine_show(args: argparse.Namespace) -> int:
+def cmd_quarantine_show(args: argparse.Namespace) -> int:
     from common.aws import s3
     from common.mail import limits
     from common.mail.parse import parse
@@ -294,12 +289,11 @@ def _quarantine_show(args: argparse.Namespace) -> int:
 
 
 @command(
-    "quarantine release",
     "forward a held mail to the owner as any other (never acked)",
     arg("id", help="the id from `quarantine list`"),
     *TARGET,
 )
-def _quarantine_release(args: argparse.Namespace) -> int:
+def cmd_quarantine_release(args: argparse.Namespace) -> int:
     from common.store import quarantine
 
     t = target(args)
@@ -332,28 +326,23 @@ def _quarantine_release(args: argparse.Namespace) -> int:
     )
 
 
-@command("quarantine digest", "send the daily quarantine digest now (what the schedule does)", *TARGET)
-def _quarantine_digest(args: argparse.Namespace) -> int:
-    from common.mail import limits
-    from common.store import quarantine
+@command("send the daily quarantine digest now (what the schedule does)", *TARGET)
+def cmd_quarantine_digest(args: argparse.Namespace) -> int:
+    """On AWS inbound-handler's schedule entry answers the task; locally this process runs the function
+    the schedule entry runs (common/inbound/quarantine.py send_digest): the same digest queued for the
+    forward-sender and the same records marked, and its own result printed."""
+    from common.inbound.quarantine import send_digest
+    from common.runtime.config import with_secrets
+    from common.runtime.functions import BY_NAME
+    from common.runtime.log import set_level
 
     t = target(args)
-    pending = [str(i["id"]) for i in quarantine.pending(t.cfg)]
-    listed = min(len(pending), limits.DIGEST_MAX_ENTRIES)  # a digest marks only what it lists; the rest wait
-
-    def sent() -> dict[str, Any] | None:
-        left = {str(i["id"]) for i in quarantine.pending(t.cfg)}
-        marked = [q for q in pending if q not in left]
-        return (
-            {"status": "digest-sent", "count": len(pending), "ids": marked} if len(marked) >= listed else None
-        )
-
-    if not pending and not t.aws:
-        outcome: dict[str, Any] = {"status": "nothing-quarantined", "count": 0}
+    if t.aws:
+        event = task_event("Scheduled Event", "service-email-handler", {"task": "quarantine-digest"})
+        outcome = run_task(t, event, lambda: None)
     else:
-        outcome = run_task(
-            t, task_event("Scheduled Event", "service-email-handler", {"task": "quarantine-digest"}), sent
-        )
+        set_level("WARNING", "quarantine")  # stdout carries the outcome
+        outcome = dict(send_digest(with_secrets(t.cfg, BY_NAME[INBOUND].requires)))
     return report(
         args,
         outcome,
@@ -407,25 +396,22 @@ ENTRY = arg(
 )
 
 
-@command("block", "quarantine later mail from ADDR or @DOMAIN (no forward, no ack)", ENTRY, *TARGET)
-def _block(args: argparse.Namespace) -> int:
+@command("quarantine later mail from ADDR or @DOMAIN (no forward, no ack)", ENTRY, *TARGET)
+def cmd_block(args: argparse.Namespace) -> int:
     return _set(args, "block")
 
 
-@command(
-    "allow", "exempt ADDR or @DOMAIN from the keyword lists (SES's verdicts still apply)", ENTRY, *TARGET
-)
-def _allow(args: argparse.Namespace) -> int:
+@command("exempt ADDR or @DOMAIN from the keyword lists (SES's verdicts still apply)", ENTRY, *TARGET)
+def cmd_allow(args: argparse.Namespace) -> int:
     return _set(args, "allow")
 
 
 @command(
-    "unblock",
     "take ADDR or @DOMAIN off the block or allow list",
     arg("entry", help="ADDR or @DOMAIN"),
     *TARGET,
 )
-def _unblock(args: argparse.Namespace) -> int:
+def cmd_unblock(args: argparse.Namespace) -> int:
     from common.store import senderlists
 
     t = target(args)
@@ -450,11 +436,10 @@ def _unblock(args: argparse.Namespace) -> int:
 
 
 @command(
-    "suppression list",
     "addresses sends are skipped for (bounces, complaints) or held back (the owner's mailbox)",
     *TARGET,
 )
-def _suppression_list(args: argparse.Namespace) -> int:
+def cmd_suppression_list(args: argparse.Namespace) -> int:
     from common.store import sendstatus
 
     t = target(args)
@@ -484,12 +469,11 @@ def _suppression_list(args: argparse.Namespace) -> int:
 
 
 @command(
-    "suppression remove",
     "mail ADDR again: lifts a suppression or a hold (after the mailbox was fixed)",
     arg("address"),
     *TARGET,
 )
-def _suppression_remove(args: argparse.Namespace) -> int:
+def cmd_suppression_remove(args: argparse.Namespace) -> int:
     from common.store import sendstatus
 
     t = target(args)
@@ -504,9 +488,8 @@ def _suppression_remove(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"address": args.address.lower(), "was": state or None, "entry": old}, default=str))
     elif state:
-        print(
-            f"{args.address.lower()} is no longer {state} (was: {old.get('reason') or old.get('heldReason') if old else ''})"
-        )
+        was = old.get("reason") or old.get("heldReason") if old else ""
+        print(f"{args.address.lower()} is no longer {state} (was: {was})")
     else:
         print(f"{args.address.lower()} was neither suppressed nor held ({t.where})")
     return 0 if state else 1
@@ -556,12 +539,11 @@ def _summary(body: str) -> dict[str, Any]:
 
 
 @command(
-    "dlq list",
     "dead-letter queues and their depth; with QUEUE, the messages in it",
     arg("queue", nargs="?", help="e.g. forward (default: every DLQ, depth only)"),
     *TARGET,
 )
-def _dlq_list(args: argparse.Namespace) -> int:
+def cmd_dlq_list(args: argparse.Namespace) -> int:
     from common.aws import sqs
 
     t = target(args)
@@ -635,18 +617,17 @@ def peek(queue: str, limit: int = 1000) -> list[dict[str, Any]]:
 
 
 @command(
-    "dlq redrive",
     "move failed messages back to the queue they came from (senders skip what was sent)",
     arg("queue", nargs="?", help="e.g. forward (default: every DLQ)"),
     *TARGET,
 )
-def _dlq_redrive(args: argparse.Namespace) -> int:
+def cmd_dlq_redrive(args: argparse.Namespace) -> int:
     t = target(args)
     done: dict[str, Redriven] = {}
     for queue in _queue_arg(t.cfg, args.queue):
         try:
             done[queue] = redrive(queue, say=lambda line: print(line, file=sys.stderr, flush=True))
-        except NoSourceQueue as exc:
+        except NoSourceQueueError as exc:
             # Lambda's on-failure destination (async-dlq) holds invocation records, not queue messages:
             # there is no queue to move them to, `replay` re-invokes the function instead.
             if args.queue:
@@ -660,8 +641,8 @@ def _dlq_redrive(args: argparse.Namespace) -> int:
     for queue, r in done.items():
         if r.left:
             print(
-                f"{queue}: SQS still counts {r.left} message(s) there (in flight elsewhere, or its count lags): "
-                "run the redrive again in a minute",
+                f"{queue}: SQS still counts {r.left} message(s) there (in flight elsewhere, or its count "
+                "lags): run the redrive again in a minute",
                 file=sys.stderr,
             )
     return 0
@@ -674,7 +655,7 @@ REDRIVE_POLL_S = 5
 REDRIVE_PATIENCE_S = 70.0
 
 
-class NoSourceQueue(RuntimeError):
+class NoSourceQueueError(EmailHandlerError, RuntimeError):
     """The queue is a dead-letter target of no queue's redrive policy, so a redrive has nowhere to go."""
 
 
@@ -703,7 +684,7 @@ def redrive(
 
     sources = client("sqs").list_dead_letter_source_queues(QueueUrl=sqs.queue_url(dlq)).get("queueUrls", [])
     if not sources:
-        raise NoSourceQueue(
+        raise NoSourceQueueError(
             f"{dlq} is no queue's dead-letter queue (the functions' on-failure destination is "
             "one): `email-handler replay` re-invokes what it holds"
         )
@@ -742,8 +723,8 @@ def redrive(
 # --- conversations ---------------------------------------------------------------------------------
 
 
-@command("conversations", "every conversation, most recent first", *TARGET)
-def _conversations(args: argparse.Namespace) -> int:
+@command("every conversation, most recent first", *TARGET)
+def cmd_conversations(args: argparse.Namespace) -> int:
     from common.aws import dynamodb
 
     t = target(args)
@@ -764,12 +745,11 @@ def _conversations(args: argparse.Namespace) -> int:
 
 
 @command(
-    "forget",
     "remove a contact's conversations, archive, attachments, extracted text and records",
     arg("address", help="the contact's address"),
     *TARGET,
 )
-def _forget(args: argparse.Namespace) -> int:
+def cmd_forget(args: argparse.Namespace) -> int:
     from common.store.erasure import forget
 
     t = target(args)

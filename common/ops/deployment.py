@@ -1,0 +1,213 @@
+"""The deployment commands of the `email-handler` console script: ``deploy``, ``status``, ``destroy``
+and ``replay``, the front-ends of deploy/ (and of common/ops/status.py) against AWS, or against an
+emulator that AWS_ENDPOINT_URL names.
+
+deploy/ is imported inside each command: importing deploy.main costs about a second on every start of
+the console script (python -X importtime), which the local commands never need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from common.local.commands import arg, command
+from common.runtime import config
+
+AWS_TARGET = (
+    arg("--env", default="prd", help="environment name in every resource name (default prd)"),
+    arg("--region", help="AWS region (default: AWS_REGION or the profile's; must agree with AWS_REGION)"),
+)
+
+
+@command(
+    "push the images to ECR and create or update the stack on AWS",
+    *AWS_TARGET,
+    arg(
+        "--dry-run", action="store_true", help="print the plan (create / update / unchanged), change nothing"
+    ),
+    arg("--registry", help="push to this registry host instead of ECR (an emulator's tests only)"),
+    arg("--skip-build", action="store_true", help="use the images already built (make images)"),
+    arg(
+        "--allow-unverified", action="store_true", help="deploy although SES has not verified the domain yet"
+    ),
+    arg(
+        "--replace-active-rule-set",
+        action="store_true",
+        help="make this deployment's receipt rule set the active one "
+        "(default: add its rules to the active set)",
+    ),
+    arg(
+        "--wait",
+        nargs="?",
+        type=float,
+        const=3600.0,
+        default=0.0,
+        metavar="SECONDS",
+        help="poll until SES verifies the domain (default 3600 s) instead of stopping with exit code 3",
+    ),
+    arg(
+        "--print-deployer-policy",
+        action="store_true",
+        help="print the least-privilege IAM policy the deploying user needs (managed policies), and exit",
+    ),
+)
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from deploy.errors import DeployError
+    from deploy.main import Options, WaitingOnDns, deploy
+
+    options = Options(
+        env=args.env,
+        region=args.region,
+        dry_run=args.dry_run,
+        registry=args.registry,
+        skip_build=args.skip_build,
+        allow_unverified=args.allow_unverified,
+        replace_active_rule_set=args.replace_active_rule_set,
+        wait_s=args.wait,
+    )
+    try:
+        if args.print_deployer_policy:
+            return _print_deployer_policy(options)
+        deploy(options, report=lambda line: print(line, flush=True))
+    except WaitingOnDns as exc:
+        print(f"[deploy] {exc}", file=sys.stderr)
+        return WaitingOnDns.EXIT_CODE
+    except DeployError as exc:
+        print(f"[deploy] error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _print_deployer_policy(options: Any) -> int:
+    """The policy documents on stdout (one JSON object, or one per line when split), and on stderr how
+    to create them as managed policies and attach them: an inline user policy may hold only 2,048
+    characters."""
+    from deploy.iam import deployer_policy_names
+
+    cfg, account, documents = _deployer_policy(options)
+    names = deployer_policy_names(cfg, len(documents))
+    folder = options.build_dir / cfg.env
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = []
+    for name, document in zip(names, documents, strict=True):
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(document, indent=2) + "\n")
+        steps += [
+            f"  aws iam create-policy --policy-name {name} --policy-document file://{path}",
+            "  aws iam attach-user-policy --user-name DEPLOYER"
+            f" --policy-arn arn:aws:iam::{account}:policy/{name}",
+        ]
+    # Compact on stdout, one document a line: what IAM counts against the managed-policy quota (6,144
+    # characters, white space excluded), so the printed size is the size that matters; the files keep
+    # their indentation.
+    print("\n".join(json.dumps(d, separators=(",", ":")) for d in documents))
+    policies = "policy" if len(documents) == 1 else "policies"
+    print(
+        f"[deploy] the deployer needs {len(documents)} managed {policies} "
+        "(an inline user policy is capped at 2,048 characters); create and attach them to the "
+        "deploying user (or role: attach-role-policy --role-name):\n" + "\n".join(steps),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
+    """For the account of the current credentials, or placeholders when there are none."""
+    from deploy.iam import deployer_policies
+    from deploy.preflight import resolve_region
+
+    region = resolve_region(options.region, os.environ)
+    try:
+        from common.aws.sts import account_id
+
+        account = account_id()
+    except Exception:
+        account = "ACCOUNT_ID"
+    values = {**os.environ, "ENVIRONMENT": options.env, "AWS_REGION": region}
+    values.setdefault(
+        "EMAIL_BUCKET",
+        f"{values.get('PROJECT_NAME') or config.PROJECT}-{options.env}-{account}-{region}-mail",
+    )
+    values.setdefault("DOMAIN_NAME", "example.com")
+    cfg = config.load(values)
+    return cfg, account, deployer_policies(cfg, account)
+
+
+@command(
+    "can mail flow? identity, DKIM, MAIL FROM, MX, sandbox, rules, versions, DLQs, alarms",
+    *AWS_TARGET,
+    arg("--json", action="store_true", help='one JSON object with a top-level "ready"'),
+)
+def cmd_status(args: argparse.Namespace) -> int:
+    from common.ops.status import collect, table
+    from deploy.errors import DeployError
+    from deploy.main import Options, connect
+
+    try:
+        target = connect(
+            Options(env=args.env, region=args.region),
+            dict(os.environ),
+            report=lambda line: None,
+            need_secret=False,
+        )
+        report = collect(target.cfg, target.account)
+    except DeployError as exc:
+        print(f"[status] error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2) if args.json else table(report))
+    if not report["ready"]:
+        print("[status] mail cannot flow: " + "; ".join(report["reasons"]), file=sys.stderr)
+        return 1
+    return 0
+
+
+@command(
+    "remove what the deploy made (keeps the mail bucket and tables unless --delete-data)",
+    *AWS_TARGET,
+    arg("--dry-run", action="store_true", help="list what would be deleted, delete nothing"),
+    arg(
+        "--delete-data",
+        action="store_true",
+        help="also the mail bucket (every object), the tables and the spam log",
+    ),
+)
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from deploy.destroy import destroy
+    from deploy.errors import DeployError
+    from deploy.main import Options
+
+    try:
+        destroy(
+            Options(env=args.env, region=args.region, dry_run=args.dry_run),
+            args.delete_data,
+            report=lambda line: print(line, flush=True),
+        )
+    except DeployError as exc:
+        print(f"[destroy] error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+@command(
+    "re-invoke the asynchronous events Lambda gave up on (the async DLQ)",
+    *AWS_TARGET,
+    arg("--dry-run", action="store_true", help="list them, invoke nothing"),
+)
+def cmd_replay(args: argparse.Namespace) -> int:
+    from deploy.errors import DeployError
+    from deploy.main import Options
+    from deploy.replay import replay
+
+    try:
+        replay(
+            Options(env=args.env, region=args.region, dry_run=args.dry_run),
+            report=lambda line: print(line, flush=True),
+        )
+    except DeployError as exc:
+        print(f"[replay] error: {exc}", file=sys.stderr)
+        return 2
+    return 0
