@@ -114,15 +114,16 @@ def destroy(
         _data(run)
     else:
         report(
-            f"[destroy] kept (data; --delete-data removes them): s3://{cfg.bucket}, the tables, {cfg.spam_log_group}"
+            "[destroy] kept (data; --delete-data removes them): "
+            f"s3://{cfg.bucket}, the tables, {cfg.spam_log_group}"
         )
     summarize(run, lambda line: report(line.replace("[deploy]", "[destroy]")))
     return run.changes
 
 
 def _event_sources(run: Run, lam: Any, account: str) -> None:
-    """The SQS mappings (senders, extractor), before their functions and queues (deleting a function leaves its
-    mappings behind). They are made on the ``live`` alias and ListEventSourceMappings matches the
+    """The SQS mappings (senders, extractor), before their functions and queues (deleting a function
+    leaves its mappings behind). They are made on the ``live`` alias and ListEventSourceMappings matches the
     function exactly, qualifier included: the plain name does not list them. So they are found by
     each sender queue's ARN and by each alias ARN (and by the plain name, for a mapping made on the
     function itself); only mappings to this deployment's functions are removed."""
@@ -147,7 +148,8 @@ def _event_sources(run: Run, lam: Any, account: str) -> None:
                 if len(parts) > 6 and parts[6] in ours:
                     found[mapping["UUID"]] = mapping
     for uuid, mapping in found.items():
-        label = f"{mapping['EventSourceArn'].rsplit(':', 1)[-1]} -> {mapping['FunctionArn'].split(':function:')[-1]}"
+        source = mapping["EventSourceArn"].rsplit(":", 1)[-1]
+        label = f"{source} -> {mapping['FunctionArn'].split(':function:')[-1]}"
         run.remove("event-source", label, True, partial(lam.delete_event_source_mapping, UUID=uuid))
 
 

@@ -38,7 +38,8 @@ class Record:
 
 def records(cfg: Config) -> list[Record]:
     """Every record the domain needs, with SES's status of its check (SES DG, "Verifying a DKIM domain
-    identity", "Using a custom MAIL FROM domain", "Publishing an MX record for Amazon SES email receiving")."""
+    identity", "Using a custom MAIL FROM domain", "Publishing an MX record for Amazon SES email
+    receiving")."""
     ses, domain = control_client("ses"), cfg.domain_name
     verify = (
         ses.get_identity_verification_attributes(Identities=[domain])
@@ -99,8 +100,10 @@ def pending(found: list[Record]) -> list[Record]:
 
 def zone(found: list[Record], cfg: Config) -> str:
     head = [
-        f"; DNS records for {cfg.domain_name} ({cfg.prefix}, SES in {cfg.region}), written by email-handler deploy.",
-        "; Publish every record at your DNS provider (many import BIND zone files), then run the deploy again.",
+        f"; DNS records for {cfg.domain_name} ({cfg.prefix}, SES in {cfg.region}), "
+        "written by email-handler deploy.",
+        "; Publish every record at your DNS provider (many import BIND zone files), "
+        "then run the deploy again.",
     ]
     return "\n".join(head + [r.zone_line() for r in found]) + "\n"
 

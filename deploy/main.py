@@ -166,8 +166,8 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
     path = dns.write(cfg, records, options.build_dir)
     if options.allow_unverified:
         report(
-            f"[deploy] SES has not verified {cfg.domain_name} (status {status}); going on without the MAIL FROM "
-            f"domain (--allow-unverified). The DNS records are in {path}"
+            f"[deploy] SES has not verified {cfg.domain_name} (status {status}); going on without the "
+            f"MAIL FROM domain (--allow-unverified). The DNS records are in {path}"
         )
         return False
     report(

@@ -76,7 +76,8 @@ def load_config(
     if cfg.thread_secret == DEV_THREAD_SECRET:
         raise DeployError(
             "THREAD_SECRET is the development secret from compose/local.env",
-            "export a random secret: THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))')",
+            "export a random secret: "
+            "THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))')",
         )
     if cfg.thread_secret and len(cfg.thread_secret) < MIN_SECRET:
         raise DeployError(
@@ -86,7 +87,8 @@ def load_config(
     if need_secret and not cfg.thread_secret and not _parameter_exists(cfg.thread_secret_parameter):
         raise DeployError(
             f"no THREAD_SECRET: the first deploy stores it in SSM ({cfg.thread_secret_parameter})",
-            "export THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))') and deploy again",
+            "export THREAD_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))') "
+            "and deploy again",
         )
     return cfg
 
@@ -98,7 +100,8 @@ LAMBDA_ENVIRONMENT_LIMIT = 4096
 
 
 def environment_fits(cfg: Config, environ: Mapping[str, str]) -> None:
-    """Each function's variables fit Lambda's 4 KB, checked before CreateFunction would refuse them half-way."""
+    """Each function's variables fit Lambda's 4 KB, checked before CreateFunction would refuse them
+    half-way."""
     from common.runtime.functions import FUNCTIONS
     from deploy.lambdas import environment
 
@@ -209,8 +212,9 @@ def send_rate(environ: dict[str, str], report: Any) -> None:
     if account_rate and configured > account_rate:
         environ["MAX_SEND_RATE"] = f"{account_rate:g}"
         report(
-            f"[deploy] MAX_SEND_RATE {configured:g}/s is above this account's SES sending rate; the senders use "
-            f"{account_rate:g}/s (the account's SendQuota; {quota.get('Max24HourSend', 0):g} a day)"
+            f"[deploy] MAX_SEND_RATE {configured:g}/s is above this account's SES sending rate; "
+            f"the senders use {account_rate:g}/s "
+            f"(the account's SendQuota; {quota.get('Max24HourSend', 0):g} a day)"
         )
 
 
@@ -221,7 +225,7 @@ def sandbox_note(cfg: Config, production: bool | None) -> str:
         return "[deploy] SES production access: yes"
     return (
         f"[deploy] SES is in the sandbox in {cfg.region}: it sends only to verified addresses. Verify "
-        f"{cfg.private_email} (aws sesv2 create-email-identity --email-identity {cfg.private_email}) so forwards "
-        "arrive, and request production access before contacts can get acks and replies "
+        f"{cfg.private_email} (aws sesv2 create-email-identity --email-identity {cfg.private_email}) "
+        "so forwards arrive, and request production access before contacts can get acks and replies "
         "(https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html)"
     )

@@ -35,10 +35,12 @@ class Propagating:
         return error_code(exc) in self.codes and any(f in message for f in self.fragments)
 
 
-# CreateFunction / UpdateFunctionConfiguration: "The role defined for the function cannot be assumed by Lambda."
+# CreateFunction / UpdateFunctionConfiguration: "The role defined for the function cannot be assumed
+# by Lambda."
 ROLE_NOT_ASSUMABLE = Propagating(("InvalidParameterValueException",), ("cannot be assumed", "assume"))
-# CreateEventSourceMapping: "The provided execution role does not have permissions to call ReceiveMessage on
-# SQS" (newer: "The function execution role ..."); PutFunctionEventInvokeConfig: "... to call SendMessage on SQS"
+# CreateEventSourceMapping: "The provided execution role does not have permissions to call
+# ReceiveMessage on SQS" (newer: "The function execution role ..."); PutFunctionEventInvokeConfig:
+# "... to call SendMessage on SQS"
 ROLE_LACKS_PERMISSION = Propagating(
     ("InvalidParameterValueException",), ("execution role does not have permissions",)
 )

@@ -34,7 +34,8 @@ def replay(
     report: Callable[[str], None] = print,
     limit: int = 1000,
 ) -> list[dict[str, Any]]:
-    """Returns one entry per message: function, request id, outcome (replayed | would replay | skipped: why)."""
+    """Returns one entry per message: function, request id, outcome (replayed | would replay |
+    skipped: why)."""
     target = connect(options, dict(os.environ if environ is None else environ), report, need_secret=False)
     name = async_dlq(target.cfg)
     url = queue_url(name)

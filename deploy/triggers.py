@@ -143,7 +143,8 @@ def event_source(run: Run, account: str, spec: Function) -> None:
         differ,
         create=create,
         update=update,
-        create_detail=f"batch {BATCH_SIZE}, ReportBatchItemFailures, max concurrency {spec.batch_concurrency}",
+        create_detail=f"batch {BATCH_SIZE}, ReportBatchItemFailures, "
+        f"max concurrency {spec.batch_concurrency}",
     )
 
 

@@ -80,7 +80,8 @@ def _stamp(text: str) -> str:
 
 
 def _simple_mime(m: dict[str, Any], destination: dict[str, Any]) -> str:
-    """SendEmail keeps no MIME at LocalStack (only Subject and Body): the message SES would build from them."""
+    """SendEmail keeps no MIME at LocalStack (only Subject and Body): the message SES would build from
+    them."""
     msg = EmailMessage()
     msg["From"] = str(m.get("Source") or "")
     for header, key in (("To", "ToAddresses"), ("Cc", "CcAddresses")):

@@ -15,7 +15,10 @@ import sys
 from email.utils import getaddresses
 
 IMAGE_PYTHON = "3.13.5"
-INSTALL = f"install Python 3.13 (the images run {IMAGE_PYTHON}; 3.12.6 or later also reads mail the same) and run `make venv`"
+INSTALL = (
+    f"install Python 3.13 (the images run {IMAGE_PYTHON}; 3.12.6 or later also reads mail the same) "
+    "and run `make venv`"
+)
 
 
 def describe() -> str:

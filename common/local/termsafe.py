@@ -23,7 +23,8 @@ def clean(text: str) -> str:
 
 
 class SafeStream:
-    """A text stream that writes ``clean(text)`` to the stream it wraps (everything else is the wrapped one's)."""
+    """A text stream that writes ``clean(text)`` to the stream it wraps (everything else is the wrapped
+    one's)."""
 
     def __init__(self, inner: TextIO) -> None:
         self.inner = inner

@@ -78,7 +78,8 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     )
     mf_status = mail_from.get("MailFromDomainStatus") or "not set"
     behaviour = mail_from.get("BehaviorOnMXFailure", "")
-    # RejectMessage refuses every send until MAIL FROM is Success (SES API reference, SetIdentityMailFromDomain).
+    # RejectMessage refuses every send until MAIL FROM is Success (SES API reference,
+    # SetIdentityMailFromDomain).
     checks.append(
         _check(
             "MAIL FROM",
