@@ -59,7 +59,8 @@ def prd(stack, moto_server):
         Role=role,
         PackageType="Image",
         Code={
-            "ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/service-email-handler-prd-inbound-handler:c-1"
+            "ImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/"
+            "service-email-handler-prd-inbound-handler:c-1"
         },
         Environment={"Variables": {**DEPLOYED, "THREAD_SECRET": "never-printed-secret-0123456789"}},
     )

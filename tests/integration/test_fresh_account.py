@@ -28,8 +28,8 @@ CONFIG_SET = f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}"
 
 @pytest.fixture
 def account(moto_server, local_defaults, monkeypatch) -> Iterator[dict[str, str]]:
-    """A reset emulator modelling a fresh account, and a production configuration in this process's environment
-    (as a user's shell has it for the CLI)."""
+    """A reset emulator modelling a fresh account, and a production configuration in this process's
+    environment (as a user's shell has it for the CLI)."""
     import secrets
 
     urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST")).read()
