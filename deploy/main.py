@@ -47,7 +47,7 @@ class Options:
     build_dir: Path = dns.BUILD_DIR  # where .build/deploy/<env>/dns.zone goes
 
 
-class WaitingOnDns(DeployError):
+class WaitingOnDnsError(DeployError):
     """Not a failure: SES has not verified the domain yet; the records are printed and written."""
 
     EXIT_CODE = 3
@@ -176,7 +176,7 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
         + " and dns.json):\n    "
         + "\n    ".join(r.line() for r in dns.pending(records))
     )
-    raise WaitingOnDns(
+    raise WaitingOnDnsError(
         f"waiting on DNS: SES has not verified {cfg.domain_name} yet (status {status})",
         f"publish the records of {path} at your DNS provider, then run the deploy again "
         "(or with --wait to poll until SES verifies the domain)",

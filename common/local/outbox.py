@@ -12,6 +12,7 @@ from __future__ import annotations
 import email
 import email.policy
 import json
+import time
 import urllib.error
 import urllib.request
 from datetime import UTC
@@ -22,9 +23,23 @@ from typing import Any
 from common.runtime.clock import iso_z, parse_iso
 
 
-def _get_json(url: str, timeout: float = 30) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        return json.loads(resp.read() or b"null")
+def _get_json(url: str, timeout: float = 30, attempts: int = 1) -> Any:
+    """``url``'s JSON. With ``attempts`` > 1 a timeout or a 5xx answer is asked again after a second:
+    moto builds its data.json from every backend while the functions keep writing to them, and an
+    emulator loaded like that can time out or fail one dump that the next one serves."""
+    for attempt in range(1, attempts + 1):
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500 or attempt == attempts:
+                raise
+        except (TimeoutError, urllib.error.URLError) as exc:
+            timed_out = isinstance(exc, TimeoutError) or isinstance(exc.reason, TimeoutError)
+            if not timed_out or attempt == attempts:
+                raise
+        time.sleep(1)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def is_localstack(endpoint: str) -> bool:
@@ -60,7 +75,7 @@ def _item(mid: str, source: str, destinations: list[str], raw: str, timestamp: s
 
 
 def from_moto(endpoint: str) -> list[dict[str, Any]]:
-    data = _get_json(endpoint.rstrip("/") + "/moto-api/data.json")
+    data = _get_json(endpoint.rstrip("/") + "/moto-api/data.json", attempts=3)
     raws = (data.get("ses") or {}).get("RawMessage") or []
     return [
         _item(
@@ -101,7 +116,7 @@ def from_localstack(endpoint: str) -> list[dict[str, Any]]:
     (they come from the To/Cc headers); a SendEmail item has ``Destination``, ``Subject`` and ``Body``
     instead of ``RawData``. The community edition has no SESv2: the senders' SESv2 SendEmail (raw
     content) reaches this list through the stack's init hook (compose/localstack/start.d), as a raw item."""
-    data = _get_json(endpoint.rstrip("/") + "/_aws/ses")
+    data = _get_json(endpoint.rstrip("/") + "/_aws/ses", attempts=3)
     items = []
     for m in data.get("messages") or []:
         destination = m.get("Destination") or {}

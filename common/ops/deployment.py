@@ -58,7 +58,7 @@ AWS_TARGET = (
 )
 def cmd_deploy(args: argparse.Namespace) -> int:
     from deploy.errors import DeployError
-    from deploy.main import Options, WaitingOnDns, deploy
+    from deploy.main import Options, WaitingOnDnsError, deploy
 
     options = Options(
         env=args.env,
@@ -74,9 +74,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         if args.print_deployer_policy:
             return _print_deployer_policy(options)
         deploy(options, report=lambda line: print(line, flush=True))
-    except WaitingOnDns as exc:
+    except WaitingOnDnsError as exc:
         print(f"[deploy] {exc}", file=sys.stderr)
-        return WaitingOnDns.EXIT_CODE
+        return WaitingOnDnsError.EXIT_CODE
     except DeployError as exc:
         print(f"[deploy] error: {exc}", file=sys.stderr)
         return 2

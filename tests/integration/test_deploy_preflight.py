@@ -11,7 +11,7 @@ import pytest
 
 from common.aws import client, reset_clients
 from deploy.errors import DeployError
-from deploy.main import Options, WaitingOnDns, deploy
+from deploy.main import Options, WaitingOnDnsError, deploy
 from tests.support.deploy import (
     as_user,
     deployer_user,
@@ -78,7 +78,7 @@ def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(
     reset_clients()
     try:
         lines: list[str] = []
-        with pytest.raises(WaitingOnDns, match="status Pending") as err:
+        with pytest.raises(WaitingOnDnsError, match="status Pending") as err:
             run(env, lines=lines, build_dir=tmp_path)
         printed = "\n".join(lines)
         assert "_amazonses.example.com" in printed and "._domainkey.example.com" in printed

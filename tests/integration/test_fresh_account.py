@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from common.aws import client, reset_clients
 from common.local import fresh
 from common.ops.cli import main as cli
-from deploy.main import Options, WaitingOnDns, deploy
+from deploy.main import Options, WaitingOnDnsError, deploy
 from tests.support.deploy import ACCOUNT, PREFIX, images
 
 CONFIG_SET = f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}"
@@ -59,9 +59,9 @@ def test_the_first_deploy_procedure_on_a_fresh_account(
     account: dict[str, str], moto_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lines: list[str] = []
-    with pytest.raises(WaitingOnDns) as waiting:
+    with pytest.raises(WaitingOnDnsError) as waiting:
         run(account, tmp_path, lines)
-    assert WaitingOnDns.EXIT_CODE == 3
+    assert WaitingOnDnsError.EXIT_CODE == 3
     zone = tmp_path / "prd" / "dns.zone"
     assert str(zone) in str(waiting.value) and zone.exists() and (tmp_path / "prd" / "dns.json").exists()
     assert "_amazonses.example.com.\t1800\tIN\tTXT" in zone.read_text()
@@ -132,7 +132,7 @@ def test_wait_polls_with_a_progress_line_until_ses_verifies(
     account: dict[str, str], moto_server: str, tmp_path: Path
 ) -> None:
     lines: list[str] = []
-    with pytest.raises(WaitingOnDns):
+    with pytest.raises(WaitingOnDnsError):
         run(account, tmp_path, lines)  # the zone to publish
     zone = (tmp_path / "prd" / "dns.zone").read_text()
     lines.clear()
@@ -374,7 +374,9 @@ def test_a_domain_ses_could_not_verify_is_a_one_line_error_with_what_to_do(
     try:
         with pytest.raises(DeployError, match="could not verify example.com \\(status Failed\\)") as err:
             run(account, tmp_path, [])
-        assert not isinstance(err.value, WaitingOnDns) and "aws ses verify-domain-identity" in err.value.fix
+        assert (
+            not isinstance(err.value, WaitingOnDnsError) and "aws ses verify-domain-identity" in err.value.fix
+        )
     finally:
         proxy.close()
         monkeypatch.delenv("AWS_ENDPOINT_URL_SES")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.error
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -81,3 +82,35 @@ def test_localstack_items_oldest_first_with_utc_timestamps(localstack: str) -> N
 
 def test_moto_is_not_taken_for_localstack(localstack: str) -> None:
     assert not outbox.is_localstack(localstack + "/nothing-here")
+
+
+def test_a_dump_the_emulator_fails_once_is_read_again() -> None:
+    """moto's data.json answered 500 once (a busy emulator), then the dump: the outbox reads it; a
+    client error (404) is not asked again."""
+    answers = [500, 200]
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            status = answers.pop(0) if self.path == "/moto-api/data.json" and answers else 404
+            body = json.dumps({"ses": {"RawMessage": [{"id": "m1", "raw_data": RAW}]}}).encode()
+            self.send_response(status)
+            self.end_headers()
+            if status == 200:
+                self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert [i["id"] for i in outbox.from_moto(url)] == ["m1"]
+        assert asked.count("/moto-api/data.json") == 2
+        with pytest.raises(urllib.error.HTTPError):
+            outbox.from_moto(url + "/nothing-here")
+        assert asked.count("/nothing-here/moto-api/data.json") == 1
+    finally:
+        server.shutdown()
