@@ -297,7 +297,9 @@ def test_rate_never_above_the_limit_across_four_senders(
     stack: Stack, rie_function: Callable[..., RieProcess], proxy: Callable[..., SesProxy]
 ) -> None:
     counting = proxy()
-    rate = 10
+    # 5/s: a pace four senders keep while the other suites share both cores (make test runs them side
+    # by side; at 10/s one such run achieved 8.4/s, the machine's limit and not the limiter's).
+    rate = 5
     fns = [sender(rie_function, counting, "forward-sender", MAX_SEND_RATE=str(rate)) for _ in range(4)]
     for n in range(60):
         put(stack, message(100 + n), stack.cfg.forward_queue)
