@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from common.aws.s3 import Link
 from common.delivery.ack import greeting_name
 from common.mail import limits, trackers
 from common.mail.outbound import Attachment, OutboundMessage
@@ -18,7 +17,7 @@ from common.mail.parse import Attachment as MailPart
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import release_address
 from common.runtime.config import Config
-from common.store.attachments import Stored
+from common.store.attachments import Link, Stored
 
 # reply-handler cuts the owner's reply at this line, so it must survive plain-text quoting.
 FOOTER_MARKER = "-- forwarded by service-email-handler --"

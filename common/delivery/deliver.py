@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from common.aws import s3
 from common.delivery.compose import build_ack, build_forward, unconverted_html
 from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.results import InboundResult
@@ -85,7 +84,7 @@ def deliver(
         warnings,
         archive_key,
         thread_address(cid, cfg.thread_secret, cfg.thread_domain),
-        lambda key: s3.presign_get(cfg.bucket, key, cfg.forward_link_days * 24 * 3600),
+        lambda key: attachments.download_link(cfg, key),
     )
     # A forward that can never be built is quarantined now, before any ack goes out.
     if problem := unbuildable(forward, cfg.public_email, cfg.domain_name):

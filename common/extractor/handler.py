@@ -13,14 +13,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from common.aws import s3
 from common.extractor import isolate
 from common.extractor import text as textextract
 from common.runtime import events
 from common.runtime.config import Config
 from common.runtime.errors import EventError
 from common.runtime.log import get_logger
-from common.store import layout
+from common.store import extracted, layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -129,7 +128,7 @@ def extract_object(
             "reason": f"no extractor for .{textextract.extension(filename)}",
         }
 
-    obj = s3.get(bucket, key)
+    obj = extracted.attachment(bucket, key)
     if obj is None:
         log.warning("object gone", extra={"key": key, "reason": "deleted before extraction"})
         return {"key": key, "status": "gone"}
@@ -162,13 +161,13 @@ def extract_object(
             "bytes": size,
             "etag": etag,
         }
-        s3.put_json(bucket, layout.extraction_error(key), record)
+        error_key = extracted.record_rejection(bucket, key, record)
         log.warning("attachment rejected", extra={"key": key, "reason": rejected.reason})
         return {
             "key": key,
             "status": "rejected",
             "reason": rejected.reason,
-            "errorKey": layout.extraction_error(key),
+            "errorKey": error_key,
         }
 
     ms = int((time.perf_counter() - started) * 1000)
@@ -191,10 +190,7 @@ def extract_object(
     metadata.update((name, page_ranges(pages)) for name, pages in listed.items() if pages)
     # S3 sends user metadata as HTTP headers: ASCII only.
     metadata = {name: value.encode("ascii", "replace").decode() for name, value in metadata.items()}
-    s3.put(
-        bucket, layout.extracted_text(key), result.text.encode("utf-8"), "text/plain; charset=utf-8", metadata
-    )
-    s3.delete(bucket, layout.extraction_error(key))  # an earlier failure record is superseded (no-op if none)
+    extracted.record_text(bucket, key, result.text, metadata)
     details: dict[str, Any] = {
         "key": key,
         "pages": result.pages,

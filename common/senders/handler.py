@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from common.aws import error_code, s3, ses, sqs
+from common.aws import error_code, ses, sqs
 from common.mail.outbound import OutboundMessage
 from common.runtime import events
 from common.runtime.config import Config
@@ -31,7 +31,7 @@ from common.runtime.functions import dlq_name
 from common.runtime.log import bind, get_logger
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus
-from common.store import alerts, holds, layout, sendstatus
+from common.store import alerts, attachments, holds, layout, sendstatus
 from common.store.sendqueue import load, parse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -354,10 +354,10 @@ class Sender:
         return encrypted
 
     def _fetch(self, key: str) -> bytes:
-        obj = s3.get(self.cfg.bucket, key)
-        if obj is None:
+        data = attachments.read(self.cfg, key)
+        if data is None:
             raise EventError(f"attachment {key} is missing from the bucket")
-        return bytes(obj["Body"].read())
+        return data
 
     def _final_failure_check(
         self, receive_count: int, msg: OutboundMessage | None, exc: SendFailedError

@@ -25,9 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from common.aws import dynamodb
+from common.store import ratewindow
 
-KEY = {"id": "rate#ses"}
 PACING = 0.97
 _US = 1_000_000
 
@@ -102,34 +101,17 @@ class RateLimiter:
             # wait for another instance's is the better guess that TAT is ahead.
             ahead = self._others_ahead or (self._seen is not None and self._seen > now)
             length = self.interval_us * (max(1, sends) if self.keeps_pace() else 1)
-            values = {":now": now, ":ttl": now // _US + 86400}
             try:
                 if ahead:
                     # Somebody holds time ahead: append to it. An atomic ADD cannot lose a race, so
                     # instances taking turns cost one write each; it fails only if TAT fell behind now.
-                    got = dynamodb.update(
-                        self.table,
-                        KEY,
-                        "SET expiresAt = :ttl ADD tat :len",
-                        {**values, ":len": length},
-                        condition="tat >= :now",
-                        return_values="UPDATED_NEW",
-                        raise_on_condition=True,
-                    )
-                    new = int((got or {})["tat"])
+                    new = ratewindow.append(self.table, now, length)
                 else:
                     new = now + length
-                    dynamodb.update(
-                        self.table,
-                        KEY,
-                        "SET tat = :new, expiresAt = :ttl",
-                        {**values, ":new": new},
-                        condition="attribute_not_exists(tat) OR tat <= :now",
-                        raise_on_condition=True,
-                    )
-            except dynamodb.ConditionFailedError as lost:
+                    ratewindow.start(self.table, now, new)
+            except ratewindow.TatMovedError as lost:
                 # TAT is not where this instance thought; the failed write returned it, so no read.
-                self._seen = int(lost.item["tat"]) if lost.item and "tat" in lost.item else None
+                self._seen = lost.tat
                 self._others_ahead = False
                 continue
             self._others_ahead = new - length > now and new - length != self._own_end
@@ -143,16 +125,9 @@ class RateLimiter:
         if back >= window.end_us or back <= self.clock() * _US or self._seen != window.end_us:
             return False
         try:
-            dynamodb.update(
-                self.table,
-                KEY,
-                "SET tat = :back",
-                {":back": back, ":end": window.end_us},
-                condition="tat = :end",
-                raise_on_condition=True,
-            )
-        except dynamodb.ConditionFailedError as lost:
-            self._seen = int(lost.item["tat"]) if lost.item and "tat" in lost.item else None
+            ratewindow.give_back(self.table, window.end_us, back)
+        except ratewindow.TatMovedError as lost:
+            self._seen = lost.tat
             return False
         self._seen = self._own_end = window.end_us = back
         return True

@@ -17,13 +17,13 @@ suppression and mailbox hold (suppression)    ``sendstatus`` (suppression), ``ho
 ``alert#`` (send-status)                      ``alerts``
 ``ack-budget#`` (send-status)                 ``ackbudget``
 ``staging#`` (send-status)                    ``staging``
-``rate#ses`` (send-status)                    common/senders/ratelimit.py
+``rate#ses`` (send-status)                    ``ratewindow``
 send record (idempotency)                     common/senders/idempotency.py (powertools)
 ``staging/``                                  SES (``staging`` deletes)
 ``conversations/ spam/ bounces/ rejected/``   ``rawmail``
 ``attachments/ withheld/ reply-attachments/``  ``attachments``
 ``queue-payloads/``                           ``sendqueue``
-``extracted-text/``                           common/extractor/handler.py
+``extracted-text/`` (texts and error records)  ``extracted``
 ``config/``                                   the deploy and the owner (``spamrules`` reads)
 ============================================  ==============================================
 """
@@ -34,10 +34,12 @@ __all__ = [
     "attachments",
     "conversations",
     "erasure",
+    "extracted",
     "holds",
     "intake",
     "layout",
     "quarantine",
+    "ratewindow",
     "rawmail",
     "replies",
     "senderlists",

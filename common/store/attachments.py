@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from common.aws import s3
+from common.aws.s3 import Link
 from common.mail import charsets
 from common.mail.limits import MAX_STORED_ATTACHMENTS
 from common.mail.outbound import Attachment
@@ -23,7 +25,17 @@ from common.runtime.config import Config
 from common.store import layout
 from common.store.rawmail import reason_metadata
 
-__all__ = ["SES_UNSUPPORTED", "Stored", "Withheld", "as_utf8", "store", "withhold_reason"]
+__all__ = [
+    "SES_UNSUPPORTED",
+    "Link",
+    "Stored",
+    "Withheld",
+    "as_utf8",
+    "download_link",
+    "read",
+    "store",
+    "withhold_reason",
+]
 
 
 @dataclass(slots=True)
@@ -113,3 +125,14 @@ def attach_original(cfg: Config, held_key: str, mid: str) -> Attachment:
     key = layout.released_original(mid)
     s3.copy(cfg.bucket, held_key, key, "application/octet-stream")
     return Attachment(key, "original.eml", "application/octet-stream")
+
+
+def read(cfg: Config, key: str) -> bytes | None:
+    """A stored part's bytes (what a sender attaches), or None if it is not in the bucket."""
+    obj = s3.get(cfg.bucket, key)
+    return None if obj is None else bytes(obj["Body"].read())
+
+
+def download_link(cfg: Config, key: str, now: datetime | None = None) -> Link:
+    """A presigned link to a stored part for the owner's forward, valid ``FORWARD_LINK_DAYS``."""
+    return s3.presign_get(cfg.bucket, key, cfg.forward_link_days * 24 * 3600, now)

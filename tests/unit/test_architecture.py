@@ -233,6 +233,26 @@ def test_the_mail_layer_imports_nothing_from_store() -> None:
     assert not bad, "common/mail imports common.store:\n" + "\n".join(bad)
 
 
+# The data doors: the services that hold tables and buckets. Only common/store (and common/aws, which
+# is them) reaches them in what the functions run; the host tools (local, ops) and the deploy manage
+# the resources themselves.
+DATA_SERVICES = ("common.aws.dynamodb", "common.aws.s3")
+MAY_OPEN_DATA = ("common.aws", "common.store", "common.local", "common.ops", "deploy")
+
+
+def test_store_is_the_only_door_to_tables_and_buckets() -> None:
+    """Each item kind and prefix has one writing module in common/store (its docstring's table);
+    the functions' logic asks store, never DynamoDB or S3 directly."""
+    bad = [
+        f"{modules()[name].path.relative_to(REPO)}:{line} imports {target}"
+        for name, out in graph().items()
+        if not any(name == p or name.startswith(p + ".") for p in MAY_OPEN_DATA)
+        for target, line in out.items()
+        if target in DATA_SERVICES
+    ]
+    assert not bad, "outside common/store:\n" + "\n".join(sorted(bad))
+
+
 def test_the_delivery_core_is_a_package() -> None:
     assert (REPO / "common" / "delivery" / "__init__.py").is_file(), "common/delivery/ is not a package"
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from common.senders.ratelimit import RateLimiter
+from common.store import ratewindow
 
 
 @pytest.mark.parametrize("rate", [1, 3, 7, 9, 14, 0.5])
@@ -60,7 +61,7 @@ def simulate(
     from common.senders import ratelimit
 
     table = FakeTable()
-    monkeypatch.setattr(ratelimit.dynamodb, "update", table.update)
+    monkeypatch.setattr(ratewindow.dynamodb, "update", table.update)
     clock = {"now": 1000.0}
     limiters = [RateLimiter("t", rate, clock=lambda: clock["now"]) for _ in cycles]
     # each instance: (time it is ready, instance, pacer, sends left in its batch, batches left)
@@ -133,7 +134,7 @@ def test_unused_time_is_given_back_only_if_nobody_claimed_after_it(monkeypatch: 
     from common.senders import ratelimit
 
     table = FakeTable()
-    monkeypatch.setattr(ratelimit.dynamodb, "update", table.update)
+    monkeypatch.setattr(ratewindow.dynamodb, "update", table.update)
     now = {"t": 1000.0}
     a, b = (RateLimiter("t", 10, clock=lambda: now["t"]) for _ in range(2))
     a.note_cycle(0.02)  # an instance that keeps pace
