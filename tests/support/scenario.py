@@ -198,7 +198,11 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
         "the bounce to suppress the address", lambda: sendstatus.suppression(cfg, "dave@corp.example")
     )
     assert suppressed["reason"] == "permanent bounce (General)"
-    assert sendstatus.get_record(cfg, ack_id)["status"] == "bounced"
+    # The feedback handler writes the send record's status after the suppression (two writes).
+    wait_for(
+        "the bounce on the send record",
+        lambda: (sendstatus.get_record(cfg, ack_id) or {}).get("status") == "bounced",
+    )
 
     # 7. A sender forced to fail (SES refuses the unverified sending domain) ends in the DLQ, alerted.
     alerts = _subscribe_alerts(cfg)
