@@ -71,16 +71,9 @@ FAMILY_TYPES = {
     "mp4": "video/mp4",
 }
 ACTIVE = frozenset({"html", "svg", "executable", "script"})
-STRUCTURAL = frozenset(
+# Signed and encrypted parts: kept byte for byte, never converted (their bytes are what is signed).
+CRYPTO = frozenset(
     {
-        "message/rfc822",
-        "message/partial",
-        "message/external-body",
-        "message/delivery-status",
-        "message/disposition-notification",
-        "message/global",
-        "message/global-headers",
-        "text/rfc822-headers",
         "application/pkcs7-mime",
         "application/x-pkcs7-mime",
         "application/pkcs7-signature",
@@ -89,6 +82,21 @@ STRUCTURAL = frozenset(
         "application/pgp-signature",
         "application/pgp-keys",
     }
+)
+STRUCTURAL = (
+    frozenset(
+        {
+            "message/rfc822",
+            "message/partial",
+            "message/external-body",
+            "message/delivery-status",
+            "message/disposition-notification",
+            "message/global",
+            "message/global-headers",
+            "text/rfc822-headers",
+        }
+    )
+    | CRYPTO
 )
 _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"%PDF-", "pdf"),

@@ -52,17 +52,6 @@ _NOREPLY = re.compile(
 # real test corpora nest about 100 levels, which the forward carries in full.
 MAX_DEPTH = 200
 _READABLE_TEXT = frozenset({"plain", "html", "enriched", "richtext", "markdown"})
-_CRYPTO = frozenset(
-    {
-        "application/pkcs7-mime",
-        "application/x-pkcs7-mime",
-        "application/pkcs7-signature",
-        "application/x-pkcs7-signature",
-        "application/pgp-encrypted",
-        "application/pgp-signature",
-        "application/pgp-keys",
-    }
-)
 ROLES = ("file", "text", "message", "crypto")
 ORIGINAL_NAME = "original message.eml"  # the whole mail, attached by minimal()
 
@@ -737,7 +726,7 @@ def _attachments(
 
 
 def _role(p: _Part) -> str:
-    if p.ctype in _CRYPTO or (p.parent is not None and p.parent.ctype == "multipart/encrypted"):
+    if p.ctype in filetypes.CRYPTO or (p.parent is not None and p.parent.ctype == "multipart/encrypted"):
         return "crypto"
     if p.maintype == "message" or p.ctype == "text/rfc822-headers":
         return "message"
