@@ -16,6 +16,7 @@ from common.local.rie import free_port
 from common.runtime.functions import FUNCTIONS, image_ref
 from tests.docker.conftest import BASE_IMAGE, RunningImage
 from tests.support.cases import CASES, Case, event_for
+from tests.support.scenario import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -46,7 +47,9 @@ def test_rie_curl_in_container(
         check=True,
     )
     case.check(json.loads(out.stdout))
-    assert '"message": "invocation finished"' in running.logs()
+    # mypylogger writes from its own thread, so the line may reach the container's log just after
+    # the response does.
+    wait_for("the invocation's log line", lambda: '"message": "invocation finished"' in running.logs(), 10)
 
 
 class _FakeRuntimeApi(BaseHTTPRequestHandler):
