@@ -6,6 +6,7 @@ so what the tests and `email-handler dev` exercise is what the containers run.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
@@ -122,6 +123,25 @@ def wait_for_port(
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"{host}:{port} did not open within {timeout:.0f}s")
+
+
+def wait_for_http(url: str, timeout: float = 30.0) -> None:
+    """Wait until something answers HTTP at ``url``: any status will do, a 404 included.
+
+    A published container port is opened by docker-proxy before the program inside listens; a TCP connect
+    then succeeds and the first request is reset (curl's exit 56, seen in CI). Only an HTTP answer shows
+    that the RIE itself is up."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return
+        except (OSError, http.client.HTTPException) as exc:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{url} gave no HTTP answer within {timeout:.0f}s: {exc}") from exc
+            time.sleep(0.05)
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from common.local.rie import free_port, invoke, wait_for_port
+from common.local.rie import free_port, invoke, wait_for_http
 from common.runtime.functions import FUNCTIONS, image_ref
 from tests.conftest import require_docker
 
@@ -112,8 +111,7 @@ def run_image(docker_client: Any, local_defaults: dict[str, str]) -> Iterator[Ca
         container = docker_client.containers.run(image, **options)
         containers.append(container)
         if wait:
-            wait_for_port(port, timeout=30)
-            time.sleep(0.05)  # docker-proxy accepts before the RIE inside listens
+            wait_for_http(f"http://127.0.0.1:{port}/", timeout=30)
         return RunningImage(container, f"http://127.0.0.1:{port}")
 
     yield start

@@ -25,3 +25,47 @@ def test_a_low_ephemeral_range_still_gives_ports(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(rie, "_ephemeral_floor", lambda: 1024)
     assert 20000 <= rie.free_port(6) < 65000
+
+
+def test_waiting_for_a_published_port_means_waiting_for_an_http_answer() -> None:
+    """docker-proxy accepts a connection on a published port before the RIE inside listens, then resets it
+    (curl's exit 56 in CI). A listener that resets its first three connections, as the proxy does, and then
+    answers 404 is only ready after the fourth: an open port is not enough."""
+    import threading
+
+    from common.local.rie import wait_for_http
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    seen: list[int] = []
+
+    def serve() -> None:
+        for n in range(4):
+            conn, _ = server.accept()
+            seen.append(n)
+            if n < 3:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                conn.close()  # an RST, as the proxy sends
+                continue
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", timeout=10)
+        assert seen == [0, 1, 2, 3]
+    finally:
+        thread.join(5)
+        server.close()
+
+
+def test_waiting_for_http_gives_up_with_the_last_error() -> None:
+    from common.local.rie import wait_for_http
+
+    port = free_port()
+    with pytest.raises(TimeoutError, match="no HTTP answer"):
+        wait_for_http(f"http://127.0.0.1:{port}/", timeout=0.3)
