@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,17 @@ from common.runtime.functions import FUNCTIONS, image_ref
 from tests.docker.conftest import BASE_IMAGE, RunningImage
 from tests.support.cases import CASES, Case, event_for
 from tests.support.scenario import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def services_list() -> list[str]:
+    lines = (
+        line.split("#", 1)[0].strip()
+        for line in (REPO / "docker" / "aws-services.txt").read_text().splitlines()
+    )
+    return [line for line in lines if line]
+
 
 pytestmark = pytest.mark.docker
 
@@ -154,6 +166,24 @@ def test_base_runs_as_non_root_with_precompiled_bytecode(docker_client: Any) -> 
     assert out == ["10001", "True"]
 
 
+def test_base_image_reads_ahead_every_file_its_manifest_lists(docker_client: Any) -> None:
+    """The manifest the build recorded names files that are in the final image (the build stage and the
+    runtime file system agree on paths), and the runtime process's read-ahead thread reads them all."""
+    code = (
+        "import sitecustomize as s; "
+        "listed = [l for l in open(s.MANIFEST).read().split() if l]; "
+        "t = s._start(['/opt/venv/bin/python', '-m', 'awslambdaric', 'app.handler']); t.join(60); "
+        "print(len(listed), s.read[-1], sum('/opt/lib/common/' in f for f in listed), "
+        "sum('/botocore/data/' in f for f in listed))"
+    )
+    out = docker_client.containers.run(
+        BASE_IMAGE, entrypoint=["python", "-c", code], read_only=True, remove=True, network_mode="none"
+    )
+    listed, read, ours, models = map(int, out.decode().split())
+    assert listed > 300 and read == listed, (listed, read)
+    assert ours > 50 and models >= 2 * len(services_list()), (ours, models)
+
+
 def test_base_image_holds_only_what_runs_on_lambda(docker_client: Any) -> None:
     """Host tooling (the CLI, the emulator, the wiring, the SMTP ingress) and the deploy never ship."""
     out = (
@@ -179,15 +209,7 @@ def test_base_image_holds_only_what_runs_on_lambda(docker_client: Any) -> None:
 def test_base_image_creates_each_kept_services_client_and_no_dropped_one(docker_client: Any) -> None:
     """The build keeps only docker/aws-services.txt's botocore models: each of those clients can be
     created (creating a client loads its model; no network, no credentials), a dropped one cannot."""
-    from pathlib import Path
-
-    kept = [
-        line.split("#", 1)[0].strip()
-        for line in (Path(__file__).resolve().parents[2] / "docker" / "aws-services.txt")
-        .read_text()
-        .splitlines()
-    ]
-    kept = [name for name in kept if name]
+    kept = services_list()
     code = (
         "import sys, boto3, botocore.exceptions as e; s = boto3.session.Session(region_name='us-east-1'); "
         "made = [s.client(n).meta.service_model.service_name for n in sys.argv[1:]]; "
