@@ -31,7 +31,7 @@ from common.runtime.functions import dlq_name
 from common.runtime.log import bind, get_logger
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus
-from common.store import alerts, attachments, holds, layout, sendstatus
+from common.store import alerts, holds, layout, sendstatus
 from common.store.sendqueue import load, parse
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -354,6 +354,10 @@ class Sender:
         return encrypted
 
     def _fetch(self, key: str) -> bytes:
+        # Imported here: the attachment store brings the mail parser (about 30 ms of a cold start), and
+        # acks and most replies carry no attachment (docs/development.md, "imports").
+        from common.store import attachments
+
         data = attachments.read(self.cfg, key)
         if data is None:
             raise EventError(f"attachment {key} is missing from the bucket")
