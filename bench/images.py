@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common.aws.sts import account_id
 from common.local.env import local_env
 from common.local.rie import free_port, invoke
 from common.runtime.functions import BY_NAME, FUNCTIONS, image_ref
@@ -93,6 +94,7 @@ def run(rounds: int = 3, warm_n: int = 50) -> dict[str, Any]:
 
     with emulator_process(local_env()):  # the functions do their real AWS calls against it
         _EMULATOR["AWS_ENDPOINT_URL"] = os.environ["AWS_ENDPOINT_URL"]
+        _EMULATOR["ACCOUNT_ID"] = account_id()  # as the deploy sets it for every function
         try:
             return _run(rounds, warm_n)
         finally:

@@ -66,6 +66,8 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
         "PRIVATE_EMAIL": cfg.private_email,
         "EMAIL_BUCKET": cfg.bucket,
         "ALERT_TOPIC_ARN": topic_arn(cfg, cfg.alert_topic),
+        # The deploy's account: queue URLs and topic ARNs without an STS call at each cold start.
+        "ACCOUNT_ID": cfg.account_id,
         "LOG_LEVEL": source.get("LOG_LEVEL", "INFO"),
     }
     for f in fields(Config):

@@ -46,7 +46,7 @@ def load_config(
 ) -> Config:
     """The deploy's configuration. The bucket defaults to ``{project}-{env}-{account}-{region}-mail``:
     bucket names are global, so the local default would collide with every other adopter."""
-    values = {**environ, "ENVIRONMENT": env, "AWS_REGION": region}
+    values = {**environ, "ENVIRONMENT": env, "AWS_REGION": region, "ACCOUNT_ID": account}
     project = values.get("PROJECT_NAME") or config.PROJECT
     if not values.get("EMAIL_BUCKET"):
         values["EMAIL_BUCKET"] = f"{project}-{env}-{account}-{region}-mail"

@@ -217,6 +217,7 @@ class DevStack:
     def start(self) -> DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailableError` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
+        from common.aws.sts import account_id
         from common.local import provision
         from common.local.emulator import EmbeddedMoto
         from common.local.env import (
@@ -251,6 +252,7 @@ class DevStack:
         )
         # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).
         roles = {name: function_credentials(cfg, name, ensure_role=False) for name in self.ports.functions}
+        account = account_id()
         procs = {
             name: self._register(
                 name,
@@ -261,6 +263,7 @@ class DevStack:
                         {
                             **self.env,
                             **roles[name],
+                            "ACCOUNT_ID": account,  # as the deploy sets it: no STS call at cold start
                             "AWS_ENDPOINT_URL": self.endpoint,
                             "PYTHON": sys.executable,
                         }

@@ -65,6 +65,9 @@ class Config:
     function: str = ""
     alert_topic: str = ""  # SNS topic name for owner alerts (final send failures, rejected replies)
     alert_topic_arn: str = ""  # resolved from alert_topic and the account when empty
+    # The account the functions run in, set by the deploy: queue URLs and topic ARNs are built from it
+    # without an sts:GetCallerIdentity call at cold start (common/aws/sts.py). Empty: asked of STS.
+    account_id: str = ""
     feedback_topic: str = ""  # SNS topic SES publishes Delivery/Bounce/Complaint to
     ses_configuration_set: str = ""  # every send names it, so SES publishes its events to feedback_topic
     spam_rules_parameter: str = ""
@@ -337,6 +340,8 @@ def _validate(cfg: Config) -> None:
         and not cfg.public_email.lower().endswith("@" + cfg.domain_name.lower())
     ):
         raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({cfg.domain_name})")
+    if cfg.account_id and not re.fullmatch(r"[0-9]{12}", cfg.account_id):
+        raise ConfigError(f"ACCOUNT_ID={cfg.account_id!r} is not an AWS account id (12 digits)")
     if cfg.thread_secret and len(cfg.thread_secret) < 16:
         raise ConfigError("THREAD_SECRET must be at least 16 characters")
     for name in (

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from common.aws import sts
 from common.runtime import config as config_mod
 from common.runtime.config import Config
 from common.runtime.errors import ConfigError, EventError
@@ -39,6 +40,7 @@ def make_handler(function_name: str, logic: Logic) -> Callable[[Any, LambdaConte
         flush(log)
         raise ConfigError(f"{function_name}: {exc}") from None
     cfg = replace(cfg, function=function_name)
+    sts.use_account(cfg.account_id)
     if spec.queue_field and not cfg.send_queue:
         cfg = replace(cfg, send_queue=getattr(cfg, spec.queue_field))
 

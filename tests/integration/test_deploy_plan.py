@@ -56,6 +56,7 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         assert ("THREAD_SECRET_PARAMETER" in variables) == ("thread_secret" in f.requires)
         assert variables["EMAIL_BUCKET"] == BUCKET
         assert variables["ALERT_TOPIC_ARN"] == f"arn:aws:sns:us-east-1:{ACCOUNT}:{PREFIX}-alerts"
+        assert variables["ACCOUNT_ID"] == ACCOUNT  # queue URLs without STS at cold start
         assert config["Role"] == f"arn:aws:iam::{ACCOUNT}:role/{name}"
         alias = lam.get_alias(FunctionName=name, Name="live")
         assert alias["FunctionVersion"] != "$LATEST"
