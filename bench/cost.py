@@ -44,11 +44,13 @@ TARGET_CPU_MS_PER_SEND = 30.0
 
 def _cold_sandbox() -> None:
     """Forget what a warm sandbox would have cached, so its first-use lookups are counted."""
-    from common.aws import reset_clients
+    from common.aws import reset_clients, sts
     from common.inbound import policy
     from common.senders import handler as sender
+    from tests.support.harness import ACCOUNT
 
     reset_clients()
+    sts.use_account(ACCOUNT)  # as make_handler does with the ACCOUNT_ID the deploy sets: no STS call
     policy.RULES.clear()
     for cached in (sender._idempotent, sender._limiter):
         cached.cache_clear()
