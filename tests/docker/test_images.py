@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from common.local.rie import free_port
+from common.local.rie import free_port, invoke
 from common.runtime.functions import FUNCTIONS, image_ref
 from tests.docker.conftest import BASE_IMAGE, RunningImage
 from tests.support.cases import CASES, Case, event_for
@@ -182,6 +182,41 @@ def test_base_image_reads_ahead_every_file_its_manifest_lists(docker_client: Any
     listed, read, ours, models = map(int, out.decode().split())
     assert listed > 300 and read == listed, (listed, read)
     assert ours > 50 and models >= 2 * len(services_list()), (ours, models)
+
+
+PROBE = """
+import sys, threading
+
+def handler(event, context):
+    import sitecustomize as site
+    for thread in threading.enumerate():
+        if thread.name == "readahead":
+            thread.join(30)
+    listed = [line for line in open(site.MANIFEST).read().split() if line]
+    return {"read": site.read, "listed": len(listed), "argv": sys.orig_argv}
+"""
+
+
+@pytest.mark.parametrize("setting", ["on", "off"])
+def test_the_runtime_the_entry_script_starts_reads_ahead_unless_turned_off(
+    setting: str, run_image: Callable[..., RunningImage], tmp_path: Path
+) -> None:
+    """Through the real path: the entry script, the RIE, the runtime client and a handler in the task
+    root. The runtime process read every file of the manifest before (or while) its handler ran; with
+    READAHEAD=off it read none."""
+    (tmp_path / "probe.py").write_text(PROBE)
+    tmp_path.chmod(0o755)
+    (tmp_path / "probe.py").chmod(0o644)
+    running = run_image(
+        BASE_IMAGE,
+        env={"READAHEAD": setting},
+        command=["probe.handler"],
+        volumes={str(tmp_path / "probe.py"): {"bind": "/var/task/probe.py", "mode": "ro"}},
+    )
+    out = invoke(running.url, {})
+    assert out["argv"][1:3] == ["-m", "awslambdaric"], out["argv"]
+    assert out["read"] == ([out["listed"]] if setting == "on" else []), out
+    assert out["listed"] > 300
 
 
 def test_base_image_holds_only_what_runs_on_lambda(docker_client: Any) -> None:
