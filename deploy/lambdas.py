@@ -30,6 +30,7 @@ ASYNC_MAX_AGE_S = 6 * 3600
 # read from SSM at cold start (common/runtime/config.py), never stored in the configuration.
 _NOT_PASSED = {
     "region",
+    "account_id",  # the deploy's own account, never the shell's (set below)
     "send_queue",
     "alert_topic_arn",
     "thread_secret",
@@ -66,14 +67,14 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
         "PRIVATE_EMAIL": cfg.private_email,
         "EMAIL_BUCKET": cfg.bucket,
         "ALERT_TOPIC_ARN": topic_arn(cfg, cfg.alert_topic),
-        # The deploy's account: queue URLs and topic ARNs without an STS call at each cold start.
-        "ACCOUNT_ID": cfg.account_id,
         "LOG_LEVEL": source.get("LOG_LEVEL", "INFO"),
     }
     for f in fields(Config):
         name = env_name(f.name)
         if not f.name.startswith("_") and f.name not in _NOT_PASSED and name in source and name not in env:
             env[name] = source[name]
+    if cfg.account_id:  # the deploy's account: queue URLs and topic ARNs without STS at each cold start
+        env[env_name("account_id")] = cfg.account_id
     if "thread_secret" in spec.requires:  # only the two handlers may read the HMAC secret
         env[env_name("thread_secret_parameter")] = cfg.thread_secret_parameter
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.aws import client, learnt
+from common.aws import client, forget_learnt, learnt
 
 _configured: list[str] = []  # the account the configuration names (ACCOUNT_ID), if any
 
@@ -11,8 +11,10 @@ def use_account(account: str) -> None:
     """Take the account from the configuration (the deploy sets ACCOUNT_ID for every function), so
     that building a queue URL or a topic ARN asks STS nothing: one client and one call less at cold
     start. Empty: ask STS, as the host tools do."""
-    _configured[:] = [account] if account else []
-    account_id.cache_clear()  # type: ignore[attr-defined]
+    wanted = [account] if account else []
+    if wanted != _configured:
+        _configured[:] = wanted
+        forget_learnt()  # queue URLs built with another account are wrong now
 
 
 @learnt

@@ -354,7 +354,7 @@ class Sender:
         return encrypted
 
     def _fetch(self, key: str) -> bytes:
-        # Imported here: the attachment store brings the mail parser (about 30 ms of a cold start), and
+        # Imported here: the attachment store brings the mail parser (about 50 ms of a cold start), and
         # acks and most replies carry no attachment (docs/development.md, "imports").
         from common.store import attachments
 

@@ -27,6 +27,7 @@ CONTEXT = SimpleNamespace(aws_request_id="req-account", get_remaining_time_in_mi
 def configured(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     for name, value in stack.env.items():
         monkeypatch.setenv(name, value)
+    sts.use_account("")
     forget_learnt()  # a cold start: nothing learnt yet
     yield stack
     sts.use_account("")
@@ -64,3 +65,12 @@ def test_a_malformed_account_stops_the_cold_start(configured: Stack, monkeypatch
     monkeypatch.setenv("ACCOUNT_ID", "12345")
     with pytest.raises(ConfigError, match="ACCOUNT_ID='12345' is not an AWS account id"):
         make_handler("inbound-handler", handle)
+
+
+def test_a_changed_account_forgets_the_queue_urls_built_with_the_old_one(configured: Stack) -> None:
+    from common.aws import sqs
+
+    sts.use_account("111122223333")
+    assert "/111122223333/" in sqs.queue_url(configured.cfg.ack_queue)
+    sts.use_account("444455556666")
+    assert "/444455556666/" in sqs.queue_url(configured.cfg.ack_queue)
