@@ -13,7 +13,7 @@ from typing import Any
 from common.aws.sts import account_id
 from common.local.env import local_env
 from common.local.rie import free_port, invoke
-from common.runtime.functions import BY_NAME, FUNCTIONS, image_ref
+from common.runtime.functions import FUNCTIONS, image_ref
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "tests" / "fixtures" / "events"
@@ -34,7 +34,7 @@ def _pct(values: list[float], p: float) -> float:
 _EMULATOR: dict[str, str] = {}  # AWS_ENDPOINT_URL of the emulator the functions talk to (set by run)
 
 
-def _start(client: Any, image: str, env: dict[str, str] | None = None) -> tuple[Any, str]:
+def _start(client: Any, image: str) -> tuple[Any, str]:
     # Host network, like the tests: the functions reach the emulator on loopback; every container
     # (hello-world included) starts the same way, so the ratios compare like with like.
     port = free_port()
@@ -43,7 +43,6 @@ def _start(client: Any, image: str, env: dict[str, str] | None = None) -> tuple[
         **_EMULATOR,
         "RIE_ADDRESS": f"127.0.0.1:{port}",
         "RIE_RUNTIME_API_ADDRESS": f"127.0.0.1:{free_port()}",
-        **(env or {}),
     }
     container = client.containers.run(
         image, detach=True, read_only=True, tmpfs={"/tmp": ""}, environment=environment, network_mode="host"
@@ -64,10 +63,10 @@ def _first_response(url: str, event: Any, timeout: float = 60.0) -> None:
             time.sleep(0.01)
 
 
-def _cold_start(client: Any, image: str, event: Any, env: dict[str, str] | None = None) -> float:
+def _cold_start(client: Any, image: str, event: Any) -> float:
     """Seconds from `docker run` to the first successful response (start + RIE + init + invoke)."""
     t0 = time.perf_counter()
-    container, url = _start(client, image, env)
+    container, url = _start(client, image)
     try:
         _first_response(url, event)
         return time.perf_counter() - t0
@@ -152,32 +151,7 @@ def _run(rounds: int, warm_n: int) -> dict[str, Any]:
     results["hello_one_aws_call"] = {"cold_start_ms": round(statistics.median(aws_cold) * 1000, 1)}
     # The extractor's heavy imports: cold start on a calendar file (no pypdf) vs on a PDF (pypdf imported).
     results["extractor_cold_start_ms"] = _extractor_cold_starts(client, rounds)
-    results["readahead"] = _readahead(client, rounds)
     return results
-
-
-READAHEAD_CASES = (("hello_one_aws_call", HELLO_AWS), ("inbound-handler", ""), ("ack-sender", ""))
-
-
-def _readahead(client: Any, rounds: int) -> dict[str, dict[str, float]]:
-    """Cold start with the base image's read-ahead (docker/sitecustomize.py) off and on, in pairs: what
-    it saves every function, and the baseline too, since the baseline runs on the same base."""
-    out = {}
-    for name, image in READAHEAD_CASES:
-        fn = BY_NAME.get(name)
-        event = json.loads((EVENTS / EVENT_FOR.get(name, "sqs-send.json")).read_text()) if fn else {}
-        image = image or (fn.image if fn else "")
-        pairs = [
-            (_cold_start(client, image, event, {"READAHEAD": "off"}), _cold_start(client, image, event))
-            for _ in range(2 * rounds)  # a 5-15 % effect: more pairs than the ratios above need
-        ]
-        off, on = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
-        out[name] = {
-            "off_ms": round(off * 1000, 1),
-            "on_ms": round(on * 1000, 1),
-            "on_vs_off": round(statistics.median(b / a for a, b in pairs), 2),
-        }
-    return out
 
 
 def _import_ms(client: Any, image: str, extra: str, rounds: int) -> float:
@@ -243,8 +217,4 @@ def table(results: dict[str, Any]) -> str:
         f"extractor init: handler import {ex['handler_only']} ms;"
         f" + pypdf/DOCX reader {ex['with_parsers']} ms (paid only when a PDF/DOCX arrives)"
     )
-    for name, r in results.get("readahead", {}).items():
-        lines.append(
-            f"read-ahead, {name}: cold {r['off_ms']} ms off -> {r['on_ms']} ms on ({r['on_vs_off']}x)"
-        )
     return "\n".join(lines)

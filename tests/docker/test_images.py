@@ -8,27 +8,15 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from common.local.rie import free_port, invoke
+from common.local.rie import free_port
 from common.runtime.functions import FUNCTIONS, image_ref
 from tests.docker.conftest import BASE_IMAGE, RunningImage
 from tests.support.cases import CASES, Case, event_for
 from tests.support.scenario import wait_for
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def services_list() -> list[str]:
-    lines = (
-        line.split("#", 1)[0].strip()
-        for line in (REPO / "docker" / "aws-services.txt").read_text().splitlines()
-    )
-    return [line for line in lines if line]
-
 
 pytestmark = pytest.mark.docker
 
@@ -166,59 +154,6 @@ def test_base_runs_as_non_root_with_precompiled_bytecode(docker_client: Any) -> 
     assert out == ["10001", "True"]
 
 
-def test_base_image_reads_ahead_every_file_its_manifest_lists(docker_client: Any) -> None:
-    """The manifest the build recorded names files that are in the final image (the build stage and the
-    runtime file system agree on paths), and the runtime process's read-ahead thread reads them all."""
-    code = (
-        "import sitecustomize as s; "
-        "listed = [l for l in open(s.MANIFEST).read().split() if l]; "
-        "t = s._start(['/opt/venv/bin/python', '-m', 'awslambdaric', 'app.handler']); t.join(60); "
-        "print(len(listed), s.read[-1], sum('/opt/lib/common/' in f for f in listed), "
-        "sum('/botocore/data/' in f for f in listed))"
-    )
-    out = docker_client.containers.run(
-        BASE_IMAGE, entrypoint=["python", "-c", code], read_only=True, remove=True, network_mode="none"
-    )
-    listed, read, ours, models = map(int, out.decode().split())
-    assert listed > 300 and read == listed, (listed, read)
-    assert ours > 50 and models >= 2 * len(services_list()), (ours, models)
-
-
-PROBE = """
-import sys, threading
-
-def handler(event, context):
-    import sitecustomize as site
-    for thread in threading.enumerate():
-        if thread.name == "readahead":
-            thread.join(30)
-    listed = [line for line in open(site.MANIFEST).read().split() if line]
-    return {"read": site.read, "listed": len(listed), "argv": sys.orig_argv}
-"""
-
-
-@pytest.mark.parametrize("setting", ["on", "off"])
-def test_the_runtime_the_entry_script_starts_reads_ahead_unless_turned_off(
-    setting: str, run_image: Callable[..., RunningImage], tmp_path: Path
-) -> None:
-    """Through the real path: the entry script, the RIE, the runtime client and a handler in the task
-    root. The runtime process read every file of the manifest before (or while) its handler ran; with
-    READAHEAD=off it read none."""
-    (tmp_path / "probe.py").write_text(PROBE)
-    tmp_path.chmod(0o755)
-    (tmp_path / "probe.py").chmod(0o644)
-    running = run_image(
-        BASE_IMAGE,
-        env={"READAHEAD": setting},
-        command=["probe.handler"],
-        volumes={str(tmp_path / "probe.py"): {"bind": "/var/task/probe.py", "mode": "ro"}},
-    )
-    out = invoke(running.url, {})
-    assert out["argv"][1:3] == ["-m", "awslambdaric"], out["argv"]
-    assert out["read"] == ([out["listed"]] if setting == "on" else []), out
-    assert out["listed"] > 300
-
-
 def test_base_image_holds_only_what_runs_on_lambda(docker_client: Any) -> None:
     """Host tooling (the CLI, the emulator, the wiring, the SMTP ingress) and the deploy never ship."""
     out = (
@@ -244,7 +179,15 @@ def test_base_image_holds_only_what_runs_on_lambda(docker_client: Any) -> None:
 def test_base_image_creates_each_kept_services_client_and_no_dropped_one(docker_client: Any) -> None:
     """The build keeps only docker/aws-services.txt's botocore models: each of those clients can be
     created (creating a client loads its model; no network, no credentials), a dropped one cannot."""
-    kept = services_list()
+    from pathlib import Path
+
+    kept = [
+        line.split("#", 1)[0].strip()
+        for line in (Path(__file__).resolve().parents[2] / "docker" / "aws-services.txt")
+        .read_text()
+        .splitlines()
+    ]
+    kept = [name for name in kept if name]
     code = (
         "import sys, boto3, botocore.exceptions as e; s = boto3.session.Session(region_name='us-east-1'); "
         "made = [s.client(n).meta.service_model.service_name for n in sys.argv[1:]]; "

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -22,3 +24,25 @@ def test_a_sender_imports_the_attachment_store_and_mail_parser_only_for_an_attac
     loaded = _imported_by("common.senders.handler")
     assert "common.senders.handler" in loaded
     assert not {"common.store.attachments", "common.mail.parse"} & loaded
+
+
+def test_the_deploy_gives_every_function_its_own_account_never_the_shells(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ACCOUNT_ID spares each cold start an sts:GetCallerIdentity call (common/aws/sts.py); the value is the
+    account the deploy runs in, whatever a shell exported under that common name."""
+    from common.runtime.functions import FUNCTIONS
+    from deploy.lambdas import environment
+    from deploy.preflight import load_config
+
+    topic = "arn:aws:sns:us-east-1:123456789012:{}"
+    monkeypatch.setattr("deploy.lambdas.topic_arn", lambda cfg, name: topic.format(name))
+    source = {
+        "DOMAIN_NAME": "example.com",
+        "PUBLIC_EMAIL": "hello@example.com",
+        "PRIVATE_EMAIL": "owner@example.net",
+        "ACCOUNT_ID": "999999999999",
+    }
+    cfg = load_config(source, "prd", "us-east-1", "123456789012", need_secret=False)
+    for spec in FUNCTIONS:
+        assert environment(cfg, spec, source)["ACCOUNT_ID"] == "123456789012", spec.name
