@@ -34,7 +34,7 @@ def _pct(values: list[float], p: float) -> float:
 _EMULATOR: dict[str, str] = {}  # AWS_ENDPOINT_URL of the emulator the functions talk to (set by run)
 
 
-def _start(client: Any, image: str) -> tuple[Any, str]:
+def _start(client: Any, image: str, cpus: float = 0.0) -> tuple[Any, str]:
     # Host network, like the tests: the functions reach the emulator on loopback; every container
     # (hello-world included) starts the same way, so the ratios compare like with like.
     port = free_port()
@@ -45,7 +45,13 @@ def _start(client: Any, image: str) -> tuple[Any, str]:
         "RIE_RUNTIME_API_ADDRESS": f"127.0.0.1:{free_port()}",
     }
     container = client.containers.run(
-        image, detach=True, read_only=True, tmpfs={"/tmp": ""}, environment=environment, network_mode="host"
+        image,
+        detach=True,
+        read_only=True,
+        tmpfs={"/tmp": ""},
+        environment=environment,
+        network_mode="host",
+        **({"nano_cpus": int(cpus * 1e9)} if cpus else {}),
     )
     return container, f"http://127.0.0.1:{port}"
 
@@ -63,10 +69,11 @@ def _first_response(url: str, event: Any, timeout: float = 60.0) -> None:
             time.sleep(0.01)
 
 
-def _cold_start(client: Any, image: str, event: Any) -> float:
-    """Seconds from `docker run` to the first successful response (start + RIE + init + invoke)."""
+def _cold_start(client: Any, image: str, event: Any, cpus: float = 0.0) -> float:
+    """Seconds from `docker run` to the first successful response (start + RIE + init + invoke); with
+    ``cpus``, the container gets that share of a CPU (``docker run --cpus``)."""
     t0 = time.perf_counter()
-    container, url = _start(client, image)
+    container, url = _start(client, image, cpus)
     try:
         _first_response(url, event)
         return time.perf_counter() - t0
@@ -151,7 +158,33 @@ def _run(rounds: int, warm_n: int) -> dict[str, Any]:
     results["hello_one_aws_call"] = {"cold_start_ms": round(statistics.median(aws_cold) * 1000, 1)}
     # The extractor's heavy imports: cold start on a calendar file (no pypdf) vs on a PDF (pypdf imported).
     results["extractor_cold_start_ms"] = _extractor_cold_starts(client, rounds)
+    results["lambda_cpu"] = _lambda_cpu(client, rounds)
     return results
+
+
+# "At 1,769 MB, a function has the equivalent of one vCPU" (Lambda Developer Guide, "Configure Lambda
+# function memory", https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html).
+VCPU_MB = 1769
+
+
+def _lambda_cpu(client: Any, rounds: int) -> dict[str, dict[str, float]]:
+    """Cold starts with the CPU share Lambda gives each function's memory size, the baseline beside each
+    at the same share: the machine's idle cores flatter every figure above, Lambda has none to give."""
+    out = {}
+    for fn in FUNCTIONS:
+        cpus = round(fn.memory_mb / VCPU_MB, 2)
+        event = json.loads((EVENTS / EVENT_FOR.get(fn.name, "sqs-send.json")).read_text())
+        pairs = [
+            (_cold_start(client, HELLO_AWS, {}, cpus), _cold_start(client, fn.image, event, cpus))
+            for _ in range(rounds)
+        ]
+        out[fn.name] = {
+            "cpus": cpus,
+            "cold_start_ms": round(statistics.median(f for _, f in pairs) * 1000, 1),
+            "hello_one_aws_call_ms": round(statistics.median(b for b, _ in pairs) * 1000, 1),
+            "cold_vs_hello_one_aws_call": round(statistics.median(f / b for b, f in pairs), 2),
+        }
+    return out
 
 
 def _import_ms(client: Any, image: str, extra: str, rounds: int) -> float:
@@ -217,4 +250,9 @@ def table(results: dict[str, Any]) -> str:
         f"extractor init: handler import {ex['handler_only']} ms;"
         f" + pypdf/DOCX reader {ex['with_parsers']} ms (paid only when a PDF/DOCX arrives)"
     )
+    for name, r in results.get("lambda_cpu", {}).items():
+        lines.append(
+            f"at Lambda's CPU share, {name} ({r['cpus']} CPU): cold {r['cold_start_ms']} ms, "
+            f"hello + one AWS call {r['hello_one_aws_call_ms']} ms ({r['cold_vs_hello_one_aws_call']}x)"
+        )
     return "\n".join(lines)
