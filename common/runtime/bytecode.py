@@ -1,0 +1,272 @@
+"""The image's compiled modules, one bundle file per import root instead of one .pyc per module.
+
+A cold start imports about 480 modules (the stdlib's, boto3's, botocore's, Powertools', ours). From
+.pyc files each costs a few ``stat`` calls (the path finders check directories) and an open and a read
+of its own file; from a bundle it costs one ``pread`` on a file opened once. In the function images
+on this machine's Docker storage that halves ``import app`` and takes a third off a whole cold
+start, the one-call baseline included (docs/decisions.md, "Compiled-code bundles").
+
+The base image builds a bundle for the stdlib, for site-packages and for ``/opt/lib`` (``build``),
+deletes the .pyc files they replace (``prune``: the bytes are stored once) and activates them for
+every interpreter through a ``.pth`` line. A bundle answers only for modules under its own root, in
+``sys.path`` order, and only while that root lists the entries it was built with: a ``pip install``
+into a derived image (a new or renamed ``*.dist-info``) switches that root's bundle off, and imports
+go back to the files. (Not the root's mtime: Docker's copies and copy-ups do not keep a directory's.)
+A derived image that rewrites files in place under a root rebuilds the bundles with this module.
+Anything a bundle does not hold (extension modules, a file added to ``/var/task``) is found as
+before.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+from importlib.machinery import ModuleSpec, SourceFileLoader
+from importlib.util import MAGIC_NUMBER
+
+# Not ``typing``: what this module imports loads before any bundle can serve it, from its own .pyc.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any
+
+FORMAT = b"SEH-BC1\n"
+SUFFIX = ".bundle"
+
+__all__ = ["Bundle", "BundleFinder", "activate", "build", "prune"]
+
+
+class BundleLoader(SourceFileLoader):
+    """A source file loader whose code comes from the bundle: ``__file__``, tracebacks, ``get_data``
+    and resource readers all see the real file beside it."""
+
+    def __init__(self, fullname: str, path: str, bundle: Bundle, at: tuple[int, int]) -> None:
+        super().__init__(fullname, path)
+        self._bundle, self._at = bundle, at
+
+    def get_code(self, fullname: str) -> Any:
+        return self._bundle.code(self._at)
+
+
+class Bundle:
+    """One root's modules: ``{name: (relative path, is package, offset, length)}`` and their code."""
+
+    def __init__(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            head = os.pread(fd, 32, 0)
+            if head[:8] != FORMAT or head[8:12] != MAGIC_NUMBER:
+                raise ValueError(f"{path}: not a bundle for this Python")
+            size = int.from_bytes(head[12:20], "little")
+            meta = marshal.loads(os.pread(fd, size, 32))
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd, self.base = fd, 32 + size
+        self.root: str = meta["root"]
+        self.listing: list[str] = meta["listing"]
+        self.modules: dict[str, tuple[str, bool, int, int]] = meta["modules"]
+        self.top = {name for name in self.modules if "." not in name}
+
+    def current(self) -> bool:
+        """Whether the root lists what it did at build time (a package added, removed or upgraded by pip
+        changes its ``*.dist-info`` entries)."""
+        try:
+            return _listing(self.root) == self.listing
+        except OSError:
+            return False
+
+    def parent_dir(self, entry: tuple[str, bool, int, int]) -> str:
+        """The directory a module is found in: its parent package's ``__path__`` entry."""
+        rel, is_pkg = entry[0], entry[1]
+        where = os.path.dirname(rel)
+        return os.path.join(self.root, os.path.dirname(where) if is_pkg else where)
+
+    def code(self, at: tuple[int, int]) -> Any:
+        offset, length = at
+        return marshal.loads(os.pread(self.fd, length, self.base + offset))
+
+    def spec(self, name: str) -> ModuleSpec:
+        rel, is_pkg, offset, length = self.modules[name]
+        origin = os.path.join(self.root, rel)
+        spec = ModuleSpec(
+            name, BundleLoader(name, origin, self, (offset, length)), origin=origin, is_package=is_pkg
+        )
+        if is_pkg:
+            spec.submodule_search_locations = [os.path.dirname(origin)]
+        spec.has_location = True
+        return spec
+
+
+class BundleFinder:
+    """A meta path finder over the bundles, consulted before the path finders.
+
+    A dotted name is answered when its parent's ``__path__`` names the directory the bundle holds it
+    in; a top-level name follows ``sys.path``: the first entry that has it wins, as with files. An entry
+    that is not a bundle root is listed once (the image's file system is read-only)."""
+
+    def __init__(self, bundles: list[Bundle]) -> None:
+        self.by_root = {b.root: b for b in bundles}
+        self._listed: dict[str, frozenset[str]] = {}
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if "." in name:
+            for bundle in self.by_root.values():
+                entry = bundle.modules.get(name)
+                if entry is not None and path is not None and bundle.parent_dir(entry) in path:
+                    return bundle.spec(name)
+            return None
+        for item in sys.path:
+            holder = self.by_root.get(item)
+            if holder is not None:
+                if name in holder.top:
+                    return holder.spec(name)
+            elif name in self._names(item):
+                return None  # a file or package of that name comes first: the path finder loads it
+        return None
+
+    def _names(self, entry: str) -> frozenset[str]:
+        names = self._listed.get(entry)
+        if names is None:
+            try:
+                files = os.listdir(entry or ".")
+            except OSError:
+                files = []
+            names = frozenset(f.partition(".")[0] for f in files)
+            self._listed[entry] = names
+        return names
+
+    def invalidate_caches(self) -> None:
+        self._listed.clear()
+
+
+def activate(directory: str) -> BundleFinder | None:
+    """Put the current bundles of ``directory`` in front of the path finders (once per process).
+    Never raises: a missing, foreign or stale bundle only means imports read the files."""
+    if any(isinstance(f, BundleFinder) for f in sys.meta_path):
+        return None
+    bundles = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return None
+    for fname in names:
+        if fname.endswith(SUFFIX):
+            try:
+                bundle = Bundle(os.path.join(directory, fname))
+            except (OSError, ValueError, EOFError, KeyError, TypeError):
+                continue
+            if bundle.current():
+                bundles.append(bundle)
+            else:
+                os.close(bundle.fd)
+    if not bundles:
+        return None
+    finder = BundleFinder(bundles)
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def _listing(root: str) -> list[str]:
+    """What a root holds, but its ``.pth`` files (the one that activates the bundles is written after)."""
+    return sorted(n for n in os.listdir(root) if not n.endswith(".pth"))
+
+
+def _modules(root: str) -> dict[str, str]:
+    """Every module importable by dotted name under ``root``: ``{name: relative path}``."""
+    found: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        parts = [] if rel == "." else rel.split(os.sep)
+        if parts and not (
+            all(p.isidentifier() for p in parts) and os.path.isfile(os.path.join(dirpath, "__init__.py"))
+        ):
+            dirnames[:] = []  # not a package (or a namespace one): its files are not bundled
+            continue
+        dirnames[:] = sorted(d for d in dirnames if d.isidentifier())
+        for fname in sorted(filenames):
+            stem, dot, ext = fname.partition(".")
+            if ext != "py" or not stem.isidentifier():
+                continue
+            name = ".".join(parts if stem == "__init__" else [*parts, stem])
+            if name:
+                found[name] = os.path.join(rel, fname) if parts else fname
+    return found
+
+
+def build(out: str, root: str) -> tuple[int, int]:
+    """Compile every module under ``root`` into ``out``; files that do not compile are left to the
+    import system (as compileall leaves them). Returns (modules, bytes of code)."""
+    root = os.path.abspath(root)
+    modules: dict[str, tuple[str, bool, int, int]] = {}
+    blobs: list[bytes] = []
+    offset = 0
+    for name, rel in _modules(root).items():
+        path = os.path.join(root, rel)
+        try:
+            with open(path, "rb") as f:
+                code = compile(f.read(), path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, UnicodeDecodeError):
+            continue
+        blob = marshal.dumps(code)
+        modules[name] = (rel, rel.endswith("__init__.py"), offset, len(blob))
+        blobs.append(blob)
+        offset += len(blob)
+    meta = marshal.dumps({"root": root, "listing": _listing(root), "modules": modules})
+    with open(out, "wb") as f:
+        f.write(FORMAT + MAGIC_NUMBER + len(meta).to_bytes(8, "little") + bytes(12))
+        f.write(meta)
+        f.writelines(blobs)
+    return len(modules), offset
+
+
+def prune(root: str, keep: set[str]) -> int:
+    """Delete the .pyc files under ``root`` except those of ``keep`` (source paths relative to the root:
+    the modules loaded before a bundle can be, this one among them). Returns how many were deleted."""
+    root = os.path.abspath(root)
+    kept = {
+        os.path.join(root, os.path.dirname(rel), "__pycache__", os.path.basename(rel)[:-3]) for rel in keep
+    }
+    deleted = 0
+    for dirpath, _dirnames, filenames in os.walk(root):
+        if os.path.basename(dirpath) != "__pycache__":
+            continue
+        for fname in filenames:
+            path = os.path.join(dirpath, fname)
+            if fname.endswith(".pyc") and path.split(".cpython-")[0] not in kept:
+                os.unlink(path)
+                deleted += 1
+    return deleted
+
+
+def _loaded_before_activation(root: str) -> set[str]:
+    """The files under ``root`` that an interpreter has imported by the time the ``.pth`` line runs
+    (this module and what it imports): their .pyc stay."""
+    root = os.path.abspath(root)
+    out = set()
+    for mod in list(sys.modules.values()):
+        origin = getattr(getattr(mod, "__spec__", None), "origin", None)
+        if isinstance(origin, str) and origin.endswith(".py") and origin.startswith(root + os.sep):
+            out.add(os.path.relpath(origin, root))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """``python -m common.runtime.bytecode DIR ROOT...``: one bundle per root in DIR, then the .pyc
+    they replace deleted (run as the last step that writes under the roots)."""
+    directory, roots = argv[0], argv[1:]
+    # site decodes each .pth file (utf-8-sig) before the one that activates the bundles has run.
+    import encodings.utf_8_sig  # noqa: F401
+
+    os.makedirs(directory, exist_ok=True)
+    for root in roots:
+        name = root.strip("/").replace("/", "-") + SUFFIX
+        keep = _loaded_before_activation(root)
+        count, size = build(os.path.join(directory, name), root)
+        deleted = prune(root, keep)
+        print(f"[bytecode] {name}: {count} modules, {size / 1e6:.1f} MB of code; {deleted} .pyc deleted")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - the image build's step
+    raise SystemExit(main(sys.argv[1:]))

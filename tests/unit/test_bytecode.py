@@ -1,0 +1,144 @@
+"""The compiled-code bundles (common/runtime/bytecode.py): what the image's interpreters import from.
+
+Each check runs in a fresh interpreter, as a cold start does: a bundle is activated once per process
+and stays in front of the path finders.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.runtime import bytecode
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import importlib, importlib.resources, json, sys, traceback
+sys.path[:0] = json.loads(sys.argv[2])
+from common.runtime import bytecode
+finder = bytecode.activate(sys.argv[1])
+out = {"active": sorted(finder.by_root) if finder else []}
+for name in json.loads(sys.argv[3]):
+    try:
+        mod = importlib.import_module(name)
+        out[name] = [type(mod.__spec__.loader).__name__, mod.__file__, getattr(mod, "VALUE", None)]
+    except Exception as exc:
+        out[name] = [type(exc).__name__, str(exc), None]
+if "pkg" in sys.modules:
+    out["resource"] = importlib.resources.files("pkg").joinpath("data.txt").read_text()
+    try:
+        importlib.import_module("pkg.mod").fail()
+    except ZeroDivisionError:
+        out["traceback"] = traceback.format_exc()
+print(json.dumps(out))
+"""
+
+
+def _tree(root: Path) -> Path:
+    """A site root: a top-level module, a package with a data file, a sub-package, a .dist-info."""
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "top.py").write_text("VALUE = 'top'\n")
+    (root / "pkg" / "__init__.py").write_text("VALUE = 'pkg'\n")
+    (root / "pkg" / "data.txt").write_text("resource text")
+    (root / "pkg" / "mod.py").write_text("VALUE = 'mod'\n\ndef fail():\n    return 1 / 0  # the line\n")
+    (root / "pkg" / "sub" / "__init__.py").write_text("from . import leaf\nVALUE = leaf.VALUE\n")
+    (root / "pkg" / "sub" / "leaf.py").write_text("VALUE = 'leaf'\n")
+    (root / "pkg" / "broken.py").write_text("def (:\n")  # does not compile: left to the import system
+    (root / "demo-1.0.dist-info").mkdir()
+    return root
+
+
+def _probe(bundles: Path, path: list[Path], names: list[str]) -> dict[str, list[str]]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            str(bundles),
+            json.dumps([str(p) for p in path]),
+            json.dumps(names),
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> tuple[Path, Path]:
+    root = _tree(tmp_path / "site")
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    count, size = bytecode.build(str(bundles / "site.bundle"), str(root))
+    assert count == 5 and size > 0  # top, pkg, pkg.mod, pkg.sub, pkg.sub.leaf; not pkg.broken
+    return root, bundles
+
+
+def test_modules_load_from_the_bundle_with_their_real_files_beside_them(site: tuple[Path, Path]) -> None:
+    root, bundles = site
+    out = _probe(bundles, [root], ["top", "pkg", "pkg.mod", "pkg.sub", "pkg.sub.leaf"])
+    assert out["active"] == [str(root)]
+    assert out["top"] == ["BundleLoader", str(root / "top.py"), "top"]
+    assert out["pkg.sub"] == ["BundleLoader", str(root / "pkg" / "sub" / "__init__.py"), "leaf"]
+    assert out["pkg.sub.leaf"][0] == "BundleLoader"
+    assert out["resource"] == "resource text"  # importlib.resources reads the package's directory
+    assert "    return 1 / 0  # the line\n" in out["traceback"]  # tracebacks quote the source
+
+
+def test_what_the_bundle_does_not_hold_is_found_as_before(site: tuple[Path, Path]) -> None:
+    """A module that does not compile, and a file added after the build inside a bundled package."""
+    root, bundles = site
+    (root / "pkg" / "later.py").write_text("VALUE = 'later'\n")
+    out = _probe(bundles, [root], ["pkg.later", "pkg.broken"])
+    assert out["pkg.later"] == ["SourceFileLoader", str(root / "pkg" / "later.py"), "later"]
+    assert out["pkg.broken"][0] == "SyntaxError"
+
+
+def test_an_earlier_sys_path_entry_still_wins(site: tuple[Path, Path], tmp_path: Path) -> None:
+    """As with files: a ``top.py`` in a directory ahead of the bundle's root (a function's task root)."""
+    root, bundles = site
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "top.py").write_text("VALUE = 'task'\n")
+    out = _probe(bundles, [task, root], ["top", "pkg"])
+    assert out["top"] == ["SourceFileLoader", str(task / "top.py"), "task"]
+    assert out["pkg"][0] == "BundleLoader"
+
+
+def test_a_package_installed_after_the_build_switches_that_roots_bundle_off(site: tuple[Path, Path]) -> None:
+    """pip adds (or renames) a ``*.dist-info``: the bundle may hold old code, so the files are read."""
+    root, bundles = site
+    (root / "demo-1.0.dist-info").rename(root / "demo-1.1.dist-info")
+    out = _probe(bundles, [root], ["top"])
+    assert out["active"] == []
+    assert out["top"][0] == "SourceFileLoader"
+
+
+def test_a_foreign_or_truncated_file_is_ignored(site: tuple[Path, Path]) -> None:
+    root, bundles = site
+    (bundles / "other.bundle").write_bytes(b"not a bundle at all")
+    (bundles / "cut.bundle").write_bytes((bundles / "site.bundle").read_bytes()[:40])
+    out = _probe(bundles, [root], ["top"])
+    assert out["active"] == [str(root)]
+    assert out["top"][0] == "BundleLoader"
+
+
+def test_prune_deletes_the_pyc_a_bundle_replaces_and_keeps_what_loads_it(tmp_path: Path) -> None:
+    import compileall
+
+    root = _tree(tmp_path / "site")
+    compileall.compile_dir(str(root), quiet=1)
+    pycs = sorted(p.name.split(".")[0] for p in root.rglob("*.pyc"))
+    assert pycs == ["__init__", "__init__", "leaf", "mod", "top"]
+    deleted = bytecode.prune(str(root), keep={"pkg/__init__.py"})
+    assert deleted == 4
+    assert [p.relative_to(root).as_posix().split(".")[0] for p in root.rglob("*.pyc")] == [
+        "pkg/__pycache__/__init__"
+    ]
