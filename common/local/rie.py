@@ -50,7 +50,11 @@ def free_port(count: int = 1) -> int:
     Binding port 0 hands out an ephemeral port, and any outgoing connection (boto3 to the emulator, an RIE
     invoke) may take that same port as its local end before our server binds it: seen in CI as an RIE that
     exited with "address already in use". Ports below the ephemeral range are only ever taken by explicit
-    binds, so the window closes to another chooser picking the same random port."""
+    binds, so the window closes to another chooser picking the same random port. That chooser may be
+    another process (pytest-xdist workers, a second checkout's tests): a port handed out here is claimed
+    for ``CLAIM_S`` in a directory every chooser on the machine shares, and a claimed port is not handed
+    out again while the first taker may still be starting to listen on it (seen in CI: a compose stack's
+    port, chosen before its image check, bound meanwhile by another worker's container)."""
     floor = min(_ephemeral_floor(), 32768)
     # A range that starts low (some containers use 1024-65535) leaves nothing below it: then any port will
     # do, and the race is only as likely as it is with bind(0).
@@ -68,8 +72,42 @@ def free_port(count: int = 1) -> int:
         finally:
             for s in socks:
                 s.close()
-        return base
+        if _claim(range(base, base + count)):
+            return base
     raise RuntimeError(f"no {count} consecutive free ports between {low} and {top + count}")
+
+
+CLAIM_S = 600.0  # longer than any stack takes from choosing its ports to listening on them
+CLAIMS = Path(os.environ.get("TMPDIR", "/tmp")) / "service-email-handler-ports"
+
+
+def _claim(ports: range) -> bool:
+    """Claim every port of ``ports`` for ``CLAIM_S``, or none: False when one was handed out (here or in
+    another process) less than that long ago. A claim is a file created with O_EXCL, so two processes
+    cannot both win it; an expired one is taken over."""
+    won: list[Path] = []
+    for port in ports:
+        path = CLAIMS / str(port)
+        try:
+            CLAIMS.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        except FileExistsError:
+            try:
+                expired = time.time() - path.stat().st_mtime > CLAIM_S
+                if expired:  # taken over: a rename is atomic, so of two takers one sees it gone
+                    path.rename(path.with_suffix(f".{os.getpid()}"))
+                    path.with_suffix(f".{os.getpid()}").unlink()
+                    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            except OSError:
+                expired = False
+            if not expired:
+                for claimed in won:
+                    claimed.unlink(missing_ok=True)
+                return False
+        except OSError:  # no shared directory to write to (another user's): choose as before, alone
+            return True
+        won.append(path)
+    return True
 
 
 class InvokeError(EmailHandlerError, RuntimeError):

@@ -1,4 +1,6 @@
+import os
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +71,33 @@ def test_waiting_for_http_gives_up_with_the_last_error() -> None:
     port = free_port()
     with pytest.raises(TimeoutError, match="no HTTP answer"):
         wait_for_http(f"http://127.0.0.1:{port}/", timeout=0.3)
+
+
+def test_a_port_handed_out_is_not_handed_out_again_by_any_process_until_its_claim_expires(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Seen in CI: a compose stack chose its ports, checked its images, and meanwhile another pytest
+    worker's container bound one of them. Choosers share claims, so the same random pick is refused."""
+    from common.local import rie
+
+    monkeypatch.setattr(rie, "CLAIMS", tmp_path / "claims")
+    picks = iter([21000, 21000, 21003, 21000])
+    monkeypatch.setattr(rie.random, "randrange", lambda low, top: next(picks))
+    assert rie.free_port(2) == 21000
+    assert rie.free_port(2) == 21003  # 21000 is free to bind, but claimed
+    os.utime(tmp_path / "claims" / "21000", (0, 0))
+    os.utime(tmp_path / "claims" / "21001", (0, 0))
+    assert rie.free_port(2) == 21000  # claims older than CLAIM_S are taken over
+
+
+def test_a_refused_range_gives_back_what_it_had_claimed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from common.local import rie
+
+    monkeypatch.setattr(rie, "CLAIMS", tmp_path / "claims")
+    picks = iter([21001, 21000, 21010])
+    monkeypatch.setattr(rie.random, "randrange", lambda low, top: next(picks))
+    assert rie.free_port(1) == 21001
+    assert rie.free_port(2) == 21010  # 21000 was claimed and then given back when 21001 was refused
+    assert not (tmp_path / "claims" / "21000").exists()
