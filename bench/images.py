@@ -126,7 +126,10 @@ def _run(rounds: int, warm_n: int) -> dict[str, Any]:
     client = docker.from_env()  # type: ignore[attr-defined]  # mypy sees the repo's docker/ folder
     for tag, folder in ((HELLO, "hello"), (HELLO_AWS, "hello-boto")):
         subprocess.run(
-            ["docker", "build", "-q", "--network", "none", "-t", tag, str(REPO / "bench" / folder)],
+            # On the base of the same IMAGE_TAG as the functions, so a tree measured beside another
+            # compares its functions with its own baseline.
+            ["docker", "build", "-q", "--network", "none", "--build-arg", f"BASE_IMAGE={image_ref('base')}"]
+            + ["-t", tag, str(REPO / "bench" / folder)],
             check=True,
             capture_output=True,
         )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-from importlib.machinery import ModuleSpec, SourceFileLoader
+from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec, PathFinder, SourceFileLoader
 from importlib.util import MAGIC_NUMBER
 
 # Not ``typing``: what this module imports loads before any bundle can serve it, from its own .pyc.
@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any
 
-FORMAT = b"SEH-BC1\n"
+FORMAT = b"SEH-BC2\n"
 SUFFIX = ".bundle"
 
 __all__ = ["Bundle", "BundleFinder", "activate", "build", "prune"]
@@ -58,6 +58,8 @@ class Bundle:
             if head[:8] != FORMAT or head[8:12] != MAGIC_NUMBER:
                 raise ValueError(f"{path}: not a bundle for this Python")
             size = int.from_bytes(head[12:20], "little")
+            if size > os.fstat(fd).st_size:
+                raise ValueError(f"{path}: truncated")
             meta = marshal.loads(os.pread(fd, size, 32))
         except BaseException:
             os.close(fd)
@@ -65,14 +67,18 @@ class Bundle:
         self.fd, self.base = fd, 32 + size
         self.root: str = meta["root"]
         self.listing: list[str] = meta["listing"]
+        self.optimize: int = meta["optimize"]
         self.modules: dict[str, tuple[str, bool, int, int]] = meta["modules"]
         self.top = {name for name in self.modules if "." not in name}
+        # What else the root holds by a top-level name (an extension module, a namespace directory):
+        # the path finder finds those in this entry before any later one.
+        self.elsewhere = {n.partition(".")[0] for n in self.listing} - self.top
 
     def current(self) -> bool:
         """Whether the root lists what it did at build time (a package added, removed or upgraded by pip
         changes its ``*.dist-info`` entries)."""
         try:
-            return _listing(self.root) == self.listing
+            return _listing(self.root) == self.listing and self.optimize == sys.flags.optimize
         except OSError:
             return False
 
@@ -121,6 +127,8 @@ class BundleFinder:
             if holder is not None:
                 if name in holder.top:
                     return holder.spec(name)
+                if name in holder.elsewhere:
+                    return None
             elif name in self._names(item):
                 return None  # a file or package of that name comes first: the path finder loads it
         return None
@@ -141,8 +149,10 @@ class BundleFinder:
 
 
 def activate(directory: str) -> BundleFinder | None:
-    """Put the current bundles of ``directory`` in front of the path finders (once per process).
-    Never raises: a missing, foreign or stale bundle only means imports read the files."""
+    """Put the current bundles of ``directory`` just before the path finder (after the built-in and
+    frozen importers), once per process. Never raises: a missing or foreign bundle is skipped, and a
+    stale one (its root changed, or another ``-O`` level) is named on stderr, since its modules then
+    compile from source at every start (their .pyc were replaced by the bundle)."""
     if any(isinstance(f, BundleFinder) for f in sys.meta_path):
         return None
     bundles = []
@@ -151,19 +161,25 @@ def activate(directory: str) -> BundleFinder | None:
     except OSError:
         return None
     for fname in names:
-        if fname.endswith(SUFFIX):
-            try:
-                bundle = Bundle(os.path.join(directory, fname))
-            except (OSError, ValueError, EOFError, KeyError, TypeError):
-                continue
-            if bundle.current():
-                bundles.append(bundle)
-            else:
-                os.close(bundle.fd)
+        if not fname.endswith(SUFFIX):
+            continue
+        try:
+            bundle = Bundle(os.path.join(directory, fname))
+        except Exception:  # a foreign or damaged file must never stop an interpreter starting
+            continue
+        if bundle.current():
+            bundles.append(bundle)
+            continue
+        os.close(bundle.fd)
+        sys.stderr.write(
+            f"bytecode: {fname} not used ({bundle.root} changed since the image was built, or -O differs):"
+            " its modules compile from source\n"
+        )
     if not bundles:
         return None
     finder = BundleFinder(bundles)
-    sys.meta_path.insert(0, finder)
+    at = next((i for i, f in enumerate(sys.meta_path) if f is PathFinder), len(sys.meta_path))
+    sys.meta_path.insert(at, finder)
     return finder
 
 
@@ -184,9 +200,12 @@ def _modules(root: str) -> dict[str, str]:
             dirnames[:] = []  # not a package (or a namespace one): its files are not bundled
             continue
         dirnames[:] = sorted(d for d in dirnames if d.isidentifier())
+        # An extension module wins over a .py of the same name in the same directory (the path
+        # finder tries extension suffixes first), so such a .py is not bundled.
+        native = {f[: -len(sfx)] for f in filenames for sfx in EXTENSION_SUFFIXES if f.endswith(sfx)}
         for fname in sorted(filenames):
             stem, dot, ext = fname.partition(".")
-            if ext != "py" or not stem.isidentifier():
+            if ext != "py" or not stem.isidentifier() or stem in native:
                 continue
             name = ".".join(parts if stem == "__init__" else [*parts, stem])
             if name:
@@ -195,8 +214,9 @@ def _modules(root: str) -> dict[str, str]:
 
 
 def build(out: str, root: str) -> tuple[int, int]:
-    """Compile every module under ``root`` into ``out``; files that do not compile are left to the
-    import system (as compileall leaves them). Returns (modules, bytes of code)."""
+    """Compile every module under ``root`` into ``out`` at this interpreter's ``-O`` level; files that do
+    not compile are left to the import system (as compileall leaves them). Returns (modules, bytes of
+    code)."""
     root = os.path.abspath(root)
     modules: dict[str, tuple[str, bool, int, int]] = {}
     blobs: list[bytes] = []
@@ -205,36 +225,42 @@ def build(out: str, root: str) -> tuple[int, int]:
         path = os.path.join(root, rel)
         try:
             with open(path, "rb") as f:
-                code = compile(f.read(), path, "exec", dont_inherit=True)
+                code = compile(f.read(), path, "exec", dont_inherit=True, optimize=sys.flags.optimize)
         except (SyntaxError, ValueError, UnicodeDecodeError):
             continue
         blob = marshal.dumps(code)
         modules[name] = (rel, rel.endswith("__init__.py"), offset, len(blob))
         blobs.append(blob)
         offset += len(blob)
-    meta = marshal.dumps({"root": root, "listing": _listing(root), "modules": modules})
+    meta = {"root": root, "listing": _listing(root), "optimize": sys.flags.optimize, "modules": modules}
+    head = marshal.dumps(meta)
     with open(out, "wb") as f:
-        f.write(FORMAT + MAGIC_NUMBER + len(meta).to_bytes(8, "little") + bytes(12))
-        f.write(meta)
+        f.write(FORMAT + MAGIC_NUMBER + len(head).to_bytes(8, "little") + bytes(12))
+        f.write(head)
         f.writelines(blobs)
     return len(modules), offset
 
 
-def prune(root: str, keep: set[str]) -> int:
-    """Delete the .pyc files under ``root`` except those of ``keep`` (source paths relative to the root:
-    the modules loaded before a bundle can be, this one among them). Returns how many were deleted."""
+def prune(root: str, bundled: set[str], keep: set[str]) -> int:
+    """Delete the .pyc of the ``bundled`` modules under ``root`` except those of ``keep`` (the modules
+    loaded before a bundle can be). Both hold source paths relative to the root. A module the bundle
+    does not hold keeps its .pyc. Returns how many were deleted."""
     root = os.path.abspath(root)
-    kept = {
-        os.path.join(root, os.path.dirname(rel), "__pycache__", os.path.basename(rel)[:-3]) for rel in keep
-    }
     deleted = 0
-    for dirpath, _dirnames, filenames in os.walk(root):
-        if os.path.basename(dirpath) != "__pycache__":
+    for rel in sorted(bundled - keep):
+        folder = os.path.join(root, os.path.dirname(rel), "__pycache__")
+        stem = os.path.basename(rel)[:-3] + "."
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
             continue
-        for fname in filenames:
-            path = os.path.join(dirpath, fname)
-            if fname.endswith(".pyc") and path.split(".cpython-")[0] not in kept:
-                os.unlink(path)
+        for fname in names:  # every optimisation level's: module.cpython-313[.opt-N].pyc
+            if (
+                fname.startswith(stem)
+                and fname.endswith(".pyc")
+                and fname[len(stem) :].startswith("cpython-")
+            ):
+                os.unlink(os.path.join(folder, fname))
                 deleted += 1
     return deleted
 
@@ -252,8 +278,9 @@ def _loaded_before_activation(root: str) -> set[str]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m common.runtime.bytecode DIR ROOT...``: one bundle per root in DIR, then the .pyc
-    they replace deleted (run as the last step that writes under the roots)."""
+    """``python -m common.runtime.bytecode DIR ROOT...`` (or ``python -m _bytecode_bundles``, its copy in
+    the image's site-packages): one bundle per root in DIR, then the .pyc they replace deleted (run as
+    the last step that writes under the roots)."""
     directory, roots = argv[0], argv[1:]
     # site decodes each .pth file (utf-8-sig) before the one that activates the bundles has run.
     import encodings.utf_8_sig  # noqa: F401
@@ -263,7 +290,9 @@ def main(argv: list[str]) -> int:
         name = root.strip("/").replace("/", "-") + SUFFIX
         keep = _loaded_before_activation(root)
         count, size = build(os.path.join(directory, name), root)
-        deleted = prune(root, keep)
+        bundle = Bundle(os.path.join(directory, name))
+        os.close(bundle.fd)
+        deleted = prune(root, {entry[0] for entry in bundle.modules.values()}, keep)
         print(f"[bytecode] {name}: {count} modules, {size / 1e6:.1f} MB of code; {deleted} .pyc deleted")
     return 0
 

@@ -125,6 +125,9 @@ def test_a_foreign_or_truncated_file_is_ignored(site: tuple[Path, Path]) -> None
     root, bundles = site
     (bundles / "other.bundle").write_bytes(b"not a bundle at all")
     (bundles / "cut.bundle").write_bytes((bundles / "site.bundle").read_bytes()[:40])
+    (bundles / "huge.bundle").write_bytes(
+        (bundles / "site.bundle").read_bytes()[:12] + (2**62).to_bytes(8, "little")
+    )
     out = _probe(bundles, [root], ["top"])
     assert out["active"] == [str(root)]
     assert out["top"][0] == "BundleLoader"
@@ -137,8 +140,50 @@ def test_prune_deletes_the_pyc_a_bundle_replaces_and_keeps_what_loads_it(tmp_pat
     compileall.compile_dir(str(root), quiet=1)
     pycs = sorted(p.name.split(".")[0] for p in root.rglob("*.pyc"))
     assert pycs == ["__init__", "__init__", "leaf", "mod", "top"]
-    deleted = bytecode.prune(str(root), keep={"pkg/__init__.py"})
-    assert deleted == 4
-    assert [p.relative_to(root).as_posix().split(".")[0] for p in root.rglob("*.pyc")] == [
-        "pkg/__pycache__/__init__"
+    bundled = {"top.py", "pkg/__init__.py", "pkg/mod.py", "pkg/sub/leaf.py"}  # not pkg/sub/__init__.py
+    deleted = bytecode.prune(str(root), bundled, keep={"pkg/__init__.py"})
+    assert deleted == 3
+    assert sorted(p.relative_to(root).as_posix().split(".")[0] for p in root.rglob("*.pyc")) == [
+        "pkg/__pycache__/__init__",
+        "pkg/sub/__pycache__/__init__",
     ]
+
+
+def test_what_the_path_finder_would_find_first_is_left_to_it(tmp_path: Path) -> None:
+    """An extension module beats a .py of the same name in its directory, and the built-in and frozen
+    importers stay ahead of the bundles."""
+    root = _tree(tmp_path / "site")
+    (root / "pkg" / "fast.py").write_text("VALUE = 'py'\n")
+    (root / "pkg" / "fast.cpython-313-x86_64-linux-gnu.so").write_bytes(b"")
+    (tmp_path / "bundles").mkdir()
+    bytecode.build(str(tmp_path / "bundles" / "site.bundle"), str(root))
+    held = bytecode.Bundle(str(tmp_path / "bundles" / "site.bundle"))
+    assert "pkg.mod" in held.modules and "pkg.fast" not in held.modules
+    code = (
+        "import sys; from importlib.machinery import PathFinder; from common.runtime import bytecode; "
+        f"f = bytecode.activate({str(tmp_path / 'bundles')!r}); "
+        "print(sys.meta_path.index(f) + 1 == sys.meta_path.index(PathFinder))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_a_bundle_built_at_another_optimisation_level_is_not_used_and_says_so(
+    site: tuple[Path, Path],
+) -> None:
+    """Under ``-O`` asserts are compiled out: code compiled without it would run them."""
+    root, bundles = site
+    code = (
+        "import sys, json; sys.path.insert(0, sys.argv[2]); from common.runtime import bytecode; "
+        "f = bytecode.activate(sys.argv[1]); import top; "
+        "print(json.dumps([bool(f), type(top.__loader__).__name__]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-O", "-c", code, str(bundles), str(root)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout) == [False, "SourceFileLoader"]
+    assert "site.bundle not used" in out.stderr

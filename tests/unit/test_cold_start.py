@@ -80,6 +80,14 @@ def test_a_lambda_cold_start_runs_without_the_cyclic_collector_until_the_first_i
         monkeypatch.setenv("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001")
         fn = handler_mod.make_handler("ack-sender", logic)
         assert not gc.isenabled()
+        other = handler_mod.make_handler("reply-sender", logic)  # a second handler in the same process
+        assert not gc.isenabled()
+        other({}, None)  # the first invocation, whichever handler serves it, resumes the collector
+        assert seen == [False] and gc.isenabled()
+        seen.clear()
+        garbage.clear()
+        gc.disable()
+        handler_mod._PAUSED.append(True)  # as if paused again: the same process's first invocation
         fn({}, None)
         assert seen == [False] and gc.isenabled()
         assert gc.get_count()[0] < 100  # the young generation starts empty: its first pass walks nothing old
@@ -94,5 +102,6 @@ def test_a_lambda_cold_start_runs_without_the_cyclic_collector_until_the_first_i
         handler_mod.make_handler("ack-sender", logic)({}, None)
         assert seen[-1] is True
     finally:
+        handler_mod._PAUSED.clear()
         gc.enable()
         sts.use_account("")
