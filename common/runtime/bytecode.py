@@ -23,7 +23,7 @@ import marshal
 import os
 import sys
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec, PathFinder, SourceFileLoader
-from importlib.util import MAGIC_NUMBER
+from importlib.util import MAGIC_NUMBER, cache_from_source
 
 # Not ``typing``: what this module imports loads before any bundle can serve it, from its own .pyc.
 TYPE_CHECKING = False
@@ -279,20 +279,29 @@ def _loaded_before_activation(root: str) -> set[str]:
 
 def main(argv: list[str]) -> int:
     """``python -m common.runtime.bytecode DIR ROOT...`` (or ``python -m _bytecode_bundles``, its copy in
-    the image's site-packages): one bundle per root in DIR, then the .pyc they replace deleted (run as
-    the last step that writes under the roots)."""
+    the image's site-packages): one bundle per root in DIR, then the .pyc they replace deleted and the
+    .pyc of what loads before them written (run as the last step that writes under the roots)."""
     directory, roots = argv[0], argv[1:]
     # site decodes each .pth file (utf-8-sig) before the one that activates the bundles has run.
     import encodings.utf_8_sig  # noqa: F401
 
+    keeps = {root: _loaded_before_activation(root) for root in roots}
+    import py_compile  # after: what it imports does not load before the bundles
+
     os.makedirs(directory, exist_ok=True)
     for root in roots:
         name = root.strip("/").replace("/", "-") + SUFFIX
-        keep = _loaded_before_activation(root)
+        keep = keeps[root]
         count, size = build(os.path.join(directory, name), root)
         bundle = Bundle(os.path.join(directory, name))
         os.close(bundle.fd)
         deleted = prune(root, {entry[0] for entry in bundle.modules.values()}, keep)
+        for rel in sorted(keep):  # what loads the bundles loads from its own .pyc, written here if missing
+            source = os.path.join(os.path.abspath(root), rel)
+            if not os.path.exists(cache_from_source(source)):
+                py_compile.compile(
+                    source, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH
+                )
         print(f"[bytecode] {name}: {count} modules, {size / 1e6:.1f} MB of code; {deleted} .pyc deleted")
     return 0
 
