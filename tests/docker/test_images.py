@@ -113,6 +113,8 @@ def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(
     running.container.reload()
     init_pid = str(running.container.attrs["State"]["Pid"])  # host PID of the container's PID 1
     assert [pid for pid, args in processes if "awslambdaric" in args] == [init_pid], processes  # exec'd
+    # ... through the launcher that keeps the cold start off a frame-stack chunk boundary
+    assert any("-m common.runtime.launch awslambdaric" in args for _, args in processes), processes
     assert not any("aws-lambda-rie" in args for _, args in processes), processes
 
 
