@@ -156,10 +156,9 @@ def _jis_handler(errors: str) -> str:
 
 
 def _decode_iso2022_jp_ms(buffer: Buffer, errors: str = "strict", /) -> tuple[str, int]:
-    return _ISO2022_JP_EXT.decode(buffer, _jis_handler(errors))
-
-
-_ISO2022_JP_EXT = codecs.lookup("iso2022_jp_ext")
+    # Looked up here, not at import: the codec loads three extension modules (the CJK codecs), a few ms
+    # of every cold start, for the rare mail in this charset (codecs.lookup caches it after the first).
+    return codecs.lookup("iso2022_jp_ext").decode(buffer, _jis_handler(errors))
 
 
 def _search(name: str) -> codecs.CodecInfo | None:
