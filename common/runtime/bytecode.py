@@ -15,6 +15,13 @@ go back to the files. (Not the root's mtime: Docker's copies and copy-ups do not
 A derived image that rewrites files in place under a root rebuilds the bundles with this module.
 Anything a bundle does not hold (extension modules, a file added to ``/var/task``) is found as
 before.
+
+Beside the bundles, ``compiled.cache`` holds what a cold start would otherwise compile from text at
+run time (``record``): the regular expressions the image's modules compile (pattern and flags -> the
+arguments ``re`` passes to ``_sre.compile``) and the code of dataclasses' generated methods (source ->
+code object). Once active, ``re._compiler.compile`` and ``dataclasses``' ``exec`` look there first; a
+pattern or a source that is not there compiles as before, and a cache from another Python (its magic
+numbers, its ``-O`` level) is not used at all (docs/decisions.md, "Compiled at build time").
 """
 
 from __future__ import annotations
@@ -28,12 +35,15 @@ from importlib.util import MAGIC_NUMBER, cache_from_source
 # Not ``typing``: what this module imports loads before any bundle can serve it, from its own .pyc.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
     from typing import Any
 
 FORMAT = b"SEH-BC2\n"
 SUFFIX = ".bundle"
 
-__all__ = ["Bundle", "BundleFinder", "activate", "build", "prune"]
+COMPILED = "compiled.cache"
+
+__all__ = ["Bundle", "BundleFinder", "Compiled", "activate", "build", "prune", "record"]
 
 
 class BundleLoader(SourceFileLoader):
@@ -46,6 +56,66 @@ class BundleLoader(SourceFileLoader):
 
     def get_code(self, fullname: str) -> Any:
         return self._bundle.code(self._at)
+
+    def exec_module(self, module: Any) -> None:
+        super().exec_module(module)
+        if _COMPILED is not None and module.__name__ in Compiled.HOOKED:
+            _COMPILED.install(module)
+
+
+def _sre_magic() -> int:
+    import _sre  # type: ignore[import-not-found]  # no stub: the regex engine
+
+    return int(_sre.MAGIC)
+
+
+class Compiled:
+    """The build's compiled regular expressions and dataclass code (``compiled.cache``), read at the first
+    module that uses them (``re._compiler``, ``dataclasses``)."""
+
+    HOOKED = ("re._compiler", "dataclasses")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._tables: tuple[dict[Any, Any], dict[str, Any]] | None = None
+
+    def tables(self) -> tuple[dict[Any, Any], dict[str, Any]]:
+        """``(regex, code)``, both empty when the file is missing, damaged or from another Python."""
+        if self._tables is None:
+            self._tables = {}, {}
+            try:
+                with open(self.path, "rb") as f:
+                    meta = marshal.loads(f.read())
+                if (meta["magic"], meta["sre"], meta["optimize"]) == (
+                    MAGIC_NUMBER,
+                    _sre_magic(),
+                    sys.flags.optimize,
+                ):
+                    self._tables = meta["regex"], meta["code"]
+            except Exception:  # a cache is an optimisation: never a reason for an import to fail
+                pass
+        return self._tables
+
+    def install(self, module: Any) -> None:
+        regex, code = self.tables()
+        if module.__name__ == "re._compiler" and regex:
+            original, sre, debug = module.compile, module._sre, module.SRE_FLAG_DEBUG
+
+            def compile(p: Any, flags: int = 0) -> Any:
+                entry = regex.get((p, flags)) if type(p) in (str, bytes) and not flags & debug else None
+                return original(p, flags) if entry is None else sre.compile(p, *entry)
+
+            compile.__wrapped__ = original  # type: ignore[attr-defined]
+            module.compile = compile
+        elif module.__name__ == "dataclasses" and code:
+            # dataclasses compiles the methods it generates with a bare exec(text, globals, namespace).
+            def exec_(source: Any, globals: Any = None, locals: Any = None, /) -> None:
+                exec(code.get(source, source) if type(source) is str else source, globals, locals)
+
+            module.exec = exec_
+
+
+_COMPILED: Compiled | None = None
 
 
 class Bundle:
@@ -177,6 +247,12 @@ def activate(directory: str) -> BundleFinder | None:
         )
     if not bundles:
         return None
+    global _COMPILED
+    if os.path.exists(os.path.join(directory, COMPILED)):
+        _COMPILED = Compiled(os.path.join(directory, COMPILED))
+        for name in Compiled.HOOKED:
+            if name in sys.modules:
+                _COMPILED.install(sys.modules[name])
     finder = BundleFinder(bundles)
     at = next((i for i, f in enumerate(sys.meta_path) if f is PathFinder), len(sys.meta_path))
     sys.meta_path.insert(at, finder)
@@ -277,10 +353,106 @@ def _loaded_before_activation(root: str) -> set[str]:
     return out
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with int subclasses (``re``'s named opcodes) as ints, so that marshal takes it."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, bytes)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def record(out: str, modules: Sequence[str], clients: Sequence[str] = ()) -> tuple[int, int]:
+    """Import ``modules`` (``pkg.*``: the package and every module under it) and create a boto3 client
+    for each of ``clients`` (what a cold start does first), recording every regular expression compiled
+    and every dataclass's generated code into ``out``. Returns (patterns, code objects)."""
+    # The regex recorder goes in before anything else is imported: dataclasses (inspect, ast) and pkgutil
+    # compile patterns at import too.
+    import re._compiler as compiler  # type: ignore[import-not-found]  # no stub: an internal module
+
+    regex: dict[Any, Any] = {}
+    code: dict[str, Any] = {}
+    real_sre, real_compile = compiler._sre, compiler.compile
+    asked: list[tuple[Any, int]] = []
+
+    class _RecordingSre:  # what compile() passes to _sre.compile, for the pattern and flags it was asked
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real_sre, name)
+
+        def compile(self, pattern: Any, *args: Any) -> Any:
+            regex[asked[-1]] = _plain(args)
+            return real_sre.compile(pattern, *args)
+
+    def compile_(p: Any, flags: int = 0) -> Any:
+        if type(p) not in (str, bytes) or flags & compiler.SRE_FLAG_DEBUG:
+            return real_compile(p, flags)
+        asked.append((p, int(flags)))
+        try:
+            return real_compile(p, flags)
+        finally:
+            asked.pop()
+
+    def exec_(source: Any, globals: Any = None, locals: Any = None, /) -> None:
+        if type(source) is str:
+            source = code.setdefault(source, compile(source, "<string>", "exec", dont_inherit=True))
+        exec(source, globals, locals)
+
+    compiler._sre, compiler.compile = _RecordingSre(), compile_
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    dataclasses.exec = exec_  # type: ignore[attr-defined]
+    try:
+        for name in modules:
+            if name.endswith(".*"):
+                package = importlib.import_module(name[:-2])
+                for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+                    importlib.import_module(info.name)
+            else:
+                importlib.import_module(name)
+        if clients:
+            import boto3
+
+            session = boto3.session.Session(
+                region_name="us-east-1", aws_access_key_id="build", aws_secret_access_key="build"
+            )
+            for service in clients:
+                session.client(service)
+    finally:
+        compiler._sre, compiler.compile = real_sre, real_compile
+        del dataclasses.exec  # type: ignore[attr-defined]
+    meta = {
+        "magic": MAGIC_NUMBER,
+        "sre": _sre_magic(),
+        "optimize": sys.flags.optimize,
+        "regex": regex,
+        "code": code,
+    }
+    with open(out, "wb") as f:
+        f.write(marshal.dumps(meta))
+    return len(regex), len(code)
+
+
 def main(argv: list[str]) -> int:
     """``python -m common.runtime.bytecode DIR ROOT...`` (or ``python -m _bytecode_bundles``, its copy in
     the image's site-packages): one bundle per root in DIR, then the .pyc they replace deleted and the
     .pyc of what loads before them written (run as the last step that writes under the roots)."""
+    if argv[:1] == ["--record"]:
+        # ``--record OUT MODULE... [--clients SERVICE...]``, run with -B from the root holding the modules.
+        out, rest = argv[1], argv[2:]
+        names, clients = (
+            (rest[: rest.index("--clients")], rest[rest.index("--clients") + 1 :])
+            if "--clients" in rest
+            else (rest, [])
+        )
+        patterns, codes = record(out, names, clients)
+        print(f"[bytecode] {os.path.basename(out)}: {patterns} regular expressions, {codes} generated codes")
+        return 0
     directory, roots = argv[0], argv[1:]
     # site decodes each .pth file (utf-8-sig) before the one that activates the bundles has run.
     import encodings.utf_8_sig  # noqa: F401

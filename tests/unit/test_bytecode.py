@@ -187,3 +187,112 @@ def test_a_bundle_built_at_another_optimisation_level_is_not_used_and_says_so(
     )
     assert json.loads(out.stdout) == [False, "SourceFileLoader"]
     assert "site.bundle not used" in out.stderr
+
+
+# The compile cache: regular expressions and dataclass code recorded at build time (bytecode.record).
+CACHED_MODULE = """
+import dataclasses, re
+
+WORD = re.compile(r"(?P<word>[A-Za-z]+)-(\\d{2,4})", re.IGNORECASE)
+RAW = re.compile(rb"^--([^\\s]{1,70})[ \\t]*\\r?\\n", re.M)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Point:
+    x: int
+    y: int = 2
+"""
+
+USE_CACHE = """
+import sys
+sys.path.insert(0, sys.argv[2])
+import dataclasses, re, re._compiler, re._parser
+from common.runtime import bytecode
+
+cache = bytecode.Compiled(sys.argv[1])
+cache.install(re._compiler)
+cache.install(dataclasses)
+parsed, compiled = [], []
+real_parse = re._parser.parse
+re._parser.parse = lambda *a, **k: parsed.append(a[0]) or real_parse(*a, **k)
+def audit(event, args):
+    if event == "compile":
+        compiled.append(args[0] if isinstance(args[0], bytes) else str(args[0]).encode())
+sys.addaudithook(audit)
+import cached_module as m
+p = m.Point(1)
+assert (p.x, p.y, p == m.Point(1, 2), repr(p)) == (1, 2, True, "Point(x=1, y=2)"), p
+try:
+    p.x = 3
+except dataclasses.FrozenInstanceError:
+    pass
+else:
+    raise AssertionError("not frozen")
+match = m.WORD.search("see Item-123 here")
+assert match and match.group("word", 2) == ("Item", "123") and m.WORD.groupindex == {"word": 1}
+assert m.RAW.match(b"--b1 \\r\\n").group(1) == b"b1"
+assert re.compile(r"never[ ]recorded") .match("never recorded")  # not in the cache: compiled as before
+print(len(parsed), sum(b"__create_fn__" in c for c in compiled))  # dataclasses wraps its methods in it
+"""
+
+
+def _record(tmp_path: Path) -> Path:
+    (tmp_path / "cached_module.py").write_text(CACHED_MODULE)
+    out = tmp_path / "compiled.cache"
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from common.runtime import bytecode; "
+        f"print(bytecode.record({str(out)!r}, ['cached_module']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", code], cwd=REPO, check=True, capture_output=True, text=True
+    )
+    patterns, codes = json.loads(done.stdout.strip().replace("(", "[").replace(")", "]"))
+    assert patterns >= 2 and codes >= 1
+    return out
+
+
+def test_recorded_patterns_compile_to_what_re_compiles(tmp_path: Path) -> None:
+    import _sre  # type: ignore[import-not-found]
+    import marshal
+    import re._compiler as compiler  # type: ignore[import-not-found]
+
+    table = marshal.loads(_record(tmp_path).read_bytes())
+    assert (table["magic"], table["optimize"]) == (bytecode.MAGIC_NUMBER, sys.flags.optimize)
+    for (pattern, flags), args in table["regex"].items():
+        # Pattern objects compare their flags, pattern and compiled code.
+        assert _sre.compile(pattern, *args) == compiler.compile(pattern, flags), pattern
+
+
+def test_with_the_cache_a_process_parses_no_recorded_pattern_and_compiles_no_dataclass(
+    tmp_path: Path,
+) -> None:
+    out = _record(tmp_path)
+    with_cache = subprocess.run(
+        [sys.executable, "-B", "-c", USE_CACHE, str(out), str(tmp_path)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert with_cache == ["1", "0"]  # only the pattern that was never recorded is parsed; no generated code
+    without = subprocess.run(
+        [sys.executable, "-B", "-c", USE_CACHE, str(tmp_path / "missing.cache"), str(tmp_path)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert int(without[0]) >= 3 and int(without[1]) >= 1  # the same run without a cache: the probe has teeth
+
+
+def test_a_cache_from_another_python_is_not_used(tmp_path: Path) -> None:
+    import marshal
+
+    out = _record(tmp_path)
+    table = marshal.loads(out.read_bytes())
+    table["magic"] = b"\x00\x00\r\n"
+    out.write_bytes(marshal.dumps(table))
+    assert bytecode.Compiled(str(out)).tables() == ({}, {})
+    damaged = tmp_path / "damaged.cache"
+    damaged.write_bytes(b"\x00not marshal")
+    assert bytecode.Compiled(str(damaged)).tables() == ({}, {})
