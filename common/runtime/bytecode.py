@@ -63,6 +63,15 @@ class BundleLoader(SourceFileLoader):
             _COMPILED.install(module)
 
 
+def _key(pattern: str | bytes, flags: int) -> tuple[bool, str | bytes, int]:
+    """A pattern's entry: bytes first, so that a str and a bytes pattern are never compared (-b)."""
+    return type(pattern) is bytes, pattern, int(flags)
+
+
+def _compile_generated(source: str) -> Any:
+    return compile(source, "<string>", "exec", dont_inherit=True)
+
+
 def _sre_magic() -> int:
     import _sre  # type: ignore[import-not-found]  # no stub: the regex engine
 
@@ -86,9 +95,10 @@ class Compiled:
             try:
                 with open(self.path, "rb") as f:
                     meta = marshal.loads(f.read())
-                if (meta["magic"], meta["sre"], meta["optimize"]) == (
+                if (meta["magic"], meta["sre"], meta["version"], meta["optimize"]) == (
                     MAGIC_NUMBER,
                     _sre_magic(),
+                    sys.version,
                     sys.flags.optimize,
                 ):
                     self._tables = meta["regex"], meta["code"]
@@ -102,15 +112,25 @@ class Compiled:
             original, sre, debug = module.compile, module._sre, module.SRE_FLAG_DEBUG
 
             def compile(p: Any, flags: int = 0) -> Any:
-                entry = regex.get((p, flags)) if type(p) in (str, bytes) and not flags & debug else None
-                return original(p, flags) if entry is None else sre.compile(p, *entry)
+                entry = regex.get(_key(p, flags)) if type(p) in (str, bytes) and not flags & debug else None
+                if entry is not None:
+                    try:
+                        return sre.compile(p, *entry)
+                    except Exception:  # an entry _sre refuses: compile it as if it were not there
+                        pass
+                return original(p, flags)
 
             compile.__wrapped__ = original  # type: ignore[attr-defined]
             module.compile = compile
         elif module.__name__ == "dataclasses" and code:
-            # dataclasses compiles the methods it generates with a bare exec(text, globals, namespace).
+            # dataclasses compiles the methods it generates with a bare exec(text, globals, namespace). A
+            # source the build did not see compiles here as dataclasses would compile it, without this
+            # module's ``from __future__ import annotations`` (exec of a string inherits the caller's).
             def exec_(source: Any, globals: Any = None, locals: Any = None, /) -> None:
-                exec(code.get(source, source) if type(source) is str else source, globals, locals)
+                if type(source) is str:
+                    found = code.get(source)
+                    source = found if found is not None else _compile_generated(source)
+                exec(source, globals, locals)
 
             module.exec = exec_
 
@@ -371,12 +391,15 @@ def record(out: str, modules: Sequence[str], clients: Sequence[str] = ()) -> tup
     for each of ``clients`` (what a cold start does first), recording every regular expression compiled
     and every dataclass's generated code into ``out``. Returns (patterns, code objects)."""
     # The regex recorder goes in before anything else is imported: dataclasses (inspect, ast) and pkgutil
-    # compile patterns at import too.
+    # compile patterns at import too; re.purge() empties re's own cache, which would hide a pattern.
+    import re
     import re._compiler as compiler  # type: ignore[import-not-found]  # no stub: an internal module
 
     regex: dict[Any, Any] = {}
     code: dict[str, Any] = {}
-    real_sre, real_compile = compiler._sre, compiler.compile
+    # An active cache (a derived image re-recording) is bypassed: record what compiling gives.
+    real_sre, real_compile = compiler._sre, getattr(compiler.compile, "__wrapped__", compiler.compile)
+    installed = compiler.compile
     asked: list[tuple[Any, int]] = []
 
     class _RecordingSre:  # what compile() passes to _sre.compile, for the pattern and flags it was asked
@@ -384,8 +407,10 @@ def record(out: str, modules: Sequence[str], clients: Sequence[str] = ()) -> tup
             return getattr(real_sre, name)
 
         def compile(self, pattern: Any, *args: Any) -> Any:
-            regex[asked[-1]] = _plain(args)
-            return real_sre.compile(pattern, *args)
+            compiled = real_sre.compile(pattern, *args)
+            if asked and pattern is asked[-1][0]:  # not a Scanner's sub-pattern, nor another thread's
+                regex[_key(*asked[-1])] = _plain(args)
+            return compiled
 
     def compile_(p: Any, flags: int = 0) -> Any:
         if type(p) not in (str, bytes) or flags & compiler.SRE_FLAG_DEBUG:
@@ -398,16 +423,19 @@ def record(out: str, modules: Sequence[str], clients: Sequence[str] = ()) -> tup
 
     def exec_(source: Any, globals: Any = None, locals: Any = None, /) -> None:
         if type(source) is str:
-            source = code.setdefault(source, compile(source, "<string>", "exec", dont_inherit=True))
+            source = code.setdefault(source, _compile_generated(source))
         exec(source, globals, locals)
 
-    compiler._sre, compiler.compile = _RecordingSre(), compile_
-    import dataclasses
-    import importlib
-    import pkgutil
-
-    dataclasses.exec = exec_  # type: ignore[attr-defined]
+    dataclasses_exec: Any = None
     try:
+        compiler._sre, compiler.compile = _RecordingSre(), compile_
+        re.purge()
+        import dataclasses
+        import importlib
+        import pkgutil
+
+        dataclasses_exec = dataclasses.__dict__.get("exec")
+        dataclasses.exec = exec_  # type: ignore[attr-defined]
         for name in modules:
             if name.endswith(".*"):
                 package = importlib.import_module(name[:-2])
@@ -424,11 +452,16 @@ def record(out: str, modules: Sequence[str], clients: Sequence[str] = ()) -> tup
             for service in clients:
                 session.client(service)
     finally:
-        compiler._sre, compiler.compile = real_sre, real_compile
-        del dataclasses.exec  # type: ignore[attr-defined]
+        compiler._sre, compiler.compile = real_sre, installed
+        if "dataclasses" in sys.modules:
+            if dataclasses_exec is None:
+                sys.modules["dataclasses"].__dict__.pop("exec", None)
+            else:
+                setattr(sys.modules["dataclasses"], "exec", dataclasses_exec)  # noqa: B010
     meta = {
         "magic": MAGIC_NUMBER,
         "sre": _sre_magic(),
+        "version": sys.version,
         "optimize": sys.flags.optimize,
         "regex": regex,
         "code": code,

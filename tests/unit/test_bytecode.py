@@ -258,9 +258,62 @@ def test_recorded_patterns_compile_to_what_re_compiles(tmp_path: Path) -> None:
 
     table = marshal.loads(_record(tmp_path).read_bytes())
     assert (table["magic"], table["optimize"]) == (bytecode.MAGIC_NUMBER, sys.flags.optimize)
-    for (pattern, flags), args in table["regex"].items():
-        # Pattern objects compare their flags, pattern and compiled code.
-        assert _sre.compile(pattern, *args) == compiler.compile(pattern, flags), pattern
+    assert (table["version"], table["optimize"]) == (sys.version, sys.flags.optimize)
+    for (is_bytes, pattern, flags), args in table["regex"].items():
+        assert is_bytes == isinstance(pattern, bytes)
+        cached, fresh = _sre.compile(pattern, *args), compiler.compile(pattern, flags)
+        # Pattern objects compare their flags, pattern and compiled code; the groups are the rest.
+        assert cached == fresh, pattern
+        assert (cached.groups, cached.groupindex) == (fresh.groups, fresh.groupindex), pattern
+
+
+def test_a_dataclass_the_build_did_not_see_compiles_as_dataclasses_would(tmp_path: Path) -> None:
+    """A miss compiles without the cache module's own ``from __future__ import annotations``: the
+    generated ``__init__`` keeps real annotations, as without any cache."""
+    out = _record(tmp_path)
+    code = (
+        "import dataclasses, re._compiler, sys, typing\n"
+        "from common.runtime import bytecode\n"
+        f"cache = bytecode.Compiled({str(out)!r})\n"
+        "cache.install(re._compiler); cache.install(dataclasses)\n"
+        "@dataclasses.dataclass\n"
+        "class Unseen:\n"
+        "    x: int\n"
+        "print(typing.get_type_hints(Unseen.__init__))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True)
+    assert done.stdout.strip() == "{'x': <class 'int'>, 'return': <class 'NoneType'>}"
+
+
+def test_recording_skips_what_it_was_not_asked_and_bypasses_an_active_cache(tmp_path: Path) -> None:
+    """re.Scanner compiles sub-patterns through _sre without re.compile (nothing to key them by), and a
+    process that already runs with a cache records what compiling gives, not what the cache serves."""
+    (tmp_path / "scanning.py").write_text(
+        "import re\nSCANNER = re.Scanner([(r'[0-9]+', lambda s, t: int(t)), (r'\\s+', None)])\n"
+        "WORD = re.compile(r'w(o)rd')\n"
+        "import dataclasses\n@dataclasses.dataclass\nclass Hit:\n    n: int\n"
+    )
+    first, second = tmp_path / "first.cache", tmp_path / "second.cache"
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import dataclasses, marshal, re._compiler\n"
+        "from common.runtime import bytecode\n"
+        f"print(bytecode.record({str(first)!r}, ['scanning']))\n"
+        f"cache = bytecode.Compiled({str(first)!r})\n"
+        "cache.install(re._compiler); cache.install(dataclasses)\n"
+        "sys.modules.pop('scanning')\n"
+        f"print(bytecode.record({str(second)!r}, ['scanning']))\n"
+        "print(hasattr(re._compiler.compile, '__wrapped__'), 'exec' in vars(dataclasses))\n"
+        f"print(marshal.loads(open({str(first)!r}, 'rb').read())['regex']"
+        f" == marshal.loads(open({str(second)!r}, 'rb').read())['regex'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", code], cwd=REPO, check=True, capture_output=True, text=True
+    )
+    first_counts, second_counts, hooks, same = done.stdout.strip().splitlines()
+    assert first_counts == second_counts == "(1, 1)", done.stdout
+    assert hooks == "True True"  # the cache active before recording is active after it
+    assert same == "True"
 
 
 def test_with_the_cache_a_process_parses_no_recorded_pattern_and_compiles_no_dataclass(
