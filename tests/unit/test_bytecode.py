@@ -236,6 +236,13 @@ print(len(parsed), sum(b"__create_fn__" in c for c in compiled))  # dataclasses 
 """
 
 
+def _python(*args: str) -> str:
+    """What ``python ARGS`` prints, run from the repository (it raises if the process fails)."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
+
+
 def _record(tmp_path: Path) -> Path:
     (tmp_path / "cached_module.py").write_text(CACHED_MODULE)
     out = tmp_path / "compiled.cache"
@@ -243,10 +250,7 @@ def _record(tmp_path: Path) -> Path:
         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from common.runtime import bytecode; "
         f"print(bytecode.record({str(out)!r}, ['cached_module']))"
     )
-    done = subprocess.run(
-        [sys.executable, "-B", "-c", code], cwd=REPO, check=True, capture_output=True, text=True
-    )
-    patterns, codes = json.loads(done.stdout.strip().replace("(", "[").replace(")", "]"))
+    patterns, codes = json.loads(_python("-B", "-c", code).strip().replace("(", "[").replace(")", "]"))
     assert patterns >= 2 and codes >= 1
     return out
 
@@ -281,8 +285,7 @@ def test_a_dataclass_the_build_did_not_see_compiles_as_dataclasses_would(tmp_pat
         "    x: int\n"
         "print(typing.get_type_hints(Unseen.__init__))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True)
-    assert done.stdout.strip() == "{'x': <class 'int'>, 'return': <class 'NoneType'>}"
+    assert _python("-c", code).strip() == "{'x': <class 'int'>, 'return': <class 'NoneType'>}"
 
 
 def test_recording_skips_what_it_was_not_asked_and_bypasses_an_active_cache(tmp_path: Path) -> None:
@@ -307,11 +310,9 @@ def test_recording_skips_what_it_was_not_asked_and_bypasses_an_active_cache(tmp_
         f"print(marshal.loads(open({str(first)!r}, 'rb').read())['regex']"
         f" == marshal.loads(open({str(second)!r}, 'rb').read())['regex'])\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-B", "-c", code], cwd=REPO, check=True, capture_output=True, text=True
-    )
-    first_counts, second_counts, hooks, same = done.stdout.strip().splitlines()
-    assert first_counts == second_counts == "(1, 1)", done.stdout
+    printed = _python("-B", "-c", code)
+    first_counts, second_counts, hooks, same = printed.strip().splitlines()
+    assert first_counts == second_counts == "(1, 1)", printed
     assert hooks == "True True"  # the cache active before recording is active after it
     assert same == "True"
 
@@ -320,21 +321,9 @@ def test_with_the_cache_a_process_parses_no_recorded_pattern_and_compiles_no_dat
     tmp_path: Path,
 ) -> None:
     out = _record(tmp_path)
-    with_cache = subprocess.run(
-        [sys.executable, "-B", "-c", USE_CACHE, str(out), str(tmp_path)],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    with_cache = _python("-B", "-c", USE_CACHE, str(out), str(tmp_path)).split()
     assert with_cache == ["1", "0"]  # only the pattern that was never recorded is parsed; no generated code
-    without = subprocess.run(
-        [sys.executable, "-B", "-c", USE_CACHE, str(tmp_path / "missing.cache"), str(tmp_path)],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    without = _python("-B", "-c", USE_CACHE, str(tmp_path / "missing.cache"), str(tmp_path)).split()
     assert int(without[0]) >= 3 and int(without[1]) >= 1  # the same run without a cache: the probe has teeth
 
 
