@@ -21,7 +21,8 @@ run time (``record``): the regular expressions the image's modules compile (patt
 arguments ``re`` passes to ``_sre.compile``) and the code of dataclasses' generated methods (source ->
 code object). Once active, ``re._compiler.compile`` and ``dataclasses``' ``exec`` look there first; a
 pattern or a source that is not there compiles as before, and a cache from another Python (its magic
-numbers, its ``-O`` level) is not used at all (docs/decisions.md, "Compiled at build time").
+numbers, ``sys.version``, its ``-O`` level) is not used at all (docs/decisions.md, "Compiled at build
+time").
 """
 
 from __future__ import annotations
