@@ -20,7 +20,7 @@ from urllib.parse import unquote
 from common.mail.headers import idna_domain
 from common.mail.limits import MAX_SUBJECT_CHARS
 from common.mail.outbound import OutboundMessage
-from common.mail.sanitize import MESSAGE_ID, clean_header_text, is_message_id
+from common.mail.sanitize import MESSAGE_ID, clean_header_text, display_filename, is_message_id
 from common.runtime.errors import EventError
 
 _CID_URL = re.compile(r"""\bcid:([^"'\s<>)]+)""", re.I)
@@ -96,7 +96,7 @@ def build(
         maintype, _, subtype = (att.content_type or "application/octet-stream").lower().partition("/")
         if not subtype or maintype == "multipart":
             maintype, subtype = "application", "octet-stream"
-        filename = clean_header_text(att.filename, 255) or "attachment"
+        filename = display_filename(att.filename)  # the sender's name, spacing and all: only made safe
         data = fetch(att.key)
         if att.key in related:  # beside the HTML that names it: multipart/related, as the sender built it
             html_part = m.get_body(("html",))

@@ -11,6 +11,7 @@ returns lone surrogates.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from collections.abc import Buffer, Callable
 
@@ -89,17 +90,49 @@ def _fallbacks(data: bytes, preferred: tuple[str, ...]) -> tuple[str, ...]:
     return ("utf-8", "gb18030", "cp1252") if cjk_first else ("utf-8", "cp1252", "gb18030")
 
 
-def decode(data: bytes, declared: str | None = None, hints: tuple[str, ...] = ()) -> str:
-    """``data`` as text: the declared charset, then each hint (charset labels), then the fallbacks."""
+def decode(
+    data: bytes, declared: str | None = None, hints: tuple[str, ...] = (), partial_utf8: bool = False
+) -> str:
+    """``data`` as text: the declared charset, then each hint (charset labels), then the fallbacks.
+    ``partial_utf8``: UTF-8 with a few broken sequences (a name cut mid-character) is read as UTF-8,
+    each broken sequence one U+FFFD, rather than the whole under cp1252 (:func:`broken_utf8`)."""
     candidates = _candidates(data, (declared or "", *hints))
     for codec in candidates:
         try:
             return scrub(data.decode(codec))
         except (UnicodeDecodeError, LookupError):
+            if partial_utf8 and codec == "utf-8" and _partly_utf8(data, (declared or "", *hints)):
+                return scrub(data.decode("utf-8", "replace"))
             continue
     # Only reachable when every codec failed (8-bit bytes that are not UTF-8, cp1252 or gb18030: binary
     # data under a text type, or text cut mid-character): each byte stays one character, none U+FFFD.
     return windows_1252(data)
+
+
+def broken_utf8(data: bytes) -> str | None:
+    """``data`` read as UTF-8 with each broken sequence replaced by one U+FFFD (as the stdlib's
+    "replace" does), when it is UTF-8 text with a few broken sequences: at least as many well-formed
+    multi-byte characters as broken sequences. None otherwise (cp1252 or another charset's bytes
+    almost never form a well-formed UTF-8 sequence)."""
+    text = data.decode("utf-8", "replace")
+    broken = text.count("\ufffd") - data.count(b"\xef\xbf\xbd")  # a U+FFFD the sender wrote is no break
+    well_formed = sum(1 for ch in text if ch > "\x7f") - text.count("\ufffd")
+    return scrub(text) if 0 < broken <= well_formed else None
+
+
+@functools.cache
+def _single_byte(codec: str) -> bool:
+    return len(bytes(range(256)).decode(codec, "replace")) == 256
+
+
+def _partly_utf8(data: bytes, labels: tuple[str, ...]) -> bool:
+    """Whether ``data`` is UTF-8 with a few broken sequences (:func:`broken_utf8`) and no multi-byte
+    charset among ``labels`` reads it whole (Shift_JIS pairs can look like UTF-8 by chance; a
+    single-byte label reads any bytes, so it is no evidence against UTF-8)."""
+    if _decodes(data, "utf-8") or broken_utf8(data) is None:
+        return False
+    labelled = [c for label in labels for c in codecs_for(label) if c != "utf-8"]
+    return not any(not _single_byte(c) and _decodes(data, c) for c in labelled)
 
 
 def windows_1252(data: bytes) -> str:
@@ -190,12 +223,15 @@ def repair(text: str, hints: tuple[str, ...] = ()) -> str:
     return decode(data, "utf-8", hints)
 
 
-def repairer(context: str, hints: tuple[str, ...] = ()) -> Callable[[str], str]:
+def repairer(context: str, hints: tuple[str, ...] = (), partial_utf8: bool = False) -> Callable[[str], str]:
     """A :func:`repair` for the pieces of ``context`` (a header value being tokenised): the codec
-    is chosen once from all of the value's 8-bit bytes, so short pieces are not guessed alone."""
+    is chosen once from all of the value's 8-bit bytes, so short pieces are not guessed alone.
+    ``partial_utf8``: UTF-8 with a few broken sequences stays UTF-8 (:func:`broken_utf8`)."""
     if not has_surrogates(context):
         return scrub
     data = context.encode("utf-8", "surrogateescape")
+    if partial_utf8 and _partly_utf8(data, hints):
+        return lambda piece: scrub(piece.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
     codec = next((c for c in _candidates(data, ("utf-8", *hints)) if _decodes(data, c)), "cp1252")
 
     def fix(piece: str) -> str:

@@ -44,14 +44,17 @@ def _word_bytes(encoding: str, text: str) -> bytes:
         return b""
 
 
-def decode_words(value: str, hints: tuple[str, ...] = (), max_words: int = MAX_ENCODED_WORDS) -> str:
+def decode_words(
+    value: str, hints: tuple[str, ...] = (), max_words: int = MAX_ENCODED_WORDS, partial_utf8: bool = False
+) -> str:
     """Decode RFC 2047 encoded words (at most ``max_words``; the rest stay as they are), and raw
-    8-bit bytes between them (UTF-8, else the hints, else cp1252).
+    8-bit bytes between them (UTF-8, else the hints, else cp1252). ``partial_utf8`` (file names):
+    UTF-8 with a few broken sequences keeps its valid characters (common.mail.charsets.broken_utf8).
 
     Whitespace between adjacent encoded words is dropped (RFC 2047 6.2), and adjacent words in one
     charset are decoded together, because mailers split multi-byte characters across words.
     """
-    repair = charsets.repairer(value, hints)
+    repair = charsets.repairer(value, hints, partial_utf8)
     out: list[str] = []
     pending: list[bytes] = []
     pending_charset = ""
@@ -59,7 +62,7 @@ def decode_words(value: str, hints: tuple[str, ...] = (), max_words: int = MAX_E
 
     def flush() -> None:
         if pending:
-            out.append(charsets.decode(b"".join(pending), pending_charset, hints))
+            out.append(charsets.decode(b"".join(pending), pending_charset, hints, partial_utf8))
             pending.clear()
 
     for words, m in enumerate(ENCODED_WORD.finditer(value)):

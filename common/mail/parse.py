@@ -39,9 +39,9 @@ from email.parser import BytesFeedParser
 from io import BytesIO
 
 from common.mail import charsets, filetypes, limits
-from common.mail.headers import address_problem, header_text, parse_mailbox, unfold
+from common.mail.headers import address_problem, decode_words, header_text, parse_mailbox, unfold
 from common.mail.htmltext import HtmlText, convert
-from common.mail.sanitize import MESSAGE_ID, clean_header_text, safe_filename, shorten_keep_extension
+from common.mail.sanitize import MESSAGE_ID, clean_header_text, display_filename, safe_filename
 from common.runtime.errors import EmailHandlerError
 
 _NOREPLY = re.compile(
@@ -523,10 +523,14 @@ def _describe(node: Message, depth: int, parent: _Part | None, index: int) -> _P
     for name, value in node.raw_items():
         fields.setdefault(str(name).lower(), str(value)[:PART_FIELD_CHARS])
     ctype, params = parse_params(fields.get("content-type", ""))
-    if "/" not in ctype:  # absent or invalid: RFC 2045 default (message/rfc822 inside a digest)
-        ctype = node.get_default_type()
-        if "content-type" in fields:
+    if "/" not in ctype:
+        # A type without a subtype (``BINARY;name="Alices_PDP-10"``, Crispin's classic) is an unrecognised
+        # type, which RFC 2049 section 2 says to treat as application/octet-stream: a file, its name kept.
+        # Absent or unreadable: RFC 2045's default (message/rfc822 inside a digest).
+        # A bare "text" is read as text/plain, as mail clients read it.
+        if not ctype and "content-type" in fields:
             params = {}
+        ctype = {"": node.get_default_type(), "text": "text/plain"}.get(ctype, "application/octet-stream")
     disposition, dparams = parse_params(fields.get("content-disposition", ""))
     maintype, _, subtype = ctype.partition("/")
     if node.is_multipart() and maintype not in ("multipart", "message"):
@@ -608,7 +612,7 @@ def _rfc2231(sections: dict[int, tuple[str, bool]]) -> str:
         chunks.append(
             urllib.parse.unquote_to_bytes(val) if encoded else val.encode("utf-8", "surrogateescape")
         )
-    return charsets.decode(b"".join(chunks), charset or "utf-8")
+    return charsets.decode(b"".join(chunks), charset or "utf-8", partial_utf8=True)
 
 
 def _is_attachment(p: _Part) -> bool:
@@ -701,7 +705,7 @@ def _attachments(
                 if declared == "message/rfc822"
                 else f"unnamed.{filetypes.default_extension(declared)}"
             )
-        shown = shorten_keep_extension(clean_header_text(name, 1000), 255)
+        shown = display_filename(name)
         ctype = filetypes.content_type(shown, data, declared)
         if (
             role == "text"
@@ -771,5 +775,7 @@ def _part_bytes(p: _Part, crlf: bool, mail: ParsedMail, source: _Source) -> byte
 
 
 def _filename(p: _Part, hints: tuple[str, ...]) -> str:
+    """The part's name as the sender wrote it (decoded; its spacing kept), or ''. Raw UTF-8 with a
+    broken sequence keeps its valid characters (common.mail.charsets.broken_utf8)."""
     raw = p.dparams.get("filename") or p.params.get("name") or ""
-    return header_text(raw, hints, 1000) if raw else ""
+    return display_filename(decode_words(unfold(raw)[:4000], hints, partial_utf8=True), "") if raw else ""

@@ -36,6 +36,24 @@ def safe_filename(name: str, fallback: str = "attachment") -> str:
     return shorten_keep_extension(name, 120)
 
 
+# C0 and C1 controls, DEL and the Unicode line and paragraph separators: a file name that holds one
+# can break a header line or a client's file dialog.
+_NAME_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# The last path segment (RFC 2183 2.3: a receiving agent never uses the path of a suggested name).
+_PATH = re.compile(r"[/\\]")
+FILENAME_CHARS = 255  # docs/inbound.md: long names are cut to this, keeping the extension
+
+
+def display_filename(name: str, fallback: str = "attachment") -> str:
+    """An attachment's name as the sender wrote it, made safe to show and to save, and nothing more:
+    controls become a space, bidirectional overrides are dropped ("\u202egpj.exe" shows as
+    "exe.jpg"), only the last path segment is kept, and a name over 255 characters is cut keeping
+    its extension. Letters, symbols, spacing and case are kept (``nyan cat ✔.gif`` stays as it is)."""
+    name = _NAME_CONTROL.sub(" ", _BIDI.sub("", name or ""))
+    name = next((s for s in reversed(_PATH.split(name)) if s.strip(" .")), "")
+    return shorten_keep_extension(name.strip(), FILENAME_CHARS) if name.strip() else fallback
+
+
 def shorten_keep_extension(name: str, limit: int) -> str:
     """``name`` cut to ``limit`` characters, keeping a short extension (``….pdf``)."""
     if len(name) <= limit:

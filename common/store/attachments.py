@@ -20,6 +20,7 @@ from common.mail import charsets
 from common.mail.limits import MAX_STORED_ATTACHMENTS
 from common.mail.outbound import Attachment
 from common.mail.parse import Attachment as MailPart
+from common.mail.sanitize import extension
 from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
 from common.runtime.config import Config
 from common.store import layout
@@ -72,7 +73,9 @@ def store(
     withheld_key_for: Callable[[str], str],
 ) -> Stored:
     """Store every part under ``key_for(name)``, or under ``withheld_key_for(name)`` when it is
-    withheld; two parts with one name get ``-2``, ``-3`` …"""
+    withheld. ``name`` is the part's S3-safe name (common.mail.sanitize.safe_filename), made unique:
+    two parts with one name get ``-2``, ``-3`` … in their keys. The forward names each part as the
+    sender did (``Attachment.filename``, only made safe to show): the key is storage, not the name."""
     deny = frozenset(t.lower().lstrip(".") for t in cfg.attachment_deny_types)
     out = Stored()
     used: set[str] = set()
@@ -81,7 +84,7 @@ def store(
             # 10,000 tiny parts must not become 10,000 S3 writes; the archive has them all
             out.withheld.append(
                 Withheld(
-                    part.safe_name,
+                    part.filename,
                     "",
                     f"over {MAX_STORED_ATTACHMENTS} attachments; only in the archived original",
                 )
@@ -96,6 +99,9 @@ def store(
             name, n = f"{stem}-{n}{dot}{ext}", n + 1
         used.add(name.lower())
         reason = withhold_reason(name, part.content_type, part.data, deny)
+        if not reason and extension(part.filename) != extension(name):
+            # the forward shows part.filename: its own extension is judged too
+            reason = withhold_reason(part.filename, part.content_type, part.data, deny)
         if reason:
             key = withheld_key_for(name)
             s3.put(
@@ -105,7 +111,7 @@ def store(
                 "application/octet-stream",
                 metadata=reason_metadata(reason, 500),
             )
-            out.withheld.append(Withheld(name, key, reason))
+            out.withheld.append(Withheld(part.filename, key, reason))
             continue
         ctype, data = part.content_type, part.data
         inline = part.disposition == "inline" or (bool(part.content_id) and not part.disposition)
@@ -114,7 +120,8 @@ def store(
             data, inline = as_utf8(part.data, part.charset), part.disposition != "attachment"
         key = key_for(name)
         s3.put(cfg.bucket, key, data, ctype)
-        out.attachments.append(Attachment(key, name, ctype, inline=inline, content_id=part.content_id))
+        shown = part.filename or name
+        out.attachments.append(Attachment(key, shown, ctype, inline=inline, content_id=part.content_id))
         out.sizes[key] = len(data)
     return out
 
