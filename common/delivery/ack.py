@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 
+from common.mail import reports
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
 from common.runtime.config import Config
@@ -59,6 +60,7 @@ def refusal_before_budget(cfg: Config, receipt: SesReceipt, mail: ParsedMail) ->
     common/store/intake.py takes the ack in the write that records a first contact)."""
     return (
         rfc3834(mail)
+        or reports.carried_report(mail)
         or unverifiable_sender(mail)
         or unsafe_recipient(cfg, receipt, mail)
         or ackbudget.switched_off(cfg)

@@ -9,7 +9,7 @@ from typing import Literal, NotRequired, TypedDict
 class InboundResult(TypedDict):
     """A mail to the public address: delivered, held, set aside or already done."""
 
-    status: Literal["forwarded", "quarantined", "dropped", "dsn", "already-processed"]
+    status: Literal["forwarded", "quarantined", "dropped", "dsn", "complaint", "already-processed"]
     messageId: str
     reason: NotRequired[str]
     key: NotRequired[str]

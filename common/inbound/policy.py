@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from common.mail import limits
+from common.mail import limits, reports
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail, parse
 from common.runtime.config import Config
@@ -34,6 +34,7 @@ class Action(StrEnum):
     DROP = "drop"
     QUARANTINE = "quarantine"
     DSN = "dsn"  # archived under bounces/, never forwarded or acked
+    COMPLAINT = "complaint"  # an abuse complaint (ARF): archived under bounces/, the owner told as such
     FORWARD = "forward"
 
 
@@ -126,80 +127,18 @@ RULES = RulesCache()
 
 
 def is_dsn(receipt: SesReceipt) -> bool:
-    """Bounces and other delivery status notifications have a null or mailer-daemon envelope sender."""
+    """Bounces and other delivery status notifications have a null or mailer-daemon envelope sender
+    (RFC 5321 4.5.5). A postmaster envelope is not one: postmaster is a person's mailbox (RFC 5321
+    4.5.1), so such mail is judged by its content (common/mail/reports.py)."""
     source = receipt.source.strip().lower()
-    return source in ("", "<>") or source.partition("@")[0] in ("mailer-daemon", "postmaster")
+    return source in ("", "<>") or reports.is_mailer_daemon(source.strip("<>").partition("@")[0])
 
 
-def is_dsn_content(mail: ParsedMail) -> bool:
-    """A delivery status report by its content type (RFC 3464), whatever the envelope says."""
-    ctype = mail.headers.get("content-type", "").lower()
-    main = ctype.split(";")[0].strip()
-    return main == "message/delivery-status" or (
-        main == "multipart/report" and re.search(r"report-type\s*=\s*\"?delivery-status", ctype) is not None
-    )
-
-
-# Non-RFC 3464 delivery reports, recognised by content (docs/inbound.md#delivery-reports lists the
-# formats and the corpora they come from). The subjects and first lines the common MTAs write:
-_BOUNCE_SUBJECT = re.compile(
-    r"^(undeliver(ed|able)|returned mail|mail delivery (failed|failure)"
-    r"|delivery (status notification|failure"
-    r"|has failed)|failure notice|mail system error|non[- ]?delivery|message not delivered"
-    r"|delivery notification"
-    r"|undelivered mail returned to sender|warning: could not send message|rejected:|message delayed)",
-    re.I,
-)
-_BOUNCE_BODY = re.compile(
-    "|".join(
-        (
-            r"this message was created automatically by mail delivery software",  # Exim
-            r"this is the qmail-send program at",  # qmail
-            r"this is the mail system at host",  # Postfix
-            r"delivery to the following recipients? failed",  # Gmail
-            r"the following addresses had permanent fatal errors",  # Sendmail
-            r"transcript of session follows",  # Sendmail, old postmasters
-            r"your message (wasn't|was not|could not be) delivered",  # Gmail, Microsoft 365
-            r"delivery has failed to these recipients or groups",  # Exchange
-            r"i'm sorry to have to inform you that your message could not",  # Postfix's MAILER-DAEMON
-            r"(unable|failed) to deliver (your|the) message",
-            r"could not be delivered to (one or more|the following) recipients?",
-        )
-    ),
-    re.I,
-)
-_ROLE_SENDER = re.compile(
-    r"^(mailer[-_.]?daemon|postmaster|mail[-_.]?delivery[-_.]?(subsystem|system)?)([-+._].*)?$", re.I
-)
-BOUNCE_SCAN_CHARS = 20_000  # the report's own words come first; the returned mail follows
-
-
-def delivery_report(mail: ParsedMail) -> str:
-    """Why ``mail`` is a delivery report ('' when nothing says so): its type (RFC 3464), what only a
-    mail system adds (a null return path, X-Failed-Recipients), or a mail system's sender with a
-    bounce's subject or words. A person's mail from postmaster@ without those is not one."""
-    if is_dsn_content(mail):
-        return "delivery status notification (multipart/report; report-type=delivery-status)"
-    # RFC 5321 4.5.5: the null reverse-path is for non-delivery notifications and other automatic
-    # mail; the receiving MTA records the envelope sender as the first Return-Path (RFC 5321 4.4).
-    if mail.headers.get("return-path", "").replace(" ", "") == "<>":
-        return "delivery report (null sender: Return-Path <>)"
-    if "x-failed-recipients" in mail.headers:  # Exim writes it on every bounce it sends
-        return "delivery report (X-Failed-Recipients)"
-    if any(
-        a.declared_type == "message/delivery-status" for a in mail.attachments
-    ):  # RFC 3464 2.1, outside a report
-        return "delivery report (message/delivery-status part)"
-    role = _ROLE_SENDER.match(mail.from_address.partition("@")[0]) or re.fullmatch(
-        r"mail delivery (subsystem|system)", mail.display_name.strip(), re.I
-    )
-    if role is None:
-        return ""
-    if _BOUNCE_SUBJECT.search(mail.subject.strip()):
-        return "delivery report (mail system sender, bounce subject)"
-    if _BOUNCE_BODY.search(mail.body_text[:BOUNCE_SCAN_CHARS]):
-        return "delivery report (mail system sender, bounce text)"
-    return ""
+def delivery_report(mail: ParsedMail, own: Callable[[str], bool] = lambda address: False) -> str:
+    """Why ``mail`` is a report a program wrote, bounce or complaint ('' when nothing says so):
+    common/mail/reports.py, by structure whatever the envelope."""
+    found = reports.classify(mail, own)
+    return found.reason if found else ""
 
 
 def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
@@ -240,7 +179,13 @@ def assess(
     keyword lists would quarantine, which an allow entry releases (a mail to forward is checked
     against the block list in the write that records it, common/store/intake.py)."""
     decision = assess_envelope(receipt, cfg)
-    if decision is None and (over := limits.screen(raw)):
+    over = limits.screen(raw) if decision is None or decision.action == Action.DSN else ""
+    if decision is not None and decision.action == Action.DSN and not over:
+        # A null envelope is a report; an abuse complaint (ARF) is one too, and the owner hears of it.
+        mail = parse(raw)
+        if why := reports.complaint(mail):
+            return Assessment(Decision(Action.COMPLAINT, why), mail)
+    if decision is None and over:
         decision = Decision(Action.QUARANTINE, f"not parsed: {over}")
     if decision is not None:
         return Assessment(decision, None)
@@ -266,8 +211,8 @@ def assess_mail(
     """``listing``: the owner's block/allow entry for the sender (common/store/senderlists.py): a
     block quarantines, an allow skips the keyword lists (SES's verdicts above still apply).
     ``own``: whether an address is this system's own (Config.is_own)."""
-    if report := delivery_report(mail):
-        return Decision(Action.DSN, report)
+    if found := reports.classify(mail, own):
+        return Decision(Action.COMPLAINT if found.kind == reports.COMPLAINT else Action.DSN, found.reason)
     if not mail.from_address:
         return Decision(Action.QUARANTINE, "From header has no usable address")
     if mail.from_problem:

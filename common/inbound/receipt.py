@@ -13,15 +13,19 @@ from datetime import datetime
 from typing import Any
 
 from common.delivery import ack
+from common.delivery.complaint import build_complaint
 from common.delivery.deliver import deliver
 from common.delivery.quarantine import envelope_fields, log_fields, quarantined
 from common.delivery.results import InboundResult
 from common.inbound import policy
+from common.mail.build import unbuildable
+from common.mail.parse import ParsedMail
 from common.runtime import events
 from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
 from common.store import intake, layout, rawmail, senderlists, staging
+from common.store.sendqueue import enqueue
 
 log = get_logger("inbound-handler")
 
@@ -65,6 +69,8 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         )
         staging.done(cfg, receipt)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
+    if decision.action == policy.Action.COMPLAINT and mail is not None:
+        return complained(cfg, receipt, mail, raw, decision.reason, when)
     if decision.action == policy.Action.QUARANTINE or mail is None:
         return quarantined(cfg, receipt, mail, raw, decision.reason, when)
 
@@ -77,3 +83,26 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt, record)
     staging.done(cfg, receipt)
     return result
+
+
+def complained(
+    cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, why: str, when: datetime
+) -> InboundResult:
+    """An abuse complaint: archived as a report, and the owner told in a labelled notice (never a
+    forward, never an ack, no conversation; common/delivery/complaint.py)."""
+    mid = receipt.message_id
+    key = rawmail.keep_report(cfg, when, mid, raw)
+    notice = build_complaint(cfg, mid, mail, raw, why, key)
+    if problem := unbuildable(notice, cfg.public_email, cfg.domain_name):
+        log.error(
+            "abuse complaint notice cannot be built",
+            extra={**log_fields(mail), "reason": problem, "key": key},
+        )
+    else:
+        enqueue(cfg.forward_queue, notice, cfg.bucket, cfg.claim_check_bytes)
+    log.info(
+        "abuse complaint archived; the owner is told",
+        extra={**log_fields(mail), "reason": why, "key": key, "notified": not problem},
+    )
+    staging.done(cfg, receipt)
+    return {"status": "complaint", "reason": why, "key": key, "messageId": mid}

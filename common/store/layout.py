@@ -72,6 +72,12 @@ def attachment(cid: str, mid: str, name: str) -> str:
     return f"{ATTACHMENTS}{cid}/{mid}/{name}"
 
 
+def complaint_report(mid: str) -> str:
+    """An abuse complaint (ARF) attached whole to the owner's notice (common/delivery/complaint.py).
+    ``complaint`` is no conversation id, as ``quarantine`` below is not."""
+    return f"{ATTACHMENTS}complaint/{mid}/report.eml"
+
+
 def released_original(mid: str) -> str:
     """A quarantined mail released unparsed (it was over a parsing cap): copied inside S3 from the held
     copy and attached whole to its forward as an opaque file.
