@@ -165,12 +165,15 @@ def delivery_report(mail: ParsedMail, own: Callable[[str], bool] = lambda addres
         return "delivery report (X-Failed-Recipients)"
     text = mail.body_text[:SCAN_CHARS]
     block = _returned_block(text)
-    if _names_own(block, own) or any(
-        _names_own(_fields(a.data), own) for a in mail.attachments if a.declared_type.startswith("message/")
-    ):
-        return "delivery report (a returned copy of a mail this system sent)"
+    if _names_own(block, own):  # a raw header a person's client never quotes
+        return "delivery report (the returned header of a mail this system sent)"
     role = _role(mail)
     program = role or _program(mail)
+    parts = (a for a in mail.attachments if a.declared_type.startswith("message/"))
+    ours = any(_names_own(_fields(a.data), own) for a in parts)
+    # A contact may forward our mail back as an attachment: it is returned mail with a sign of a program.
+    if ours and (program or _SMTP.search(text) or _BOUNCE_BODY.search(text[:20_000])):
+        return "delivery report (a returned copy of a mail this system sent)"
     if not program:
         return ""
     if _SMTP.search(text):

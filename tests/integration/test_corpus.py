@@ -9,7 +9,9 @@ under the real RIE against moto (module scope, so the cold start is paid once), 
 acks through the real senders; each message is then checked on its own:
 
 * the invocation did not fail and nothing is left in ``staging/``;
-* the outcome is forwarded, quarantined with a reason, or archived as a delivery status notification;
+* the outcome is forwarded, quarantined with a reason, or archived as a report (a delivery status
+  notification; an abuse complaint, of which the owner gets a labelled notice): a report is never
+  forwarded as mail or acked;
 * a forward reached SES, and its subject and text match an independent parse (the stdlib's
   ``policy.default``, whose decoding shares nothing with common.mail.parse) wherever that parse
   reads them cleanly, and carry no U+FFFD or lone surrogate where it does not;
@@ -20,7 +22,8 @@ acks through the real senders; each message is then checked on its own:
 * no ack went where RFC 3834 section 2 (or a no-reply / role sender) says an automatic reply must
   not go, judged again from the stdlib's reading of the top-level header;
 * the forward shows no raw MIME as its text (part headers the stdlib's body does not hold), carries
-  or names in its footer every named part of the stdlib's reading (parts by name), and at least as
+  or names in its footer every named part of the stdlib's reading (parts by name, and by the very name
+  the sender gave it, made safe to show only: no "-2", no replaced symbol, no cut below 255), and at least as
   many parts as the stdlib reads beside the body (parts by count);
 * its banner and footer agree: an original the banner calls attached is attached, and nothing the
   footer lists as not attached is.
@@ -87,11 +90,51 @@ def without_from(path: Path) -> bool:
 
 # A message without From is quarantined and its forward never judged: each goes through once more
 # with a From added, so its structure is judged too.
-CASES = [(p, False) for p in FILES] + [(p, True) for p in FILES if without_from(p)]
+ADD_FROM, NULL_ENVELOPE, POSTMASTER_ENVELOPE = " +From", " +null envelope", " +postmaster envelope"
+# Reports (bounces, complaints) of many MTAs and their look-alikes: sisimai's set-of-emails and the
+# project's own RFC 5965 / RFC 3464 samples (tests/fixtures/corpus/README.md). Each goes in with a
+# NORMAL envelope sender, so only its structure can say what it is; the file name says what it is:
+# arf-* and arf--* are abuse complaints, lhost-*, rhost-*, rfc3464-* and dsn--* delivery reports, the
+# rest (RFC 3834 auto-replies, sisimai's "not a bounce", a person's mail) mail to forward.
+REPORT_CORPORA = ("sisimai", "reports")
+NORMAL_ENVELOPE = "relay@corp.example"
 
 
-def label(case: tuple[Path, bool]) -> str:
-    path, added = case
+def expected_report(path: Path) -> tuple[str, ...]:
+    """The outcomes a report corpus file may have (() for the other corpora). A bounce may also be SES's
+    complaint notification (sisimai files those with the bounces); an RFC 3834 auto-reply may carry the
+    null Return-Path of automatic mail and be archived with the reports. Neither is ever acked."""
+    if path.parent.name not in REPORT_CORPORA:
+        return ()
+    name = path.name.partition("--")[2] if path.parent.name == "sisimai" else path.name
+    if name.startswith("arf"):
+        return ("complaint",)
+    if name.startswith(("lhost-", "rhost-", "rfc3464-", "dsn")):
+        return ("dsn", "complaint")
+    return ("forwarded", "dsn") if name.startswith("rfc3834") else ("forwarded",)
+
+
+CASES = (
+    [(p, "") for p in FILES]
+    + [(p, ADD_FROM) for p in FILES if without_from(p)]
+    # whatever the envelope: a complaint with the null envelope its sender should use still reaches the
+    # owner, and a person's mail with a postmaster envelope is forwarded
+    + [(p, NULL_ENVELOPE) for p in FILES if p.parent.name == "reports" and p.name.startswith("arf")]
+    + [(p, POSTMASTER_ENVELOPE) for p in FILES if p.parent.name == "reports" and p.name.startswith("person")]
+)
+
+
+def envelope(path: Path, variant: str) -> dict[str, str]:
+    """The envelope sender to inject with (none given: the file's Return-Path, else its From)."""
+    if variant == NULL_ENVELOPE:
+        return {"source": ""}
+    if variant == POSTMASTER_ENVELOPE:
+        return {"source": "postmaster@corp.example"}
+    return {"source": NORMAL_ENVELOPE} if expected_report(path) else {}
+
+
+def label(case: tuple[Path, str]) -> str:
+    path, variant = case
     name = (
         str(path.relative_to(OURS.parent))
         if path.is_relative_to(OURS)
@@ -99,7 +142,7 @@ def label(case: tuple[Path, bool]) -> str:
         if CORPUS
         else str(path)
     )
-    return name + (" +From" if added else "")
+    return name + variant
 
 
 def as_smtp(raw: bytes) -> bytes:
@@ -110,7 +153,7 @@ def as_smtp(raw: bytes) -> bytes:
 @dataclass
 class Run:
     stack: Any
-    results: dict[tuple[Path, bool], tuple[str, bytes, dict[str, Any]]] = field(default_factory=dict)
+    results: dict[tuple[Path, str], tuple[str, bytes, dict[str, Any]]] = field(default_factory=dict)
     sent: dict[str, Any] = field(default_factory=dict)  # X-Correlation-ID -> SentMail
     failed_batches: list[str] = field(default_factory=list)
     staging: list[str] = field(default_factory=list)
@@ -129,13 +172,16 @@ def run(moto_server: str, local_defaults: dict[str, str], rie_module: Callable[.
         "ack-sender": rie_module("ack-sender", env=fast),
     }
     out = Run(stack)
-    for n, (path, added) in enumerate(CASES):
-        raw, mid = as_smtp((ADDED_FROM if added else b"") + path.read_bytes()), f"corpus{n:034d}"
+    for n, (path, variant) in enumerate(CASES):
+        raw, mid = (
+            as_smtp((ADDED_FROM if variant == ADD_FROM else b"") + path.read_bytes()),
+            f"corpus{n:034d}",
+        )
         try:
-            result = inbound.invoke(stack.receipt(raw, mid))
+            result = inbound.invoke(stack.receipt(raw, mid, **envelope(path, variant)))
         except InvokeError as exc:
             result = {"status": "invocation failed", "error": str(exc)}
-        out.results[(path, added)] = (mid, raw, result)
+        out.results[(path, variant)] = (mid, raw, result)
     for name, queue in (("forward-sender", stack.cfg.forward_queue), ("ack-sender", stack.cfg.ack_queue)):
         for batch in stack.run_sender(senders[name], queue, max_batches=200):
             out.failed_batches += [f"{name}: {i} {batch.error}" for i in batch.failed]
@@ -159,7 +205,8 @@ def run(moto_server: str, local_defaults: dict[str, str], rie_module: Callable[.
     extracted = Counter(r["status"] for r in out.extracted.values())
     print(
         f"\n[corpus] {len(FILES)} messages from {CORPUS} and {OURS},"
-        f" {len(CASES) - len(FILES)} again with a From added: {dict(outcomes)}; {len(out.sent)} sent; "
+        f" {len(CASES) - len(FILES)} again (a From added, another envelope): {dict(outcomes)};"
+        f" {len(out.sent)} sent; "
         f"attached documents: {dict(extracted)}"
     )
     return out
@@ -259,6 +306,20 @@ def name_keys(name: str) -> tuple[str, str]:
     return alnum[:12], alnum[-10:]
 
 
+_BIDI_CONTROL = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def as_shown(name: str) -> str:
+    """A part name as a forward may show it (docs/inbound.md, Parts): controls as spaces, bidirectional
+    overrides dropped, the last path segment (RFC 2183 2.3), at most 255 characters (extension kept)."""
+    name = re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+", " ", _BIDI_CONTROL.sub("", name))
+    name = next((s for s in reversed(re.split(r"[/\\]", name)) if s.strip(" .")), "").strip()
+    if len(name) > 255:
+        stem, _, ext = name.rpartition(".")
+        name = stem[: 255 - len(ext) - 1].rstrip() + "." + ext if 0 < len(ext) <= 10 else name[:255]
+    return name
+
+
 @dataclass
 class Reading:
     """The stdlib's (policy.default) reading of a mail's parts, not entering message/* parts."""
@@ -325,15 +386,18 @@ def words(text: str) -> Counter[str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=label)
-def test_message_reaches_an_outcome(run: Run, case: tuple[Path, bool]) -> None:
+def test_message_reaches_an_outcome(run: Run, case: tuple[Path, str]) -> None:
     mid, raw, result = run.results[case]
-    assert result["status"] in ("forwarded", "quarantined", "dsn"), result
+    assert result["status"] in ("forwarded", "quarantined", "dsn", "complaint"), result
     assert f"staging/{mid}" not in run.staging
     if result["status"] == "quarantined":
         assert result["reason"] and run.stack.s3_body(result["key"]) == raw
         return
-    if result["status"] == "dsn":
+    if result["status"] in ("dsn", "complaint"):
         assert result["key"].startswith("bounces/") and run.stack.s3_body(result["key"]) == raw
+        assert f"forward-{mid}" not in run.sent and f"ack-{mid}" not in run.sent
+        # an abuse complaint reaches the owner as one, labelled; nothing else is sent for a report
+        assert (f"complaint-{mid}" in run.sent) == (result["status"] == "complaint")
         return
     assert run.stack.s3_body(f"conversations/{result['conversationId']}/{mid}.eml") == raw
     if result.get("ack"):
@@ -364,6 +428,15 @@ def test_message_reaches_an_outcome(run: Run, case: tuple[Path, bool]) -> None:
         ) + re.sub(r"\W", "", not_attached.lower())
         lost = [n for n in reading.names if not any(key and key in carried for key in name_keys(n))]
         assert lost == [], "named parts lost"
+        # and each name as the sender wrote it: no "-2" for a repeat, no symbol or letter replaced, no cut
+        # below 255 characters (the S3 key's safe name is storage only)
+        shown = Counter(str(p.get_filename()) for p in forwarded)
+        changed = [
+            n
+            for n, count in Counter(as_shown(n) for n in reading.names).items()
+            if shown[n] < count and not_attached.count(f"{n} (") < count - shown[n]
+        ]
+        assert changed == [], f"attachment names changed: {sorted(shown)}"
         assert len(result["attachments"]) + len(result["skipped"]) >= reading.beside_body, "parts missing"
         assert len(forwarded) == len(result["attachments"]), "stored parts missing from the forward"
     if body:
@@ -372,3 +445,19 @@ def test_message_reaches_an_outcome(run: Run, case: tuple[Path, bool]) -> None:
         assert found >= 0.9 * sum(expected.values()), (
             f"only {found} of {sum(expected.values())} words of the body"
         )
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if expected_report(c[0])], ids=label)
+def test_reports_are_recognised_by_structure_whatever_the_envelope(run: Run, case: tuple[Path, str]) -> None:
+    """A bounce or complaint is never acked nor forwarded as a contact's mail, with a normal envelope
+    too; a complaint reaches the owner labelled as one; the rest is forwarded."""
+    mid, _, result = run.results[case]
+    expected = expected_report(case[0])
+    assert result["status"] in expected, result
+    if expected != ("forwarded",):
+        assert f"ack-{mid}" not in run.sent and not result.get("ack")
+    if result["status"] == "complaint":
+        notice = run.sent[f"complaint-{mid}"].message
+        assert str(notice["Subject"]).startswith("Abuse complaint")
+        assert notice["Reply-To"] is None and notice["To"] == run.stack.cfg.private_email
+        assert "[!] Abuse complaint" in notice.get_body(("plain",)).get_content()
