@@ -9,14 +9,13 @@ be anything, so it is never shown inline).
 
 from __future__ import annotations
 
-from common.aws import s3
 from common.delivery.compose import fits_attached
 from common.mail.limits import MAX_SUBJECT_CHARS
-from common.mail.outbound import Attachment, OutboundMessage
+from common.mail.outbound import OutboundMessage
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
 from common.runtime.config import Config
-from common.store import layout
+from common.store import attachments as stored
 
 REPORT_NAME = "abuse report.eml"
 TEXT_CHARS = 8_000  # the reporter's own words; the whole report is attached or archived
@@ -84,9 +83,7 @@ def build_complaint(
         ]
     attachments = []
     if fits_attached(cfg, len(raw)):
-        copy = layout.complaint_report(mid)
-        s3.put(cfg.bucket, copy, raw, "application/octet-stream")
-        attachments.append(Attachment(copy, REPORT_NAME, "application/octet-stream"))
+        attachments.append(stored.attach_report(cfg, mid, raw, REPORT_NAME))
         lines += [
             "",
             f"The whole report is attached as {REPORT_NAME} and archived at s3://{cfg.bucket}/{key}.",

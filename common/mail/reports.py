@@ -5,8 +5,9 @@ Evidence, strongest first (docs/inbound.md#delivery-reports):
 
 * the report formats: RFC 5965 ARF (``multipart/report; report-type=feedback-report`` or a
   ``message/feedback-report`` part) is an abuse complaint; RFC 3464 DSN (``report-type=delivery-status``
-  or a ``message/delivery-status`` part), any other ``multipart/report`` (RFC 6522: read receipts too)
-  and a headers-only part (``text/rfc822-headers``, which only reports carry) are reports;
+  or a ``message/delivery-status`` part) and a headers-only part (``text/rfc822-headers``, which only
+  reports carry) are reports (a read receipt, RFC 8098, is a person's client answering: forwarded,
+  never acked);
 * SES's own notifications (the SNS JSON of a bounce, complaint or delivery) arriving as mail;
 * what only a mail system writes: ``Return-Path: <>`` (RFC 5321 4.5.5), ``X-Failed-Recipients``;
 * a returned copy of a mail this system sent (our own From, Reply-To or X-Correlation-ID in a
@@ -146,9 +147,9 @@ def delivery_report(mail: ParsedMail, own: Callable[[str], bool] = lambda addres
     ctype, params = parse_params(mail.headers.get("content-type", ""))
     if ctype == "message/delivery-status":
         return "delivery status notification (message/delivery-status)"
-    if ctype == "multipart/report":
-        kind = params.get("report-type", "").strip().lower() or "no report-type"
-        return f"report (multipart/report; {kind[:40]})"
+    kind = params.get("report-type", "").strip().lower()
+    if ctype == "multipart/report" and kind in ("delivery-status", "global-delivery-status"):
+        return f"delivery status notification (multipart/report; report-type={kind})"
     declared = {a.declared_type for a in mail.attachments}
     for part in ("message/delivery-status", "message/global-delivery-status"):
         if part in declared:  # RFC 3464 2.1, outside a report

@@ -134,6 +134,14 @@ def attach_original(cfg: Config, held_key: str, mid: str) -> Attachment:
     return Attachment(key, "original.eml", "application/octet-stream")
 
 
+def attach_report(cfg: Config, mid: str, raw: bytes, name: str) -> Attachment:
+    """An abuse complaint attached whole to the owner's notice as an opaque file (the reported mail in
+    it may be anything): stored at common/store/layout.py's complaint_report."""
+    key = layout.complaint_report(mid)
+    s3.put(cfg.bucket, key, raw, "application/octet-stream")
+    return Attachment(key, name, "application/octet-stream")
+
+
 def read(cfg: Config, key: str) -> bytes | None:
     """A stored part's bytes (what a sender attaches), or None if it is not in the bucket."""
     obj = s3.get(cfg.bucket, key)

@@ -1,4 +1,4 @@
-"""Attachment names reach the owner as the sender wrote them (issue 36): only made safe to show
+"""Attachment names reach the owner as the sender wrote them: only made safe to show
 (common.mail.sanitize.display_filename); the S3 key's safe name is storage, never the forward's name.
 A raw UTF-8 name with a broken sequence keeps its valid characters; a part typed ``BINARY;name=…``
 is a file."""

@@ -128,11 +128,6 @@ STRUCTURAL = {
         "Nicht zustellbar.\r\n\r\nReturn-Path: <hello@example.com>\r\nFrom: Hello <hello@example.com>\r\n"
         "Message-ID: <x@email.amazonses.com>\r\nX-Correlation-ID: ack-0001\r\n",
     ),
-    "any multipart/report": mail(
-        "From: Jane <jane@corp.example>\nSubject: Read: your mail\nMIME-Version: 1.0\n"
-        "Content-Type: multipart/report; report-type=disposition-notification; boundary=b",
-        "--b\r\nContent-Type: text/plain\r\n\r\nRead.\r\n--b--\r\n",
-    ),
 }
 COMPLAINTS = {
     "ARF": mail(
