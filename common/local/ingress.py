@@ -149,6 +149,7 @@ def outcome(delivery: Delivery, record: dict[str, Any]) -> dict[str, Any]:
         "forwarded": "forwarded",
         "quarantined": "quarantined",
         "dsn": "delivery status notification",
+        "complaint": "abuse complaint (the owner is told)",
         "dropped": "dropped",
         "rejected": "rejected",
         "queued": "reply queued",

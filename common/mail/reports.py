@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from common.mail.autoreply import automatic
-from common.mail.parse import ParsedMail, parse_params
+from common.mail.parse import Attachment, ParsedMail, parse_params
 
 COMPLAINT: Literal["complaint"] = "complaint"
+POSTMASTER = "postmaster sender"
 DSN: Literal["dsn"] = "dsn"
 SCAN_CHARS = 64 * 1024  # the report's own words and the returned header come first
 PART_HEADER_BYTES = 16 * 1024  # the header block of a returned message part
@@ -179,7 +180,10 @@ def delivery_report(mail: ParsedMail, own: Callable[[str], bool] = lambda addres
         return ""
     if _SMTP.search(text):
         return f"delivery report ({program}, SMTP status in the text)"
-    if block or any(a.declared_type in ("message/rfc822", "message/global") for a in mail.attachments):
+    returned = [a for a in mail.attachments if a.declared_type in ("message/rfc822", "message/global")]
+    # postmaster is also a person's mailbox (RFC 5321 4.5.1), and a person may attach a mail: from it,
+    # a returned mail counts when the text names one of that mail's recipients, as a bounce does.
+    if (block or returned) and (program != POSTMASTER or _names_recipient(text, block, returned)):
         return f"delivery report ({program}, a returned mail)"
     if role and _BOUNCE_SUBJECT.search(mail.subject.strip()):
         return "delivery report (mail system sender, bounce subject)"
@@ -208,9 +212,19 @@ def is_mailer_daemon(local: str) -> bool:
 
 def _role(mail: ParsedMail) -> str:
     local = mail.from_address.partition("@")[0]
-    if _ROLE_SENDER.match(local) or _ROLE_NAME.match(mail.display_name.strip()):
+    if _ROLE_NAME.match(mail.display_name.strip()):
         return "mail system sender"
-    return ""
+    found = _ROLE_SENDER.match(local)
+    if found is None:
+        return ""
+    return POSTMASTER if found.group(1).lower().startswith("post") else "mail system sender"
+
+
+def _names_recipient(text: str, block: list[tuple[str, str]], returned: list[Attachment]) -> bool:
+    """Whether ``text`` names an address the returned mail was sent to (its To or Cc)."""
+    fields = block + [f for a in returned for f in _fields(a.data)]
+    wanted = {a.lower() for name, v in fields if name in ("to", "cc") for a in _ADDRESS.findall(v)}
+    return any(a.lower() in wanted for a in _ADDRESS.findall(text[:4000]))
 
 
 def _program(mail: ParsedMail) -> str:

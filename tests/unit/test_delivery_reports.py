@@ -208,3 +208,25 @@ def test_the_report_patterns_are_linear_on_hostile_text() -> None:
         reports._LIST_ADMIN.match(text[:3000])
         reports._ADDRESS.findall(text[:2000])
         assert time.perf_counter() - started < 0.5, text[:20]
+
+
+def test_a_postmaster_attaching_a_mail_is_forwarded_unless_the_text_names_its_recipient() -> None:
+    attached = (
+        "--b\r\nContent-Type: message/rfc822\r\n\r\nFrom: spammer@else.example\r\nTo: joe@corp.example\r\n"
+        "Subject: offer\r\nMessage-ID: <s@else.example>\r\n\r\nbuy\r\n--b--\r\n"
+    )
+    head = (
+        "From: Bob <postmaster@corp.example>\nSubject: {}\n"
+        "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=b"
+    )
+    person = mail(
+        head.format("Look at this"),
+        "--b\r\nContent-Type: text/plain\r\n\r\nDid this come from you?\r\n" + attached,
+    )
+    bounce = mail(
+        head.format("Mail could not be delivered"),
+        "--b\r\nContent-Type: text/plain\r\n\r\nUnable to deliver message to <joe@corp.example>.\r\n"
+        + attached,
+    )
+    assert assess_mail(receipt(person), parse(person), Rules()).action == Action.FORWARD
+    assert assess_mail(receipt(bounce), parse(bounce), Rules()).action == Action.DSN
