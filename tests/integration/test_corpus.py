@@ -451,7 +451,7 @@ def test_message_reaches_an_outcome(run: Run, case: tuple[Path, str]) -> None:
 def test_reports_are_recognised_by_structure_whatever_the_envelope(run: Run, case: tuple[Path, str]) -> None:
     """A bounce or complaint is never acked nor forwarded as a contact's mail, with a normal envelope
     too; a complaint reaches the owner labelled as one; the rest is forwarded."""
-    mid, _, result = run.results[case]
+    mid, raw, result = run.results[case]
     expected = expected_report(case[0])
     assert result["status"] in expected, result
     if expected != ("forwarded",):
@@ -461,3 +461,5 @@ def test_reports_are_recognised_by_structure_whatever_the_envelope(run: Run, cas
         assert str(notice["Subject"]).startswith("Abuse complaint")
         assert notice["Reply-To"] is None and notice["To"] == run.stack.cfg.private_email
         assert "[!] Abuse complaint" in notice.get_body(("plain",)).get_content()
+        (report,) = [p for p in notice.iter_attachments() if p.get_filename() == "abuse report.eml"]
+        assert report.get_content_type() == "application/octet-stream" and report.get_content() == raw
