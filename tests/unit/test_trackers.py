@@ -121,9 +121,16 @@ def test_the_banner_counts_as_relay_does() -> None:
     assert [trackers.banner(n) for n in (1, 2)] == ["1 tracker removed", "2 trackers removed"]
 
 
-def test_the_work_per_body_is_bounded_and_what_is_left_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(trackers, "MAX_TAGS", 3)
-    pixel = '<img src="https://news.example.org/p.gif" width="1" height="1">'
-    plain = '<a href="https://example.org/">x</a>'  # not a candidate link: costs no examination
-    cleaned, removed = trackers.clean((plain * 5 + pixel) * 5)
-    assert removed == 3 and cleaned.count(pixel) == 2 and cleaned.count(plain) == 25
+def test_past_the_cap_nothing_is_left_unread_silently() -> None:
+    """20,001 images no longer stop the scan: every image is examined up to the character cap, and
+    what lies past the cap is left out of the forward and named in the banner."""
+    from common.mail import htmlsafe
+
+    pixel = '<img src="https://shop.us1.list-manage.com/track/open.php?u=1">'
+    photo = '<img src="https://shop.example/p.jpg" width="600">'
+    page = photo * 20_001 + pixel
+    result = htmlsafe.sanitize(page)
+    assert result.removed == 1 and "list-manage" not in result.html and result.left_unread == 0
+    cut = htmlsafe.sanitize(photo * 10 + pixel, limit=len(photo) * 10 + 5)
+    assert "list-manage" not in cut.html and cut.left_unread == len(pixel) - 5
+    assert "left out of this forward" in htmlsafe.cut_note(cut)
