@@ -145,10 +145,13 @@ class _Writer:
         """The attributes as written out; None when the element itself is a tracker to remove."""
         image = name == "img" or (name == "input" and attrs.get("type", "").strip().lower() == "image")
         if self.remove_trackers and image:
+            # Removed whole when no one is meant to see it (a pixel, hidden) or what it shows is a
+            # tracker; a tracker among its other candidates (srcset, lowsrc) goes alone, below.
             loads = [attrs.get(a, "") for a in ("src", "lowsrc", "dynsrc")]
             loads += [u for u, _ in trackers.srcset_urls(attrs.get("srcset", ""))]
             urls = [u for u in map(trackers.remote, loads) if u is not None]
-            if urls and (hidden or trackers.is_pixel(attrs) or any(trackers.open_rule(u) for u in urls)):
+            src = trackers.remote(attrs.get("src", ""))
+            if urls and (hidden or trackers.is_pixel(attrs) or (src is not None and trackers.open_rule(src))):
                 return None
         parts: list[str] = []
         for key, value in attrs.items():

@@ -27,7 +27,7 @@ EVASIONS = {
     "entities": '<img src="https&#x3a;&#47;&#47;news.us7.list-manage.com/track/open&period;php">',
     "upper case": '<IMG SRC="HTTPS://NEWS.US7.LIST-MANAGE.COM/track/open.php">',
     "protocol relative": '<img src="//news.us7.list-manage.com/track/open.php">',
-    "hidden parent": '<div style="display: none"><img src="https://cdn.other.example/a.gif" width="300"></div>',
+    "style with escapes": '<div style="background:\\75 rl(https://news.us7.list-manage.com/track/open.php)">x</div>',
     "hidden attribute parent": '<span hidden><img src="https://cdn.other.example/a.gif"></span>',
     "16 KB tag": f'<img data-x="{"y" * 16_500}" src="{PIXEL}">',
     "input image": f'<input type="image" src="{PIXEL}">',
@@ -111,7 +111,8 @@ def test_urls_are_read_as_a_browser_reads_them() -> None:
     ):
         url = trackers.remote(spelled)
         assert url is not None and (url.host, url.path) == ("host.example", "/a"), spelled
-    assert trackers.remote("https://bücher.example/x").host == "xn--bcher-kva.example"  # type: ignore[union-attr]
+    idn = trackers.remote("https://bücher.example/x")
+    assert idn is not None and idn.host == "xn--bcher-kva.example"
     assert trackers.remote("cid:part1") is None and trackers.remote("data:image/gif;base64,R0") is None
 
 
