@@ -17,7 +17,9 @@ EVASIONS = {
     "image element": f'<image src="{PIXEL}">',
     "srcset": f'<img src="cid:logo" srcset="{PIXEL} 1x, cid:logo2 2x">',
     "style background": f'<div style="background-image: url({PIXEL})">hi</div>',
-    "style with escapes": '<div style="background:\\75 rl(https://news.us7.list-manage.com/track/open.php)">x</div>',
+    "style with escapes": (
+        '<div style="background:\\75 rl(https://news.us7.list-manage.com/track/open.php)">x</div>'
+    ),
     "style element": f"<style>.x {{ background: url('{PIXEL}') }}</style><p class=x>hi</p>",
     "style import": f'<style>@import "{PIXEL}";</style>',
     "background attribute": f'<table background="{PIXEL}"><tr><td>x</td></tr></table>',
@@ -27,7 +29,9 @@ EVASIONS = {
     "entities": '<img src="https&#x3a;&#47;&#47;news.us7.list-manage.com/track/open&period;php">',
     "upper case": '<IMG SRC="HTTPS://NEWS.US7.LIST-MANAGE.COM/track/open.php">',
     "protocol relative": '<img src="//news.us7.list-manage.com/track/open.php">',
-    "style with escapes": '<div style="background:\\75 rl(https://news.us7.list-manage.com/track/open.php)">x</div>',
+    "hidden parent": (
+        '<div style="display: none"><img src="https://cdn.other.example/a.gif" width="300"></div>'
+    ),
     "hidden attribute parent": '<span hidden><img src="https://cdn.other.example/a.gif"></span>',
     "16 KB tag": f'<img data-x="{"y" * 16_500}" src="{PIXEL}">',
     "input image": f'<input type="image" src="{PIXEL}">',
