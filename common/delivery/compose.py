@@ -391,6 +391,7 @@ def unconverted_html(cfg: Config, mail: ParsedMail, archive_key: str) -> tuple[M
         charset="utf-8",
     )
     return part, note + (
-        f"The whole HTML is attached as {HTML_ORIGINAL_NAME} (or, when the forward has no "
-        "room for it, stored where the footer says)."
+        f"The HTML is attached as {HTML_ORIGINAL_NAME} (or, when the forward has no room for it, stored "
+        f"where the footer says), made safe and without trackers up to its first {derived.read:,} characters "
+        f"(common.mail.htmlsafe); the original archived at s3://{cfg.bucket}/{archive_key} has all of it."
     )
