@@ -311,13 +311,17 @@ def test_caps_hold_in_time_and_memory(stack: Stack, inbound: RieProcess, case: c
             m for m in stack.peek(stack.cfg.forward_queue) if m.idempotency_key == f"forward:{SES_ID}"
         ]
         assert ("This message could not be parsed" in forward.text) is case.minimal
-    memory = BY_NAME["inbound-handler"].memory_mb
+    function = BY_NAME["inbound-handler"]
+    memory = function.memory_mb
+    on_lambda = caps.lambda_seconds(measured.cpu_seconds, memory)
     print(
-        f"\n[caps] {case.name}: {measured.seconds:.2f} s, peak RSS {measured.peak_mb:.0f} MB "
+        f"\n[caps] {case.name}: {measured.seconds:.2f} s, CPU {measured.cpu_seconds:.2f} s "
+        f"(~{on_lambda:.1f} s at Lambda's CPU share), peak RSS {measured.peak_mb:.0f} MB "
         f"(baseline {measured.baseline_mb:.0f} MB, function memory {memory} MB)"
     )
     assert measured.peak_mb < min(memory, case.peak_mb), f"{case.name}: peak RSS {measured.peak_mb:.0f} MB"
     assert measured.seconds < 20, f"{case.name}: {measured.seconds:.1f} s"
+    assert on_lambda * caps.TIMEOUT_MARGIN < function.timeout_s, f"{case.name}: ~{on_lambda:.1f} s on Lambda"
 
 
 def test_stored_attachments_are_capped(stack: Stack, inbound: RieProcess) -> None:
