@@ -50,6 +50,21 @@ _BLOCK = frozenset(
 # Raw-text elements whose content is never shown (common.mail.htmltoken reads them to their end tag
 # or the end of the input); and <head>, whose text is never shown either.
 _HIDDEN_RAW = frozenset({"script", "style", "title", "iframe", "noembed", "noframes"})
+_HEAD_CONTENT = frozenset(
+    {
+        "head",
+        "meta",
+        "link",
+        "base",
+        "title",
+        "style",
+        "script",
+        "noscript",
+        "template",
+        "basefont",
+        "bgsound",
+    }
+)
 # Where a mail client puts the quoted or forwarded original of a reply written in HTML: any
 # <blockquote>, and the wrappers Gmail (gmail_quote), Yahoo (yahoo_quoted), Thunderbird
 # (moz-cite-prefix, moz-forward-container), Outlook (divRplyFwdMsg, appendonsend, OutlookMessageHeader)
@@ -83,6 +98,8 @@ def convert(html: str, limit: int = MAX_HTML_CHARS, *, own_text_only: bool = Fal
     shown_raw = True  # whether the next RAW token is shown (xmp, plaintext, textarea) or not
     for kind, data, attrs in tokens(source):
         if kind == TEXT:
+            if in_head and data.strip(" \t\n\f\r"):
+                in_head = False  # text a browser shows ends the head, as an unclosed <head> would
             if not in_head:
                 parts.append((htmllib.unescape(data) if "&" in data else data, quoted))
         elif kind == RAW:
@@ -93,8 +110,8 @@ def convert(html: str, limit: int = MAX_HTML_CHARS, *, own_text_only: bool = Fal
             shown_raw = data not in _HIDDEN_RAW
             if data == "head":
                 in_head = True
-            elif data == "body":
-                in_head = False
+            elif data not in _HEAD_CONTENT:
+                in_head = False  # <body>, or any element of the body, ends the head (HTML5 "in head")
             if own_text_only and (
                 data == "blockquote" or (attrs and _QUOTE_MARK.search(" ".join(attrs.values())))
             ):

@@ -135,3 +135,9 @@ def test_attached_html_and_messages_lose_their_trackers() -> None:
     ).encode()
     data, removed, _ = htmlsafe.clean_message(inner)
     assert removed == 1 and b"list-manage" not in data and b"Subject: s" in data
+
+
+def test_an_unclosed_head_does_not_hide_the_text() -> None:
+    assert convert("<html><head><title>t</title><p>shown").text == "shown"
+    assert convert("<head><style>p{}</style>shown too").text == "shown too"
+    assert convert("<head><meta charset=utf-8></head><body>body").text == "body"
