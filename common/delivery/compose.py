@@ -21,6 +21,8 @@ from common.store.attachments import Link, Stored
 
 # reply-handler cuts the owner's reply at this line, so it must survive plain-text quoting.
 FOOTER_MARKER = "-- forwarded by service-email-handler --"
+# The class of the box the contact's HTML is drawn in (common.mail.htmlsafe: its CSS applies only there).
+CONTACT_SCOPE = "seh-contact"
 # MIME overhead: base64 grows data by 4/3 plus line breaks; headers and boundaries are small.
 _B64 = 1.37
 _OVERHEAD = 16 * 1024
@@ -108,7 +110,7 @@ def build_forward(
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     text, html = mail.body_text, mail.html
     if html:  # always a closed fragment (the banner around it cannot be hidden); trackers out if on
-        safe = htmlsafe.sanitize(html, remove_trackers=cfg.remove_trackers == "on")
+        safe = htmlsafe.sanitize(html, remove_trackers=cfg.remove_trackers == "on", scope=CONTACT_SCOPE)
         html = safe.html
         if safe.removed:
             warnings = (*warnings, trackers.banner(safe.removed))

@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from common.mail import trackers
+from common.mail.cssscope import scope_css
 from common.mail.htmltext import MAX_HTML_CHARS
 from common.mail.htmltoken import RAW, START, TEXT, tokens
 
@@ -104,7 +105,8 @@ def _url_scheme_unsafe(value: str) -> bool:
 
 
 class _Writer:
-    def __init__(self, remove_trackers: bool) -> None:
+    def __init__(self, remove_trackers: bool, scope: str) -> None:
+        self.scope = scope
         self.out: list[str] = []
         self.stack: list[tuple[str, bool]] = []
         self.open: Counter[str] = Counter()
@@ -191,14 +193,26 @@ class _Writer:
         if self.remove_trackers:
             css, gone = trackers.clean_css(css)
             self.removed += gone
+        if self.scope:
+            css = scope_css(css, self.scope)
         self.out.append("<style>" + css.replace("<", "\\3c ") + "</style>")
 
 
-def sanitize(html: str, *, remove_trackers: bool = True, limit: int = MAX_HTML_CHARS) -> Sanitized:
+# The box the contact's part of a forward is drawn in: what is inside cannot be painted outside it
+# (negative margins, position: fixed or absolute are clipped to it), so it cannot cover the banner.
+SCOPE_STYLE = "overflow:auto;contain:paint;position:relative"
+
+
+def sanitize(
+    html: str, *, remove_trackers: bool = True, limit: int = MAX_HTML_CHARS, scope: str = ""
+) -> Sanitized:
     """``html`` as a closed, canonical fragment (see the module's docstring), trackers removed unless
-    ``remove_trackers`` is False. At most ``limit`` characters are read."""
+    ``remove_trackers`` is False. At most ``limit`` characters are read. With ``scope`` (a class
+    name), the fragment is wrapped in a ``div`` of that class and SCOPE_STYLE, and its ``<style>``
+    rules apply only inside it (``common.mail.cssscope``): the contact's CSS cannot hide, move or
+    cover what the forward puts around it."""
     source = html[:limit] if len(html) > limit else html
-    w = _Writer(remove_trackers)
+    w = _Writer(remove_trackers, scope)
     out = w.out
     skip = 0  # depth inside a dropped subtree
     skip_name = ""
@@ -245,7 +259,10 @@ def sanitize(html: str, *, remove_trackers: bool = True, limit: int = MAX_HTML_C
                 continue
             w.end(data)
     w.close_all()
-    return Sanitized("".join(out), w.removed, len(source), len(html))
+    body = "".join(out)
+    if scope:
+        body = f'<div class="{_attr(scope)}" style="{SCOPE_STYLE}">{body}</div>'
+    return Sanitized(body, w.removed, len(source), len(html))
 
 
 def cut_note(result: Sanitized) -> str:

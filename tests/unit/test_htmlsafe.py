@@ -141,3 +141,21 @@ def test_an_unclosed_head_does_not_hide_the_text() -> None:
     assert convert("<html><head><title>t</title><p>shown").text == "shown"
     assert convert("<head><style>p{}</style>shown too").text == "shown too"
     assert convert("<head><meta charset=utf-8></head><body>body").text == "body"
+
+
+def test_the_contacts_css_applies_only_inside_its_box() -> None:
+    """``p { display: none }`` in the contact's <style> would hide the banner (a <p>) in a client that
+    applies style elements: scoped, it reaches the contact's own elements only."""
+    css = (
+        "p{display:none} body{visibility:hidden} html body .a, :root > p {color:red} + p{x:y} ~ p{x:y} "
+        "@media (max-width:600px){ div{display:none} } @import url(https://cdn.example/x.css); "
+        "@font-face{font-family:f}"
+    )
+    out = htmlsafe.sanitize(f"<style>{css}</style><p class=a>hi</p>", scope="box").html
+    assert out.startswith('<div class="box" style="') and out.endswith("</div>")
+    style = out[out.index("<style>") + 7 : out.index("</style>")]
+    assert style == (
+        ".box p{display:none}.box{visibility:hidden}.box .a, .box > p{color:red}"
+        "@media (max-width:600px){.box div{display:none}}@font-face{font-family:f}"
+    )
+    assert "contain:paint" in out  # position: fixed or a negative margin cannot paint over the banner
