@@ -234,20 +234,23 @@ def sanitize(
         elif kind == START:
             assert attrs is not None
             raw_for = data if data in ("style", "textarea", "xmp", "plaintext") or data in _DROP_RAW else ""
+            dropped = bool(
+                skip
+                or data in _DROP_SUBTREE
+                or data in _DROP_RAW
+                or data in _DROP_TAG
+                or data in _DROP_VOID
+                or not _TAG_NAME.fullmatch(data)
+            )
+            if dropped and w.remove_trackers and attrs and trackers.loads_tracker(attrs):
+                w.removed += 1  # a browser would have loaded it: counted as removed
             if skip:
                 skip += data == skip_name
                 continue
             if data in _DROP_SUBTREE:
                 skip, skip_name = 1, data
-            elif (
-                data in _DROP_RAW or data in _DROP_TAG or data in _DROP_VOID or not _TAG_NAME.fullmatch(data)
-            ):
-                if data in _DROP_VOID and w.remove_trackers:
-                    w.removed += any(
-                        trackers.is_tracker_url(attrs.get(a, "")) for a in ("href", "src", "data")
-                    )
-            elif data in ("style", "xmp", "plaintext"):
-                pass
+            elif dropped or data in ("style", "xmp", "plaintext"):
+                pass  # dropped, or written with its RAW token
             elif data == "textarea":
                 kept = w._attributes(data, attrs, w.hidden > 0)
                 out.append(f"<textarea{kept or ''}>")

@@ -33,7 +33,7 @@ class Rule:
     param: str = ""  # click: the query parameter holding the target ("" = the next path segment)
 
     def matches(self, host: str, path: str) -> bool:
-        return (host == self.host or host.endswith("." + self.host)) and path.startswith(self.path)
+        return (host == self.host or host.endswith("." + self.host)) and path.startswith(self.path.lower())
 
 
 @functools.cache
@@ -85,7 +85,22 @@ def remote(url: str) -> Url | None:
         except UnicodeError:
             pass
     path, _, query = tail.partition("#")[0].partition("?")
-    return Url(host, unquote(path) or "/", query, f"https://{host}{tail}")
+    return Url(host, _path(path), query, f"https://{host}{tail}")
+
+
+def _path(raw: str) -> str:
+    """The path as matched: percent-decoded, "." and ".." segments resolved as the URL parser does,
+    empty segments collapsed (servers read "//a" as "/a"), lowercase."""
+    out: list[str] = []
+    segments = unquote(raw).lower().split("/")
+    for segment in segments:
+        if segment == "..":
+            if out:
+                out.pop()
+        elif segment not in ("", "."):
+            out.append(segment)
+    trailing = "/" if segments[-1] in ("", ".", "..") and out else ""
+    return "/" + "/".join(out) + trailing
 
 
 def open_rule(url: Url) -> Rule | None:
@@ -96,6 +111,21 @@ def is_tracker_url(value: str) -> bool:
     """A known open-tracking URL (host and path of a rule)."""
     url = remote(value)
     return url is not None and open_rule(url) is not None
+
+
+def loads_tracker(attrs: dict[str, str]) -> bool:
+    """Whether any attribute of an element (a URL, a srcset, a style) names a known tracker: what a
+    dropped element would have loaded, for the count."""
+    for key, value in attrs.items():
+        if key == "style":
+            if clean_css(value)[1]:
+                return True
+        elif key.endswith("srcset"):
+            if any(is_tracker_url(u) for u, _ in srcset_urls(value)):
+                return True
+        elif ("/" in value or "\\" in value) and is_tracker_url(value):
+            return True
+    return False
 
 
 def unwrap(value: str) -> str:

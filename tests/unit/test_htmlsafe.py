@@ -159,3 +159,20 @@ def test_the_contacts_css_applies_only_inside_its_box() -> None:
         "@media (max-width:600px){.box div{display:none}}@font-face{font-family:f}"
     )
     assert "contain:paint" in out  # position: fixed or a negative margin cannot paint over the banner
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        f'<body background="{PIXEL}"><p>x</p></body>',
+        f'<iframe src="{PIXEL}"></iframe>',
+        f'<object data="{PIXEL}"></object>',
+        f'<svg><image href="{PIXEL}"/></svg>',
+        f'<link rel="stylesheet" href="{PIXEL}">',
+        '<img src="https://news.us7.list-manage.com/a/../TRACK//open.php">',
+        '<img src="https://news.us7.list-manage.com/%74rack/./open.php">',
+    ],
+)
+def test_what_a_dropped_element_would_have_loaded_is_counted(html: str) -> None:
+    result = htmlsafe.sanitize(html)
+    assert result.removed == 1 and "list-manage" not in result.html, result
