@@ -279,7 +279,7 @@ def _html_with(
     )
     bottom = "<hr><pre>" + _linked("\n".join(footer), urls) + "</pre>"
     # "<body" then no "<" before its ">": a "<body" repeated without ">" fails each start at the next
-    # "<" instead of rescanning to the end (quadratic: an 800 KB mail timed out, issue 35).
+    # "<" instead of rescanning to the end (quadratic: an 800 KB mail of "<body" timed out).
     body_open = re.search(r"<body(?![^\t\n\f\r />])[^<>]*+>", html, re.I)
     if body_open:
         html = html[: body_open.end()] + top + html[body_open.end() :]

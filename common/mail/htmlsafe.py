@@ -268,6 +268,12 @@ def sanitize(
     return Sanitized(body, w.removed, len(source), len(html))
 
 
+def clean(body: str) -> tuple[str, int]:
+    """``body`` sanitised with its trackers removed; how many went."""
+    result = sanitize(body)
+    return result.html, result.removed
+
+
 def cut_note(result: Sanitized) -> str:
     """The banner line of HTML read only in part: what the owner sees and where the rest is."""
     return (

@@ -1,7 +1,7 @@
 """What is a tracker in a forward's HTML: the rules (``common/data/trackers.json``, host and path
 together), URLs read as a browser reads them, pixels by size and visibility, CSS ``url()`` and
 ``@import``, ``srcset``. The HTML itself is read and rewritten by ``common.mail.htmlsafe`` (one
-tokenizer for text and trackers); ``clean`` is its tracker-removing entry point.
+tokenizer for text and trackers; ``htmlsafe.clean`` removes trackers from a body).
 
 URLs are normalised the way the WHATWG URL parser does before any rule sees them: leading and
 trailing controls and spaces stripped, tabs and newlines removed anywhere, the scheme lowercased,
@@ -274,14 +274,6 @@ def srcset_urls(value: str) -> list[tuple[str, str]]:
         out.append((url, value[start:pos].strip()))
         pos += 1
     return out
-
-
-def clean(body: str) -> tuple[str, int]:
-    """``body`` sanitised (``common.mail.htmlsafe``) with its trackers removed; how many went."""
-    from common.mail import htmlsafe
-
-    result = htmlsafe.sanitize(body)
-    return result.html, result.removed
 
 
 def banner(count: int, left_unread: int = 0) -> str:

@@ -129,8 +129,8 @@ CASES: tuple[Case, ...] = (
         "forwarded",
         peak_mb=384,
     ),
-    # The worst HTML shapes for the text conversion and the forward's sanitiser (issue 35: nested
-    # blockquotes took 11.9 s of CPU and 377 MB).
+    # The worst HTML shapes for the text conversion and the forward's sanitiser (nested blockquotes
+    # took 11.9 s of CPU and 377 MB before both were capped).
     Case(
         "38 MB HTML-only mail of nested <blockquote> (was 11.9 s of CPU, 377 MB)",
         lambda: g.html_only(b"<blockquote>", 38_000_000),

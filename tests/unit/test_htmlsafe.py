@@ -1,4 +1,4 @@
-"""The contact's HTML as a closed fragment, and each way a tracker was kept in issue 35's attack
+"""The contact's HTML as a closed fragment, and each way a tracker was kept in the fourth attack
 round, in our own spellings: the tracker goes, the count is right, a real photo stays."""
 
 from __future__ import annotations
