@@ -239,11 +239,16 @@ def clean_css(css: str, remove_all_remote: bool = False) -> tuple[str, int]:
     out: list[str] = []
     removed = 0
     for chunk in _CSS_CHUNK.findall(css):
-        if len(chunk) > 1 and any(
-            (url := remote(u)) is not None and (remove_all_remote or open_rule(url) is not None)
-            for u in css_urls(css_plain(chunk))
-        ):
-            removed += 1
+        found = (
+            sum(
+                (url := remote(u)) is not None and (remove_all_remote or open_rule(url) is not None)
+                for u in css_urls(css_plain(chunk))
+            )
+            if len(chunk) > 1
+            else 0
+        )
+        if found:
+            removed += found  # each tracker URL of the declaration (or rule) that goes
             continue
         out.append(chunk)
     return "".join(out), removed
