@@ -1,4 +1,5 @@
-"""HTML to text: our tokenizer (common.mail.htmltext) against the stdlib's html.parser, on this Python.
+"""HTML to text: our tokenizer (common.mail.htmltext) against the stdlib's html.parser, on this Python;
+and the forward's sanitiser (common.mail.htmlsafe: the same tokenizer, trackers removed) beside it.
 
 Each case is converted by both, in this process: wall time, and the peak of Python allocations
 (tracemalloc) in a second run. The stdlib reader is the one common.mail.htmltext replaced; on Python 3.13.0
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from html.parser import HTMLParser
 from typing import Any
 
+from common.mail.htmlsafe import sanitize
 from common.mail.htmltext import MAX_HTML_CHARS, convert
 
 
@@ -57,7 +59,16 @@ CASES: tuple[tuple[str, Callable[[], str]], ...] = (
         f"<b>x</b> repeated, {MAX_HTML_CHARS // 1_000_000} MB (ours only: the bound)",
         lambda: "<b>x</b>" * (MAX_HTML_CHARS // 8),
     ),
+    (
+        f"nested <blockquote>, {MAX_HTML_CHARS // 1_000_000} MB (ours only: the bound)",
+        lambda: "<blockquote>" * (MAX_HTML_CHARS // 12),
+    ),
+    (
+        f"<img> with attributes, {MAX_HTML_CHARS // 1_000_000} MB (ours only: the bound)",
+        lambda: _IMG * (MAX_HTML_CHARS // len(_IMG)),
+    ),
 )
+_IMG = '<img src="https://a.example/p.jpg" width=600 style="width:600px">'
 
 
 def _measure(fn: Callable[[str], Any], html: str) -> tuple[float, float]:
@@ -77,6 +88,7 @@ def run() -> dict[str, Any]:
     for name, build in CASES:
         html = build()
         ours = _measure(lambda h: convert(h), html)
+        safe = _measure(lambda h: sanitize(h), html)
         stdlib = _measure(_stdlib, html) if "ours only" not in name else (None, None)
         rows.append(
             {
@@ -84,6 +96,8 @@ def run() -> dict[str, Any]:
                 "chars": len(html),
                 "ours_s": ours[0],
                 "ours_peak_mb": ours[1],
+                "sanitize_s": safe[0],
+                "sanitize_peak_mb": safe[1],
                 "stdlib_s": stdlib[0],
                 "stdlib_peak_mb": stdlib[1],
             }
@@ -94,7 +108,8 @@ def run() -> dict[str, Any]:
 def table(r: dict[str, Any]) -> str:
     lines = [
         f"Python {r['python']}; HTML read up to {r['max_html_chars']:,} characters",
-        f"{'case':<52} {'chars':>10} {'ours s':>8} {'ours MB':>8} {'stdlib s':>9} {'stdlib MB':>10}",
+        f"{'case':<52} {'chars':>10} {'ours s':>8} {'ours MB':>8} {'safe s':>7} {'safe MB':>8} "
+        f"{'stdlib s':>9} {'stdlib MB':>10}",
     ]
     for c in r["cases"]:
         std = (
@@ -102,5 +117,8 @@ def table(r: dict[str, Any]) -> str:
             if c["stdlib_s"] is not None
             else f"{'-':>9} {'-':>10}"
         )
-        lines.append(f"{c['case']:<52} {c['chars']:>10,} {c['ours_s']:>8} {c['ours_peak_mb']:>8} {std}")
+        lines.append(
+            f"{c['case']:<52} {c['chars']:>10,} {c['ours_s']:>8} {c['ours_peak_mb']:>8} "
+            f"{c['sanitize_s']:>7} {c['sanitize_peak_mb']:>8} {std}"
+        )
     return "\n".join(lines)

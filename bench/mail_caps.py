@@ -1,7 +1,8 @@
 """The parsing caps (docs/security.md#parsing-caps): each case (tests/support/caps.py) through
 inbound-handler under
 the real RIE on the host, against moto in its own process: outcome, wall time of the invocation and
-the peak RSS of the function's runtime process (Linux VmHWM, reset before each invocation).
+the peak RSS of the function's runtime process (Linux VmHWM, reset before each invocation), and its
+CPU time, also as Lambda's CPU share at the function's memory would stretch it (tests/support/caps.py).
 
 "over" cases are the attacks of the issue (each must be quarantined unparsed, with the reason);
 "just under" cases are the most a sender can make the parser do without hitting a cap. Each case is
@@ -60,6 +61,13 @@ def run() -> dict[str, Any]:
                         "reason": result.get("reason", ""),
                         "expected": case.status,
                         "seconds": round(max(m.seconds for m in runs), 3),
+                        "cpu_seconds": round(max(m.cpu_seconds for m in runs), 3),
+                        "lambda_cpu_seconds": round(
+                            caps.lambda_seconds(
+                                max(m.cpu_seconds for m in runs), BY_NAME["inbound-handler"].memory_mb
+                            ),
+                            1,
+                        ),
                         "peak_rss_mb": round(max(m.peak_mb for m in runs), 1),
                         "baseline_rss_mb": round(min(m.baseline_mb for m in runs), 1),
                     }
@@ -72,12 +80,16 @@ def run() -> dict[str, Any]:
 def table(r: dict[str, Any]) -> str:
     if "skipped" in r:
         return f"skipped: {r['skipped']}"
-    lines = [f"{'case':<78} {'size':>9} {'outcome':<12} {'time':>7} {'peak RSS':>9}", "-" * 120]
+    lines = [
+        f"{'case':<78} {'size':>9} {'outcome':<12} {'time':>7} {'CPU':>6} {'Lambda':>7} {'peak RSS':>9}",
+        "-" * 136,
+    ]
     for row in r["cases"]:
         ok = "" if row["outcome"] == row["expected"] else f"  (expected {row['expected']})"
         lines.append(
             f"{row['case'][:78]:<78} {row['bytes'] / 1024:>7.0f}KB {row['outcome']:<12} "
-            f"{row['seconds']:>6.2f}s {row['peak_rss_mb']:>7.0f}MB{ok}"
+            f"{row['seconds']:>6.2f}s {row['cpu_seconds']:>5.2f}s {row['lambda_cpu_seconds']:>6.1f}s "
+            f"{row['peak_rss_mb']:>7.0f}MB{ok}"
         )
     lines.append(
         f"function memory {r['function_memory_mb']} MB; runtime baseline "

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from common.delivery.ack import greeting_name
-from common.mail import limits, trackers
+from common.mail import htmlsafe, limits, trackers
 from common.mail.outbound import Attachment, OutboundMessage
 from common.mail.parse import ORIGINAL_NAME, ParsedMail
 from common.mail.parse import Attachment as MailPart
@@ -21,6 +21,8 @@ from common.store.attachments import Link, Stored
 
 # reply-handler cuts the owner's reply at this line, so it must survive plain-text quoting.
 FOOTER_MARKER = "-- forwarded by service-email-handler --"
+# The class of the box the contact's HTML is drawn in (common.mail.htmlsafe: its CSS applies only there).
+CONTACT_SCOPE = "seh-contact"
 # MIME overhead: base64 grows data by 4/3 plus line breaks; headers and boundaries are small.
 _B64 = 1.37
 _OVERHEAD = 16 * 1024
@@ -107,10 +109,13 @@ def build_forward(
     original of a mail that had withheld parts (they are inside it)."""
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     text, html = mail.body_text, mail.html
-    if html and cfg.remove_trackers == "on":
-        html, removed = trackers.clean(html)
-        if removed:
-            warnings = (*warnings, trackers.banner(removed))
+    if html:  # always a closed fragment (the banner around it cannot be hidden); trackers out if on
+        safe = htmlsafe.sanitize(html, remove_trackers=cfg.remove_trackers == "on", scope=CONTACT_SCOPE)
+        html = safe.html
+        if safe.removed:
+            warnings = (*warnings, trackers.banner(safe.removed))
+        if safe.left_unread:
+            warnings = (*warnings, htmlsafe.cut_note(safe))
     notes = [
         f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})"
         for w in stored.withheld
@@ -273,7 +278,9 @@ def _html_with(
         + "</div>"
     )
     bottom = "<hr><pre>" + _linked("\n".join(footer), urls) + "</pre>"
-    body_open = re.search(r"<body[^>]*>", html, re.I)
+    # "<body" then no "<" before its ">": a "<body" repeated without ">" fails each start at the next
+    # "<" instead of rescanning to the end (quadratic: an 800 KB mail of "<body" timed out).
+    body_open = re.search(r"<body(?![^\t\n\f\r />])[^<>]*+>", html, re.I)
     if body_open:
         html = html[: body_open.end()] + top + html[body_open.end() :]
     else:
@@ -386,6 +393,7 @@ def unconverted_html(cfg: Config, mail: ParsedMail, archive_key: str) -> tuple[M
         charset="utf-8",
     )
     return part, note + (
-        f"The whole HTML is attached as {HTML_ORIGINAL_NAME} (or, when the forward has no "
-        "room for it, stored where the footer says)."
+        f"The HTML is attached as {HTML_ORIGINAL_NAME} (or, when the forward has no room for it, stored "
+        f"where the footer says), made safe and without trackers up to its first {derived.read:,} characters "
+        f"(common.mail.htmlsafe); the original archived at s3://{cfg.bucket}/{archive_key} has all of it."
     )

@@ -9,12 +9,15 @@ a second ack or forward.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from common.delivery.compose import build_ack, build_forward, unconverted_html
 from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.results import InboundResult
+from common.mail import htmlsafe, trackers
 from common.mail.build import unbuildable
+from common.mail.parse import Attachment as MailPart
 from common.mail.parse import ParsedMail
 from common.mail.threads import conversation_id, thread_address
 from common.runtime import events
@@ -69,6 +72,7 @@ def deliver(
         part, note = unconverted
         parts = [*parts, part] if part else parts
         warnings = (*warnings, note)
+    parts, warnings = _safe_parts(cfg, parts, warnings)
     kept = attachments.store(
         cfg,
         parts,
@@ -118,3 +122,38 @@ def deliver(
         "attachments": [a.key for a in kept.attachments],
         "skipped": kept.skipped,
     }
+
+
+def _safe_parts(
+    cfg: Config, parts: list[MailPart], warnings: tuple[str, ...]
+) -> tuple[list[MailPart], tuple[str, ...]]:
+    """Attached HTML (a second HTML part, ``message.html``) and attached messages as the forward
+    carries them: their HTML sanitised like the body's, trackers removed (common.mail.htmlsafe);
+    the banner says how many went and what past the cap was left out of them."""
+    out: list[MailPart] = []
+    removed = unread = 0
+    for part in parts:
+        types = {part.content_type, part.declared_type}
+        if "text/html" in types:
+            data, gone, left = htmlsafe.clean_part(
+                part.data, part.charset or "utf-8", remove_trackers=cfg.remove_trackers == "on"
+            )
+            part = dataclasses.replace(
+                part, data=data, charset="utf-8", mime_header="text/html; charset=utf-8"
+            )
+        elif "message/rfc822" in types:
+            data, gone, left = htmlsafe.clean_message(part.data, remove_trackers=cfg.remove_trackers == "on")
+            part = dataclasses.replace(part, data=data)
+        else:
+            gone = left = 0
+        removed, unread = removed + gone, unread + left
+        out.append(part)
+    if removed:
+        warnings = (*warnings, trackers.banner(removed) + " from the attached HTML and messages")
+    if unread:
+        warnings = (
+            *warnings,
+            f"The attached HTML was read for trackers up to {htmlsafe.MAX_HTML_CHARS:,} characters per "
+            f"part; the {unread:,} characters past that were left out (the archived original has them).",
+        )
+    return out, warnings

@@ -8,7 +8,9 @@ from common.runtime.errors import EmailHandlerError
 
 MAX_REASON = 300
 # Object ids and reprs carry memory addresses that differ per run and mean nothing to a reader.
-_ADDRESS = re.compile(r"\s+at 0x[0-9a-fA-F]+")
+# Only from the first of a run of spaces: from every one, a long run without "at 0x" after it is
+# rescanned once per space (quadratic on a PDF error message that quotes a stranger's text).
+_ADDRESS = re.compile(r"(?<!\s)\s++at 0x[0-9a-fA-F]+")
 _INDIRECT = re.compile(r"IndirectObject\((\d+), (\d+), \d+\)")
 _HEX = re.compile(r"0x[0-9a-fA-F]{8,}")
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from common.mail import limits, reports
 from common.mail.autoreply import automatic
@@ -52,6 +53,49 @@ class Decision:
     warnings: tuple[str, ...] = ()  # soft authentication failures, shown as a banner on the forward
 
 
+# The owner's patterns run on a stranger's subject and body (BODY_SCAN_CHARS): Python's engine
+# backtracks, so a pattern is kept only when the work it can do from one position is bounded. That
+# keeps every rule linear in the mail (at most MAX_RULE_STEPS x the characters scanned) without a
+# second regex engine in the images.
+MAX_RULE_STEPS = 1000
+
+
+def backtracking_bound(source: str) -> float:
+    """An upper bound of the positions one match attempt of ``source`` can try: repeats multiply by
+    their maximum count plus one (an unbounded one is infinite), alternatives add up."""
+    from re import _constants as const  # type: ignore[attr-defined]  # the parser's own opcodes
+    from re import _parser as parser  # type: ignore[attr-defined]
+
+    def items(seq: Any) -> float:
+        total = 1.0
+        for op, av in seq:
+            total *= item(op, av)
+            if total > MAX_RULE_STEPS:
+                return float("inf")
+        return total
+
+    def item(op: Any, av: Any) -> float:
+        if op in (const.MAX_REPEAT, const.MIN_REPEAT, const.POSSESSIVE_REPEAT):
+            low, high, sub = av
+            if high == const.MAXREPEAT:
+                return float("inf")
+            inner = items(sub)
+            return float(high + 1) if inner <= 1 else inner ** min(high, 64) if high else 1.0
+        if op is const.SUBPATTERN:
+            return items(av[3])
+        if op is const.BRANCH:
+            return sum(items(branch) for branch in av[1])
+        if op is const.ATOMIC_GROUP:
+            return items(av)
+        if op in (const.ASSERT, const.ASSERT_NOT):
+            return items(av[1])
+        if op is const.GROUPREF_EXISTS:
+            return items(av[1]) + (items(av[2]) if av[2] else 1.0)
+        return 1.0
+
+    return items(parser.parse(source, re.IGNORECASE))
+
+
 def parse_rules(text: str) -> tuple[Rules, list[str]]:
     """Parse the sectioned file; returns the rules and one message per skipped line."""
     found: dict[str, list[str]] = {s: [] for s in SECTIONS}
@@ -74,9 +118,19 @@ def parse_rules(text: str) -> tuple[Rules, list[str]]:
     for name, compiled in patterns.items():
         for source in found[name]:
             try:
-                compiled.append(re.compile(source, re.IGNORECASE))
+                pattern = re.compile(source, re.IGNORECASE)
             except re.error as exc:
                 errors.append(f"[{name}] pattern {source!r} skipped: {exc}")
+                continue
+            if backtracking_bound(source) > MAX_RULE_STEPS:
+                errors.append(
+                    f"[{name}] pattern {source!r} skipped: a mail could make it take more than "
+                    f"{MAX_RULE_STEPS:,} steps at each of its {BODY_SCAN_CHARS:,} characters (an "
+                    "unbounded repeat such as * or +, or nested repeats); bound each repeat, as in "
+                    ".{0,200} or \\s{1,20}"
+                )
+                continue
+            compiled.append(pattern)
     domains = tuple(d.lower().lstrip("@.") for d in found["blocked_sender_domains"])
     return Rules(domains, tuple(patterns["subject_patterns"]), tuple(patterns["body_patterns"])), errors
 

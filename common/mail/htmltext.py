@@ -1,11 +1,11 @@
 """Plain text from HTML mail bodies: for previews, records, forwards and the owner's HTML-only replies.
 
-A small tokenizer of our own instead of the stdlib's ``html.parser``: that parser changed between
-the Python versions this code runs on (CVE-2025-6069's fix for quadratic time on unclosed comments,
-and HTML5 end-of-file handling, came in 3.13.5 and 3.12.11), so the host's Python and the image's
-read the same mail differently, and an older one took minutes on 100 KB. Every token below is one
-regular-expression match that never looks back, and an unclosed construct ends at the end of the
-input, so the work is linear in the HTML read (``bench/html_text.py`` measures it against the stdlib).
+Read by the one tokenizer the forward's sanitiser and tracker removal also use
+(``common.mail.htmltoken``, HTML5's tokenizer states, linear on any input), not the stdlib's
+``html.parser``: that parser changed between the Python versions this code runs on (CVE-2025-6069's
+fix for quadratic time on unclosed comments, and HTML5 end-of-file handling, came in 3.13.5 and
+3.12.11), so the host's Python and the image's read the same mail differently, and an older one took
+minutes on 100 KB (``bench/html_text.py`` measures it against the stdlib).
 At most ``MAX_HTML_CHARS`` are read; the caller attaches the whole HTML when that was not all of it.
 """
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 import html as htmllib
 import re
 from dataclasses import dataclass
+
+from common.mail.htmltoken import RAW, START, TEXT, tokens
 
 # HTML read for the text body: 2 M characters of the densest markup ("<b>x</b>" repeated) take
 # about 1.5 s and 60 MB (bench/html_text.py); real HTML mail is far smaller. Past it, the forward
@@ -45,9 +47,24 @@ _BLOCK = frozenset(
         "hr",
     }
 )
-# Elements whose content is never shown: skipped up to their end tag (or to the end of the input).
-_RAW = frozenset({"script", "style", "title", "head"})
-_RAW_END = {tag: re.compile(rf"</{tag}(?=[\s/>]|\Z)", re.I) for tag in _RAW}
+# Raw-text elements whose content is never shown (common.mail.htmltoken reads them to their end tag
+# or the end of the input); and <head>, whose text is never shown either.
+_HIDDEN_RAW = frozenset({"script", "style", "title", "iframe", "noembed", "noframes"})
+_HEAD_CONTENT = frozenset(
+    {
+        "head",
+        "meta",
+        "link",
+        "base",
+        "title",
+        "style",
+        "script",
+        "noscript",
+        "template",
+        "basefont",
+        "bgsound",
+    }
+)
 # Where a mail client puts the quoted or forwarded original of a reply written in HTML: any
 # <blockquote>, and the wrappers Gmail (gmail_quote), Yahoo (yahoo_quoted), Thunderbird
 # (moz-cite-prefix, moz-forward-container), Outlook (divRplyFwdMsg, appendonsend, OutlookMessageHeader)
@@ -56,19 +73,6 @@ _QUOTE_MARK = re.compile(
     r"gmail_quote|gmail_attr|yahoo_quoted|moz-cite-prefix|moz-forward-container|divrplyfwdmsg|"
     r"appendonsend|outlookmessageheader|protonmail_quote|zmail_extra",
     re.I,
-)
-
-# One token per match, never backtracking into an earlier one: text, a comment (to "-->" or the end),
-# a start or end tag (quoted attribute values may hold ">"; unclosed ones run to the end), any other
-# markup declaration ("<!DOCTYPE", "<![CDATA[", "<?xml", "</ ...>"), or a lone "<" that is text.
-_TOKEN = re.compile(
-    r"(?P<text>[^<]++)"
-    r"|<!--.*?(?:-->|\Z)"
-    r"|<(?P<end>/?)(?P<tag>[A-Za-z][^\t\n\f\r />]*+)"
-    r"(?P<attrs>(?:[^>\"']++|\"[^\"]*+(?:\"|\Z)|'[^']*+(?:'|\Z))*+)(?:>|\Z)"
-    r"|<[!?/][^>]*+(?:>|\Z)"
-    r"|(?P<lt><)",
-    re.S,
 )
 MAX_QUOTE_MARKS = 20
 _SPACE = re.compile(r"[ \t\r\f\v\u00a0]+")
@@ -90,33 +94,41 @@ def convert(html: str, limit: int = MAX_HTML_CHARS, *, own_text_only: bool = Fal
     source = html[:limit] if len(html) > limit else html
     parts: list[tuple[str, int]] = []
     quoted = 0
-    pos, end = 0, len(source)
-    while pos < end:
-        m = _TOKEN.match(source, pos)
-        assert m is not None  # every position starts some token (a lone "<" at worst)
-        pos = m.end()
-        if (text := m.group("text")) is not None:
-            parts.append((htmllib.unescape(text), quoted))
-        elif m.group("lt") is not None:
-            parts.append(("<", quoted))
-        elif (tag := m.group("tag")) is not None:
-            tag = tag.lower()
-            closing = bool(m.group("end"))
-            if (
-                own_text_only
-                and not closing
-                and (tag == "blockquote" or _QUOTE_MARK.search(m.group("attrs")))
+    in_head = False
+    shown_raw = True  # whether the next RAW token is shown (xmp, plaintext, textarea) or not
+    for kind, data, attrs in tokens(source):
+        if kind == TEXT:
+            if in_head and data.strip(" \t\n\f\r"):
+                in_head = False  # text a browser shows ends the head, as an unclosed <head> would
+            if not in_head:
+                parts.append((htmllib.unescape(data) if "&" in data else data, quoted))
+        elif kind == RAW:
+            if shown_raw and not in_head:
+                parts.append((data if data.isascii() and "&" not in data else htmllib.unescape(data), quoted))
+        elif kind == START:
+            assert attrs is not None
+            shown_raw = data not in _HIDDEN_RAW
+            if data == "head":
+                in_head = True
+            elif data not in _HEAD_CONTENT:
+                in_head = False  # <body>, or any element of the body, ends the head (HTML5 "in head")
+            if own_text_only and (
+                data == "blockquote" or (attrs and _QUOTE_MARK.search(" ".join(attrs.values())))
             ):
                 break
-            if tag in _RAW and not closing and not m.group("attrs").rstrip().endswith("/"):
-                after = _RAW_END[tag].search(source, pos)
-                pos = after.start() if after else end
-            elif tag in _BLOCK:
+            if data in _BLOCK:
                 parts.append(("\n", quoted))
-                if tag == "blockquote":
+                if data == "blockquote":
                     # Real depth, never capped: a capped count that still falls by one per
                     # </blockquote> let text after 25 nested quotes come out unquoted.
-                    quoted = max(0, quoted - 1) if closing else quoted + 1
+                    quoted += 1
+        else:  # END
+            if data == "head":
+                in_head = False
+            elif data in _BLOCK:
+                parts.append(("\n", quoted))
+                if data == "blockquote":
+                    quoted = max(0, quoted - 1)
     return HtmlText(_text(parts), complete=len(source) == len(html), read=len(source), total=len(html))
 
 

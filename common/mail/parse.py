@@ -172,7 +172,7 @@ def minimal(raw: bytes, why: str) -> ParsedMail:
     return mail
 
 
-_RAW_FIELD = re.compile(rb"^([^ \t\r\n:]{1,200}):[ \t]*((?:[^\n]*)(?:\n[ \t][^\n]*)*)", re.M)
+_RAW_FIELD = re.compile(rb"^([^ \t\r\n:]{1,200}):[ \t]*+([^\n]*+(?:\n[ \t][^\n]*+)*+)", re.M)
 
 
 def raw_fields(block: bytes) -> list[tuple[str, str]]:
@@ -271,7 +271,8 @@ def _b64(data: bytes | memoryview) -> bytes:
 # removes the CRLF only (RFC 5322 section 2.2.3), so the boundary is "simple boundary"; compat32's
 # get_boundary() keeps the line break and the feed parser never finds a delimiter.
 _FOLDED_BOUNDARY = re.compile(
-    rb'(;[ \t\r\n]*boundary[ \t\r\n]*=[ \t\r\n]*")((?:[^"\\\r\n]|\\.)*(?:\r?\n[ \t](?:[^"\\\r\n]|\\.)*)+)"',
+    rb'(;[ \t\r\n]*boundary[ \t\r\n]*=[ \t\r\n]*")'
+    rb'((?:[^"\\\r\n]|\\.)*+(?:\r?\n[ \t](?:[^"\\\r\n]|\\.)*+)++)"',
     re.I,
 )
 _BOUNDARY_VALUE = re.compile(

@@ -311,7 +311,7 @@ def test_header_block_on_top_in_text_and_html_and_the_subject_untouched(
         "To: hello@example.com\nCc: Bob <bob@corp.example>, ann@other.example\n\nHi, I would like"
     )
     html = msg.get_body(("html",)).get_content()
-    block = html[html.index("<body>") : html.index("<p>Hello</p>")]
+    block = html[: html.index("<p>Hello</p>")]  # the contact's <html><body> tags are not kept
     for value in (
         "<b>From:</b> Jane Smith &lt;jane@corp.example&gt;",
         "<b>Date:</b> Tue, 03 Nov 2026 10:00:00 +0100",

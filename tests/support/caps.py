@@ -10,6 +10,7 @@ VmHWM of /proc/<pid>/status, reset through /proc/<pid>/clear_refs before each in
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -129,7 +130,41 @@ CASES: tuple[Case, ...] = (
         "forwarded",
         peak_mb=384,
     ),
+    # The worst HTML shapes for the text conversion and the forward's sanitiser (nested blockquotes
+    # took 11.9 s of CPU and 377 MB before both were capped).
+    *(
+        Case(
+            f"38 MB HTML-only mail of {what}",
+            functools.partial(g.html_only, unit, 38_000_000),
+            "forwarded",
+            peak_mb=384,
+        )
+        for what, unit in (
+            ("nested <blockquote> (was 11.9 s of CPU, 377 MB)", b"<blockquote>"),
+            ("nested <div>x", b"<div>x"),
+            (
+                "<img> tags with attributes (every one examined for trackers)",
+                b'<img src="https://a.example/p.jpg" width=600 style="width:600px">',
+            ),
+        )
+    ),
+    Case(
+        "1.9 MB HTML-only mail of tiny remote images (all read and removed: 31,000 trackers)",
+        lambda: g.html_only(b'<img src="https://a.example/p.gif" width=1 height=1>', 1_900_000),
+        "forwarded",
+    ),
 )
+
+# Lambda gives a function CPU in proportion to its memory, one full vCPU at 1,769 MB
+# (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html): at 512 MB a second of
+# host CPU is about 3.5 s there. A case must finish within the function's timeout with this margin.
+LAMBDA_FULL_VCPU_MB = 1769
+TIMEOUT_MARGIN = 1.5
+
+
+def lambda_seconds(cpu_seconds: float, memory_mb: int) -> float:
+    """Host CPU seconds as Lambda's CPU share at ``memory_mb`` would stretch them (single-threaded)."""
+    return cpu_seconds * LAMBDA_FULL_VCPU_MB / memory_mb
 
 
 # --- measuring a function's runtime process ------------------------------------------------------------
@@ -175,12 +210,19 @@ def reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` so far (/proc/<pid>/stat utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True, slots=True)
 class Measured:
     result: Any
     seconds: float
     peak_mb: float
     baseline_mb: float
+    cpu_seconds: float = 0.0  # the runtime process's CPU time for the invocation: steadier than wall time
 
 
 def measure(rie: Any, event: Any, timeout: float = 120.0) -> Measured:
@@ -188,10 +230,11 @@ def measure(rie: Any, event: Any, timeout: float = 120.0) -> Measured:
     pid = runtime_pid(rie.proc.pid)
     reset_peak(pid)
     baseline = peak_rss_mb(pid)
+    cpu = cpu_seconds(pid)
     started = time.perf_counter()
     result = rie.invoke(event, timeout=timeout)
     seconds = time.perf_counter() - started
-    return Measured(result, seconds, peak_rss_mb(pid), baseline)
+    return Measured(result, seconds, peak_rss_mb(pid), baseline, cpu_seconds(pid) - cpu)
 
 
 def can_measure() -> bool:

@@ -345,7 +345,13 @@ def zip_of(members: dict[str, bytes] | Sequence[str], prefix: bytes = b"") -> by
 def bold_html(size: int) -> bytes:
     """An HTML-only mail of ``size`` bytes of "<b>x</b>", in lines of 992 characters (SMTP's 1,000-octet
     line limit): the densest markup a sender can make the text conversion read."""
-    line = b"<b>x</b>" * 124 + b"\r\n"
+    return html_only(b"<b>x</b>", size)
+
+
+def html_only(unit: bytes, size: int) -> bytes:
+    """An HTML-only mail of about ``size`` bytes of ``unit`` repeated, in lines under SMTP's 1,000-octet
+    limit: the worst shapes for the HTML readers (nested quotes, tags with attributes, ...)."""
+    line = unit * (992 // len(unit)) + b"\r\n"
     body = line * (size // len(line))
     return raw(
         [
