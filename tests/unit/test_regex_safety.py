@@ -146,17 +146,6 @@ CASES: dict[tuple[str, str], Case] = {
     ("common.extractor.errors", "_INDIRECT"): case("IndirectObject(1, 2, ", "IndirectObject("),
     ("common.extractor.errors", "_HEX"): case("0x0", "0x"),
     # --- inbound policy ---
-    ("common.inbound.policy", "_BOUNCE_SUBJECT"): case("undeliver", "delivery "),
-    ("common.inbound.policy", "_BOUNCE_BODY"): case(
-        "this message was created automatically by mail ", "delivery to the "
-    ),
-    ("common.inbound.policy", "_ROLE_SENDER"): case("mail-delivery-", "a", head="postmaster", how="match"),
-    ("common.inbound.policy", 'delivery_report:r"mail delivery (subsystem|system)"'): case(
-        "mail delivery ", how="fullmatch"
-    ),
-    ("common.inbound.policy", 'is_dsn_content:r"report-type\\s*=\\s*\\"?delivery-status"'): case(
-        "report-type ", "report-type=", " "
-    ),
     ("common.inbound.policy", "parse_rules:source"): case(
         "wire transfer ", "crypto ", "you have ", " ", patterns=_spam_rules
     ),
@@ -169,6 +158,25 @@ CASES: dict[tuple[str, str], Case] = {
     ("common.local.fresh", 'policy_size:r"\\s"'): case(" ", "a"),
     ("common.local.fresh", 'parse_zone:r\'"([^"]*)"\''): case('"a', '"'),
     ("common.local.termsafe", "_UNSAFE"): case("\x00", "a"),
+    # --- mail: reports by structure (common/mail/reports.py) ---
+    ("common.mail.reports", "_BOUNCE_SUBJECT"): case("undeliver", "delivery ", " "),
+    ("common.mail.reports", "_BOUNCE_BODY"): case(
+        "this message was created automatically by mail ", "delivery to the "
+    ),
+    ("common.mail.reports", "_ROLE_SENDER"): case("a", "-", ".", head="mailer-daemon-", how="match"),
+    ("common.mail.reports", "_MAILER_DAEMON"): case("mailer-", "mailer", "a", how="fullmatch"),
+    ("common.mail.reports", "_ROLE_NAME"): case("mail delivery ", " ", how="match"),
+    ("common.mail.reports", "_NOREPLY"): case("no-", "do-not-", "do-"),
+    ("common.mail.reports", "_LIST_ADMIN"): case("a-", "-", "owner-", how="match", cap=64),
+    ("common.mail.reports", "_SMTP"): case(
+        "550 5.1", "550 - ", "\n   ", "\nstatus: 5.1.1 ", "[#4.1", "diagnostic-code ", "5"
+    ),
+    ("common.mail.reports", "_FIELD_LINE"): case(" ", ">", "a", head=" ", how="match"),
+    ("common.mail.reports", "_CONTINUATION"): case(" ", ">", " >", how="match"),
+    ("common.mail.reports", "_ADDRESS"): case("a", "a.", "a@", "@a"),
+    ("common.mail.reports", "_CORRELATION"): case(" ", "\t", head=" ", how="match"),
+    ("common.mail.sanitize", "_NAME_CONTROL"): case("\x00", "a"),
+    ("common.mail.sanitize", "_PATH"): case("/", "a"),
     # --- mail ---
     ("common.mail.build", "_CID_URL"): case("cid:", "cid:a"),
     ("common.mail.build", "_CONTENT_ID"): case("a", "@"),
