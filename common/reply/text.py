@@ -75,8 +75,9 @@ class Evidence:
 @dataclass(frozen=True, slots=True)
 class Reading:
     """The owner's reply, read: ``own`` is the owner's text (quotes out, command lines still in),
-    ``commands`` the lines commands may be taken from. ``quoted``: the reply quotes something;
-    ``proven``: the quote was found by the forward's marker or the contact's own lines."""
+    ``commands`` the lines commands may be taken from. ``quoted``: the reply quotes without "> "
+    marks, found only by the shape of a quote header; ``proven``: the forward's marker or the
+    contact's own lines were found (a "> " prefix is evidence of its own: those lines never count)."""
 
     own: str
     commands: str
@@ -85,7 +86,8 @@ class Reading:
 
     @property
     def commands_withheld(self) -> bool:
-        """A reply that quotes without evidence: its command lines could be the contact's."""
+        """An unmarked quote found by shape alone, and no evidence: a command line above it could be
+        the contact's (a header the shape rules took for the quote's start may be the contact's)."""
         return (
             self.quoted
             and not self.proven
@@ -346,7 +348,7 @@ def read_reply(text: str, ev: Evidence | None = None) -> Reading:
     ]
     commands = [line for k, line in enumerate(lines[:cut]) if not drop[k] and norm[k] not in ev.contact_lines]
     body = "\n".join(own).strip("\n").rstrip() + "\n"
-    quotes = cut < len(lines) or any(drop)
+    quotes = cut < len(lines)
     return Reading(body, "\n".join(commands), quotes, proven)
 
 
@@ -469,8 +471,9 @@ def _mark_rules(html: str) -> str:
 
 def reply_text(text: str, html: str) -> str:
     """What the owner wrote, as text to read with :func:`read_reply`: the text body, or for an
-    HTML-only reply its HTML converted whole (blockquotes as "> " lines, rules as separators), so
-    answers below or between the quotes are kept too."""
+    HTML-only reply the text before its first quote or quote wrapper (common.mail.htmltext), with
+    horizontal rules and top-bordered blocks shown as separators. Text below an HTML quote is not
+    read: the quote holds the contact's markup, which may close it early (docs/reply.md)."""
     if text and not text.isspace():
         return text
-    return convert(_mark_rules(html)).text if html else ""
+    return convert(_mark_rules(html), own_text_only=True).text if html else ""
