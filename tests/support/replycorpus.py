@@ -1,5 +1,5 @@
 """The reply corpus (tests/fixtures/replies/): public reply fixtures with the visible reply each states,
-and the four counts issue 36 asks for (exact, leaked, partly lost, lost).
+and the four counts (exact, leaked, partly lost, lost).
 
 Each fixture becomes the owner's answer to a real thread (tests/integration/test_reply_corpus.py, and
 ``bench.replies`` for ``make bench``): its text or HTML is the owner's reply body, whatever the
