@@ -10,7 +10,7 @@ import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
-from common.delivery.compose import FOOTER_MARKER
+from common.delivery.compose import MARKER_TEXT
 from common.mail.htmltext import convert
 from common.reply.scrub import hide_addresses
 
@@ -45,7 +45,7 @@ HEADER_WALK_LINES = (
 KNOWN_MIN_CHARS = 16  # a line of the contact's this long is quote even alone; shorter ones count in pairs
 # The forward's own marker (common.delivery.compose): it opens the forward's text and stands outside
 # the contact's HTML, so whatever follows it in a reply is the forward quoted.
-_MARKER = " ".join(FOOTER_MARKER.casefold().split())
+_MARKER = " ".join(MARKER_TEXT.casefold().split())
 
 
 _PREFIX = re.compile(r"^\s*((re|fwd?|aw|wg|sv|vs|antw)\s*(\[\d+\])?\s*:\s*)+", re.I)

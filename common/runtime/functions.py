@@ -71,7 +71,7 @@ FUNCTIONS: tuple[Function, ...] = (
         9002,
         ("domain_name", "public_email", "private_email", "thread_secret"),
         memory_mb=MAIL_MEMORY_MB,
-        owner_key=True,  # verifies an opaque-signed owner reply against OWNER_SMIME_CERT (common/reply/signed.py)
+        owner_key=True,  # verifies an opaque-signed owner reply (common/reply/signed.py)
     ),
     # S3 notifications reach it through a queue (deploy.resources.attachment_queue), so a mail with many
     # attachments uses at most two instances instead of fanning out to the account's whole concurrency.
