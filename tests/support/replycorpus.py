@@ -118,3 +118,31 @@ def report(outcomes: dict[str, str]) -> str:
     lines += [f"  {o:<12} {counts[o]}" for o in OUTCOMES]
     lines += [f"  {v}: {k}" for k, v in sorted(outcomes.items()) if v not in ("exact", "acceptable")]
     return "\n".join(lines)
+
+
+OWNER = "Owner Name <owner@example.net>"
+CONTACT_TEXT = "Hello, I am writing about the role you posted.\nCould we talk this week?\n"
+
+
+def subject_of(n: int) -> str:
+    """Each fixture's reply carries its number in the subject, to find what the contact received."""
+    return f"Re: Role #{n:03d}"
+
+
+def number_in(subject: str) -> int | None:
+    match = re.search(r"#(\d{3})\b", subject)
+    return int(match.group(1)) if match else None
+
+
+def sent_text(raw: bytes) -> tuple[int | None, str]:
+    """(fixture number, the text body) of a mail the contact received."""
+    msg = email.message_from_bytes(raw, policy=policy.default)
+    assert isinstance(msg, EmailMessage)
+    body = msg.get_body(("plain",))
+    text = body.get_content() if body is not None else ""
+    return number_in(str(msg["Subject"] or "")), str(text)
+
+
+def outcomes(fixtures: list[Fixture], received: dict[int, str]) -> dict[str, str]:
+    """Each fixture's outcome from the texts the contact received, by fixture number."""
+    return {fx.name: classify(fx, received.get(n)) for n, fx in enumerate(fixtures)}
