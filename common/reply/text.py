@@ -126,24 +126,25 @@ def _rule(line: str) -> bool:
 def _header_block(lines: list[str], quoted: list[bool], i: int) -> bool:
     """A client's header block over a quoted original ("From: … Sent: … To: … Subject: …" in any
     language, a value possibly wrapped onto the next line, as HTML clients write it): two label
-    lines naming an address, or four with a date."""
+    lines naming an address, or four consecutive ones with a date."""
     if quoted[i] or len(lines[i]) > ATTRIBUTION_MAX_CHARS or not _LABEL.match(lines[i]):
         return False
-    labels, loose, address, date = 0, 0, False, False
+    labels, loose, address, date, blank, gaps = 0, 0, False, False, False, False
     for line in lines[i : i + HEADER_BLOCK_MAX_LINES]:
         if not line.strip():
+            blank = True
             continue
         if len(line) > ATTRIBUTION_MAX_CHARS:
             break
         if _LABEL.match(line):
-            labels, loose = labels + 1, 0
+            labels, loose, gaps = labels + 1, 0, gaps or blank
         elif loose:  # a second line that is no label: the block has ended
             break
         else:
             loose = 1  # a value wrapped onto its own line
         address = address or bool(_ADDRESS.search(line))
         date = date or bool(_DATE.search(line))
-    return (labels >= 2 and address) or (labels >= 4 and date)
+    return (labels >= 2 and address) or (labels >= 4 and date and not gaps)
 
 
 def _next_nonblank(lines: list[str], i: int) -> int:
@@ -176,9 +177,10 @@ def _attribution_start(lines: list[str], quoted: list[bool], i: int, ev: Evidenc
 
 
 def _attribution_top(lines: list[str], quoted: list[bool], start: int, end: int, ev: Evidence) -> int:
-    """Up from ``start`` over the lines of the same attribution: lines that name a date or an
-    address and end no sentence, and a line with no letter or digit ("<"), with one blank line
-    above such a line (Polymail's wrapping). Never over the owner's last sentence."""
+    """Up from ``start`` over the lines of the same attribution: a line that supplies what the lines
+    so far lack (the date, or the address), ends no sentence, and a line with no letter or digit
+    ("<"), with one blank line above such a line (Polymail's wrapping). An attribution names one
+    date and one sender: a line above a window that has both is the owner's, even with a time in it."""
     while start > 0 and end - start < ATTRIBUTION_MAX_LINES - 1:
         above = lines[start - 1]
         if not above.strip() and start > 1 and not any(c.isalnum() for c in lines[start]):
@@ -187,11 +189,15 @@ def _attribution_top(lines: list[str], quoted: list[bool], start: int, end: int,
                 break
             start -= 2
             continue
+        window = "\n".join(lines[start : end + 1])
+        supplies = (not _DATE.search(window) and _DATE.search(above)) or (
+            not _ADDRESS.search(window) and _names(above, ev) and not _DATE.search(above)
+        )
         if (
             quoted[start - 1]
             or not above.strip()
             or len(above) > ATTRIBUTION_MAX_CHARS
-            or not (_names(above, ev) or not any(c.isalnum() for c in above))
+            or not (supplies or not any(c.isalnum() for c in above))
             or above.rstrip().endswith((".", "!", "?"))
         ):
             break
