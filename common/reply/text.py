@@ -24,11 +24,12 @@ METADATA_KEYS = {
     "job_id": "jobId",
     "notes": "notes",
 }
-_COMMAND = re.compile(r"^\s*\[\s*([A-Za-z_ -]+?)\s*:\s*(.*?)\s*\]\s*$")
+# Linear: the key is at most 32 characters, the value runs to the line's last "]" (stripped in code).
+_COMMAND = re.compile(r"[ \t]*\[([A-Za-z_ -]{1,32}):([^\n]*)\][ \t]*$")
 # Owner controls (docs/CONTRACT.md): [block], [block: domain], [allow], [unblock], optionally naming
 # an address or @domain instead of the contact; removed from the outgoing body like metadata.
-_CONTROL = re.compile(r"^\s*\[\s*(block|allow|unblock)\s*(?::\s*([^\]]*?))?\s*\]\s*$", re.I)
-_TO = re.compile(r"^\s*\[\s*to\s*:\s*([^\]]*?)\s*\]\s*$", re.I)
+_CONTROL = re.compile(r"[ \t]*\[[ \t]*(block|allow|unblock)[ \t]*(?::([^\]]*))?\][ \t]*$", re.I)
+_TO = re.compile(r"[ \t]*\[[ \t]*to[ \t]*:([^\]]*)\][ \t]*$", re.I)
 _QUOTED = re.compile(r"^[ \t]*>")
 # Shapes of a quote header in any language (docs/reply.md, "What is the owner's own text"). Every
 # pattern is linear: bounded repeats, no nested or overlapping quantifiers.
@@ -48,7 +49,7 @@ KNOWN_MIN_CHARS = 16  # a line of the contact's this long is quote even alone; s
 _MARKER = " ".join(MARKER_TEXT.casefold().split())
 
 
-_PREFIX = re.compile(r"^\s*((re|fwd?|aw|wg|sv|vs|antw)\s*(\[\d+\])?\s*:\s*)+", re.I)
+_PREFIX = re.compile(r"^[ \t]*(?:(?:re|fwd?|aw|wg|sv|vs|antw)[ \t]*(?:\[\d{1,6}\][ \t]*)?:[ \t]*)+", re.I)
 
 
 def normalise(line: str) -> str:
@@ -240,8 +241,8 @@ def extract_metadata(text: str) -> tuple[str, dict[str, str]]:
         match = _COMMAND.match(line)
         if match:
             key = match.group(1).strip().lower().replace(" ", "_").replace("-", "_")
-            if key in METADATA_KEYS and match.group(2):
-                found[METADATA_KEYS[key]] = match.group(2)
+            if key in METADATA_KEYS and (value := match.group(2).strip()):
+                found[METADATA_KEYS[key]] = value
             continue  # unknown keys are ignored, but the command line never goes out
         kept.append(line)
     return "\n".join(kept), found
