@@ -191,8 +191,10 @@ def _attribution_top(lines: list[str], quoted: list[bool], start: int, end: int,
             start -= 2
             continue
         window = "\n".join(lines[start : end + 1])
-        supplies = (not _DATE.search(window) and _DATE.search(above)) or (
-            not _ADDRESS.search(window) and _names(above, ev) and not _DATE.search(above)
+        supplies = (
+            (not _DATE.search(window) and _DATE.search(above))
+            or (not _ADDRESS.search(window) and _names(above, ev) and not _DATE.search(above))
+            or (_DATE.search(above) and above.rstrip().endswith(","))  # "On Nov 21, 2014," / "at 10:18,"
         )
         if (
             quoted[start - 1]
