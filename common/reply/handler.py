@@ -170,9 +170,10 @@ ARCHIVE_READ_BYTES = 2 * 1024 * 1024  # a larger archived mail is left to the re
 
 
 def evidence(cfg: Config, cid: str, record: dict[str, Any], new: bool) -> Evidence:
-    """What proves a line of the reply is quote: every line the contact sent in this conversation
-    (its archived mails, text and HTML, and the record's lastMessageBody) and this system's own
-    addresses (a quote header names them)."""
+    """What proves a line of the reply is quote: every line the contact wrote in this conversation
+    (its archived mails, text and HTML, and the record's lastMessageBody, each without what it quotes:
+    a contact quoting the owner's earlier reply must not turn the owner's own phrases into quote) and
+    this system's own addresses (a quote header names them)."""
     ours = (cfg.public_email.lower(), f"@{cfg.domain_name.lower()}", f"@{cfg.thread_domain.lower()}")
     if new:
         return Evidence(frozenset(), ours)
@@ -183,7 +184,7 @@ def evidence(cfg: Config, cid: str, record: dict[str, Any], new: bool) -> Eviden
             continue
         sent = parse(raw)
         texts += [sent.body_text, sent.text, html_to_text(sent.html) if sent.html and sent.text else ""]
-    return Evidence(known_lines(*texts), ours)
+    return Evidence(known_lines(*(read_reply(t).own for t in texts if t)), ours)
 
 
 def _subject(raw: bytes) -> str:

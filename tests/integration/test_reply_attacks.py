@@ -256,3 +256,19 @@ def test_a_replay_with_prepended_header_fields_is_refused(
     result = answer(stack, fns, raw, fwd.reply_to)
     assert result["status"] == "rejected" and "more than one" in result["reason"], result
     assert stack.sent() == [] and stack.depth(stack.cfg.reply_queue) == 0
+
+
+def test_the_owners_own_phrase_quoted_back_by_the_contact_is_still_the_owners(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
+    """The contact's Outlook quoted the owner's earlier reply without "> ": those lines are not the
+    contact's, so the owner may write them again."""
+    contact = (
+        "Great, thanks!\n\nFrom: Ana <hello@example.com>\nSent: Monday, 2 November 2026 10:00\n"
+        "Subject: Role\n\nThank you for your interest in the position.\nWe will be in touch soon.\n"
+    )
+    fwd = forward_of(stack, fns, mail(sender=CONTACT, subject="Role", text=contact))
+    text = "Thank you for your interest in the position.\nWe will be in touch soon.\nTuesday at ten?\n"
+    raw = mail(sender=OWNER, to=fwd.reply_to, subject="Re: Role", text=text)
+    assert answer(stack, fns, raw, fwd.reply_to)["status"] == "queued"
+    assert received(stack, fns) == [text]
