@@ -447,6 +447,8 @@ def reply_subject(subject: str) -> str:
 
 
 MAX_RULES = 1000  # horizontal rules marked in one HTML reply
+MAX_RULE_TRIES = 20_000  # "border-top" occurrences examined (each looks back at most RULE_TAG_CHARS)
+RULE_TAG_CHARS = 2048  # a style attribute's start is this close to its border-top
 _RULE = "<div>" + "_" * 32 + "</div>"
 
 
@@ -462,12 +464,14 @@ def _mark_rules(html: str) -> str:
         if pos + 3 >= len(low) or not low[pos + 3].isalnum():
             found.append(pos)
         pos += 3
-    pos = 0
-    while len(found) < MAX_RULES and (pos := low.find("border-top", pos)) >= 0:
-        tag = low.rfind("<", 0, pos)
-        if tag > low.rfind(">", 0, pos) and low[tag + 1 : tag + 2].isalpha() and "style" in low[tag:pos]:
+    pos, tries = 0, 0
+    while len(found) < MAX_RULES and tries < MAX_RULE_TRIES and (pos := low.find("border-top", pos)) >= 0:
+        # The tag it stands in: a "<" at most RULE_TAG_CHARS before it, with no ">" in between.
+        floor = max(0, pos - RULE_TAG_CHARS)
+        tag = low.rfind("<", floor, pos)
+        if tag > low.rfind(">", floor, pos) and low[tag + 1 : tag + 2].isalpha() and "style" in low[tag:pos]:
             found.append(tag)
-        pos += 10
+        pos, tries = pos + 10, tries + 1
     if not found:
         return html
     out, last = [], 0

@@ -129,6 +129,7 @@ def test_html_rules_and_top_borders_separate_the_quote_in_an_html_only_reply() -
         (lambda n: "On 2026 a@b:\n" * n, 50_000),
         (lambda n: "> q\nw\n" * n, 100_000),
         (lambda n: "<hr" * n + "border-top" * n, 100_000),
+        (lambda n: "<p style=" + "border-top" * n, 200_000),
     ],
 )
 def test_reading_is_linear_on_hostile_shapes(make: object, size: int) -> None:
