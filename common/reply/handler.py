@@ -10,6 +10,10 @@ owner's mailbox (an out-of-office reply or a read receipt to a thread address:
 common/mail/autoreply.py). The recipient comes only from the conversation record; To/Cc of the reply
 are never used; every spelling of a private address is
 replaced by the public one, and the contact sees ``PUBLIC_NAME``, never the owner's display name.
+Only the owner's own text goes out, told from quote by evidence (the forward's marker, the lines the
+contact wrote: :func:`evidence`) before shape (common/reply/text.py); commands come only from that
+text. A reply the owner wrote that is not sent (nothing of the owner's in it, only commands, an
+encrypted body, an opaque signature that does not verify) gets a notice (common/reply/notice.py).
 """
 
 from __future__ import annotations
