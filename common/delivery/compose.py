@@ -277,6 +277,14 @@ _INLINE = "display:inline!important;" + _SHOWN
 # The contact's HTML: its own stacking context and containing block, clipped to its box, so that its
 # positioned elements (absolute or fixed) cannot be painted over the system's block above it.
 _CONTACT_BOX = "position:relative;z-index:0;isolation:isolate;transform:translateZ(0);overflow:hidden"
+# Generated content is the one thing inline styles cannot reach: none on the system's block, on body or
+# on html (a contact's ::before could be laid over the banner). Specific enough to beat ordinary rules.
+_NO_OVERLAY = (
+    "<style>#ehs-body #ehs-system::before,#ehs-body #ehs-system::after,#ehs-body #ehs-system *::before,"
+    "#ehs-body #ehs-system *::after,html#ehs-html#ehs-html::before,html#ehs-html#ehs-html::after,"
+    "#ehs-html #ehs-body#ehs-body::before,#ehs-html #ehs-body#ehs-body::after"
+    "{content:none!important;display:none!important}</style>"
+)
 
 
 def _html_with(
@@ -309,10 +317,10 @@ def _html_with(
         + el("div", notes, _BLOCK + "color:#666!important;margin:0 0 12px")
     )
     return (
-        f'<!DOCTYPE html><html style="{_BLOCK}">'
-        '<head><meta charset="utf-8"></head>'
-        f'<body style="{_BLOCK}">'
-        f'<div style="{_BLOCK}background:#fff!important">{system}</div>'
+        f'<!DOCTYPE html><html id="ehs-html" style="{_BLOCK}">'
+        f'<head><meta charset="utf-8">{_NO_OVERLAY}</head>'
+        f'<body id="ehs-body" style="{_BLOCK}">'
+        f'<div id="ehs-system" style="{_BLOCK}background:#fff!important">{system}</div>'
         f'<div style="{_CONTACT_BOX}">{html}'
     )
 
