@@ -324,11 +324,15 @@ def send_reply(
             + (
                 f"it held only command lines (applied: {', '.join(applied)})."
                 if applied
+                else f"its structure could not be read ({mail.parse_failed})."
+                if mail.parse_failed
                 else "no text of yours was found in it (it was empty, or only quoted text)."
             ),
-            "To write to the contact, reply again with your text above the quoted mail."
-            if not applied
-            else "Nothing else to do; reply again with text to write to the contact.",
+            "Nothing else to do; reply again with text to write to the contact."
+            if applied
+            else "Send it again as plain text or ordinary HTML."
+            if mail.parse_failed
+            else "To write to the contact, reply again with your text above the quoted mail.",
             cid,
         )
         return {
