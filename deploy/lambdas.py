@@ -41,8 +41,9 @@ _NOT_PASSED = {
     "owner_key_parameter",
 }
 # Whoever must know that mail to the owner is encrypted: the sender that encrypts (and reads the key),
-# and inbound-handler, which sizes forwards so that they fit SES's limit once encrypted.
-_KNOW_OWNER_KEY = {"inbound-handler", "forward-sender"}
+# inbound-handler, which sizes forwards so that they fit SES's limit once encrypted, and reply-handler,
+# which verifies the owner's opaque-signed replies against the certificate.
+_KNOW_OWNER_KEY = {"inbound-handler", "forward-sender", "reply-handler"}
 
 
 def function_name(cfg: Config, function: str) -> str:

@@ -67,7 +67,7 @@ def delete(bucket: str, key: str) -> None:
 
 
 def keys(bucket: str, prefix: str) -> list[str]:
-    """Every key under ``prefix`` (all pages): operator tools only."""
+    """Every key under ``prefix`` (all pages): operator tools, and one conversation's archive."""
     out: list[str] = []
     for page in client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         out += [str(o["Key"]) for o in page.get("Contents", [])]

@@ -1,5 +1,6 @@
 """The messages delivery composes: the auto-ack, the forward to the owner (parsed or whole) and the
-quarantine digest; reply-handler relies on the forward's footer (FOOTER_MARKER) to cut a reply."""
+quarantine digest. The forward opens with FORWARD_MARKER and ends with FOOTER_MARKER; reply-handler
+reads what follows the marker in a reply as the forward quoted (common/reply/text.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,12 @@ from common.mail.threads import release_address
 from common.runtime.config import Config
 from common.store.attachments import Link, Stored
 
-# reply-handler cuts the owner's reply at this line, so it must survive plain-text quoting.
-FOOTER_MARKER = "-- forwarded by service-email-handler --"
+# reply-handler cuts the owner's reply at these lines, so they must survive plain-text quoting. Both
+# hold MARKER_TEXT; the forward opens with FORWARD_MARKER (text and HTML), so whatever follows it in a
+# reply is the forward quoted, whatever the owner's client wrote above it.
+MARKER_TEXT = "forwarded by service-email-handler"
+FOOTER_MARKER = f"-- {MARKER_TEXT} --"
+FORWARD_MARKER = f"-- {MARKER_TEXT}: the original follows --"
 # The class of the box the contact's HTML is drawn in (common.mail.htmlsafe: its CSS applies only there).
 CONTACT_SCOPE = "seh-contact"
 # MIME overhead: base64 grows data by 4/3 plus line breaks; headers and boundaries are small.
@@ -167,7 +172,7 @@ def build_forward(
         correlation_id=f"forward-{mid}",
         to=[cfg.private_email],
         subject=mail.subject or "(no subject)",
-        text=top + text.rstrip() + "\n\n" + "\n".join(footer) + "\n",
+        text=FORWARD_MARKER + "\n" + top + text.rstrip() + "\n\n" + "\n".join(footer) + "\n",
         html=_html_with(html, warnings, block, footer, [k.url for k in links]) if html else "",
         from_name=clean_header_text(f"{mail.display_name or mail.from_address} via {cfg.domain_name}", 200),
         reply_to=reply_to,
@@ -264,29 +269,67 @@ def _linked(text: str, urls: list[str]) -> str:
     return text
 
 
+# Every element the system writes into a forward's HTML carries these, inline and !important: an
+# inline !important declaration wins over any stylesheet rule, !important or not (CSS Cascade 4,
+# section 6.4), so the contact's <style> cannot hide, shrink or blank the banner or the header block.
+_SHOWN = (
+    "visibility:visible!important;opacity:1!important;position:static!important;transform:none!important;"
+    "height:auto!important;max-height:none!important;overflow:visible!important;clip-path:none!important;"
+    "filter:none!important;font:13px/1.4 sans-serif!important;color:#222!important;"
+)
+_BLOCK = "display:block!important;" + _SHOWN
+_INLINE = "display:inline!important;" + _SHOWN
+# The contact's HTML: its own stacking context and containing block, clipped to its box, so that its
+# positioned elements (absolute or fixed) cannot be painted over the system's block above it.
+_CONTACT_BOX = "position:relative;z-index:0;isolation:isolate;transform:translateZ(0);overflow:hidden"
+# Generated content is the one thing inline styles cannot reach: none on the system's block, on body or
+# on html (a contact's ::before could be laid over the banner). Specific enough to beat ordinary rules.
+_NO_OVERLAY = (
+    "<style>#ehs-body #ehs-system::before,#ehs-body #ehs-system::after,#ehs-body #ehs-system *::before,"
+    "#ehs-body #ehs-system *::after,html#ehs-html#ehs-html::before,html#ehs-html#ehs-html::after,"
+    "#ehs-html #ehs-body#ehs-body::before,#ehs-html #ehs-body#ehs-body::after"
+    "{content:none!important;display:none!important}</style>"
+)
+
+
 def _html_with(
     html: str, warnings: tuple[str, ...], block: list[tuple[str, str]], footer: list[str], urls: list[str]
 ) -> str:
-    top = "".join(
-        f'<p style="background:#fff3cd;border:1px solid #e0a800;padding:6px">&#9888; {_linked(w, urls)}</p>'
-        for w in warnings
+    """The forward's HTML: the system's block (marker, banner, header block, what the footer says) and
+    then the contact's HTML, untouched and never searched. The system's parts come first and close
+    every element they open, so nothing the contact wrote can contain them (an unclosed comment, a
+    <plaintext>, a <body> inside a comment), reorder them or, through CSS, hide them."""
+
+    def el(tag: str, inner: str, style: str = _BLOCK) -> str:
+        return f'<{tag} style="{style}">{inner}</{tag}>'
+
+    def warn(w: str) -> str:
+        return el(
+            "div",
+            f"&#9888; {_linked(w, urls)}",
+            _BLOCK + "background:#fff3cd!important;border:1px solid #e0a800;padding:6px;margin:0 0 6px",
+        )
+
+    rows = "".join(
+        el("div", el("b", f"{htmllib.escape(name)}:", _INLINE) + f" {htmllib.escape(value)}")
+        for name, value in block
     )
-    top += (
-        '<div style="border-bottom:1px solid #ccc;margin:0 0 12px;padding:0 0 6px;'
-        'font:13px sans-serif;color:#444">'
-        + "<br>".join(f"<b>{name}:</b> {htmllib.escape(value)}" for name, value in block)
-        + "</div>"
+    notes = "".join(el("div", _linked(line, urls)) for line in footer[1:])
+    system = (
+        el("div", htmllib.escape(FORWARD_MARKER), _BLOCK + "color:#888!important")
+        + "".join(warn(w) for w in warnings)
+        + el("div", rows, _BLOCK + "border-bottom:1px solid #ccc;padding:0 0 6px;margin:0 0 6px")
+        + el("div", notes, _BLOCK + "color:#666!important;margin:0 0 12px")
     )
-    bottom = "<hr><pre>" + _linked("\n".join(footer), urls) + "</pre>"
-    # "<body" then no "<" before its ">": a "<body" repeated without ">" fails each start at the next
-    # "<" instead of rescanning to the end (quadratic: an 800 KB mail of "<body" timed out).
-    body_open = re.search(r"<body(?![^\t\n\f\r />])[^<>]*+>", html, re.I)
-    if body_open:
-        html = html[: body_open.end()] + top + html[body_open.end() :]
-    else:
-        html = top + html
-    body_close = re.search(r"</body\s*>", html, re.I)
-    return html[: body_close.start()] + bottom + html[body_close.start() :] if body_close else html + bottom
+    return (
+        f'<!DOCTYPE html><html id="ehs-html" style="{_BLOCK}">'
+        f'<head><meta charset="utf-8">{_NO_OVERLAY}</head>'
+        f'<body id="ehs-body" style="{_BLOCK}">'
+        f'<div id="ehs-system" style="{_BLOCK}background:#fff!important">{system}</div>'
+        # The sanitiser (common.mail.htmlsafe) made the contact's HTML a closed fragment, so the box
+        # and the document close after it and nothing of the contact's can reach outside them.
+        f'<div style="{_CONTACT_BOX}">{html}</div></body></html>'
+    )
 
 
 def _cut(value: object, limit: int, empty: str) -> str:

@@ -50,6 +50,32 @@ class NotAuthorisedError(EmailHandlerError):
     """The mail is not an authenticated owner message; ``str(exc)`` is the logged reason."""
 
 
+class UnreadableReplyError(NotAuthorisedError):
+    """The owner's authenticated reply cannot be read (encrypted, an opaque signature that does not
+    verify, a structure not understood): refused, and the owner gets a notice saying ``how`` to resend."""
+
+    def __init__(self, reason: str, how: str) -> None:
+        super().__init__(reason)
+        self.how = how
+
+
+# RFC 5322 section 3.6: fields that occur at most once. DKIM signs a field's bottom instance (RFC 6376
+# section 5.4.2) while a reader takes the first: a field prepended to a signed reply would redirect it
+# (To), make it new (Message-ID, Date, Subject) or answer elsewhere (Reply-To), signature intact.
+SINGLE_FIELDS = (
+    "from",
+    "sender",
+    "reply-to",
+    "to",
+    "cc",
+    "message-id",
+    "in-reply-to",
+    "references",
+    "subject",
+    "date",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class OwnerFrom:
     address: str
@@ -82,13 +108,28 @@ def check_envelope(receipt: SesReceipt, cfg: Config) -> str:
     raise NotAuthorisedError("no thread address with a valid tag")
 
 
-def from_fields(raw: bytes) -> list[str]:
-    """The raw From fields, from the header block alone (nothing else of the message is parsed)."""
+def header_fields(raw: bytes) -> list[tuple[str, str]]:
+    """The raw header fields, from the header block alone (nothing else of the message is parsed)."""
     end = min((i for i in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if i >= 0), default=len(raw))
     if end > HEADER_BLOCK_MAX:
         raise NotAuthorisedError("header block too large")
     head = BytesHeaderParser(policy=policy.default).parsebytes(raw[:end] + b"\r\n\r\n")
-    return [str(value) for name, value in head.raw_items() if name.lower() == "from"]
+    return [(name, str(value)) for name, value in head.raw_items()]
+
+
+def from_fields(raw: bytes) -> list[str]:
+    """The raw From fields."""
+    return [value for name, value in header_fields(raw) if name.lower() == "from"]
+
+
+def check_single_fields(raw: bytes) -> None:
+    """Refuse a reply with two instances of a field RFC 5322 allows once (a replay that prepended one)."""
+    seen: set[str] = set()
+    for name, _ in header_fields(raw):
+        low = name.strip().lower()
+        if low in SINGLE_FIELDS and low in seen:
+            raise NotAuthorisedError(f"more than one {name.strip()} field (a replay with a prepended field?)")
+        seen.add(low)
 
 
 def check_from(raw: bytes, receipt: SesReceipt, cfg: Config) -> OwnerFrom:

@@ -10,10 +10,15 @@ owner's mailbox (an out-of-office reply or a read receipt to a thread address:
 common/mail/autoreply.py). The recipient comes only from the conversation record; To/Cc of the reply
 are never used; every spelling of a private address is
 replaced by the public one, and the contact sees ``PUBLIC_NAME``, never the owner's display name.
+Only the owner's own text goes out, told from quote by evidence (the forward's marker, the lines the
+contact wrote: :func:`evidence`) before shape (common/reply/text.py); commands come only from that
+text. A reply the owner wrote that is not sent (nothing of the owner's in it, only commands, an
+encrypted body, an opaque signature that does not verify) gets a notice (common/reply/notice.py).
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
@@ -21,15 +26,25 @@ from common.delivery import release
 from common.mail import limits
 from common.mail.autoreply import automatic
 from common.mail.encrypt import encrypted_kind
+from common.mail.htmltext import html_to_text
 from common.mail.outbound import OutboundMessage
 from common.mail.parse import ParsedMail, parse
 from common.mail.sanitize import clean_header_text, safe_filename
 from common.mail.threads import conversation_id
-from common.reply import auth, owner
-from common.reply.auth import NotAuthorisedError
+from common.reply import auth, notice, owner, signed
+from common.reply.auth import NotAuthorisedError, UnreadableReplyError
 from common.reply.owner import TargetKind
 from common.reply.scrub import hide_addresses, hide_names, owner_names
-from common.reply.text import clean_reply, new_conversation_recipient, owner_controls, reply_subject
+from common.reply.text import (
+    Evidence,
+    extract_metadata,
+    known_lines,
+    new_conversation_recipient,
+    owner_controls_in,
+    read_reply,
+    reply_subject,
+    reply_text,
+)
 from common.runtime import events
 from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
@@ -48,6 +63,7 @@ class ReplyResult(TypedDict):
         "queued",
         "started",
         "commands-applied",
+        "not-sent",
         "released",
         "already-released",
         "rejected",
@@ -82,6 +98,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             )
         )
         auth.check_from(raw, receipt, cfg)
+        auth.check_single_fields(raw)
         if over := limits.screen(
             raw
         ):  # even the owner's mail is parsed only within the caps (docs/security.md)
@@ -91,14 +108,17 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         auth.check_age(mail, received, cfg.reply_max_age_s)
         if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
             raise NotAuthorisedError(f"automatic mail from the owner's mailbox ({why}); not relayed")
+        if goal.kind != TargetKind.RELEASE and signed.is_pkcs7(mail.headers.get("content-type", "")):
+            mail = signed.open_reply(raw, cfg.owner_key)  # opaque-signed: the signed entity, verified
         if goal.kind != TargetKind.RELEASE and (
             encrypted := encrypted_kind(mail.headers.get("content-type", ""))
         ):
             # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to
             # relay, and the contact could not read it either. Refused with a notice, never dropped.
-            raise NotAuthorisedError(
-                f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again "
-                "unencrypted (signing is fine)"
+            raise UnreadableReplyError(
+                f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again unencrypted "
+                "(signing is fine)",
+                "Send it again unencrypted (signing is fine).",
             )
         if goal.kind == TargetKind.RELEASE:
             result = release_held(cfg, goal.value, mid)
@@ -136,12 +156,48 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
         identity = auth.message_identities(mail)[0]
         if goal.kind == TargetKind.NEW:
             record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received)
+    except UnreadableReplyError as exc:
+        # The owner's own reply, authenticated, that cannot be read: refused, and the owner told why.
+        result = reject(cfg, receipt, raw, str(exc))
+        notice.send(cfg, mid, "unreadable", _subject(raw), f"it was not sent: {exc}.", exc.how)
+        return result
     except NotAuthorisedError as exc:
         return reject(cfg, receipt, raw, str(exc))
     assert record is not None
     result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == TargetKind.NEW)
     staging.done(cfg, receipt)
     return result
+
+
+ARCHIVE_READ_MAILS = 20  # a conversation's archived mails read as quote evidence, the latest first
+ARCHIVE_READ_BYTES = 2 * 1024 * 1024  # a larger archived mail is left to the record's lastMessageBody
+
+
+def evidence(cfg: Config, cid: str, record: dict[str, Any], new: bool) -> Evidence:
+    """What proves a line of the reply is quote: every line the contact wrote in this conversation
+    (its archived mails, text and HTML, and the record's lastMessageBody, each without what it quotes:
+    a contact quoting the owner's earlier reply must not turn the owner's own phrases into quote) and
+    this system's own addresses (a quote header names them)."""
+    ours = (cfg.public_email.lower(), f"@{cfg.domain_name.lower()}", f"@{cfg.thread_domain.lower()}")
+    if new:
+        return Evidence(frozenset(), ours)
+    texts = [str(record.get("lastMessageBody") or "")]
+    first = str(record.get("lastSesMessageId") or "")
+    for raw in rawmail.archived(cfg, cid, first, ARCHIVE_READ_MAILS, ARCHIVE_READ_BYTES):
+        if limits.screen(raw):
+            continue
+        sent = parse(raw)
+        texts += [sent.body_text, sent.text, html_to_text(sent.html) if sent.html and sent.text else ""]
+    return Evidence(known_lines(*(read_reply(t).own for t in texts if t)), ours)
+
+
+def _subject(raw: bytes) -> str:
+    """The Subject of a reply that could not be parsed further (for the owner's notice)."""
+    try:
+        fields = auth.header_fields(raw)
+    except NotAuthorisedError:
+        return ""
+    return next((v for n, v in fields if n.lower() == "subject"), "")
 
 
 def check_contact(cfg: Config, contact: str) -> None:
@@ -217,31 +273,70 @@ def send_reply(
     the owner starts: its own subject, no threading headers); apply the owner's controls first."""
     owners = tuple(cfg.owner_addresses)
     contact = str(record["senderEmail"])
-    own = mail.own_text  # an HTML-only reply: only the text before its first quote (common.mail.htmltext)
     names = owner_names(cfg.owner_names, mail.display_name)
 
     def hide(text: str) -> str:  # the owner's addresses and names, in whatever language surrounds them
         return hide_names(hide_addresses(text, owners, cfg.public_email), names, cfg.public_name)
 
-    body, metadata = clean_reply(own, owners, cfg.public_email)
-    body = hide_names(body, names, cfg.public_name)
-    controls = owner.apply_controls(cfg, owner_controls(own), contact, cid)
+    reading = read_reply(reply_text(mail.text, mail.html), evidence(cfg, cid, record, new))
+    body = re.sub(r"\n{3,}", "\n\n", extract_metadata(reading.own)[0]).strip()
+    body = hide(body) + "\n" if body else ""
+    metadata = {} if reading.commands_withheld else extract_metadata(reading.commands)[1]
+    wanted = [] if reading.commands_withheld else owner_controls_in(reading.commands)
+    controls = owner.apply_controls(cfg, wanted, contact, cid)
     conversations.set_attributes(cfg, cid, metadata)
+    subject = mail.subject
+    if reading.commands_withheld:
+        log.warning(
+            "reply commands withheld", extra={"reason": "quote without evidence", "conversation_id": cid}
+        )
+        notice.send(
+            cfg,
+            mid,
+            "commands-withheld",
+            subject,
+            "its command lines were not applied.",
+            "It quotes a mail, and nothing in it shows where the quote starts (this system's forward "
+            "marker or the contact's own text), so a command line could have been the contact's. "
+            "Send the commands again in a reply with the quoted text deleted.",
+            cid,
+        )
     # What the owner attached: files and messages, not the inline text fragments or S/MIME/PGP parts
     # of the owner's own client (a signature over the reply would not verify after cleaning anyway).
     files = [a for a in mail.attachments if a.role in ("file", "message")]
     if not body.strip() and not files:
+        applied = sorted(metadata) + controls
         log.info(
             "reply not sent",
             extra={
-                "reason": "nothing but commands in it",
+                "reason": "only command lines" if applied else "no text of the owner's in it",
                 "conversation_id": cid,
                 "metadata": sorted(metadata),
                 "controls": controls,
             },
         )
+        notice.send(
+            cfg,
+            mid,
+            "nothing-sent",
+            subject,
+            "nothing was sent to the contact: "
+            + (
+                f"it held only command lines (applied: {', '.join(applied)})."
+                if applied
+                else f"its structure could not be read ({mail.parse_failed})."
+                if mail.parse_failed
+                else "no text of yours was found in it (it was empty, or only quoted text)."
+            ),
+            "Nothing else to do; reply again with text to write to the contact."
+            if applied
+            else "Send it again as plain text or ordinary HTML."
+            if mail.parse_failed
+            else "To write to the contact, reply again with your text above the quoted mail.",
+            cid,
+        )
         return {
-            "status": "commands-applied",
+            "status": "commands-applied" if applied else "not-sent",
             "conversationId": cid,
             "metadata": metadata,
             "controls": controls,

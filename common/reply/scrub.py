@@ -11,6 +11,7 @@ that accepts every such spelling of every character; matches are replaced by the
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 
 _GMAIL = {"gmail.com", "googlemail.com"}
@@ -92,12 +93,42 @@ def owner_names(configured: tuple[str, ...], display_name: str) -> tuple[str, ..
     return tuple(dict.fromkeys(names))
 
 
+MAX_NAME_WORDS = 4  # every order of up to four words (24); a longer name is taken in its own order only
+
+
+_SEP = r"(?:\s{0,8},\s{0,8}|\s{1,8})"  # between the words: spaces (a wrap), or a comma ("Name, Owner")
+
+
+def _name_forms(name: str) -> list[tuple[str, ...]]:
+    """One name in every order of its words ("Owner Name", "Name Owner", "Name, Owner"), each word but
+    one optionally as its initial with a dot ("O. Name", "Name, O."): a tuple of word patterns each."""
+    words = name.split()
+    orders = itertools.permutations(words) if len(words) <= MAX_NAME_WORDS else [tuple(words)]
+    forms = []
+    for order in orders:
+        for initials in itertools.product((False, True), repeat=len(order)):
+            if len(order) > 1 and all(initials):
+                continue
+            forms.append(
+                tuple(
+                    re.escape(w[0]) + r"\." if short else re.escape(w)
+                    for w, short in zip(order, initials, strict=True)
+                )
+            )
+    return forms
+
+
 @functools.cache
 def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
-    # Any case, any run of spaces (a quote header may wrap or pad it), optionally quoted; whole words only.
-    alternatives = (
-        r"\s+".join(re.escape(w) for w in n.split()) for n in sorted(names, key=len, reverse=True)
-    )
+    # Any case, optionally quoted, whole words only. Grouped by first word, so that a position where no
+    # name starts costs one test per distinct first word, not one per form.
+    by_first: dict[str, set[str]] = {}
+    for form in {f for n in names for f in _name_forms(n)}:
+        by_first.setdefault(form[0].lower(), set()).add("".join(_SEP + p for p in form[1:]))
+    alternatives = [
+        first + "(?:" + "|".join(sorted(rests, key=len, reverse=True)) + ")"
+        for first, rests in sorted(by_first.items(), key=lambda kv: len(kv[0]), reverse=True)
+    ]
     return re.compile(r"(?<!\w)[\"']?(?:" + "|".join(alternatives) + r")[\"']?(?!\w)", re.I)
 
 

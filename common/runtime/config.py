@@ -441,7 +441,8 @@ def with_owner_key_file(cfg: Config) -> Config:
 
 
 def with_owner_key(cfg: Config) -> Config:
-    """The function that encrypts (forward-sender): the owner's key from SSM at cold start, checked.
+    """The functions that use the owner's key (forward-sender encrypts, reply-handler verifies the
+    owner's opaque-signed replies): the key from SSM at cold start, checked.
     Fails closed: with encryption configured and no usable key the function does not start, and the
     forwards wait in their queue instead of going out in clear."""
     from dataclasses import replace

@@ -20,7 +20,8 @@ class Function:
     # https://docs.aws.amazon.com/lambda/latest/dg/API_ScalingConfig.html). It caps them without
     # reserving concurrency, which an account with the new-account limit of 10 cannot grant.
     batch_concurrency: int = 0
-    # Reads the owner's key at cold start and encrypts mail to the owner with it (common/mail/encrypt.py).
+    # Reads the owner's key at cold start: forward-sender encrypts mail to the owner with it
+    # (common/mail/encrypt.py), reply-handler verifies the owner's opaque-signed replies with it.
     owner_key: bool = False
 
     @property
@@ -70,6 +71,7 @@ FUNCTIONS: tuple[Function, ...] = (
         9002,
         ("domain_name", "public_email", "private_email", "thread_secret"),
         memory_mb=MAIL_MEMORY_MB,
+        owner_key=True,  # verifies an opaque-signed owner reply (common/reply/signed.py)
     ),
     # S3 notifications reach it through a queue (deploy.resources.attachment_queue), so a mail with many
     # attachments uses at most two instances instead of fanning out to the account's whole concurrency.

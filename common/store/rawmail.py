@@ -53,3 +53,19 @@ def held(cfg: Config, key: str) -> bytes | None:
     """A quarantined mail's raw bytes; None when the object is gone."""
     obj = s3.get(cfg.bucket, key)
     return None if obj is None else bytes(obj["Body"].read())
+
+
+def archived(cfg: Config, cid: str, first: str, limit: int, max_bytes: int) -> list[bytes]:
+    """Up to ``limit`` archived mails of conversation ``cid`` (``first``: the SES message id to read
+    first, the contact's latest), each at most ``max_bytes`` (a larger one is skipped: the record's
+    lastMessageBody still stands for it). What the contact sent, as the reply's quote evidence."""
+    prefix = f"{layout.CONVERSATIONS}{cid}/"
+    keys = [k for k in s3.keys(cfg.bucket, prefix) if k.endswith(".eml")]
+    wanted = layout.archive(cid, first) if first else ""
+    keys = sorted(keys, key=lambda k: (k != wanted, k))[:limit]
+    out = []
+    for key in keys:
+        obj = s3.get(cfg.bucket, key)
+        if obj is not None and int(obj.get("ContentLength", 0)) <= max_bytes:
+            out.append(bytes(obj["Body"].read()))
+    return out

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from common.delivery.compose import FOOTER_MARKER
+from common.delivery.compose import FOOTER_MARKER, FORWARD_MARKER
 from common.local.rie import RieProcess
 from tests.support.harness import Stack
 from tests.support.mailgen import mail, zip_of
@@ -307,16 +307,16 @@ def test_header_block_on_top_in_text_and_html_and_the_subject_untouched(
     assert msg["Subject"] == subject
     text = msg.get_body(("plain",)).get_content()
     assert text.startswith(
-        "From: Jane Smith <jane@corp.example>\nDate: Tue, 03 Nov 2026 10:00:00 +0100\n"
+        f"{FORWARD_MARKER}\nFrom: Jane Smith <jane@corp.example>\nDate: Tue, 03 Nov 2026 10:00:00 +0100\n"
         "To: hello@example.com\nCc: Bob <bob@corp.example>, ann@other.example\n\nHi, I would like"
     )
     html = msg.get_body(("html",)).get_content()
-    block = html[: html.index("<p>Hello</p>")]  # the contact's <html><body> tags are not kept
+    block = html[html.index(FORWARD_MARKER) : html.index("<p>Hello</p>")]
     for value in (
-        "<b>From:</b> Jane Smith &lt;jane@corp.example&gt;",
-        "<b>Date:</b> Tue, 03 Nov 2026 10:00:00 +0100",
-        "<b>To:</b> hello@example.com",
-        "<b>Cc:</b> Bob &lt;bob@corp.example&gt;, ann@other.example",
+        "From:</b> Jane Smith &lt;jane@corp.example&gt;",
+        "Date:</b> Tue, 03 Nov 2026 10:00:00 +0100",
+        "To:</b> hello@example.com",
+        "Cc:</b> Bob &lt;bob@corp.example&gt;, ann@other.example",
     ):
         assert value in block
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from common.delivery.compose import FOOTER_MARKER
+from common.delivery.compose import FOOTER_MARKER, FORWARD_MARKER
 from common.local.rie import RieProcess
 from common.mail.threads import verify_thread_address
 from tests.support.harness import Stack
@@ -157,7 +157,7 @@ def test_soft_authentication_failures_are_forwarded_with_a_banner(
         result["status"] == "forwarded" and not result["ack"]
     )  # never auto-reply to a possibly forged sender
     [fwd] = stack.peek(stack.cfg.forward_queue)
-    assert fwd.text.startswith("[!] " + banner)
+    assert fwd.text.startswith(f"{FORWARD_MARKER}\n[!] {banner}")
     assert banner in fwd.html and fwd.html.index(banner) < fwd.html.index("<p>Hi</p>")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from common.aws import dynamodb
+from common.delivery.compose import FORWARD_MARKER
 from common.local.rie import RieProcess
 from common.mail.threads import release_address
 from common.store import layout
@@ -202,7 +203,8 @@ def test_mailing_a_release_address_forwards_the_held_mail_once(
     assert fwd.destinations == ["owner@example.net"] and fwd.message["Subject"] == "Real offer"
     text = fwd.message.get_body(("plain",)).get_content()
     assert text.startswith(
-        "[!] Released from quarantine by the owner (it was held because: spam verdict FAIL)."
+        f"{FORWARD_MARKER}\n[!] Released from quarantine by the owner "
+        "(it was held because: spam verdict FAIL)."
     )
     assert [p.get_filename() for p in fwd.message.iter_attachments()] == ["offer.pdf"]
     assert records.get(stack.cfg, qid)["status"] == "released"

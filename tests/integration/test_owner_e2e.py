@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from common.aws import client
+from common.delivery.compose import FORWARD_MARKER
 from common.local.env import aws_endpoint, local_env
 from common.runtime import config
 from common.runtime.config import Config
@@ -91,7 +92,8 @@ def test_owner_side_over_smtp_and_the_cli(dev: tuple[LocalSystem, Cli, Config]) 
     assert any(p.get_content_type() == "multipart/related" for p in forward.walk())
     assert [p.get_filename() for p in forward.iter_attachments()] == ["notes.txt"]
     text = forward.get_body(("plain",)).get_content()
-    assert text.startswith("From: Jane Smith <jane@corp.example>\n") and "Cc: Bob <bob@corp.example>" in text
+    assert text.startswith(f"{FORWARD_MARKER}\nFrom: Jane Smith <jane@corp.example>\n")
+    assert "Cc: Bob <bob@corp.example>" in text
     assert "tool.exe (denied type .exe; stored at s3://" in text
     thread = forward["Reply-To"].addresses[0].addr_spec
 
@@ -103,6 +105,11 @@ def test_owner_side_over_smtp_and_the_cli(dev: tuple[LocalSystem, Cli, Config]) 
     )
     wait_for("the block entry", lambda: [e for e in cli.json("block") if e["entry"] == "@corp.example"])
     assert "@corp.example" in cli.run("block").stdout.splitlines()[1]  # the table: a header, then the entry
+    # ... and the owner hears what was applied (no reply ends in silence)
+    [note] = [
+        m for m in sent_to(system, "owner@example.net", 2) if m["Subject"].startswith("About your reply")
+    ]
+    assert "only command lines (applied: block @corp.example)" in note.get_body(("plain",)).get_content()
 
     # 3. Later mail from that domain is held; the CLI lists and shows it; the digest lists it.
     system.send(
@@ -119,7 +126,7 @@ def test_owner_side_over_smtp_and_the_cli(dev: tuple[LocalSystem, Cli, Config]) 
         "From: Bob <bob@corp.example>"
     )
     assert "digest of 1 held mail" in cli.run("quarantine", "digest").stdout
-    [digest] = [m for m in sent_to(system, "owner@example.net", 2) if m["Subject"].startswith("Quarantine")]
+    [digest] = [m for m in sent_to(system, "owner@example.net", 3) if m["Subject"].startswith("Quarantine")]
     release = next(
         line.split()[-1]
         for line in digest.get_body(("plain",)).get_content().splitlines()
@@ -131,7 +138,7 @@ def test_owner_side_over_smtp_and_the_cli(dev: tuple[LocalSystem, Cli, Config]) 
     system.send("owner@example.net", release, mail(sender=OWNER, to=release, subject="release", text=""))
     released = wait_for(
         "the released forward",
-        lambda: [m for m in sent_to(system, "owner@example.net", 3) if m["Subject"] == "Following up"],
+        lambda: [m for m in sent_to(system, "owner@example.net", 4) if m["Subject"] == "Following up"],
     )
     assert "Released from quarantine" in released[0].get_body(("plain",)).get_content()
     assert (

@@ -119,7 +119,13 @@ def test_owner_reply_reaches_the_stored_sender_clean_and_threaded(
 def test_extra_to_and_cc_recipients_are_never_used(
     stack: Stack, fns: dict[str, RieProcess], thread: str
 ) -> None:
-    result = reply(stack, fns, f"{thread}, attacker2@evil.example", headers={"Cc": "attacker@evil.example"})
+    result = reply(
+        stack,
+        fns,
+        f"{thread}, attacker2@evil.example",
+        headers={"Cc": "attacker@evil.example"},
+        text="Sure, let's talk.",
+    )
     assert result["status"] == "queued"
     [sent] = send_all(stack, fns)
     assert sent.destinations == ["jane@corp.example"]

@@ -97,7 +97,7 @@ def test_config_derives_the_parameter_and_shrinks_the_forward_budget_when_a_key_
         load({**base, "OWNER_SMIME_CERT": "/a.pem", "OWNER_PGP_KEY": "/b.asc"})
 
 
-def test_only_forward_sender_reads_the_key_and_only_it_and_inbound_handler_know_of_it(
+def test_only_forward_sender_and_reply_handler_read_the_key_and_inbound_handler_knows_of_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "owner.pem"
@@ -110,13 +110,15 @@ def test_only_forward_sender_reads_the_key_and_only_it_and_inbound_handler_know_
     for name, spec in BY_NAME.items():
         env = environment(cfg, spec, {"OWNER_SMIME_CERT": str(path)})
         assert "OWNER_SMIME_CERT" not in env and "OWNER_KEY" not in env  # never the path or the text
-        assert ("OWNER_KEY_PARAMETER" in env) == (name in ("inbound-handler", "forward-sender")), name
+        knows = ("inbound-handler", "forward-sender", "reply-handler")
+        assert ("OWNER_KEY_PARAMETER" in env) == (name in knows), name
         reads = [
             s
             for s in policy_document(cfg, ACCOUNT, name)["Statement"]
             if any(r.endswith(cfg.owner_key_parameter) for r in s["Resource"])
         ]
-        assert bool(reads) == (name == "forward-sender"), name
+        # forward-sender encrypts with it, reply-handler verifies opaque-signed replies with it
+        assert bool(reads) == (name in ("forward-sender", "reply-handler")), name
 
 
 REFUSED = {

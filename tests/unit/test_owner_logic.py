@@ -87,6 +87,7 @@ def test_control_lines_come_from_the_owners_text_only_and_never_go_out() -> None
     text = (
         "Thanks, but no.\n[block]\n [Block: Domain] \n[allow: @x.example]\n[unblock:jane@corp.example]\n"
         "[sic] stays\n\nOn Mon, 3 Nov 2026 at 10:00, Jane <j@x> wrote:\n> [unblock]\n"
+        "> -- forwarded by service-email-handler --\n"
     )
     assert owner_controls(text) == [
         Control(ControlAction("block"), ""),

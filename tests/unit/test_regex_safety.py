@@ -137,10 +137,6 @@ CASES: dict[tuple[str, str], Case] = {
         "number ", "number=", " "
     ),
     ("common.delivery.compose", '_partial_note:r"total\\s*=\\s*\\"?(\\d+)"'): case("total ", "total=", " "),
-    ("common.delivery.compose", '_html_with:r"<body(?![^\\t\\n\\f\\r />])[^<>]*+>"'): case(
-        "<body", "<body ", "<body x"
-    ),
-    ("common.delivery.compose", '_html_with:r"</body\\s*>"'): case("</body ", "</body"),
     # --- extractor: pypdf's messages about a stranger's PDF ---
     ("common.extractor.errors", "_ADDRESS"): case(" ", " at 0", " at "),
     ("common.extractor.errors", "_INDIRECT"): case("IndirectObject(1, 2, ", "IndirectObject("),
@@ -259,7 +255,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("common.mail.trackers", 'unwrap:r"https?://[^\\s\\"\'<>]++$"'): case(
         "a", " ", head="https://", how="match"
     ),
-    # --- reply (being rewritten in another branch; the lead reconciles the keys at merge) ---
+    # --- reply ---
     ("common.reply.auth", "_OTHER_AT"): case("&#0", "&#x0", "%4"),
     ("common.reply.auth", "_WSP_RUN"): case(" ", " a"),
     ("common.reply.auth", 'check_from:r"\\r?\\n(?=[ \\t])"'): case("\r\n", "\r"),
@@ -274,15 +270,14 @@ CASES: dict[tuple[str, str], Case] = {
         "common.reply.scrub",
         '_names_pattern:r"(?<!\\w)[\\"\']?(?:" + "|".join(alternatives) + r")[\\"\']?(?!\\w)"',
     ): case("owner ", "owner", " ", patterns=_scrub_names),
+    ("common.reply.handler", 'send_reply:r"\\n{3,}"'): case("\n\n", "\n"),
+    ("common.reply.text", "_LABEL"): case("a", " ", "a.", head="  **", how="match"),
+    ("common.reply.text", "_DATE"): case("1", "19", "1/1/", "1:", "1-1-"),
+    ("common.reply.text", "_ADDRESS"): case("a", "a@", "@", "."),
     ("common.reply.text", "_COMMAND"): case(" ", "[a ", head="[", how="match"),
     ("common.reply.text", "_CONTROL"): case(" ", "]", head="[block:", how="match"),
     ("common.reply.text", "_TO"): case(" ", "]", head="[to:", how="match"),
     ("common.reply.text", "_QUOTED"): case(" ", how="match"),
-    ("common.reply.text", "_ATTRIBUTION"): case(" wrote", " ", "a", head="On ", how="match"),
-    ("common.reply.text", "_ATTRIBUTION_ANY"): case("<a@b>", "1", " :", head="1", how="match", cap=400),
-    ("common.reply.text", "_OUTLOOK_SEPARATOR"): case("-", " ", how="match"),
-    ("common.reply.text", "_OUTLOOK_HEADER"): case(" ", head="From", how="match"),
-    ("common.reply.text", "_OUTLOOK_SENT"): case(" ", head="Sent", how="match"),
     ("common.reply.text", "_PREFIX"): case(" ", "re: ", "re[1] ", head="re"),
     ("common.reply.text", 'clean_reply:r"\\n{3,}"'): case("\n\n", "\n"),
     # --- configuration (the operator's values, checked at start) ---
