@@ -437,6 +437,8 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
             ],
         ),
         _allow(["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"], [arn("cloudwatch", f"alarm:{p}-*")]),
+        # PRIVATE_EMAIL's address identity, that one only (deploy.resources.owner_identity)
+        _allow(["ses:CreateEmailIdentity"], [arn("ses", f"identity/{cfg.private_email}")]),
         _allow(
             [
                 "ses:CreateConfigurationSet",

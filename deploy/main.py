@@ -24,6 +24,7 @@ from deploy.plan import UNCHANGED, Change, Run
 from deploy.resources import (
     DLQ_RETENTION_S,
     feedback_topic_policy,
+    owner_identity,
     queue,
     ses_identity,
     shared,
@@ -134,6 +135,7 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
     SetIdentityMailFromDomain). Returns whether the identity is verified."""
     cfg = run.cfg
     ses_identity(run, cfg.domain_name)
+    owner_identity(run)  # the link reaches the owner while the DNS records wait to be published
     status = preflight.identity_status(cfg)
     if (
         status in ("", "Success") or not run.apply

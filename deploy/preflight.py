@@ -224,8 +224,36 @@ def sandbox_note(cfg: Config, production: bool | None) -> str:
     if production:
         return "[deploy] SES production access: yes"
     return (
-        f"[deploy] SES is in the sandbox in {cfg.region}: it sends only to verified addresses. Verify "
-        f"{cfg.private_email} (aws sesv2 create-email-identity --email-identity {cfg.private_email}) "
-        "so forwards arrive, and request production access before contacts can get acks and replies "
-        "(https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html)"
+        f"[deploy] SES is in the sandbox in {cfg.region}: it sends only to verified addresses. Click the "
+        f"link SES mailed to {cfg.private_email} so forwards go out (they wait until then), and run "
+        "`email-handler ses request-production-access` before contacts can get acks and replies (they "
+        "wait too); `email-handler status` says what is left"
     )
+
+
+def production_request(cfg: Config, website: str = "", use_case: str = "") -> dict[str, Any]:
+    """The PutAccountDetails request for production access, filled from the configuration (SES API v2
+    reference, PutAccountDetails: MailType and WebsiteURL required; UseCaseDescription, ContactLanguage,
+    AdditionalContactEmailAddresses, ProductionAccessEnabled optional)."""
+    return {
+        "MailType": "TRANSACTIONAL",
+        "WebsiteURL": website or f"https://{cfg.domain_name}",
+        "ContactLanguage": "EN",
+        "UseCaseDescription": use_case
+        or (
+            f"Personal mail handling for {cfg.domain_name}. Mail to {cfg.public_email} is received by SES "
+            f"and forwarded to its owner ({cfg.private_email}); a person who writes for the first time gets "
+            "one automatic acknowledgement; the owner's replies go to the person who wrote. No lists, no "
+            "marketing: every recipient wrote to us first. Bounces and complaints arrive through a "
+            "configuration set's SNS destination; bounced and complaining addresses are suppressed."
+        ),
+        "AdditionalContactEmailAddresses": [cfg.private_email],
+        "ProductionAccessEnabled": True,
+    }
+
+
+def request_production(request: dict[str, Any]) -> dict[str, Any]:
+    """Submit ``request`` (SESv2 PutAccountDetails) and return the account as SES then reports it."""
+    sesv2 = control_client("sesv2")
+    sesv2.put_account_details(**request)
+    return dict(sesv2.get_account())

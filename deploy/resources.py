@@ -472,6 +472,27 @@ def ses_identity(run: Run, domain: str) -> None:
     )
 
 
+def owner_identity(run: Run) -> None:
+    """PRIVATE_EMAIL as an SES address identity, so SES mails its owner the verification link: in the
+    sandbox SES sends only to verified addresses ("If your account is still in the Amazon SES sandbox, you
+    also need to verify any email addresses which you plan on sending email to", SES DG, "Verified
+    identities", https://docs.aws.amazon.com/ses/latest/dg/verify-addresses-and-domains.html), and until the
+    link is clicked the forwards wait (common/senders/handler.py). Created once: SES mails a new link only
+    for a new identity."""
+    cfg = run.cfg
+    address = cfg.private_email
+    ses = control_client("ses")
+    listed = ses.list_identities(IdentityType="EmailAddress").get("Identities", [])
+    exists = address.lower() in {a.lower() for a in listed}
+    run.converge(
+        "ses-identity",
+        address,
+        address if exists else None,
+        create=lambda: control_client("sesv2").create_email_identity(EmailIdentity=address),
+        create_detail="SES mails a verification link to it: click it within 24 hours",
+    )
+
+
 def feedback_topic_policy(run: Run, account: str) -> None:
     """SES may publish this deployment's feedback events to the feedback topic, for its configuration set
     only: "you must ... allow Amazon SES to publish to the topic" with AWS:SourceAccount and AWS:SourceArn

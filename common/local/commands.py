@@ -502,3 +502,70 @@ def cmd_dns_publish(args: argparse.Namespace) -> int:
         return 2
     print(f"[dns] published {count} records of {args.zone} to {url}; SES checks them on its next poll")
     return 0
+
+
+def _model_call(
+    args: argparse.Namespace, path: str, body: dict[str, str], what: str
+) -> dict[str, Any] | None:
+    """POST to one of the fresh-account model's control endpoints; None (with the reason printed) when
+    the emulator refuses or cannot be reached."""
+    import urllib.error
+    import urllib.request
+
+    url = endpoint(args)
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(
+                url + path,
+                data=json.dumps(body).encode(),
+                method="POST",
+                headers={"Content-Type": "application/json"},
+            ),
+            timeout=10,
+        ) as r:
+            return dict(json.loads(r.read()))
+    except OSError as exc:
+        detail = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else str(exc)
+        print(
+            f"[model] cannot {what} on {url}: {detail} (this works only on the fresh-account model, "
+            "`email-handler emulator --account fresh` or `email-handler dev --aws-account fresh`)",
+            file=sys.stderr,
+        )
+        return None
+
+
+@command(
+    "stand in for clicking the verification link SES mailed to ADDR (fresh-account model)",
+    arg("address", metavar="ADDR"),
+    ENDPOINT,
+)
+def cmd_model_verify_address(args: argparse.Namespace) -> int:
+    from common.local.fresh import VERIFY_ADDRESS_PATH
+
+    if _model_call(args, VERIFY_ADDRESS_PATH, {"address": args.address}, f"verify {args.address}") is None:
+        return 2
+    print(f"[model] {args.address} verified (as if its owner clicked SES's link)")
+    return 0
+
+
+@command("stand in for AWS granting SES production access (fresh-account model)", ENDPOINT)
+def cmd_model_grant_production(args: argparse.Namespace) -> int:
+    from common.local.fresh import GRANT_PRODUCTION_PATH
+
+    if _model_call(args, GRANT_PRODUCTION_PATH, {}, "grant production access") is None:
+        return 2
+    print("[model] production access granted: SES sends to any address")
+    return 0
+
+
+@command(
+    "stand in for clicking the link of every pending e-mail subscription (fresh-account model)", ENDPOINT
+)
+def cmd_model_confirm_subscriptions(args: argparse.Namespace) -> int:
+    from common.local.fresh import CONFIRM_SUBSCRIPTIONS_PATH
+
+    answer = _model_call(args, CONFIRM_SUBSCRIPTIONS_PATH, {}, "confirm the subscriptions")
+    if answer is None:
+        return 2
+    print(f"[model] {answer['confirmed']} subscription(s) confirmed")
+    return 0

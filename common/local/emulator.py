@@ -131,7 +131,7 @@ def ses_sandbox() -> None:
     from moto.sesv2 import urls
     from moto.sesv2.responses import SESV2Response
 
-    from common.local.fresh import sent_last_24_hours
+    from common.local.fresh import account_details, put_account_details, sent_last_24_hours
     from common.local.iam import SES_SANDBOX
 
     def refuse_unverified(backend: Any, recipients: list[str]) -> None:
@@ -157,8 +157,10 @@ def ses_sandbox() -> None:
         return send(self, source, subject, body, destinations)
 
     def get_account(self: Any) -> str:
+        details = account_details()
         return json.dumps(
             {
+                **({"Details": details} if details else {}),
                 "ProductionAccessEnabled": not SES_SANDBOX["on"],
                 "SendingEnabled": True,
                 "EnforcementStatus": "HEALTHY",
@@ -173,8 +175,15 @@ def ses_sandbox() -> None:
 
     SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
     SESBackend.send_email = send_email  # type: ignore[method-assign]
+
+    def put_account_details_(self: Any) -> str:
+        put_account_details(json.loads(self.body or "{}"))
+        return "{}"
+
     SESV2Response.get_account = get_account  # type: ignore[attr-defined]
+    SESV2Response.put_account_details = put_account_details_  # type: ignore[attr-defined]
     urls.url_paths["{0}/v2/email/account$"] = SESV2Response.dispatch
+    urls.url_paths["{0}/v2/email/account/details$"] = SESV2Response.dispatch
 
 
 def sqs_message_characters() -> None:

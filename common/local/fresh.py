@@ -33,6 +33,28 @@ from typing import Any
 # Where the model's control endpoints live on the emulator (POST): the zone to publish, and the switch.
 DNS_PATH = "/moto-api/service-email-handler/dns"
 ACCOUNT_PATH = "/moto-api/service-email-handler/account"
+# The stand-ins for a person clicking SES's verification link, AWS granting production access and a
+# person clicking SNS's subscription link (`email-handler model verify-address | grant-production |
+# confirm-subscriptions`).
+VERIFY_ADDRESS_PATH = "/moto-api/service-email-handler/verify-address"
+GRANT_PRODUCTION_PATH = "/moto-api/service-email-handler/grant-production"
+CONFIRM_SUBSCRIPTIONS_PATH = "/moto-api/service-email-handler/confirm-subscriptions"
+
+# "The verification status of an email address is "Pending" until the email address owner clicks the
+# link within the verification email that Amazon SES sent to that address. If the email address owner
+# clicks the link within 24 hours, the verification status of the email address changes to "Success""
+# (SES API reference, GetIdentityVerificationAttributes,
+# https://docs.aws.amazon.com/ses/latest/APIReference/API_GetIdentityVerificationAttributes.html), and
+# "If your account is still in the Amazon SES sandbox, you also need to verify any email addresses which
+# you plan on sending email to" (SES DG, https://docs.aws.amazon.com/ses/latest/dg/verify-addresses-and-domains.html).
+# The model keeps an address identity Pending until `model verify-address` clicks; it never expires it.
+# Subscribe answers "The ARN of the subscription if it is confirmed, or the string "pending confirmation"
+# if the subscription requires confirmation" (SNS API reference, Subscribe,
+# https://docs.aws.amazon.com/sns/latest/api/API_Subscribe.html); an e-mail endpoint requires it (its
+# owner clicks the link SNS mails). The reference does not say what ListSubscriptionsByTopic lists for it:
+# AWS lists "PendingConfirmation" in place of the ARN, and the model does the same (status accepts any
+# value that is not an ARN as unconfirmed, the stricter reading).
+EMAIL_PROTOCOLS = ("email", "email-json")
 
 # Lambda quotas: "Concurrent executions: 1,000 (new accounts may have a lower quota)" -- new accounts
 # get 10 -- and "Lambda ... always [reserves] at least ... unreserved concurrency" for functions without
@@ -57,6 +79,9 @@ STATE: dict[str, Any] = {"fresh": False}
 _zone: set[tuple[str, str, str]] = set()  # (name, type, value), lower-case, names without the final dot
 _verified: dict[str, set[str]] = {}  # identity -> {"domain", "dkim", "mail_from"}
 _sent: deque[float] = deque()  # send times within the last 24 hours
+_clicked: set[str] = set()  # address identities whose verification link was "clicked" (lower-case)
+# SESv2 PutAccountDetails' request and the review of it ("Details" of GetAccount)
+_details: dict[str, Any] = {}
 
 
 def fresh() -> bool:
@@ -73,10 +98,15 @@ def set_fresh(on: bool) -> None:
 
 
 def reset() -> None:
+    from common.local.iam import SES_SANDBOX
+
     with _lock:
         _zone.clear()
         _verified.clear()
         _sent.clear()
+        _clicked.clear()
+        _details.clear()
+    SES_SANDBOX["on"] = fresh()  # a reset account is back in the sandbox
 
 
 def policy_size(document: str | dict[str, Any]) -> int:
@@ -214,6 +244,9 @@ def _patch_ses() -> None:
             for identity, attrs in found.items():
                 if _is_domain(identity):
                     attrs["VerificationStatus"] = "Success" if "domain" in poll(self, identity) else "Pending"
+                else:
+                    attrs["VerificationStatus"] = "Success" if address_clicked(identity) else "Pending"
+                    attrs.pop("VerificationToken", None)  # address identities have none on AWS
         return found
 
     def get_identity_dkim_attributes(self: Any, identities: list[str]) -> Any:
@@ -312,12 +345,81 @@ def _patch_ses() -> None:
         check_send(self, source, recipients)
         return sent(recipients, send(self, source, subject, body, destinations))
 
+    def is_verified_address(self: Any, source: str) -> bool:
+        """A verified recipient (the sandbox) or sender: the address identity once clicked, or its verified
+        domain. Off the model, moto's rule (the identity exists)."""
+        if not fresh():
+            return bool(is_verified(self, source))
+        from email.utils import parseaddr
+
+        address = parseaddr(source)[1]
+        domain = address.rpartition("@")[2].lower()
+        if address in self.email_identities and address_clicked(address):
+            return True
+        return domain in self.email_identities and _identity_verified(domain)
+
+    def delete_identity(self: Any, identity: str) -> None:
+        delete(self, identity)
+        with _lock:  # created again, it waits for a new click (SES mails a new link)
+            _clicked.discard(identity.lower())
+            _verified.pop(identity, None)
+
+    is_verified, delete = SESBackend._is_verified_address, SESBackend.delete_identity
+    SESBackend._is_verified_address = is_verified_address  # type: ignore[method-assign]
+    SESBackend.delete_identity = delete_identity  # type: ignore[method-assign]
     SESBackend.get_identity_verification_attributes = get_identity_verification_attributes  # type: ignore[method-assign]
     SESBackend.get_identity_dkim_attributes = get_identity_dkim_attributes  # type: ignore[method-assign]
     SESBackend.get_identity_mail_from_domain_attributes = get_identity_mail_from_domain_attributes  # type: ignore[method-assign]
     SESBackend.set_identity_mail_from_domain = set_identity_mail_from_domain  # type: ignore[method-assign]
     SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
     SESBackend.send_email = send_email  # type: ignore[method-assign]
+
+
+def address_clicked(address: str) -> bool:
+    with _lock:
+        return address.lower() in _clicked
+
+
+def click(address: str) -> bool:
+    """Stand in for the owner of ``address`` clicking SES's verification link; False when no identity of
+    that address exists (no link was sent)."""
+    from moto.ses.models import ses_backends
+
+    found = any(
+        address in backend.email_identities
+        for regions in ses_backends.values()
+        for backend in regions.values()
+    )
+    if found:
+        with _lock:
+            _clicked.add(address.lower())
+    return found
+
+
+def _patch_sesv2() -> None:
+    """GetEmailIdentity tells an address identity's state as SESv2 does: ``VerifiedForSendingStatus`` and
+    ``VerificationStatus`` (PENDING until the link is clicked, SES API v2 reference, GetEmailIdentity,
+    https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_GetEmailIdentity.html)."""
+    from moto.sesv2.responses import SESV2Response
+
+    original = SESV2Response.get_email_identity
+
+    def get_email_identity(self: Any) -> str:
+        body = json.loads(original(self))
+        identity = self._get_param("EmailIdentity")
+        if fresh():
+            if _is_domain(identity):
+                ok = _identity_verified(identity)
+            else:
+                ok = address_clicked(identity)
+            body["VerifiedForSendingStatus"] = ok
+            body["VerificationStatus"] = "SUCCESS" if ok else "PENDING"
+        else:
+            body.setdefault("VerificationStatus", "SUCCESS")
+            body["VerifiedForSendingStatus"] = True
+        return json.dumps(body)
+
+    SESV2Response.get_email_identity = get_email_identity  # type: ignore[method-assign]
 
 
 def _raw_from(raw: str) -> str:
@@ -353,6 +455,100 @@ def ses_may_publish(policy: str | dict[str, Any] | None, topic_arn: str, source_
         "sns:Publish", [topic_arn], {"aws:sourcearn": [source_arn], "aws:sourceaccount": [account]}
     )
     return evaluate([{"Statement": statements}], request) if statements else False
+
+
+# --- production access, subscriptions, alarms -------------------------------------------------------
+
+
+def put_account_details(request: dict[str, Any]) -> None:
+    """SESv2 PutAccountDetails: "MailType" and "WebsiteURL" are required (SES API v2 reference,
+    PutAccountDetails, https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_PutAccountDetails.html);
+    a request for production access puts it under review ("Details.ReviewDetails.Status" PENDING, GetAccount)
+    until AWS answers (`email-handler model grant-production`)."""
+    import uuid
+
+    missing = [k for k in ("MailType", "WebsiteURL") if not request.get(k)]
+    if missing:
+        raise _ses_error("BadRequestException", f"Missing required parameter(s): {', '.join(missing)}")
+    if request.get("MailType") not in ("MARKETING", "TRANSACTIONAL"):
+        raise _ses_error("BadRequestException", "MailType must be MARKETING or TRANSACTIONAL")
+    with _lock:
+        _details.clear()
+        _details.update({k: v for k, v in request.items() if k != "ProductionAccessEnabled"})
+        if request.get("ProductionAccessEnabled"):
+            _details["ReviewDetails"] = {"Status": "PENDING", "CaseId": uuid.uuid4().hex[:10]}
+
+
+def account_details() -> dict[str, Any]:
+    with _lock:
+        return json.loads(json.dumps(_details))
+
+
+def grant_production() -> None:
+    """AWS grants production access: sends to any address, the production quotas."""
+    from common.local.iam import SES_SANDBOX
+
+    SES_SANDBOX["on"] = False
+    with _lock:
+        review = _details.setdefault("ReviewDetails", {"CaseId": "granted-by-model"})
+        review["Status"] = "GRANTED"
+
+
+def confirm_subscriptions() -> int:
+    """Stand in for clicking every pending e-mail subscription's link; returns how many were confirmed."""
+    from moto.sns.models import sns_backends
+
+    confirmed = 0
+    for regions in sns_backends.values():
+        for backend in regions.values():
+            for sub in backend.subscriptions.values():
+                if sub.attributes.get("PendingConfirmation") is True:
+                    sub.attributes["PendingConfirmation"] = False
+                    sub.confirmed = True
+                    confirmed += 1
+    return confirmed
+
+
+def _patch_sns() -> None:
+    """An e-mail subscription made on the model waits for its confirmation: GetSubscriptionAttributes says
+    ``PendingConfirmation`` "true" and ListSubscriptions* list ``PendingConfirmation`` for its ARN, as SNS
+    does for a subscription "pending confirmation" (SNS API reference, Subscribe, ReturnSubscriptionArn)."""
+    from moto.sns.models import SNSBackend, Subscription
+
+    subscribe = SNSBackend.subscribe
+
+    def subscribe_pending(self: Any, topic_arn: str, endpoint: str, protocol: str) -> Any:
+        existing = self._find_subscription(topic_arn, endpoint, protocol)
+        sub = subscribe(self, topic_arn, endpoint, protocol)
+        if fresh() and existing is None and protocol in EMAIL_PROTOCOLS:
+            sub.attributes["PendingConfirmation"] = True
+        return sub
+
+    def subscription_arn(self: Any) -> str:
+        return "PendingConfirmation" if self.attributes.get("PendingConfirmation") is True else str(self.arn)
+
+    SNSBackend.subscribe = subscribe_pending  # type: ignore[method-assign]
+    Subscription.subscription_arn = property(subscription_arn)  # type: ignore[attr-defined]
+
+
+def _patch_cloudwatch() -> None:
+    """A new alarm starts INSUFFICIENT_DATA: "This is the initial state of a new alarm, but the alarm state
+    also changes to INSUFFICIENT_DATA if CloudWatch metrics become unavailable, or not enough data is
+    available" ("Monitor with CloudWatch alarms",
+    https://docs.aws.amazon.com/autoscaling/application/userguide/cloudwatch-alarm-notifications.html);
+    moto starts it OK. The model leaves it there (it evaluates no metric)."""
+    from moto.cloudwatch.models import CloudWatchBackend
+
+    put = CloudWatchBackend.put_metric_alarm
+
+    def put_metric_alarm(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        new = name not in self.alarms
+        alarm = put(self, name, *args, **kwargs)
+        if fresh() and new:
+            self.alarms[name].state_value = "INSUFFICIENT_DATA"
+        return alarm
+
+    CloudWatchBackend.put_metric_alarm = put_metric_alarm  # type: ignore[method-assign]
 
 
 # --- IAM and Lambda quotas -------------------------------------------------------------------------
@@ -435,6 +631,11 @@ def _patch_lambda() -> None:
 # --- the control endpoints -------------------------------------------------------------------------
 
 
+def _body(request: Any) -> bytes:
+    """The raw body even when a client labels it a form (werkzeug then leaves request.data empty)."""
+    return bytes(request.get_data() if hasattr(request, "get_data") else request.data or b"")
+
+
 def _routes() -> None:
     from moto.moto_api._internal import urls
 
@@ -455,22 +656,41 @@ def _routes() -> None:
                 {},
                 json.dumps({"mx": mx_hosts(parse_qs(urlparse(full_url).query).get("name", [""])[0])}),
             )
-        # the raw body even when a client labels it a form (werkzeug then leaves request.data empty)
-        body = request.get_data() if hasattr(request, "get_data") else bytes(request.data or b"")
-        return 200, {}, json.dumps({"records": publish(body.decode())})
+        return 200, {}, json.dumps({"records": publish(_body(request).decode())})
 
     def account(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
         if request.method == "POST":
-            set_fresh(json.loads(request.data or b"{}").get("account") == "fresh")
+            set_fresh(json.loads(_body(request) or b"{}").get("account") == "fresh")
         return 200, {}, json.dumps({"account": "fresh" if fresh() else "default"})
+
+    def verify_address(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+        address = str(json.loads(_body(request) or b"{}").get("address", ""))
+        if not fresh():
+            return 409, {}, json.dumps({"Error": "not a fresh account: every identity is verified at once"})
+        if not click(address):
+            return 404, {}, json.dumps({"Error": f"no identity {address}: SES sent no link to click"})
+        return 200, {}, json.dumps({"verified": address})
+
+    def grant(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+        grant_production()
+        return 200, {}, json.dumps({"production": True})
+
+    def confirm(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+        return 200, {}, json.dumps({"confirmed": confirm_subscriptions()})
 
     urls.url_paths["{0}" + DNS_PATH + "$"] = dns
     urls.url_paths["{0}" + ACCOUNT_PATH + "$"] = account
+    urls.url_paths["{0}" + VERIFY_ADDRESS_PATH + "$"] = verify_address
+    urls.url_paths["{0}" + GRANT_PRODUCTION_PATH + "$"] = grant
+    urls.url_paths["{0}" + CONFIRM_SUBSCRIPTIONS_PATH + "$"] = confirm
 
 
 def install() -> None:
     """Called once by common.local.emulator.patch_moto; every rule is inert until :func:`set_fresh`."""
     _patch_ses()
+    _patch_sesv2()
+    _patch_sns()
+    _patch_cloudwatch()
     _patch_iam()
     _patch_lambda()
     _routes()

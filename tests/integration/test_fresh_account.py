@@ -93,14 +93,19 @@ def test_the_first_deploy_procedure_on_a_fresh_account(
     )  # the sandbox's rate, not the 14 asked for
 
     code, report = status(capsys)
+    assert code == 1 and not report["ready"]  # the sandbox: forwards wait for PRIVATE_EMAIL's link
+    assert any(r.startswith("owner's address: owner@example.net Pending") for r in report["reasons"])
+    assert cli(["model", "verify-address", "owner@example.net", "--endpoint", moto_server]) == 0
+    assert cli(["model", "grant-production", "--endpoint", moto_server]) == 0
+    code, report = status(capsys)
     assert (code, report["ready"], report["reasons"]) == (0, True, [])
     assert report["send_rate"] == "1"
-    assert report["sandbox"] is True and report["send_quota"]["Max24HourSend"] == 200.0
+    assert report["sandbox"] is False and report["send_quota"]["Max24HourSend"] == 50000.0
     sent = report["send_quota"]["SentLast24Hours"]
-    assert report["daily_quota_used_percent"] == round(100 * sent / 200, 1)
+    assert report["daily_quota_used_percent"] == round(100 * sent / 50000, 1)
     [sending] = [c for c in report["checks"] if c["check"] == "sending"]
     assert (
-        f"{sent:g} of 200 in 24 h ({report['daily_quota_used_percent']:g}% of the day's quota used)"
+        f"{sent:g} of 50000 in 24 h ({report['daily_quota_used_percent']:g}% of the day's quota used)"
         in sending["value"]
     )
     assert set(report["versions"]) == {
@@ -268,6 +273,7 @@ def test_reject_message_refuses_sends_while_mail_from_is_pending_and_use_default
     account: dict[str, str], moto_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client("ses").verify_email_identity(EmailAddress="owner@example.net")  # the sandbox's verified recipient
+    assert fresh.click("owner@example.net")  # its owner clicks SES's link
     verified_domain(moto_server, "RejectMessage")
     with pytest.raises(ClientError, match="MailFromDomainNotVerified"):
         send()
@@ -291,6 +297,7 @@ def test_the_sandbox_sends_to_verified_recipients_one_a_second_and_200_a_day(
         config=Config(retries={"max_attempts": 1, "mode": "standard"}),
     )
     client("ses").verify_email_identity(EmailAddress="owner@example.net")
+    assert fresh.click("owner@example.net")
     verified_domain(moto_server)
     with pytest.raises(ClientError, match="not verified"):
         send("stranger@example.org", once)
