@@ -91,9 +91,12 @@ def event_queues(cfg: Config) -> tuple[str, ...]:
     return (*sender_queues(cfg), attachment_queue(cfg))
 
 
-def shared(run: Run, identity: bool = True) -> None:
+def shared(run: Run, identity: bool = True, account: str = "") -> None:
     """The resources every mode needs, onto ``run``; the deploy converges the SES identity first, itself
-    (``identity=False``)."""
+    (``identity=False``), and names its ``account`` for the feedback topic's policy, which is put before
+    the configuration set's SNS event destination that needs it (SES checks that it may publish to the
+    topic when the destination is created: "you must ... allow Amazon SES to publish to the topic", SES
+    DG, "Set up an Amazon SNS event destination for event publishing")."""
     cfg = run.cfg
     _bucket(run, cfg)
     for field_name, (key, ttl, indexes) in TABLES.items():
@@ -103,6 +106,8 @@ def shared(run: Run, identity: bool = True) -> None:
     _attachment_events(run, cfg)
     for topic in (cfg.alert_topic, cfg.feedback_topic):
         _topic(run, topic)
+    if account:
+        feedback_topic_policy(run, account)
     if identity:
         ses_identity(run, cfg.domain_name)
     _configuration_set(run, cfg)

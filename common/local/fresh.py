@@ -79,6 +79,7 @@ STATE: dict[str, Any] = {"fresh": False}
 _zone: set[tuple[str, str, str]] = set()  # (name, type, value), lower-case, names without the final dot
 _verified: dict[str, set[str]] = {}  # identity -> {"domain", "dkim", "mail_from"}
 _sent: deque[float] = deque()  # send times within the last 24 hours
+_events: list[dict[str, Any]] = []  # SES events the model published for a configuration set, or dropped
 _clicked: set[str] = set()  # address identities whose verification link was "clicked" (lower-case)
 # SESv2 PutAccountDetails' request and the review of it ("Details" of GetAccount)
 _details: dict[str, Any] = {}
@@ -106,6 +107,7 @@ def reset() -> None:
         _sent.clear()
         _clicked.clear()
         _details.clear()
+        _events.clear()
     SES_SANDBOX["on"] = fresh()  # a reset account is back in the sandbox
 
 
@@ -403,6 +405,28 @@ def _patch_sesv2() -> None:
     from moto.sesv2.responses import SESV2Response
 
     original = SESV2Response.get_email_identity
+    send = SESV2Response.send_email
+
+    def send_email(self: Any) -> str:
+        answer = send(self)
+        config_set = json.loads(self.body or "{}").get("ConfigurationSetName")
+        if fresh() and config_set:
+            params = json.loads(self.body)
+            recipients = [
+                a
+                for k in ("ToAddresses", "CcAddresses", "BccAddresses")
+                for a in params.get("Destination", {}).get(k, [])
+            ]
+            _publish_event(
+                self.sesv2_backend.core_backend,
+                config_set,
+                json.loads(answer)["MessageId"],
+                str(params.get("FromEmailAddress", "")),
+                recipients,
+            )
+        return str(answer)
+
+    SESV2Response.send_email = send_email  # type: ignore[method-assign]
 
     def get_email_identity(self: Any) -> str:
         body = json.loads(original(self))
@@ -420,6 +444,54 @@ def _patch_sesv2() -> None:
         return json.dumps(body)
 
     SESV2Response.get_email_identity = get_email_identity  # type: ignore[method-assign]
+
+
+def ses_events() -> list[dict[str, Any]]:
+    """What SES did with each event of a send made with a configuration set: published to the SNS
+    destination, or dropped because the topic's policy does not let SES publish (``reason``)."""
+    with _lock:
+        return [dict(e) for e in _events]
+
+
+def _publish_event(
+    backend: Any, config_set: str, message_id: str, source: str, recipients: list[str]
+) -> None:
+    """SES publishes a sent message's Send and Delivery events to the configuration set's SNS destination,
+    as the topic's policy allows: "you must ... allow Amazon SES to publish to the topic" (SES DG, "Set up an
+    Amazon SNS event destination for event publishing",
+    https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html). The model
+    delivers Delivery at once (every recipient accepts) to SQS subscriptions; a Lambda subscription is
+    recorded, not invoked (the model runs no image). A topic whose policy refuses SES gets nothing, and the
+    drop is recorded; the documentation does not say what SES does then, so the model drops silently as
+    AWS does for a misconfigured destination."""
+    from moto.sns.models import sns_backends
+
+    destination = backend.config_set_event_destination.get(config_set) or {}
+    wanted = [t.lower() for t in destination.get("MatchingEventTypes", [])]
+    topic_arn = (destination.get("SNSDestination") or {}).get("TopicARN", "")
+    if not topic_arn or not destination.get("Enabled", True) or "delivery" not in wanted:
+        return
+    account, region = topic_arn.split(":")[4], topic_arn.split(":")[3]
+    sns = sns_backends[account][region]
+    topic = sns.topics.get(topic_arn)
+    source_arn = f"arn:aws:ses:{region}:{backend.account_id}:configuration-set/{config_set}"
+    record: dict[str, Any] = {"topic": topic_arn, "eventType": "Delivery", "messageId": message_id}
+    if topic is None or not ses_may_publish(topic.policy, topic_arn, source_arn):
+        record["delivered"], record["reason"] = False, "the topic's policy does not let SES publish"
+    else:
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+        event = {
+            "eventType": "Delivery",
+            "mail": {"timestamp": now, "messageId": message_id, "source": source, "destination": recipients},
+            "delivery": {"timestamp": now, "recipients": recipients, "smtpResponse": "250 2.0.0 OK"},
+        }
+        record["delivered"], record["subscriptions"] = True, []
+        for sub in sns._get_topic_subscriptions(topic):
+            record["subscriptions"].append(sub.protocol)
+            if sub.protocol == "sqs":
+                sub.publish(json.dumps(event), message_id=f"ses-event-{message_id}")
+    with _lock:
+        _events.append(record)
 
 
 def _raw_from(raw: str) -> str:

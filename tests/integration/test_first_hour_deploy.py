@@ -1,0 +1,148 @@
+"""The first deploy on a new account, finding by finding (issue 34), on the fresh-account model with IAM
+enforced: the plan of a new account is the run's changes and says it stops with exit 3; the deploy creates
+PRIVATE_EMAIL's identity and the deployer may create that one only; the feedback topic's policy is put
+before the event destination; SES's events reach the topic only as its policy allows; the Region must be
+one where SES receives mail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import ClientError
+
+from common.aws import client
+from common.local import fresh
+from deploy.errors import DeployError
+from deploy.main import Options, WaitingOnDnsError, deploy, plan_lines
+from tests.integration.test_fresh_account import account, run  # noqa: F401  (the fixture)
+from tests.support.deploy import ACCOUNT, PREFIX, as_user, deployer_user, images
+
+OWNER = "owner@example.net"
+
+
+def changes(lines: list[str]) -> list[str]:
+    """The change lines of a report, without the verb tense."""
+    kinds = ("create ", "update ", "delete ")
+    return [
+        line.removeprefix("[deploy] ") for line in lines if line.removeprefix("[deploy] ").startswith(kinds)
+    ]
+
+
+def test_a_new_accounts_plan_lists_the_runs_changes_and_says_it_stops_with_exit_3(
+    account: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    planned: list[str] = []
+    plan = deploy(Options(build_dir=tmp_path, dry_run=True), account, report=planned.append, images=images())
+    assert any("stops with exit code 3 (waiting on DNS)" in line for line in planned)
+    assert client("sesv2").list_email_identities()["EmailIdentities"] == []  # the plan changed nothing
+    done: list[str] = []
+    with pytest.raises(WaitingOnDnsError):
+        run(account, tmp_path, done)
+    assert changes(planned) == changes(done) and changes(done)
+    assert [c for c in plan_lines(plan) if c[2] != "unchanged"] == [
+        (line.split()[1], line.split()[2], line.split()[0]) for line in changes(done)
+    ]
+    assert not any("mail-from" in line.lower() for line in changes(done))  # MAIL FROM waits for SES
+    assert f"ses-identity       {OWNER}" in "\n".join(changes(done))
+
+
+def test_the_deploy_creates_private_emails_identity_and_the_deployer_may_create_only_that_one(
+    account: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    deployer = deployer_user(account)
+    with pytest.raises(WaitingOnDnsError):
+        as_user(deployer, lambda: run(account, tmp_path, []))
+    identity = client("sesv2").get_email_identity(EmailIdentity=OWNER)
+    assert identity["VerifiedForSendingStatus"] is False  # SES mailed the link; it waits for the click
+
+    def create_another() -> None:
+        client("sesv2").create_email_identity(EmailIdentity="someone@example.org")
+
+    with pytest.raises(ClientError, match="AccessDenied"):
+        as_user(deployer, create_another)
+
+
+def test_the_feedback_topic_policy_is_put_before_the_event_destination_and_ses_events_obey_it(
+    account: dict[str, str],  # noqa: F811
+    moto_server: str,
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(WaitingOnDnsError):
+        run(account, tmp_path, [])
+    fresh.publish((tmp_path / "prd" / "dns.zone").read_text())
+    lines: list[str] = []
+    run(account, tmp_path, lines)
+    order = [line.split()[1] for line in changes(lines)]
+    assert order.index("sns-topic-policy") < order.index("ses-config-set")
+
+    fresh.click(OWNER)
+
+    def send() -> None:
+        client("sesv2").send_email(
+            FromEmailAddress="hello@example.com",
+            Destination={"ToAddresses": [OWNER]},
+            Content={
+                "Raw": {
+                    "Data": b"From: hello@example.com\r\nTo: owner@example.net\r\nSubject: s\r\n\r\nb\r\n"
+                }
+            },
+            ConfigurationSetName=PREFIX,
+        )
+
+    send()
+    [delivered] = fresh.ses_events()
+    assert delivered["delivered"] is True and delivered["topic"].endswith(f"{PREFIX}-ses-feedback")
+    assert delivered["subscriptions"] == ["lambda"]  # inbound-handler's alias, recorded (no image runs here)
+    topic = f"arn:aws:sns:us-east-1:{ACCOUNT}:{PREFIX}-ses-feedback"
+    owner_only = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+                "Action": "SNS:Publish",
+                "Resource": topic,
+            }
+        ],
+    }
+    client("sns").set_topic_attributes(
+        TopicArn=topic, AttributeName="Policy", AttributeValue=json.dumps(owner_only)
+    )
+    send()
+    dropped = fresh.ses_events()[-1]
+    assert dropped["delivered"] is False and "policy" in dropped["reason"]
+
+
+def test_a_region_without_ses_receiving_is_refused_before_anything_changes(
+    account: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "us-west-1")  # SES sends there, but does not receive
+    with pytest.raises(DeployError, match="SES email receiving is not available in us-west-1") as err:
+        deploy(
+            Options(build_dir=tmp_path),
+            {**account, "AWS_REGION": "us-west-1"},
+            report=lambda _: None,
+            images=images(),
+        )
+    assert "--region us-east-1" in err.value.fix
+    assert client("sesv2", "us-west-1").list_email_identities()["EmailIdentities"] == []
+
+
+def test_the_zone_names_inbound_smtp_only_for_a_receiving_region(account: dict[str, str]) -> None:  # noqa: F811
+    from dataclasses import replace
+
+    from deploy import dns
+    from deploy.preflight import load_config
+
+    cfg = load_config(account, "prd", "us-east-1", ACCOUNT)
+    assert [r.value for r in dns.records(cfg) if r.type == "MX" and "inbound" in r.value] == [
+        "10 inbound-smtp.us-east-1.amazonaws.com"
+    ] * 2
+    elsewhere = replace(cfg, region="us-west-1")
+    assert not [r for r in dns.records(elsewhere) if "inbound-smtp" in r.value]
