@@ -428,6 +428,27 @@ def _patch_sesv2() -> None:
 
     SESV2Response.send_email = send_email  # type: ignore[method-assign]
 
+    suppression = SESV2Response.put_configuration_set_suppression_options  # type: ignore[attr-defined]
+
+    def put_configuration_set_suppression_options(self: Any) -> str:
+        """The suppression-list settings in the sandbox. Documented: "To bulk add or remove addresses,
+        you must have production access" (SES DG, "Using the Amazon SES account-level suppression list",
+        https://docs.aws.amazon.com/ses/latest/dg/sending-email-suppression-list.html). The documentation
+        says nothing of a configuration set's SuppressionOptions in the sandbox: the model is stricter than
+        AWS may be and refuses them too, so the deploy is proven to go on without them (and to set them on
+        a later run)."""
+        from common.local.iam import SES_SANDBOX
+
+        if fresh() and SES_SANDBOX["on"]:
+            raise _ses_error(
+                "BadRequestException",
+                "Suppression list settings are not available while the account is in the sandbox "
+                "(stricter than documented: the fresh-account model)",
+            )
+        return str(suppression(self))
+
+    SESV2Response.put_configuration_set_suppression_options = put_configuration_set_suppression_options  # type: ignore[attr-defined]
+
     def get_email_identity(self: Any) -> str:
         body = json.loads(original(self))
         identity = self._get_param("EmailIdentity")
@@ -510,11 +531,17 @@ def ses_may_publish(policy: str | dict[str, Any] | None, topic_arn: str, source_
     """Would the topic's policy let SES publish for ``source_arn`` (a configuration set)? SES needs a
     statement for the ``ses.amazonaws.com`` principal (SES DG, "Set up an Amazon SNS event destination
     for event publishing", https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html)."""
+    return ses_may(policy, "sns:Publish", topic_arn, source_arn)
+
+
+def ses_may(policy: str | bytes | dict[str, Any] | None, action: str, resource: str, source_arn: str) -> bool:
+    """Would a resource policy let ``ses.amazonaws.com`` do ``action`` on ``resource`` for ``source_arn``
+    (its configuration set or receipt rule), with the account as ``aws:SourceAccount``?"""
     from common.local.iam import Request, evaluate
 
     if not policy:
         return False
-    document = json.loads(policy) if isinstance(policy, str) else policy
+    document = json.loads(policy) if isinstance(policy, str | bytes) else policy
     account = source_arn.split(":")[4]
 
     def for_ses(statement: dict[str, Any]) -> bool:
@@ -523,10 +550,65 @@ def ses_may_publish(policy: str | dict[str, Any] | None, topic_arn: str, source_
         return "ses.amazonaws.com" in (services if isinstance(services, list) else [services])
 
     statements = [s for s in document.get("Statement", []) if for_ses(s)]
-    request = Request(
-        "sns:Publish", [topic_arn], {"aws:sourcearn": [source_arn], "aws:sourceaccount": [account]}
-    )
+    request = Request(action, [resource], {"aws:sourcearn": [source_arn], "aws:sourceaccount": [account]})
     return evaluate([{"Statement": statements}], request) if statements else False
+
+
+def _patch_receipt_rules() -> None:
+    """Creating or updating a receipt rule, SES checks that it may use its actions' resources.
+    CreateReceiptRule answers InvalidS3ConfigurationException when "Amazon SES could not publish to
+    the bucket, possibly due to permissions issues", and InvalidLambdaFunctionException when "Amazon
+    SES could not execute the provided function, possibly due to permissions issues" (SES API
+    reference, CreateReceiptRule, Errors,
+    https://docs.aws.amazon.com/ses/latest/APIReference/API_CreateReceiptRule.html). SES proves the
+    bucket by writing a test object, AMAZON_SES_SETUP_NOTIFICATION, under the action's prefix; the
+    documentation does not describe that object, the model writes it as SES does. The permissions are
+    evaluated as the bucket policy and the function policy would be for ``ses.amazonaws.com`` with the
+    rule as ``aws:SourceArn`` (SES DG, "Giving permissions to Amazon SES for email receiving",
+    https://docs.aws.amazon.com/ses/latest/dg/receiving-email-permissions.html)."""
+    from moto.ses.exceptions import InvalidLambdaFunctionException, InvalidS3ConfigurationException
+    from moto.ses.models import SESBackend
+
+    create, update = SESBackend.create_receipt_rule, SESBackend.update_receipt_rule
+
+    def check(backend: Any, rule_set: str, rule: dict[str, Any]) -> None:
+        if not fresh():
+            return
+        from moto.awslambda.models import lambda_backends
+        from moto.s3.models import s3_backends
+
+        account, region = backend.account_id, backend.region_name
+        source = f"arn:aws:ses:{region}:{account}:receipt-rule-set/{rule_set}:receipt-rule/{rule.get('Name')}"
+        for action in rule.get("Actions", []):
+            if s3 := action.get("S3Action"):
+                bucket = s3_backends[account]["aws"].buckets.get(s3["BucketName"])
+                if bucket is None:
+                    continue  # moto's own check answers for a bucket that does not exist
+                key = f"{s3.get('ObjectKeyPrefix', '')}AMAZON_SES_SETUP_NOTIFICATION"
+                if not ses_may(bucket.policy, "s3:PutObject", f"arn:aws:s3:::{bucket.name}/{key}", source):
+                    raise InvalidS3ConfigurationException(f"Could not write to bucket: {bucket.name}")
+                s3_backends[account]["aws"].put_object(bucket.name, key, b"Amazon SES setup notification\n")
+            if lam := action.get("LambdaAction"):
+                arn = lam["FunctionArn"]
+                try:  # moto answers GetPolicy's wire format: {"Policy": "<the document>"}
+                    policy = json.loads(lambda_backends[account][region].get_policy(arn))["Policy"]
+                except Exception:
+                    policy = None
+                if not ses_may(policy, "lambda:InvokeFunction", arn, source):
+                    raise InvalidLambdaFunctionException(
+                        f"Could not invoke Lambda function: {arn} (no permission for ses.amazonaws.com)"
+                    )
+
+    def create_receipt_rule(self: Any, rule_set_name: str, rule: dict[str, Any], after: str | None) -> None:
+        check(self, rule_set_name, rule)
+        create(self, rule_set_name, rule, after)
+
+    def update_receipt_rule(self: Any, rule_set_name: str, rule: dict[str, Any]) -> None:
+        check(self, rule_set_name, rule)
+        update(self, rule_set_name, rule)
+
+    SESBackend.create_receipt_rule = create_receipt_rule  # type: ignore[method-assign]
+    SESBackend.update_receipt_rule = update_receipt_rule  # type: ignore[method-assign]
 
 
 # --- production access, subscriptions, alarms -------------------------------------------------------
@@ -760,6 +842,7 @@ def _routes() -> None:
 def install() -> None:
     """Called once by common.local.emulator.patch_moto; every rule is inert until :func:`set_fresh`."""
     _patch_ses()
+    _patch_receipt_rules()
     _patch_sesv2()
     _patch_sns()
     _patch_cloudwatch()

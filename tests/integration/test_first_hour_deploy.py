@@ -146,3 +146,54 @@ def test_the_zone_names_inbound_smtp_only_for_a_receiving_region(account: dict[s
     ] * 2
     elsewhere = replace(cfg, region="us-west-1")
     assert not [r for r in dns.records(elsewhere) if "inbound-smtp" in r.value]
+
+
+def deployed(account: dict[str, str], tmp_path: Path) -> list[str]:  # noqa: F811
+    """The two runs of a first deploy (exit 3, the zone published, the second run); the second's report."""
+    with pytest.raises(WaitingOnDnsError):
+        run(account, tmp_path, [])
+    fresh.publish((tmp_path / "prd" / "dns.zone").read_text())
+    lines: list[str] = []
+    run(account, tmp_path, lines)
+    return lines
+
+
+def test_a_receipt_rule_is_created_only_when_ses_may_write_the_bucket_and_invoke_the_function(
+    account: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from tests.support.deploy import BUCKET
+
+    deployed(account, tmp_path)  # the bucket policy and the permissions come before the rules
+    s3, ses = client("s3"), client("ses")
+    assert s3.get_object(Bucket=BUCKET, Key="staging/AMAZON_SES_SETUP_NOTIFICATION")["Body"].read()
+    rules = ses.describe_receipt_rule_set(RuleSetName=PREFIX)["Rules"]
+    rule = next(r for r in rules if any("S3Action" in a for a in r["Actions"]))
+    s3.delete_bucket_policy(Bucket=BUCKET)
+    with pytest.raises(ClientError, match="InvalidS3Configuration"):
+        ses.update_receipt_rule(RuleSetName=PREFIX, Rule=rule)
+    run(account, tmp_path, [])  # the deploy puts the policy back, then the rule passes SES's test write
+    lam = client("lambda")
+    target = next(a["LambdaAction"]["FunctionArn"] for a in rule["Actions"] if "LambdaAction" in a)
+    name, qualifier = target.split(":")[6], target.split(":")[7]
+    for statement in json.loads(lam.get_policy(FunctionName=name, Qualifier=qualifier)["Policy"])[
+        "Statement"
+    ]:
+        lam.remove_permission(FunctionName=name, Qualifier=qualifier, StatementId=statement["Sid"])
+    with pytest.raises(ClientError, match="InvalidLambdaFunction"):
+        ses.update_receipt_rule(RuleSetName=PREFIX, Rule=rule)
+
+
+def test_suppression_options_refused_in_the_sandbox_are_set_by_the_deploy_after_production_access(
+    account: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    lines = deployed(account, tmp_path)
+    assert any("suppression options in the sandbox" in line for line in lines)
+    sesv2 = client("sesv2")
+    unset = sesv2.get_configuration_set(ConfigurationSetName=PREFIX).get("SuppressionOptions") or {}
+    assert "SuppressedReasons" not in unset
+    fresh.grant_production()
+    run(account, tmp_path, [])
+    options = sesv2.get_configuration_set(ConfigurationSetName=PREFIX)["SuppressionOptions"]
+    assert options["SuppressedReasons"] == []  # our own list decides (deploy.resources.SUPPRESSED_REASONS)
