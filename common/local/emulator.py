@@ -186,6 +186,28 @@ def ses_sandbox() -> None:
     urls.url_paths["{0}/v2/email/account/details$"] = SESV2Response.dispatch
 
 
+def ses_event_destination_names() -> None:
+    """An event destination's name is unique within its configuration set, as SES has it
+    (CreateConfigurationSetEventDestination: EventDestinationAlreadyExists "the event destination
+    already exists" for that set); moto 5.2.5 keeps one name space for the whole account, so a second
+    deployment's set (prd beside local, one account) could not have its own "feedback" destination."""
+    from moto.ses.exceptions import ConfigurationSetDoesNotExist, EventDestinationAlreadyExists
+    from moto.ses.models import SESBackend
+
+    def create_configuration_set_event_destination(
+        self: Any, configuration_set_name: str, event_destination: dict[str, Any]
+    ) -> None:
+        if self.config_sets.get(configuration_set_name) is None:
+            raise ConfigurationSetDoesNotExist("Invalid Configuration Set Name.")
+        current = self.config_set_event_destination.get(configuration_set_name) or {}
+        if current.get("Name") == event_destination["Name"]:
+            raise EventDestinationAlreadyExists("Duplicate Event destination Name.")
+        self.config_set_event_destination[configuration_set_name] = event_destination
+        self.event_destinations[event_destination["Name"]] = 1
+
+    SESBackend.create_configuration_set_event_destination = create_configuration_set_event_destination  # type: ignore[method-assign]
+
+
 def sqs_message_characters() -> None:
     """Refuse a message body SQS refuses: a character outside XML 1.0's set (SendMessage and
     SendMessageBatch: InvalidMessageContents). moto 5.2.5 stores anything, so a body with U+FFFF from
@@ -241,6 +263,7 @@ def patch_moto() -> None:
     dynamodb_read_key_sizes()
     sqs_message_characters()
     sesv2_suppression_options()
+    ses_event_destination_names()
     ses_sandbox()
     fresh.install()  # inert until an account is modelled as fresh (common/local/fresh.py)
     route_cache()

@@ -388,3 +388,103 @@ def test_a_domain_ses_could_not_verify_is_a_one_line_error_with_what_to_do(
         proxy.close()
         monkeypatch.delenv("AWS_ENDPOINT_URL_SES")
         reset_clients()
+
+
+@pytest.mark.timeout(600)
+def test_the_first_hour_on_a_new_account(
+    stack: Any,
+    moto_server: str,
+    local_defaults: dict[str, str],
+    rie_function: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 34's "Done when", on one new account with IAM enforced: the deployment (``prd``) is read by
+    ``status`` as a user reads it; the mail flows through the functions under the RIE, each with its
+    production role, on the local stack that shares the account's SES state (moto cannot run the deployed
+    image functions). Nothing reaches a DLQ at any step."""
+    import secrets
+    import time
+
+    from common.runtime.functions import dlq_name
+    from tests.support.mailgen import mail
+
+    fresh.set_fresh(True)  # the local stack is provisioned; from here on the account is a new one
+    env = {k: v for k, v in local_defaults.items() if k != "ENVIRONMENT"}
+    env |= {"THREAD_SECRET": secrets.token_hex(32), "MAX_SEND_RATE": "14", "AWS_REGION": "us-east-1"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    reset_clients()
+    cfg, owner, contact = stack.cfg, "owner@example.net", "jane@corp.example"
+    senders = {"MAX_SEND_RATE": "1", "SANDBOX_WAIT_SECONDS": "1", "RETRY_DELAYS_SECONDS": "0,1.1,2.2"}
+
+    def no_dlq(report: dict[str, Any] | None = None) -> None:
+        local = [stack.depth(dlq_name(q)) for q in (cfg.ack_queue, cfg.forward_queue, cfg.reply_queue)]
+        assert local == [0, 0, 0] and not any((report or {}).get("dlq_depths", {}).values())
+
+    try:
+        # 1. the first deploy exits 3 and writes the zone
+        with pytest.raises(WaitingOnDnsError):
+            run(env, tmp_path, [])
+        zone = tmp_path / "prd" / "dns.zone"
+        assert zone.exists()
+        # 2. `dns publish`, then the second deploy
+        assert cli(["dns", "publish", str(zone), "--endpoint", moto_server]) == 0
+        run(env, tmp_path, [])
+        # 3. status is not ready and names PRIVATE_EMAIL's verification
+        code, report = status(capsys)
+        assert code == 1 and not report["ready"]
+        assert any(r.startswith(f"owner's address: {owner} Pending") for r in report["reasons"])
+        no_dlq(report)
+        # 4. the address is confirmed: forwarding works, replies only to verified addresses
+        assert cli(["model", "verify-address", owner, "--endpoint", moto_server]) == 0
+        code, report = status(capsys)
+        flows = {f["flow"]: f for f in report["flows"]}
+        assert flows["forwarding to the owner"]["ok"] and not flows["acks and replies to anyone"]["ok"]
+        assert "only to verified addresses" in flows["acks and replies to anyone"]["next"]
+        no_dlq(report)
+        # 5. a contact's mail reaches the owner; its ack is held for the sandbox and recorded
+        inbound = rie_function("inbound-handler")
+        result = inbound.invoke(
+            stack.receipt(mail(subject="Role"), "0000000000000000000000000000000000000f01")
+        )
+        assert result["status"] == "forwarded" and result["ack"] is False
+        stack.run_sender(rie_function("forward-sender", env=senders), cfg.forward_queue)
+        [forward] = stack.sent()
+        assert forward.destinations == [owner]
+        assert "No automatic acknowledgement was sent: SES is in the sandbox" in forward.raw.decode()
+        record = stack.conversation("jane-at-corp.example") or {}
+        assert record["ackStatus"].startswith(f"not sent: SES is in the sandbox and {contact}")
+        assert stack.depth(cfg.ack_queue) == 0
+        no_dlq()
+        # 6. the owner's reply to that contact is kept, with a notice to the owner
+        thread = str(forward.message["Reply-To"])
+        reply = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role", text="Tuesday?")
+        replied = rie_function("reply-handler").invoke(
+            stack.receipt(reply, "0000000000000000000000000000000000000f02", to=thread, source=owner)
+        )
+        assert replied["status"] == "queued"
+        reply_sender = rie_function("reply-sender", env=senders)
+        stack.run_sender(reply_sender, cfg.reply_queue)
+        notice = stack.sent()[-1]
+        assert len(stack.sent()) == 2 and notice.destinations == [owner]
+        assert notice.message["Subject"] == "Not sent yet: Re: Role"
+        no_dlq()
+        # 7. production access is granted; the held reply goes out exactly once
+        assert cli(["model", "grant-production", "--endpoint", moto_server]) == 0
+        time.sleep(1.2)  # SANDBOX_WAIT_SECONDS: the held reply is visible again
+        stack.run_sender(reply_sender, cfg.reply_queue)
+        time.sleep(1.2)
+        assert stack.run_sender(reply_sender, cfg.reply_queue) == []
+        to_contact = [m for m in stack.sent() if m.destinations == [contact]]
+        assert len(to_contact) == 1 and "Tuesday?" in to_contact[0].raw.decode()
+        no_dlq()
+        # 8. status says ready
+        code, report = status(capsys)
+        assert (code, report["ready"], report["reasons"]) == (0, True, [])
+        no_dlq(report)
+        assert cli(["model", "confirm-subscriptions", "--endpoint", moto_server]) == 0
+        assert all(f["ok"] for f in status(capsys)[1]["flows"])  # and the alerts reach the owner
+    finally:
+        fresh.set_fresh(False)
