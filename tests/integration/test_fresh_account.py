@@ -488,3 +488,24 @@ def test_the_first_hour_on_a_new_account(
         assert all(f["ok"] for f in status(capsys)[1]["flows"])  # and the alerts reach the owner
     finally:
         fresh.set_fresh(False)
+
+
+def test_an_address_identity_waits_for_its_link_and_only_an_existing_one_can_be_clicked(
+    account: dict[str, str], moto_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sesv2, ses = client("sesv2"), client("ses")
+    sesv2.create_email_identity(EmailIdentity="owner@example.net")
+
+    def state() -> tuple[str, bool]:
+        attrs = ses.get_identity_verification_attributes(Identities=["owner@example.net"])
+        status = attrs["VerificationAttributes"]["owner@example.net"]["VerificationStatus"]
+        return status, sesv2.get_email_identity(EmailIdentity="owner@example.net")["VerifiedForSendingStatus"]
+
+    assert state() == ("Pending", False)  # moto's kind account verified it at once
+    assert cli(["model", "verify-address", "nobody@example.net", "--endpoint", moto_server]) == 2
+    assert "SES sent no link" in capsys.readouterr().err
+    assert cli(["model", "verify-address", "owner@example.net", "--endpoint", moto_server]) == 0
+    assert state() == ("Success", True)
+    sesv2.delete_email_identity(EmailIdentity="owner@example.net")
+    sesv2.create_email_identity(EmailIdentity="owner@example.net")
+    assert state() == ("Pending", False)  # created again: a new link, a new click
