@@ -757,6 +757,58 @@ def _patch_iam() -> None:
     IAMBackend.create_policy_version = create_policy_version  # type: ignore[method-assign]
 
 
+# The registries the model can ask: the local push path's (`email-handler deploy --registry HOST:PORT`).
+# An ECR host is not asked (the model has no ECR behind it).
+LOCAL_REGISTRY = re.compile(r"^(?:127\.0\.0\.1|localhost)(?::\d+)?$")
+
+
+def image_refused(image_uri: str) -> str:
+    """Why Lambda would refuse ``image_uri`` ('' if not, or if the model cannot ask its registry): "The
+    image manifest, config or layer media type for the source image ... is not supported"
+    (InvalidParameterValueException) when it names an image index -- what Docker's containerd image store
+    and BuildKit's attestations push -- instead of one single-platform manifest (Lambda supports the
+    Docker image manifest V2, schema 2 and the OCI image manifest: Lambda DG, "Create a Lambda function
+    using a container image", https://docs.aws.amazon.com/lambda/latest/dg/images-create.html; the
+    message is what AWS answers, as users report it, boto/boto3#3255)."""
+    from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
+
+    host, _, rest = image_uri.partition("/")
+    repository, _, digest = rest.partition("@")
+    if not digest or not LOCAL_REGISTRY.match(host):
+        return ""
+    try:
+        media_type = manifest_media_type(host, repository, digest, {}, secure=False)
+    except OSError:
+        return ""
+    if media_type in LAMBDA_MANIFESTS:
+        return ""
+    return (
+        f"The image manifest, config or layer media type for the source image {image_uri} is not supported."
+    )
+
+
+def _patch_lambda_images() -> None:
+    from moto.awslambda.exceptions import InvalidParameterValueException
+    from moto.awslambda.models import LambdaBackend
+
+    create, update = LambdaBackend.create_function, LambdaBackend.update_function_code
+
+    def refuse(image_uri: str | None) -> None:
+        if fresh() and image_uri and (why := image_refused(image_uri)):
+            raise InvalidParameterValueException(why)
+
+    def create_function(self: Any, spec: dict[str, Any]) -> Any:
+        refuse((spec.get("Code") or {}).get("ImageUri"))
+        return create(self, spec)
+
+    def update_function_code(self: Any, function_name: str, qualifier: str, body: dict[str, Any]) -> Any:
+        refuse(body.get("ImageUri"))
+        return update(self, function_name, qualifier, body)
+
+    LambdaBackend.create_function = create_function  # type: ignore[method-assign]
+    LambdaBackend.update_function_code = update_function_code  # type: ignore[method-assign]
+
+
 def _patch_lambda() -> None:
     from moto.awslambda.exceptions import InvalidParameterValueException
     from moto.awslambda.models import LambdaBackend
@@ -848,6 +900,7 @@ def install() -> None:
     _patch_cloudwatch()
     _patch_iam()
     _patch_lambda()
+    _patch_lambda_images()
     _routes()
     from common.local.iam import after_reset
 

@@ -197,3 +197,56 @@ def test_suppression_options_refused_in_the_sandbox_are_set_by_the_deploy_after_
     run(account, tmp_path, [])
     options = sesv2.get_configuration_set(ConfigurationSetName=PREFIX)["SuppressionOptions"]
     assert options["SuppressedReasons"] == []  # our own list decides (deploy.resources.SUPPRESSED_REASONS)
+
+
+def test_lambda_on_the_model_refuses_an_image_index_from_the_local_registry(
+    account: dict[str, str],  # noqa: F811
+) -> None:
+    """What Docker's containerd store can push (an image index) is refused as Lambda refuses it; a
+    single-platform manifest is taken. The registry is a stand-in that answers the manifest's media type."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    index, single = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+
+    class Registry(BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:
+            kind = "oci.image.index" if self.path.endswith(index) else "oci.image.manifest"
+            self.send_response(200)
+            self.send_header("Content-Type", f"application/vnd.{kind}.v1+json")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "lambda.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        role = client("iam").create_role(RoleName="fn", AssumeRolePolicyDocument=json.dumps(trust))["Role"][
+            "Arn"
+        ]
+        repository = f"127.0.0.1:{server.server_address[1]}/fn"
+
+        def create(digest: str) -> None:
+            client("lambda").create_function(
+                FunctionName=f"fn-{digest[7:9]}",
+                PackageType="Image",
+                Code={"ImageUri": f"{repository}@{digest}"},
+                Role=role,
+            )
+
+        with pytest.raises(ClientError, match="media type for the source image .* is not supported"):
+            create(index)
+        create(single)
+    finally:
+        server.shutdown()
