@@ -217,10 +217,10 @@ def new_identity_verified_at_once() -> bool:
     endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
     if not endpoint:
         return False
-    from common.local.fresh import ACCOUNT_PATH
+    from common.runtime.functions import EMULATOR_ACCOUNT_PATH
 
     try:
-        with urllib.request.urlopen(endpoint.rstrip("/") + ACCOUNT_PATH, timeout=5) as answer:
+        with urllib.request.urlopen(endpoint.rstrip("/") + EMULATOR_ACCOUNT_PATH, timeout=5) as answer:
             return bool(json.loads(answer.read()).get("account") != "fresh")
     except (OSError, ValueError):
         return True  # an emulator without the model (LocalStack) verifies at once
@@ -234,10 +234,9 @@ def identity_status(cfg: Config) -> str:
 
 def production_access() -> bool | None:
     """SES production access (False: the sandbox), or None when the endpoint cannot say."""
-    try:
-        return bool(control_client("sesv2").get_account().get("ProductionAccessEnabled"))
-    except Exception:
-        return None
+    from deploy.resources import preflight_production
+
+    return preflight_production()
 
 
 def send_rate(environ: dict[str, str], report: Any) -> None:

@@ -669,9 +669,11 @@ def suppression_options(run: Run) -> None:
 
 
 def preflight_production() -> bool | None:
-    from deploy.preflight import production_access
-
-    return production_access()
+    """SES production access (sesv2 GetAccount), or None when the endpoint cannot say."""
+    try:
+        return bool(control_client("sesv2").get_account().get("ProductionAccessEnabled"))
+    except Exception:
+        return None
 
 
 def _config_set_exists(name: str) -> bool:

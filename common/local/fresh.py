@@ -30,9 +30,11 @@ import time
 from collections import deque
 from typing import Any
 
+from common.runtime.functions import EMULATOR_ACCOUNT_PATH
+
 # Where the model's control endpoints live on the emulator (POST): the zone to publish, and the switch.
 DNS_PATH = "/moto-api/service-email-handler/dns"
-ACCOUNT_PATH = "/moto-api/service-email-handler/account"
+ACCOUNT_PATH = EMULATOR_ACCOUNT_PATH
 # The stand-ins for a person clicking SES's verification link, AWS granting production access and a
 # person clicking SNS's subscription link (`email-handler model verify-address | grant-production |
 # confirm-subscriptions`).

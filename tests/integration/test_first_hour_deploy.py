@@ -1,4 +1,4 @@
-"""The first deploy on a new account, finding by finding (issue 34), on the fresh-account model with IAM
+"""The first deploy on a new account, finding by finding, on the fresh-account model with IAM
 enforced: the plan of a new account is the run's changes and says it stops with exit 3; the deploy creates
 PRIVATE_EMAIL's identity and the deployer may create that one only; the feedback topic's policy is put
 before the event destination; SES's events reach the topic only as its policy allows; the Region must be

@@ -400,10 +400,11 @@ def test_the_first_hour_on_a_new_account(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Issue 34's "Done when", on one new account with IAM enforced: the deployment (``prd``) is read by
-    ``status`` as a user reads it; the mail flows through the functions under the RIE, each with its
-    production role, on the local stack that shares the account's SES state (moto cannot run the deployed
-    image functions). Nothing reaches a DLQ at any step."""
+    """The first hour, step by step as docs/deploy.md tells it, on one new account with IAM enforced.
+    The deployment (``prd``) is read by ``status`` as a user reads it; the mail flows through the
+    functions under the RIE, each with its production role, on the local stack that shares the
+    account's SES state (moto cannot run the deployed image functions). Nothing reaches a DLQ at any
+    step."""
     import secrets
     import time
 
