@@ -71,11 +71,7 @@ def test_the_feedback_topic_policy_is_put_before_the_event_destination_and_ses_e
     moto_server: str,
     tmp_path: Path,
 ) -> None:
-    with pytest.raises(WaitingOnDnsError):
-        run(account, tmp_path, [])
-    fresh.publish((tmp_path / "prd" / "dns.zone").read_text())
-    lines: list[str] = []
-    run(account, tmp_path, lines)
+    lines = deployed(account, tmp_path)
     order = [line.split()[1] for line in changes(lines)]
     assert order.index("sns-topic-policy") < order.index("ses-config-set")
 
