@@ -129,6 +129,8 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
             _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
+            # no ack a first contact's address cannot receive (common/inbound/receipt.py)
+            *sandbox_reads(a.region, account),
             # the owner's block/allow lists: read, and checked in the record's transaction (intake.py)
             _allow(
                 ["dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem"], [a.table(cfg.sender_lists_table)]
@@ -174,6 +176,8 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
                 ["dynamodb:PutItem"], [a.table(cfg.send_status_table)]
             ),  # hourly alert throttle (store/alerts.py)
             _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
+            # after SES refused a send: is it the sandbox? (common/senders/handler.py)
+            *sandbox_reads(a.region, account),
             # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that
             # action), the service reference lists ses:SendEmail; both. In the sandbox SES also authorises
             # against each recipient's identity, so the identities are identity/*; ses:FromAddress pins
@@ -243,6 +247,16 @@ def _document(doc: Any) -> Any:
     from urllib.parse import unquote
 
     return json.loads(unquote(doc)) if isinstance(doc, str) else doc
+
+
+# Whether SES's sandbox refuses a recipient (common.aws.ses.sandbox_refused).
+def sandbox_reads(region: str, account: str) -> list[dict[str, Any]]:
+    """GetAccount has no resource type; GetEmailIdentity takes the identity (Service Authorization
+    Reference, Amazon SES)."""
+    return [
+        _allow(["ses:GetAccount"], ["*"]),
+        _allow(["ses:GetEmailIdentity"], [f"arn:aws:ses:{region}:{account}:identity/*"]),
+    ]
 
 
 def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
@@ -437,6 +451,8 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
             ],
         ),
         _allow(["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"], [arn("cloudwatch", f"alarm:{p}-*")]),
+        # PRIVATE_EMAIL's address identity, that one only (deploy.resources.owner_identity)
+        _allow(["ses:CreateEmailIdentity"], [arn("ses", f"identity/{cfg.private_email}")]),
         _allow(
             [
                 "ses:CreateConfigurationSet",

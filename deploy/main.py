@@ -23,7 +23,7 @@ from deploy.images import Published
 from deploy.plan import UNCHANGED, Change, Run
 from deploy.resources import (
     DLQ_RETENTION_S,
-    feedback_topic_policy,
+    owner_identity,
     queue,
     ses_identity,
     shared,
@@ -92,7 +92,7 @@ def deploy(
         )
     target = connect(options, environ, report)
     cfg = target.cfg
-    preflight.receiving_available()
+    preflight.receiving_available(cfg.region)
     preflight.bucket_available(cfg)
     preflight.environment_fits(cfg, environ)
     production = preflight.production_access()
@@ -104,6 +104,15 @@ def deploy(
         say=lambda line: report(f"[deploy] {line}"),
     )
     verified = identity_stage(run, options, report)
+    if not run.apply and not verified and not options.allow_unverified:
+        # A plan lists what the run will do: on a new account the run stops after the identity stage.
+        report(
+            f"[deploy] SES has not verified {cfg.domain_name}: the real run makes the changes above, "
+            "writes the DNS records to .build/deploy/"
+            f"{cfg.env}/dns.zone and stops with exit code 3 (waiting on DNS); publish them and deploy again"
+        )
+        summarize(run, report)
+        return run.changes
     if images is None:
         from deploy import images as publishing
 
@@ -111,7 +120,7 @@ def deploy(
         if not options.skip_build and not options.dry_run:
             publishing.build(report)
         images = publishing.publish(run, engine, options.registry, report)
-    shared(run, identity=False)
+    shared(run, identity=False, account=target.account)
     wire(run, target.account, environ, images, options.replace_active_rule_set, verified)
     if run.apply:
         records = dns.records(cfg)
@@ -134,11 +143,12 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
     SetIdentityMailFromDomain). Returns whether the identity is verified."""
     cfg = run.cfg
     ses_identity(run, cfg.domain_name)
+    owner_identity(run)  # the link reaches the owner while the DNS records wait to be published
     status = preflight.identity_status(cfg)
-    if (
-        status in ("", "Success") or not run.apply
-    ):  # "": not created yet (a dry run), or an endpoint that does not say
-        return status in ("", "Success")
+    if not run.apply:  # a plan: what the run would find after creating the identity
+        return status == "Success" or (status == "" and preflight.new_identity_verified_at_once())
+    if status in ("", "Success"):  # "": an endpoint that does not say
+        return True
     deadline = time.monotonic() + options.wait_s
     while status != "Success" and time.monotonic() < deadline:
         left = max(0, int(deadline - time.monotonic()))
@@ -206,7 +216,6 @@ def wire(
         if spec.batch_concurrency:
             triggers.event_source(run, account, spec)
     feedback = topic_arn(cfg, cfg.feedback_topic)
-    feedback_topic_policy(run, account)
     triggers.permission(run, account, "inbound-handler", "sns-ses-feedback", "sns.amazonaws.com", feedback)
     subscription(
         run,

@@ -171,18 +171,59 @@ def account() -> str:
         raise
 
 
-def receiving_available() -> None:
-    """SES email receiving exists only in some regions; its rule-set API says so."""
+# SES email receiving exists only in some Regions: the "Email receiving endpoints" table of "Amazon
+# Simple Email Service endpoints and quotas" (AWS General Reference,
+# https://docs.aws.amazon.com/general/latest/gr/ses.html#ses_inbound_endpoints; SES DG, "Regions and
+# Amazon SES", https://docs.aws.amazon.com/ses/latest/dg/regions.html: "you can use the inbound SMTP
+# endpoint URLs listed in this table when you set up the mail exchanger (MX) records"). What the receipt-rule
+# API answers in another Region is not documented, so the deploy checks the Region against the table (as
+# published in 2024; AWS adds Regions to it: update this set when it does).
+RECEIVING_REGIONS = frozenset(
+    {
+        "us-east-1",
+        "us-east-2",
+        "us-west-2",
+        "ca-central-1",
+        "eu-central-1",
+        "eu-west-1",
+        "eu-west-2",
+        "ap-northeast-1",
+        "ap-southeast-1",
+        "ap-southeast-2",
+        "ap-southeast-3",
+    }
+)
+
+
+def receiving_available(region: str) -> None:
+    """Refuse a Region where SES does not receive mail, before anything changes."""
+    if region not in RECEIVING_REGIONS:
+        raise DeployError(
+            f"SES email receiving is not available in {region} (AWS General Reference, Amazon SES "
+            "endpoints, Email receiving endpoints)",
+            "deploy to a Region that receives mail, e.g. --region us-east-1 (one of "
+            + ", ".join(sorted(RECEIVING_REGIONS))
+            + ")",
+        )
+
+
+def new_identity_verified_at_once() -> bool:
+    """Whether a domain identity created now is verified at once: never on AWS ("As Amazon SES searches for
+    the TXT record, the domain's verification status is Pending", SES API reference, VerifyDomainIdentity);
+    on an emulator, unless it models a fresh account (common/local/fresh.py), which is as AWS is."""
+    import os
+    import urllib.request
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+    if not endpoint:
+        return False
+    from common.runtime.functions import EMULATOR_ACCOUNT_PATH
+
     try:
-        control_client("ses").describe_active_receipt_rule_set()
-    except Exception as exc:
-        code = error_code(exc)
-        if code and code not in ("AccessDenied", "AccessDeniedException", "Throttling"):
-            raise DeployError(
-                f"SES email receiving is not available here ({code}: {exc})",
-                "deploy to a region with SES receiving, e.g. --region us-east-1 (or us-west-2, eu-west-1)",
-            ) from None
-        raise
+        with urllib.request.urlopen(endpoint.rstrip("/") + EMULATOR_ACCOUNT_PATH, timeout=5) as answer:
+            return bool(json.loads(answer.read()).get("account") != "fresh")
+    except (OSError, ValueError):
+        return True  # an emulator without the model (LocalStack) verifies at once
 
 
 def identity_status(cfg: Config) -> str:
@@ -193,10 +234,9 @@ def identity_status(cfg: Config) -> str:
 
 def production_access() -> bool | None:
     """SES production access (False: the sandbox), or None when the endpoint cannot say."""
-    try:
-        return bool(control_client("sesv2").get_account().get("ProductionAccessEnabled"))
-    except Exception:
-        return None
+    from deploy.resources import preflight_production
+
+    return preflight_production()
 
 
 def send_rate(environ: dict[str, str], report: Any) -> None:
@@ -224,8 +264,36 @@ def sandbox_note(cfg: Config, production: bool | None) -> str:
     if production:
         return "[deploy] SES production access: yes"
     return (
-        f"[deploy] SES is in the sandbox in {cfg.region}: it sends only to verified addresses. Verify "
-        f"{cfg.private_email} (aws sesv2 create-email-identity --email-identity {cfg.private_email}) "
-        "so forwards arrive, and request production access before contacts can get acks and replies "
-        "(https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html)"
+        f"[deploy] SES is in the sandbox in {cfg.region}: it sends only to verified addresses. Click the "
+        f"link SES mailed to {cfg.private_email} so forwards go out (they wait until then), and run "
+        "`email-handler ses request-production-access` before contacts can get acks and replies (they "
+        "wait too); `email-handler status` says what is left"
     )
+
+
+def production_request(cfg: Config, website: str = "", use_case: str = "") -> dict[str, Any]:
+    """The PutAccountDetails request for production access, filled from the configuration (SES API v2
+    reference, PutAccountDetails: MailType and WebsiteURL required; UseCaseDescription, ContactLanguage,
+    AdditionalContactEmailAddresses, ProductionAccessEnabled optional)."""
+    return {
+        "MailType": "TRANSACTIONAL",
+        "WebsiteURL": website or f"https://{cfg.domain_name}",
+        "ContactLanguage": "EN",
+        "UseCaseDescription": use_case
+        or (
+            f"Personal mail handling for {cfg.domain_name}. Mail to {cfg.public_email} is received by SES "
+            f"and forwarded to its owner ({cfg.private_email}); a person who writes for the first time gets "
+            "one automatic acknowledgement; the owner's replies go to the person who wrote. No lists, no "
+            "marketing: every recipient wrote to us first. Bounces and complaints arrive through a "
+            "configuration set's SNS destination; bounced and complaining addresses are suppressed."
+        ),
+        "AdditionalContactEmailAddresses": [cfg.private_email],
+        "ProductionAccessEnabled": True,
+    }
+
+
+def request_production(request: dict[str, Any]) -> dict[str, Any]:
+    """Submit ``request`` (SESv2 PutAccountDetails) and return the account as SES then reports it."""
+    sesv2 = control_client("sesv2")
+    sesv2.put_account_details(**request)
+    return dict(sesv2.get_account())

@@ -58,3 +58,27 @@ def send_raw(raw: bytes, source: str, destinations: list[str], configuration_set
         **extra,
     )
     return str(response["MessageId"])
+
+
+def sandbox_refused(recipients: list[str]) -> list[str]:
+    """The recipients SES's sandbox refuses: [] with production access; otherwise each address that is
+    neither a verified identity nor at a verified domain. "If your account is still in the Amazon SES
+    sandbox, you also need to verify any email addresses which you plan on sending email to" (SES DG,
+    "Verified identities", https://docs.aws.amazon.com/ses/latest/dg/verify-addresses-and-domains.html).
+    SESv2 reads (GetAccount, GetEmailIdentity's ``VerifiedForSendingStatus``), asked only when they
+    matter: before an ack, and after SES refused a send."""
+    from common.aws import error_code
+
+    sesv2 = client("sesv2")
+    if sesv2.get_account().get("ProductionAccessEnabled"):
+        return []
+
+    def verified(identity: str) -> bool:
+        try:
+            return bool(sesv2.get_email_identity(EmailIdentity=identity).get("VerifiedForSendingStatus"))
+        except Exception as exc:
+            if error_code(exc) == "NotFoundException":  # not an identity at all
+                return False
+            raise
+
+    return [r for r in recipients if not verified(r) and not verified(r.rpartition("@")[2].lower())]

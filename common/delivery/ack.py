@@ -67,6 +67,28 @@ def refusal_before_budget(cfg: Config, receipt: SesReceipt, mail: ParsedMail) ->
     )
 
 
+def sandbox_refusal(address: str) -> str:
+    """Why SES's sandbox would refuse an ack to ``address`` ('' when it would not, or when SES cannot say:
+    then the ack is queued, and its sender holds it if SES refuses it). Asked only for an ack that passed
+    every other check, after the budget was taken (a unit of one hour's budget is all a refusal costs)."""
+    from common.aws import ses
+    from common.runtime.log import get_logger
+
+    try:
+        refused = ses.sandbox_refused([address])
+    except Exception as exc:
+        get_logger("inbound-handler").warning(
+            "sandbox not checked", extra={"error": f"{type(exc).__name__}: {exc}"}
+        )
+        return ""
+    if not refused:
+        return ""
+    return (
+        f"SES is in the sandbox and {address} is not a verified address "
+        "(acks go out once AWS grants production access)"
+    )
+
+
 def unverifiable_sender(mail: ParsedMail) -> str:
     """Several mailboxes or From fields, a group, two angle-addrs or two bare addresses in From:
     SES's DMARC verdict may be about another mailbox than the one an ack would go to. (A name that

@@ -64,6 +64,10 @@ def deliver(
     if recorded.blocked is not None:
         return refuse(f"blocked by the owner ({recorded.blocked.entry})")
     first_contact = recorded.first_contact
+    ack_reason = recorded.ack_refusal
+    if recorded.ack_note:  # not attempted: the record says why, and so does the owner's forward, in one line
+        conversations.set_attributes(cfg, cid, {"ackStatus": f"not sent: {recorded.ack_note}"})
+        warnings = (*warnings, f"No automatic acknowledgement was sent: {recorded.ack_note}.")
     archive_key = rawmail.archive(cfg, cid, mid, raw)
     parts = mail.attachments
     if unconverted := unconverted_html(
@@ -93,7 +97,6 @@ def deliver(
     # A forward that can never be built is quarantined now, before any ack goes out.
     if problem := unbuildable(forward, cfg.public_email, cfg.domain_name):
         return refuse(f"forward cannot be built: {problem}")
-    ack_reason = recorded.ack_refusal
     ack_message = None if ack_reason else build_ack(cfg, mid, cid, mail)
     if ack_message is not None and (problem := unbuildable(ack_message, cfg.public_email, cfg.domain_name)):
         ack_message, ack_reason = None, f"ack cannot be built: {problem}"

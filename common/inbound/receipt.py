@@ -9,6 +9,7 @@ idempotency keys come from the SES message id, so a retry never sends a second a
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -75,11 +76,22 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         return quarantined(cfg, receipt, mail, raw, decision.reason, when)
 
     # The record checks the owner's block list and takes the ack in one write (common/store/intake.py).
-    record = functools.partial(
+    taking = functools.partial(
         intake.record,
         authenticated=ack.authenticated(receipt, mail.from_address),
         ack_refusal=ack.refusal_before_budget(cfg, receipt, mail),
     )
+
+    def record(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime) -> intake.Recorded:
+        """The record, then SES's sandbox for an ack every other check let through: not attempted."""
+        recorded = taking(cfg, cid, mid, mail, when)
+        note = (
+            ack.sandbox_refusal(mail.from_address)
+            if recorded.first_contact and not recorded.ack_refusal
+            else ""
+        )
+        return replace(recorded, ack_refusal=note, ack_note=note) if note else recorded
+
     result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt, record)
     staging.done(cfg, receipt)
     return result

@@ -477,28 +477,94 @@ def cmd_emulator(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_dns_publish(args: argparse.Namespace) -> int:
-    import urllib.error
-    import urllib.request
-
     from common.local.fresh import DNS_PATH
 
     url = endpoint(args)
     try:
         body = Path(args.zone).read_bytes()
-        with urllib.request.urlopen(
-            urllib.request.Request(
-                url + DNS_PATH, data=body, method="POST", headers={"Content-Type": "text/dns"}
-            ),
-            timeout=10,
-        ) as r:
-            count = json.loads(r.read())["records"]
     except OSError as exc:
-        detail = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else str(exc)
+        print(f"[dns] cannot read {args.zone}: {exc}", file=sys.stderr)
+        return 2
+    answer, detail = _post(url + DNS_PATH, body, "text/dns")
+    if answer is None:
         print(
             f"[dns] cannot publish {args.zone} to {url}: {detail} (dns publish works only on "
             "`email-handler emulator --account fresh`; on AWS publish the records at your DNS provider)",
             file=sys.stderr,
         )
         return 2
-    print(f"[dns] published {count} records of {args.zone} to {url}; SES checks them on its next poll")
+    print(
+        f"[dns] published {answer['records']} records of {args.zone} to {url}; "
+        "SES checks them on its next poll"
+    )
+    return 0
+
+
+def _post(url: str, body: bytes, content_type: str) -> tuple[dict[str, Any] | None, str]:
+    """POST to one of the fresh-account model's control endpoints: its JSON answer, or None and why."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type}),
+            timeout=10,
+        ) as r:
+            return dict(json.loads(r.read())), ""
+    except OSError as exc:
+        return None, exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else str(
+            exc
+        )
+
+
+def _model_call(
+    args: argparse.Namespace, path: str, body: dict[str, str], what: str
+) -> dict[str, Any] | None:
+    """POST to a control endpoint of the model; None (with the reason printed) when the emulator refuses
+    or cannot be reached."""
+    url = endpoint(args)
+    answer, detail = _post(url + path, json.dumps(body).encode(), "application/json")
+    if answer is None:
+        print(
+            f"[model] cannot {what} on {url}: {detail} (this works only on the fresh-account model, "
+            "`email-handler emulator --account fresh` or `email-handler dev --aws-account fresh`)",
+            file=sys.stderr,
+        )
+    return answer
+
+
+@command(
+    "stand in for clicking the verification link SES mailed to ADDR (fresh-account model)",
+    arg("address", metavar="ADDR"),
+    ENDPOINT,
+)
+def cmd_model_verify_address(args: argparse.Namespace) -> int:
+    from common.local.fresh import VERIFY_ADDRESS_PATH
+
+    if _model_call(args, VERIFY_ADDRESS_PATH, {"address": args.address}, f"verify {args.address}") is None:
+        return 2
+    print(f"[model] {args.address} verified (as if its owner clicked SES's link)")
+    return 0
+
+
+@command("stand in for AWS granting SES production access (fresh-account model)", ENDPOINT)
+def cmd_model_grant_production(args: argparse.Namespace) -> int:
+    from common.local.fresh import GRANT_PRODUCTION_PATH
+
+    if _model_call(args, GRANT_PRODUCTION_PATH, {}, "grant production access") is None:
+        return 2
+    print("[model] production access granted: SES sends to any address")
+    return 0
+
+
+@command(
+    "stand in for clicking the link of every pending e-mail subscription (fresh-account model)", ENDPOINT
+)
+def cmd_model_confirm_subscriptions(args: argparse.Namespace) -> int:
+    from common.local.fresh import CONFIRM_SUBSCRIPTIONS_PATH
+
+    answer = _model_call(args, CONFIRM_SUBSCRIPTIONS_PATH, {}, "confirm the subscriptions")
+    if answer is None:
+        return 2
+    print(f"[model] {answer['confirmed']} subscription(s) confirmed")
     return 0

@@ -250,6 +250,17 @@ class DevStack:
             "provisioning (queues, tables, bucket, topics, wiring queues, the six roles)",
             lambda: provision.provision(cfg, wiring=True),
         )
+        if self.account == "fresh":  # a new account: the domain waits for its DNS records, as on AWS
+            from deploy import dns
+
+            zone = dns.write(cfg, dns.records(cfg), Path(".build/dev"))
+            print(
+                f"[dev] new account: publish the domain's records with `email-handler dns publish {zone} "
+                f"--endpoint {self.endpoint}`; then `email-handler model verify-address "
+                f"{cfg.private_email}`, `model confirm-subscriptions` and `model grant-production` stand in "
+                "for the owner and AWS",
+                flush=True,
+            )
         # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).
         roles = {name: function_credentials(cfg, name, ensure_role=False) for name in self.ports.functions}
         account = account_id()

@@ -131,7 +131,7 @@ def ses_sandbox() -> None:
     from moto.sesv2 import urls
     from moto.sesv2.responses import SESV2Response
 
-    from common.local.fresh import sent_last_24_hours
+    from common.local.fresh import account_details, put_account_details, sent_last_24_hours
     from common.local.iam import SES_SANDBOX
 
     def refuse_unverified(backend: Any, recipients: list[str]) -> None:
@@ -157,8 +157,10 @@ def ses_sandbox() -> None:
         return send(self, source, subject, body, destinations)
 
     def get_account(self: Any) -> str:
+        details = account_details()
         return json.dumps(
             {
+                **({"Details": details} if details else {}),
                 "ProductionAccessEnabled": not SES_SANDBOX["on"],
                 "SendingEnabled": True,
                 "EnforcementStatus": "HEALTHY",
@@ -173,8 +175,37 @@ def ses_sandbox() -> None:
 
     SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
     SESBackend.send_email = send_email  # type: ignore[method-assign]
+
+    def put_account_details_(self: Any) -> str:
+        put_account_details(json.loads(self.body or "{}"))
+        return "{}"
+
     SESV2Response.get_account = get_account  # type: ignore[attr-defined]
+    SESV2Response.put_account_details = put_account_details_  # type: ignore[attr-defined]
     urls.url_paths["{0}/v2/email/account$"] = SESV2Response.dispatch
+    urls.url_paths["{0}/v2/email/account/details$"] = SESV2Response.dispatch
+
+
+def ses_event_destination_names() -> None:
+    """An event destination's name is unique within its configuration set, as SES has it
+    (CreateConfigurationSetEventDestination: EventDestinationAlreadyExists "the event destination
+    already exists" for that set); moto 5.2.5 keeps one name space for the whole account, so a second
+    deployment's set (prd beside local, one account) could not have its own "feedback" destination."""
+    from moto.ses.exceptions import ConfigurationSetDoesNotExist, EventDestinationAlreadyExists
+    from moto.ses.models import SESBackend
+
+    def create_configuration_set_event_destination(
+        self: Any, configuration_set_name: str, event_destination: dict[str, Any]
+    ) -> None:
+        if self.config_sets.get(configuration_set_name) is None:
+            raise ConfigurationSetDoesNotExist("Invalid Configuration Set Name.")
+        current = self.config_set_event_destination.get(configuration_set_name) or {}
+        if current.get("Name") == event_destination["Name"]:
+            raise EventDestinationAlreadyExists("Duplicate Event destination Name.")
+        self.config_set_event_destination[configuration_set_name] = event_destination
+        self.event_destinations[event_destination["Name"]] = 1
+
+    SESBackend.create_configuration_set_event_destination = create_configuration_set_event_destination  # type: ignore[method-assign]
 
 
 def sqs_message_characters() -> None:
@@ -232,6 +263,7 @@ def patch_moto() -> None:
     dynamodb_read_key_sizes()
     sqs_message_characters()
     sesv2_suppression_options()
+    ses_event_destination_names()
     ses_sandbox()
     fresh.install()  # inert until an account is modelled as fresh (common/local/fresh.py)
     route_cache()

@@ -30,9 +30,33 @@ import time
 from collections import deque
 from typing import Any
 
+from common.runtime.functions import EMULATOR_ACCOUNT_PATH
+
 # Where the model's control endpoints live on the emulator (POST): the zone to publish, and the switch.
 DNS_PATH = "/moto-api/service-email-handler/dns"
-ACCOUNT_PATH = "/moto-api/service-email-handler/account"
+ACCOUNT_PATH = EMULATOR_ACCOUNT_PATH
+# The stand-ins for a person clicking SES's verification link, AWS granting production access and a
+# person clicking SNS's subscription link (`email-handler model verify-address | grant-production |
+# confirm-subscriptions`).
+VERIFY_ADDRESS_PATH = "/moto-api/service-email-handler/verify-address"
+GRANT_PRODUCTION_PATH = "/moto-api/service-email-handler/grant-production"
+CONFIRM_SUBSCRIPTIONS_PATH = "/moto-api/service-email-handler/confirm-subscriptions"
+
+# "The verification status of an email address is "Pending" until the email address owner clicks the
+# link within the verification email that Amazon SES sent to that address. If the email address owner
+# clicks the link within 24 hours, the verification status of the email address changes to "Success""
+# (SES API reference, GetIdentityVerificationAttributes,
+# https://docs.aws.amazon.com/ses/latest/APIReference/API_GetIdentityVerificationAttributes.html), and
+# "If your account is still in the Amazon SES sandbox, you also need to verify any email addresses which
+# you plan on sending email to" (SES DG, https://docs.aws.amazon.com/ses/latest/dg/verify-addresses-and-domains.html).
+# The model keeps an address identity Pending until `model verify-address` clicks; it never expires it.
+# Subscribe answers "The ARN of the subscription if it is confirmed, or the string "pending confirmation"
+# if the subscription requires confirmation" (SNS API reference, Subscribe,
+# https://docs.aws.amazon.com/sns/latest/api/API_Subscribe.html); an e-mail endpoint requires it (its
+# owner clicks the link SNS mails). The reference does not say what ListSubscriptionsByTopic lists for it:
+# AWS lists "PendingConfirmation" in place of the ARN, and the model does the same (status accepts any
+# value that is not an ARN as unconfirmed, the stricter reading).
+EMAIL_PROTOCOLS = ("email", "email-json")
 
 # Lambda quotas: "Concurrent executions: 1,000 (new accounts may have a lower quota)" -- new accounts
 # get 10 -- and "Lambda ... always [reserves] at least ... unreserved concurrency" for functions without
@@ -57,6 +81,10 @@ STATE: dict[str, Any] = {"fresh": False}
 _zone: set[tuple[str, str, str]] = set()  # (name, type, value), lower-case, names without the final dot
 _verified: dict[str, set[str]] = {}  # identity -> {"domain", "dkim", "mail_from"}
 _sent: deque[float] = deque()  # send times within the last 24 hours
+_events: list[dict[str, Any]] = []  # SES events the model published for a configuration set, or dropped
+_clicked: set[str] = set()  # address identities whose verification link was "clicked" (lower-case)
+# SESv2 PutAccountDetails' request and the review of it ("Details" of GetAccount)
+_details: dict[str, Any] = {}
 
 
 def fresh() -> bool:
@@ -73,10 +101,16 @@ def set_fresh(on: bool) -> None:
 
 
 def reset() -> None:
+    from common.local.iam import SES_SANDBOX
+
     with _lock:
         _zone.clear()
         _verified.clear()
         _sent.clear()
+        _clicked.clear()
+        _details.clear()
+        _events.clear()
+    SES_SANDBOX["on"] = fresh()  # a reset account is back in the sandbox
 
 
 def policy_size(document: str | dict[str, Any]) -> int:
@@ -214,6 +248,9 @@ def _patch_ses() -> None:
             for identity, attrs in found.items():
                 if _is_domain(identity):
                     attrs["VerificationStatus"] = "Success" if "domain" in poll(self, identity) else "Pending"
+                else:
+                    attrs["VerificationStatus"] = "Success" if address_clicked(identity) else "Pending"
+                    attrs.pop("VerificationToken", None)  # address identities have none on AWS
         return found
 
     def get_identity_dkim_attributes(self: Any, identities: list[str]) -> Any:
@@ -312,12 +349,172 @@ def _patch_ses() -> None:
         check_send(self, source, recipients)
         return sent(recipients, send(self, source, subject, body, destinations))
 
+    def is_verified_address(self: Any, source: str) -> bool:
+        """A verified recipient (the sandbox) or sender: the address identity once clicked, or its verified
+        domain. Off the model, moto's rule (the identity exists)."""
+        if not fresh():
+            return bool(is_verified(self, source))
+        from email.utils import parseaddr
+
+        address = parseaddr(source)[1]
+        domain = address.rpartition("@")[2].lower()
+        if address in self.email_identities and address_clicked(address):
+            return True
+        return domain in self.email_identities and _identity_verified(domain)
+
+    def delete_identity(self: Any, identity: str) -> None:
+        delete(self, identity)
+        with _lock:  # created again, it waits for a new click (SES mails a new link)
+            _clicked.discard(identity.lower())
+            _verified.pop(identity, None)
+
+    is_verified, delete = SESBackend._is_verified_address, SESBackend.delete_identity
+    SESBackend._is_verified_address = is_verified_address  # type: ignore[method-assign]
+    SESBackend.delete_identity = delete_identity  # type: ignore[method-assign]
     SESBackend.get_identity_verification_attributes = get_identity_verification_attributes  # type: ignore[method-assign]
     SESBackend.get_identity_dkim_attributes = get_identity_dkim_attributes  # type: ignore[method-assign]
     SESBackend.get_identity_mail_from_domain_attributes = get_identity_mail_from_domain_attributes  # type: ignore[method-assign]
     SESBackend.set_identity_mail_from_domain = set_identity_mail_from_domain  # type: ignore[method-assign]
     SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
     SESBackend.send_email = send_email  # type: ignore[method-assign]
+
+
+def address_clicked(address: str) -> bool:
+    with _lock:
+        return address.lower() in _clicked
+
+
+def click(address: str) -> bool:
+    """Stand in for the owner of ``address`` clicking SES's verification link; False when no identity of
+    that address exists (no link was sent)."""
+    from moto.ses.models import ses_backends
+
+    found = any(
+        address in backend.email_identities
+        for regions in ses_backends.values()
+        for backend in regions.values()
+    )
+    if found:
+        with _lock:
+            _clicked.add(address.lower())
+    return found
+
+
+def _patch_sesv2() -> None:
+    """GetEmailIdentity tells an address identity's state as SESv2 does: ``VerifiedForSendingStatus`` and
+    ``VerificationStatus`` (PENDING until the link is clicked, SES API v2 reference, GetEmailIdentity,
+    https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_GetEmailIdentity.html)."""
+    from moto.sesv2.responses import SESV2Response
+
+    original = SESV2Response.get_email_identity
+    send = SESV2Response.send_email
+
+    def send_email(self: Any) -> str:
+        answer = send(self)
+        config_set = json.loads(self.body or "{}").get("ConfigurationSetName")
+        if fresh() and config_set:
+            params = json.loads(self.body)
+            recipients = [
+                a
+                for k in ("ToAddresses", "CcAddresses", "BccAddresses")
+                for a in params.get("Destination", {}).get(k, [])
+            ]
+            _publish_event(
+                self.sesv2_backend.core_backend,
+                config_set,
+                json.loads(answer)["MessageId"],
+                str(params.get("FromEmailAddress", "")),
+                recipients,
+            )
+        return str(answer)
+
+    SESV2Response.send_email = send_email  # type: ignore[method-assign]
+
+    suppression = SESV2Response.put_configuration_set_suppression_options  # type: ignore[attr-defined]
+
+    def put_configuration_set_suppression_options(self: Any) -> str:
+        """The suppression-list settings in the sandbox. Documented: "To bulk add or remove addresses,
+        you must have production access" (SES DG, "Using the Amazon SES account-level suppression list",
+        https://docs.aws.amazon.com/ses/latest/dg/sending-email-suppression-list.html). The documentation
+        says nothing of a configuration set's SuppressionOptions in the sandbox: the model is stricter than
+        AWS may be and refuses them too, so the deploy is proven to go on without them (and to set them on
+        a later run)."""
+        from common.local.iam import SES_SANDBOX
+
+        if fresh() and SES_SANDBOX["on"]:
+            raise _ses_error(
+                "BadRequestException",
+                "Suppression list settings are not available while the account is in the sandbox "
+                "(stricter than documented: the fresh-account model)",
+            )
+        return str(suppression(self))
+
+    SESV2Response.put_configuration_set_suppression_options = put_configuration_set_suppression_options  # type: ignore[attr-defined]
+
+    def get_email_identity(self: Any) -> str:
+        body = json.loads(original(self))
+        identity = self._get_param("EmailIdentity")
+        if fresh():
+            if _is_domain(identity):
+                ok = _identity_verified(identity)
+            else:
+                ok = address_clicked(identity)
+            body["VerifiedForSendingStatus"] = ok
+            body["VerificationStatus"] = "SUCCESS" if ok else "PENDING"
+        else:
+            body.setdefault("VerificationStatus", "SUCCESS")
+            body["VerifiedForSendingStatus"] = True
+        return json.dumps(body)
+
+    SESV2Response.get_email_identity = get_email_identity  # type: ignore[method-assign]
+
+
+def ses_events() -> list[dict[str, Any]]:
+    """What SES did with each event of a send made with a configuration set: published to the SNS
+    destination, or dropped because the topic's policy does not let SES publish (``reason``)."""
+    with _lock:
+        return [dict(e) for e in _events]
+
+
+def _publish_event(
+    backend: Any, config_set: str, message_id: str, source: str, recipients: list[str]
+) -> None:
+    """SES publishes a sent message's Send and Delivery events to the configuration set's SNS destination,
+    as the topic's policy allows: "you must ... allow Amazon SES to publish to the topic" (SES DG, "Set up an
+    Amazon SNS event destination for event publishing",
+    https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html). The model
+    delivers Delivery at once (every recipient accepts) to SQS subscriptions; a Lambda subscription is
+    recorded, not invoked (the model runs no image). A topic whose policy refuses SES gets nothing, and the
+    drop is recorded; the documentation does not say what SES does then, so the model drops silently as
+    AWS does for a misconfigured destination."""
+    from moto.sns.models import sns_backends
+
+    destination = backend.config_set_event_destination.get(config_set) or {}
+    wanted = [t.lower() for t in destination.get("MatchingEventTypes", [])]
+    topic_arn = (destination.get("SNSDestination") or {}).get("TopicARN", "")
+    if not topic_arn or not destination.get("Enabled", True) or "delivery" not in wanted:
+        return
+    account, region = topic_arn.split(":")[4], topic_arn.split(":")[3]
+    sns = sns_backends[account][region]
+    topic = sns.topics.get(topic_arn)
+    source_arn = f"arn:aws:ses:{region}:{backend.account_id}:configuration-set/{config_set}"
+    record: dict[str, Any] = {"topic": topic_arn, "eventType": "Delivery", "messageId": message_id}
+    if topic is None or not ses_may_publish(topic.policy, topic_arn, source_arn):
+        record["delivered"], record["reason"] = False, "the topic's policy does not let SES publish"
+    else:
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+        event = {
+            "eventType": "Delivery",
+            "mail": {"timestamp": now, "messageId": message_id, "source": source, "destination": recipients},
+            "delivery": {"timestamp": now, "recipients": recipients, "smtpResponse": "250 2.0.0 OK"},
+        }
+        record["delivered"], record["subscriptions"] = True, []
+        for sub in sns._get_topic_subscriptions(topic):
+            record["subscriptions"].append(sub.protocol)
+            if sub.protocol == "sqs":
+                sub.publish(json.dumps(event), message_id=f"ses-event-{message_id}")
+    with _lock:
+        _events.append(record)
 
 
 def _raw_from(raw: str) -> str:
@@ -336,11 +533,17 @@ def ses_may_publish(policy: str | dict[str, Any] | None, topic_arn: str, source_
     """Would the topic's policy let SES publish for ``source_arn`` (a configuration set)? SES needs a
     statement for the ``ses.amazonaws.com`` principal (SES DG, "Set up an Amazon SNS event destination
     for event publishing", https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html)."""
+    return ses_may(policy, "sns:Publish", topic_arn, source_arn)
+
+
+def ses_may(policy: str | bytes | dict[str, Any] | None, action: str, resource: str, source_arn: str) -> bool:
+    """Would a resource policy let ``ses.amazonaws.com`` do ``action`` on ``resource`` for ``source_arn``
+    (its configuration set or receipt rule), with the account as ``aws:SourceAccount``?"""
     from common.local.iam import Request, evaluate
 
     if not policy:
         return False
-    document = json.loads(policy) if isinstance(policy, str) else policy
+    document = json.loads(policy) if isinstance(policy, str | bytes) else policy
     account = source_arn.split(":")[4]
 
     def for_ses(statement: dict[str, Any]) -> bool:
@@ -349,10 +552,159 @@ def ses_may_publish(policy: str | dict[str, Any] | None, topic_arn: str, source_
         return "ses.amazonaws.com" in (services if isinstance(services, list) else [services])
 
     statements = [s for s in document.get("Statement", []) if for_ses(s)]
-    request = Request(
-        "sns:Publish", [topic_arn], {"aws:sourcearn": [source_arn], "aws:sourceaccount": [account]}
-    )
+    request = Request(action, [resource], {"aws:sourcearn": [source_arn], "aws:sourceaccount": [account]})
     return evaluate([{"Statement": statements}], request) if statements else False
+
+
+def _patch_receipt_rules() -> None:
+    """Creating or updating a receipt rule, SES checks that it may use its actions' resources.
+    CreateReceiptRule answers InvalidS3ConfigurationException when "Amazon SES could not publish to
+    the bucket, possibly due to permissions issues", and InvalidLambdaFunctionException when "Amazon
+    SES could not execute the provided function, possibly due to permissions issues" (SES API
+    reference, CreateReceiptRule, Errors,
+    https://docs.aws.amazon.com/ses/latest/APIReference/API_CreateReceiptRule.html). SES proves the
+    bucket by writing a test object, AMAZON_SES_SETUP_NOTIFICATION, under the action's prefix; the
+    documentation does not describe that object, the model writes it as SES does. The permissions are
+    evaluated as the bucket policy and the function policy would be for ``ses.amazonaws.com`` with the
+    rule as ``aws:SourceArn`` (SES DG, "Giving permissions to Amazon SES for email receiving",
+    https://docs.aws.amazon.com/ses/latest/dg/receiving-email-permissions.html)."""
+    from moto.ses.exceptions import InvalidLambdaFunctionException, InvalidS3ConfigurationException
+    from moto.ses.models import SESBackend
+
+    create, update = SESBackend.create_receipt_rule, SESBackend.update_receipt_rule
+
+    def check(backend: Any, rule_set: str, rule: dict[str, Any]) -> None:
+        if not fresh():
+            return
+        from moto.awslambda.models import lambda_backends
+        from moto.s3.models import s3_backends
+
+        account, region = backend.account_id, backend.region_name
+        source = f"arn:aws:ses:{region}:{account}:receipt-rule-set/{rule_set}:receipt-rule/{rule.get('Name')}"
+        for action in rule.get("Actions", []):
+            if s3 := action.get("S3Action"):
+                bucket = s3_backends[account]["aws"].buckets.get(s3["BucketName"])
+                if bucket is None:
+                    continue  # moto's own check answers for a bucket that does not exist
+                key = f"{s3.get('ObjectKeyPrefix', '')}AMAZON_SES_SETUP_NOTIFICATION"
+                if not ses_may(bucket.policy, "s3:PutObject", f"arn:aws:s3:::{bucket.name}/{key}", source):
+                    raise InvalidS3ConfigurationException(f"Could not write to bucket: {bucket.name}")
+                s3_backends[account]["aws"].put_object(bucket.name, key, b"Amazon SES setup notification\n")
+            if lam := action.get("LambdaAction"):
+                arn = lam["FunctionArn"]
+                try:  # moto answers GetPolicy's wire format: {"Policy": "<the document>"}
+                    policy = json.loads(lambda_backends[account][region].get_policy(arn))["Policy"]
+                except Exception:
+                    policy = None
+                if not ses_may(policy, "lambda:InvokeFunction", arn, source):
+                    raise InvalidLambdaFunctionException(
+                        f"Could not invoke Lambda function: {arn} (no permission for ses.amazonaws.com)"
+                    )
+
+    def create_receipt_rule(self: Any, rule_set_name: str, rule: dict[str, Any], after: str | None) -> None:
+        check(self, rule_set_name, rule)
+        create(self, rule_set_name, rule, after)
+
+    def update_receipt_rule(self: Any, rule_set_name: str, rule: dict[str, Any]) -> None:
+        check(self, rule_set_name, rule)
+        update(self, rule_set_name, rule)
+
+    SESBackend.create_receipt_rule = create_receipt_rule  # type: ignore[method-assign]
+    SESBackend.update_receipt_rule = update_receipt_rule  # type: ignore[method-assign]
+
+
+# --- production access, subscriptions, alarms -------------------------------------------------------
+
+
+def put_account_details(request: dict[str, Any]) -> None:
+    """SESv2 PutAccountDetails: "MailType" and "WebsiteURL" are required (SES API v2 reference,
+    PutAccountDetails, https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_PutAccountDetails.html);
+    a request for production access puts it under review ("Details.ReviewDetails.Status" PENDING, GetAccount)
+    until AWS answers (`email-handler model grant-production`)."""
+    import uuid
+
+    missing = [k for k in ("MailType", "WebsiteURL") if not request.get(k)]
+    if missing:
+        raise _ses_error("BadRequestException", f"Missing required parameter(s): {', '.join(missing)}")
+    if request.get("MailType") not in ("MARKETING", "TRANSACTIONAL"):
+        raise _ses_error("BadRequestException", "MailType must be MARKETING or TRANSACTIONAL")
+    with _lock:
+        _details.clear()
+        _details.update({k: v for k, v in request.items() if k != "ProductionAccessEnabled"})
+        if request.get("ProductionAccessEnabled"):
+            _details["ReviewDetails"] = {"Status": "PENDING", "CaseId": uuid.uuid4().hex[:10]}
+
+
+def account_details() -> dict[str, Any]:
+    with _lock:
+        return json.loads(json.dumps(_details))
+
+
+def grant_production() -> None:
+    """AWS grants production access: sends to any address, the production quotas."""
+    from common.local.iam import SES_SANDBOX
+
+    SES_SANDBOX["on"] = False
+    with _lock:
+        review = _details.setdefault("ReviewDetails", {"CaseId": "granted-by-model"})
+        review["Status"] = "GRANTED"
+
+
+def confirm_subscriptions() -> int:
+    """Stand in for clicking every pending e-mail subscription's link; returns how many were confirmed."""
+    from moto.sns.models import sns_backends
+
+    confirmed = 0
+    for regions in sns_backends.values():
+        for backend in regions.values():
+            for sub in backend.subscriptions.values():
+                if sub.attributes.get("PendingConfirmation") is True:
+                    sub.attributes["PendingConfirmation"] = False
+                    sub.confirmed = True
+                    confirmed += 1
+    return confirmed
+
+
+def _patch_sns() -> None:
+    """An e-mail subscription made on the model waits for its confirmation: GetSubscriptionAttributes says
+    ``PendingConfirmation`` "true" and ListSubscriptions* list ``PendingConfirmation`` for its ARN, as SNS
+    does for a subscription "pending confirmation" (SNS API reference, Subscribe, ReturnSubscriptionArn)."""
+    from moto.sns.models import SNSBackend, Subscription
+
+    subscribe = SNSBackend.subscribe
+
+    def subscribe_pending(self: Any, topic_arn: str, endpoint: str, protocol: str) -> Any:
+        existing = self._find_subscription(topic_arn, endpoint, protocol)
+        sub = subscribe(self, topic_arn, endpoint, protocol)
+        if fresh() and existing is None and protocol in EMAIL_PROTOCOLS:
+            sub.attributes["PendingConfirmation"] = True
+        return sub
+
+    def subscription_arn(self: Any) -> str:
+        return "PendingConfirmation" if self.attributes.get("PendingConfirmation") is True else str(self.arn)
+
+    SNSBackend.subscribe = subscribe_pending  # type: ignore[method-assign]
+    Subscription.subscription_arn = property(subscription_arn)  # type: ignore[attr-defined]
+
+
+def _patch_cloudwatch() -> None:
+    """A new alarm starts INSUFFICIENT_DATA: "This is the initial state of a new alarm, but the alarm state
+    also changes to INSUFFICIENT_DATA if CloudWatch metrics become unavailable, or not enough data is
+    available" ("Monitor with CloudWatch alarms",
+    https://docs.aws.amazon.com/autoscaling/application/userguide/cloudwatch-alarm-notifications.html);
+    moto starts it OK. The model leaves it there (it evaluates no metric)."""
+    from moto.cloudwatch.models import CloudWatchBackend
+
+    put = CloudWatchBackend.put_metric_alarm
+
+    def put_metric_alarm(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        new = name not in self.alarms
+        alarm = put(self, name, *args, **kwargs)
+        if fresh() and new:
+            self.alarms[name].state_value = "INSUFFICIENT_DATA"
+        return alarm
+
+    CloudWatchBackend.put_metric_alarm = put_metric_alarm  # type: ignore[method-assign]
 
 
 # --- IAM and Lambda quotas -------------------------------------------------------------------------
@@ -407,6 +759,58 @@ def _patch_iam() -> None:
     IAMBackend.create_policy_version = create_policy_version  # type: ignore[method-assign]
 
 
+# The registries the model can ask: the local push path's (`email-handler deploy --registry HOST:PORT`).
+# An ECR host is not asked (the model has no ECR behind it).
+LOCAL_REGISTRY = re.compile(r"^(?:127\.0\.0\.1|localhost)(?::\d+)?$")
+
+
+def image_refused(image_uri: str) -> str:
+    """Why Lambda would refuse ``image_uri`` ('' if not, or if the model cannot ask its registry): "The
+    image manifest, config or layer media type for the source image ... is not supported"
+    (InvalidParameterValueException) when it names an image index -- what Docker's containerd image store
+    and BuildKit's attestations push -- instead of one single-platform manifest (Lambda supports the
+    Docker image manifest V2, schema 2 and the OCI image manifest: Lambda DG, "Create a Lambda function
+    using a container image", https://docs.aws.amazon.com/lambda/latest/dg/images-create.html; the
+    message is what AWS answers, as users report it, boto/boto3#3255)."""
+    from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
+
+    host, _, rest = image_uri.partition("/")
+    repository, _, digest = rest.partition("@")
+    if not digest or not LOCAL_REGISTRY.match(host):
+        return ""
+    try:
+        media_type = manifest_media_type(host, repository, digest, {}, secure=False)
+    except OSError:
+        return ""
+    if media_type in LAMBDA_MANIFESTS:
+        return ""
+    return (
+        f"The image manifest, config or layer media type for the source image {image_uri} is not supported."
+    )
+
+
+def _patch_lambda_images() -> None:
+    from moto.awslambda.exceptions import InvalidParameterValueException
+    from moto.awslambda.models import LambdaBackend
+
+    create, update = LambdaBackend.create_function, LambdaBackend.update_function_code
+
+    def refuse(image_uri: str | None) -> None:
+        if fresh() and image_uri and (why := image_refused(image_uri)):
+            raise InvalidParameterValueException(why)
+
+    def create_function(self: Any, spec: dict[str, Any]) -> Any:
+        refuse((spec.get("Code") or {}).get("ImageUri"))
+        return create(self, spec)
+
+    def update_function_code(self: Any, function_name: str, qualifier: str, body: dict[str, Any]) -> Any:
+        refuse(body.get("ImageUri"))
+        return update(self, function_name, qualifier, body)
+
+    LambdaBackend.create_function = create_function  # type: ignore[method-assign]
+    LambdaBackend.update_function_code = update_function_code  # type: ignore[method-assign]
+
+
 def _patch_lambda() -> None:
     from moto.awslambda.exceptions import InvalidParameterValueException
     from moto.awslambda.models import LambdaBackend
@@ -435,6 +839,11 @@ def _patch_lambda() -> None:
 # --- the control endpoints -------------------------------------------------------------------------
 
 
+def _body(request: Any) -> bytes:
+    """The raw body even when a client labels it a form (werkzeug then leaves request.data empty)."""
+    return bytes(request.get_data() if hasattr(request, "get_data") else request.data or b"")
+
+
 def _routes() -> None:
     from moto.moto_api._internal import urls
 
@@ -455,24 +864,45 @@ def _routes() -> None:
                 {},
                 json.dumps({"mx": mx_hosts(parse_qs(urlparse(full_url).query).get("name", [""])[0])}),
             )
-        # the raw body even when a client labels it a form (werkzeug then leaves request.data empty)
-        body = request.get_data() if hasattr(request, "get_data") else bytes(request.data or b"")
-        return 200, {}, json.dumps({"records": publish(body.decode())})
+        return 200, {}, json.dumps({"records": publish(_body(request).decode())})
 
     def account(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
         if request.method == "POST":
-            set_fresh(json.loads(request.data or b"{}").get("account") == "fresh")
+            set_fresh(json.loads(_body(request) or b"{}").get("account") == "fresh")
         return 200, {}, json.dumps({"account": "fresh" if fresh() else "default"})
+
+    def verify_address(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+        address = str(json.loads(_body(request) or b"{}").get("address", ""))
+        if not fresh():
+            return 409, {}, json.dumps({"Error": "not a fresh account: every identity is verified at once"})
+        if not click(address):
+            return 404, {}, json.dumps({"Error": f"no identity {address}: SES sent no link to click"})
+        return 200, {}, json.dumps({"verified": address})
+
+    def grant(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+        grant_production()
+        return 200, {}, json.dumps({"production": True})
+
+    def confirm(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+        return 200, {}, json.dumps({"confirmed": confirm_subscriptions()})
 
     urls.url_paths["{0}" + DNS_PATH + "$"] = dns
     urls.url_paths["{0}" + ACCOUNT_PATH + "$"] = account
+    urls.url_paths["{0}" + VERIFY_ADDRESS_PATH + "$"] = verify_address
+    urls.url_paths["{0}" + GRANT_PRODUCTION_PATH + "$"] = grant
+    urls.url_paths["{0}" + CONFIRM_SUBSCRIPTIONS_PATH + "$"] = confirm
 
 
 def install() -> None:
     """Called once by common.local.emulator.patch_moto; every rule is inert until :func:`set_fresh`."""
     _patch_ses()
+    _patch_receipt_rules()
+    _patch_sesv2()
+    _patch_sns()
+    _patch_cloudwatch()
     _patch_iam()
     _patch_lambda()
+    _patch_lambda_images()
     _routes()
     from common.local.iam import after_reset
 

@@ -288,6 +288,11 @@ SES_SANDBOX: dict[str, bool] = {
 
 
 def _ses_request(action: str, params: dict[str, Any], region: str, account: str) -> Request:
+    if action in ("CreateEmailIdentity", "GetEmailIdentity", "DeleteEmailIdentity") and params.get(
+        "EmailIdentity"
+    ):  # resource type identity (Service Authorization Reference, Amazon SES v2)
+        identity = params["EmailIdentity"]
+        return Request(f"ses:{action}", [f"arn:aws:ses:{region}:{account}:identity/{identity}"])
     if action not in (
         "SendEmail",
         "SendRawEmail",

@@ -39,6 +39,17 @@ def provision(
     """The shared resources and the six function roles (with ``wiring``, the local wiring's queues too)."""
     run = Run(cfg, apply, report)
     resources.shared(run)
+    # As the deploy: PRIVATE_EMAIL's identity (on the fresh-account model it waits for
+    # `email-handler model verify-address`) and the alert topic's e-mail subscription (it waits for
+    # `email-handler model confirm-subscriptions`).
+    resources.owner_identity(run)
+    resources.subscription(
+        run,
+        resources.topic_arn(cfg, cfg.alert_topic),
+        "email",
+        cfg.private_email,
+        f"{cfg.alert_topic} -> owner e-mail",
+    )
     if wiring:
         wiring_resources(run)
     roles(run)

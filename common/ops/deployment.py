@@ -139,7 +139,7 @@ def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
 
 
 @command(
-    "can mail flow? identity, DKIM, MAIL FROM, MX, sandbox, rules, versions, DLQs, alarms",
+    "can mail flow? receiving, forwarding, acks and replies, alerts: each check, and what to do next",
     *AWS_TARGET,
     arg("--json", action="store_true", help='one JSON object with a top-level "ready"'),
 )
@@ -163,6 +163,46 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not report["ready"]:
         print("[status] mail cannot flow: " + "; ".join(report["reasons"]), file=sys.stderr)
         return 1
+    return 0
+
+
+@command(
+    "ask AWS for SES production access (SESv2 PutAccountDetails) and print the review status",
+    *AWS_TARGET,
+    arg("--website-url", help="your website (default: https://DOMAIN_NAME)"),
+    arg("--use-case", help="how you send mail, in your words (default: a description of this system)"),
+    arg("--yes", action="store_true", help="ask nothing: submit what the configuration fills in"),
+)
+def cmd_ses_request_production_access(args: argparse.Namespace) -> int:
+    from deploy.errors import DeployError
+    from deploy.main import Options, connect
+    from deploy.preflight import production_request, request_production
+
+    try:
+        target = connect(
+            Options(env=args.env, region=args.region), dict(os.environ), report=print, need_secret=False
+        )
+    except DeployError as exc:
+        print(f"[ses] error: {exc}", file=sys.stderr)
+        return 2
+    request = production_request(target.cfg, args.website_url or "", args.use_case or "")
+    if not args.yes and sys.stdin.isatty():  # what only the user can say: asked, with the default shown
+        for key, label in (("WebsiteURL", "website"), ("UseCaseDescription", "how you send mail")):
+            answer = input(f"[ses] {label} [{request[key]}]: ").strip()
+            request[key] = answer or request[key]
+    print("[ses] requesting production access:\n" + json.dumps(request, indent=2))
+    try:
+        account = request_production(request)
+    except Exception as exc:
+        print(f"[ses] AWS refused the request: {exc}", file=sys.stderr)
+        return 1
+    review = (account.get("Details") or {}).get("ReviewDetails") or {}
+    print(
+        f"[ses] production access: {'granted' if account.get('ProductionAccessEnabled') else 'not yet'}; "
+        f"review {review.get('Status', 'unknown')}"
+        + (f" (case {review['CaseId']})" if review.get("CaseId") else "")
+        + "; AWS answers by mail, usually within a day; `email-handler status` shows the review status"
+    )
     return 0
 
 

@@ -1,9 +1,22 @@
-"""`email-handler status`: can mail flow through this deployment, and if not, why not.
+"""`email-handler status`: can mail flow through this deployment, and if not, why not and what next.
 
-Everything is read, nothing changed: the SES domain identity, DKIM, the MAIL FROM domain, the MX
-records (on the emulator's fresh-account model only: the standard library cannot resolve MX), the
-sandbox and the sending quota, the send rate the senders are configured with, the receipt rules, the
-version each function's ``live`` alias points at, the DLQ depths and the alarms in ALARM.
+Everything is read, nothing changed. ``ready`` is true only when a mail from an arbitrary contact
+would be received, forwarded to the owner, acknowledged and answerable; the report says, in this order,
+which of these work and what to do next:
+
+1. receiving: the SES domain identity, the MX records (the emulator's fresh-account model answers for
+   DNS locally; on AWS they are resolved with dnspython, a host-only dependency), the active receipt
+   rules and the functions' ``live`` aliases;
+2. forwarding to the owner: in the SES sandbox SES sends only to verified addresses, so PRIVATE_EMAIL
+   (or its domain) must be a verified identity, or the account must have production access;
+3. acks and replies to anyone: production access (SESv2 GetAccount ``ProductionAccessEnabled``), with
+   the review status of a request (``Details.ReviewDetails.Status``);
+4. alerts reach the owner: the alert topic's e-mail subscription to PRIVATE_EMAIL is confirmed (SNS
+   lists it as ``PendingConfirmation`` until the link in its mail is clicked). Not part of ``ready``
+   (mail flows without it) but reported with what to do.
+
+Besides: DKIM, MAIL FROM, the sending quota and rate, the DLQ depths and the alarms (ALARM is a
+fault; INSUFFICIENT_DATA is how every alarm starts on AWS and stays until its metric has data).
 """
 
 from __future__ import annotations
@@ -12,12 +25,21 @@ import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from common.aws import control_client, or_none
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS, SENDERS, dlq_name
+
+RECEIVING, FORWARDING, ANSWERING, ALERTS = (
+    "receiving",
+    "forwarding to the owner",
+    "acks and replies to anyone",
+    "alerts reach the owner",
+)
+# ``ready``: a contact's mail is received, forwarded, acked and answerable
+READY_FLOWS = (RECEIVING, FORWARDING, ANSWERING)
 
 
 def _check(name: str, value: Any, ok: bool, blocks: bool, detail: str = "") -> dict[str, Any]:
@@ -36,8 +58,135 @@ def _mx_model(endpoint: str, name: str) -> list[str] | None:
         return None
 
 
-def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The status of the deployment ``cfg`` names, as one JSON-able dict with a top-level ``ready``."""
+def mx_dns(name: str) -> list[str]:
+    """The MX hosts public DNS answers for ``name`` ([] for no such name or no MX record); other
+    failures (timeouts, no resolver) raise ``dns.exception.DNSException``. dnspython is a host-only
+    dependency (pyproject's ``local`` extra), imported here only."""
+    import dns.resolver
+
+    try:
+        answer = dns.resolver.resolve(name, "MX", lifetime=10)
+    except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+        return []
+    return sorted(str(r.exchange).rstrip(".").lower() for r in answer)
+
+
+def _mx_checks(cfg: Config, endpoint: str, resolve: Callable[[str], list[str]]) -> list[dict[str, Any]]:
+    """Receiving needs MX 10 inbound-smtp.<region>.amazonaws.com on the domain and the thread domain.
+    Against an emulator the fresh-account model is the DNS; an emulator without it (moto's kind account,
+    LocalStack) has no DNS to ask, and its local ingress receives without MX."""
+    import dns.exception
+
+    inbound = f"inbound-smtp.{cfg.region}.amazonaws.com"
+    out = []
+    for name in (cfg.domain_name, cfg.thread_domain):
+        if endpoint:
+            hosts = _mx_model(endpoint, name)
+            if hosts is None:
+                out.append(_check(f"MX {name}", "no DNS on this emulator", True, False))
+                continue
+        else:
+            try:
+                hosts = resolve(name)
+            except dns.exception.DNSException as exc:
+                out.append(
+                    _check(
+                        f"MX {name}",
+                        f"lookup failed ({type(exc).__name__})",
+                        False,
+                        True,
+                        f"could not check; it should be 10 {inbound}",
+                    )
+                )
+                continue
+        out.append(
+            _check(
+                f"MX {name}",
+                ", ".join(hosts) or "none",
+                inbound in hosts,
+                True,
+                "" if inbound in hosts else f"publish MX 10 {inbound} (see .build/deploy/<env>/dns.zone)",
+            )
+        )
+    return out
+
+
+def _identity_status(ses: Any, *identities: str) -> str:
+    """The best verification status among ``identities`` (an address is verified by itself or its domain)."""
+    found = ses.get_identity_verification_attributes(Identities=list(identities)).get(
+        "VerificationAttributes", {}
+    )
+    statuses = [found.get(i, {}).get("VerificationStatus") for i in identities]
+    if "Success" in statuses:
+        return "Success"
+    return next((s for s in statuses if s), "not an identity")
+
+
+def alert_subscription(cfg: Config) -> str:
+    """The state of the alert topic's e-mail subscription to PRIVATE_EMAIL: ``confirmed``,
+    ``PendingConfirmation`` (SNS lists an unconfirmed subscription with that in place of its ARN,
+    SNS API reference, ListSubscriptionsByTopic/Subscribe), ``none`` or ``no topic``."""
+    from deploy.resources import topic_arn
+
+    sns = control_client("sns")
+    arn = topic_arn(cfg, cfg.alert_topic)
+    listed = or_none(lambda: sns.list_subscriptions_by_topic(TopicArn=arn), "NotFound", "NotFoundException")
+    if listed is None:
+        return "no topic"
+    owner = cfg.private_email.lower()
+    mine = [
+        s
+        for s in listed.get("Subscriptions", [])
+        if s.get("Protocol") == "email" and str(s.get("Endpoint", "")).lower() == owner
+    ]
+    if not mine:
+        return "none"
+    for sub in mine:
+        sub_arn = str(sub.get("SubscriptionArn", ""))
+        if sub_arn.startswith("arn:"):
+            attrs = or_none(
+                lambda: sns.get_subscription_attributes(SubscriptionArn=sub_arn),  # noqa: B023
+                "NotFound",
+            )
+            if attrs and str(attrs.get("Attributes", {}).get("PendingConfirmation", "false")) != "true":
+                return "confirmed"
+    return "PendingConfirmation"
+
+
+def _alarm_check(cfg: Config) -> tuple[dict[str, Any], list[str]]:
+    """Alarms by state: ALARM is a fault; INSUFFICIENT_DATA is where every alarm starts ("Unchecked:
+    Initial alarm creation") and stays until its metric has a data point, so it is not one."""
+    by_state: dict[str, list[str]] = {}
+    for page in (
+        control_client("cloudwatch").get_paginator("describe_alarms").paginate(AlarmNamePrefix=cfg.prefix)
+    ):
+        for alarm in page.get("MetricAlarms", []):
+            by_state.setdefault(alarm["StateValue"], []).append(alarm["AlarmName"])
+    firing = by_state.get("ALARM", [])
+    counts = ", ".join(f"{len(v)} {k}" for k, v in sorted(by_state.items())) or "no alarms"
+    waiting = len(by_state.get("INSUFFICIENT_DATA", []))
+    detail = (
+        "in ALARM: " + ", ".join(firing)
+        if firing
+        else f"{waiting} without data yet (normal until their metric has a data point)"
+        if waiting
+        else ""
+    )
+    return _check("alarms", counts, not firing, False, detail), firing
+
+
+def _flow(name: str, ok: bool, next_step: str) -> dict[str, Any]:
+    return {"flow": name, "ok": ok, "next": "" if ok else next_step}
+
+
+def collect(
+    cfg: Config,
+    account: str,
+    environ: Mapping[str, str] | None = None,
+    resolve: Callable[[str], list[str]] = mx_dns,
+) -> dict[str, Any]:
+    """The status of the deployment ``cfg`` names, as one JSON-able dict with a top-level ``ready``;
+    ``resolve``: the MX lookup used on AWS (tests give their own DNS)."""
     from deploy.lambdas import ALIAS, async_dlq, function_name
     from deploy.receiving import rule_names
     from deploy.resources import event_queues, queue_url
@@ -45,12 +194,7 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     environ = os.environ if environ is None else environ
     ses, domain = control_client("ses"), cfg.domain_name
     checks: list[dict[str, Any]] = []
-    verify = (
-        ses.get_identity_verification_attributes(Identities=[domain])
-        .get("VerificationAttributes", {})
-        .get(domain, {})
-    )
-    status = verify.get("VerificationStatus") or "not an identity"
+    status = _identity_status(ses, domain)
     checks.append(
         _check(
             "domain identity",
@@ -94,24 +238,42 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
         )
     )
     endpoint = environ.get("AWS_ENDPOINT_URL", "")
-    inbound = f"inbound-smtp.{cfg.region}.amazonaws.com"
-    for name in (domain, cfg.thread_domain):
-        hosts = _mx_model(endpoint, name) if endpoint else None
-        if hosts is None:
-            checks.append(_check(f"MX {name}", "not checked", True, False, f"should be 10 {inbound}"))
-        else:
-            checks.append(
-                _check(
-                    f"MX {name}",
-                    ", ".join(hosts) or "none",
-                    inbound in hosts,
-                    True,
-                    "" if inbound in hosts else f"publish MX 10 {inbound}",
-                )
-            )
+    checks += _mx_checks(cfg, endpoint, resolve)
     account_info = or_none(lambda: control_client("sesv2").get_account(), "NotFoundException") or {}
     quota = account_info.get("SendQuota", {})
-    sandbox = not account_info.get("ProductionAccessEnabled", False)
+    production = bool(account_info.get("ProductionAccessEnabled", False))
+    sandbox = not production
+    review = (account_info.get("Details") or {}).get("ReviewDetails") or {}
+    review_status = str(review.get("Status") or "not requested")
+    owner = cfg.private_email
+    owner_status = _identity_status(ses, owner, owner.split("@")[-1]) if owner else "not configured"
+    owner_ok = owner_status == "Success"
+    checks.append(
+        _check(
+            "owner's address",
+            f"{owner or '-'} {owner_status}",
+            owner_ok or production,
+            True,
+            ""
+            if owner_ok or production
+            else f"click the link SES mailed to {owner} (to send it again: "
+            f"aws sesv2 create-email-identity --email-identity {owner}, after deleting the old one)",
+        )
+    )
+    checks.append(
+        _check(
+            "production access",
+            ("granted" if production else "sandbox")
+            + f" (review: {review_status}{', case ' + review['CaseId'] if review.get('CaseId') else ''})",
+            production,
+            True,
+            ""
+            if production
+            else "AWS is reviewing the request; SES answers by mail"
+            if review_status == "PENDING"
+            else "email-handler ses request-production-access",
+        )
+    )
     sent, most = float(quota.get("SentLast24Hours", 0)), float(quota.get("Max24HourSend", 0))
     used = round(100 * sent / most, 1) if most > 0 else 0.0
     hint = "only verified recipients until production access" if sandbox else ""
@@ -195,26 +357,43 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
             "email-handler dlq list / dlq redrive" if waiting else "",
         )
     )
-    alarms = [
-        a["AlarmName"]
-        for a in control_client("cloudwatch")
-        .describe_alarms(AlarmNamePrefix=cfg.prefix, StateValue="ALARM")
-        .get("MetricAlarms", [])
-    ]
-    checks.append(_check("alarms in ALARM", ", ".join(alarms) or "none", not alarms, False))
+    alarm_check, alarms = _alarm_check(cfg)
+    checks.append(alarm_check)
+    subscribed = alert_subscription(cfg)
+    checks.append(
+        _check(
+            "alert subscription",
+            f"{cfg.private_email or '-'} {subscribed}",
+            subscribed == "confirmed",
+            False,
+            ""
+            if subscribed == "confirmed"
+            else f"click the link in the mail 'AWS Notification - Subscription Confirmation' sent to "
+            f"{cfg.private_email}; until then alarms and alerts reach no one"
+            if subscribed == "PendingConfirmation"
+            else "deploy again (it subscribes PRIVATE_EMAIL to the alert topic)",
+        )
+    )
+    flows = _flows(checks)
     reasons = [
         f"{c['check']}: {c['value']} ({c['detail']})" if c["detail"] else f"{c['check']}: {c['value']}"
         for c in checks
         if c["blocks"]
     ]
+    # Every blocking check belongs to a flow that ``ready`` needs, so the two agree.
+    ready = all(f["ok"] for f in flows if f["flow"] in READY_FLOWS) and not reasons
     return {
-        "ready": not reasons,
+        "ready": ready,
         "reasons": reasons,
+        "flows": flows,
         "deployment": cfg.prefix,
         "account": account,
         "region": cfg.region,
         "domain": domain,
         "sandbox": sandbox,
+        "production_access": {"enabled": production, "review_status": review_status, **review},
+        "owner_address": {"address": owner, "status": owner_status},
+        "alert_subscription": subscribed,
         "send_quota": quota,
         "daily_quota_used_percent": used,
         "send_rate": rate,
@@ -225,6 +404,40 @@ def collect(cfg: Config, account: str, environ: Mapping[str, str] | None = None)
     }
 
 
+def _flows(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The four things the owner needs, in order; each works only if the one before it does (the alerts
+    aside), and says the first thing to do when it does not."""
+    by_name = {c["check"]: c for c in checks}
+
+    def first_fault(names: list[str]) -> str:
+        for name in names:
+            c = by_name[name]
+            if not c["ok"]:
+                return f"{name}: {c['detail'] or c['value']}"
+        return ""
+
+    receive = ["domain identity", *[n for n in by_name if n.startswith("MX ")], "receipt rules", "functions"]
+    receive_fault = first_fault(receive)
+    forward_fault = (
+        receive_fault
+        or first_fault(["MAIL FROM"] if by_name["MAIL FROM"]["blocks"] else [])
+        or first_fault(["owner's address"])
+    )
+    answer_fault = forward_fault or first_fault(["production access"])
+    alert_fault = first_fault(["alert subscription"])
+    return [
+        _flow(RECEIVING, not receive_fault, receive_fault),
+        _flow(FORWARDING, not forward_fault, forward_fault),
+        _flow(
+            ANSWERING,
+            not answer_fault,
+            answer_fault
+            + ("; until then acks and replies go only to verified addresses" if not forward_fault else ""),
+        ),
+        _flow(ALERTS, not alert_fault, alert_fault),
+    ]
+
+
 def table(report: dict[str, Any]) -> str:
     width = max(len(c["check"]) for c in report["checks"])
     lines = [f"{report['deployment']} in {report['account']}, {report['region']}"]
@@ -233,5 +446,7 @@ def table(report: dict[str, Any]) -> str:
         lines.append(
             f"  {mark} {c['check']:<{width}}  {c['value']}" + (f"   ({c['detail']})" if c["detail"] else "")
         )
+    for f in report["flows"]:
+        lines.append(f"  {'yes' if f['ok'] else 'NO '} {f['flow']}" + (f": {f['next']}" if f["next"] else ""))
     lines.append("ready: mail can flow" if report["ready"] else "NOT READY: " + "; ".join(report["reasons"]))
     return "\n".join(lines)

@@ -103,6 +103,9 @@ class Config:
     # quota is a rolling 24 h window, so room comes back as the oldest sends age out; SQS caps a
     # visibility timeout at 12 h (common/senders/handler.py).
     quota_wait_s: int = 3600
+    # How long a send SES's sandbox refused waits before it is tried again (its recipient may have been
+    # verified, or production access granted, meanwhile): common/senders/handler.py.
+    sandbox_wait_s: int = 900
     # A send's record must outlive every copy of its message: main queue (1 d) + DLQ (14 d) from the
     # first enqueue, and a DLQ redrive starts that clock again ("redriven messages are treated as new
     # messages", SQS DG), so two full cycles: a copy redriven once, late, is still recognised as sent
@@ -235,6 +238,7 @@ _ENV = {
     "retry_delays": "RETRY_DELAYS_SECONDS",
     "attempt_reserve_s": "ATTEMPT_RESERVE_SECONDS",
     "quota_wait_s": "QUOTA_WAIT_SECONDS",
+    "sandbox_wait_s": "SANDBOX_WAIT_SECONDS",
     "idempotency_ttl_s": "IDEMPOTENCY_TTL_SECONDS",
     "spam_rules_ttl_s": "SPAM_RULES_TTL_SECONDS",
     "transient_suppression_s": "TRANSIENT_SUPPRESSION_SECONDS",
@@ -367,10 +371,14 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("MAX_RECEIVE_COUNT must be at least 1")
     if not 1 <= cfg.forward_link_days <= 7:  # SigV4 presigned URLs last seven days at most (common.aws.s3)
         raise ConfigError("FORWARD_LINK_DAYS must be 1 to 7")
-    if not 1 <= cfg.quota_wait_s <= MAX_VISIBILITY_S:
-        raise ConfigError(
-            f"QUOTA_WAIT_SECONDS must be between 1 and {MAX_VISIBILITY_S} (SQS's 12-hour visibility maximum)"
-        )
+    for name, value in (
+        ("QUOTA_WAIT_SECONDS", cfg.quota_wait_s),
+        ("SANDBOX_WAIT_SECONDS", cfg.sandbox_wait_s),
+    ):
+        if not 1 <= value <= MAX_VISIBILITY_S:
+            raise ConfigError(
+                f"{name} must be between 1 and {MAX_VISIBILITY_S} (SQS's 12-hour visibility maximum)"
+            )
     if re.search(r"[@\x00-\x1f\x7f<>\"]", cfg.public_name) or len(cfg.public_name) > 64:
         raise ConfigError(
             "PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or "

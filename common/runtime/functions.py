@@ -57,6 +57,8 @@ MAIL_MEMORY_MB = 512
 # The local modes' other endpoints (CONTRACT.md "Command line"); the functions' RIE ports are in the
 # table below.
 EMULATOR_PORT = 4566
+# The emulator's switch of the fresh-account model (common/local/fresh.py): GET says which account it models.
+EMULATOR_ACCOUNT_PATH = "/moto-api/service-email-handler/account"
 SMTP_PORT = 2525
 
 FUNCTIONS: tuple[Function, ...] = (

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = get_logger("sender")
 MAX_DELAY_S = 900
 DAILY_QUOTA = "DailyQuotaExceeded"
+SANDBOX_HELD = "SandboxHeld"
 
 
 class SendFailedError(EmailHandlerError):
@@ -60,6 +61,21 @@ class QuotaUsedUpError(SendFailedError):
 
     def __init__(self, attempts: int, detail: str) -> None:
         super().__init__(DAILY_QUOTA, attempts, detail)
+
+
+class SandboxHeldError(SendFailedError):
+    """SES's sandbox refused the send: a recipient is not verified and the account has no production
+    access. The message waits (``SANDBOX_WAIT_SECONDS``) and goes out by itself once the recipient is
+    verified or production access is granted; it is never dead-lettered for it."""
+
+    def __init__(self, attempts: int, refused: list[str]) -> None:
+        super().__init__(
+            SANDBOX_HELD,
+            attempts,
+            f"SES is in the sandbox and {', '.join(refused)} is not verified: the message waits until "
+            "it is, or until production access (email-handler ses request-production-access)",
+        )
+        self.refused = refused
 
 
 def handle(cfg: Config, event: Any, context: LambdaContext) -> dict[str, Any]:
@@ -140,7 +156,14 @@ class Sender:
             # on the last receive (a DLQ copy of a key that then completes is skipped on redrive).
             raise
         except QuotaUsedUpError as exc:
-            return self._wait_for_quota(record, receive_count, exc)
+            return self._wait(
+                record, receive_count, exc, self.cfg.quota_wait_s, "send waiting for daily quota"
+            )
+        except SandboxHeldError as exc:
+            if msg is not None:
+                self._held_in_sandbox(msg, exc)
+            sandbox_s = self.cfg.sandbox_wait_s
+            return self._wait(record, receive_count, exc, sandbox_s, "send waiting for the sandbox")
         except Exception as exc:
             failure = (
                 exc
@@ -168,11 +191,14 @@ class Sender:
             self._final_failure_check(receive_count, msg, failure)
             raise
 
-    def _wait_for_quota(self, record: SqsRecord, receive_count: int, exc: QuotaUsedUpError) -> dict[str, Any]:
-        """Keep the message out of sight for ``QUOTA_WAIT_SECONDS`` (ChangeMessageVisibility) and report it
-        failed, so it comes back when the rolling 24-hour window may have room. On its last allowed
-        receive a fresh copy (receive count 1, SQS's longest delay) replaces it: waiting for the quota
-        never sends a message to the DLQ. The idempotency key makes the copy send once."""
+    def _wait(
+        self, record: SqsRecord, receive_count: int, exc: SendFailedError, wait_s: int, what: str
+    ) -> dict[str, Any]:
+        """Keep the message out of sight for ``wait_s`` (ChangeMessageVisibility) and report it failed, so
+        it comes back when the rolling 24-hour window may have room (``QUOTA_WAIT_SECONDS``) or the sandbox
+        may let it through (``SANDBOX_WAIT_SECONDS``). On its last allowed receive a fresh copy (receive
+        count 1, SQS's longest delay) replaces it: waiting never sends a message to the DLQ. The
+        idempotency key makes the copy send once."""
         queue = self.cfg.send_queue
         if receive_count >= self.cfg.max_receive_count:
             # DelaySeconds is at most 15 minutes (SQS API reference, SendMessage,
@@ -184,7 +210,7 @@ class Sender:
             }  # correlation id, kind
             sqs.send(queue, record.body, attributes, delay_s=MAX_DELAY_S)
             log.warning(
-                "send waiting for daily quota",
+                what,
                 extra={
                     "detail": exc.detail,
                     "wait_s": MAX_DELAY_S,
@@ -196,17 +222,42 @@ class Sender:
                 "status": SendStatus.REQUEUED,
                 "errorCode": exc.code,
             }  # this copy is deleted; the new one waits
-        sqs.hide(queue, record.receipt_handle, self.cfg.quota_wait_s)
+        sqs.hide(queue, record.receipt_handle, wait_s)
         log.warning(
-            "send waiting for daily quota",
+            what,
             extra={
                 "detail": exc.detail,
-                "wait_s": self.cfg.quota_wait_s,
+                "wait_s": wait_s,
                 "receive_count": receive_count,
                 "requeued": False,
             },
         )
         raise exc
+
+    def _held_in_sandbox(self, msg: OutboundMessage, exc: SandboxHeldError) -> None:
+        """The send record says why the message waits; the first time a message to someone other than the
+        owner is held, the owner is told at once (a notice on this sender's own queue, sent once by its
+        idempotency key). A held forward to the owner tells no one: it could not reach them either."""
+        sendstatus.record_attempts(
+            self.cfg,
+            msg.correlation_id,
+            exc.attempts,
+            "held",
+            recipient=msg.to[0],
+            kind=msg.kind,
+            lastError=SANDBOX_HELD,
+            heldReason=exc.detail,
+        )
+        if {a.lower() for a in exc.refused} <= self.cfg.owner_addresses or not self.cfg.private_email:
+            log.warning("send held by the sandbox", extra={"recipient": exc.refused, "notice": False})
+            return
+        if not sendstatus.first_hold(self.cfg, msg.correlation_id):
+            return
+        notice = sandbox_notice(self.cfg, msg, exc.refused)  # a few hundred bytes: never a claim check
+        sqs.send(
+            self.cfg.send_queue, notice.to_json(), {"correlation_id": notice.correlation_id, "kind": "notice"}
+        )
+        log.warning("send held by the sandbox", extra={"recipient": exc.refused, "notice": True})
 
     def deliver(self, msg: OutboundMessage) -> dict[str, Any]:
         from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
@@ -305,6 +356,9 @@ class Sender:
                     )
                     raise QuotaUsedUpError(attempts, str(exc)) from None
                 code = error_code(exc) or type(exc).__name__
+                if code == "MessageRejected" and (refused := _sandbox_refused(msg.to)):
+                    # SES says so: the sandbox, an unverified recipient (asked only after a refusal)
+                    raise SandboxHeldError(attempts, refused) from None
                 retryable = code in ses.RETRYABLE or not error_code(exc)  # no code: connection-level error
                 log.warning(
                     "send attempt failed",
@@ -418,6 +472,36 @@ class Sender:
             alerts.publish_throttled(
                 self.cfg, f"send-failed#{self.cfg.send_queue}#{exc.code}", subject, alert
             )
+
+
+def _sandbox_refused(recipients: list[str]) -> list[str]:
+    """The recipients SES's sandbox refuses; [] (the refusal stands as it is) when SES cannot say."""
+    try:
+        return ses.sandbox_refused(recipients)
+    except Exception as exc:
+        log.warning("sandbox not checked", extra={"error": f"{type(exc).__name__}: {exc}"})
+        return []
+
+
+def sandbox_notice(cfg: Config, held: OutboundMessage, refused: list[str]) -> OutboundMessage:
+    """The owner's notice that a message waits for the sandbox: what, to whom, why, and what happens next."""
+    who = ", ".join(refused)
+    return OutboundMessage(
+        kind="notice",
+        idempotency_key=f"sandbox-notice:{held.idempotency_key}",
+        correlation_id=f"sandbox-notice-{held.correlation_id}",
+        to=[cfg.private_email],
+        subject=f"Not sent yet: {held.subject}"[:200],
+        text=(
+            f"Your {held.kind} to {who} (subject: {held.subject}) has not gone out yet.\n\n"
+            f"Amazon SES is in the sandbox for this account: it sends only to verified addresses, and {who} "
+            "is not one. The message is kept. It goes out by itself, once, when AWS grants production "
+            "access (email-handler ses request-production-access) or when that address is verified.\n"
+        ),
+        headers={"Auto-Submitted": "auto-generated"},
+        conversation_id=held.conversation_id,
+        from_name=cfg.public_name,
+    )
 
 
 @functools.cache

@@ -43,6 +43,8 @@ class Recorded:
     first_contact: bool
     ack_refusal: str  # why no ack ('' when one was taken from the budget)
     blocked: senderlists.Listing | None = None  # the block entry that applies: nothing was written
+    # why an ack that passed every check is still not sent (SES's sandbox): the forward says it in one line
+    ack_note: str = ""
 
 
 Recorder = Callable[[Config, str, str, ParsedMail, datetime], Recorded]

@@ -53,6 +53,21 @@ def record_attempts(
     )
 
 
+def first_hold(cfg: Config, correlation_id: str) -> bool:
+    """True the first time the send of ``correlation_id`` is held by SES's sandbox (its owner notice is
+    then due): one conditional write on the send's status record."""
+    return (
+        dynamodb.update(
+            cfg.send_status_table,
+            {"id": f"corr#{correlation_id}"},
+            "SET sandboxHeldSince = :u",
+            {":u": now_iso()},
+            condition="attribute_not_exists(sandboxHeldSince)",
+        )
+        is not None
+    )
+
+
 SES_ID_INDEX = (
     "sesMessageId"  # GSI of the idempotency table: SES MessageId -> the completed send (correlationId)
 )

@@ -93,14 +93,19 @@ def test_the_first_deploy_procedure_on_a_fresh_account(
     )  # the sandbox's rate, not the 14 asked for
 
     code, report = status(capsys)
+    assert code == 1 and not report["ready"]  # the sandbox: forwards wait for PRIVATE_EMAIL's link
+    assert any(r.startswith("owner's address: owner@example.net Pending") for r in report["reasons"])
+    assert cli(["model", "verify-address", "owner@example.net", "--endpoint", moto_server]) == 0
+    assert cli(["model", "grant-production", "--endpoint", moto_server]) == 0
+    code, report = status(capsys)
     assert (code, report["ready"], report["reasons"]) == (0, True, [])
     assert report["send_rate"] == "1"
-    assert report["sandbox"] is True and report["send_quota"]["Max24HourSend"] == 200.0
+    assert report["sandbox"] is False and report["send_quota"]["Max24HourSend"] == 50000.0
     sent = report["send_quota"]["SentLast24Hours"]
-    assert report["daily_quota_used_percent"] == round(100 * sent / 200, 1)
+    assert report["daily_quota_used_percent"] == round(100 * sent / 50000, 1)
     [sending] = [c for c in report["checks"] if c["check"] == "sending"]
     assert (
-        f"{sent:g} of 200 in 24 h ({report['daily_quota_used_percent']:g}% of the day's quota used)"
+        f"{sent:g} of 50000 in 24 h ({report['daily_quota_used_percent']:g}% of the day's quota used)"
         in sending["value"]
     )
     assert set(report["versions"]) == {
@@ -268,6 +273,7 @@ def test_reject_message_refuses_sends_while_mail_from_is_pending_and_use_default
     account: dict[str, str], moto_server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client("ses").verify_email_identity(EmailAddress="owner@example.net")  # the sandbox's verified recipient
+    assert fresh.click("owner@example.net")  # its owner clicks SES's link
     verified_domain(moto_server, "RejectMessage")
     with pytest.raises(ClientError, match="MailFromDomainNotVerified"):
         send()
@@ -291,6 +297,7 @@ def test_the_sandbox_sends_to_verified_recipients_one_a_second_and_200_a_day(
         config=Config(retries={"max_attempts": 1, "mode": "standard"}),
     )
     client("ses").verify_email_identity(EmailAddress="owner@example.net")
+    assert fresh.click("owner@example.net")
     verified_domain(moto_server)
     with pytest.raises(ClientError, match="not verified"):
         send("stranger@example.org", once)
@@ -381,3 +388,125 @@ def test_a_domain_ses_could_not_verify_is_a_one_line_error_with_what_to_do(
         proxy.close()
         monkeypatch.delenv("AWS_ENDPOINT_URL_SES")
         reset_clients()
+
+
+@pytest.mark.timeout(600)
+def test_the_first_hour_on_a_new_account(
+    stack: Any,
+    moto_server: str,
+    local_defaults: dict[str, str],
+    rie_function: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The first hour, step by step as docs/deploy.md tells it, on one new account with IAM enforced.
+    The deployment (``prd``) is read by ``status`` as a user reads it; the mail flows through the
+    functions under the RIE, each with its production role, on the local stack that shares the
+    account's SES state (moto cannot run the deployed image functions). Nothing reaches a DLQ at any
+    step."""
+    import secrets
+    import time
+
+    from common.runtime.functions import dlq_name
+    from tests.support.mailgen import mail
+
+    fresh.set_fresh(True)  # the local stack is provisioned; from here on the account is a new one
+    env = {k: v for k, v in local_defaults.items() if k != "ENVIRONMENT"}
+    env |= {"THREAD_SECRET": secrets.token_hex(32), "MAX_SEND_RATE": "14", "AWS_REGION": "us-east-1"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    reset_clients()
+    cfg, owner, contact = stack.cfg, "owner@example.net", "jane@corp.example"
+    senders = {"MAX_SEND_RATE": "1", "SANDBOX_WAIT_SECONDS": "1", "RETRY_DELAYS_SECONDS": "0,1.1,2.2"}
+
+    def no_dlq(report: dict[str, Any] | None = None) -> None:
+        local = [stack.depth(dlq_name(q)) for q in (cfg.ack_queue, cfg.forward_queue, cfg.reply_queue)]
+        assert local == [0, 0, 0] and not any((report or {}).get("dlq_depths", {}).values())
+
+    try:
+        # 1. the first deploy exits 3 and writes the zone
+        with pytest.raises(WaitingOnDnsError):
+            run(env, tmp_path, [])
+        zone = tmp_path / "prd" / "dns.zone"
+        assert zone.exists()
+        # 2. `dns publish`, then the second deploy
+        assert cli(["dns", "publish", str(zone), "--endpoint", moto_server]) == 0
+        run(env, tmp_path, [])
+        # 3. status is not ready and names PRIVATE_EMAIL's verification
+        code, report = status(capsys)
+        assert code == 1 and not report["ready"]
+        assert any(r.startswith(f"owner's address: {owner} Pending") for r in report["reasons"])
+        no_dlq(report)
+        # 4. the address is confirmed: forwarding works, replies only to verified addresses
+        assert cli(["model", "verify-address", owner, "--endpoint", moto_server]) == 0
+        code, report = status(capsys)
+        flows = {f["flow"]: f for f in report["flows"]}
+        assert flows["forwarding to the owner"]["ok"] and not flows["acks and replies to anyone"]["ok"]
+        assert "only to verified addresses" in flows["acks and replies to anyone"]["next"]
+        no_dlq(report)
+        # 5. a contact's mail reaches the owner; its ack is held for the sandbox and recorded
+        inbound = rie_function("inbound-handler")
+        result = inbound.invoke(
+            stack.receipt(mail(subject="Role"), "0000000000000000000000000000000000000f01")
+        )
+        assert result["status"] == "forwarded" and result["ack"] is False
+        stack.run_sender(rie_function("forward-sender", env=senders), cfg.forward_queue)
+        [forward] = stack.sent()
+        assert forward.destinations == [owner]
+        assert "No automatic acknowledgement was sent: SES is in the sandbox" in forward.raw.decode()
+        record = stack.conversation("jane-at-corp.example") or {}
+        assert record["ackStatus"].startswith(f"not sent: SES is in the sandbox and {contact}")
+        assert stack.depth(cfg.ack_queue) == 0
+        no_dlq()
+        # 6. the owner's reply to that contact is kept, with a notice to the owner
+        thread = str(forward.message["Reply-To"])
+        reply = mail(sender="Owner Name <owner@example.net>", to=thread, subject="Re: Role", text="Tuesday?")
+        replied = rie_function("reply-handler").invoke(
+            stack.receipt(reply, "0000000000000000000000000000000000000f02", to=thread, source=owner)
+        )
+        assert replied["status"] == "queued"
+        reply_sender = rie_function("reply-sender", env=senders)
+        stack.run_sender(reply_sender, cfg.reply_queue)
+        notice = stack.sent()[-1]
+        assert len(stack.sent()) == 2 and notice.destinations == [owner]
+        assert notice.message["Subject"] == "Not sent yet: Re: Role"
+        no_dlq()
+        # 7. production access is granted; the held reply goes out exactly once
+        assert cli(["model", "grant-production", "--endpoint", moto_server]) == 0
+        time.sleep(1.2)  # SANDBOX_WAIT_SECONDS: the held reply is visible again
+        stack.run_sender(reply_sender, cfg.reply_queue)
+        time.sleep(1.2)
+        assert stack.run_sender(reply_sender, cfg.reply_queue) == []
+        to_contact = [m for m in stack.sent() if m.destinations == [contact]]
+        assert len(to_contact) == 1 and "Tuesday?" in to_contact[0].raw.decode()
+        no_dlq()
+        # 8. status says ready
+        code, report = status(capsys)
+        assert (code, report["ready"], report["reasons"]) == (0, True, [])
+        no_dlq(report)
+        assert cli(["model", "confirm-subscriptions", "--endpoint", moto_server]) == 0
+        assert all(f["ok"] for f in status(capsys)[1]["flows"])  # and the alerts reach the owner
+    finally:
+        fresh.set_fresh(False)
+
+
+def test_an_address_identity_waits_for_its_link_and_only_an_existing_one_can_be_clicked(
+    account: dict[str, str], moto_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sesv2, ses = client("sesv2"), client("ses")
+    sesv2.create_email_identity(EmailIdentity="owner@example.net")
+
+    def state() -> tuple[str, bool]:
+        attrs = ses.get_identity_verification_attributes(Identities=["owner@example.net"])
+        status = attrs["VerificationAttributes"]["owner@example.net"]["VerificationStatus"]
+        return status, sesv2.get_email_identity(EmailIdentity="owner@example.net")["VerifiedForSendingStatus"]
+
+    assert state() == ("Pending", False)  # moto's kind account verified it at once
+    assert cli(["model", "verify-address", "nobody@example.net", "--endpoint", moto_server]) == 2
+    assert "SES sent no link" in capsys.readouterr().err
+    assert cli(["model", "verify-address", "owner@example.net", "--endpoint", moto_server]) == 0
+    assert state() == ("Success", True)
+    sesv2.delete_email_identity(EmailIdentity="owner@example.net")
+    sesv2.create_email_identity(EmailIdentity="owner@example.net")
+    assert state() == ("Pending", False)  # created again: a new link, a new click

@@ -48,6 +48,8 @@ OPS: dict[tuple[str, str], tuple[str, ...]] = {
     ("s3", "delete_object"): ("s3:DeleteObject",),
     # SESv2 SendEmail with raw content is authorised as ses:SendRawEmail; the reference lists ses:SendEmail.
     ("sesv2", "send_email"): ("ses:SendEmail", "ses:SendRawEmail"),
+    ("sesv2", "get_account"): ("ses:GetAccount",),
+    ("sesv2", "get_email_identity"): ("ses:GetEmailIdentity",),
     ("sns", "publish"): ("sns:Publish",),
     ("sqs", "send_message"): ("sqs:SendMessage",),
     ("sqs", "receive_message"): ("sqs:ReceiveMessage",),
