@@ -150,6 +150,7 @@ CASES: dict[tuple[str, str], Case] = {
         "common.local.emulator",
         'sqs_message_characters:"[^\\t\\n\\r\\x20-\\ud7ff\\ue000-\\ufffd\\U00010000-\\U0010ffff]"',
     ): case("a"),
+    ("common.local.fresh", "LOCAL_REGISTRY"): case("1", ":", head="localhost:", how="match"),
     ("common.local.fresh", "_RECORD"): case("1 ", "IN ", " ", head="a ", how="match", n=5_000, cap=4096),
     ("common.local.fresh", 'policy_size:r"\\s"'): case(" ", "a"),
     ("common.local.fresh", 'parse_zone:r\'"([^"]*)"\''): case('"a', '"'),
