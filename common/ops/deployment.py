@@ -18,6 +18,8 @@ from typing import Any
 from common.local.commands import arg, command
 from common.runtime import config
 
+# The local modes' environment name (CONTRACT.md, "Local defaults").
+LOCAL_ENV = "local"
 AWS_TARGET = (
     arg("--env", default="prd", help="environment name in every resource name (default prd)"),
     arg("--region", help="AWS region (default: AWS_REGION or the profile's; must agree with AWS_REGION)"),
@@ -142,20 +144,32 @@ def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
     "can mail flow? receiving, forwarding, acks and replies, alerts: each check, and what to do next",
     *AWS_TARGET,
     arg("--json", action="store_true", help='one JSON object with a top-level "ready"'),
+    arg("--endpoint", help="with --env local: the emulator (default: $AWS_ENDPOINT_URL or 127.0.0.1:4566)"),
+    arg("--function-port", type=int, help="with --env local: the first of the six RIE ports (default 9001)"),
+    arg("--smtp-port", type=int, help="with --env local: the SMTP ingress port (default 2525)"),
 )
 def cmd_status(args: argparse.Namespace) -> int:
-    from common.ops.status import collect, table
+    from common.ops.status import LocalStack, collect, table
     from deploy.errors import DeployError
     from deploy.main import Options, connect
 
     try:
-        target = connect(
-            Options(env=args.env, region=args.region),
-            dict(os.environ),
-            report=lambda line: None,
-            need_secret=False,
-        )
-        report = collect(target.cfg, target.account)
+        if args.env == LOCAL_ENV:  # the local stack, read as a deployment is (its functions run under RIEs)
+            from common.aws.sts import account_id
+            from common.local.commands import local_config
+
+            cfg = local_config(args)
+            report = collect(
+                cfg, account_id(), dict(os.environ), local=LocalStack.at(args.function_port, args.smtp_port)
+            )
+        else:
+            target = connect(
+                Options(env=args.env, region=args.region),
+                dict(os.environ),
+                report=lambda line: None,
+                need_secret=False,
+            )
+            report = collect(target.cfg, target.account)
     except DeployError as exc:
         print(f"[status] error: {exc}", file=sys.stderr)
         return 2

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from common.aws import control_client, or_none
 from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS, SENDERS, dlq_name
+from common.runtime.functions import FUNCTIONS, SENDERS, SMTP_PORT, dlq_name
 
 RECEIVING, FORWARDING, ANSWERING, ALERTS = (
     "receiving",
@@ -184,11 +186,12 @@ def collect(
     account: str,
     environ: Mapping[str, str] | None = None,
     resolve: Callable[[str], list[str]] = mx_dns,
+    local: LocalStack | None = None,
 ) -> dict[str, Any]:
     """The status of the deployment ``cfg`` names, as one JSON-able dict with a top-level ``ready``;
-    ``resolve``: the MX lookup used on AWS (tests give their own DNS)."""
-    from deploy.lambdas import ALIAS, async_dlq, function_name
-    from deploy.receiving import rule_names
+    ``resolve``: the MX lookup used on AWS (tests give their own DNS); ``local``: a local mode's
+    endpoints, read in place of the functions and receipt rules a deployment has."""
+    from deploy.lambdas import async_dlq
     from deploy.resources import event_queues, queue_url
 
     environ = os.environ if environ is None else environ
@@ -291,54 +294,11 @@ def collect(
             hint,
         )
     )
-    lam = control_client("lambda")
-    versions: dict[str, str | None] = {}
-    for spec in FUNCTIONS:
-        name = function_name(cfg, spec.name)
-        alias = or_none(lambda: lam.get_alias(FunctionName=name, Name=ALIAS), "ResourceNotFoundException")  # noqa: B023
-        versions[spec.name] = alias["FunctionVersion"] if alias else None
-    missing = [name for name, version in versions.items() if version is None]
-    checks.append(
-        _check(
-            "functions",
-            ", ".join(f"{n}:{v or '-'}" for n, v in versions.items()),
-            not missing,
-            True,
-            f"not deployed: {', '.join(missing)}" if missing else "",
-        )
-    )
-    sender = or_none(
-        lambda: lam.get_function_configuration(FunctionName=function_name(cfg, SENDERS[0].name)),
-        "ResourceNotFoundException",
-    )
-    rate = (sender or {}).get("Environment", {}).get("Variables", {}).get("MAX_SEND_RATE")
-    max_rate = float(quota.get("MaxSendRate", 0) or 0)
-    rate_ok = rate is not None and (not max_rate or float(rate) <= max_rate)
-    checks.append(
-        _check(
-            "send rate",
-            f"{rate or '-'}/s configured",
-            rate_ok,
-            False,
-            "" if rate_ok else f"above the account's {max_rate:g}/s: SES throttles the excess",
-        )
-    )
-    active = (ses.describe_active_receipt_rule_set().get("Metadata") or {}).get("Name")
-    rules = (
-        [r["Name"] for r in ses.describe_receipt_rule_set(RuleSetName=active).get("Rules", [])]
-        if active
-        else []
-    )
-    ours = list(rule_names(cfg))
-    checks.append(
-        _check(
-            "receipt rules",
-            f"{active or 'no active set'}: {', '.join(r for r in rules if r in ours) or '-'}",
-            all(r in rules for r in ours),
-            True,
-            "" if all(r in rules for r in ours) else "deploy again",
-        )
-    )
+    if local is None:
+        deployed, versions, rate = _deployed_checks(cfg, float(quota.get("MaxSendRate", 0) or 0))
+    else:
+        deployed, versions, rate = _local_checks(cfg, local)
+    checks += deployed
     depths = {}
     for queue in [dlq_name(q) for q in event_queues(cfg)] + [async_dlq(cfg)]:
         url = queue_url(queue)
@@ -402,6 +362,119 @@ def collect(
         "alarms": alarms,
         "checks": checks,
     }
+
+
+def _deployed_checks(cfg: Config, max_rate: float) -> tuple[list[dict[str, Any]], dict[str, str | None], Any]:
+    """On a deployment: the functions' ``live`` aliases, the senders' configured rate, the receipt rules."""
+    from deploy.lambdas import ALIAS, function_name
+    from deploy.receiving import rule_names
+
+    ses = control_client("ses")
+    checks: list[dict[str, Any]] = []
+    lam = control_client("lambda")
+    versions: dict[str, str | None] = {}
+    for spec in FUNCTIONS:
+        name = function_name(cfg, spec.name)
+        alias = or_none(lambda: lam.get_alias(FunctionName=name, Name=ALIAS), "ResourceNotFoundException")  # noqa: B023
+        versions[spec.name] = alias["FunctionVersion"] if alias else None
+    missing = [name for name, version in versions.items() if version is None]
+    checks.append(
+        _check(
+            "functions",
+            ", ".join(f"{n}:{v or '-'}" for n, v in versions.items()),
+            not missing,
+            True,
+            f"not deployed: {', '.join(missing)}" if missing else "",
+        )
+    )
+    sender = or_none(
+        lambda: lam.get_function_configuration(FunctionName=function_name(cfg, SENDERS[0].name)),
+        "ResourceNotFoundException",
+    )
+    rate = (sender or {}).get("Environment", {}).get("Variables", {}).get("MAX_SEND_RATE")
+    rate_ok = rate is not None and (not max_rate or float(rate) <= max_rate)
+    checks.append(
+        _check(
+            "send rate",
+            f"{rate or '-'}/s configured",
+            rate_ok,
+            False,
+            "" if rate_ok else f"above the account's {max_rate:g}/s: SES throttles the excess",
+        )
+    )
+    active = (ses.describe_active_receipt_rule_set().get("Metadata") or {}).get("Name")
+    rules = (
+        [r["Name"] for r in ses.describe_receipt_rule_set(RuleSetName=active).get("Rules", [])]
+        if active
+        else []
+    )
+    ours = list(rule_names(cfg))
+    checks.append(
+        _check(
+            "receipt rules",
+            f"{active or 'no active set'}: {', '.join(r for r in rules if r in ours) or '-'}",
+            all(r in rules for r in ours),
+            True,
+            "" if all(r in rules for r in ours) else "deploy again",
+        )
+    )
+    return checks, versions, rate
+
+
+@dataclass(frozen=True, slots=True)
+class LocalStack:
+    """Where a local mode (``email-handler dev``, ``make up``) serves what AWS would: the functions'
+    RIE endpoints and the SMTP ingress that stands in for SES receiving (there are no Lambda functions
+    or receipt rules on the emulator)."""
+
+    host: str = "127.0.0.1"
+    ports: Mapping[str, int] = field(default_factory=lambda: {f.name: f.port for f in FUNCTIONS})
+    smtp_port: int = SMTP_PORT
+
+    @classmethod
+    def at(cls, first_function_port: int | None, smtp_port: int | None) -> LocalStack:
+        """The ports `email-handler dev --function-port/--smtp-port` chose (the functions are consecutive)."""
+        ports = {
+            f.name: (first_function_port + i if first_function_port else f.port)
+            for i, f in enumerate(FUNCTIONS)
+        }
+        return cls(ports=ports, smtp_port=smtp_port or SMTP_PORT)
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _local_checks(cfg: Config, local: LocalStack) -> tuple[list[dict[str, Any]], dict[str, str | None], Any]:
+    """The local modes' counterparts of the functions and receipt rules: the RIE endpoints answer, and
+    the SMTP ingress answers (mail also enters by ``email-handler inject``)."""
+    versions = {name: ("local" if _answers(local.host, port) else None) for name, port in local.ports.items()}
+    down = [f"{name} ({local.host}:{local.ports[name]})" for name, v in versions.items() if v is None]
+    ingress = _answers(local.host, local.smtp_port)
+    checks = [
+        _check(
+            "functions",
+            ", ".join(f"{n}:{'up' if v else 'down'}" for n, v in versions.items()),
+            not down,
+            True,
+            f"not answering: {', '.join(down)} (is `email-handler dev` or `make up` running?)"
+            if down
+            else "",
+        ),
+        _check("send rate", f"{cfg.max_send_rate:g}/s configured", True, False),
+        _check(
+            "receipt rules",
+            f"local SMTP ingress {local.host}:{local.smtp_port} {'answers' if ingress else 'down'}",
+            ingress,
+            True,
+            "" if ingress else "start the local stack; `email-handler inject FILE.eml` also delivers",
+        ),
+    ]
+    return checks, versions, cfg.max_send_rate
 
 
 def _flows(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:

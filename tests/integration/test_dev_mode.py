@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,6 +96,10 @@ def test_email_handler_dev_end_to_end(tmp_path: Path) -> None:
             assert result["function"] == "inbound-handler" and result["outcome"] == outcome, result
             assert result["key"].endswith(f"/{result['messageId']}.eml")
         assert "[wiring] attachment-extractor" in dev.text  # the activity lines show the wiring at work
+        up = local_status(aws, smtp, first)
+        assert all(check(up, name)["ok"] for name in ("functions", "receipt rules", "domain identity")), up
+        assert set(up["versions"]) == {f.name for f in FUNCTIONS}
+        assert up["ready"] is (not up["reasons"])  # ready and the blocking checks agree
     finally:
         code = dev.stop()
     time.sleep(0.5)
@@ -102,6 +107,40 @@ def test_email_handler_dev_end_to_end(tmp_path: Path) -> None:
     for port in (aws, smtp, first):  # nothing left listening
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def local_status(aws: int, smtp: int, first: int) -> dict[str, Any]:
+    """`email-handler status --env local --json`: the local stack read as a deployment is."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "common.ops.cli",
+            "status",
+            "--env",
+            "local",
+            "--json",
+            "--endpoint",
+            f"http://127.0.0.1:{aws}",
+            "--function-port",
+            str(first),
+            "--smtp-port",
+            str(smtp),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert report["ready"] is (done.returncode == 0)
+    return report
+
+
+def check(report: dict[str, Any], name: str) -> dict[str, Any]:
+    [found] = [c for c in report["checks"] if c["check"] == name]
+    return found
 
 
 def dev_command(aws: int, smtp: int, first: int, log_dir: Path) -> list[str]:
