@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from common.local.concurrency import THROTTLE_KEY, AccountConcurrency
 from common.local.wiring import Endpoint, Wiring, invocation_route
 from common.runtime.functions import FUNCTIONS, dlq_name
 from tests.support.harness import Stack
+from tests.support.scenario import wait_for
 
 TRUST = json.dumps(
     {
@@ -36,14 +36,6 @@ def fresh_account() -> Iterator[None]:
     fresh.set_fresh(True)
     yield
     fresh.set_fresh(False)
-
-
-def until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-    return value
 
 
 def _function(stack: Stack, name: str) -> str:
@@ -124,7 +116,7 @@ def test_a_throttled_sqs_batch_returns_to_its_queue_and_its_receives_reach_the_d
     wiring.start()
     try:
         # Throttled at every receive: each one counts, and at maxReceiveCount the redrive moves it.
-        until("the dead-letter queue", lambda: stack.depth(dlq_name(cfg.ack_queue)) == 1, timeout=60)
+        wait_for("the dead-letter queue", lambda: stack.depth(dlq_name(cfg.ack_queue)) == 1, timeout=60)
     finally:
         wiring.stop()
         held.free()
@@ -147,14 +139,14 @@ def test_a_throttled_async_invocation_is_retried_later_without_using_its_attempt
     sqs.send(queue, json.dumps({"function": "inbound-handler", "event": event}))
     wiring.start()
     try:
-        until("two throttles", lambda: account.throttles["inbound-handler"] >= 2)
+        wait_for("two throttles", lambda: account.throttles["inbound-handler"] >= 2)
         # Back in the queue as a new message (no receive of the original used), with its throttle count.
-        waiting = until("the retried message", lambda: stack.receive(queue, visibility_s=0))
+        waiting = wait_for("the retried message", lambda: stack.receive(queue, visibility_s=0))
         assert waiting[0]["Attributes"]["ApproximateReceiveCount"] == "1"
         assert json.loads(waiting[0]["Body"])[THROTTLE_KEY]["count"] >= 1
         held.free()
-        until("the invocation", lambda: invoked)
-        until("the queue to empty", lambda: stack.depth(queue) == 0)
+        wait_for("the invocation", lambda: invoked)
+        wait_for("the queue to empty", lambda: stack.depth(queue) == 0)
     finally:
         wiring.stop()
         held.free()
