@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import email
+import email.parser
 import email.policy
 import os
 import statistics
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ LATENCY_MAILS = int(os.environ.get("BENCH_LATENCY_MAILS") or 30)
 LATENCY_RATE = 1.0  # mails per second: steady, well below what the stack can carry
 BURST_MAILS = int(os.environ.get("BENCH_BURST_MAILS") or 1000)
 BURST_WINDOW_S = 60.0
-BURST_TIMEOUT_S = float(os.environ.get("BENCH_BURST_TIMEOUT_S") or 30 * 60)
+BURST_TIMEOUT_S = float(os.environ.get("BENCH_BURST_TIMEOUT_S") or 20 * 60)
 ACCOUNT_CONCURRENCY = 10
 
 
@@ -49,8 +50,16 @@ class Probe:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.accepted: list[tuple[float, list[str], str]] = []
+        self.accepted: list[tuple[float, list[str], str, str]] = []  # (when, to, subject, MIME)
         self.invocations: dict[str, list[float]] = defaultdict(list)
+        self.headers = email.parser.Parser(policy=email.policy.default)
+        self.outcomes: Counter[str] = Counter()  # inbound-handler's answers to the receipts
+
+    def activity(self, line: str) -> None:
+        """The wiring's line per invocation: ``inbound-handler <- <queue>: <status>``."""
+        if line.startswith("inbound-handler <- ") and "invocations" in line:
+            with self.lock:
+                self.outcomes[line.rsplit(": ", 1)[-1]] += 1
 
     def install_ses(self) -> Callable[[], None]:
         from moto.ses.models import SESBackend
@@ -59,8 +68,12 @@ class Probe:
 
         def send_raw_email(backend: Any, source: str, destinations: list[str], raw_data: str) -> Any:
             result = real(backend, source, destinations, raw_data)  # refused sends raise: not accepted
+            at = time.time()
+            # The subject read once, here: the emulator shares this process, and parsing every accepted
+            # mail at each look would take its time.
+            subject = str(self.headers.parsestr(raw_data, headersonly=True).get("Subject", ""))
             with self.lock:
-                self.accepted.append((time.time(), list(destinations), raw_data))
+                self.accepted.append((at, list(destinations), subject, raw_data))
             return result
 
         SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign,assignment]
@@ -88,12 +101,9 @@ class Probe:
         out: dict[str, list[tuple[float, str]]] = defaultdict(list)
         with self.lock:
             accepted = list(self.accepted)
-        for at, destinations, raw in accepted:
-            if to is not None and to not in destinations:
-                continue
-            msg = email.message_from_string(raw, policy=email.policy.default)
-            subject = str(msg.get("Subject", "")).removeprefix(prefix)
-            out[subject].append((at, raw))
+        for at, destinations, subject, raw in accepted:
+            if to is None or to in destinations:
+                out[subject.removeprefix(prefix)].append((at, raw))
         return out
 
 
@@ -107,7 +117,8 @@ def stack(probe: Probe) -> Iterator[tuple[Any, Any]]:
     ports = DevPorts(
         emulator=free_port(), smtp=free_port(), functions={f.name: free_port() for f in FUNCTIONS}
     )
-    dev = DevStack(local_env(), ports, REPO / ".build" / "bench" / "dev", report=lambda line: None)
+    logs = REPO / ".build" / "bench" / "dev"
+    dev = DevStack(local_env(), ports, logs, report=lambda line: None, activity=probe.activity)
     try:
         dev.start()
         # The emulator's account is the default one (no SES sandbox: the owner's address and every contact
@@ -237,6 +248,7 @@ def _dlq_depth() -> int:
 def _burst(cfg: Any, dev: Any, probe: Probe) -> dict[str, Any]:
     account = dev.wiring.account
     account.peak, before = 0, {f: len(v) for f, v in probe.invocations.items()}
+    outcomes_before = Counter(probe.outcomes)
     tags = [f"burst{os.getpid()}x{i:04d}" for i in range(BURST_MAILS)]
     started = time.time()
     for i, tag in enumerate(tags):  # spread over the minute, as a reply storm would arrive
@@ -253,7 +265,7 @@ def _burst(cfg: Any, dev: Any, probe: Probe) -> dict[str, Any]:
     times = sorted(seen[t][0][0] for t in tags if t in seen)
     contacts = {f"{t}@corp-{t}.example" for t in tags}
     with probe.lock:
-        acks = sum(1 for _, to, _ in probe.accepted if contacts & set(to))
+        acks = sum(1 for _, to, _, _ in probe.accepted if contacts & set(to))
     invoked = {f: probe.invocations[f][before.get(f, 0) :] for f in probe.invocations}
     # The pace-setting stage: the one whose own busy time is closest to the whole burst's.
     elapsed = (times[-1] - started) if times else BURST_TIMEOUT_S
@@ -273,6 +285,7 @@ def _burst(cfg: Any, dev: Any, probe: Probe) -> dict[str, Any]:
         "peak_concurrency": account.peak,
         "throttles": sum(account.throttles.values()),
         "busy_s": {f: round(s, 1) for f, s in busy.items()},
+        "inbound_outcomes": dict(probe.outcomes - outcomes_before),
         "bottleneck": (
             f"{slowest}: busy {busy[slowest]:.0f} s of the {elapsed:.0f} s (one instance locally)"
             if slowest
