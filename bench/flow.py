@@ -4,7 +4,7 @@ at a new account's 10):
 
 * latency: a contact's mail from its receipt (stored and handed to the receipt rule's Lambda action, as
   the SMTP ingress does) to the forward SES accepts, and the owner's reply from its receipt to the
-  reply SES accepts, at a steady rate; p50 and p95 (target p95 <= 2 s, the first spec's NFR-1);
+  reply SES accepts, at a steady rate; p50 and p95 (target p95 <= 2 s, the first spec's latency target);
 * a burst of first-contact mails (``BENCH_BURST_MAILS``, default 1,000) within one minute: every
   mail forwarded exactly once, none lost, none in a DLQ, the minutes until the last forward and the
   stage that set the pace (target <= 10 minutes);
