@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import cost, extract, forward_size, html_text, images, mail_caps, senders
+from bench import cost, extract, flow, forward_size, html_text, images, mail_caps, senders
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -35,6 +35,11 @@ SECTIONS: dict[str, Section] = {
         cost.table,
     ),
     "senders": ("senders on the emulator: throughput, latency, rate limit", senders.run, senders.table),
+    "flow": (
+        "end to end on the embedded stack: latency, a burst of first contacts at concurrency 10",
+        flow.run,
+        flow.table,
+    ),
     "caps": (
         "inbound-handler parsing caps: time and peak RSS per case",
         mail_caps.run,
@@ -81,10 +86,19 @@ def terminal_only(log_path: Path) -> Iterator[TextIO]:
 
 
 def headline(results: dict[str, Any]) -> None:
-    """The per-mail cost figures to watch first (docs/development.md#benchmarks):
-    ``inbound.aws_calls_per_mail`` and
-    ``senders.aws_calls_per_send`` (beside their floors), copied from the cost section."""
-    cost = results.get("cost")
+    """The figures to watch first, under fixed keys (docs/development.md#benchmarks): ``latency.*``
+    and ``burst.*`` from the flow section, ``cost.per_1000_mails_usd`` and
+    ``cost.plain_forwarder_per_1000_mails_usd`` from the flow and cost sections together,
+    ``inbound.aws_calls_per_mail`` and ``senders.aws_calls_per_send`` (beside their floors)."""
+    flow_results, cost = results.get("flow"), results.get("cost")
+    if flow_results:
+        latency = flow_results["latency"]
+        results["latency"] = {k: latency[k] for k in ("receipt_to_forward", "reply_to_send")}
+        burst = flow_results["burst"]
+        keys = ("mails", "lost", "dlq", "duplicates", "minutes_to_last_forward", "bottleneck")
+        results["burst"] = {k: burst[k] for k in keys}
+    if flow_results and cost:
+        cost.update(flow.cost_per_1000_mails(flow_results, cost))
     if not cost:
         return
     inbound, sends = cost["inbound"], cost["senders"]

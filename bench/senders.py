@@ -2,9 +2,11 @@
 
 * baseline: bare SendEmail calls from 4 threads: the most sends/s this emulator can accept at all;
 * throughput: a backlog drained by 4 sender workers through the full path (SQS -> idempotency ->
-  suppression -> rate limiter -> MIME -> SES -> completion with the send record), sends/s and its
-  ratio to the baseline. No target: it measures the emulator (moto answers ~200 requests/s, fewer on
-  a busy machine); what a send costs is bench/cost.py's calls and CPU per send;
+  suppression -> rate limiter -> MIME -> SES -> completion with the send record), sends/s, and
+  ``full_vs_floor``: that as a fraction of the three-request floor. Exactly-once needs three requests
+  per send (the idempotency claim, SendEmail, the completion), so no sender can do better than the
+  emulator's bare request rate (the baseline, per call) divided by three; the fraction says how close
+  the full path comes (target >= 0.9). What a send costs in calls and CPU is bench/cost.py's;
 * latency (target p95 < 2 s): enqueue -> SES accepted, p50/p95, with messages arriving at half the measured
   throughput (a system that is keeping up; a backlog would measure queueing instead);
 * rate: a configured MAX_SEND_RATE below what the pipeline can do, against the achieved rate and
@@ -12,7 +14,7 @@
 
 The emulator is moto in its own process (the embedded emulator of `email-handler dev`, without
 sharing the benchmark's GIL). Every full-path send costs three to four emulator requests, so the
-full path cannot exceed roughly a third of the baseline; the ratio says how close it gets.
+full path cannot exceed a third of the baseline (the floor); ``full_vs_floor`` says how close it gets.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ N_FULL = 400
 N_LATENCY = 120
 N_RATE = 100
 WORKERS = 4
+FLOOR_REQUESTS = 3  # the idempotency claim, SendEmail, the completion
 
 
 def _messages(prefix: str, n: int) -> list[OutboundMessage]:
@@ -196,13 +199,16 @@ def run() -> dict[str, Any]:
         "baseline_raw_sends_per_s": round(baseline, 1),
         "full": full,
         "full_vs_baseline": round(full["sends_per_s"] / baseline, 2),
+        # calls per send x time per call: the bare call rate over the three requests a send needs
+        "floor_sends_per_s": round(baseline / FLOOR_REQUESTS, 1),
+        "full_vs_floor": round(full["sends_per_s"] / (baseline / FLOOR_REQUESTS), 2),
         "latency": latency,
         "rate": {
             "configured": configured,
             **rate,
             "achieved_ratio": round(rate["achieved_rate"] / configured, 3),
         },
-        "targets": {"p95_s": 2.0, "rate_ratio": [0.95, 1.0]},
+        "targets": {"p95_s": 2.0, "rate_ratio": [0.95, 1.0], "full_vs_floor": 0.9},
     }
 
 
@@ -216,8 +222,8 @@ def table(r: dict[str, Any]) -> str:
             f"{'baseline: bare SendRawEmail, 4 threads':<50}{r['baseline_raw_sends_per_s']:>8} sends/s"
             "   (the emulator's ceiling)",
             f"{'full path: queue -> sender -> SES, 4 workers':<50}{f['sends_per_s']:>8} sends/s"
-            f"   ({r['full_vs_baseline']:.0%} of baseline;"
-            " no target: the emulator's speed, see the cost table)",
+            f"   ({r['full_vs_floor']:.2f} of the three-request floor, {r['floor_sends_per_s']}/s;"
+            " target >= 0.9)",
             f"{'  sender CPU per send (emulator excluded)':<50}{f['sender_cpu_ms_per_send']:>8} ms",
             f"{latency_label:<50}{p50:>8}   p95 {lat['p95_s']} s (target < 2 s)",
             f"{rate_label:<50}{q['achieved_rate']:>8} sends/s"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian packages the build and the test suites use on the host: debootstrap (the OS image when no
-# registry serves python:3.13-slim-trixie) and docker-registry (the local registry standing in for
+# registry serves debian:trixie-slim) and docker-registry (the local registry standing in for
 # ECR in the deploy push test). Installed once when missing; a no-op taking milliseconds otherwise.
 set -euo pipefail
 want=()

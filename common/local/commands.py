@@ -384,6 +384,7 @@ def cmd_provision(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_wiring(args: argparse.Namespace) -> int:
+    from common.local.concurrency import AccountConcurrency
     from common.local.env import function_credentials
     from common.local.wiring import Endpoint, Wiring
 
@@ -402,6 +403,7 @@ def cmd_wiring(args: argparse.Namespace) -> int:
         args.visibility_timeout,
         report=lambda line: print(f"[wiring] {line}", flush=True),
         roles=roles,
+        account=AccountConcurrency.of_account(),  # the emulator's GetAccountSettings (10 on a fresh account)
     )
     wiring.start()
     print(f"[wiring] polling {', '.join(s.queue for s in wiring.sources)}", flush=True)

@@ -219,6 +219,7 @@ class DevStack:
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.aws.sts import account_id
         from common.local import provision
+        from common.local.concurrency import AccountConcurrency
         from common.local.emulator import EmbeddedMoto
         from common.local.env import (
             admin_credentials,
@@ -299,9 +300,12 @@ class DevStack:
 
         self._step("six functions under the RIE", functions)
         endpoints = {name: Endpoint(name, proc.url) for name, proc in procs.items()}
-        # Each SQS-fed function's queue is polled with its role, as Lambda's event-source mapping does.
+        # Each SQS-fed function's queue is polled with its role, as Lambda's event-source mapping does;
+        # the account's concurrency (10 on a fresh account) throttles what runs at once.
+        concurrency = AccountConcurrency.of_account()
         self.wiring = self._register(
-            "wiring", Wiring(cfg, endpoints, self.visibility_s, report=self.activity, roles=roles)
+            "wiring",
+            Wiring(cfg, endpoints, self.visibility_s, report=self.activity, roles=roles, account=concurrency),
         )
         self._step("event wiring (SQS, S3, SNS, async invocations)", self.wiring.start)
         ingress = self._register("smtp", SmtpIngress(cfg, HOST, self.ports.smtp))

@@ -15,7 +15,8 @@ emulator applies the rules a first deploy meets on AWS, each cited where it is m
   (:func:`ses_may_publish`).
 * IAM policy size quotas: inline user policies 2,048 characters in all, managed 6,144, a role's
   inline policies 10,240 in all (white space not counted).
-* Lambda concurrency: 10 for the account, and reservations must leave 10 unreserved.
+* Lambda concurrency: 10 for the account (common/local/concurrency.py: the rules, GetAccountSettings
+  and the wiring's throttling).
 
 The state lives in this process (the emulator's): ``/moto-api/reset`` clears the zone and the counters
 but keeps the account fresh.
@@ -30,6 +31,7 @@ import time
 from collections import deque
 from typing import Any
 
+from common.local import concurrency
 from common.runtime.functions import EMULATOR_ACCOUNT_PATH
 
 # Where the model's control endpoints live on the emulator (POST): the zone to publish, and the switch.
@@ -58,12 +60,8 @@ CONFIRM_SUBSCRIPTIONS_PATH = "/moto-api/service-email-handler/confirm-subscripti
 # value that is not an ARN as unconfirmed, the stricter reading).
 EMAIL_PROTOCOLS = ("email", "email-json")
 
-# Lambda quotas: "Concurrent executions: 1,000 (new accounts may have a lower quota)" -- new accounts
-# get 10 -- and "Lambda ... always [reserves] at least ... unreserved concurrency" for functions without
-# a reservation (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html,
-# https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html).
-ACCOUNT_CONCURRENCY = 10
-MIN_UNRESERVED = 10
+# Lambda concurrency: the account's limit and the reservation rule live in common/local/concurrency.py.
+ACCOUNT_CONCURRENCY = concurrency.FRESH_CONCURRENCY
 
 # SES sandbox: "You can send a maximum of 200 messages in a 24-hour period" and "a maximum of one
 # message per second" (https://docs.aws.amazon.com/ses/latest/dg/request-production-access.html).
@@ -97,6 +95,7 @@ def set_fresh(on: bool) -> None:
 
     STATE["fresh"] = on
     SES_SANDBOX["on"] = on
+    concurrency.set_account_limit(concurrency.FRESH_CONCURRENCY if on else concurrency.DEFAULT_CONCURRENCY)
     reset()
 
 
@@ -811,31 +810,6 @@ def _patch_lambda_images() -> None:
     LambdaBackend.update_function_code = update_function_code  # type: ignore[method-assign]
 
 
-def _patch_lambda() -> None:
-    from moto.awslambda.exceptions import InvalidParameterValueException
-    from moto.awslambda.models import LambdaBackend
-
-    original = LambdaBackend.put_function_concurrency
-
-    def put_function_concurrency(self: Any, function_name: str, reserved_concurrency: str) -> str:
-        if fresh():
-            reserved = int(reserved_concurrency) + sum(
-                int(f.reserved_concurrency)
-                for f in self.list_functions()
-                if f.reserved_concurrency
-                and f.function_name != function_name
-                and not function_name.endswith(f":{f.function_name}")
-            )
-            if ACCOUNT_CONCURRENCY - reserved < MIN_UNRESERVED:
-                raise InvalidParameterValueException(
-                    "Specified ReservedConcurrentExecutions for function decreases account's "
-                    f"UnreservedConcurrentExecution below its minimum value of [{MIN_UNRESERVED}]."
-                )
-        return str(original(self, function_name, reserved_concurrency))
-
-    LambdaBackend.put_function_concurrency = put_function_concurrency  # type: ignore[method-assign]
-
-
 # --- the control endpoints -------------------------------------------------------------------------
 
 
@@ -901,8 +875,8 @@ def install() -> None:
     _patch_sns()
     _patch_cloudwatch()
     _patch_iam()
-    _patch_lambda()
     _patch_lambda_images()
+    concurrency.install()
     _routes()
     from common.local.iam import after_reset
 

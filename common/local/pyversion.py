@@ -1,8 +1,9 @@
 """Which Python ``email-handler dev`` runs, and whether it reads mail as the function images do.
 
-The images run Debian trixie's Python 3.13 (python:3.13-slim-trixie, or debootstrap's trixie:
-3.13.5). Dev runs the functions on the host's Python instead, so a host Python whose standard
-library reads mail differently would make the same mail behave differently locally. HTML is read
+The images run Debian trixie's python3.13, pinned to one Debian version (3.13.5;
+``PYTHON_DEB_VERSION`` in scripts/os-image.sh, which tests/unit/test_launch.py reads). Dev runs the
+functions on the host's Python instead, so a host Python whose standard library reads mail
+differently would make the same mail behave differently locally. HTML is read
 by our own tokenizer (common.mail.htmltext) for exactly that reason; what is left is checked here
 by behaviour, not by version number, so a vendor's backport counts as the fix it is.
 """

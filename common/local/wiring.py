@@ -14,6 +14,12 @@ invocation at a time (a second concurrent request crashes it):
 
 A failed invocation leaves its message to the queue's visibility timeout and redrive policy (DLQ
 after the configured receives), as on AWS. Nothing is dropped without a log line saying why.
+
+Lambda's account concurrency (common/local/concurrency.py): at most the account's limit of
+invocations run at once across the functions; one more is throttled. A throttled SQS batch returns
+to its queue like a failed one (a receive counted, so the redrive policy applies); a throttled
+asynchronous invocation goes back to its queue with a delay that doubles from 1 s to 5 minutes, for
+up to 6 hours, without using up its attempts.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.aws import sqs
+from common.local.concurrency import AccountConcurrency, ThrottledError, requeue_throttled
 from common.local.events import sns_event, sqs_event
 from common.local.provision import ASYNC_ATTEMPTS, wiring_queue
 from common.runtime.config import Config
@@ -44,6 +51,7 @@ class BatchResult:
     deleted: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     error: str = ""
+    throttled: bool = False
 
 
 def poll_queue_once(
@@ -65,8 +73,9 @@ def poll_queue_once(
     ids = [m["MessageId"] for m in messages]
     try:
         response = invoke(sqs_event(messages, queue_arn, region))
-    except Exception as exc:  # a function error fails the whole batch, as on AWS
+    except Exception as exc:  # a function error (or a throttle) fails the whole batch, as on AWS
         result.failed, result.error = ids, f"{type(exc).__name__}: {exc}"
+        result.throttled = isinstance(exc, ThrottledError)
         return result
     reported = response.get("batchItemFailures") if isinstance(response, dict) else None
     failed_ids = {str(f.get("itemIdentifier")) for f in reported or [] if isinstance(f, dict)}
@@ -84,10 +93,15 @@ def poll_queue_once(
 
 
 class Endpoint:
-    """One function's RIE endpoint; every invocation holds its lock (the RIE is single-concurrency)."""
+    """One function's RIE endpoint; every invocation holds its lock (the RIE is single-concurrency)
+    and, with ``account`` set, one of the account's concurrent executions (or is throttled)."""
 
     def __init__(
-        self, function: str, url: str, invoke: Callable[[str, Any, float], Any] | None = None
+        self,
+        function: str,
+        url: str,
+        invoke: Callable[[str, Any, float], Any] | None = None,
+        account: AccountConcurrency | None = None,
     ) -> None:
         from common.local import rie
 
@@ -95,10 +109,14 @@ class Endpoint:
         self.timeout_s = BY_NAME[function].timeout_s + 30
         self._invoke = invoke or rie.invoke
         self.lock = threading.Lock()
+        self.account = account
 
     def __call__(self, event: dict[str, Any]) -> Any:
         with self.lock:
-            return self._invoke(self.url, event, self.timeout_s)
+            if self.account is None:
+                return self._invoke(self.url, event, self.timeout_s)
+            with self.account.slot(self.function):
+                return self._invoke(self.url, event, self.timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +184,7 @@ class Wiring:
         batch_size: int = 10,
         report: Callable[[str], None] | None = None,
         roles: dict[str, dict[str, str]] | None = None,
+        account: AccountConcurrency | None = None,
     ) -> None:
         self.cfg, self.endpoints, self.visibility_s, self.batch_size = (
             cfg,
@@ -173,6 +192,10 @@ class Wiring:
             visibility_s,
             batch_size,
         )
+        # The account's concurrency, shared by every function the wiring invokes (None: unlimited).
+        self.account = account
+        for endpoint in endpoints.values():
+            endpoint.account = endpoint.account or account
         self.report = report or (lambda line: None)
         roles = roles or {}
         # The SQS event sources AWS has: the senders' queues and the attachment queue S3 notifies.
@@ -306,6 +329,8 @@ class Wiring:
         outcome = (
             "ok"
             if not result.failed
+            else "throttled: back to the queue after its visibility timeout"
+            if result.throttled
             else f"{len(result.failed)} failed" + (f" ({result.error})" if result.error else "")
         )
         self.report(f"{source.function} <- {result.received} message(s) from {source.queue}: {outcome}")
@@ -340,6 +365,10 @@ class Wiring:
             receives = int(m.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
             try:
                 result = self.endpoints[function](event)
+            except ThrottledError as exc:
+                self._throttled(source, m, function, exc)
+                done.append(m["ReceiptHandle"])
+                continue
             except Exception as exc:  # left for the visibility timeout: retried, then the DLQ
                 self.report(f"{function} <- {source.queue}: failed (receive {receives}): {exc}")
                 log.warning(
@@ -359,3 +388,23 @@ class Wiring:
             done.append(m["ReceiptHandle"])
         if done:
             sqs.delete(source.queue, done)
+
+    def _throttled(self, source: Source, message: dict[str, Any], function: str, exc: Exception) -> None:
+        """An asynchronous invocation Lambda throttled: back to its queue as a new message, delayed, so
+        the queue's receives (the function-error attempts) are not used up; dropped, and logged, at 6
+        hours."""
+        again = requeue_throttled(json.loads(message["Body"]))
+        if again is None:
+            log.error(
+                "asynchronous invocation dropped: throttled for 6 hours",
+                extra={"queue": source.queue, "function": function, "sqs_message_id": message["MessageId"]},
+            )
+            self.report(f"{function} <- {source.queue}: dropped after 6 hours of throttling")
+            return
+        body, delay = again
+        sqs.send(source.queue, body, delay_s=delay)
+        log.info(
+            "invocation throttled",
+            extra={"queue": source.queue, "function": function, "retry_in_s": delay, "error": str(exc)},
+        )
+        self.report(f"{function} <- {source.queue}: throttled, retried in {delay} s")

@@ -18,6 +18,11 @@ within reach of anything they do (Python's recursion limit, 1,000 frames, stops 
 Pages of the chunk that no frame reaches are never touched, so they cost no memory. On a CPython with
 the fix the frame is harmless, and still spares the calls that would cross a boundary (a cached chunk
 is cheap to reuse, but a call across chunks is not specialised).
+
+Temporary: it exists only while the images' pinned interpreter (``PYTHON_DEB_VERSION`` in
+scripts/os-image.sh) is older than ``FIXED_IN``. On a fixed CPython the module runs in an ordinary
+frame, and tests/unit/test_launch.py fails once the pin reaches the fix, so that this module and the
+entry script's use of it are deleted then.
 """
 
 from __future__ import annotations
@@ -26,14 +31,20 @@ import runpy
 import sys
 
 STACK_SLOTS = 1 << 17  # 1 MiB of pointers; the chunk holding the frame is 2 MiB
+FIXED_IN = (3, 13, 13)  # python/cpython#142183: the first 3.13 that caches a freed chunk
 
 
 def _run(module: str) -> None:
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
-# Only the reservation changes: the bytecode and what the frame holds are _run's own.
-_run.__code__ = _run.__code__.replace(co_stacksize=_run.__code__.co_stacksize + STACK_SLOTS)
+def needed(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> bool:
+    return version < FIXED_IN
+
+
+if needed():
+    # Only the reservation changes: the bytecode and what the frame holds are _run's own.
+    _run.__code__ = _run.__code__.replace(co_stacksize=_run.__code__.co_stacksize + STACK_SLOTS)
 
 
 def main(argv: list[str]) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from common.local.rie import InvokeError, RieProcess
 from tests.support.extraction import (
-    FUNCTION_ENV,
+    CORPUS_ENV,
+    CORPUS_INVOKE_TIMEOUT_S,
     PREFIX,
     TEXT_PREFIX,
     check_corpus_record,
@@ -29,7 +30,9 @@ CORPUS = corpus_files()
 
 @pytest.fixture(scope="module")
 def extractor(rie_module: Callable[..., RieProcess]) -> RieProcess:
-    return rie_module("attachment-extractor", env=FUNCTION_ENV)
+    """With the corpus' budget (tests/support/extraction.py): what these tests check never depends on
+    the machine's speed."""
+    return rie_module("attachment-extractor", env=CORPUS_ENV)
 
 
 def test_extracts_pdf_and_docx_and_records_rejections(extractor: RieProcess, s3: Any) -> None:
@@ -85,7 +88,7 @@ def test_partial_results_are_logged_with_their_reasons(extractor: RieProcess, s3
 def test_corpus_file_gets_its_record(extractor: RieProcess, s3: Any, path: Path) -> None:
     """Every real-world document ends as text or an error record, through the handler under the RIE."""
     require_corpus(CORPUS)
-    result = extractor.invoke(upload(s3, {path.name: path.read_bytes()}))
+    result = extractor.invoke(upload(s3, {path.name: path.read_bytes()}), timeout=CORPUS_INVOKE_TIMEOUT_S)
     assert result["results"][0]["status"] in ("extracted", "rejected")
     check_corpus_record(path, *record_for(s3, path.name))
 

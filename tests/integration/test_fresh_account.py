@@ -339,13 +339,13 @@ def test_dkim_and_mail_from_verify_only_on_a_poll_after_the_records_are_publishe
     )
 
 
-def test_reservations_must_leave_ten_unreserved_on_a_ten_concurrency_account(
+def test_reservations_must_leave_the_documented_100_unreserved_on_a_ten_concurrency_account(
     account: dict[str, str], tmp_path: Path
 ) -> None:
     fresh.set_fresh(False)  # deploy on a kind account, then model the new one's Lambda quota
     deploy(Options(build_dir=tmp_path), account, report=lambda line: None, images=images())
     fresh.set_fresh(True)
-    with pytest.raises(ClientError, match="below its minimum value of \\[10\\]"):
+    with pytest.raises(ClientError, match="below its minimum value of \\[100\\]"):
         client("lambda").put_function_concurrency(
             FunctionName=f"{PREFIX}-attachment-extractor", ReservedConcurrentExecutions=2
         )

@@ -59,6 +59,7 @@ def test_a_lambda_cold_start_runs_without_the_cyclic_collector_until_the_first_i
 
     from common.aws import sts
     from common.local.env import local_env
+    from common.runtime import coldstart
     from common.runtime import handler as handler_mod
     from common.runtime.config import Config, load
 
@@ -87,7 +88,7 @@ def test_a_lambda_cold_start_runs_without_the_cyclic_collector_until_the_first_i
         seen.clear()
         garbage.clear()
         gc.disable()
-        handler_mod._PAUSED.append(True)  # as if paused again: the same process's first invocation
+        coldstart._PAUSED.append(True)  # as if paused again: the same process's first invocation
         fn({}, None)
         assert seen == [False] and gc.isenabled()
         assert gc.get_count()[0] < 100  # the young generation starts empty: its first pass walks nothing old
@@ -102,6 +103,6 @@ def test_a_lambda_cold_start_runs_without_the_cyclic_collector_until_the_first_i
         handler_mod.make_handler("ack-sender", logic)({}, None)
         assert seen[-1] is True
     finally:
-        handler_mod._PAUSED.clear()
+        coldstart._PAUSED.clear()
         gc.enable()
         sts.use_account("")

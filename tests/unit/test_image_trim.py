@@ -14,8 +14,6 @@ SERVICES_FILE = REPO / "docker" / "aws-services.txt"
 # The factory functions of common/aws/__init__.py and boto3's own entry points.
 CLIENT_CALLS = {"client", "control_client", "resource"}
 FACTORY = REPO / "common" / "aws" / "__init__.py"  # passes its `service` argument through
-# The image build's compile recorder makes a client for each service this list names (Dockerfile.base).
-RECORDER = REPO / "common" / "runtime" / "bytecode.py"
 
 
 def _trim_module() -> ModuleType:
@@ -53,7 +51,7 @@ def _services_called() -> tuple[set[str], list[str]]:
             )
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 names.add(arg.value)
-            elif path not in (FACTORY, RECORDER):
+            elif path != FACTORY:
                 dynamic.append(f"{path.relative_to(REPO)}:{node.lineno}")
     return names, dynamic
 

@@ -4,12 +4,38 @@ within reach of the code it runs (python/cpython#142183)."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from common.local.pyversion import IMAGE_PYTHON
+from common.runtime import launch
+
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _pinned_python() -> tuple[int, ...]:
+    """The upstream version of the Debian python3.13 package the images pin (scripts/os-image.sh)."""
+    pin = re.search(r"^PYTHON_DEB_VERSION=(\S+)$", (REPO / "scripts" / "os-image.sh").read_text(), re.M)
+    assert pin, "scripts/os-image.sh pins no PYTHON_DEB_VERSION"
+    upstream = re.match(r"(\d+)\.(\d+)\.(\d+)-", pin.group(1))
+    assert upstream, pin.group(1)
+    return tuple(int(part) for part in upstream.groups())
+
+
+def test_the_launcher_is_deleted_once_the_pinned_python_has_the_fix() -> None:
+    """The launcher works around python/cpython#142183, fixed in 3.13.13. This fails the day the pin
+    reaches the fix: then delete common/runtime/launch.py, its tests, and `-m common.runtime.launch`
+    in docker/lambda-entrypoint.sh (and the docker test that looks for it)."""
+    pinned = _pinned_python()
+    assert ".".join(map(str, pinned)) == IMAGE_PYTHON  # dev's check names the same interpreter
+    assert launch.needed(pinned), (
+        f"the images pin Python {pinned}, which has the fix of python/cpython#142183: delete the launcher"
+    )
+    assert not launch.needed(launch.FIXED_IN) and not launch.needed((3, 14, 0))
+
 
 # Calls a trivial function 2,000 times at every depth up to 900 frames (the recursion limit is 1,000)
 # and prints the most page faults one depth cost. Where a call's frame is the first of a new chunk, a
