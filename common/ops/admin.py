@@ -229,7 +229,11 @@ def cmd_quarantine_list(args: argparse.Namespace) -> int:
     "one held mail: why, from whom, its headers and text",
     arg("id", help="the id from `quarantine list` (or from the digest's release address)"),
     *TARGET,
-    arg("--raw", action="store_true", help="print the raw message (.eml) instead"),
+    arg(
+        "--raw",
+        action="store_true",
+        help="write the raw message (.eml) to stdout instead; stdout must be a file or a pipe (> held.eml)",
+    ),
 )
 def cmd_quarantine_show(args: argparse.Namespace) -> int:
     from common.aws import s3
@@ -238,6 +242,12 @@ def cmd_quarantine_show(args: argparse.Namespace) -> int:
     from common.mail.threads import release_address
     from common.store import quarantine
 
+    if args.raw and sys.stdout.isatty():
+        # The sender's bytes unfiltered: escape sequences in them would drive the operator's terminal.
+        return fail(
+            f"--raw writes the sender's bytes unfiltered; refusing to write them to a terminal. "
+            f"Redirect it: email-handler quarantine show {args.id} --raw > held.eml"
+        )
     t = target(args)
     item = quarantine.get(t.cfg, args.id)
     if item is None:
@@ -296,6 +306,12 @@ def cmd_quarantine_show(args: argparse.Namespace) -> int:
 def cmd_quarantine_release(args: argparse.Namespace) -> int:
     from common.store import quarantine
 
+    if args.raw and sys.stdout.isatty():
+        # The sender's bytes unfiltered: escape sequences in them would drive the operator's terminal.
+        return fail(
+            f"--raw writes the sender's bytes unfiltered; refusing to write them to a terminal. "
+            f"Redirect it: email-handler quarantine show {args.id} --raw > held.eml"
+        )
     t = target(args)
     item = quarantine.get(t.cfg, args.id)
     if item is None:
