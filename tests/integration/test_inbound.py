@@ -436,8 +436,12 @@ def test_a_duplicate_ses_delivery_is_already_processed_under_the_production_role
 def test_only_authenticated_mail_updates_a_conversations_facts(stack: Stack, inbound: RieProcess) -> None:
     genuine = mail(sender="Jane Smith <jane@corp.example>", message_id="<genuine@corp.example>")
     assert deliver(stack, inbound, genuine, "a" * 40)["status"] == "forwarded"
+    before = stack.conversation("jane-at-corp.example")
     spoof = mail(
-        sender="Jane (urgent) <jane@corp.example>", message_id="<forged@evil.example>", subject="Wire it"
+        sender="Jane (urgent) <jane@corp.example>",
+        message_id="<forged@evil.example>",
+        subject="Wire it",
+        text="New bank details: send the invoice amount to IBAN XX00 0000.",
     )
     result = deliver(
         stack,
@@ -449,6 +453,7 @@ def test_only_authenticated_mail_updates_a_conversations_facts(stack: Stack, inb
     )
     assert result["status"] == "forwarded"  # no p=reject: still the owner's to judge, with a warning
     record = stack.conversation("jane-at-corp.example")
+    assert record == before  # not its subject, last message, time or expiry: nothing at all
     assert record["displayName"] == "Jane Smith" and record["lastMessageId"] == "<genuine@corp.example>"
     assert record["lastSesMessageId"] == "a" * 40
     later = mail(sender="Jane S. <jane@corp.example>", message_id="<later@corp.example>")
