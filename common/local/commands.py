@@ -438,8 +438,13 @@ def cmd_smtp(args: argparse.Namespace) -> int:
 
 @command(
     "the project's moto server in the foreground (the AWS emulator of both local modes)",
-    arg("--host", default="127.0.0.1"),
+    arg("--host", default="127.0.0.1", help="a loopback address unless --allow-remote"),
     arg("--port", type=int, default=EMULATOR_PORT),
+    arg(
+        "--allow-remote",
+        action="store_true",
+        help="listen on a --host other machines can reach (it holds every key and mail: mean it)",
+    ),
     arg(
         "--iam",
         choices=["on", "off"],
@@ -454,10 +459,15 @@ def cmd_smtp(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_emulator(args: argparse.Namespace) -> int:
-    from common.local.emulator import EmbeddedMoto
+    from common.local.emulator import EmbeddedMoto, RemoteHostError
 
     try:
-        server = EmbeddedMoto(args.host, args.port, iam=args.iam == "on", account=args.account).start()
+        server = EmbeddedMoto(
+            args.host, args.port, iam=args.iam == "on", account=args.account, allow_remote=args.allow_remote
+        ).start()
+    except RemoteHostError as exc:
+        print(f"[emulator] {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"[emulator] cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
@@ -481,16 +491,14 @@ def cmd_dns_publish(args: argparse.Namespace) -> int:
     import urllib.request
 
     from common.local.fresh import DNS_PATH
+    from common.local.guard import admin_request
 
     url = endpoint(args)
     try:
         body = Path(args.zone).read_bytes()
-        with urllib.request.urlopen(
-            urllib.request.Request(
-                url + DNS_PATH, data=body, method="POST", headers={"Content-Type": "text/dns"}
-            ),
-            timeout=10,
-        ) as r:
+        request = admin_request(url + DNS_PATH, data=body, method="POST")
+        request.add_header("Content-Type", "text/dns")
+        with urllib.request.urlopen(request, timeout=10) as r:
             count = json.loads(r.read())["records"]
     except OSError as exc:
         detail = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else str(exc)
