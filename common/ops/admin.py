@@ -761,20 +761,29 @@ def cmd_conversations(args: argparse.Namespace) -> int:
 
 
 @command(
-    "remove a contact's conversations, archive, attachments, extracted text and records",
-    arg("address", help="the contact's address"),
+    "remove everything of a contact: conversations, mail, attachments, text, records, queued messages",
+    arg("address", help="the contact's exact address (one address; matched whole, never as a part)"),
     *TARGET,
 )
 def cmd_forget(args: argparse.Namespace) -> int:
-    from common.store.erasure import forget
+    from common.store.erasure import InvalidAddressError, forget, normalise
 
+    try:
+        normalise(args.address)
+    except InvalidAddressError as exc:
+        return fail(f"forget: {exc}")
     t = target(args)
-    removed = forget(t.cfg, args.address)
-    rows = [{"kind": kind, "what": what} for kind, whats in removed.items() for what in whats]
-    return emit(
-        args,
-        removed,
-        rows,
-        [("kind", "kind", 14), ("what", "removed", 0)],
-        f"(nothing stored for {args.address}; {t.where})",
+    result = forget(t.cfg, args.address, dead_letter_queues(t.cfg))
+    unreachable = result.pop("unreachable")
+    if args.json:
+        print(json.dumps({**result, "unreachable": unreachable}, indent=2, ensure_ascii=False))
+        return 0
+    rows = [{"kind": kind, "what": what} for kind, whats in result.items() for what in whats]
+    print(
+        table(rows, [("kind", "kind", 14), ("what", "removed", 0)])
+        if rows
+        else f"(nothing stored for {args.address}; {t.where})"
     )
+    for line in unreachable:
+        print(f"[not reached] {line}", file=sys.stderr)
+    return 0

@@ -14,6 +14,7 @@ import pytest
 from common.delivery.compose import FOOTER_MARKER
 from common.local.rie import RieProcess
 from common.mail.threads import verify_thread_address
+from common.runtime.log import pseudonym
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
@@ -67,9 +68,9 @@ def test_first_contact_records_archives_acks_and_forwards(stack: Stack, inbound:
     assert ack.idempotency_key == f"ack:{SES_ID}" and "Hello Jane," in ack.text
     [fwd] = stack.peek(stack.cfg.forward_queue)
     assert fwd.to == ["owner@example.net"] and fwd.idempotency_key == f"forward:{SES_ID}"
-    logged = log_lines(inbound, "mail forwarded")[-1]
-    assert logged["sender"] == "jane@corp.example" and logged["subject"] == "Hello"
-    assert logged["conversation_id"] == cid and len(logged["body_preview"]) == 500
+    logged = log_lines(inbound, "mail forwarded")[-1]  # who, as a pseudonym; never the subject or text
+    assert logged["sender"] == pseudonym("jane@corp.example") and logged["conversation_id"] == pseudonym(cid)
+    assert (logged["subject_chars"], logged["body_chars"]) == (5, 2008) and "subject" not in logged
 
 
 def test_follow_up_is_forwarded_without_ack_and_keeps_first_contact_date(
@@ -134,7 +135,12 @@ def test_ses_verdict_rules(
         [key] = stack.s3_keys("spam/")
         assert re.fullmatch(rf"spam/\d{{4}}-\d\d-\d\d/{SES_ID}.eml", key) and result["key"] == key
         [line] = stack.spam_log()
-        assert line["reason"] == reason and line["key"] == key and line["sender"] == "jane@corp.example"
+        assert (
+            line["reason"] == reason
+            and line["key"] == key
+            and line["sender"] == pseudonym("jane@corp.example")
+        )
+        assert "subject" not in line and "jane" not in json.dumps(line)
         assert log_lines(inbound, "mail quarantined")[-1]["reason"] == reason
     else:
         assert stack.s3_keys("spam/") == []
