@@ -515,10 +515,15 @@ def cmd_suppression_remove(args: argparse.Namespace) -> int:
 
 
 def dead_letter_queues(cfg: Config) -> list[str]:
+    return [q for q in deployment_queues(cfg) if q.endswith("-dlq")]
+
+
+def deployment_queues(cfg: Config) -> list[str]:
+    """Every queue of the deployment (its name prefix), dead-letter queues included."""
     from common.aws import client
 
     urls = client("sqs").list_queues(QueueNamePrefix=cfg.prefix).get("QueueUrls", [])
-    return sorted(u.rsplit("/", 1)[1] for u in urls if u.endswith("-dlq"))
+    return sorted(u.rsplit("/", 1)[1] for u in urls)
 
 
 def _queue_arg(cfg: Config, name: str | None) -> list[str]:
@@ -773,7 +778,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     except InvalidAddressError as exc:
         return fail(f"forget: {exc}")
     t = target(args)
-    result = forget(t.cfg, args.address, dead_letter_queues(t.cfg))
+    result = forget(t.cfg, args.address, deployment_queues(t.cfg))
     unreachable = result.pop("unreachable")
     if args.json:
         print(json.dumps({**result, "unreachable": unreachable}, indent=2, ensure_ascii=False))

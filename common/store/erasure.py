@@ -14,8 +14,10 @@ ignored, or an id that belongs to the contact (a conversation id, an SES message
   records when any part of them names the contact or one of their mails.
 * Every table but the owner's block and allow lists (the owner's own decisions about ADDR; `email-handler
   unblock` removes one): every item that names the contact or one of their mails.
-* Every dead-letter queue (the async DLQ's events of mail never handled, the senders' failed sends):
-  the messages that name them. Messages still in a live queue are being handled and are not touched.
+* Every queue of the deployment, dead-letter queues included (the async DLQ's events of mail never
+  handled, the senders' failed sends, S3's notifications of their attachments): the messages that
+  name them, as written or URL-decoded (S3 event keys), are deleted; the others are made visible
+  again at once.
 * Logs cannot be edited: the functions log no address or mail text (common.runtime.log.scrub), so
   nothing is there to find, but log groups are searched for the address and every match is reported,
   with whatever could not be searched, under "unreachable".
@@ -31,6 +33,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from email.utils import getaddresses
+from urllib.parse import unquote_plus
 
 from common.aws import client, dynamodb, error_code, s3, sqs
 from common.mail.threads import conversation_id, thread_address
@@ -136,7 +139,7 @@ class Erasure:
         self.removed["objects"].append(key)
 
 
-def forget(cfg: Config, address: str, dead_letter_queues: Iterable[str] = ()) -> dict[str, list[str]]:
+def forget(cfg: Config, address: str, queues: Iterable[str] = ()) -> dict[str, list[str]]:
     """Remove everything of the contact ``address``; returns what was removed and what was not
     reached (``unreachable``), by kind. Raises InvalidAddressError for anything but one address."""
     job = Erasure(cfg, normalise(address))
@@ -147,7 +150,7 @@ def forget(cfg: Config, address: str, dead_letter_queues: Iterable[str] = ()) ->
     for prefix in DOCUMENT_PREFIXES:
         _scan_objects(job, prefix, lambda job, data: names(data.decode("utf-8", "replace"), job.tokens()))
     _tables(job)
-    for queue in dead_letter_queues:
+    for queue in queues:
         _queue(job, queue)
     _logs(job)
     return {**job.removed, "unreachable": job.unreachable}
@@ -244,6 +247,7 @@ def _queue(job: Erasure, queue: str) -> None:
             for message in fresh:
                 seen.add(message["MessageId"])
                 text = message["Body"] + json.dumps(message.get("MessageAttributes") or {})
+                text += "\n" + unquote_plus(text)  # S3 notifications URL-encode their keys
                 if names(text, job.tokens()) or names(text, job.removed["objects"]):
                     sqs.delete(queue, [message["ReceiptHandle"]])
                     job.removed["messages"].append(f"{queue}/{message['MessageId']}")
