@@ -149,13 +149,42 @@ def safe_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {(f"{k}_" if k in _RESERVED else k): scrub(v, k) for k, v in fields.items()}
 
 
+def _scrubbed_exception(exc: BaseException, depth: int = 0) -> BaseException:
+    """A stand-in for ``exc`` with the same type name, traceback and chain, and its message scrubbed:
+    an exception's text may quote the mail it choked on."""
+    kind = type(exc)
+    stand_in_type = type(
+        kind.__name__, (Exception,), {"__module__": kind.__module__, "__qualname__": kind.__qualname__}
+    )
+    stand_in = stand_in_type(scrub(str(exc)))
+    stand_in.__traceback__ = exc.__traceback__
+    if depth < 5:
+        if exc.__cause__ is not None:
+            stand_in.__cause__ = _scrubbed_exception(exc.__cause__, depth + 1)
+        elif exc.__context__ is not None and not exc.__suppress_context__:
+            stand_in.__context__ = _scrubbed_exception(exc.__context__, depth + 1)
+    stand_in.__suppress_context__ = exc.__suppress_context__
+    return stand_in
+
+
 class SafeLogger(logging.LoggerAdapter[logging.Logger]):
-    """A logger whose ``extra`` can never raise on a reserved key."""
+    """A logger whose ``extra`` can never raise on a reserved key, and whose fields and exceptions
+    name no one (:func:`scrub`)."""
 
     def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
         extra = kwargs.get("extra")
         if extra:
             kwargs["extra"] = safe_fields(extra)
+        exc_info = kwargs.get("exc_info")
+        if exc_info:
+            exc = (
+                exc_info
+                if isinstance(exc_info, BaseException)
+                else (exc_info[1] if isinstance(exc_info, tuple) else sys.exc_info()[1])
+            )
+            if exc is not None:
+                stand_in = _scrubbed_exception(exc)
+                kwargs["exc_info"] = (type(exc), stand_in, exc.__traceback__)
         return msg, kwargs
 
 

@@ -67,3 +67,29 @@ def test_logging_a_reserved_key_does_not_raise_and_lines_are_flushed() -> None:
     assert len(lines) == 200
     assert lines[0]["filename_"] == pseudonym("cv.pdf") and lines[0]["filename"] == "<string>"
     assert lines[-1]["i"] == 199 and lines[-1]["service"] == "unit" and lines[-1]["environment"] == "test"
+
+
+def test_an_exceptions_text_is_scrubbed_in_the_log_line() -> None:
+    """Runs in a fresh interpreter (mypylogger's handlers): the type, traceback and chain stay."""
+    code = textwrap.dedent("""
+        import os
+        from common.runtime.log import configure, get_logger, flush
+        configure(service="unit", environment="test")
+        log = get_logger("unit")
+        try:
+            try:
+                raise KeyError("header of jane@corp.example")
+            except KeyError as inner:
+                raise ValueError("cannot parse From: Jane <jane@corp.example>") from inner
+        except ValueError:
+            log.exception("invocation failed")
+        flush(log)
+        os._exit(0)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    [line] = [json.loads(line) for line in (out.stdout + out.stderr).splitlines() if line.startswith("{")]
+    error, jane = line["error"], pseudonym("jane@corp.example")
+    assert error["type"] == "ValueError" and error["message"] == f"cannot parse From: Jane <{jane}>"
+    # The traceback's source lines are this test's code; the exceptions' own lines are scrubbed.
+    said = [part for part in error["stack_trace"].split("\\n") if part.startswith(("KeyError", "ValueError"))]
+    assert said == [f"KeyError: 'header of {jane}'", f"ValueError: cannot parse From: Jane <{jane}>"], said
