@@ -608,7 +608,7 @@ def peek(queue: str, limit: int = 1000) -> list[dict[str, Any]]:
     the same first messages again (on AWS a sample of servers), so a deep DLQ listed as its first ~10: each
     receive here hides what it returned for ``PEEK_HIDE_S`` so the next returns others, and everything is
     shown again at the end, also when the listing fails half-way."""
-    from common.aws import client, sqs
+    from common.aws import sqs
 
     seen: dict[str, dict[str, Any]] = {}
     hidden: list[str] = []
@@ -626,14 +626,7 @@ def peek(queue: str, limit: int = 1000) -> list[dict[str, Any]]:
             else:
                 idle += 1
     finally:
-        for start in range(0, len(hidden), 10):
-            client("sqs").change_message_visibility_batch(
-                QueueUrl=sqs.queue_url(queue),
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
-                    for i, h in enumerate(hidden[start : start + 10])
-                ],
-            )
+        sqs.show_again(queue, hidden)
     return list(seen.values())
 
 

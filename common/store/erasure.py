@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from email.utils import getaddresses
 from urllib.parse import unquote_plus
 
-from common.aws import client, dynamodb, error_code, s3, sqs
+from common.aws import dynamodb, error_code, logs, s3, sqs
 from common.mail.threads import conversation_id, thread_address
 from common.runtime.config import Config
+from common.runtime.errors import EmailHandlerError
 from common.store import layout
 
 # Per conversation: everything stored under <prefix><cid>/.
@@ -54,14 +55,13 @@ DOCUMENT_PREFIXES = (layout.BOUNCES, layout.QUEUE_PAYLOADS, layout.LOCAL_INVOCAT
 PEOPLE_FIELDS = ("from", "sender", "reply-to", "return-path", "to", "cc", "resent-from", "resent-to")
 HEADER_BYTES = 256 * 1024  # the header block is read within this (the parsing cap on headers)
 MAX_OBJECT_BYTES = 64 * 1024 * 1024  # a larger object is reported, not read
-KEPT_TABLES = ("sender_lists_table",)  # the owner's own decisions
 # Characters that continue a token (an address's local part, a domain, an id) on either side.
 # ("/" and "=" are left out: keys and URLs put them beside an id; no one's address starts with them.)
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-+%'!#$&*^`{|}~")
 _SPECIALS = frozenset(' \t\r\n<>(),;:"[]\\')
 
 
-class InvalidAddressError(ValueError):
+class InvalidAddressError(EmailHandlerError, ValueError):
     """Not one exact address: forget refuses it rather than guess (an empty one would match everything)."""
 
 
@@ -213,17 +213,16 @@ def _scan_objects(job: Erasure, prefix: str, match: Callable[[Erasure, bytes], b
             job.remove_object(key)
 
 
-def _key_names(table: str) -> list[str]:
-    described = client("dynamodb").describe_table(TableName=table)["Table"]
-    return [str(k["AttributeName"]) for k in described["KeySchema"]]
+# The other tables and their hash keys (deploy/resources.py); the conversations and quarantine tables
+# are done above, the owner's block and allow lists are kept.
+TABLE_KEYS = {"send_status_table": "id", "idempotency_table": "id", "suppression_table": "email"}
 
 
 def _tables(job: Erasure) -> None:
     cfg = job.cfg
     owner_messages = tuple(f"owner-message#{cid}#" for cid in job.cids)
-    for attribute in ("send_status_table", "idempotency_table", "suppression_table"):
-        table = getattr(cfg, attribute)
-        keys = _key_names(table)
+    for attribute, key in TABLE_KEYS.items():
+        table, keys = getattr(cfg, attribute), [key]
         for item in dynamodb.scan(table):
             ident = str(item.get(keys[0], ""))
             if ident.startswith(owner_messages) or names(json.dumps(item, default=str), job.tokens()):
@@ -254,14 +253,7 @@ def _queue(job: Erasure, queue: str) -> None:
                 else:
                     hidden.append(message["ReceiptHandle"])
     finally:
-        for start in range(0, len(hidden), 10):
-            client("sqs").change_message_visibility_batch(
-                QueueUrl=sqs.queue_url(queue),
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
-                    for i, h in enumerate(hidden[start : start + 10])
-                ],
-            )
+        sqs.show_again(queue, hidden)
 
 
 def _logs(job: Erasure) -> None:
@@ -271,13 +263,9 @@ def _logs(job: Erasure) -> None:
 
     cfg = job.cfg
     groups = [cfg.spam_log_group] + [f"/aws/lambda/{cfg.name(f.name)}" for f in FUNCTIONS]
-    logs = client("logs")
     for group in groups:
         try:
-            pages = logs.get_paginator("filter_log_events").paginate(
-                logGroupName=group, filterPattern=json.dumps(job.address)
-            )
-            found = sum(len(page.get("events", [])) for page in pages)
+            found = logs.count_events(group, job.address)
         except Exception as exc:
             if error_code(exc) == "ResourceNotFoundException":
                 continue
