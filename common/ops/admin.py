@@ -306,12 +306,6 @@ def cmd_quarantine_show(args: argparse.Namespace) -> int:
 def cmd_quarantine_release(args: argparse.Namespace) -> int:
     from common.store import quarantine
 
-    if args.raw and sys.stdout.isatty():
-        # The sender's bytes unfiltered: escape sequences in them would drive the operator's terminal.
-        return fail(
-            f"--raw writes the sender's bytes unfiltered; refusing to write them to a terminal. "
-            f"Redirect it: email-handler quarantine show {args.id} --raw > held.eml"
-        )
     t = target(args)
     item = quarantine.get(t.cfg, args.id)
     if item is None:
