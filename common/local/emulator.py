@@ -293,7 +293,7 @@ class EmbeddedMoto:
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
         from common.local import fresh, iam
-        from common.local.guard import Guard
+        from common.local.guard import Guard, is_loopback
 
         patch_moto()
         iam.set_enforced(self.iam)
@@ -301,7 +301,9 @@ class EmbeddedMoto:
         self._server = make_server(
             self.host,
             self.port,
-            Guard(DomainDispatcherApplication(create_backend_app), self.port),
+            Guard(
+                DomainDispatcherApplication(create_backend_app), self.port, check_host=is_loopback(self.host)
+            ),
             threaded=True,
             request_handler=MotoRequestHandler,
         )

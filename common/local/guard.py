@@ -12,6 +12,9 @@ server's WSGI application:
 * it refuses any request whose ``Origin`` is not the emulator's own, and any the browser marks as
   coming from another site (``Sec-Fetch-Site``), before moto sees it: a form or a ``no-cors``
   fetch, which a browser sends without asking, changes nothing;
+* on a loopback address it answers only requests sent to a loopback name (``Host``: 127.0.0.1,
+  localhost, ``*.localhost``, ::1): a page whose own name an attacker points at 127.0.0.1 (DNS
+  rebinding) is same-origin to the browser, and its requests carry that name;
 * ``/moto-api/*`` needs the local admin's token (:func:`admin_token`: a bearer token derived from the
   ``local-admin`` secret, the credentials the CLI already uses), whether IAM is enforced or not.
 
@@ -68,8 +71,8 @@ Wsgi = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 class Guard:
     """WSGI middleware around the emulator (see the module's docstring)."""
 
-    def __init__(self, app: Wsgi, port: int) -> None:
-        self.app, self.port = app, port
+    def __init__(self, app: Wsgi, port: int, check_host: bool = True) -> None:
+        self.app, self.port, self.check_host = app, port, check_host
 
     def own_origin(self, origin: str) -> bool:
         """The emulator's own pages (its dashboard): http on a loopback name and this port."""
@@ -79,6 +82,11 @@ class Guard:
 
     def refusal(self, environ: dict[str, Any]) -> tuple[str, str]:
         """(status, reason) to refuse the request with, or ("", "")."""
+        if self.check_host:
+            host = str(environ.get("HTTP_HOST", "127.0.0.1"))
+            name = host.rpartition(":")[0] if host.rpartition(":")[2].isdigit() else host
+            if not (is_loopback(name) or name.lower().rstrip(".").endswith(".localhost")):
+                return "403 Forbidden", f"request for another host name refused (Host {host[:100]})"
         origin = environ.get("HTTP_ORIGIN")
         if origin is not None and not self.own_origin(origin):
             return "403 Forbidden", f"cross-origin request refused (Origin {origin[:100]})"

@@ -65,6 +65,20 @@ def test_cross_origin_reads_and_preflights_are_refused_without_cors_headers(moto
     assert status == 200 and no_cors(answered)
 
 
+def test_a_request_for_another_host_name_is_refused(moto_server: str) -> None:
+    """DNS rebinding: evil.example resolved to 127.0.0.1 is the page's own origin to the browser."""
+    for host in ("evil.example", "evil.example:4566", "127.0.0.1.evil.example"):
+        status, answered, body = ask(
+            moto_server + "/moto-api/data.json", headers={**admin_headers(), "Host": host}
+        )
+        assert status == 403 and b"host name refused" in body and no_cors(answered), host
+    port = moto_server.rsplit(":", 1)[1]
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"bucket.localhost:{port}"):
+        assert (
+            ask(moto_server + "/moto-api/data.json", headers={**admin_headers(), "Host": host})[0] == 200
+        ), host
+
+
 def test_cross_origin_posts_change_nothing(moto_server: str, queue: str) -> None:
     form = {"Origin": EVIL, "Content-Type": "application/x-www-form-urlencoded"}
     assert ask(moto_server + "/moto-api/reset", "POST", form, b"")[0] == 403
