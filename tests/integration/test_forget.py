@@ -31,6 +31,17 @@ def fns(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
     }
 
 
+def forget_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`email-handler forget ...` as the operator runs it (its own process)."""
+    return subprocess.run(
+        [sys.executable, "-m", "common.ops.cli", "forget", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def everything(stack: Stack) -> list[str]:
     """Every S3 key and table item of the stack, as text."""
     out = list(stack.s3_keys(""))
@@ -93,22 +104,7 @@ def test_forget_leaves_no_object_or_item_of_the_contact(stack: Stack, fns: dict[
     assert any(JANE in line or cid in line for line in everything(stack))
     bob_before = [line for line in everything(stack) if BOB in line or bob["conversationId"] in line]
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "common.ops.cli",
-            "forget",
-            "Jane@Corp.example",
-            "--json",
-            "--endpoint",
-            stack.url,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = forget_cli("Jane@Corp.example", "--json", "--endpoint", stack.url)
     assert done.returncode == 0, done.stdout + done.stderr
     removed = json.loads(done.stdout)
     assert removed["conversations"] == [cid] and len(removed["quarantined"]) == 1
@@ -118,13 +114,7 @@ def test_forget_leaves_no_object_or_item_of_the_contact(stack: Stack, fns: dict[
     left = [line for line in everything(stack) if JANE in line.lower() or cid in line]
     assert left == [], left
     assert [line for line in everything(stack) if BOB in line or bob["conversationId"] in line] == bob_before
-    again = subprocess.run(
-        [sys.executable, "-m", "common.ops.cli", "forget", JANE, "--endpoint", stack.url],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    again = forget_cli(JANE, "--endpoint", stack.url)
     assert again.returncode == 0 and "nothing stored for" in again.stdout, again.stdout + again.stderr
 
 
@@ -270,22 +260,7 @@ def test_forget_finds_the_contact_everywhere_by_content_and_the_logs_never_named
         assert secret.lower() not in logs.lower(), secret
     banjo_before = sorted(found(stack, BANJO) + found(stack, banjo["conversationId"]))
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "common.ops.cli",
-            "forget",
-            " JO@corp.example ",
-            "--json",
-            "--endpoint",
-            stack.url,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = forget_cli(" JO@corp.example ", "--json", "--endpoint", stack.url)
     assert done.returncode == 0, done.stdout + done.stderr
     removed = json.loads(done.stdout)
     assert removed["conversations"] == [cid] and len(removed["quarantined"]) == 1
@@ -322,11 +297,5 @@ def notify_bounce(stack: Stack, fn: RieProcess, recipient: str, corr: str, sns_i
     "address", ["", "  ", "jo", "@corp.example", "jo@corp", "a b@corp.example", "<jo@corp.example>"]
 )
 def test_forget_refuses_anything_but_one_exact_address(address: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "common.ops.cli", "forget", address, "--endpoint", "http://127.0.0.1:9"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = forget_cli(address, "--endpoint", "http://127.0.0.1:9", timeout=60)
     assert done.returncode == 2 and "not one e-mail address" in done.stderr, done.stderr

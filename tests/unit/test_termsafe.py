@@ -16,6 +16,17 @@ UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e
 ATTACK = "\x1b]0;pwned\x07\x1b[2J\x1b[H\rFake line\x08\x9b31m\u202egnp.exe\u2066x\u2069 end"
 
 
+def local_cfg() -> config.Config:
+    return config.load(
+        {
+            "DOMAIN_NAME": "example.com",
+            "PUBLIC_EMAIL": "hello@example.com",
+            "PRIVATE_EMAIL": "owner@example.net",
+            "THREAD_SECRET": "x" * 32,
+        }
+    )
+
+
 def test_clean_keeps_text_tabs_newlines_and_non_latin_scripts() -> None:
     assert clean("a\tb\nc \u05e9\u05dc\u05d5\u05dd 日本 é") == "a\tb\nc \u05e9\u05dc\u05d5\u05dd 日本 é"
     assert not UNSAFE.search(clean(ATTACK)) and "Fake line" in clean(ATTACK)
@@ -28,14 +39,7 @@ def test_quarantine_show_prints_no_control_characters(
     from common.aws import s3
     from common.store import quarantine
 
-    cfg = config.load(
-        {
-            "DOMAIN_NAME": "example.com",
-            "PUBLIC_EMAIL": "hello@example.com",
-            "PRIVATE_EMAIL": "owner@example.net",
-            "THREAD_SECRET": "x" * 32,
-        }
-    )
+    cfg = local_cfg()
     raw = mail(sender="Eve\u202e <eve@corp.example>", subject="Hi \u202eexe.pdf", text=ATTACK + "\n" + ATTACK)
     item = {
         "id": "q1",
@@ -95,14 +99,7 @@ def test_quarantine_show_raw_writes_the_bytes_to_a_pipe(
     from common.aws import s3
     from common.store import quarantine
 
-    cfg = config.load(
-        {
-            "DOMAIN_NAME": "example.com",
-            "PUBLIC_EMAIL": "hello@example.com",
-            "PRIVATE_EMAIL": "owner@example.net",
-            "THREAD_SECRET": "x" * 32,
-        }
-    )
+    cfg = local_cfg()
     raw = mail(sender="Eve <eve@corp.example>", subject="Hi", text=ATTACK)
     monkeypatch.setattr(admin, "target", lambda args: admin.Target(cfg, False, "test"))
     monkeypatch.setattr(quarantine, "get", lambda c, qid: {"id": "q1", "key": "spam/x/q1.eml"})
