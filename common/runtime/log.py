@@ -66,6 +66,7 @@ CORRELATION_FIELDS = frozenset({"idempotency_key", "correlation_id"})
 _PER_CONTACT = ("conversations/", "attachments/", "withheld/", "extracted-text/", "reply-attachments/")
 _LOCAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.!#$%&'*+/=?^_`{|}~-")
 _DOMAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-[]:")
+_SAFE_ID = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")  # a conversation id's characters
 
 
 def pseudonym(value: str) -> str:
@@ -74,23 +75,30 @@ def pseudonym(value: str) -> str:
     return "p-" + digest[:12]
 
 
-def _addresses(text: str) -> str:
-    """``text`` with every address-like ``local@domain`` replaced by its pseudonym. Linear: each ``@``
-    looks at most 64 characters back and 255 ahead (RFC 5321's limits)."""
-    if "@" not in text:
+def _addresses(
+    text: str,
+    at_sign: str = "@",
+    local_chars: frozenset[str] = _LOCAL,
+    domain_chars: frozenset[str] = _DOMAIN,
+) -> str:
+    """``text`` with every address-like ``local@domain`` replaced by its pseudonym, and (``at_sign``
+    "-at-") every conversation id of an ordinary sender (``local-at-domain``, docs/CONTRACT.md). Linear:
+    each sign looks at most 64 characters back and 255 ahead (RFC 5321's limits)."""
+    if at_sign not in text:
         return text
     out: list[str] = []
     done = at = 0
-    while (at := text.find("@", at)) >= 0:
+    while (at := text.find(at_sign, at)) >= 0:
         start = at
-        while start > max(done, at - 64) and text[start - 1] in _LOCAL:
+        while start > max(done, at - 64) and text[start - 1] in local_chars:
             start -= 1
-        end = at + 1
-        while end < min(len(text), at + 256) and text[end] in _DOMAIN:
+        after = at + len(at_sign)
+        end = after
+        while end < min(len(text), after + 255) and text[end] in domain_chars:
             end += 1
-        while end > at + 1 and text[end - 1] in ".-:":  # a sentence's full stop is not the domain's
+        while end > after and text[end - 1] in ".-:":  # a sentence's full stop is not the domain's
             end -= 1
-        if start < at and "." in text[at + 1 : end]:
+        if start < at and "." in text[after:end]:
             out += [text[done:start], pseudonym(text[start:end])]
             done = end
         at = max(at + 1, done)
@@ -140,7 +148,7 @@ def scrub(value: Any, field: str = "") -> Any:
         kind, sep, rest = text.partition(":") if ":" in text else text.partition("-")
         if sep and rest and not rest.isalnum():
             return kind + sep + pseudonym(rest)
-    return _keys(_addresses(text))
+    return _addresses(_addresses(_keys(text)), "-at-", _SAFE_ID, _SAFE_ID)
 
 
 def safe_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -149,20 +157,25 @@ def safe_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {(f"{k}_" if k in _RESERVED else k): scrub(v, k) for k, v in fields.items()}
 
 
-def _scrubbed_exception(exc: BaseException, depth: int = 0) -> BaseException:
-    """A stand-in for ``exc`` with the same type name, traceback and chain, and its message scrubbed:
-    an exception's text may quote the mail it choked on."""
-    kind = type(exc)
-    stand_in_type = type(
-        kind.__name__, (Exception,), {"__module__": kind.__module__, "__qualname__": kind.__qualname__}
-    )
-    stand_in = stand_in_type(scrub(str(exc)))
+def scrubbed_exception(exc: BaseException, depth: int = 0) -> BaseException:
+    """A stand-in for ``exc``: an instance of a subclass of its type (``except`` clauses and
+    ``errorType`` see the same class name), with its traceback and chain, and its text scrubbed: an
+    exception's message may quote the mail it choked on. Attributes of ``exc`` are not carried over."""
+    kind, message = type(exc), scrub(str(exc))
+    names = {"__module__": kind.__module__, "__qualname__": kind.__qualname__}
+    text = {"__str__": lambda self: message, "__repr__": lambda self: f"{kind.__name__}({message!r})"}
+    stand_in: BaseException
+    try:
+        stand_in = kind.__new__(type(kind.__name__, (kind,), {**names, **text}))
+    except TypeError:  # a type that cannot be subclassed or made without its arguments
+        stand_in = type(kind.__name__, (Exception,), names)(message)
+    stand_in.args = (message,)
     stand_in.__traceback__ = exc.__traceback__
     if depth < 5:
         if exc.__cause__ is not None:
-            stand_in.__cause__ = _scrubbed_exception(exc.__cause__, depth + 1)
+            stand_in.__cause__ = scrubbed_exception(exc.__cause__, depth + 1)
         elif exc.__context__ is not None and not exc.__suppress_context__:
-            stand_in.__context__ = _scrubbed_exception(exc.__context__, depth + 1)
+            stand_in.__context__ = scrubbed_exception(exc.__context__, depth + 1)
     stand_in.__suppress_context__ = exc.__suppress_context__
     return stand_in
 
@@ -183,7 +196,7 @@ class SafeLogger(logging.LoggerAdapter[logging.Logger]):
                 else (exc_info[1] if isinstance(exc_info, tuple) else sys.exc_info()[1])
             )
             if exc is not None:
-                stand_in = _scrubbed_exception(exc)
+                stand_in = scrubbed_exception(exc)
                 kwargs["exc_info"] = (type(exc), stand_in, exc.__traceback__)
         return msg, kwargs
 

@@ -93,3 +93,20 @@ def test_an_exceptions_text_is_scrubbed_in_the_log_line() -> None:
     # The traceback's source lines are this test's code; the exceptions' own lines are scrubbed.
     said = [part for part in error["stack_trace"].split("\\n") if part.startswith(("KeyError", "ValueError"))]
     assert said == [f"KeyError: 'header of {jane}'", f"ValueError: cannot parse From: Jane <{jane}>"], said
+
+
+def test_a_conversation_id_in_free_text_and_a_raised_exception_name_no_one() -> None:
+    from common.runtime.errors import EventError
+    from common.runtime.log import scrubbed_exception
+    from common.store.conversations import CollisionError
+
+    cid = pseudonym("jane-at-corp.example")
+    assert (
+        scrub("id jane-at-corp.example. taken; reply:jane-at-corp.example:ab")
+        == f"id {cid}. taken; reply:{cid}:ab"
+    )
+    for exc in (CollisionError("jane-at-corp.example", "x"), EventError("From jane@corp.example unusable")):
+        stand_in = scrubbed_exception(exc)
+        # what the runtime reports (errorType, errorMessage) and what an except clause sees stay
+        assert isinstance(stand_in, type(exc)) and type(stand_in).__name__ == type(exc).__name__
+        assert "jane" not in str(stand_in) and "jane" not in repr(stand_in)
