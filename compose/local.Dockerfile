@@ -16,4 +16,5 @@ ENV PATH=/opt/local/bin:$PATH PYTHONPATH=/opt/lib PYTHONUNBUFFERED=1 LANG=C.UTF-
 EXPOSE 4566 2525
 USER 10001
 WORKDIR /tmp
-CMD ["python", "-m", "common.local.emulator", "-H", "0.0.0.0", "-p", "4566"]
+# 0.0.0.0 inside the container only: compose publishes the port on 127.0.0.1 (compose/emulator-moto.yml).
+CMD ["python", "-m", "common.local.emulator", "-H", "0.0.0.0", "-p", "4566", "--allow-remote"]

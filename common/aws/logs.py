@@ -1,4 +1,5 @@
-"""CloudWatch Logs: the spam log group (one JSON line per quarantined or dropped mail)."""
+"""CloudWatch Logs: the spam log group (one JSON line per quarantined or dropped mail), and the search
+`email-handler forget` makes of the log groups."""
 
 from __future__ import annotations
 
@@ -26,3 +27,17 @@ def put_json_line(group: str, stream: str, document: dict[str, Any]) -> None:
             if error_code(again) != "ResourceAlreadyExistsException":
                 raise
         logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=[event])
+
+
+def count_events(group: str, term: str) -> int:
+    """How many events of ``group`` hold ``term`` (FilterLogEvents with the term quoted: an exact phrase)."""
+    logs = client("logs")
+    found, token = 0, None
+    while True:
+        page = logs.filter_log_events(
+            logGroupName=group, filterPattern=json.dumps(term), **({"nextToken": token} if token else {})
+        )
+        found += len(page.get("events", []))
+        token = page.get("nextToken")
+        if not token:
+            return found

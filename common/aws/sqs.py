@@ -57,6 +57,18 @@ def hide(queue_name: str, receipt_handle: str, seconds: int) -> None:
     )
 
 
+def show_again(queue_name: str, receipt_handles: list[str]) -> None:
+    """Make received messages visible again now (ChangeMessageVisibilityBatch, 0 s), 10 at a time."""
+    for start in range(0, len(receipt_handles), 10):
+        client("sqs").change_message_visibility_batch(
+            QueueUrl=queue_url(queue_name),
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
+                for i, h in enumerate(receipt_handles[start : start + 10])
+            ],
+        )
+
+
 def delete(queue_name: str, receipt_handles: list[str], api: Any = None) -> None:
     for start in range(0, len(receipt_handles), 10):
         chunk = receipt_handles[start : start + 10]

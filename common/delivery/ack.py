@@ -131,10 +131,13 @@ def address_problem(address: str) -> str:
 
 def authenticated(receipt: SesReceipt, address: str) -> bool:
     """Whether SES's verdicts tie the mail to the domain of its From ``address``: DMARC PASS, or SPF
-    PASS for an envelope sender at that same domain. (A DKIM PASS alone may be any domain's signature.)"""
+    PASS for an envelope sender at that same domain, and never a DMARC FAIL (the From's domain says
+    the mail is not its own). (A DKIM PASS alone may be any domain's signature.)"""
     v = receipt.verdicts
     domain = address.lower().rpartition("@")[2]
     envelope_domain = receipt.source.strip().strip("<>").rpartition("@")[2].lower()
+    if v.get("dmarc") == "FAIL":
+        return False
     return v.get("dmarc") == "PASS" or (v.get("spf") == "PASS" and bool(domain) and envelope_domain == domain)
 
 

@@ -28,31 +28,31 @@ from common.mail.parse import ParsedMail
 from common.runtime.clock import iso_z
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
-from common.runtime.log import get_logger
+from common.runtime.log import get_logger, scrub
 from common.store import quarantine as records
 from common.store import rawmail, staging
 from common.store.sendqueue import enqueue
 
 log = get_logger("quarantine")
 
-PREVIEW_CHARS = 500
-
 
 def log_fields(mail: ParsedMail) -> dict[str, Any]:
+    """What the logs say about a mail: who, as a pseudonym (common.runtime.log.scrub), and sizes;
+    never its subject or text."""
     return {
         "sender": mail.from_address,
-        "subject": mail.subject,
-        "body_preview": mail.body_text[:PREVIEW_CHARS],
+        "subject_chars": len(mail.subject),
+        "body_chars": len(mail.body_text),
     }
 
 
 def envelope_fields(receipt: SesReceipt) -> dict[str, Any]:
-    """What the logs say about a mail that was not parsed: SES's own reading of From and Subject."""
-    return {
-        "sender": parse_mailbox(receipt.header_from[:2000]).address.lower(),
-        "subject": header_text(receipt.subject[:2000]),
-        "envelope_sender": receipt.source,
-    }
+    """The same for a mail that was not parsed: SES's own reading of From, pseudonymised."""
+    return {"sender": envelope_sender(receipt), "envelope_sender": receipt.source}
+
+
+def envelope_sender(receipt: SesReceipt) -> str:
+    return parse_mailbox(receipt.header_from[:2000]).address.lower()
 
 
 def hold(
@@ -71,16 +71,19 @@ def hold(
     logs.put_json_line(
         cfg.spam_log_group,
         f"{when:%Y/%m/%d}",
-        {
-            "sesMessageId": receipt.message_id,
-            "reason": reason,
-            "key": key,
-            "sender": sender,
-            "envelopeSender": receipt.source,
-            "subject": subject,
-            "verdicts": receipt.verdicts,
-            "timestamp": iso_z(when),
-        },
+        # No address, subject or text: who, as the pseudonym the function logs use; the rest is in
+        # the quarantine record and the held mail, which `email-handler forget` removes.
+        scrub(
+            {
+                "sesMessageId": receipt.message_id,
+                "reason": reason,
+                "key": key,
+                "sender": sender,
+                "envelope_sender": receipt.source,
+                "verdicts": receipt.verdicts,
+                "timestamp": iso_z(when),
+            }
+        ),
     )
     records.record(cfg, receipt.message_id, key, when, shown or sender or receipt.source, subject, reason)
     return key
@@ -110,9 +113,11 @@ def quarantined(
     fields = log_fields(mail) if mail else envelope_fields(receipt)
     if mail is not None:
         shown = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
-    else:  # not parsed: SES's reading of From, as text for the owner's digest
+        sender, subject = mail.from_address, mail.subject
+    else:  # not parsed: SES's reading of From and Subject, as text for the owner's digest
         shown = header_text(receipt.header_from[:2000], limit=200)
-    key = hold(cfg, receipt, raw, reason, when, fields["sender"], shown, fields["subject"])
+        sender, subject = envelope_sender(receipt), header_text(receipt.subject[:2000])
+    key = hold(cfg, receipt, raw, reason, when, sender, shown, subject)
     log.warning("mail quarantined", extra={**fields, "reason": reason, "key": key})
     staging.done(cfg, receipt)
     return {"status": "quarantined", "reason": reason, "key": key, "messageId": receipt.message_id}

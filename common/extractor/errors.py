@@ -26,7 +26,19 @@ class RejectedError(EmailHandlerError):
         self.reason = reason
 
 
+def well_formed(text: str) -> str:
+    """``text`` as UTF-8 can store it: a surrogate pair becomes the character it encodes, a lone
+    surrogate U+FFFD. A PDF's ToUnicode map may send a glyph to any UTF-16 value, U+D800 included,
+    and pypdf returns what the map says; S3, JSON and the log need well-formed Unicode."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def clean(message: str) -> str:
+    message = well_formed(message)
     message = _INDIRECT.sub(r"\1 \2 R", _ADDRESS.sub("", message))
     message = " ".join(_HEX.sub("0x...", message).split())
     return message if len(message) <= MAX_REASON else message[: MAX_REASON - 3] + "..."

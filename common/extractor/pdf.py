@@ -4,6 +4,12 @@ The page tree is walked here rather than through ``reader.pages``: pypdf flatten
 first (a 100,000-page file took 25 s and 288 MB before its entry limit stopped it), while only the
 first ``max_pages`` are ever read. Each page is extracted on its own: an unreadable page becomes a
 "skip" event and the next page is read.
+
+A file pypdf cannot open (no ``startxref`` line: pdfminer.six's own samples simple1.pdf and
+simple3.pdf end at the trailer) or whose page tree cannot be found through its cross-reference
+table is opened a second time with its cross-reference table rebuilt from the objects in the file,
+as pdfminer.six and PDFium do: pypdf rebuilds it itself (non-strict) when ``startxref`` points at
+no table, so the copy it reads ends with a ``startxref`` that does just that.
 """
 
 from __future__ import annotations
@@ -21,22 +27,35 @@ MAX_SCANNED_OBJECTS = 100_000  # looked at for pages when the page tree is missi
 MB = 1024 * 1024
 _IDENTITY = ("/Identity-H", "/Identity-V")
 _ODD_CATEGORIES = ("Cc", "Cn", "Co", "Cs")
+# Appended to a file whose cross-reference table is unusable: offset 0 is the header, not a table,
+# so pypdf (non-strict) rebuilds the table by scanning the file for "N G obj" (_rebuild_xref_table).
+REBUILD_XREF = b"\nstartxref\n0\n%%EOF\n"
 
 
 def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterator[tuple[Any, ...]]:
     """("info", {...}), then per page from ``start`` on ("begin", i) and ("page", i, text, flags) or
     ("skip", i, reason), then ("walked", {...}); or ("fatal", reason) when the file cannot be opened."""
-    try:
-        import pypdf
+    import pypdf
 
+    rebuilt: tuple[Any, Any] | None = None
+    try:
         _configure(pypdf, stream_limit(memory_bytes), len(data))
-        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            _decrypt(reader)
-        catalog: Any = reader.trailer["/Root"].get_object()
-        tree = catalog.get("/Pages")
-        if tree is not None and not hasattr(tree.get_object(), "keys"):
-            tree = None  # a dangling reference: the pages are found by their type below
+        try:
+            reader, tree = _open(pypdf, data)
+        except (RejectedError, MemoryError):
+            raise
+        except Exception as exc:  # pypdf raises PdfReadError and, on malformed input, almost anything
+            reason = describe(exc)
+            if reason == MEMORY or reason.startswith("over a safety limit"):
+                raise
+            rebuilt = _rebuilt(pypdf, data)
+            if rebuilt is None:
+                raise  # the first reason: what is wrong with the file as sent
+            reader, tree = rebuilt
+        if tree is None and rebuilt is None:  # a page tree the table does not lead to: try the objects
+            rebuilt = _rebuilt(pypdf, data)
+            if rebuilt is not None and rebuilt[1] is not None:
+                reader, tree = rebuilt
         claimed = _claimed(tree) if tree is not None else None
     except RejectedError as rejected:
         yield ("fatal", rejected.reason)
@@ -53,8 +72,13 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
             reason = f"damaged PDF: {reason}"
         yield ("fatal", reason)
         return
-    yield ("info", {"claimed": claimed, "version": pypdf.__version__})
-    walker = _pages(reader, tree) if tree is not None else _orphan_pages(reader)
+    spare = rebuilt[0] if rebuilt is not None and rebuilt[0] is not reader else None
+    yield (
+        "info",
+        {"claimed": claimed, "version": pypdf.__version__, "rebuilt": rebuilt is not None and spare is None},
+    )
+    # Without a page tree: pages by type through the table, else through every object the file holds.
+    walker = _pages(reader, tree) if tree is not None else _orphan_pages(reader, spare)
     index, more, damage = 0, False, ""
     while True:
         try:
@@ -78,6 +102,28 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
             yield _page(index, page)
         index += 1
     yield ("walked", {"found": index, "more": more, "damage": damage, "recovered": tree is None})
+
+
+def _open(pypdf: Any, data: bytes) -> tuple[Any, Any]:
+    """The reader (decrypted with the empty password when needed) and its page tree (None if missing)."""
+    reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+    if reader.is_encrypted:
+        _decrypt(reader)
+    catalog: Any = reader.trailer["/Root"].get_object()
+    tree = catalog.get("/Pages")
+    if tree is not None and not hasattr(tree.get_object(), "keys"):
+        tree = None  # a dangling reference: the pages are found by their type below
+    return reader, tree
+
+
+def _rebuilt(pypdf: Any, data: bytes) -> tuple[Any, Any] | None:
+    """``_open`` with the cross-reference table rebuilt from the file's objects, or None."""
+    try:
+        return _open(pypdf, data + REBUILD_XREF)
+    except (RejectedError, MemoryError):
+        raise
+    except Exception:
+        return None
 
 
 def stream_limit(memory_bytes: int) -> int:
@@ -155,9 +201,19 @@ def _pages(reader: Any, tree: Any) -> Iterator[Any]:
         yield page
 
 
-def _orphan_pages(reader: Any) -> Iterator[Any]:
+def _orphan_pages(reader: Any, fallback: Any = None) -> Iterator[Any]:
     """Without a page tree, every object of /Type /Page, in object-number order (what pdfminer.six
-    does too): a damaged file's pages, perhaps with stale ones of earlier revisions."""
+    does too): a damaged file's pages, perhaps with stale ones of earlier revisions. None listed in
+    the table: those of ``fallback`` (the reader of the rebuilt table) instead."""
+    found = False
+    for page in _typed_pages(reader):
+        found = True
+        yield page
+    if not found and fallback is not None:
+        yield from _typed_pages(fallback)
+
+
+def _typed_pages(reader: Any) -> Iterator[Any]:
     from pypdf import PageObject
     from pypdf.generic import DictionaryObject, IndirectObject
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.extractor import isolate, ooxml, pdf
-from common.extractor.errors import RejectedError
+from common.extractor.errors import RejectedError, well_formed
 from common.mail.sanitize import extension
 
 __all__ = ["Extraction", "Limits", "RejectedError", "detect", "extension", "extract"]
@@ -72,7 +72,7 @@ class Extraction:
     suspect_pages: list[int] = field(default_factory=list)
     warnings: list[str] = field(
         default_factory=list
-    )  # "no-text-layer", "suspect-encoding", "page-tree-missing"
+    )  # "no-text-layer", "suspect-encoding", "page-tree-missing", "xref-rebuilt"
     peak_rss_mb: float = 0.0  # of the last child
 
 
@@ -102,6 +102,7 @@ def extract(data: bytes, filename: str, limits: Limits) -> Extraction:
         raise RejectedError(f"unsupported file type '.{ext}'")
     deadline = time.monotonic() + limits.time_budget_s
     result = _pdf(data, limits, deadline) if kind == "pdf" else _docx(data, limits, deadline)
+    result.text = well_formed(result.text)  # whatever the parser returned: storable as UTF-8
     if len(result.text) > limits.max_output_chars:
         result.text = result.text[: limits.max_output_chars]
     return result
@@ -226,6 +227,8 @@ def _finish_pdf(
         result.warnings.append("suspect-encoding")
     if walked.get("recovered"):  # order and completeness unknown; stale pages of old revisions possible
         result.warnings.append("page-tree-missing")
+    if info and info.get("rebuilt"):  # read through a cross-reference table rebuilt from the objects
+        result.warnings.append("xref-rebuilt")
     result.pages = len(texts)
     result.text = "\f".join(texts)  # form feeds keep page boundaries
     return result

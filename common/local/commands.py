@@ -440,8 +440,13 @@ def cmd_smtp(args: argparse.Namespace) -> int:
 
 @command(
     "the project's moto server in the foreground (the AWS emulator of both local modes)",
-    arg("--host", default="127.0.0.1"),
+    arg("--host", default="127.0.0.1", help="a loopback address unless --allow-remote"),
     arg("--port", type=int, default=EMULATOR_PORT),
+    arg(
+        "--allow-remote",
+        action="store_true",
+        help="listen on a --host other machines can reach (it holds every key and mail: mean it)",
+    ),
     arg(
         "--iam",
         choices=["on", "off"],
@@ -456,10 +461,15 @@ def cmd_smtp(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_emulator(args: argparse.Namespace) -> int:
-    from common.local.emulator import EmbeddedMoto
+    from common.local.emulator import EmbeddedMoto, RemoteHostError
 
     try:
-        server = EmbeddedMoto(args.host, args.port, iam=args.iam == "on", account=args.account).start()
+        server = EmbeddedMoto(
+            args.host, args.port, iam=args.iam == "on", account=args.account, allow_remote=args.allow_remote
+        ).start()
+    except RemoteHostError as exc:
+        print(f"[emulator] {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"[emulator] cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
@@ -507,11 +517,12 @@ def _post(url: str, body: bytes, content_type: str) -> tuple[dict[str, Any] | No
     import urllib.error
     import urllib.request
 
+    from common.local.guard import admin_request
+
+    request = admin_request(url, data=body, method="POST")  # the control endpoints need the admin's token
+    request.add_header("Content-Type", content_type)
     try:
-        with urllib.request.urlopen(
-            urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type}),
-            timeout=10,
-        ) as r:
+        with urllib.request.urlopen(request, timeout=10) as r:
             return dict(json.loads(r.read())), ""
     except OSError as exc:
         return None, exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else str(

@@ -2,6 +2,8 @@
 
 ``python -m common.local.emulator [-H HOST] [-p PORT]`` runs the same server as ``moto_server`` with
 fidelity fixes and two measured speed-ups (:func:`patch_moto`); the compose image and the load tests use it.
+Every way of starting it serves through common.local.guard (no CORS, no foreign Origin, the admin's
+token for ``/moto-api``) and binds a loopback address unless told ``allow_remote``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import functools
 from typing import Any
 
+from common.runtime.errors import ConfigError
 from common.runtime.functions import EMULATOR_PORT
 
 
@@ -270,6 +273,10 @@ def patch_moto() -> None:
     sqs_retention_check()
 
 
+class RemoteHostError(ConfigError):
+    """The emulator was asked to listen beyond this machine without ``--allow-remote``."""
+
+
 class EmbeddedMoto:
     """moto's server on a thread of this process; ``iam=True``: it enforces IAM (common.local.iam), its
     admin is the ``local-admin`` user.
@@ -277,11 +284,26 @@ class EmbeddedMoto:
     It binds its socket in the caller's thread, so a taken port raises ``OSError`` at once: moto's
     own ``ThreadedMotoServer`` binds in its server thread and waits for an event that thread never
     sets when the bind fails, so ``start()`` hung for ever and signals could not stop it.
+
+    A ``host`` other than a loopback address is refused unless ``allow_remote``: the emulator holds
+    every key and every mail, and anyone who reaches it can read them with the admin's token.
     """
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = EMULATOR_PORT, iam: bool = True, account: str = "default"
+        self,
+        host: str = "127.0.0.1",
+        port: int = EMULATOR_PORT,
+        iam: bool = True,
+        account: str = "default",
+        allow_remote: bool = False,
     ):
+        from common.local.guard import is_loopback
+
+        if not (allow_remote or is_loopback(host)):
+            raise RemoteHostError(
+                f"the emulator would listen on {host}, reachable from other machines; it holds every key "
+                "and mail of the stack. Use 127.0.0.1, or say --allow-remote if you mean it"
+            )
         self.host, self.port, self.iam, self.account = host, port, iam, account
         self._server: Any = None
         self._thread: Any = None
@@ -303,6 +325,7 @@ class EmbeddedMoto:
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
         from common.local import fresh, iam
+        from common.local.guard import Guard, is_loopback
 
         patch_moto()
         iam.set_enforced(self.iam)
@@ -310,7 +333,9 @@ class EmbeddedMoto:
         self._server = make_server(
             self.host,
             self.port,
-            DomainDispatcherApplication(create_backend_app),
+            Guard(
+                DomainDispatcherApplication(create_backend_app), self.port, check_host=is_loopback(self.host)
+            ),
             threaded=True,
             request_handler=MotoRequestHandler,
         )
@@ -372,12 +397,17 @@ class MotoProcess:
 
 def main(argv: list[str] | None = None) -> None:
     import os
-
-    from common.local import fresh, iam
+    import signal
+    import sys
 
     parser = argparse.ArgumentParser(description="moto server with the route cache and enforced IAM")
     parser.add_argument("-H", "--host", default="127.0.0.1")
     parser.add_argument("-p", "--port", type=int, default=EMULATOR_PORT)
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="listen on a host other than loopback (the compose image: 0.0.0.0 inside its container)",
+    )
     # The compose file sets IAM (default on there; `make up IAM=off`); unset, nothing is enforced.
     parser.add_argument(
         "--iam",
@@ -392,12 +422,19 @@ def main(argv: list[str] | None = None) -> None:
         help="fresh: model a new AWS account (common/local/fresh.py)",
     )
     args = parser.parse_args(argv)
-    patch_moto()
-    iam.set_enforced(args.iam == "on")
-    fresh.set_fresh(args.account == "fresh")
-    from moto.server import main as moto_main
-
-    moto_main(["-H", args.host, "-p", str(args.port)])
+    try:
+        server = EmbeddedMoto(
+            args.host, args.port, iam=args.iam == "on", account=args.account, allow_remote=args.allow_remote
+        ).start()
+    except (RemoteHostError, OSError) as exc:
+        sys.exit(f"[emulator] {exc}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # docker stop, MotoProcess.stop
+    try:
+        server._thread.join()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -23,13 +23,15 @@ from typing import Any
 from common.runtime.clock import iso_z, parse_iso
 
 
-def _get_json(url: str, timeout: float = 30, attempts: int = 1) -> Any:
+def _get_json(url: str, timeout: float = 30, attempts: int = 1, headers: dict[str, str] | None = None) -> Any:
     """``url``'s JSON. With ``attempts`` > 1 a timeout or a 5xx answer is asked again after a second:
     moto builds its data.json from every backend while the functions keep writing to them, and an
     emulator loaded like that can time out or fail one dump that the next one serves."""
     for attempt in range(1, attempts + 1):
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
+            with urllib.request.urlopen(
+                urllib.request.Request(url, headers=headers or {}), timeout=timeout
+            ) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
             if exc.code < 500 or attempt == attempts:
@@ -75,7 +77,9 @@ def _item(mid: str, source: str, destinations: list[str], raw: str, timestamp: s
 
 
 def from_moto(endpoint: str) -> list[dict[str, Any]]:
-    data = _get_json(endpoint.rstrip("/") + "/moto-api/data.json", attempts=3)
+    from common.local.guard import admin_headers
+
+    data = _get_json(endpoint.rstrip("/") + "/moto-api/data.json", attempts=3, headers=admin_headers())
     raws = (data.get("ses") or {}).get("RawMessage") or []
     return [
         _item(

@@ -45,6 +45,9 @@ _OUTER = (
 # What an encrypted message's top-level Content-Type is (RFC 3156 section 4; RFC 8551 section 3.3).
 ENCRYPTED_TYPES = frozenset({"multipart/encrypted", "application/pkcs7-mime", "application/x-pkcs7-mime"})
 _PROBE = b"probe"
+# The smallest RSA modulus accepted: NIST SP 800-131A Rev. 2 disallows RSA key transport under 2048
+# bits (and SP 800-57 Part 1 gives 1024-bit RSA 80 bits of security, long broken by that measure).
+MIN_RSA_BITS = 2048
 
 
 def encrypted_kind(content_type: str) -> str:
@@ -138,12 +141,20 @@ def _parse_smime(text: str, now: datetime) -> OwnerKey:
         raise OwnerKeyError(
             f"{label}: certificate {fingerprint} is not valid before {cert.not_valid_before_utc:%Y-%m-%d}"
         )
-    if not isinstance(cert.public_key(), rsa.RSAPublicKey):
+    public_key = cert.public_key()
+    if not isinstance(public_key, rsa.RSAPublicKey):
         # cryptography's PKCS7EnvelopeBuilder.add_recipient accepts RSA certificates only (key transport,
         # RFC 8551 section 2.3); an EC certificate would need key agreement, which it does not build.
         raise OwnerKeyError(
             f"{label}: certificate {fingerprint} has a {type(cert.public_key()).__name__.lstrip('_')} "
             "key; S/MIME encryption here needs an RSA certificate"
+        )
+    bits = public_key.key_size
+    if bits < MIN_RSA_BITS:
+        raise OwnerKeyError(
+            f"{label}: certificate {fingerprint} has a {bits}-bit RSA key, too weak to protect mail "
+            f"(NIST SP 800-131A disallows RSA under {MIN_RSA_BITS} bits): give a certificate with an RSA "
+            f"key of {MIN_RSA_BITS} bits or more"
         )
 
     def extension(kind: Any) -> Any:
@@ -188,15 +199,27 @@ def _parse_pgp(text: str) -> OwnerKey:
     except Exception as exc:  # pysequoia raises plain Exception for a malformed key
         raise OwnerKeyError(f"{label}: not a readable OpenPGP public key ({exc})") from None
     fingerprint = str(cert.fingerprint).upper()
-    if cert.is_revoked:
+    try:
+        # Sequoia's standard policy applies here: a key it deems too weak (RSA under 2048 bits, DSA,
+        # ElGamal-1024; RSA1024 is "not considered secure since 2014") is refused on first use.
+        revoked, ids, expires = cert.is_revoked, [str(u) for u in cert.user_ids], cert.expiration
+    except Exception as exc:
+        raise OwnerKeyError(f"{label}: key {fingerprint} is refused: {_sequoia_reason(exc)}") from None
+    if revoked:
         raise OwnerKeyError(f"{label}: key {fingerprint} is revoked")
-    ids = [str(u) for u in cert.user_ids]
-    key = OwnerKey("pgp", text, fingerprint, ids[0] if ids else "", cert.expiration)
+    key = OwnerKey("pgp", text, fingerprint, ids[0] if ids else "", expires)
     try:
         _pgp_encrypt(key, _PROBE)
     except Exception as exc:  # no encryption-capable subkey, or one sequoia's policy refuses
-        raise OwnerKeyError(f"{label}: key {fingerprint} cannot encrypt ({exc})") from None
+        raise OwnerKeyError(f"{label}: key {fingerprint} cannot encrypt ({_sequoia_reason(exc)})") from None
     return key
+
+
+def _sequoia_reason(exc: Exception) -> str:
+    """Sequoia's message and its causes on one line, without the Rust backtrace it appends."""
+    text = str(exc).split("Stack backtrace:")[0]
+    lines = (line.strip() for line in text.splitlines())
+    return "; ".join(line for line in lines if line and line != "Caused by:")
 
 
 def _smime_envelope(key: OwnerKey, data: bytes) -> bytes:

@@ -229,7 +229,11 @@ def cmd_quarantine_list(args: argparse.Namespace) -> int:
     "one held mail: why, from whom, its headers and text",
     arg("id", help="the id from `quarantine list` (or from the digest's release address)"),
     *TARGET,
-    arg("--raw", action="store_true", help="print the raw message (.eml) instead"),
+    arg(
+        "--raw",
+        action="store_true",
+        help="write the raw message (.eml) to stdout instead; stdout must be a file or a pipe (> held.eml)",
+    ),
 )
 def cmd_quarantine_show(args: argparse.Namespace) -> int:
     from common.aws import s3
@@ -238,6 +242,12 @@ def cmd_quarantine_show(args: argparse.Namespace) -> int:
     from common.mail.threads import release_address
     from common.store import quarantine
 
+    if args.raw and sys.stdout.isatty():
+        # The sender's bytes unfiltered: escape sequences in them would drive the operator's terminal.
+        return fail(
+            f"--raw writes the sender's bytes unfiltered; refusing to write them to a terminal. "
+            f"Redirect it: email-handler quarantine show {args.id} --raw > held.eml"
+        )
     t = target(args)
     item = quarantine.get(t.cfg, args.id)
     if item is None:
@@ -499,10 +509,15 @@ def cmd_suppression_remove(args: argparse.Namespace) -> int:
 
 
 def dead_letter_queues(cfg: Config) -> list[str]:
+    return [q for q in deployment_queues(cfg) if q.endswith("-dlq")]
+
+
+def deployment_queues(cfg: Config) -> list[str]:
+    """Every queue of the deployment (its name prefix), dead-letter queues included."""
     from common.aws import client
 
     urls = client("sqs").list_queues(QueueNamePrefix=cfg.prefix).get("QueueUrls", [])
-    return sorted(u.rsplit("/", 1)[1] for u in urls if u.endswith("-dlq"))
+    return sorted(u.rsplit("/", 1)[1] for u in urls)
 
 
 def _queue_arg(cfg: Config, name: str | None) -> list[str]:
@@ -587,7 +602,7 @@ def peek(queue: str, limit: int = 1000) -> list[dict[str, Any]]:
     the same first messages again (on AWS a sample of servers), so a deep DLQ listed as its first ~10: each
     receive here hides what it returned for ``PEEK_HIDE_S`` so the next returns others, and everything is
     shown again at the end, also when the listing fails half-way."""
-    from common.aws import client, sqs
+    from common.aws import sqs
 
     seen: dict[str, dict[str, Any]] = {}
     hidden: list[str] = []
@@ -605,14 +620,7 @@ def peek(queue: str, limit: int = 1000) -> list[dict[str, Any]]:
             else:
                 idle += 1
     finally:
-        for start in range(0, len(hidden), 10):
-            client("sqs").change_message_visibility_batch(
-                QueueUrl=sqs.queue_url(queue),
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
-                    for i, h in enumerate(hidden[start : start + 10])
-                ],
-            )
+        sqs.show_again(queue, hidden)
     return list(seen.values())
 
 
@@ -745,20 +753,29 @@ def cmd_conversations(args: argparse.Namespace) -> int:
 
 
 @command(
-    "remove a contact's conversations, archive, attachments, extracted text and records",
-    arg("address", help="the contact's address"),
+    "remove everything of a contact: conversations, mail, attachments, text, records, queued messages",
+    arg("address", help="the contact's exact address (one address; matched whole, never as a part)"),
     *TARGET,
 )
 def cmd_forget(args: argparse.Namespace) -> int:
-    from common.store.erasure import forget
+    from common.store.erasure import InvalidAddressError, forget, normalise
 
+    try:
+        normalise(args.address)
+    except InvalidAddressError as exc:
+        return fail(f"forget: {exc}")
     t = target(args)
-    removed = forget(t.cfg, args.address)
-    rows = [{"kind": kind, "what": what} for kind, whats in removed.items() for what in whats]
-    return emit(
-        args,
-        removed,
-        rows,
-        [("kind", "kind", 14), ("what", "removed", 0)],
-        f"(nothing stored for {args.address}; {t.where})",
+    result = forget(t.cfg, args.address, deployment_queues(t.cfg))
+    unreachable = result.pop("unreachable")
+    if args.json:
+        print(json.dumps({**result, "unreachable": unreachable}, indent=2, ensure_ascii=False))
+        return 0
+    rows = [{"kind": kind, "what": what} for kind, whats in result.items() for what in whats]
+    print(
+        table(rows, [("kind", "kind", 14), ("what", "removed", 0)])
+        if rows
+        else f"(nothing stored for {args.address}; {t.where})"
     )
+    for line in unreachable:
+        print(f"[not reached] {line}", file=sys.stderr)
+    return 0

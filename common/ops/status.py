@@ -52,9 +52,12 @@ def _check(name: str, value: Any, ok: bool, blocks: bool, detail: str = "") -> d
 def _mx_model(endpoint: str, name: str) -> list[str] | None:
     """The MX hosts the emulator's fresh-account model publishes for ``name`` (None: no model to ask)."""
     from common.local.fresh import DNS_PATH
+    from common.local.guard import admin_request
 
     try:
-        with urllib.request.urlopen(f"{endpoint}{DNS_PATH}?name={name}", timeout=5) as response:
+        with urllib.request.urlopen(
+            admin_request(f"{endpoint}{DNS_PATH}?name={name}"), timeout=5
+        ) as response:
             return list(json.loads(response.read())["mx"])
     except (OSError, ValueError, KeyError, urllib.error.HTTPError):
         return None

@@ -17,7 +17,7 @@ from common.runtime.coldstart import pause_collector, resume_collector
 from common.runtime.config import Config
 from common.runtime.errors import ConfigError, EventError
 from common.runtime.functions import BY_NAME
-from common.runtime.log import bind, clear_bindings, configure, flush, get_logger
+from common.runtime.log import bind, clear_bindings, configure, flush, get_logger, scrubbed_exception
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -57,10 +57,11 @@ def make_handler(function_name: str, logic: Logic) -> Callable[[Any, LambdaConte
             return result
         except EventError as exc:
             log.error("event rejected", extra={"reason": str(exc)})
-            raise
-        except Exception:
+            # What the runtime prints and Lambda keeps (the async DLQ's record) names no one either.
+            raise scrubbed_exception(exc) from None
+        except Exception as exc:
             log.exception("invocation failed")
-            raise
+            raise scrubbed_exception(exc) from None
         finally:
             log.info(
                 "invocation finished",

@@ -36,9 +36,11 @@ def record_inbound(
     """Upsert the conversation for a received mail; True on first contact (also when a first
     delivery is retried: the record remembers which SES message created it). Raises
     :class:`CollisionError` instead of changing the ``senderEmail`` of an existing conversation.
-    Not ``authenticated`` (SES's verdicts do not tie it to its From: common.delivery.ack.authenticated):
-    the mail sets the conversation's facts (display name, the message the owner's reply threads under)
-    only where it has none yet, so a spoof of an existing contact cannot rewrite them."""
+    Not ``authenticated`` (SES's verdicts do not tie it to its From: common.delivery.ack.authenticated,
+    e.g. a DMARC FAIL): the mail creates the conversation if there is none, but changes nothing of an
+    existing one (subject, last message, display name, the message the owner's reply threads under,
+    its time and expiry), so a spoof of an existing contact can neither rewrite what the owner sees
+    nor keep the record alive; it is forwarded with its warning and archived all the same."""
     write = inbound_write(cfg, cid, mid, mail, when, authenticated)
     try:
         new = dynamodb.update(**write, return_values="ALL_NEW", raise_on_condition=True)
@@ -70,11 +72,18 @@ def inbound_write(
     def fact(name: str, value: str) -> str:
         return f"{name} = {value}" if authenticated else f"{name} = if_not_exists({name}, {value})"
 
-    expression = (
-        "SET senderEmail = :e, emailDomain = :d, subject = :s, lastMessageBody = :b, #ts = :t, "
-        f"{fact('lastSesMessageId', ':m')}, {fact('lastMessageId', ':h')}, "
-        "firstContactDate = if_not_exists(firstContactDate, :t), "
-        "firstMessageId = if_not_exists(firstMessageId, :m)"
+    expression = "SET " + ", ".join(
+        [
+            "senderEmail = :e",  # equal to the stored one (SAME_SENDER) or new
+            fact("emailDomain", ":d"),
+            fact("subject", ":s"),
+            fact("lastMessageBody", ":b"),
+            fact("#ts", ":t"),
+            fact("lastSesMessageId", ":m"),
+            fact("lastMessageId", ":h"),
+            "firstContactDate = if_not_exists(firstContactDate, :t)",
+            "firstMessageId = if_not_exists(firstMessageId, :m)",
+        ]
     )
     if mail.display_name:
         expression += ", " + fact("displayName", ":n")
@@ -82,20 +91,21 @@ def inbound_write(
     return {
         "table": cfg.conversations_table,
         "key": {"conversationId": cid},
-        "expression": _expiry(cfg, expression, values, when),
+        "expression": _expiry(cfg, expression, values, when, extend=authenticated),
         "values": values,
         "names": {"#ts": "timestamp"},
         "condition": SAME_SENDER,
     }
 
 
-def _expiry(cfg: Config, expression: str, values: dict[str, Any], when: datetime) -> str:
+def _expiry(cfg: Config, expression: str, values: dict[str, Any], when: datetime, extend: bool = True) -> str:
     """The record expires (DynamoDB TTL ``expiresAt``) RETENTION_ARCHIVE_DAYS after its last message, with
-    its archive; 0 keeps it for ever (and removes an expiry set before)."""
+    its archive; 0 keeps it for ever (and removes an expiry set before). Not ``extend``: an expiry
+    already set stays (a mail that may be a spoof does not keep the record alive)."""
     if cfg.retention_archive_days <= 0:
-        return expression + " REMOVE expiresAt"
+        return expression + (" REMOVE expiresAt" if extend else "")
     values[":x"] = int(when.timestamp()) + cfg.retention_archive_days * 86400
-    return expression + ", expiresAt = :x"
+    return expression + (", expiresAt = :x" if extend else ", expiresAt = if_not_exists(expiresAt, :x)")
 
 
 def set_attributes(cfg: Config, cid: str, attributes: dict[str, str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.aws import s3
+from common.extractor.errors import well_formed
 from common.store import layout
 
 __all__ = ["attachment", "record_rejection", "record_text"]
@@ -26,6 +27,13 @@ def record_rejection(bucket: str, key: str, record: dict[str, Any]) -> str:
 
 def record_text(bucket: str, key: str, text: str, metadata: dict[str, str]) -> None:
     """Store ``key``'s text with its metadata (ASCII: S3 sends user metadata as HTTP headers); an
-    earlier rejection record of the same attachment is superseded and deleted (a no-op if none)."""
-    s3.put(bucket, layout.extracted_text(key), text.encode("utf-8"), "text/plain; charset=utf-8", metadata)
+    earlier rejection record of the same attachment is superseded and deleted (a no-op if none).
+    The text is made well-formed here too: no string a parser returns can fail the write."""
+    s3.put(
+        bucket,
+        layout.extracted_text(key),
+        well_formed(text).encode("utf-8"),
+        "text/plain; charset=utf-8",
+        metadata,
+    )
     s3.delete(bucket, layout.extraction_error(key))

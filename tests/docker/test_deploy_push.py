@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from common.local.guard import admin_request
 from common.local.rie import free_port, wait_for_port
 from common.runtime.functions import FUNCTIONS
 from tests.conftest import IN_CI, REPO
@@ -104,7 +105,7 @@ def manifest(registry: str, repository: str, reference: str) -> tuple[str, str, 
 def test_deploy_pushes_by_content_and_pins_lambda_to_the_registry_digest(
     registry: str, docker_client: Any, moto_server: str, local_defaults: dict[str, str]
 ) -> None:
-    urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST")).read()
+    urllib.request.urlopen(admin_request(moto_server + "/moto-api/reset", method="POST")).read()
     plan = deploy_cli(registry, moto_server, local_defaults, "--dry-run")
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     planned = [line for line in plan.stdout.splitlines() if line.startswith("[deploy] create")]

@@ -84,6 +84,17 @@ def test_partial_results_are_logged_with_their_reasons(extractor: RieProcess, s3
     assert '"message": "attachment extracted in part"' in extractor.output()
 
 
+def test_a_pdf_mapping_glyphs_to_lone_surrogates_gets_its_text_record(extractor: RieProcess, s3: Any) -> None:
+    """A crafted ToUnicode map sends glyphs to U+D800 and U+DC00: the text is stored, not retried."""
+    from tests.support import docgen
+
+    pdf = docgen.pdf_to_unicode({0x41: 0xD800, 0x42: 0x42, 0x43: 0xDC00}, b"ABCAB")
+    assert extractor.invoke(upload(s3, {"crafted.pdf": pdf}))["results"][0]["status"] == "extracted"
+    kind, body, meta = record_for(s3, "crafted.pdf")
+    assert kind == "text" and body.decode("utf-8").strip() == "\ufffdB\ufffd\ufffdB"
+    assert meta["warnings"] == "suspect-encoding"
+
+
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
 def test_corpus_file_gets_its_record(extractor: RieProcess, s3: Any, path: Path) -> None:
     """Every real-world document ends as text or an error record, through the handler under the RIE."""

@@ -5,6 +5,7 @@ data is untouched."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -28,6 +29,17 @@ def fns(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
         name: rie_module(name, env=env)
         for name in ("inbound-handler", "reply-handler", "forward-sender", "ack-sender", "reply-sender")
     }
+
+
+def forget_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`email-handler forget ...` as the operator runs it (its own process)."""
+    return subprocess.run(
+        [sys.executable, "-m", "common.ops.cli", "forget", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def everything(stack: Stack) -> list[str]:
@@ -92,22 +104,7 @@ def test_forget_leaves_no_object_or_item_of_the_contact(stack: Stack, fns: dict[
     assert any(JANE in line or cid in line for line in everything(stack))
     bob_before = [line for line in everything(stack) if BOB in line or bob["conversationId"] in line]
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "common.ops.cli",
-            "forget",
-            "Jane@Corp.example",
-            "--json",
-            "--endpoint",
-            stack.url,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = forget_cli("Jane@Corp.example", "--json", "--endpoint", stack.url)
     assert done.returncode == 0, done.stdout + done.stderr
     removed = json.loads(done.stdout)
     assert removed["conversations"] == [cid] and len(removed["quarantined"]) == 1
@@ -117,11 +114,188 @@ def test_forget_leaves_no_object_or_item_of_the_contact(stack: Stack, fns: dict[
     left = [line for line in everything(stack) if JANE in line.lower() or cid in line]
     assert left == [], left
     assert [line for line in everything(stack) if BOB in line or bob["conversationId"] in line] == bob_before
-    again = subprocess.run(
-        [sys.executable, "-m", "common.ops.cli", "forget", JANE, "--endpoint", stack.url],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    again = forget_cli(JANE, "--endpoint", stack.url)
     assert again.returncode == 0 and "nothing stored for" in again.stdout, again.stdout + again.stderr
+
+
+# --- every place, by content -------------------------------------------------------------------------
+
+JO, BANJO = "jo@corp.example", "banjo@corp.example"  # the second holds the first as a substring
+NAME, SUBJECT, BODY, FILE = (
+    "Jolene Quixote",
+    "Zebra orchid 4471",
+    "Quartz lantern 7731 says hi",
+    "jq-folio.pdf",
+)
+
+
+def exact(address: str) -> re.Pattern[str]:
+    """``address`` as a whole token, any case: written here, not taken from the code under test."""
+    return re.compile(rf"(?<![\w.+%'-]){re.escape(address)}(?![\w-]|\.\w)", re.IGNORECASE)
+
+
+def every_store(stack: Stack) -> list[str]:
+    """Every S3 object (key and bytes), table item, queue message (DLQs too) and spam log line, as text."""
+    from common.aws import sqs
+
+    cfg = stack.cfg
+    out = [f"s3 {key}: {stack.s3_body(key).decode('utf-8', 'replace')}" for key in stack.s3_keys("")]
+    for table in client("dynamodb").list_tables()["TableNames"]:
+        out += [f"{table}: {json.dumps(i, default=str)}" for i in dynamodb.scan(table)]
+    for url in client("sqs").list_queues(QueueNamePrefix=cfg.prefix).get("QueueUrls", []):
+        name = url.rsplit("/", 1)[1]
+        out += [f"sqs {name}: {m['Body']}" for m in sqs.receive(name, 10, 0, 0)]
+    out += [f"spam log: {json.dumps(line)}" for line in stack.spam_log()]
+    return out
+
+
+def found(stack: Stack, token: str) -> list[str]:
+    """The lines that hold ``token`` whole, as written or URL-decoded (an S3 event's key)."""
+    from urllib.parse import unquote_plus
+
+    pattern = exact(token)
+    return [
+        line[:160]
+        for line in every_store(stack)
+        if pattern.search(line) or pattern.search(unquote_plus(line))
+    ]
+
+
+def test_forget_finds_the_contact_everywhere_by_content_and_the_logs_never_named_them(
+    stack: Stack, fns: dict[str, RieProcess], rie_module: Callable[..., RieProcess]
+) -> None:
+    from common.aws import sqs
+    from common.local import provision
+    from common.local.provision import wiring_queue
+    from common.mail.threads import thread_address
+    from tests.support import docgen
+    from tests.support.extraction import FUNCTION_ENV
+
+    cfg = stack.cfg
+    provision.provision(cfg, wiring=True)  # the local wiring's queues: where a failed async event ends
+    extractor = rie_module("attachment-extractor", env=FUNCTION_ENV)
+    inbound, replies = fns["inbound-handler"], fns["reply-handler"]
+    jo = f"{NAME} <{JO}>"
+    pdf = (FILE, docgen.make_pdf([f"{NAME} portfolio"]), "application/pdf")
+
+    def ses_id(n: int) -> str:
+        return f"{n:040d}"
+
+    # 1. A first mail, forwarded and acked, its attachment extracted; the same for Banjo.
+    first = inbound.invoke(
+        stack.receipt(mail(sender=jo, subject=SUBJECT, text=BODY, attachments=[pdf]), ses_id(1))
+    )
+    assert first["status"] == "forwarded", first
+    cid = first["conversationId"]
+    [key] = first["attachments"]
+    assert (
+        extractor.invoke(
+            {
+                "Records": [
+                    {"eventSource": "aws:s3", "s3": {"bucket": {"name": cfg.bucket}, "object": {"key": key}}}
+                ]
+            }
+        )["results"][0]["status"]
+        == "extracted"
+    )
+    banjo = inbound.invoke(stack.receipt(mail(sender=f"Ban Jo <{BANJO}>", subject="Banjo here"), ses_id(2)))
+    # 2. A large mail: its forward goes to S3 as a claim check (queue-payloads/).
+    large = inbound.invoke(
+        stack.receipt(mail(sender=jo, subject=SUBJECT, text=BODY + " " + "x" * 300_000), ses_id(3))
+    )
+    assert large["status"] == "forwarded" and stack.s3_keys("queue-payloads/"), large
+    # 3. Spam from both: held (spam/, the quarantine table, the spam log group).
+    for n, sender in ((4, jo), (5, f"Ban Jo <{BANJO}>")):
+        held = inbound.invoke(
+            stack.receipt(mail(sender=sender, subject=SUBJECT), ses_id(n), verdicts={"spam": "FAIL"})
+        )
+        assert held["status"] == "quarantined", held
+    # 4. A delivery report naming Jo (bounces/), and SES's bounce of the ack (suppression, send status).
+    report = mail(
+        sender="Mail Delivery System <MAILER-DAEMON@mx.corp.example>",
+        subject="Undelivered Mail Returned to Sender",
+        text=f"Your message to {JO} could not be delivered.",
+        headers={"X-Failed-Recipients": JO},
+    )
+    assert inbound.invoke(stack.receipt(report, ses_id(6), source=""))["status"] == "dsn"
+    # 5. The owner's reply with an attachment (reply-attachments/, replay memory), and a mail to Jo's
+    #    thread address from someone else (rejected/).
+    [fwd, *_] = stack.peek(cfg.forward_queue)
+    reply = mail(
+        sender=OWNER,
+        to=fwd.reply_to,
+        subject=f"Re: {SUBJECT}",
+        text=f"Thanks {NAME}",
+        attachments=[("offer.pdf", b"%PDF-1.4 offer", "application/pdf")],
+    )
+    assert (
+        replies.invoke(stack.receipt(reply, ses_id(7), to=fwd.reply_to, source="owner@example.net"))["status"]
+        == "queued"
+    )
+    thread = thread_address(cid, cfg.thread_secret, cfg.thread_domain)
+    forged = mail(sender="Eve <eve@evil.example>", to=thread, subject=f"Re: {SUBJECT}", text=f"> {BODY}")
+    assert (
+        replies.invoke(stack.receipt(forged, ses_id(8), to=thread, source="eve@evil.example"))["status"]
+        == "rejected"
+    )
+    # 6. The senders: the ack to Jo and Banjo, the forwards, the reply (send status, idempotency).
+    for name, queue in (
+        ("forward-sender", "forward_queue"),
+        ("ack-sender", "ack_queue"),
+        ("reply-sender", "reply_queue"),
+    ):
+        stack.run_sender(fns[name], getattr(cfg, queue))
+    for n, address in ((9, JO), (10, BANJO)):
+        assert notify_bounce(stack, inbound, address, f"ack-{ses_id(1 if address == JO else 2)}", f"sns-{n}")
+    # 7. A mail of Jo's never handled: its staging object and its event in the async DLQ.
+    never = stack.receipt(mail(sender=jo, subject=SUBJECT, text=BODY), ses_id(11))
+    sqs.send(
+        wiring_queue(cfg, "invocations") + "-dlq", json.dumps({"function": "inbound-handler", "event": never})
+    )
+
+    assert found(stack, JO) and found(stack, BANJO)
+    # The logs never held them: no address, name, subject, text, file name or conversation id.
+    logs = "\n".join(f.output() for f in [*fns.values(), extractor])
+    for secret in (JO, BANJO, NAME, SUBJECT, BODY, FILE, cid, banjo["conversationId"], "Quartz", "Zebra"):
+        assert secret.lower() not in logs.lower(), secret
+    banjo_before = sorted(found(stack, BANJO) + found(stack, banjo["conversationId"]))
+
+    done = forget_cli(" JO@corp.example ", "--json", "--endpoint", stack.url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    removed = json.loads(done.stdout)
+    assert removed["conversations"] == [cid] and len(removed["quarantined"]) == 1
+    assert any(k.startswith("queue-payloads/") for k in removed["objects"])
+    assert f"staging/{ses_id(11)}" in removed["objects"] and removed["messages"]
+    assert any("logs copied out" in line for line in removed["unreachable"])
+    assert found(stack, JO) == [] and found(stack, cid) == []
+    after = sorted(found(stack, BANJO) + found(stack, banjo["conversationId"]))
+    assert after == banjo_before  # the longer address is untouched
+
+
+def notify_bounce(stack: Stack, fn: RieProcess, recipient: str, corr: str, sns_id: str) -> bool:
+    from common.local.events import sns_event
+
+    message = {
+        "notificationType": "Bounce",
+        "mail": {
+            "messageId": sns_id,
+            "destination": [recipient],
+            "source": stack.cfg.public_email,
+            "headers": [{"name": "X-Correlation-ID", "value": corr}],
+        },
+        "bounce": {
+            "bounceType": "Permanent",
+            "bounceSubType": "General",
+            "bouncedRecipients": [{"emailAddress": recipient}],
+        },
+    }
+    topic = f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.feedback_topic}"
+    return bool(fn.invoke(sns_event(json.dumps(message), topic, sns_id))["results"][0])
+
+
+@pytest.mark.parametrize(
+    "address", ["", "  ", "jo", "@corp.example", "jo@corp", "a b@corp.example", "<jo@corp.example>"]
+)
+def test_forget_refuses_anything_but_one_exact_address(address: str) -> None:
+    done = forget_cli(address, "--endpoint", "http://127.0.0.1:9", timeout=60)
+    assert done.returncode == 2 and "not one e-mail address" in done.stderr, done.stderr

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 
 from common.aws import client, reset_clients
 from common.local import fresh
+from common.local.guard import admin_request
 from common.ops.cli import main as cli
 from deploy.main import Options, WaitingOnDnsError, deploy
 from tests.support.deploy import ACCOUNT, PREFIX, images
@@ -34,7 +35,7 @@ def account(
     environment (as a user's shell has it for the CLI)."""
     import secrets
 
-    urllib.request.urlopen(urllib.request.Request(moto_server + "/moto-api/reset", method="POST")).read()
+    urllib.request.urlopen(admin_request(moto_server + "/moto-api/reset", method="POST")).read()
     fresh.set_fresh(True)
     values = {k: v for k, v in local_defaults.items() if k != "ENVIRONMENT"}
     env = {**values, "THREAD_SECRET": secrets.token_hex(32), "MAX_SEND_RATE": "14", "AWS_REGION": "us-east-1"}

@@ -14,6 +14,7 @@ import pytest
 from common.delivery.compose import FOOTER_MARKER, FORWARD_MARKER
 from common.local.rie import RieProcess
 from common.mail.threads import verify_thread_address
+from common.runtime.log import pseudonym
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
@@ -67,9 +68,9 @@ def test_first_contact_records_archives_acks_and_forwards(stack: Stack, inbound:
     assert ack.idempotency_key == f"ack:{SES_ID}" and "Hello Jane," in ack.text
     [fwd] = stack.peek(stack.cfg.forward_queue)
     assert fwd.to == ["owner@example.net"] and fwd.idempotency_key == f"forward:{SES_ID}"
-    logged = log_lines(inbound, "mail forwarded")[-1]
-    assert logged["sender"] == "jane@corp.example" and logged["subject"] == "Hello"
-    assert logged["conversation_id"] == cid and len(logged["body_preview"]) == 500
+    logged = log_lines(inbound, "mail forwarded")[-1]  # who, as a pseudonym; never the subject or text
+    assert logged["sender"] == pseudonym("jane@corp.example") and logged["conversation_id"] == pseudonym(cid)
+    assert (logged["subject_chars"], logged["body_chars"]) == (5, 2008) and "subject" not in logged
 
 
 def test_follow_up_is_forwarded_without_ack_and_keeps_first_contact_date(
@@ -134,7 +135,12 @@ def test_ses_verdict_rules(
         [key] = stack.s3_keys("spam/")
         assert re.fullmatch(rf"spam/\d{{4}}-\d\d-\d\d/{SES_ID}.eml", key) and result["key"] == key
         [line] = stack.spam_log()
-        assert line["reason"] == reason and line["key"] == key and line["sender"] == "jane@corp.example"
+        assert (
+            line["reason"] == reason
+            and line["key"] == key
+            and line["sender"] == pseudonym("jane@corp.example")
+        )
+        assert "subject" not in line and "jane" not in json.dumps(line)
         assert log_lines(inbound, "mail quarantined")[-1]["reason"] == reason
     else:
         assert stack.s3_keys("spam/") == []
@@ -436,8 +442,12 @@ def test_a_duplicate_ses_delivery_is_already_processed_under_the_production_role
 def test_only_authenticated_mail_updates_a_conversations_facts(stack: Stack, inbound: RieProcess) -> None:
     genuine = mail(sender="Jane Smith <jane@corp.example>", message_id="<genuine@corp.example>")
     assert deliver(stack, inbound, genuine, "a" * 40)["status"] == "forwarded"
+    before = stack.conversation("jane-at-corp.example")
     spoof = mail(
-        sender="Jane (urgent) <jane@corp.example>", message_id="<forged@evil.example>", subject="Wire it"
+        sender="Jane (urgent) <jane@corp.example>",
+        message_id="<forged@evil.example>",
+        subject="Wire it",
+        text="New bank details: send the invoice amount to IBAN XX00 0000.",
     )
     result = deliver(
         stack,
@@ -449,6 +459,7 @@ def test_only_authenticated_mail_updates_a_conversations_facts(stack: Stack, inb
     )
     assert result["status"] == "forwarded"  # no p=reject: still the owner's to judge, with a warning
     record = stack.conversation("jane-at-corp.example")
+    assert record == before  # not its subject, last message, time or expiry: nothing at all
     assert record["displayName"] == "Jane Smith" and record["lastMessageId"] == "<genuine@corp.example>"
     assert record["lastSesMessageId"] == "a" * 40
     later = mail(sender="Jane S. <jane@corp.example>", message_id="<later@corp.example>")

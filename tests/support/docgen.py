@@ -275,6 +275,30 @@ def pdf_scanned(pages: int = 2) -> bytes:
     return assemble_pdf(objs)
 
 
+def pdf_to_unicode(mapping: dict[int, int], shown: bytes) -> bytes:
+    """One Helvetica page showing the bytes ``shown``, whose /ToUnicode CMap maps each code of
+    ``mapping`` to the UTF-16 value given, any value: U+D800 alone is what a crafted file can say."""
+    chars = b"\n".join(b"<%02X> <%04X>" % (code, value) for code, value in sorted(mapping.items()))
+    cmap = (
+        b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap\n"
+        b"/CMapName /Custom def /CMapType 2 def\n"
+        b"1 begincodespacerange <00> <FF> endcodespacerange\n"
+        b"%d beginbfchar\n%s\nendbfchar\nendcmap CMapName currentdict /CMap defineresource pop end end"
+        % (len(mapping), chars)
+    )
+    escaped = shown.replace(b"\\", b"\\\\").replace(b"(", b"\\(").replace(b")", b"\\)")
+    return assemble_pdf(
+        {
+            1: b"<< /Type /Catalog /Pages 2 0 R >>",
+            2: b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+            3: HELVETICA[:-2] + b" /ToUnicode 6 0 R >>",
+            4: _page_dict(2, 5),
+            5: pdf_stream(b"BT /F1 11 Tf 72 760 Td (" + escaped + b") Tj ET"),
+            6: pdf_stream(cmap),
+        }
+    )
+
+
 def pdf_identity_h_without_tounicode(
     glyph_ids: tuple[int, ...] = (0x0F3A, 0x0021, 0x1B07, 0x0003, 0x0244, 0x000E),
 ) -> bytes:

@@ -21,6 +21,7 @@ from common.inbound import policy
 from common.local import events as localevents
 from common.local import provision
 from common.local.env import function_credentials
+from common.local.guard import admin_request
 from common.mail.outbound import OutboundMessage
 from common.runtime import config
 from common.runtime.config import Config
@@ -49,7 +50,7 @@ class Stack:
         self.cfg: Config = config.load(env)
 
     def reset(self) -> Stack:
-        urllib.request.urlopen(urllib.request.Request(self.url + "/moto-api/reset", method="POST")).read()
+        urllib.request.urlopen(admin_request(self.url + "/moto-api/reset", method="POST")).read()
         forget_learnt()  # the reset emptied the emulator: no cached queue URL is valid now
         policy.RULES.clear()
         provision.provision(self.cfg)

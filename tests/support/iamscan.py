@@ -39,6 +39,7 @@ OPS: dict[tuple[str, str], tuple[str, ...]] = {
     ("dynamodb", "scan"): ("dynamodb:Scan",),
     ("logs", "put_log_events"): ("logs:PutLogEvents",),
     ("logs", "create_log_stream"): ("logs:CreateLogStream",),
+    ("logs", "filter_log_events"): ("logs:FilterLogEvents",),  # `forget` (an administrator), no function
     ("s3", "get_object"): ("s3:GetObject",),
     # no request: the URL is signed here and S3 authorizes the GET as this role when the link is opened
     ("s3", "generate_presigned_url"): ("s3:GetObject",),
@@ -55,6 +56,7 @@ OPS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sqs", "receive_message"): ("sqs:ReceiveMessage",),
     ("sqs", "delete_message_batch"): ("sqs:DeleteMessage",),
     ("sqs", "change_message_visibility"): ("sqs:ChangeMessageVisibility",),
+    ("sqs", "change_message_visibility_batch"): ("sqs:ChangeMessageVisibility",),
     ("sqs", "get_queue_attributes"): ("sqs:GetQueueAttributes",),
     ("ssm", "get_parameter"): ("ssm:GetParameter",),
     ("sts", "get_caller_identity"): (),  # needs no permission (STS API reference)

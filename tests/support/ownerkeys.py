@@ -41,12 +41,13 @@ def smime_owner(
     key_usage: x509.KeyUsage | None = None,
     purposes: list[x509.ObjectIdentifier] | None = None,
     curve: bool = False,
+    key_size: int = 2048,
 ) -> SmimeOwner:
     """A self-signed certificate for owner@example.net (default: RSA, valid 30 days, keyEncipherment)."""
     key: Any = (
         ec.generate_private_key(ec.SECP256R1())
         if curve
-        else rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        else rsa.generate_private_key(public_exponent=65537, key_size=key_size)
     )
     name = x509.Name(
         [

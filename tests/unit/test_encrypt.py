@@ -132,6 +132,12 @@ REFUSED = {
         "lacks emailProtection",
     ),
     "an EC certificate": (lambda: smime_owner(curve=True).pem, "needs an RSA certificate"),
+    "a 1024-bit RSA certificate": (lambda: smime_owner(key_size=1024).pem, "1024-bit RSA key, too weak"),
+    # Made with gpg --quick-gen-key ... rsa1024 (pysequoia generates only keys its policy accepts).
+    "a 1024-bit RSA OpenPGP key": (
+        lambda: (Path(__file__).parents[1] / "fixtures" / "keys" / "openpgp-rsa1024.asc").read_text(),
+        "RSA1024 is not considered secure",
+    ),
     "an OpenPGP secret key": (lambda: str(pgp_owner().tsk), "give the public key only"),
     "neither": (lambda: "hello", "neither a PEM X.509 certificate"),
     "a damaged certificate": (

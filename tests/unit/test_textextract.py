@@ -5,6 +5,8 @@ The same hostile files are asserted for time and peak memory inside the 256 MB i
 tests/docker/test_extractor_container.py.
 """
 
+import json
+import random
 import time
 from collections.abc import Callable
 
@@ -138,6 +140,32 @@ def test_pdf_without_its_page_tree_is_read_from_its_page_objects() -> None:
         reject_reason(no_pages, "x.pdf")
         == "damaged PDF: the page tree (/Pages) is missing and no page object was found"
     )
+
+
+def _xref_entries(pdf: bytes, keep: int) -> bytes:
+    """``pdf`` with a cross-reference table that lists only its first ``keep`` objects."""
+    head, _, tail = pdf.partition(b"xref\n")
+    lines = tail.split(b"\n")
+    size = int(lines[0].split()[1])
+    return head + b"xref\n0 %d\n" % keep + b"\n".join(lines[1 : 1 + keep] + lines[1 + size :])
+
+
+def test_a_pdf_without_startxref_is_read_through_a_rebuilt_cross_reference_table() -> None:
+    """pdfminer.six's simple1.pdf shape: the file ends at its trailer (tests/fixtures/docs has it)."""
+    pdf = docgen.make_pdf(["Hello World", "second page"])
+    cut = pdf[: pdf.rindex(b"startxref")] + b"%%EOF\n"
+    result = textextract.extract(cut, "x.pdf", LIMITS)
+    assert result.text == "Hello World\fsecond page" and result.warnings == ["xref-rebuilt"]
+    assert reject_reason(b"%PDF-1.4\n1 0 obj\n<< >>\nendobj\n%%EOF\n", "x.pdf").startswith("damaged PDF: ")
+
+
+def test_pages_the_table_does_not_list_are_found_among_the_files_objects() -> None:
+    """The page tree is gone and the table lists the catalog alone: the pages are still in the file."""
+    damaged = _xref_entries(docgen.pdf_without_page_tree(["first page", "second page"]), 2)
+    result = textextract.extract(damaged, "x.pdf", LIMITS)
+    assert result.text == "first page\fsecond page" and result.warnings == ["page-tree-missing"]
+    stale = _xref_entries(docgen.make_pdf(["one", "two"]), 2)  # a tree the table does not lead to
+    assert textextract.extract(stale, "x.pdf", LIMITS).text == "one\ftwo"
 
 
 def test_encrypted_pdfs_with_an_empty_user_password_open_and_others_say_password() -> None:
@@ -325,3 +353,97 @@ def test_docx_media_bomb_is_never_inflated_and_huge_xml_stops_at_the_output_limi
     assert len(data) < 16 * MB
     result = textextract.extract(data, "huge.docx", LIMITS)
     assert len(result.text) == LIMITS.max_output_chars and result.truncated == ["characters"]
+
+
+# --- every string a parser can return is stored ---------------------------------------------------
+
+
+def test_a_pdf_whose_cmap_maps_glyphs_to_lone_surrogates_gets_its_text() -> None:
+    """The file's own ToUnicode map sends A to U+D800 and C to U+DC00 (C before A: no pair)."""
+    pdf = docgen.pdf_to_unicode({0x41: 0xD800, 0x42: 0x42, 0x43: 0xDC00}, b"ABCAB")
+    result = textextract.extract(pdf, "crafted.pdf", LIMITS)
+    assert result.text.encode("utf-8").decode("utf-8") == result.text  # storable as it is
+    assert result.text.strip() == "\ufffdB\ufffd\ufffdB"
+    assert result.warnings == ["suspect-encoding"] and result.suspect_pages == [1]
+    paired = docgen.pdf_to_unicode({0x41: 0xD83D, 0x42: 0xDE00}, b"AB")  # a pair: the character it encodes
+    assert textextract.extract(paired, "pair.pdf", LIMITS).text.strip() == "\U0001f600"
+
+
+def _arbitrary(rng: random.Random) -> str:
+    """A string of the characters a parser may hand back: lone surrogates, controls (NUL, form feed,
+    C1), noncharacters, astral planes, the replacement character, plain text."""
+    pools = [
+        (0x20, 0x7E),
+        (0x00, 0x1F),
+        (0x7F, 0x9F),
+        (0xD800, 0xDFFF),
+        (0xFFF0, 0xFFFF),
+        (0x100, 0xD7FF),
+        (0xE000, 0xFFEF),
+        (0x10000, 0x10FFFF),
+    ]
+    chars = []
+    for _ in range(rng.randrange(0, 120)):
+        low, high = rng.choice(pools)
+        chars.append(chr(rng.randint(low, high)))
+    return "".join(chars)
+
+
+def _returning(strings: list[str], raising: set[int]) -> Callable[..., str]:
+    """A stand-in for PageObject.extract_text: page i's text is strings[i], or it raises with it."""
+    calls = iter(range(len(strings)))
+
+    def extract_text(self: object, *args: object, **kwargs: object) -> str:
+        i = next(calls)  # the child reads pages in order; each child starts from its own copy
+        if i in raising:
+            raise ValueError(f"glyph {strings[i][:20]}")
+        return strings[i]
+
+    return extract_text
+
+
+def test_every_string_the_pdf_parser_may_return_reaches_storage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A property test (seeded, so a failure replays): whatever pypdf's extract_text returns for a
+    page, or says when it raises, goes through the real path (the forked child, the page events,
+    the handler, the record's write) and is stored as well-formed UTF-8, unchanged where it was
+    well formed already."""
+    import io
+
+    import pypdf
+
+    from common.aws import s3
+    from common.extractor import handler
+    from common.extractor.errors import well_formed
+    from common.runtime import config
+    from common.store import extracted
+
+    rng = random.Random(20261127)
+    pages = 40
+    cfg = config.load({"DOMAIN_NAME": "example.com", "PUBLIC_EMAIL": "hello@example.com"})
+    pdf = docgen.make_pdf([f"page {i}" for i in range(pages)])
+    stored: dict[str, bytes] = {}
+    monkeypatch.setattr(s3, "put", lambda bucket, key, body, *a, **k: stored.__setitem__(key, body))
+    monkeypatch.setattr(s3, "delete", lambda bucket, key: None)
+    monkeypatch.setattr(s3, "put_json", lambda b, key, doc: stored.__setitem__(key, json.dumps(doc).encode()))
+    for round_ in range(6):
+        strings = [_arbitrary(rng) for _ in range(pages)]
+        raising = {i for i in range(pages) if rng.random() < 0.1}
+        monkeypatch.setattr(pypdf.PageObject, "extract_text", _returning(strings, raising))
+        monkeypatch.setattr(
+            extracted,
+            "attachment",
+            lambda bucket, key: {"Body": io.BytesIO(pdf), "ContentLength": len(pdf), "ETag": '"e"'},
+        )
+        key = f"attachments/jane-at-corp.example/m{round_}/f.pdf"
+        outcome = handler.extract_object(cfg, cfg.bucket, key)
+        body = stored[f"extracted-text/jane-at-corp.example/m{round_}/f.pdf.txt"]
+        text = body.decode("utf-8")  # strict: well-formed UTF-8
+        assert outcome["status"] == "extracted" and outcome["characters"] == len(text)
+        got = text.split("\f")
+        assert len(got) == pages
+        for i, page in enumerate(got):
+            expected = "" if i in raising else well_formed(strings[i]).replace("\f", "\n")
+            assert page == expected, (round_, i)
+            if i not in raising and well_formed(strings[i]) == strings[i]:
+                assert page == strings[i].replace("\f", "\n")  # nothing well formed is altered
+        assert sorted(outcome["unreadablePages"]) == sorted(i + 1 for i in raising)
