@@ -217,13 +217,28 @@ def new_identity_verified_at_once() -> bool:
     endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
     if not endpoint:
         return False
-    from common.runtime.functions import EMULATOR_ACCOUNT_PATH
+    import urllib.error
 
+    import boto3
+
+    from common.runtime.functions import EMULATOR_ACCOUNT_PATH, emulator_token
+
+    credentials = boto3.Session().get_credentials()
+    request = urllib.request.Request(endpoint.rstrip("/") + EMULATOR_ACCOUNT_PATH)
+    if credentials is not None:  # the project's emulator asks the local admin's token of /moto-api
+        request.add_header("Authorization", f"Bearer {emulator_token(credentials.secret_key)}")
     try:
-        with urllib.request.urlopen(endpoint.rstrip("/") + EMULATOR_ACCOUNT_PATH, timeout=5) as answer:
+        with urllib.request.urlopen(request, timeout=5) as answer:
             return bool(json.loads(answer.read()).get("account") != "fresh")
-    except (OSError, ValueError):
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise DeployError(
+                f"the emulator at {endpoint} refused to say which account it models ({exc.code})",
+                "deploy to the local emulator with the local admin's credentials (AWS_PROFILE=local-admin)",
+            ) from exc
         return True  # an emulator without the model (LocalStack) verifies at once
+    except (OSError, ValueError):
+        return True
 
 
 def identity_status(cfg: Config) -> str:

@@ -24,7 +24,6 @@ enforced moto checks their signatures (common/local/iam.py). Tests: tests/integr
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 import json
@@ -40,9 +39,9 @@ _FOREIGN_SITES = ("cross-site", "same-site")
 def admin_token() -> str:
     """The bearer token for ``/moto-api/*``: derived from the local admin's secret key."""
     from common.local.iam import admin_credentials
+    from common.runtime.functions import emulator_token
 
-    secret = admin_credentials()["AWS_SECRET_ACCESS_KEY"].encode()
-    return hmac.new(secret, b"service-email-handler moto-api", hashlib.sha256).hexdigest()
+    return emulator_token(admin_credentials()["AWS_SECRET_ACCESS_KEY"])
 
 
 def admin_headers() -> dict[str, str]:

@@ -59,6 +59,17 @@ MAIL_MEMORY_MB = 512
 EMULATOR_PORT = 4566
 # The emulator's switch of the fresh-account model (common/local/fresh.py): GET says which account it models.
 EMULATOR_ACCOUNT_PATH = "/moto-api/service-email-handler/account"
+
+
+def emulator_token(secret_key: str) -> str:
+    """The bearer token the local emulator asks of ``/moto-api/*`` (common/local/guard.py), derived from
+    the local admin's secret key, so a host tool holding the admin's credentials can compute it."""
+    import hashlib
+    import hmac
+
+    return hmac.new(secret_key.encode(), b"service-email-handler moto-api", hashlib.sha256).hexdigest()
+
+
 SMTP_PORT = 2525
 
 FUNCTIONS: tuple[Function, ...] = (
