@@ -17,10 +17,11 @@ from common.delivery.deliver import deliver
 from common.delivery.quarantine import envelope_fields, log_fields, quarantined
 from common.delivery.results import InboundResult
 from common.inbound import policy
-from common.runtime import events
+from common.runtime import addresses, events
 from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
+from common.store import addresses as registry
 from common.store import intake, layout, rawmail, senderlists, staging
 
 log = get_logger("inbound-handler")
@@ -47,8 +48,14 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         )
         return {"status": "already-processed", "messageId": mid}
     when = received_at(receipt)
+    # The public address written to: from SES's recipients only (None: the policy drops the mail).
+    public = addresses.of(cfg).written_to(receipt.recipients)
     assessed = policy.assess(
-        receipt, raw, cfg, lambda: policy.RULES.get(cfg), lambda address: senderlists.lookup(cfg, address)
+        receipt,
+        raw,
+        cfg,
+        lambda: policy.RULES.get(cfg) if public is None or public.keywords else policy.Rules(),
+        lambda address: senderlists.lookup(cfg, address),
     )
     decision, mail = assessed.decision, assessed.mail
     fields = log_fields(mail) if mail else envelope_fields(receipt)
@@ -65,6 +72,10 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         )
         staging.done(cfg, receipt)
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
+    if public is not None and public.catch_all:  # an address `email-handler address` manages
+        public, disabled = registry.applied(cfg, public)
+        if disabled:  # quarantined, never bounced: a disabled address must not confirm itself
+            return quarantined(cfg, receipt, mail, raw, disabled, when)
     if decision.action == policy.Action.QUARANTINE or mail is None:
         return quarantined(cfg, receipt, mail, raw, decision.reason, when)
 
@@ -72,8 +83,10 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     record = functools.partial(
         intake.record,
         authenticated=ack.authenticated(receipt, mail.from_address),
-        ack_refusal=ack.refusal_before_budget(cfg, receipt, mail),
+        ack_refusal=(f"no ack for {public.address}" if public and not public.ack else "")
+        or ack.refusal_before_budget(cfg, receipt, mail),
+        public=public.address if public else "",
     )
-    result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt, record)
+    result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt, record, public)
     staging.done(cfg, receipt)
     return result

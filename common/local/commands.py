@@ -428,7 +428,8 @@ def cmd_smtp(args: argparse.Namespace) -> int:
     cfg = local_config(args)
     ingress = SmtpIngress(cfg, args.host, args.port).start()
     print(
-        f"[smtp] listening on {args.host}:{args.port} for {cfg.public_email} and *@{cfg.thread_domain}",
+        f"[smtp] listening on {args.host}:{args.port} for "
+        f"{', '.join(cfg.public_emails or [cfg.public_email])} and *@{cfg.thread_domain}",
         flush=True,
     )
     run_until_signalled()

@@ -207,6 +207,7 @@ QUARANTINE_COLUMNS = [
     ("receivedAt", "received", 20),
     ("status", "status", 8),
     ("sender", "sender", 32),
+    ("address", "written to", 24),
     ("subject", "subject", 30),
     ("reason", "reason", 0),
 ]
@@ -735,6 +736,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         ("timestamp", "last", 20),
         ("conversationId", "conversation", 36),
         ("senderEmail", "contact", 32),
+        ("publicAddress", "written to", 24),
         ("companyName", "company", 16),
         ("spam", "spam?", 6),
         ("subject", "subject", 0),
