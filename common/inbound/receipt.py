@@ -55,7 +55,7 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         raw,
         cfg,
         lambda: policy.RULES.get(cfg) if public is None or public.keywords else policy.Rules(),
-        lambda address: senderlists.lookup(cfg, address),
+        lambda address: senderlists.lookup(cfg, address, public.address if public else ""),
     )
     decision, mail = assessed.decision, assessed.mail
     fields = log_fields(mail) if mail else envelope_fields(receipt)

@@ -366,6 +366,8 @@ def _set(args: argparse.Namespace, list_name: str) -> int:
     from common.store import senderlists
 
     t = target(args)
+    if args.entry and args.to:  # only for mail to that public address
+        args.entry = f"{args.entry}{senderlists.SCOPE}{args.to}"
     if not args.entry:
         entries = [e for e in senderlists.entries(t.cfg) if e.list == list_name]
         rows = [
@@ -397,12 +399,15 @@ ENTRY = arg(
 )
 
 
-@command("quarantine later mail from ADDR or @DOMAIN (no forward, no ack)", ENTRY, *TARGET)
+TO = arg("--to", default="", help="only for mail to this public address (default: to any)")
+
+
+@command("quarantine later mail from ADDR or @DOMAIN (no forward, no ack)", ENTRY, TO, *TARGET)
 def cmd_block(args: argparse.Namespace) -> int:
     return _set(args, "block")
 
 
-@command("exempt ADDR or @DOMAIN from the keyword lists (SES's verdicts still apply)", ENTRY, *TARGET)
+@command("exempt ADDR or @DOMAIN from the keyword lists (SES's verdicts still apply)", ENTRY, TO, *TARGET)
 def cmd_allow(args: argparse.Namespace) -> int:
     return _set(args, "allow")
 
@@ -410,12 +415,15 @@ def cmd_allow(args: argparse.Namespace) -> int:
 @command(
     "take ADDR or @DOMAIN off the block or allow list",
     arg("entry", help="ADDR or @DOMAIN"),
+    TO,
     *TARGET,
 )
 def cmd_unblock(args: argparse.Namespace) -> int:
     from common.store import senderlists
 
     t = target(args)
+    if args.to:
+        args.entry = f"{args.entry}{senderlists.SCOPE}{args.to}"
     try:
         removed = senderlists.remove(t.cfg, args.entry)
     except ValueError as exc:

@@ -71,14 +71,14 @@ def record(
 
     def apart() -> Recorded:
         """The same steps in separate calls: read the sender lists, record, take an ack."""
-        listing = senderlists.lookup(cfg, address)
+        listing = senderlists.lookup(cfg, address, public)
         if listing is not None and listing.list == senderlists.BLOCK:
             return Recorded(False, "sender blocked", listing)
         if not conversations.record_inbound(cfg, cid, mid, mail, when, authenticated, public):
             return Recorded(False, "not first contact")
         return Recorded(True, ack_refusal or ackbudget.spend(cfg, address))
 
-    checks = senderlists.block_checks(cfg, address)
+    checks = senderlists.block_checks(cfg, address, public)
     write = conversations.inbound_write(cfg, cid, mid, mail, when, authenticated, public)
     write["condition"] = f"{conversations.SAME_SENDER} AND {conversations.FIRST_CONTACT}"
     actions = [*checks, dynamodb.update_action(**write)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -57,9 +58,9 @@ def sent(stack: Stack, to: str) -> list[SentMail]:
     return [m for m in stack.sent() if to in m.destinations]
 
 
-def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(stack: Stack, *args: str, command: str = "address") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.ops.cli", "address", *args, "--endpoint", stack.url],
+        [sys.executable, "-m", "common.ops.cli", *command.split(), *args, "--endpoint", stack.url],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -259,3 +260,68 @@ def test_the_owner_starts_a_conversation_from_a_chosen_address(
     assert (
         refused["status"] == "rejected" and "not one of this system's public addresses" in refused["reason"]
     )
+
+
+def test_a_block_entry_for_one_address_leaves_the_others(stack: Stack, fns: dict[str, RieProcess]) -> None:
+    """The lists stay global; `--to` makes an entry for mail to one public address only."""
+    done = cli(stack, "@agency.example", "--to", "jobs@example.com", command="block")
+    assert done.returncode == 0, done.stderr
+    refused = cli(stack, "@agency.example", "--to", "ceo@other.example", command="block")
+    assert refused.returncode == 2 and "not one of this system's public addresses" in refused.stderr
+    held = write_in(stack, fns, "Rae <rae@agency.example>", "jobs@example.com", 51)
+    assert (held["status"], held["reason"]) == (
+        "quarantined",
+        "blocked by the owner (@agency.example to jobs@example.com)",
+    )
+    assert write_in(stack, fns, "Rae <rae@agency.example>", "hello@example.com", 52)["status"] == "forwarded"
+    # an allow entry for the address itself, to jobs@, is more specific than the domain's block
+    assert cli(stack, "rae@agency.example", "--to", "jobs@example.com", command="allow").returncode == 0
+    assert write_in(stack, fns, "Rae <rae@agency.example>", "jobs@example.com", 53)["status"] == "forwarded"
+    entries = {e["entry"]: e["list"] for e in json.loads(cli(stack, "--json", command="block").stdout)}
+    assert entries == {"@agency.example to jobs@example.com": "block"}
+    assert cli(stack, "@agency.example", "--to", "jobs@example.com", command="unblock").returncode == 0
+    assert json.loads(cli(stack, "--json", command="block").stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("public", "recipients", "condition"),
+    [
+        # one address: the rule and the condition of before
+        (
+            "hello@example.com",
+            ["hello@example.com"],
+            {"StringEquals": {"ses:FromAddress": "hello@example.com"}},
+        ),
+        (
+            "hello@example.com,jobs@example.com",
+            ["hello@example.com", "jobs@example.com"],
+            {"StringEquals": {"ses:FromAddress": ["hello@example.com", "jobs@example.com"]}},
+        ),
+        # a catch-all: the domain (SES: every address at it, not its subdomains: thread.* stays apart)
+        (
+            "hello@example.com,*@example.com",
+            ["example.com"],
+            {"StringLike": {"ses:FromAddress": "*@example.com"}},
+        ),
+    ],
+)
+def test_the_deploy_plans_receipt_rules_and_send_rights_for_every_address(
+    env: dict[str, str], public: str, recipients: list[str], condition: dict[str, Any]
+) -> None:
+    from common.aws import client
+    from tests.support.deploy import PREFIX, run
+
+    run({**env, "PUBLIC_EMAIL": public, "PUBLIC_ADDRESSES": ""})
+    thread, rule = client("ses").describe_receipt_rule_set(RuleSetName=PREFIX)["Rules"]
+    assert thread["Recipients"] == ["thread.example.com"] and rule["Recipients"] == recipients
+    for sender in ("ack-sender", "forward-sender", "reply-sender"):
+        doc = client("iam").get_role_policy(RoleName=f"{PREFIX}-{sender}", PolicyName="least-privilege")[
+            "PolicyDocument"
+        ]
+        doc = json.loads(urllib.parse.unquote(doc)) if isinstance(doc, str) else doc
+        sends = [s for s in doc["Statement"] if "ses:SendRawEmail" in s["Action"]]
+        assert len(sends) == 2 and all(s["Condition"] == condition for s in sends)
+    variables = client("lambda").get_function_configuration(FunctionName=f"{PREFIX}-inbound-handler")[
+        "Environment"
+    ]["Variables"]
+    assert variables["PUBLIC_EMAIL"] == public
