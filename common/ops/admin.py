@@ -272,6 +272,7 @@ def cmd_quarantine_show(args: argparse.Namespace) -> int:
         "reason",
         "receivedAt",
         "sender",
+        "address",  # the public address written to
         "subject",
         "s3",
         "releaseAddress",

@@ -148,6 +148,23 @@ def test_a_disabled_address_quarantines_and_an_added_one_is_labelled(
     table = cli(stack, "list").stdout
     assert "shop-y@example.com" in table and "disabled" in table
 
+    # the owner's side names the address: `quarantine show`, `conversations`, the digest
+    shown = cli(stack, _held_id(stack), command="quarantine show").stdout
+    assert "address:        shop-y@example.com" in shown
+    contacts = json.loads(cli(stack, "--json", command="conversations").stdout)
+    assert [(c["senderEmail"], c["publicAddress"]) for c in contacts] == [
+        ("eve@shopa.example", "shop-a@example.com")
+    ]
+    from common.delivery.quarantine import send_digest
+
+    assert send_digest(stack.cfg)["count"] == 1
+    flush(stack, fns)
+    [digest] = [m for m in sent(stack, "owner@example.net") if m.message["Subject"].startswith("Quarantine")]
+    assert (
+        "1. Dan <dan@shop.example>\n   To:       shop-y@example.com\n"
+        in digest.message.get_body(("plain",)).get_content()
+    )
+
     # the owner can still release the held mail: forwarded, labelled with its address, never acked
     from common.delivery import release
 
