@@ -45,7 +45,9 @@ MAX_INLINE_CHARS = 2048  # Lambda's environment holds 4 KB in all: the rest is t
 
 @dataclass(frozen=True, slots=True)
 class PublicAddress:
-    address: str  # the address written to (for the catch-all: the recipient itself), lowercase
+    # the address written to: a listed one as configured (IAM's ses:FromAddress compares it exactly),
+    # a catch-all's recipient lowercased
+    address: str
     label: str
     ack: bool
     ack_subject: str
@@ -77,7 +79,7 @@ class Addresses:
     def resolve(self, recipient: str) -> PublicAddress | None:
         """The public address ``recipient`` is, or None: a listed one, else one the catch-all covers."""
         address = recipient.strip().strip("<>").strip().lower()
-        found = next((a for a in self.listed if a.address == address), None)
+        found = next((a for a in self.listed if a.address.lower() == address), None)
         if found is not None or self.catch_all is None:
             return found
         local, _, domain = address.rpartition("@")
@@ -107,12 +109,15 @@ def split(public_email: str, public_addresses: str) -> tuple[tuple[str, ...], st
             text = Path(text).expanduser().read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ConfigError(f"PUBLIC_ADDRESSES={public_addresses!r}: {exc.strerror or exc}") from None
-    listed = [a.strip().lower() for a in public_email.split(",") if a.strip()]
-    described = _settings(text)
-    listed += [a for a in described if a not in listed]
+    listed = [a.strip() for a in public_email.split(",") if a.strip()]
+    listed += list(_settings(text))
     if text:
         text = json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=True)
-    return tuple(dict.fromkeys(listed)), text
+    # once each in any case, as first spelt (the default keeps its spelling: one address is as before)
+    first: dict[str, str] = {}
+    for address in listed:
+        first.setdefault(address.lower(), address)
+    return tuple(first.values()), text
 
 
 def _settings(text: str) -> dict[str, dict[str, Any]]:
@@ -138,7 +143,7 @@ def _settings(text: str) -> dict[str, dict[str, Any]]:
         for name in ("ack_subject", "ack_template"):
             if name in settings and not (isinstance(settings[name], str) and settings[name].strip()):
                 raise ConfigError(f"PUBLIC_ADDRESSES: {address}: {name} must be a non-empty string")
-        out[address.strip().lower()] = settings
+        out[address.strip()] = settings
     return out
 
 
@@ -147,7 +152,7 @@ def problem(addresses: tuple[str, ...], domain: str, inline: str) -> str:
     as ``*@DOMAIN_NAME``, at least one real address (the default), settings that fit Lambda."""
     domain = domain.lower()
     for address in addresses:
-        local, _, at = address.rpartition("@")
+        local, _, at = address.lower().rpartition("@")
         if domain and at != domain:
             return f"PUBLIC_EMAIL: {address} is not an address at DOMAIN_NAME ({domain})"
         if "*" in local and local != "*":
@@ -168,10 +173,10 @@ def problem(addresses: tuple[str, ...], domain: str, inline: str) -> str:
 def _table(
     listed: tuple[str, ...], inline: str, domain: str, ack_subject: str, ack_template: str
 ) -> Addresses:
-    settings = _settings(inline)
+    settings = {a.lower(): s for a, s in _settings(inline).items()}
 
     def one(address: str) -> PublicAddress:
-        s = settings.get(address, {})
+        s = settings.get(address.lower(), {})
         catch = address.startswith("*@")
         return PublicAddress(
             address,
@@ -193,7 +198,7 @@ def _table(
 
 def of(cfg: Config) -> Addresses:
     """The deployment's public addresses (cached per configuration)."""
-    listed = cfg.public_emails or ((cfg.public_email.lower(),) if cfg.public_email else ())
+    listed = cfg.public_emails or ((cfg.public_email,) if cfg.public_email else ())
     return _table(listed, cfg.public_addresses, cfg.domain_name, cfg.ack_subject, cfg.ack_template)
 
 

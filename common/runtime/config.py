@@ -278,11 +278,7 @@ def load(environ: Mapping[str, str] | None = None, require: Iterable[str] = ()) 
             str(values.get("public_email", "")), str(values.get("public_addresses", ""))
         )
         values["public_emails"], values["public_addresses"] = listed, inline
-        first = next((a.strip() for a in str(values.get("public_email", "")).split(",") if a.strip()), "")
-        # the default keeps its spelling (one address: exactly as before)
         values["public_email"] = next((a for a in listed if not a.startswith("*@")), "")
-        if first.lower() == values["public_email"]:
-            values["public_email"] = first
 
     cfg = Config(**values, _env_names={f.name: env_name(f.name) for f in fields(Config)})  # type: ignore[arg-type]
     cfg = _with_defaults(cfg)

@@ -26,14 +26,16 @@ def test_one_address_is_the_configuration_of_before() -> None:
     assert cfg.public_email == "Hello@example.com" and not table.several and table.catch_all is None
     assert table.resolve("hello@example.com") == table.primary and table.primary.ack
     assert table.resolve("other@example.com") is None
-    assert table.primary.ack_subject == cfg.ack_subject and table.primary.label == "hello@example.com"
+    assert table.primary.ack_subject == cfg.ack_subject and table.primary.label == "Hello@example.com"
+    # written from as spelt: IAM's ses:FromAddress condition (StringEquals) compares it exactly
+    assert table.sending_from("hello@EXAMPLE.com") == "Hello@example.com" == addresses.sending(cfg, "")
 
 
 def test_several_addresses_their_settings_and_the_catch_all() -> None:
     cfg = config.load(SEVERAL)
     table = addresses.of(cfg)
     assert cfg.public_email == "hello@example.com" and table.several
-    assert cfg.public_emails == ("hello@example.com", "jobs@example.com", "*@example.com")
+    assert cfg.public_emails == ("hello@example.com", "Jobs@example.com", "*@example.com")
     jobs = table.resolve("<JOBS@example.com>")
     assert jobs is not None and (jobs.label, jobs.ack_subject, jobs.ack) == (
         "Jobs",
