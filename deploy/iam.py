@@ -200,9 +200,12 @@ def from_addresses(cfg: Config) -> dict[str, Any]:
     from common.runtime import addresses
 
     table = addresses.of(cfg)
-    if table.catch_all is not None:
-        return {"StringLike": {"ses:FromAddress": f"*@{table.domain}"}}
     listed = [a.address for a in table.listed]
+    if table.catch_all is not None:  # StringLike is case-sensitive: a listed address spelt otherwise too
+        spelt = [a for a in listed if not a.endswith(f"@{table.domain}")]
+        return {
+            "StringLike": {"ses:FromAddress": [f"*@{table.domain}", *spelt] if spelt else f"*@{table.domain}"}
+        }
     return {"StringEquals": {"ses:FromAddress": listed if len(listed) > 1 else cfg.public_email}}
 
 

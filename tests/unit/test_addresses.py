@@ -148,3 +148,25 @@ def test_an_entry_for_one_public_address() -> None:
         cfg, "@corp.example to x@y.example"
     )
     assert "covers the owner's address" in senderlists.protected(cfg, "jobs@example.com to hello@example.com")
+
+
+@pytest.mark.parametrize(
+    ("public", "condition"),
+    [
+        ("Hello@Example.com", {"StringEquals": {"ses:FromAddress": "Hello@Example.com"}}),  # as before
+        (
+            "hello@example.com,jobs@example.com",
+            {"StringEquals": {"ses:FromAddress": ["hello@example.com", "jobs@example.com"]}},
+        ),
+        ("hello@example.com,*@example.com", {"StringLike": {"ses:FromAddress": "*@example.com"}}),
+        # StringLike compares case-sensitively: an address spelt with capitals is named as well
+        (
+            "Hello@Example.com,*@example.com",
+            {"StringLike": {"ses:FromAddress": ["*@example.com", "Hello@Example.com"]}},
+        ),
+    ],
+)
+def test_the_senders_may_send_from_every_public_address(public: str, condition: dict[str, object]) -> None:
+    from deploy.iam import from_addresses
+
+    assert from_addresses(config.load({**BASE, "PUBLIC_EMAIL": public})) == condition
