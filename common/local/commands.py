@@ -288,7 +288,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     if not done:
         print(
             f"no receipt rule matches {recipients}: "
-            f"use {cfg.public_email} or an address at {cfg.thread_domain}",
+            f"use {', '.join(cfg.public_emails or [cfg.public_email])} or an address at {cfg.thread_domain}",
             file=sys.stderr,
         )
         return 2
