@@ -170,3 +170,19 @@ def test_the_senders_may_send_from_every_public_address(public: str, condition: 
     from deploy.iam import from_addresses
 
     assert from_addresses(config.load({**BASE, "PUBLIC_EMAIL": public})) == condition
+
+
+def test_the_local_defaults_serve_two_addresses_and_a_catch_all() -> None:
+    """`email-handler dev` and `make up` (compose/local.env): hello@ (ack), jobs@ (ack, its subject), *@."""
+    from common.local.env import local_env
+    from common.local.ingress import route
+
+    cfg = config.load(local_env())
+    table = addresses.of(cfg)
+    hello, jobs = table.listed
+    assert (hello.address, hello.ack, hello.ack_subject) == ("hello@example.com", True, cfg.ack_subject)
+    assert (jobs.address, jobs.ack) == ("jobs@example.com", True) and jobs.ack_subject != cfg.ack_subject
+    assert table.catch_all is not None and not table.catch_all.ack
+    # the SMTP ingress takes what SES's rules would: every address at the domain, the thread domain
+    assert route(cfg, "anyone@example.com") == "inbound-handler" == route(cfg, "jobs@example.com")
+    assert route(cfg, "x.tag@thread.example.com") == "reply-handler" and route(cfg, "a@example.org") is None
