@@ -1,4 +1,4 @@
-"""Several public addresses and a catch-all (issue 39, docs/owner.md "Several public addresses"), on the
+"""Several public addresses and a catch-all (docs/owner.md "Several public addresses"), on the
 embedded stack with IAM enforced: the local defaults serve hello@example.com (ack on),
 jobs@example.com (ack on, its own subject) and a catch-all for example.com (no ack).
 
