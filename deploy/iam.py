@@ -185,15 +185,32 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
             _allow(
                 ["ses:SendEmail", "ses:SendRawEmail"],
                 [f"arn:aws:ses:{a.region}:{account}:identity/*"],
-                {"StringEquals": {"ses:FromAddress": cfg.public_email}},
+                from_addresses(cfg),
             ),
             _allow(
                 ["ses:SendEmail", "ses:SendRawEmail"],
                 [f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
-                {"StringEquals": {"ses:FromAddress": cfg.public_email}},
+                from_addresses(cfg),
             ),
         ]
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def from_addresses(cfg: Config) -> dict[str, Any]:
+    """The senders' ses:FromAddress condition: every public address (one: that address, as before);
+    with a catch-all any address at DOMAIN_NAME (never the thread domain: ``*@example.com`` does not
+    match ``x@thread.example.com``), which also lets a removed or added address's conversations be
+    answered. Which address a message uses is the sender's check (common/runtime/addresses.py)."""
+    from common.runtime import addresses
+
+    table = addresses.of(cfg)
+    listed = [a.address for a in table.listed]
+    if table.catch_all is not None:  # StringLike is case-sensitive: a listed address spelt otherwise too
+        spelt = [a for a in listed if not a.endswith(f"@{table.domain}")]
+        return {
+            "StringLike": {"ses:FromAddress": [f"*@{table.domain}", *spelt] if spelt else f"*@{table.domain}"}
+        }
+    return {"StringEquals": {"ses:FromAddress": listed if len(listed) > 1 else cfg.public_email}}
 
 
 def role_arn(cfg: Config, account: str, function: str) -> str:

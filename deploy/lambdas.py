@@ -13,6 +13,7 @@ from dataclasses import fields
 from typing import Any
 
 from common.aws import control_client, or_none
+from common.runtime import addresses
 from common.runtime.config import Config, env_name
 from common.runtime.functions import FUNCTIONS, Function
 from deploy import propagation
@@ -64,7 +65,7 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
         "PROJECT_NAME": cfg.project,
         "ENVIRONMENT": cfg.env,
         "DOMAIN_NAME": cfg.domain_name,
-        "PUBLIC_EMAIL": cfg.public_email,
+        **{k: v for k, v in addresses.environment(cfg).items() if v},  # every address, their settings
         "PRIVATE_EMAIL": cfg.private_email,
         "EMAIL_BUCKET": cfg.bucket,
         "ALERT_TOPIC_ARN": topic_arn(cfg, cfg.alert_topic),

@@ -88,6 +88,18 @@ def _rule_view(rule: dict[str, Any]) -> dict[str, Any]:
     return {k: rule.get(k) for k in keys}
 
 
+def public_recipients(cfg: Config) -> list[str]:
+    """The public rule's recipient conditions: every listed address, or with a catch-all the domain
+    itself (SES: a domain matches every address at it, not its subdomains, so thread.DOMAIN stays the
+    thread rule's). One rule holds up to 100 recipients (SES quotas)."""
+    from common.runtime import addresses
+
+    table = addresses.of(cfg)
+    if table.catch_all is not None:
+        return [table.domain]
+    return [a.address for a in table.listed] if len(table.listed) > 1 else [cfg.public_email]
+
+
 def receipt_rules(run: Run, account: str, rule_set: str) -> None:
     """Thread replies first (and stop), then the public address: both store to staging/ and invoke
     ``live``."""
@@ -117,7 +129,7 @@ def receipt_rules(run: Run, account: str, rule_set: str) -> None:
             "Enabled": True,
             "TlsPolicy": "Optional",
             "ScanEnabled": True,
-            "Recipients": [cfg.public_email],
+            "Recipients": public_recipients(cfg),
             "Actions": [s3_action, lambda_action("inbound-handler")],
         },
     ]

@@ -355,6 +355,7 @@ def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) 
                 _cut(item.get("reason"), limits.DIGEST_REASON_CHARS, "(no reason)"),
                 _cut(item.get("receivedAt"), 40, ""),
                 address,
+                _cut(item.get("address"), limits.DIGEST_SENDER_CHARS, ""),  # the public address written to
             )
         )
     more = (
@@ -364,14 +365,16 @@ def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) 
         else ""
     )
     text = [
-        f"{count} message{'s' if count != 1 else ''} to {cfg.public_email} were quarantined "
+        f"{count} message{'s' if count != 1 else ''} to {', '.join(cfg.public_emails or [cfg.public_email])} "
+        "were quarantined "
         "and not forwarded.",
         "To release one, send any mail to its release address; it is then forwarded like any other.",
         "",
     ]
-    for n, _, sender, subject, reason, received, address in rows:
+    for n, _, sender, subject, reason, received, address, written in rows:
         text += [
             f"{n}. {sender}",
+            *([f"   To:       {written}"] if written else []),
             f"   Subject:  {subject}",
             f"   Reason:   {reason}",
             f"   Received: {received}",
@@ -382,9 +385,10 @@ def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) 
         text.append(more)
     esc = htmllib.escape
     cells = "".join(
-        f"<tr><td>{esc(sender)}</td><td>{esc(subject)}</td><td>{esc(reason)}</td><td>{esc(received)}</td>"
+        f"<tr><td>{esc(sender)}{f'<br>to {esc(written)}' if written else ''}</td>"
+        f"<td>{esc(subject)}</td><td>{esc(reason)}</td><td>{esc(received)}</td>"
         f'<td><a href="mailto:{address}?subject={quote("Release " + qid)}">release</a></td></tr>'
-        for _, qid, sender, subject, reason, received, address in rows
+        for _, qid, sender, subject, reason, received, address, written in rows
     )
     html = (
         f"<html><body><p>{esc(text[0])}<br>{esc(text[1])}</p>"

@@ -20,7 +20,8 @@ from common.mail.build import unbuildable
 from common.mail.parse import Attachment as MailPart
 from common.mail.parse import ParsedMail
 from common.mail.threads import conversation_id, thread_address
-from common.runtime import events
+from common.runtime import addresses, events
+from common.runtime.addresses import PublicAddress
 from common.runtime.config import Config
 from common.runtime.errors import EmailHandlerError
 from common.runtime.log import bind, get_logger
@@ -43,6 +44,7 @@ def deliver(
     warnings: tuple[str, ...],
     receipt: events.SesReceipt | None,
     record: intake.Recorder = intake.released,
+    public: PublicAddress | None = None,
 ) -> InboundResult:
     """Record the conversation, archive the raw mail, store its parts, ack a first contact (only for
     a live ``receipt``, whose ``record`` checks the block list and takes the ack: a release from
@@ -51,6 +53,11 @@ def deliver(
     its role needs no ``dynamodb:ConditionCheckItem`` (tests/unit/test_iam_static.py)."""
     cid = conversation_id(mail.from_address, mail.display_name, cfg.opaque_relay_domains)
     bind(conversation_id=cid)
+    # The public address written to (a release: the one its quarantine record names): the ack comes
+    # from it, the forward's banner names it (several addresses), the forward is sent from it.
+    public = public or addresses.of(cfg).primary
+    if addresses.of(cfg).several:
+        warnings = (*warnings, f"Written to {public.described}")
 
     def refuse(reason: str) -> InboundResult:
         if receipt is None:
@@ -95,10 +102,19 @@ def deliver(
         lambda key: attachments.download_link(cfg, key),
     )
     # A forward that can never be built is quarantined now, before any ack goes out.
-    if problem := unbuildable(forward, cfg.public_email, cfg.domain_name):
+    forward.from_address = public.address
+    if problem := unbuildable(forward, public.address, cfg.domain_name):
         return refuse(f"forward cannot be built: {problem}")
-    ack_message = None if ack_reason else build_ack(cfg, mid, cid, mail)
-    if ack_message is not None and (problem := unbuildable(ack_message, cfg.public_email, cfg.domain_name)):
+    ack_message = None
+    if not ack_reason:  # the address's own subject and text
+        ack_message = build_ack(
+            dataclasses.replace(cfg, ack_subject=public.ack_subject, ack_template=public.ack_template),
+            mid,
+            cid,
+            mail,
+        )
+        ack_message.from_address = public.address
+    if ack_message is not None and (problem := unbuildable(ack_message, public.address, cfg.domain_name)):
         ack_message, ack_reason = None, f"ack cannot be built: {problem}"
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
     if ack_message is not None:

@@ -25,6 +25,7 @@ from common.delivery.results import DigestResult, InboundResult
 from common.mail import limits
 from common.mail.headers import header_text, parse_mailbox
 from common.mail.parse import ParsedMail
+from common.runtime import addresses
 from common.runtime.clock import iso_z
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
@@ -85,7 +86,17 @@ def hold(
             }
         ),
     )
-    records.record(cfg, receipt.message_id, key, when, shown or sender or receipt.source, subject, reason)
+    public = addresses.of(cfg).written_to(receipt.recipients)
+    records.record(
+        cfg,
+        receipt.message_id,
+        key,
+        when,
+        shown or sender or receipt.source,
+        subject,
+        reason,
+        public.address if public else "",
+    )
     return key
 
 

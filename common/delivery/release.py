@@ -10,15 +10,18 @@ inbound-handler.
 
 from __future__ import annotations
 
+import functools
+
 from common.delivery.compose import build_unparsed_forward, fits_attached
 from common.delivery.deliver import UndeliverableError, deliver
 from common.delivery.results import ReleaseResult
 from common.mail import limits
 from common.mail.parse import parse
+from common.runtime import addresses
 from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
-from common.store import attachments, rawmail
+from common.store import attachments, intake, rawmail
 from common.store import quarantine as records
 from common.store.sendqueue import enqueue
 
@@ -49,7 +52,9 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
             f"Released from quarantine by the owner (it was held because: {item.get('reason', 'unknown')})."
         )
         try:
-            result = deliver(cfg, mid, parse(raw), raw, when, (note,), None)
+            public = addresses.served(cfg, str(item.get("address") or "")) or addresses.of(cfg).primary
+            record = functools.partial(intake.released, public=public.address)
+            result = deliver(cfg, mid, parse(raw), raw, when, (note,), None, record, public)
         except UndeliverableError as exc:
             log.warning("release failed", extra={"quarantine_id": qid, "reason": str(exc)})
             return {"status": "undeliverable", "id": qid, "reason": str(exc)}

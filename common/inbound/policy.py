@@ -18,6 +18,7 @@ from typing import Any
 from common.mail import limits, reports
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail, parse
+from common.runtime import addresses
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
@@ -207,8 +208,7 @@ def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
         return Decision(Action.QUARANTINE, "spam verdict FAIL")
     if v.get("dmarc") == "FAIL" and receipt.dmarc_policy == "reject":
         return Decision(Action.QUARANTINE, "DMARC FAIL with sender policy reject")
-    public = cfg.public_email.lower()
-    if not any(r.strip().lower() == public for r in receipt.recipients):
+    if addresses.of(cfg).written_to(receipt.recipients) is None:  # SES's recipients: every public address
         return Decision(Action.DROP, "recipient is not the public address")
     return None
 

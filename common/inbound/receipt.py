@@ -21,10 +21,11 @@ from common.delivery.results import InboundResult
 from common.inbound import policy
 from common.mail.build import unbuildable
 from common.mail.parse import ParsedMail
-from common.runtime import events
+from common.runtime import addresses, events
 from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
+from common.store import addresses as registry
 from common.store import intake, layout, rawmail, senderlists, staging
 from common.store.sendqueue import enqueue
 
@@ -52,8 +53,14 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         )
         return {"status": "already-processed", "messageId": mid}
     when = received_at(receipt)
+    # The public address written to: from SES's recipients only (None: the policy drops the mail).
+    public = addresses.of(cfg).written_to(receipt.recipients)
     assessed = policy.assess(
-        receipt, raw, cfg, lambda: policy.RULES.get(cfg), lambda address: senderlists.lookup(cfg, address)
+        receipt,
+        raw,
+        cfg,
+        lambda: policy.RULES.get(cfg) if public is None or public.keywords else policy.Rules(),
+        lambda address: senderlists.lookup(cfg, address, public.address if public else ""),
     )
     decision, mail = assessed.decision, assessed.mail
     fields = log_fields(mail) if mail else envelope_fields(receipt)
@@ -72,6 +79,10 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         return {"status": "dsn", "reason": decision.reason, "key": key, "messageId": mid}
     if decision.action == policy.Action.COMPLAINT and mail is not None:
         return complained(cfg, receipt, mail, raw, decision.reason, when)
+    if public is not None and public.catch_all:  # an address `email-handler address` manages
+        public, disabled = registry.applied(cfg, public)
+        if disabled:  # quarantined, never bounced: a disabled address must not confirm itself
+            return quarantined(cfg, receipt, mail, raw, disabled, when)
     if decision.action == policy.Action.QUARANTINE or mail is None:
         return quarantined(cfg, receipt, mail, raw, decision.reason, when)
 
@@ -79,7 +90,9 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
     taking = functools.partial(
         intake.record,
         authenticated=ack.authenticated(receipt, mail.from_address),
-        ack_refusal=ack.refusal_before_budget(cfg, receipt, mail),
+        ack_refusal=(f"no ack for {public.address}" if public and not public.ack else "")
+        or ack.refusal_before_budget(cfg, receipt, mail),
+        public=public.address if public else "",
     )
 
     def record(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime) -> intake.Recorded:
@@ -92,7 +105,7 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         )
         return replace(recorded, ack_refusal=note, ack_note=note) if note else recorded
 
-    result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt, record)
+    result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt, record, public)
     staging.done(cfg, receipt)
     return result
 

@@ -288,7 +288,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     if not done:
         print(
             f"no receipt rule matches {recipients}: "
-            f"use {cfg.public_email} or an address at {cfg.thread_domain}",
+            f"use {', '.join(cfg.public_emails or [cfg.public_email])} or an address at {cfg.thread_domain}",
             file=sys.stderr,
         )
         return 2
@@ -430,7 +430,8 @@ def cmd_smtp(args: argparse.Namespace) -> int:
     cfg = local_config(args)
     ingress = SmtpIngress(cfg, args.host, args.port).start()
     print(
-        f"[smtp] listening on {args.host}:{args.port} for {cfg.public_email} and *@{cfg.thread_domain}",
+        f"[smtp] listening on {args.host}:{args.port} for "
+        f"{', '.join(cfg.public_emails or [cfg.public_email])} and *@{cfg.thread_domain}",
         flush=True,
     )
     run_until_signalled()

@@ -334,7 +334,7 @@ class DevStack:
             "[dev] ready. Ctrl-C stops everything.",
             f"  AWS emulator (moto)   {self.endpoint}",
             f"  SMTP ingress          smtp://127.0.0.1:{self.ports.smtp}   "
-            f"accepts {cfg.public_email} and *@{cfg.thread_domain}",
+            f"accepts {', '.join(cfg.public_emails or [cfg.public_email])} and *@{cfg.thread_domain}",
         ]
         for name, port in self.ports.functions.items():
             lines.append(f"  {name:<21} http://127.0.0.1:{port}{INVOKE_PATH}")

@@ -24,7 +24,8 @@ CREDENTIALS_FILE = Path(__file__).resolve().parents[2] / ".build" / "local" / "c
 # Fallback when the package is installed without the repository (the file is the source of truth).
 _BUILTIN = {
     "DOMAIN_NAME": "example.com",
-    "PUBLIC_EMAIL": "hello@example.com",
+    "PUBLIC_EMAIL": "hello@example.com,jobs@example.com,*@example.com",
+    "PUBLIC_ADDRESSES": '{"jobs@example.com":{"label":"jobs","ack_subject":"Thanks for your application"}}',
     "PRIVATE_EMAIL": "owner@example.net",
     "AWS_REGION": "us-east-1",
     "AWS_DEFAULT_REGION": "us-east-1",

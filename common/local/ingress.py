@@ -3,7 +3,8 @@ receipt rules do on AWS.
 
 The rules, in the order ``email-handler deploy`` creates them: mail for ``thread.<DOMAIN_NAME>`` is
 stored under ``staging/<messageId>`` and handed to reply-handler (and stops there); mail for
-``PUBLIC_EMAIL`` is stored the same way and handed to inbound-handler. Any other recipient is
+every public address (PUBLIC_EMAIL's list; the whole domain with a catch-all) is stored the same
+way and handed to inbound-handler. Any other recipient is
 refused at RCPT time, as SES refuses recipients no rule matches. The hand-over is an asynchronous
 invocation (SES uses InvocationType=Event): a message on the wiring's invocations queue, which the
 wiring delivers one at a time per function and retries like Lambda does.
@@ -22,7 +23,7 @@ from typing import Any
 from common.aws import s3, sqs
 from common.local import events as localevents
 from common.local.provision import wiring_queue
-from common.mail.threads import receiving_function
+from common.runtime.addresses import receiving_function
 from common.runtime.config import Config
 from common.runtime.functions import SMTP_PORT
 from common.runtime.log import get_logger
@@ -34,7 +35,7 @@ MAX_MESSAGE_BYTES = 40 * 1024 * 1024  # SES receiving's limit, headers included
 
 def route(cfg: Config, recipient: str) -> str | None:
     """The function SES's receipt rules would hand mail for ``recipient`` to, or None (refused)."""
-    return receiving_function(recipient, cfg.public_email, cfg.thread_domain)
+    return receiving_function(cfg, recipient)  # every public address, the catch-all's too
 
 
 @dataclass(frozen=True, slots=True)

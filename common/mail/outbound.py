@@ -1,4 +1,5 @@
-"""The sender queue message (schema 1): what a queued send carries, shared by producers and senders.
+"""The sender queue message (schema 2; 1 is still read): what a queued send carries, shared by
+producers and senders.
 
 Producers (common/delivery, common/reply) build an :class:`OutboundMessage`; common/store/sendqueue.py
 puts it on a queue (through S3 when it is large) and gives it back to the senders; the senders build
@@ -15,7 +16,11 @@ from common.runtime.errors import EventError
 
 __all__ = ["ALLOWED_HEADERS", "SCHEMA", "Attachment", "OutboundMessage"]
 
-SCHEMA = 1
+SCHEMA = 2
+# Schema 1 had no from_address (one public address): such a message goes out from PUBLIC_EMAIL's
+# default, as it was built to. A sender of schema 1 refuses a schema 2 message (SQS keeps it) instead of
+# sending it from another address than the one it names.
+READABLE = frozenset({1, SCHEMA})
 # The only extra headers a queue message may ask for; everything else is built by the sender.
 ALLOWED_HEADERS = frozenset({"Auto-Submitted", "X-Auto-Response-Suppress", "Precedence"})
 
@@ -41,6 +46,8 @@ class OutboundMessage:
     text: str
     html: str = ""
     from_name: str = ""  # display name on the public address
+    # The public address it goes out from ('' = the default); the sender checks it is one it serves.
+    from_address: str = ""
     reply_to: str = ""
     in_reply_to: str = ""
     references: list[str] = field(default_factory=list)
@@ -60,11 +67,13 @@ class OutboundMessage:
     def from_dict(cls, doc: Any) -> OutboundMessage:
         if not isinstance(doc, dict):
             raise EventError("queue message is not a JSON object")
-        if doc.get("schema") != SCHEMA:
+        if doc.get("schema") not in READABLE:
             raise EventError(f"unsupported queue message schema {doc.get('schema')!r} (expected {SCHEMA})")
         for name in ("kind", "idempotency_key", "correlation_id", "subject", "text"):
             if not isinstance(doc.get(name), str):
                 raise EventError(f"queue message field {name!r} missing or not a string")
+        if not isinstance(doc.get("from_address", ""), str):
+            raise EventError("queue message field 'from_address' is not a string")
         if not doc["idempotency_key"]:
             raise EventError("queue message has an empty idempotency_key")
         to = doc.get("to")
@@ -75,6 +84,7 @@ class OutboundMessage:
             raise EventError(f"queue message asks for headers that are not allowed: {sorted(unknown)}")
         known = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in doc.items() if k in known}
+        values["schema"] = SCHEMA  # read as today's message (schema 1: from_address '', the default)
         try:
             values["attachments"] = [Attachment(**a) for a in doc.get("attachments") or []]
         except TypeError as exc:

@@ -207,6 +207,7 @@ QUARANTINE_COLUMNS = [
     ("receivedAt", "received", 20),
     ("status", "status", 8),
     ("sender", "sender", 32),
+    ("address", "written to", 24),
     ("subject", "subject", 30),
     ("reason", "reason", 0),
 ]
@@ -281,6 +282,7 @@ def cmd_quarantine_show(args: argparse.Namespace) -> int:
         "reason",
         "receivedAt",
         "sender",
+        "address",  # the public address written to
         "subject",
         "s3",
         "releaseAddress",
@@ -375,6 +377,8 @@ def _set(args: argparse.Namespace, list_name: str) -> int:
     from common.store import senderlists
 
     t = target(args)
+    if args.entry and args.to:  # only for mail to that public address
+        args.entry = f"{args.entry}{senderlists.SCOPE}{args.to}"
     if not args.entry:
         entries = [e for e in senderlists.entries(t.cfg) if e.list == list_name]
         rows = [
@@ -406,12 +410,15 @@ ENTRY = arg(
 )
 
 
-@command("quarantine later mail from ADDR or @DOMAIN (no forward, no ack)", ENTRY, *TARGET)
+TO = arg("--to", default="", help="only for mail to this public address (default: to any)")
+
+
+@command("quarantine later mail from ADDR or @DOMAIN (no forward, no ack)", ENTRY, TO, *TARGET)
 def cmd_block(args: argparse.Namespace) -> int:
     return _set(args, "block")
 
 
-@command("exempt ADDR or @DOMAIN from the keyword lists (SES's verdicts still apply)", ENTRY, *TARGET)
+@command("exempt ADDR or @DOMAIN from the keyword lists (SES's verdicts still apply)", ENTRY, TO, *TARGET)
 def cmd_allow(args: argparse.Namespace) -> int:
     return _set(args, "allow")
 
@@ -419,12 +426,15 @@ def cmd_allow(args: argparse.Namespace) -> int:
 @command(
     "take ADDR or @DOMAIN off the block or allow list",
     arg("entry", help="ADDR or @DOMAIN"),
+    TO,
     *TARGET,
 )
 def cmd_unblock(args: argparse.Namespace) -> int:
     from common.store import senderlists
 
     t = target(args)
+    if args.to:
+        args.entry = f"{args.entry}{senderlists.SCOPE}{args.to}"
     try:
         removed = senderlists.remove(t.cfg, args.entry)
     except ValueError as exc:
@@ -743,6 +753,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         ("timestamp", "last", 20),
         ("conversationId", "conversation", 36),
         ("senderEmail", "contact", 32),
+        ("publicAddress", "written to", 24),
         ("companyName", "company", 16),
         ("spam", "spam?", 6),
         ("subject", "subject", 0),

@@ -19,7 +19,7 @@ from common.local import commands as local
 from common.local.commands import Command
 from common.local.env import admin_credentials
 from common.local.termsafe import SafeStream
-from common.ops import admin, deployment
+from common.ops import addresses, admin, deployment
 
 COMMANDS: dict[str, Command] = {
     "invoke": local.cmd_invoke,
@@ -52,6 +52,9 @@ COMMANDS: dict[str, Command] = {
     "dlq redrive": admin.cmd_dlq_redrive,
     "conversations": admin.cmd_conversations,
     "forget": admin.cmd_forget,
+    "address add": addresses.cmd_address_add,
+    "address disable": addresses.cmd_address_disable,
+    "address list": addresses.cmd_address_list,
 }
 GROUPS: dict[str, str] = {
     "dns": "a stand-in for DNS on the emulator's fresh-account model",
@@ -61,6 +64,7 @@ GROUPS: dict[str, str] = {
     "quarantine": "mail held by the spam policy or the owner's block list: list, show, release, digest",
     "suppression": "addresses sends are skipped for (bounces, complaints): list, remove",
     "dlq": "dead-letter queues: list what failed, redrive it",
+    "address": "public addresses a catch-all covers, without a redeploy: add, disable, list",
 }
 
 

@@ -45,7 +45,8 @@ from common.reply.text import (
     reply_subject,
     reply_text,
 )
-from common.runtime import events
+from common.runtime import addresses, events
+from common.runtime.addresses import from_command
 from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
@@ -132,6 +133,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             cid = conversation_id(to, "", cfg.opaque_relay_domains)
             bind(conversation_id=cid)
             check_contact(cfg, to)
+            public = chosen_address(cfg, mail.own_text)  # [from: ADDR], else the default
             record = None
         else:
             cid = goal.value
@@ -155,7 +157,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
             raise NotAuthorisedError("owner message already sent (replay)")
         identity = auth.message_identities(mail)[0]
         if goal.kind == TargetKind.NEW:
-            record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received)
+            record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received, public)
     except UnreadableReplyError as exc:
         # The owner's own reply, authenticated, that cannot be read: refused, and the owner told why.
         result = reject(cfg, receipt, raw, str(exc))
@@ -198,6 +200,19 @@ def _subject(raw: bytes) -> str:
     except NotAuthorisedError:
         return ""
     return next((v for n, v in fields if n.lower() == "subject"), "")
+
+
+def chosen_address(cfg: Config, text: str) -> str:
+    """The public address a conversation the owner starts is written from: ``[from: ADDR]`` on a line of
+    the owner's own text (one this deployment serves), else the default. Only the owner, authorised
+    above, gets here: a contact's mail never chooses an address."""
+    wanted = from_command(text)
+    if not wanted:
+        return cfg.public_email
+    found = addresses.served(cfg, wanted)
+    if found is None:
+        raise NotAuthorisedError(f"[from: {wanted[:100]}] is not one of this system's public addresses")
+    return found.address
 
 
 def check_contact(cfg: Config, contact: str) -> None:
@@ -273,10 +288,12 @@ def send_reply(
     the owner starts: its own subject, no threading headers); apply the owner's controls first."""
     owners = tuple(cfg.owner_addresses)
     contact = str(record["senderEmail"])
+    # From the address the contact wrote to (SES's recipients, kept on the record), never another.
+    public = addresses.of(cfg).sending_from(str(record.get("publicAddress") or ""))
     names = owner_names(cfg.owner_names, mail.display_name)
 
     def hide(text: str) -> str:  # the owner's addresses and names, in whatever language surrounds them
-        return hide_names(hide_addresses(text, owners, cfg.public_email), names, cfg.public_name)
+        return hide_names(hide_addresses(text, owners, public), names, cfg.public_name)
 
     reading = read_reply(reply_text(mail.text, mail.html), evidence(cfg, cid, record, new))
     body = re.sub(r"\n{3,}", "\n\n", extract_metadata(reading.own)[0]).strip()
@@ -367,6 +384,7 @@ def send_reply(
         subject=hide(subject),
         text=body,
         from_name=cfg.public_name,
+        from_address=public,
         in_reply_to=last or ses_form,
         references=[r for r in dict.fromkeys((last, ses_form)) if r],
         attachments=kept.attachments,

@@ -42,7 +42,9 @@ class Config:
     env: str = DEFAULT_ENV
     region: str = "us-east-1"
     domain_name: str = ""
-    public_email: str = ""
+    public_email: str = ""  # the default public address (PUBLIC_EMAIL's first; common/runtime/addresses.py)
+    public_emails: tuple[str, ...] = ()  # every address PUBLIC_EMAIL and PUBLIC_ADDRESSES list, *@DOMAIN too
+    public_addresses: str = ""  # PUBLIC_ADDRESSES: each address's settings, as inline JSON
     private_email: str = ""
     owner_emails: tuple[str, ...] = ()
     owner_names: tuple[str, ...] = ()  # the owner's names (comma-separated): hidden in all a contact receives
@@ -170,11 +172,10 @@ class Config:
 
     @property
     def own_addresses(self) -> frozenset[str]:
-        """The owner's mailboxes and PUBLIC_EMAIL: never acked, suppressed, blocked or written to as a
-        contact."""
-        return self.owner_addresses | (
-            {self.public_email.strip().lower()} if self.public_email.strip() else set()
-        )
+        """The owner's mailboxes and every public address: never acked, suppressed, blocked or written
+        to as a contact (a catch-all's addresses are all at DOMAIN_NAME, which is_own covers)."""
+        public = {a for a in (self.public_email, *self.public_emails) if a.strip() and "*" not in a}
+        return self.owner_addresses | {a.strip().lower() for a in public}
 
     def is_own(self, address: str) -> bool:
         """The one reading of "our own address" (acks, loops, suppression and list protection use it):
@@ -248,7 +249,7 @@ _ENV = {
 
 
 # Fields the code sets, not the environment.
-_NOT_FROM_ENV = frozenset({"function"})
+_NOT_FROM_ENV = frozenset({"function", "public_emails"})
 
 
 def env_name(field_name: str) -> str:
@@ -274,6 +275,14 @@ def load(environ: Mapping[str, str] | None = None, require: Iterable[str] = ()) 
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
     if region:
         values["region"] = region
+    if "public_email" in values or "public_addresses" in values:  # several addresses, a catch-all
+        from common.runtime import addresses
+
+        listed, inline = addresses.split(
+            str(values.get("public_email", "")), str(values.get("public_addresses", ""))
+        )
+        values["public_emails"], values["public_addresses"] = listed, inline
+        values["public_email"] = next((a for a in listed if not a.startswith("*@")), "")
 
     cfg = Config(**values, _env_names={f.name: env_name(f.name) for f in fields(Config)})  # type: ignore[arg-type]
     cfg = _with_defaults(cfg)
@@ -344,6 +353,11 @@ def _validate(cfg: Config) -> None:
         and not cfg.public_email.lower().endswith("@" + cfg.domain_name.lower())
     ):
         raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({cfg.domain_name})")
+    if cfg.public_emails:
+        from common.runtime import addresses
+
+        if why := addresses.problem(cfg.public_emails, cfg.domain_name, cfg.public_addresses):
+            raise ConfigError(why)
     if cfg.account_id and not re.fullmatch(r"[0-9]{12}", cfg.account_id):
         raise ConfigError(f"ACCOUNT_ID={cfg.account_id!r} is not an AWS account id (12 digits)")
     if cfg.thread_secret and len(cfg.thread_secret) < 16:

@@ -320,8 +320,10 @@ class Sender:
 
     def send_with_retries(self, msg: OutboundMessage) -> dict[str, Any]:
         from common.mail.build import build
+        from common.runtime.addresses import sending
 
-        built = build(msg, self.cfg.public_email, self.cfg.domain_name, self.prefix, self._fetch)
+        sender = sending(self.cfg, msg.from_address)  # a public address this deployment serves, or refused
+        built = build(msg, sender, self.cfg.domain_name, self.prefix, self._fetch)
         raw = self._encrypted_for_owner(msg, built).as_bytes()
         ses.prepare()  # a cold client costs ~100 ms: pay it before taking a rate slot, not inside it
         attempts, code = 0, ""
@@ -346,7 +348,7 @@ class Sender:
             self.pacer.started(time.time())
             attempts += 1
             try:
-                ses_id = ses.send_raw(raw, self.cfg.public_email, msg.to, self.cfg.ses_configuration_set)
+                ses_id = ses.send_raw(raw, sender, msg.to, self.cfg.ses_configuration_set)
             except Exception as exc:
                 if ses.daily_quota_exceeded(exc):
                     self.quota_used_up = True

@@ -31,7 +31,13 @@ class CollisionError(EmailHandlerError):
 
 
 def record_inbound(
-    cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, authenticated: bool = True
+    cfg: Config,
+    cid: str,
+    mid: str,
+    mail: ParsedMail,
+    when: datetime,
+    authenticated: bool = True,
+    public: str = "",
 ) -> bool:
     """Upsert the conversation for a received mail; True on first contact (also when a first
     delivery is retried: the record remembers which SES message created it). Raises
@@ -41,7 +47,7 @@ def record_inbound(
     existing one (subject, last message, display name, the message the owner's reply threads under,
     its time and expiry), so a spoof of an existing contact can neither rewrite what the owner sees
     nor keep the record alive; it is forwarded with its warning and archived all the same."""
-    write = inbound_write(cfg, cid, mid, mail, when, authenticated)
+    write = inbound_write(cfg, cid, mid, mail, when, authenticated, public)
     try:
         new = dynamodb.update(**write, return_values="ALL_NEW", raise_on_condition=True)
     except dynamodb.ConditionFailedError as exc:
@@ -55,10 +61,12 @@ FIRST_CONTACT = "(attribute_not_exists(firstMessageId) OR firstMessageId = :m)"
 
 
 def inbound_write(
-    cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, authenticated: bool
+    cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, authenticated: bool, public: str = ""
 ) -> dict[str, Any]:
     """The conditional update :func:`record_inbound` makes (``table``, ``key``, ``expression``,
-    ``values``, ``names``, ``condition``), also the record's action in common/store/intake.py."""
+    ``values``, ``names``, ``condition``), also the record's action in common/store/intake.py.
+    ``public``: the public address the mail was written to (SES's receipt recipients), kept as
+    ``publicAddress``: the owner's replies go out from it (common/runtime/addresses.py)."""
     values: dict[str, Any] = {
         ":e": mail.from_address,
         ":d": mail.from_address.rpartition("@")[2],
@@ -88,6 +96,9 @@ def inbound_write(
     if mail.display_name:
         expression += ", " + fact("displayName", ":n")
         values[":n"] = mail.display_name
+    if public:  # optional attribute: a record without it (older, or one address) answers from the default
+        expression += ", " + fact("publicAddress", ":p")
+        values[":p"] = public
     return {
         "table": cfg.conversations_table,
         "key": {"conversationId": cid},
@@ -138,7 +149,7 @@ def mark_spam_candidate(cfg: Config, cid: str, detail: str) -> bool:
 
 
 def start_outbound(
-    cfg: Config, cid: str, address: str, subject: str, mid: str, when: datetime
+    cfg: Config, cid: str, address: str, subject: str, mid: str, when: datetime, public: str = ""
 ) -> dict[str, Any]:
     """The owner starts a conversation with ``address``: create the record (or keep the existing one's
     history). ``firstMessageId`` is the owner's message, so the contact's answer is not a first
@@ -150,12 +161,14 @@ def start_outbound(
         ":t": iso_z(when),
         ":m": mid,
         ":o": "owner",
+        ":p": public or cfg.public_email,
     }
     expression = _expiry(
         cfg,
         "SET senderEmail = :e, emailDomain = :d, subject = :s, #ts = :t, "
         "firstContactDate = if_not_exists(firstContactDate, :t), "
-        "firstMessageId = if_not_exists(firstMessageId, :m), startedBy = if_not_exists(startedBy, :o)",
+        "firstMessageId = if_not_exists(firstMessageId, :m), startedBy = if_not_exists(startedBy, :o), "
+        "publicAddress = :p",
         values,
         when,
     )

@@ -50,10 +50,10 @@ class Recorded:
 Recorder = Callable[[Config, str, str, ParsedMail, datetime], Recorded]
 
 
-def released(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime) -> Recorded:
+def released(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, public: str = "") -> Recorded:
     """A mail released from quarantine: the owner chose it, so no block list applies, and it gets no
     ack; its SES verdicts are not at hand, so it is recorded as not authenticated."""
-    first = conversations.record_inbound(cfg, cid, mid, mail, when, authenticated=False)
+    first = conversations.record_inbound(cfg, cid, mid, mail, when, authenticated=False, public=public)
     return Recorded(first, "released from quarantine")
 
 
@@ -65,6 +65,7 @@ def record(
     when: datetime,
     authenticated: bool,
     ack_refusal: str,
+    public: str = "",
 ) -> Recorded:
     """Record a mail inbound-handler forwards, unless the owner blocked its sender, and take an ack
     for a first contact when ``ack_refusal`` (common.delivery.ack.refusal_before_budget) is ''."""
@@ -72,15 +73,15 @@ def record(
 
     def apart() -> Recorded:
         """The same steps in separate calls: read the sender lists, record, take an ack."""
-        listing = senderlists.lookup(cfg, address)
+        listing = senderlists.lookup(cfg, address, public)
         if listing is not None and listing.list == senderlists.BLOCK:
             return Recorded(False, "sender blocked", listing)
-        if not conversations.record_inbound(cfg, cid, mid, mail, when, authenticated):
+        if not conversations.record_inbound(cfg, cid, mid, mail, when, authenticated, public):
             return Recorded(False, "not first contact")
         return Recorded(True, ack_refusal or ackbudget.spend(cfg, address))
 
-    checks = senderlists.block_checks(cfg, address)
-    write = conversations.inbound_write(cfg, cid, mid, mail, when, authenticated)
+    checks = senderlists.block_checks(cfg, address, public)
+    write = conversations.inbound_write(cfg, cid, mid, mail, when, authenticated, public)
     write["condition"] = f"{conversations.SAME_SENDER} AND {conversations.FIRST_CONTACT}"
     actions = [*checks, dynamodb.update_action(**write)]
     if not ack_refusal:
@@ -97,7 +98,7 @@ def record(
     code, old = reasons[len(checks)]
     if code != "None" and old is not None and old.get("senderEmail", address) != address:
         raise conversations.CollisionError(cid, str(old.get("senderEmail", "")))
-    first = conversations.record_inbound(cfg, cid, mid, mail, when, authenticated)
+    first = conversations.record_inbound(cfg, cid, mid, mail, when, authenticated, public)
     if not first:
         return Recorded(False, "not first contact")
     if ack_refusal:

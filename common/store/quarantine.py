@@ -35,7 +35,14 @@ def quarantine_id(ses_message_id: str) -> str:
 
 
 def record(
-    cfg: Config, ses_message_id: str, key: str, when: datetime, sender: str, subject: str, reason: str
+    cfg: Config,
+    ses_message_id: str,
+    key: str,
+    when: datetime,
+    sender: str,
+    subject: str,
+    reason: str,
+    address: str = "",
 ) -> str:
     """Write (or, on a retried delivery, rewrite) the record of a quarantined mail; returns its id."""
     qid = quarantine_id(ses_message_id)
@@ -50,6 +57,8 @@ def record(
         "status": HELD,
         PENDING_INDEX: layout.day(when),
     }
+    if address:  # the public address it was written to (several addresses: the lists and digest show it)
+        item["address"] = address
     if (
         cfg.retention_quarantine_days > 0
     ):  # DynamoDB TTL: the record goes when S3's lifecycle removes the mail

@@ -26,6 +26,9 @@ LISTS = (BLOCK, ALLOW)
 _DOMAIN = re.compile(r"(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9-]{2,63}")
 _LOCAL = re.compile(r"[^\s@<>\"(),;:\[\]\\]{1,64}")
 MAX_PARENTS = 8  # a.b.c.d.example: the address, then at most this many domain levels
+# "ENTRY to PUBLIC": an entry for mail to one public address only (docs/owner.md, "Several public
+# addresses"); it comes before the global entry of the same sender (no address holds a space).
+SCOPE = " to "
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +40,22 @@ class Listing:
 
 
 def normalise(value: str) -> str:
-    """``ADDR`` or ``@DOMAIN`` (a bare domain is read as ``@DOMAIN``), lowercased; ValueError otherwise."""
+    """``ADDR`` or ``@DOMAIN`` (a bare domain is read as ``@DOMAIN``), lowercased, optionally
+    ``… to PUBLIC`` (only for mail to that public address); ValueError otherwise."""
+    scope = ""
+    if SCOPE in value.lower():
+        value, public = value[: value.lower().index(SCOPE)], value[value.lower().index(SCOPE) + len(SCOPE) :]
+        scope = normalise(public)
+        if scope.startswith("@") or SCOPE in scope:
+            raise ValueError(f"{public!r} is not a public address")
+        scope = SCOPE + scope
     text = value.strip().strip("<>").strip().lower().rstrip(".")
     local, at, domain = text.rpartition("@")
     if not at:
         local, domain = "", text
     if not _DOMAIN.fullmatch(domain) or (local and not _LOCAL.fullmatch(local)):
         raise ValueError(f"{value!r} is neither an address nor @domain")
-    return f"{local}@{domain}"
+    return f"{local}@{domain}{scope}"
 
 
 def domain_of(entry: str) -> str:
@@ -59,16 +70,24 @@ def covers(entry: str, address: str) -> bool:
     return domain == wanted or domain.endswith("." + wanted)
 
 
-def candidates(address: str) -> list[str]:
-    """The entries that could apply to ``address``, most specific first."""
+def candidates(address: str, public: str = "") -> list[str]:
+    """The entries that could apply to ``address``, most specific first; for mail written to
+    ``public``, each entry scoped to it before the same global entry."""
     address = address.strip().lower()
     labels = domain_of(address).split(".")
     domains = [".".join(labels[i:]) for i in range(len(labels) - 1)][:MAX_PARENTS]
-    return [address, *(f"@{d}" for d in domains)]
+    found = [address, *(f"@{d}" for d in domains)]
+    return [k for e in found for k in (f"{e}{SCOPE}{public.lower()}", e)] if public else found
 
 
 def protected(cfg: Config, entry: str) -> str:
     """Why ``entry`` may not be listed ('' if it may): it would catch the owner's own mail."""
+    entry, _, public = entry.partition(SCOPE)
+    if public:
+        from common.runtime import addresses
+
+        if addresses.served(cfg, public) is None:
+            return f"{public} is not one of this system's public addresses"
     hit = next((a for a in sorted(cfg.own_addresses) if covers(entry, a)), "")
     if hit:
         return f"{entry} covers the owner's address {hit}"
@@ -87,18 +106,18 @@ def _listing(item: dict[str, Any]) -> Listing:
     )
 
 
-def lookup(cfg: Config, address: str) -> Listing | None:
-    """The most specific entry for mail from ``address`` (one BatchGetItem), or None."""
+def lookup(cfg: Config, address: str, public: str = "") -> Listing | None:
+    """The most specific entry for mail from ``address`` to ``public`` (one BatchGetItem), or None."""
     if "@" not in address:
         return None
-    keys = candidates(address)
+    keys = candidates(address, public)
     found = {
         str(i["entry"]): i for i in dynamodb.batch_get(cfg.sender_lists_table, [{"entry": k} for k in keys])
     }
     return next((_listing(found[k]) for k in keys if k in found and found[k].get("list") in LISTS), None)
 
 
-def block_checks(cfg: Config, address: str) -> list[dict[str, Any]]:
+def block_checks(cfg: Config, address: str, public: str = "") -> list[dict[str, Any]]:
     """ConditionCheck actions (common/store/intake.py) that hold while no entry that could apply to
     mail from ``address`` is on the block list. One that fails says only that some block entry
     covers the sender: :func:`lookup` then finds whether a more specific allow entry overrides it."""
@@ -112,7 +131,7 @@ def block_checks(cfg: Config, address: str) -> list[dict[str, Any]]:
             names={"#entry": "entry", "#list": "list"},
             values={":block": BLOCK},
         )
-        for entry in candidates(address)
+        for entry in candidates(address, public)
     ]
 
 

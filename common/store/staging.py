@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from common.aws import dynamodb, s3
-from common.mail.threads import receiving_function
+from common.runtime.addresses import receiving_function
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.store import layout
@@ -28,12 +28,8 @@ def done(cfg: Config, receipt: SesReceipt) -> None:
     (deploy/receiving.py: no rule stops the rule set), each storing the same object and invoking its
     own function; the last of them to finish deletes it, so neither finds it gone."""
     mid = receipt.message_id
-    functions = {
-        f for r in receipt.destination if (f := receiving_function(r, cfg.public_email, cfg.thread_domain))
-    }
-    mine = {
-        f for r in receipt.recipients if (f := receiving_function(r, cfg.public_email, cfg.thread_domain))
-    }
+    functions = {f for r in receipt.destination if (f := receiving_function(cfg, r))}
+    mine = {f for r in receipt.recipients if (f := receiving_function(cfg, r))}
     if len(functions) > 1 and mine:
         item = dynamodb.update(
             cfg.send_status_table,

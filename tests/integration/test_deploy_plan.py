@@ -101,7 +101,8 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         f"arn:aws:ses:us-east-1:{ACCOUNT}:identity/*",
         f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}",
     }
-    assert all(s["Condition"] == {"StringEquals": {"ses:FromAddress": "hello@example.com"}} for s in sends)
+    # the local defaults have a catch-all: any address at the domain, never the thread domain's
+    assert all(s["Condition"] == {"StringLike": {"ses:FromAddress": "*@example.com"}} for s in sends)
     # "*" only for actions that take no resource (sesv2 GetAccount: is SES's sandbox refusing a recipient?)
     assert not any(
         r == "*" and not all(takes_no_resource(a) for a in s["Action"])
@@ -136,7 +137,7 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     ses = client("ses")
     assert ses.describe_active_receipt_rule_set()["Metadata"]["Name"] == PREFIX
     thread, public = ses.describe_receipt_rule_set(RuleSetName=PREFIX)["Rules"]
-    assert thread["Recipients"] == ["thread.example.com"] and public["Recipients"] == ["hello@example.com"]
+    assert thread["Recipients"] == ["thread.example.com"] and public["Recipients"] == ["example.com"]
     assert thread["Actions"][0]["S3Action"] == {"BucketName": BUCKET, "ObjectKeyPrefix": "staging/"}
     assert thread["Actions"][1]["LambdaAction"]["FunctionArn"].endswith(f"{PREFIX}-reply-handler:live")
     assert len(thread["Actions"]) == 2 and not [

@@ -307,7 +307,8 @@ def test_header_block_on_top_in_text_and_html_and_the_subject_untouched(
     assert msg["Subject"] == subject
     text = msg.get_body(("plain",)).get_content()
     assert text.startswith(
-        f"{FORWARD_MARKER}\nFrom: Jane Smith <jane@corp.example>\nDate: Tue, 03 Nov 2026 10:00:00 +0100\n"
+        f"{FORWARD_MARKER}\n[!] Written to hello@example.com\n\n"  # several addresses served
+        "From: Jane Smith <jane@corp.example>\nDate: Tue, 03 Nov 2026 10:00:00 +0100\n"
         "To: hello@example.com\nCc: Bob <bob@corp.example>, ann@other.example\n\nHi, I would like"
     )
     html = msg.get_body(("html",)).get_content()
@@ -480,7 +481,8 @@ def test_inline_text_parts_are_forwarded_inline(stack: Stack, fns: dict[str, Rie
     )
     result, msg = forward(stack, fns, raw)
     assert result["skipped"] == []
-    assert msg.get_body(("plain",)).get_content().split("\n\n", 1)[1].startswith("First part.")
+    # after the banner (the address written to) and the header block
+    assert msg.get_body(("plain",)).get_content().split("\n\n", 2)[2].startswith("First part.")
     carried = {
         p.get_payload(decode=True).strip(): p for p in msg.walk() if p.get_content_disposition() == "inline"
     }

@@ -121,7 +121,7 @@ def test_linkedin_sender_is_acked_once_across_messages(stack: Stack, inbound: Ri
             "quarantined",
             "DMARC FAIL with sender policy reject",
         ),
-        ({"to": "someone-else@example.com"}, "dropped", "recipient is not the public address"),
+        ({"to": "someone-else@example.org"}, "dropped", "recipient is not the public address"),
     ],
 )
 def test_ses_verdict_rules(

@@ -92,7 +92,9 @@ def test_owner_side_over_smtp_and_the_cli(dev: tuple[LocalSystem, Cli, Config]) 
     assert any(p.get_content_type() == "multipart/related" for p in forward.walk())
     assert [p.get_filename() for p in forward.iter_attachments()] == ["notes.txt"]
     text = forward.get_body(("plain",)).get_content()
-    assert text.startswith(f"{FORWARD_MARKER}\nFrom: Jane Smith <jane@corp.example>\n")
+    assert text.startswith(
+        f"{FORWARD_MARKER}\n[!] Written to hello@example.com\n\nFrom: Jane Smith <jane@corp.example>\n"
+    )
     assert "Cc: Bob <bob@corp.example>" in text
     assert "tool.exe (denied type .exe; stored at s3://" in text
     thread = forward["Reply-To"].addresses[0].addr_spec

@@ -24,7 +24,8 @@ def test_round_trip_and_validation() -> None:
     m = msg(attachments=[Attachment("reply-attachments/c/m/a.pdf", "a.pdf", "application/pdf")])
     assert OutboundMessage.from_dict(json.loads(m.to_json())) == m
     for bad, why in [
-        ({"schema": 2}, "schema"),
+        ({"schema": 3}, "schema"),
+        ({"from_address": ["jobs@example.com"]}, "from_address"),
         ({"to": []}, "'to'"),
         ({"to": ["nobody"]}, "'to'"),
         ({"idempotency_key": ""}, "empty idempotency_key"),
@@ -32,6 +33,15 @@ def test_round_trip_and_validation() -> None:
     ]:
         with pytest.raises(EventError, match=why):
             OutboundMessage.from_dict(json.loads(m.to_json()) | bad)
+
+
+def test_a_schema_1_message_is_read_as_one_from_the_default_address() -> None:
+    """Queued before the upgrade (one public address, no from_address): read, and sent from the default."""
+    doc = json.loads(msg().to_json())
+    del doc["from_address"]
+    old = OutboundMessage.from_dict(doc | {"schema": 1})
+    assert old.from_address == "" and old == msg()
+    assert json.loads(msg(from_address="jobs@example.com").to_json())["schema"] == 2
 
 
 def test_mime_cannot_be_given_extra_headers_or_foreign_attachments() -> None:
