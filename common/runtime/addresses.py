@@ -231,7 +231,8 @@ def receiving_function(cfg: Config, address: str) -> str | None:
     return "inbound-handler" if served(cfg, address) is not None else None
 
 
-_FROM = re.compile(r"^\s*\[\s*from\s*:\s*([^\]]*?)\s*\]\s*$", re.I | re.M)
+# One line, bounded: `\s` would run across lines from every line start (quadratic on blank lines).
+_FROM = re.compile(r"^[ \t]*\[[ \t]*from[ \t]*:[ \t]*([^\]\n]{0,320}?)[ \t]*\][ \t]*$", re.I | re.M)
 
 
 def from_command(text: str) -> str:

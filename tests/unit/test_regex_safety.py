@@ -282,6 +282,8 @@ CASES: dict[tuple[str, str], Case] = {
     ("common.reply.text", "_PREFIX"): case(" ", "re: ", "re[1] ", head="re"),
     ("common.reply.text", 'clean_reply:r"\\n{3,}"'): case("\n\n", "\n"),
     # --- configuration (the operator's values, checked at start) ---
+    ("common.runtime.addresses", "_LOCAL"): case("a.", "a", "!", tail="..", how="fullmatch"),
+    ("common.runtime.addresses", "_FROM"): case("\n", " ", "[from: ", "[from: a ", "\n[from:"),
     ("common.runtime.config", "_EMAIL"): case("a.", "a@", head="a@", how="match"),
     ("common.runtime.config", "_DOMAIN"): case("a.", "a", how="match"),
     ("common.runtime.config", '_validate:r"[@\\x00-\\x1f\\x7f<>\\"]"'): case("a"),
