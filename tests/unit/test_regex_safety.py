@@ -387,7 +387,7 @@ FOUND = _scan()
 def test_the_scan_finds_the_patterns_it_should() -> None:
     keys = {(f.module, f.key) for f in FOUND}
     assert ("common.mail.limits", "_FIELD") in keys
-    assert ("common.delivery.compose", '_html_with:r"</body\\s*>"') in keys
+    assert ("common.reply.text", "_COMMAND") in keys
     assert len(FOUND) > 80
 
 
