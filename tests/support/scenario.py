@@ -77,10 +77,16 @@ def run_scenario(system: LocalSystem) -> None:
 
 def _scenario(system: LocalSystem, cfg: config.Config) -> None:
     s3 = client("s3")
-    start = len(system.outbox())
+
+    # What this system sends (from its own domain): LocalStack's SES also lists the mails its SNS sends
+    # to the alert topic's e-mail subscription (the owner), which is how alerts reach the owner.
+    def ours() -> list[dict[str, Any]]:
+        return [i for i in system.outbox() if i["source"].lower().endswith("@" + cfg.domain_name)]
+
+    start = len(ours())
 
     def new_items(n: int) -> list[dict[str, Any]]:
-        items = system.outbox()[start:]
+        items = ours()[start:]
         return items if len(items) >= n else []
 
     # 1. First contact over SMTP: one ack to Jane and one forward to the owner.
@@ -106,7 +112,7 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
     )
     second = wait_for("second forward", lambda: new_items(3))[2:]
     time.sleep(2)  # an ack would be sent by now; make sure none comes
-    assert [i["destinations"] for i in system.outbox()[start + 2 :]] == [[cfg.private_email]], second
+    assert [i["destinations"] for i in ours()[start + 2 :]] == [[cfg.private_email]], second
 
     # 3. The owner replies to the forward's Reply-To, with a metadata command.
     system.send(
@@ -131,7 +137,7 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
     assert record and record["companyName"] == "Acme Corp"
 
     # 4. A stranger writing to the thread address gets nothing sent anywhere.
-    before = len(system.outbox())
+    before = len(ours())
     system.send(
         "mallory@evil.example",
         thread,
@@ -147,7 +153,7 @@ def _scenario(system: LocalSystem, cfg: config.Config) -> None:
         lambda: s3.list_objects_v2(Bucket=cfg.bucket, Prefix="rejected/").get("KeyCount", 0) >= 1,
     )
     time.sleep(2)
-    assert len(system.outbox()) == before
+    assert len(ours()) == before
 
     # 5. A PDF attachment becomes text under extracted-text/.
     pdf = make_pdf(["Curriculum vitae of Bob Builder", "Experience: bridges"])
