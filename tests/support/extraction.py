@@ -294,13 +294,15 @@ HOSTILE = [
     # (pypdf needs about 20 s per page of this file), 60 s would leave 50. Page 2 meets the 5 s page
     # limit and a new child goes on; which limit then stops that child, the budget or the page limit
     # again, depends on how fast this machine is at the time. Either way the run ends within the
-    # budget (15 s, and the second it takes to stop a child).
+    # budget (15 s, and the second it takes to stop a child). Whether page 2 is recorded as
+    # unreadable also depends on the machine's speed (a loaded machine has no budget left for a new
+    # child after it), so only what holds at any speed is compared: page 1's text and the truncation.
     Hostile(
         "form-xobject-time-bomb.pdf",
         docgen.pdf_xobject_time_bomb,
         "text",
         "Ordinary first page",
-        metadata={"unreadable-pages": "2", "truncated": "stopped at the "},
+        metadata={"truncated": "stopped at the "},
         env={"AWS_LAMBDA_FUNCTION_TIMEOUT": "20"},
         max_extraction_ms=16_000,
     ),
