@@ -81,7 +81,9 @@ _verified: dict[str, set[str]] = {}  # identity -> {"domain", "dkim", "mail_from
 _sent: deque[float] = deque()  # send times within the last 24 hours
 _events: list[dict[str, Any]] = []  # SES events the model published for a configuration set, or dropped
 _clicked: set[str] = set()  # address identities whose verification link was "clicked" (lower-case)
-# SESv2 PutAccountDetails' request and the review of it ("Details" of GetAccount)
+# What `ses request-production-access` submitted (SESv2 PutAccountDetails) and its review, answered as
+# GetAccount's ``Details`` (SESv2 API reference, GetAccount, "Details": "An object that defines your
+# account details", ReviewDetails.Status PENDING | GRANTED | DENIED | FAILED)
 _details: dict[str, Any] = {}
 
 
