@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import cost, extract, flow, forward_size, html_text, images, mail_caps, senders
+from bench import cost, extract, flow, forward_size, html_text, images, mail_caps, replies, senders
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -39,6 +39,11 @@ SECTIONS: dict[str, Section] = {
         "end to end on the embedded stack: latency, a burst of first contacts at concurrency 10",
         flow.run,
         flow.table,
+    ),
+    "replies": (
+        "owner replies: the public reply corpus (exact, leaked, partly lost, lost)",
+        replies.run,
+        replies.table,
     ),
     "caps": (
         "inbound-handler parsing caps: time and peak RSS per case",
