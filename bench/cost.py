@@ -24,7 +24,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from common.local.env import local_env
+from local.env import local_env
 from tests.support import mailgen
 from tests.support.awscalls import IDLE_POLL, CallCounter
 from tests.support.sendload import Faults, emulator_process, patch_ses, run_workers
@@ -59,7 +59,7 @@ def _cold_sandbox() -> None:
 def _inbound(cfg: Any, prefix: str) -> dict[str, Any]:
     from common.aws import s3
     from common.inbound.handler import handle
-    from common.local import events
+    from local import events
     from tests.support.harness import ACCOUNT
     from tests.support.sendload import Context
 

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from common.local.rie import free_port
 from common.runtime.functions import BY_NAME, FUNCTIONS
+from local.rie import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 LATENCY_MAILS = int(os.environ.get("BENCH_LATENCY_MAILS") or 30)
@@ -110,9 +110,9 @@ class Probe:
 @contextlib.contextmanager
 def stack(probe: Probe) -> Iterator[tuple[Any, Any]]:
     """The dev stack on free ports, with the account's concurrency at a new account's 10."""
-    from common.local import concurrency
-    from common.local.devstack import DevPorts, DevStack
-    from common.local.env import local_env
+    from local import concurrency
+    from local.devstack import DevPorts, DevStack
+    from local.env import local_env
 
     ports = DevPorts(
         emulator=free_port(), smtp=free_port(), functions={f.name: free_port() for f in FUNCTIONS}
@@ -152,7 +152,7 @@ def _first_contact(cfg: Any, tag: str) -> bytes:
 
 
 def _deliver(cfg: Any, raw: bytes, envelope_from: str, to: str) -> None:
-    from common.local.ingress import deliver
+    from local.ingress import deliver
 
     assert deliver(cfg, raw, envelope_from, [to]), f"no receipt rule for {to}"
 

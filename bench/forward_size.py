@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common.local.env import local_env
-from common.local.rie import RieProcess, free_port
 from common.runtime.functions import BY_NAME
+from local.env import local_env
+from local.rie import RieProcess, free_port
 from tests.support import caps
 from tests.support.mailgen import mail
 
@@ -29,9 +29,9 @@ CASES = (
 
 def run() -> dict[str, Any]:
     from common.aws import client
-    from common.local import events, outbox
-    from common.local.wiring import poll_queue_once
     from deploy import resources
+    from local import events, outbox
+    from local.wiring import poll_queue_once
     from tests.support.sendload import emulator_process
 
     if not caps.can_measure():

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from common.aws.sts import account_id
-from common.local.env import local_env
-from common.local.rie import free_port, invoke
 from common.mail.outbound import OutboundMessage
 from common.runtime.functions import FUNCTIONS, image_ref
+from local.env import local_env
+from local.rie import free_port, invoke
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "tests" / "fixtures" / "events"
@@ -154,8 +154,8 @@ def _first_contact() -> Any:
     """A first-contact mail staged in the bucket as SES's S3 action leaves it, and the receipt event
     that names it: a sender never seen before, so the whole first-contact path runs."""
     from common.aws import s3
-    from common.local import events
     from common.runtime import config
+    from local import events
     from tests.support import mailgen
 
     cfg = config.load(local_env())

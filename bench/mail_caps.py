@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common.local.env import local_env
-from common.local.rie import RieProcess, free_port
 from common.runtime.functions import BY_NAME
+from local.env import local_env
+from local.rie import RieProcess, free_port
 from tests.support import caps
 from tests.support import mailgen as g
 
@@ -26,7 +26,7 @@ ROUNDS = 3
 
 def run() -> dict[str, Any]:
     from common.aws import client
-    from common.local import events
+    from local import events
     from tests.support.sendload import emulator_process
 
     if not caps.can_measure():

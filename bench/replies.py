@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from common.local.env import local_env
+from local.env import local_env
 from tests.support import replycorpus
 from tests.support.mailgen import mail
 from tests.support.sendload import Context, emulator_process
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def _event(cfg: Any, raw: bytes, mid: str, to: str, source: str) -> dict[str, Any]:
     from common.aws import s3
-    from common.local import events
+    from local import events
 
     s3.put(cfg.bucket, f"staging/{mid}", raw, "message/rfc822")
     return events.receipt_event(raw, mid, [to], source=source)

@@ -27,8 +27,8 @@ from dataclasses import replace
 from typing import Any
 
 from common.aws import client, ses
-from common.local.env import local_env
 from common.mail.outbound import OutboundMessage
+from local.env import local_env
 from tests.support.sendload import (
     Faults,
     emulator_process,

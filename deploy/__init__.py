@@ -3,7 +3,7 @@
 deploy.plan is the one converge step (describe -> compare -> note -> apply, dry run); deploy.main runs
 preflight, images, resources, iam, lambdas, triggers, receiving and alarms in dependency order;
 deploy.destroy removes it all again; deploy.replay re-invokes failed asynchronous events. Nothing here
-knows the local modes: common/local/provision.py runs this package's plan on the emulator.
+knows the local modes: local/provision.py runs this package's plan on the emulator.
 """
 
 __all__ = [

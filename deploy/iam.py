@@ -284,7 +284,7 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
     arn = f"arn:aws:{{}}:{region}:{account}:{{}}".format
     statements = [
         # Actions with no resource type in the Service Authorization Reference are evaluated against "*"
-        # (common.local.iam.NO_RESOURCE_ACTIONS): naming an ARN for them denies them. That is every SES v1
+        # (local.iam.NO_RESOURCE_ACTIONS): naming an ARN for them denies them. That is every SES v1
         # receiving and identity action; the configuration-set actions below do take the set's ARN.
         _allow(
             [

@@ -210,7 +210,7 @@ def receiving_available(region: str) -> None:
 def new_identity_verified_at_once() -> bool:
     """Whether a domain identity created now is verified at once: never on AWS ("As Amazon SES searches for
     the TXT record, the domain's verification status is Pending", SES API reference, VerifyDomainIdentity);
-    on an emulator, unless it models a fresh account (common/local/fresh.py), which is as AWS is."""
+    on an emulator, unless it models a fresh account (local/fresh.py), which is as AWS is."""
     import os
     import urllib.request
 

@@ -1,6 +1,6 @@
 """Create or converge every resource the system needs, wherever ``AWS_ENDPOINT_URL`` points.
 
-One module for ``email-handler deploy``, the local modes' provisioning (common/local/provision.py,
+One module for ``email-handler deploy``, the local modes' provisioning (local/provision.py,
 which adds what the local event wiring needs) and the tests. Each resource is compared with what
 exists and reported as ``create``, ``update`` or ``unchanged``; with ``apply=False`` nothing is
 touched and the same report is the plan (``deploy --dry-run``). Owner-edited state (the spam-rules

@@ -8,7 +8,7 @@
 # compose/dynamodb-moto.yml routes DynamoDB alone to a moto server (AWS_ENDPOINT_URL_DYNAMODB).
 # IAM=on (default) | off: with moto the emulator enforces IAM and each function container runs with
 # its own role session's credentials (written before the start, with the local admin's for the host
-# CLI, by `python -m common.local.env` in the local tools image); LocalStack community enforces none.
+# CLI, by `python -m local.env` in the local tools image); LocalStack community enforces none.
 # Uses `docker compose` (v2 plugin) when present, else docker-compose 1.29.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ PROJECT="${COMPOSE_PROJECT_NAME:-service-email-handler}"
 AWS_URL="http://127.0.0.1:${EMULATOR_PORT:-4566}"
 DYNAMODB_URL="http://127.0.0.1:${DYNAMODB_PORT:-4567}"
 state=".build/compose-$PROJECT.files"        # the running stack's compose files (down, logs)
-stack_file=".build/local/stacks/$PROJECT.json"  # how the host CLI reaches it (common/local/env.py)
+stack_file=".build/local/stacks/$PROJECT.json"  # how the host CLI reaches it (local/env.py)
 reason_file=".build/logs/localstack-image.reason"
 
 # Sets $emulator (and LOCALSTACK_IMAGE for compose) or exits.
@@ -71,12 +71,12 @@ PY
 
 # .build/local/credentials (profile local-admin: the host CLI and the AWS CLI) and
 # .build/local/roles/<function>.env (each function container's second env_file). The keys are
-# derived from the identities (common/local/iam.py), so no emulator is needed; the init service
+# derived from the identities (local/iam.py), so no emulator is needed; the init service
 # opens the role sessions they belong to.
 write_credentials() {
   mkdir -p .build/local
   docker run --rm --network none --user "$(id -u):$(id -g)" -v "$PWD/.build/local:/out" \
-    "service-email-handler/local:${IMAGE_TAG:-latest}" python -m common.local.env /out
+    "service-email-handler/local:${IMAGE_TAG:-latest}" python -m local.env /out
 }
 
 # down/logs read the compose files too, which name the role env files: an empty one will do there.

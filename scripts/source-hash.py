@@ -7,7 +7,18 @@ import pathlib
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-INPUTS = ["Dockerfile.base", "requirements/image.txt", "docker", "common", "deploy"]
+# The base and the local tools image (compose/local.Dockerfile) are built from these.
+INPUTS = [
+    "Dockerfile.base",
+    "requirements/image.txt",
+    "docker",
+    "common",
+    "deploy",
+    "cli",
+    "local",
+    "ops",
+    "compose/local.Dockerfile",
+]
 
 
 def source_hash(repo: pathlib.Path = REPO) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from common.local.emulator import EmbeddedMoto
-from common.local.env import aws_endpoint, local_env
-from common.local.rie import RieProcess, free_port
+from local.emulator import EmbeddedMoto
+from local.env import aws_endpoint, local_env
+from local.rie import RieProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -76,8 +76,8 @@ def _rie_starter(
         if "AWS_ENDPOINT_URL" in os.environ:
             merged.setdefault("AWS_ENDPOINT_URL", os.environ["AWS_ENDPOINT_URL"])
             if "AWS_ACCESS_KEY_ID" not in (env or {}):  # as on Lambda: the credentials of its own role
-                from common.local.env import function_credentials, without_secrets
                 from common.runtime import config
+                from local.env import function_credentials, without_secrets
 
                 merged.update(
                     function_credentials(

@@ -57,12 +57,12 @@ MAIL_MEMORY_MB = 512
 # The local modes' other endpoints (CONTRACT.md "Command line"); the functions' RIE ports are in the
 # table below.
 EMULATOR_PORT = 4566
-# The emulator's switch of the fresh-account model (common/local/fresh.py): GET says which account it models.
+# The emulator's switch of the fresh-account model (local/fresh.py): GET says which account it models.
 EMULATOR_ACCOUNT_PATH = "/moto-api/service-email-handler/account"
 
 
 def emulator_token(secret_key: str) -> str:
-    """The bearer token the local emulator asks of ``/moto-api/*`` (common/local/guard.py), derived from
+    """The bearer token the local emulator asks of ``/moto-api/*`` (local/guard.py), derived from
     the local admin's secret key, so a host tool holding the admin's credentials can compute it."""
     import hashlib
     import hmac

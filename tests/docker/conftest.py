@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from common.local.rie import free_port, invoke, wait_for_http
 from common.runtime.functions import FUNCTIONS, image_ref
+from local.rie import free_port, invoke, wait_for_http
 from tests.conftest import require_docker
 
 BASE_IMAGE = image_ref("base")

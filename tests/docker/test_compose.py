@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from common.local.rie import free_port, invoke
 from common.runtime.functions import FUNCTIONS
+from local.rie import free_port, invoke
 from tests.support.cases import CASES, Case, event_for
 from tests.support.scenario import LocalSystem, run_scenario
 
@@ -105,7 +105,7 @@ def admin_client(service: str, port: int) -> Any:
     """What the host CLI uses: the local admin of .build/local/credentials (make up wrote it)."""
     import boto3
 
-    from common.local.env import CREDENTIALS_FILE, admin_credentials
+    from local.env import CREDENTIALS_FILE, admin_credentials
 
     keys = admin_credentials(CREDENTIALS_FILE)
     return boto3.client(

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from common.local.guard import admin_request
-from common.local.rie import free_port, wait_for_port
 from common.runtime.functions import FUNCTIONS
+from local.guard import admin_request
+from local.rie import free_port, wait_for_port
 from tests.conftest import IN_CI, REPO
 
 pytestmark = pytest.mark.docker
@@ -67,7 +67,7 @@ def deploy_cli(
         "THREAD_SECRET": "0123456789abcdef" * 4,
     }
     return subprocess.run(
-        [sys.executable, "-m", "common.ops.cli", "deploy", "--registry", registry, *extra],
+        [sys.executable, "-m", "ops.main", "deploy", "--registry", registry, *extra],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from common.local.rie import RieProcess
 from common.runtime.functions import image_ref
+from local.rie import RieProcess
 from tests.docker.conftest import RunningImage
 from tests.support import docgen
 from tests.support.extraction import (

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from common.local.rie import free_port
 from common.runtime.functions import FUNCTIONS, image_ref
+from local.rie import free_port
 from tests.docker.conftest import BASE_IMAGE, RunningImage
 from tests.support.cases import CASES, Case, event_for
 from tests.support.scenario import wait_for
@@ -185,7 +185,7 @@ def test_base_image_holds_only_what_runs_on_lambda(docker_client: Any) -> None:
                 "python",
                 "-c",
                 "import importlib.util as u; "
-                "print([m for m in ('common.local', 'deploy', 'moto', 'aiosmtpd', 'docker') if "
+                "print([m for m in ('local', 'deploy', 'moto', 'aiosmtpd', 'docker') if "
                 "u.find_spec(m)])",
             ],
             read_only=True,

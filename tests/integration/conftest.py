@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from common.local.guard import admin_request
+from local.guard import admin_request
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from common.local.rie import RieProcess
+from local.rie import RieProcess
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 

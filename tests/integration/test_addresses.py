@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from common.local.rie import RieProcess
 from common.mail.outbound import OutboundMessage
 from common.store.sendqueue import enqueue
+from local.rie import RieProcess
 from tests.conftest import REPO
 from tests.support.harness import SentMail, Stack
 from tests.support.mailgen import mail
@@ -60,7 +60,7 @@ def sent(stack: Stack, to: str) -> list[SentMail]:
 
 def cli(stack: Stack, *args: str, command: str = "address") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.ops.cli", *command.split(), *args, "--endpoint", stack.url],
+        [sys.executable, "-m", "ops.main", *command.split(), *args, "--endpoint", stack.url],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from common.aws import client, dynamodb
-from common.local.env import admin_credentials
 from common.runtime import config
 from common.runtime.config import Config
 from deploy import resources
+from local.env import admin_credentials
 from tests.conftest import REPO
 from tests.support.harness import Stack
 
@@ -79,7 +79,7 @@ def cli(moto_server: str, *args: str) -> subprocess.CompletedProcess[str]:
     # The emulator enforces IAM: the shell holds an administrator's keys (the local admin's, here).
     env |= {"AWS_ENDPOINT_URL": moto_server, **admin_credentials()}
     return subprocess.run(
-        [sys.executable, "-m", "common.ops.cli", *args, "--env", "prd", "--region", "us-east-1"],
+        [sys.executable, "-m", "ops.main", *args, "--env", "prd", "--region", "us-east-1"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -133,7 +133,7 @@ def test_redrive_does_not_stop_at_a_false_empty_receive_nor_leave_messages_in_fl
     messages; a message another consumer holds is invisible until its visibility timeout ends. Redrive
     long-polls and ends only when SQS counts nothing visible or in flight."""
     from common.aws import sqs
-    from common.ops import admin
+    from ops import admin
 
     dlq = resources.dlq_name(prd.forward_queue)
     sqs.send(dlq, json.dumps({"kind": "forward", "n": 1}))

@@ -50,9 +50,9 @@ from urllib.parse import quote_plus
 import pytest
 
 from common.delivery.compose import FOOTER_MARKER
-from common.local.rie import InvokeError, RieProcess
 from common.mail.htmltext import html_to_text
 from common.mail.parse import ORIGINAL_NAME
+from local.rie import InvokeError, RieProcess
 from tests.conftest import REPO, load_event
 
 

@@ -25,9 +25,9 @@ from tests.support.deploy import (
 
 
 def test_iam_policies_name_only_their_own_resources(env: dict[str, str]) -> None:
-    from common.local.iam import takes_no_resource
     from deploy.iam import policy
     from deploy.preflight import load_config
+    from local.iam import takes_no_resource
 
     cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
     for f in FUNCTIONS:
@@ -66,7 +66,7 @@ def test_the_deployer_policy_is_enough_for_deploy_and_destroy(env: dict[str, str
     """Under enforced IAM, a user with only the printed deployer policy deploys, redeploys and destroys.
 
     The emulator evaluates an action with no resource type against "*" as AWS does
-    (common.local.iam.NO_RESOURCE_ACTIONS), so the SES identity and receipt-rule calls prove the
+    (local.iam.NO_RESOURCE_ACTIONS), so the SES identity and receipt-rule calls prove the
     policy's Resource elements too, not only its action list."""
     from deploy.destroy import destroy
 

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from common.aws import client
-from common.local.iam import takes_no_resource
-from common.local.rie import RieProcess
 from common.runtime.functions import BY_NAME, FUNCTIONS, SENDERS
 from deploy.errors import DeployError
 from deploy.main import plan_lines
+from local.iam import takes_no_resource
+from local.rie import RieProcess
 from tests.support.deploy import (
     ACCOUNT,
     BUCKET,

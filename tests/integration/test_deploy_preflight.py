@@ -102,7 +102,7 @@ def test_an_unverified_ses_domain_stops_the_deploy_with_the_dns_records(
 def test_the_deploy_says_whether_ses_is_in_the_sandbox(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from common.local.iam import SES_SANDBOX
+    from local.iam import SES_SANDBOX
 
     monkeypatch.setitem(SES_SANDBOX, "on", True)  # sesv2 GetAccount: ProductionAccessEnabled false
     _, lines = run(env)

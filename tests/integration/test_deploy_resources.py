@@ -116,12 +116,12 @@ def test_the_deploy_rides_out_ses_throttling(env: dict[str, str], monkeypatch: p
 def test_a_mail_with_many_attachments_cannot_take_the_concurrency_a_new_account_keeps_for_the_senders(
     env: dict[str, str],
 ) -> None:
-    """A new account runs 10 functions at once and keeps all 10 unreserved (common/local/fresh.py). With
+    """A new account runs 10 functions at once and keeps all 10 unreserved (local/fresh.py). With
     the deployed event sources and reservations, one mail -- however many attachments it stores -- uses
     at most: 3 senders x 2, the extractor 2, and one invocation each of the two receiving handlers."""
-    from common.local.fresh import ACCOUNT_CONCURRENCY
     from deploy.preflight import load_config
     from deploy.triggers import worst_case_concurrency
+    from local.fresh import ACCOUNT_CONCURRENCY
 
     run(env)
     cfg = load_config(env, "prd", "us-east-1", ACCOUNT)

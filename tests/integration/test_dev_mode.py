@@ -25,7 +25,7 @@ def outside_the_role_is_denied(endpoint: str) -> None:
     policy allows works, anything else is denied."""
     import boto3
 
-    from common.local.env import CREDENTIALS_FILE, admin_credentials
+    from local.env import CREDENTIALS_FILE, admin_credentials
 
     admin = admin_credentials(CREDENTIALS_FILE)
     sts = boto3.client(
@@ -79,7 +79,7 @@ def test_email_handler_dev_end_to_end(tmp_path: Path) -> None:
                 [
                     sys.executable,
                     "-m",
-                    "common.ops.cli",
+                    "ops.main",
                     "inject",
                     str(fixture),
                     "--endpoint",
@@ -115,7 +115,7 @@ def local_status(aws: int, smtp: int, first: int) -> dict[str, Any]:
         [
             sys.executable,
             "-m",
-            "common.ops.cli",
+            "ops.main",
             "status",
             "--env",
             "local",
@@ -147,7 +147,7 @@ def dev_command(aws: int, smtp: int, first: int, log_dir: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "common.ops.cli",
+        "ops.main",
         "dev",
         "--emulator-port",
         str(aws),

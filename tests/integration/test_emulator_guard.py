@@ -1,5 +1,5 @@
 """The local emulator refuses web pages: no CORS, no foreign Origin, the admin's token for /moto-api
-(common/local/guard.py), and no listening beyond loopback unless the operator says so."""
+(local/guard.py), and no listening beyond loopback unless the operator says so."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 import boto3
 import pytest
 
-from common.local import fresh
-from common.local.emulator import EmbeddedMoto, RemoteHostError
-from common.local.guard import admin_headers
-from common.ops import cli
+from local import fresh
+from local.emulator import EmbeddedMoto, RemoteHostError
+from local.guard import admin_headers
+from ops import main as cli
 
 EVIL = "https://evil.example"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from common.local.rie import InvokeError, RieProcess
+from local.rie import InvokeError, RieProcess
 from tests.support.extraction import (
     CORPUS_ENV,
     CORPUS_INVOKE_TIMEOUT_S,
@@ -137,7 +137,7 @@ def test_a_batch_from_the_attachment_queue_reports_only_the_records_to_retry(
     no notification are done with (logged), never retried."""
     import json
 
-    from common.local.events import sqs_event
+    from local.events import sqs_event
 
     good = upload(s3, {"My CV (2026).PDF": sample_files()["My CV (2026).PDF"]})
     outside = {

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from common.local.events import sns_event
-from common.local.rie import RieProcess
 from common.mail.outbound import OutboundMessage
 from common.store import sendstatus
 from common.store.sendqueue import enqueue
+from local.events import sns_event
+from local.rie import RieProcess
 from tests.support.harness import Stack
 
 

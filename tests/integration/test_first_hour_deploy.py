@@ -13,9 +13,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from common.aws import client
-from common.local import fresh
 from deploy.errors import DeployError
 from deploy.main import Options, WaitingOnDnsError, deploy, plan_lines
+from local import fresh
 from tests.integration.test_fresh_account import account, run  # noqa: F401  (the fixture)
 from tests.support.deploy import ACCOUNT, PREFIX, as_user, deployer_user, images
 

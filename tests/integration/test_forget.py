@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from common.aws import client, dynamodb
-from common.local.rie import RieProcess
+from local.rie import RieProcess
 from tests.conftest import REPO
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
@@ -34,7 +34,7 @@ def fns(rie_module: Callable[..., RieProcess]) -> dict[str, RieProcess]:
 def forget_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`email-handler forget ...` as the operator runs it (its own process)."""
     return subprocess.run(
-        [sys.executable, "-m", "common.ops.cli", "forget", *args],
+        [sys.executable, "-m", "ops.main", "forget", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -165,9 +165,9 @@ def test_forget_finds_the_contact_everywhere_by_content_and_the_logs_never_named
     stack: Stack, fns: dict[str, RieProcess], rie_module: Callable[..., RieProcess]
 ) -> None:
     from common.aws import sqs
-    from common.local import provision
-    from common.local.provision import wiring_queue
     from common.mail.threads import thread_address
+    from local import provision
+    from local.provision import wiring_queue
     from tests.support import docgen
     from tests.support.extraction import FUNCTION_ENV
 
@@ -273,7 +273,7 @@ def test_forget_finds_the_contact_everywhere_by_content_and_the_logs_never_named
 
 
 def notify_bounce(stack: Stack, fn: RieProcess, recipient: str, corr: str, sns_id: str) -> bool:
-    from common.local.events import sns_event
+    from local.events import sns_event
 
     message = {
         "notificationType": "Bounce",

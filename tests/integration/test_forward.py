@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from common.delivery.compose import FOOTER_MARKER, FORWARD_MARKER
-from common.local.rie import RieProcess
+from local.rie import RieProcess
 from tests.support.harness import Stack
 from tests.support.mailgen import mail, zip_of
 

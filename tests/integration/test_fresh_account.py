@@ -1,5 +1,5 @@
 """A first deploy on a new AWS account, rehearsed on the emulator's fresh-account model
-(common/local/fresh.py), and each rule of that model.
+(local/fresh.py), and each rule of that model.
 
 The documented procedure (docs/deploy.md, "A first deploy"): ``deploy`` exits 3 and writes the zone;
 ``dns publish`` of it; ``deploy`` exits 0; ``status --json`` says ready; nothing in any DLQ. The images are
@@ -18,10 +18,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from common.aws import client, reset_clients
-from common.local import fresh
-from common.local.guard import admin_request
-from common.ops.cli import main as cli
 from deploy.main import Options, WaitingOnDnsError, deploy
+from local import fresh
+from local.guard import admin_request
+from ops.main import main as cli
 from tests.support.deploy import ACCOUNT, PREFIX, images
 
 CONFIG_SET = f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/{PREFIX}"

@@ -11,9 +11,9 @@ import boto3
 import pytest
 
 from common.aws import client
-from common.local.env import function_credentials
-from common.local.rie import InvokeError, RieProcess
 from deploy import iam
+from local.env import function_credentials
+from local.rie import InvokeError, RieProcess
 from tests.conftest import IAM_ENFORCED
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
@@ -109,8 +109,8 @@ def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_polic
     recipient's identity: the forward to the verified owner goes out under forward-sender's deployed
     policy; the ack to an unverified contact is not attempted (common/inbound/receipt.py), so no DLQ
     fills."""
-    from common.local.iam import SES_SANDBOX
     from common.runtime.functions import dlq_name
+    from local.iam import SES_SANDBOX
 
     cfg = stack.cfg
     monkeypatch.setitem(SES_SANDBOX, "on", True)
@@ -157,8 +157,8 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack: Stack) 
     import time
 
     from common.aws import sqs
-    from common.local.wiring import Endpoint, Wiring
     from common.runtime.functions import FUNCTIONS, SENDERS
+    from local.wiring import Endpoint, Wiring
 
     cfg = stack.cfg
     invoked: list[dict] = []
@@ -186,7 +186,7 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack: Stack) 
             time.sleep(0.2)
         return value
 
-    from common.local import provision
+    from local import provision
 
     provision.provision(cfg, wiring=True)  # the wiring's own queues too
     lines: list[str] = []
@@ -227,17 +227,17 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack: Stack) 
 
 @pytest.mark.parametrize("setting,enforced", [("on", True), ("off", False)])
 def test_the_compose_emulator_enforces_iam_as_the_iam_variable_says(setting: str, enforced: bool) -> None:
-    """compose/emulator-moto.yml passes IAM (default on) to `python -m common.local.emulator`:
+    """compose/emulator-moto.yml passes IAM (default on) to `python -m local.emulator`:
     `IAM=off make up` is a stack where moto's "testing" keys work, else only real identities do."""
     import os
     import subprocess
     import sys
 
-    from common.local.rie import free_port, wait_for_port
+    from local.rie import free_port, wait_for_port
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "common.local.emulator", "-p", str(port)],
+        [sys.executable, "-m", "local.emulator", "-p", str(port)],
         env={**os.environ, "IAM": setting},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from common.delivery.compose import FOOTER_MARKER, FORWARD_MARKER
-from common.local.rie import RieProcess
 from common.mail.threads import verify_thread_address
 from common.runtime.log import pseudonym
+from local.rie import RieProcess
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
@@ -332,7 +332,7 @@ def test_the_links_an_oversize_forward_carries_open_the_stored_copies(
     import requests
     from botocore.config import Config
 
-    from common.local.env import function_credentials
+    from local.env import function_credentials
 
     small = rie_function("inbound-handler", env={"MAX_FORWARD_BYTES": "400000"})
     big = bytes(range(256)) * 1200

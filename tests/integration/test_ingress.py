@@ -10,10 +10,10 @@ from email.message import EmailMessage
 
 import pytest
 
-from common.local import provision
-from common.local.ingress import SmtpIngress
-from common.local.rie import free_port
 from common.runtime.config import Config
+from local import provision
+from local.ingress import SmtpIngress
+from local.rie import free_port
 from tests.support.harness import Stack
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from common.local import provision
-from common.local.rie import RieProcess
-from common.local.wiring import Endpoint, Wiring, invocation_route
+from local import provision
+from local.rie import RieProcess
+from local.wiring import Endpoint, Wiring, invocation_route
 from tests.conftest import IAM_ENFORCED, REPO
 from tests.support import mailgen as g
 from tests.support.harness import Stack
@@ -48,7 +48,7 @@ def inject(
         [
             sys.executable,
             "-m",
-            "common.ops.cli",
+            "ops.main",
             "inject",
             str(path),
             "--endpoint",

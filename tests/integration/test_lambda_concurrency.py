@@ -1,4 +1,4 @@
-"""Lambda concurrency on the emulator (common/local/concurrency.py): GetAccountSettings and the
+"""Lambda concurrency on the emulator (local/concurrency.py): GetAccountSettings and the
 reservation minimum on a real moto server, and the local wiring's throttling: a throttled SQS batch
 returns to its queue and counts a receive (so the redrive policy applies), a throttled asynchronous
 invocation is retried later without using up its attempts."""
@@ -14,10 +14,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from common.aws import client, sqs
-from common.local import fresh, provision
-from common.local.concurrency import THROTTLE_KEY, AccountConcurrency
-from common.local.wiring import Endpoint, Wiring, invocation_route
 from common.runtime.functions import FUNCTIONS, dlq_name
+from local import fresh, provision
+from local.concurrency import THROTTLE_KEY, AccountConcurrency
+from local.wiring import Endpoint, Wiring, invocation_route
 from tests.support.harness import Stack
 from tests.support.scenario import wait_for
 

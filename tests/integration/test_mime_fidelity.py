@@ -10,7 +10,7 @@ from email.message import EmailMessage, Message
 import pytest
 
 from common.delivery.compose import FOOTER_MARKER
-from common.local.rie import RieProcess
+from local.rie import RieProcess
 from tests.support import mailgen as g
 from tests.support.harness import Stack
 

@@ -10,10 +10,10 @@ import pytest
 
 from common.aws import dynamodb
 from common.delivery.compose import FORWARD_MARKER
-from common.local.rie import RieProcess
 from common.mail.threads import release_address
 from common.store import layout
 from common.store import quarantine as records
+from local.rie import RieProcess
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 
@@ -317,7 +317,7 @@ def test_a_shortened_release_links_the_left_out_part_signed_by_reply_handlers_ro
 
     import requests
 
-    from common.local.env import function_credentials
+    from local.env import function_credentials
 
     big = bytes(range(256)) * 1200
     held = inbound(

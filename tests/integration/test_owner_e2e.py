@@ -15,10 +15,10 @@ import pytest
 
 from common.aws import client
 from common.delivery.compose import FORWARD_MARKER
-from common.local.env import aws_endpoint, local_env
 from common.runtime import config
 from common.runtime.config import Config
 from deploy import resources
+from local.env import aws_endpoint, local_env
 from tests.conftest import REPO
 from tests.support.devproc import DevProcess
 from tests.support.mailgen import mail
@@ -33,7 +33,7 @@ class Cli:
 
     def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [sys.executable, "-m", "common.ops.cli", *args, "--endpoint", self.endpoint],
+            [sys.executable, "-m", "ops.main", *args, "--endpoint", self.endpoint],
             cwd=REPO,
             capture_output=True,
             text=True,

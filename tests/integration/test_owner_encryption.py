@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from common.local.env import aws_endpoint, local_env
 from common.mail.encrypt import ENCRYPTED_TYPES, NEUTRAL_SUBJECT, parse, status
 from common.runtime import config
+from local.env import aws_endpoint, local_env
 from tests.conftest import REPO
 from tests.support.devproc import DevProcess
 from tests.support.ownerkeys import NOW, body_text, pgp_owner, smime_owner
@@ -80,7 +80,7 @@ def test_dev_refuses_an_expired_certificate_before_starting_anything(tmp_path: P
         [
             sys.executable,
             "-m",
-            "common.ops.cli",
+            "ops.main",
             "dev",
             "--emulator-port",
             str(dev.aws),

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from common.aws import client
-from common.local.events import sns_event
-from common.local.rie import RieProcess
 from common.store import sendstatus
+from local.events import sns_event
+from local.rie import RieProcess
 from tests.support.harness import SentMail, Stack
 from tests.support.mailgen import mail
 

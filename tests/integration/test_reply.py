@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from common.aws import client
-from common.local.rie import RieProcess
 from common.mail.threads import thread_address
 from common.reply import auth
+from local.rie import RieProcess
 from tests.support.harness import SentMail, Stack
 from tests.support.mailgen import mail
 
@@ -352,7 +352,7 @@ def test_an_alert_whose_publish_failed_is_sent_on_the_retry_not_throttled_away(
 ) -> None:
     """The hourly throttle is claimed before SNS publishes; a failed publish kept the claim, so
     the retry of the same event (and every rejection for an hour) sent no alert at all."""
-    from common.local.rie import InvokeError
+    from local.rie import InvokeError
 
     sns = client("sns")
     topic = f"arn:aws:sns:{stack.cfg.region}:123456789012:{stack.cfg.alert_topic}"

@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives.serialization import pkcs7
 
 from common.aws import client
 from common.delivery.compose import FORWARD_MARKER
-from common.local.rie import RieProcess
 from common.mail.htmltext import html_to_text
 from common.mail.outbound import OutboundMessage
+from local.rie import RieProcess
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 from tests.support.ownerkeys import SmimeOwner, smime_owner

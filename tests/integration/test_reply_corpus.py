@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from common.local.rie import RieProcess
+from local.rie import RieProcess
 from tests.support import replycorpus
 from tests.support.harness import Stack
 from tests.support.mailgen import mail

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from common.aws import client
-from common.local.rie import RieProcess
 from common.mail.threads import thread_address
 from common.reply import auth
 from common.store import sendstatus
+from local.rie import RieProcess
 from tests.support.harness import SentMail, Stack
 from tests.support.mailgen import mail
 

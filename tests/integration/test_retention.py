@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from common.aws import client, dynamodb
-from common.local import provision
-from common.local.rie import RieProcess
 from deploy import resources
+from local import provision
+from local.rie import RieProcess
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from common.local.rie import InvokeError, RieProcess
+from local.rie import InvokeError, RieProcess
 from tests.support.cases import CASES, Case, event_for
 from tests.support.harness import Stack
 
@@ -45,8 +45,8 @@ def test_missing_config_is_a_clear_init_error(
     rie_function: Callable[..., RieProcess], moto_server: str
 ) -> None:
     from common.aws import client
-    from common.local.env import local_env
     from common.runtime import config
+    from local.env import local_env
 
     # no secret in its variables (as always) and none stored in SSM either (provisioning stores one)
     name = config.load(local_env()).thread_secret_parameter
@@ -73,7 +73,7 @@ def test_wrong_event_shape_is_rejected_with_reason(rie_function: Callable[..., R
 def test_cli_invoke_reaches_the_function(
     rie_function: Callable[..., RieProcess], stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from common.ops.cli import main
+    from ops.main import main
 
     fn = rie_function("ack-sender")
     event = tmp_path / "event.json"

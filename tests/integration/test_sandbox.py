@@ -1,4 +1,4 @@
-"""SES's sandbox as a state the system knows (the fresh-account model, common/local/fresh.py): a forward
+"""SES's sandbox as a state the system knows (the fresh-account model, local/fresh.py): a forward
 to an unverified PRIVATE_EMAIL waits and goes out once the address is verified; an ack to an unverified
 contact is not attempted, the record and the forward say why; an owner's reply to an unverified contact
 waits, the owner is told at once, and it goes out exactly once when production access arrives. No DLQ
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from common.aws import client
-from common.local import fresh
-from common.local.rie import RieProcess
 from common.mail.outbound import OutboundMessage
 from common.runtime.log import pseudonym
 from common.store import sendstatus
 from common.store.sendqueue import enqueue
+from local import fresh
+from local.rie import RieProcess
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from common.aws import client
-from common.local.rie import InvokeError, RieProcess
 from common.mail.outbound import OutboundMessage
 from common.store.sendqueue import enqueue, payload_key
+from local.rie import InvokeError, RieProcess
 from tests.support.harness import Stack
 from tests.support.sesproxy import SesProxy
 
@@ -305,7 +305,7 @@ def test_rate_never_above_the_limit_across_four_senders(
         put(stack, message(100 + n), stack.cfg.forward_queue)
 
     def worker(fn: RieProcess) -> None:
-        from common.local.wiring import poll_queue_once
+        from local.wiring import poll_queue_once
 
         while poll_queue_once(
             stack.cfg.forward_queue,
@@ -344,9 +344,9 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
     prove the same code under the real runtime). A batch of ten, one recipient suppressed, at a rate
     this instance keeps pace with even on a busy machine (one that cannot claims a slot per send:
     tests/unit/test_ratelimit.py)."""
-    from common.local.wiring import poll_queue_once
     from common.senders import handler as sender
     from common.store import sendstatus
+    from local.wiring import poll_queue_once
     from tests.support.awscalls import CallCounter
     from tests.support.sendload import Context
 
@@ -423,8 +423,8 @@ def test_a_batch_of_ten_costs_at_most_four_calls_per_send_with_every_guarantee(s
 
 @pytest.fixture
 def used_up_quota(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    """The fresh-account model (common/local/fresh.py) with its sandbox's 200 a day already sent."""
-    from common.local import fresh
+    """The fresh-account model (local/fresh.py) with its sandbox's 200 a day already sent."""
+    from local import fresh
 
     fresh.set_fresh(True)
     for address in ("hello@example.com", "jane@corp.example"):  # the sandbox: verified sender and recipient

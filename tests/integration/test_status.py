@@ -1,5 +1,5 @@
 """`email-handler status` on the fresh-account model: each check failing, then passing, read the way the
-command reads AWS (common/ops/status.py). ``ready`` is true only when a contact's mail would be received,
+command reads AWS (ops/status.py). ``ready`` is true only when a contact's mail would be received,
 forwarded, acked and answered."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from common.aws import client
-from common.ops.cli import main as cli
-from common.ops.status import ALERTS, ANSWERING, FORWARDING, RECEIVING, collect
 from deploy.main import WaitingOnDnsError
 from deploy.preflight import load_config
+from ops.main import main as cli
+from ops.status import ALERTS, ANSWERING, FORWARDING, RECEIVING, collect
 from tests.integration.test_fresh_account import account, run  # noqa: F401  (the fixture)
 from tests.support.deploy import ACCOUNT, PREFIX
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from common.local.rie import RieProcess
 from common.mail.htmltext import convert
+from local.rie import RieProcess
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 

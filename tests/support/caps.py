@@ -226,7 +226,7 @@ class Measured:
 
 
 def measure(rie: Any, event: Any, timeout: float = 120.0) -> Measured:
-    """Invoke ``rie`` (a common.local.rie.RieProcess) once: its result, wall time and peak RSS."""
+    """Invoke ``rie`` (a local.rie.RieProcess) once: its result, wall time and peak RSS."""
     pid = runtime_pid(rie.proc.pid)
     reset_peak(pid)
     baseline = peak_rss_mb(pid)

@@ -11,8 +11,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.local.rie import free_port
 from common.runtime.functions import FUNCTIONS
+from local.rie import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ class DevProcess:
             [
                 sys.executable,
                 "-m",
-                "common.ops.cli",
+                "ops.main",
                 "dev",
                 "--emulator-port",
                 str(self.aws),

@@ -18,15 +18,15 @@ from typing import Any
 
 from common.aws import client, forget_learnt, sqs
 from common.inbound import policy
-from common.local import events as localevents
-from common.local import provision
-from common.local.env import function_credentials
-from common.local.guard import admin_request
 from common.mail.outbound import OutboundMessage
 from common.runtime import config
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS, SENDERS
 from common.store.sendqueue import load
+from local import events as localevents
+from local import provision
+from local.env import function_credentials
+from local.guard import admin_request
 
 ACCOUNT = "123456789012"
 
@@ -90,7 +90,7 @@ class Stack:
     def run_sender(self, fn: Any, queue: str, visibility_s: int = 30, max_batches: int = 50) -> list[Any]:
         """Act as the event-source mapping until the queue has nothing visible; returns each batch's
         result."""
-        from common.local.wiring import poll_queue_once
+        from local.wiring import poll_queue_once
 
         results = []
         for _ in range(max_batches):

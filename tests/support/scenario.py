@@ -21,10 +21,10 @@ from email.message import EmailMessage
 from typing import Any
 
 from common.aws import client, dynamodb
-from common.local.env import aws_endpoint, local_env
 from common.runtime import config
 from common.store import sendstatus
 from deploy import resources
+from local.env import aws_endpoint, local_env
 from tests.support.docgen import make_pdf
 from tests.support.mailgen import mail
 
@@ -45,7 +45,7 @@ class LocalSystem:
     def outbox(self) -> list[dict[str, Any]]:
         """What the emulator sent, read the way the owner reads it (``email-handler outbox``, which
         itself reads a busy emulator's dump again after a timeout or a 5xx)."""
-        command = [sys.executable, "-m", "common.ops.cli", "outbox", "--json", "--endpoint", self.endpoint]
+        command = [sys.executable, "-m", "ops.main", "outbox", "--json", "--endpoint", self.endpoint]
         out = subprocess.run(command, capture_output=True, text=True, timeout=180)
         assert out.returncode == 0, f"outbox exited {out.returncode}: {out.stderr}"
         return list(json.loads(out.stdout))

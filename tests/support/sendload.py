@@ -1,7 +1,7 @@
 """In-process sender workers on a moto server: the chaos test and the send benchmark share them.
 
 Each worker is one "Lambda instance": it polls the queue like an event-source mapping
-(common.local.wiring.poll_queue_once: delete successes, leave failures to the visibility timeout
+(local.wiring.poll_queue_once: delete successes, leave failures to the visibility timeout
 and the DLQ redrive) and runs the real sender logic with a Lambda-like context. A simulated crash
 (a BaseException, like the process dying) skips every cleanup, exactly as a killed sandbox would.
 """
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from common.aws import client, ses
-from common.local.wiring import poll_queue_once
 from common.mail.outbound import OutboundMessage
 from common.runtime.config import Config
 from common.senders import handler as sender
+from local.wiring import poll_queue_once
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -206,11 +206,11 @@ def queue_empty(cfg: Config, feeder: threading.Thread | None = None) -> Callable
 @contextlib.contextmanager
 def emulator_process(env: dict[str, str]) -> Iterator[Config]:
     """A provisioned stack on a moto server in its own process; AWS_ENDPOINT_URL points at it meanwhile."""
-    from common.local import provision
-    from common.local.emulator import MotoProcess
-    from common.local.env import aws_endpoint
-    from common.local.rie import free_port
     from common.runtime import config
+    from local import provision
+    from local.emulator import MotoProcess
+    from local.env import aws_endpoint
+    from local.rie import free_port
 
     server = MotoProcess(free_port()).start()
     try:

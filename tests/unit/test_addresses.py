@@ -174,8 +174,8 @@ def test_the_senders_may_send_from_every_public_address(public: str, condition: 
 
 def test_the_local_defaults_serve_two_addresses_and_a_catch_all() -> None:
     """`email-handler dev` and `make up` (compose/local.env): hello@ (ack), jobs@ (ack, its subject), *@."""
-    from common.local.env import local_env
-    from common.local.ingress import route
+    from local.env import local_env
+    from local.ingress import route
 
     cfg = config.load(local_env())
     table = addresses.of(cfg)

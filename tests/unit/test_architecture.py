@@ -2,8 +2,8 @@
 
 The rules are the layout docs/development.md describes: reply-handler never reaches into inbound
 code, the delivery core both share lives in common/delivery, the mail layer owns the queue contract
-(so it needs nothing from store), host tools that act on a deployment live in common/ops (not in
-common/local, which is emulation only), one command table in the CLI, each package names its public
+(so it needs nothing from store), host tools that act on a deployment live in ops (not in
+local, which is emulation only), one command table in the CLI, each package names its public
 surface, one exception family, mypy checks the tests, and comments cite something a reader can open.
 
 The import graph counts every import a module runs: at module level and inside functions alike
@@ -25,13 +25,25 @@ from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("common", "deploy")  # the code whose import graph is checked
-COMMENTED = ("common", "deploy", "images", "tests", "bench", "scripts")  # where comments are read
+PACKAGES = ("common", "deploy", "cli", "local", "ops")  # the code whose import graph is checked
+# Host-only top-level packages: beside deploy/, never copied into an image (docs/development.md).
+HOST_PACKAGES = ("deploy", "cli", "local", "ops")
+COMMENTED = (
+    "common",
+    "deploy",
+    "cli",
+    "local",
+    "ops",
+    "images",
+    "tests",
+    "bench",
+    "scripts",
+)  # where comments are read
 BASE_ERROR = "common.runtime.errors.EmailHandlerError"
 # Exceptions that are control flow, not errors, each with its reason. Empty: every signal the code
 # raises today can be an *Error of the family; add one here only with the reason it cannot.
 SIGNAL_ALLOWLIST: dict[str, str] = {
-    # common/local/devstack.py: SIGINT or SIGTERM while `email-handler dev` starts. A BaseException
+    # local/devstack.py: SIGINT or SIGTERM while `email-handler dev` starts. A BaseException
     # like KeyboardInterrupt so that no `except Exception` on the way swallows it, and not *Error:
     # it is not an error, and InterruptedError is a builtin (an OSError) it must not be taken for.
     "Interrupted": "a signal, not an error",
@@ -227,6 +239,14 @@ def test_no_circle_between_modules() -> None:
     assert not circles, f"{len(circles)} import circle(s):\n" + "\n".join(lines)
 
 
+def test_common_imports_no_host_code() -> None:
+    """common/ is exactly what the images ship (Dockerfile.base copies it whole): nothing in it may
+    import a host package, at module level or in a function. docker/check-imports.py stops the image
+    build on the same rule."""
+    bad = [line for host in HOST_PACKAGES for line in _imports_from(host, "common")]
+    assert not bad, "common/ imports host code:\n" + "\n".join(bad)
+
+
 def test_the_mail_layer_imports_nothing_from_store() -> None:
     """The queue contract (OutboundMessage, Attachment) belongs to common/mail; store only persists it."""
     bad = _imports_from("common.store", "common.mail")
@@ -237,7 +257,7 @@ def test_the_mail_layer_imports_nothing_from_store() -> None:
 # is them) reaches them in what the functions run; the host tools (local, ops) and the deploy manage
 # the resources themselves.
 DATA_SERVICES = ("common.aws.dynamodb", "common.aws.s3")
-MAY_OPEN_DATA = ("common.aws", "common.store", "common.local", "common.ops", "deploy")
+MAY_OPEN_DATA = ("common.aws", "common.store", "local", "ops", "deploy")
 
 
 def test_store_is_the_only_door_to_tables_and_buckets() -> None:
@@ -262,16 +282,16 @@ def _flags(call: ast.Call) -> list[str]:
 
 
 def test_nothing_under_common_local_takes_a_deployment_by_env() -> None:
-    """``--env`` picks a deployment: a command taking it acts on one, so it belongs in common/ops.
+    """``--env`` picks a deployment: a command taking it acts on one, so it belongs in ops.
     Read from every argument declaration (``add_argument`` or the CLI's ``arg`` helper)."""
     bad = []
     for name, module in modules().items():
-        if not name.startswith("common.local"):
+        if not name.startswith("local"):
             continue
         for node in ast.walk(module.tree):
             if isinstance(node, ast.Call) and "--env" in _flags(node):
                 bad.append(f"{module.path.relative_to(REPO)}:{node.lineno} {ast.unparse(node.func)}(--env …)")
-    assert not bad, "common/local declares --env (acts on a deployment):\n" + "\n".join(bad)
+    assert not bad, "local declares --env (acts on a deployment):\n" + "\n".join(bad)
 
 
 def _names_defined(tree: ast.Module) -> set[str]:

@@ -1,5 +1,5 @@
 """Commands that act on a deployment take the local admin's credentials only against an emulator on
-this machine, and only when none are configured (common/ops/cli.py emulator_credentials)."""
+this machine, and only when none are configured (ops/main.py emulator_credentials)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from common.local.env import admin_credentials
-from common.ops import cli
+from local.env import admin_credentials
+from ops import main as cli
 
 
 @pytest.fixture

@@ -58,10 +58,10 @@ def test_a_lambda_cold_start_runs_without_the_cyclic_collector_until_the_first_i
     import weakref
 
     from common.aws import sts
-    from common.local.env import local_env
     from common.runtime import coldstart
     from common.runtime import handler as handler_mod
     from common.runtime.config import Config, load
+    from local.env import local_env
 
     class Node:
         pass

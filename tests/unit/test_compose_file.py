@@ -79,7 +79,7 @@ def test_functions_run_with_their_role_credentials_and_moto_enforces_iam_by_defa
     found = services()
     for f in FUNCTIONS:  # local.env first: the role session's keys override its placeholder keys
         assert found[f.name]["env_file"] == ["local.env", f"../.build/local/roles/{f.name}.env"], f.name
-    for tool in ("init", "wiring", "smtp"):  # the local admin (common.local.env.admin_credentials)
+    for tool in ("init", "wiring", "smtp"):  # the local admin (local.env.admin_credentials)
         assert found[tool]["env_file"] == "local.env"
     moto = yaml.safe_load((COMPOSE / "emulator-moto.yml").read_text())["services"]["aws"]
     assert moto["environment"]["IAM"] == "${IAM:-on}"

@@ -1,4 +1,4 @@
-"""Lambda's account concurrency as the local modes model it (common/local/concurrency.py): the
+"""Lambda's account concurrency as the local modes model it (local/concurrency.py): the
 documented reservation minimum, GetAccountSettings' shape, throttling and the asynchronous retries."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from common.local import concurrency as c
+from local import concurrency as c
 
 
 def test_a_reservation_must_leave_the_documented_100_unreserved() -> None:

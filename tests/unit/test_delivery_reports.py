@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from common.inbound.policy import Action, Rules, assess_mail, delivery_report
-from common.local.events import receipt_event
 from common.mail.parse import parse
 from common.runtime.events import SesReceipt
+from local.events import receipt_event
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "corpus"
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from common.local.env import local_env
-from common.local.iam import NO_RESOURCE_ACTIONS, Request, as_aws_evaluates, evaluate, takes_no_resource
 from common.runtime import config
 from common.runtime.functions import FUNCTIONS
 from deploy.iam import deployer_policy, policy
+from local.env import local_env
+from local.iam import NO_RESOURCE_ACTIONS, Request, as_aws_evaluates, evaluate, takes_no_resource
 
 ACCOUNT = "123456789012"
 CFG = config.load({**local_env(), "ENVIRONMENT": "prd"})

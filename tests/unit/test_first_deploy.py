@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from common.local import fresh
 from common.runtime import config
 from deploy import dns, iam
+from local import fresh
 
 CFG = config.load(
     {

@@ -13,11 +13,11 @@ import pytest
 
 from common.aws import reset_clients, s3
 from common.delivery.compose import TEMPORARY_LINKS_NOTE, build_forward
-from common.local.env import local_env
 from common.mail.outbound import Attachment
 from common.mail.parse import parse
 from common.runtime import config
 from common.store.attachments import Stored, Withheld
+from local.env import local_env
 from tests.support.mailgen import mail
 
 CFG = config.load({**local_env(), "MAX_FORWARD_BYTES": "100000"})

@@ -1,14 +1,14 @@
-"""Host tools split by where they run (docs/development.md, Repository layout): common/local emulates,
-common/ops acts on a deployment, deploy/ knows no local mode, and the console script lists its
-commands in one table (common/ops/cli.py)."""
+"""Host tools split by where they run (docs/development.md, Repository layout): local emulates,
+ops acts on a deployment, deploy/ knows no local mode, and the console script lists its
+commands in one table (ops/main.py)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from common.local.commands import Command
-from common.ops import cli
+from cli import Command
+from ops import main as cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def _prefixed(names: set[str], prefix: str) -> set[str]:
 
 
 def test_no_local_module_takes_env() -> None:
-    """A command that acts on a deployment by ``--env`` belongs in common/ops."""
+    """A command that acts on a deployment by ``--env`` belongs in ops."""
     offenders = [
         str(p.relative_to(REPO))
         for p in (REPO / "common" / "local").rglob("*.py")
@@ -42,10 +42,8 @@ def test_no_local_module_takes_env() -> None:
 
 
 def test_local_never_imports_ops_and_deploy_never_imports_local_or_ops() -> None:
-    local = {f: _prefixed(n, "common.ops") for f, n in _imports("common/local").items()}
-    deploy = {
-        f: _prefixed(n, "common.local") | _prefixed(n, "common.ops") for f, n in _imports("deploy").items()
-    }
+    local = {f: _prefixed(n, "ops") for f, n in _imports("local").items()}
+    deploy = {f: _prefixed(n, "local") | _prefixed(n, "ops") for f, n in _imports("deploy").items()}
     assert {f: n for f, n in {**local, **deploy}.items() if n} == {}
 
 

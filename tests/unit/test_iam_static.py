@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from common.local.env import local_env
 from common.runtime import config
 from common.runtime.functions import FUNCTIONS, SENDERS
 from deploy.iam import SENDER_QUEUE_ACTIONS, policy
+from local.env import local_env
 from tests.support import iamscan
 
 ACCOUNT = "123456789012"
@@ -28,7 +28,7 @@ def arn_statements(doc: dict[str, Any], action: str) -> list[str]:
 def test_every_boto3_call_in_shipped_code_maps_to_an_iam_action() -> None:
     scan = iamscan.Scan()
     modules = iamscan.shipped_modules()
-    assert not [m for m in modules if m.startswith("common.local")]
+    assert not [m for m in modules if m.startswith("local")]
     calls = {
         (m, op)
         for m in modules

@@ -24,8 +24,8 @@ def _trim_module() -> ModuleType:
 
 
 def _services_called() -> tuple[set[str], list[str]]:
-    """Service names passed to client()/control_client()/resource() under common/ (not common/local
-    or common/ops, which never ship), and the calls whose service name is not a literal."""
+    """Service names passed to client()/control_client()/resource() under common/ (not local
+    or ops, which never ship), and the calls whose service name is not a literal."""
     names: set[str] = set()
     dynamic: list[str] = []
     for path in sorted((REPO / "common").rglob("*.py")):

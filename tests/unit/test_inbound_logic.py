@@ -7,12 +7,12 @@ import pytest
 
 from common.delivery import ack
 from common.inbound import policy
-from common.local.events import receipt_event
 from common.mail.parse import parse
 from common.mail.sanitize import safe_filename
 from common.runtime import config
 from common.runtime.config import Config
 from common.runtime.events import SesReceipt
+from local.events import receipt_event
 from tests.support.mailgen import mail
 
 CFG = config.load(

@@ -10,8 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from common.local.pyversion import IMAGE_PYTHON
 from common.runtime import launch
+from local.pyversion import IMAGE_PYTHON
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from common.local import outbox
+from local import outbox
 
 RAW = (
     "From: hello@example.com\r\nTo: Jane <jane@corp.example>\r\nSubject: =?utf-8?q?H=C3=A9llo?=\r\n"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from common.local.rie import _ephemeral_floor, free_port
+from local.rie import _ephemeral_floor, free_port
 
 
 def test_free_ports_are_outside_the_ephemeral_range_and_bindable() -> None:
@@ -23,7 +23,7 @@ def test_free_ports_are_outside_the_ephemeral_range_and_bindable() -> None:
 
 
 def test_a_low_ephemeral_range_still_gives_ports(monkeypatch: pytest.MonkeyPatch) -> None:
-    from common.local import rie
+    from local import rie
 
     monkeypatch.setattr(rie, "_ephemeral_floor", lambda: 1024)
     assert 20000 <= rie.free_port(6) < 65000
@@ -35,7 +35,7 @@ def test_waiting_for_a_published_port_means_waiting_for_an_http_answer() -> None
     answers 404 is only ready after the fourth: an open port is not enough."""
     import threading
 
-    from common.local.rie import wait_for_http
+    from local.rie import wait_for_http
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -66,7 +66,7 @@ def test_waiting_for_a_published_port_means_waiting_for_an_http_answer() -> None
 
 
 def test_waiting_for_http_gives_up_with_the_last_error() -> None:
-    from common.local.rie import wait_for_http
+    from local.rie import wait_for_http
 
     port = free_port()
     with pytest.raises(TimeoutError, match="no HTTP answer"):
@@ -78,7 +78,7 @@ def test_a_port_handed_out_is_not_handed_out_again_by_any_process_until_its_clai
 ) -> None:
     """Seen in CI: a compose stack chose its ports, checked its images, and meanwhile another pytest
     worker's container bound one of them. Choosers share claims, so the same random pick is refused."""
-    from common.local import rie
+    from local import rie
 
     monkeypatch.setattr(rie, "CLAIMS", tmp_path / "claims")
     picks = iter([21000, 21000, 21003, 21000])
@@ -93,7 +93,7 @@ def test_a_port_handed_out_is_not_handed_out_again_by_any_process_until_its_clai
 def test_a_refused_range_gives_back_what_it_had_claimed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from common.local import rie
+    from local import rie
 
     monkeypatch.setattr(rie, "CLAIMS", tmp_path / "claims")
     picks = iter([21001, 21000, 21010])

@@ -6,9 +6,9 @@ import secrets
 
 import pytest
 
-from common.local.env import local_env
 from deploy.errors import DeployError
 from deploy.preflight import BUCKET_NAME, load_config
+from local.env import local_env
 
 ACCOUNT = "123456789012"
 

@@ -1,4 +1,4 @@
-"""Query-string SigV4 (presigned URLs) as the local emulator verifies it (common.local.iam.presigned_problem),
+"""Query-string SigV4 (presigned URLs) as the local emulator verifies it (local.iam.presigned_problem),
 checked against botocore's own presigner."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from botocore.auth import S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from common.local.iam import presigned_problem
+from local.iam import presigned_problem
 
 SECRET = "local-secret"
 

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from common.local.env import local_env
 from common.runtime import config
 from deploy import propagation
 from deploy.plan import Run
+from local.env import local_env
 
 CFG = config.load(local_env())
 

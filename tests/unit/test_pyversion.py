@@ -6,8 +6,8 @@ import platform
 
 import pytest
 
-from common.local import pyversion
-from common.ops import cli
+from local import pyversion
+from ops import main as cli
 
 
 def test_this_python_reads_mail_as_the_images_do() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from common.local.ingress import BareLfNormalizer
+from local.ingress import BareLfNormalizer
 
 
 def fed(data: bytes, *cuts: int) -> bytes:

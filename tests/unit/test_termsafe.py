@@ -1,4 +1,4 @@
-"""The CLI never writes a mail's control characters to the operator's terminal (common.local.termsafe)."""
+"""The CLI never writes a mail's control characters to the operator's terminal (cli.termsafe)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from common.local.termsafe import clean
-from common.ops import admin, cli
+from cli.termsafe import clean
 from common.runtime import config
+from ops import admin
+from ops import main as cli
 from tests.support.mailgen import mail
 
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -67,7 +68,7 @@ def test_quarantine_show_raw_refuses_a_terminal() -> None:
     leader, follower = pty.openpty()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "common.ops.cli", "quarantine", "show", "q1", "--raw"],
+            [sys.executable, "-m", "ops.main", "quarantine", "show", "q1", "--raw"],
             stdout=follower,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

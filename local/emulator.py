@@ -1,8 +1,8 @@
 """The embedded AWS emulator: a real moto server, in this process (no Docker) or in its own.
 
-``python -m common.local.emulator [-H HOST] [-p PORT]`` runs the same server as ``moto_server`` with
+``python -m local.emulator [-H HOST] [-p PORT]`` runs the same server as ``moto_server`` with
 fidelity fixes and two measured speed-ups (:func:`patch_moto`); the compose image and the load tests use it.
-Every way of starting it serves through common.local.guard (no CORS, no foreign Origin, the admin's
+Every way of starting it serves through local.guard (no CORS, no foreign Origin, the admin's
 token for ``/moto-api``) and binds a loopback address unless told ``allow_remote``.
 """
 
@@ -119,13 +119,13 @@ def sesv2_suppression_options() -> None:
 
 
 def ses_sandbox() -> None:
-    """SES's sandbox, switched by ``common.local.iam.SES_SANDBOX`` (off: moto's account sends to anyone).
+    """SES's sandbox, switched by ``local.iam.SES_SANDBOX`` (off: moto's account sends to anyone).
 
     In the sandbox SES sends only to verified identities (an address, or its domain) and refuses
     the rest with MessageRejected "Email address is not verified. The following identities failed
     the check in region ...: <address>" (SES DG, "Request production access"); sesv2 GetAccount,
     which moto 5.2.5 lacks, says ``ProductionAccessEnabled`` false. The IAM side (SES also
-    authorises the send against each recipient's identity) is in common.local.iam."""
+    authorises the send against each recipient's identity) is in local.iam."""
     import json
     from email.utils import getaddresses
 
@@ -134,8 +134,8 @@ def ses_sandbox() -> None:
     from moto.sesv2 import urls
     from moto.sesv2.responses import SESV2Response
 
-    from common.local.fresh import account_details, put_account_details, sent_last_24_hours
-    from common.local.iam import SES_SANDBOX
+    from local.fresh import account_details, put_account_details, sent_last_24_hours
+    from local.iam import SES_SANDBOX
 
     def refuse_unverified(backend: Any, recipients: list[str]) -> None:
         if not SES_SANDBOX["on"]:
@@ -260,7 +260,7 @@ def dynamodb_read_key_sizes() -> None:
 @functools.cache  # once per process: the patches wrap what they replace
 def patch_moto() -> None:
     """What the embedded server changes in moto: fidelity fixes and two measured speed-ups."""
-    from common.local import fresh
+    from local import fresh
 
     dynamodb_atomic()
     dynamodb_read_key_sizes()
@@ -268,7 +268,7 @@ def patch_moto() -> None:
     sesv2_suppression_options()
     ses_event_destination_names()
     ses_sandbox()
-    fresh.install()  # inert until an account is modelled as fresh (common/local/fresh.py)
+    fresh.install()  # inert until an account is modelled as fresh (local/fresh.py)
     route_cache()
     sqs_retention_check()
 
@@ -278,7 +278,7 @@ class RemoteHostError(ConfigError):
 
 
 class EmbeddedMoto:
-    """moto's server on a thread of this process; ``iam=True``: it enforces IAM (common.local.iam), its
+    """moto's server on a thread of this process; ``iam=True``: it enforces IAM (local.iam), its
     admin is the ``local-admin`` user.
 
     It binds its socket in the caller's thread, so a taken port raises ``OSError`` at once: moto's
@@ -297,7 +297,7 @@ class EmbeddedMoto:
         account: str = "default",
         allow_remote: bool = False,
     ):
-        from common.local.guard import is_loopback
+        from local.guard import is_loopback
 
         if not (allow_remote or is_loopback(host)):
             raise RemoteHostError(
@@ -324,8 +324,8 @@ class EmbeddedMoto:
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
-        from common.local import fresh, iam
-        from common.local.guard import Guard, is_loopback
+        from local import fresh, iam
+        from local.guard import Guard, is_loopback
 
         patch_moto()
         iam.set_enforced(self.iam)
@@ -368,13 +368,13 @@ class MotoProcess:
         import subprocess
         import sys
 
-        from common.local.rie import wait_for_port
+        from local.rie import wait_for_port
 
         self._proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "common.local.emulator",
+                "local.emulator",
                 "-H",
                 self.host,
                 "-p",
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
         "--account",
         choices=["default", "fresh"],
         default="default",
-        help="fresh: model a new AWS account (common/local/fresh.py)",
+        help="fresh: model a new AWS account (local/fresh.py)",
     )
     args = parser.parse_args(argv)
     try:

@@ -1,9 +1,9 @@
 """Local emulation (no AWS): the moto server and its IAM, RIE processes, the event wiring, the SMTP
 ingress, the dev stack, the outbox, the local modes' provisioning and the local commands.
 
-Never imported by the Lambda handlers and never copied into an image (Dockerfile.base drops it); its
+Host-only: never imported by the Lambda handlers and never copied into an image; its
 heavier dependencies (moto, aiosmtpd, docker) are the `local` extra and are imported lazily. Nothing
-here acts on a deployment by ``--env``: that is common/ops.
+here acts on a deployment by ``--env``: that is ops/.
 """
 
 __all__ = [
@@ -19,6 +19,5 @@ __all__ = [
     "provision",
     "pyversion",
     "rie",
-    "termsafe",
     "wiring",
 ]

@@ -2,9 +2,8 @@
 emulator, the event wiring, the SMTP ingress, inject, invoke, outbox, provision), and the plumbing
 every command shares.
 
-A command is a :class:`Command`: its help, its arguments (declared right above the function by
-:func:`command`) and the function that runs it. The console script lists every command in one table
-(common/ops/cli.py). Commands that run until stopped share :func:`run_until_signalled`.
+Each is a :class:`cli.Command` (cli/command.py); the console script lists every command in one
+table (ops/main.py).
 """
 
 from __future__ import annotations
@@ -14,76 +13,16 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.local.env import admin_credentials, use_endpoint
-from common.local.env import local_env as local_defaults
+from cli import ENDPOINT, arg, command, endpoint, run_until_signalled
 from common.runtime import config
 from common.runtime.config import Config
 from common.runtime.functions import BY_NAME, EMULATOR_PORT, FUNCTIONS, SMTP_PORT
-
-DEFAULT_ENDPOINT = f"http://127.0.0.1:{EMULATOR_PORT}"
-Run = Callable[[argparse.Namespace], int]
-
-
-@dataclass(frozen=True, slots=True)
-class Arg:
-    flags: tuple[str, ...]
-    options: dict[str, Any]
-
-
-def arg(*flags: str, **options: Any) -> Arg:
-    return Arg(flags, options)
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One command of the console script: its help, its arguments and the function that runs it."""
-
-    help: str
-    args: tuple[Arg, ...]
-    run: Run
-
-    def __call__(self, args: argparse.Namespace) -> int:
-        return self.run(args)
-
-
-def command(help: str, *args: Arg) -> Callable[[Run], Command]:
-    """Make the decorated function a :class:`Command` with ``help`` and ``args``; the console script's
-    table (common/ops/cli.py) gives it its name."""
-
-    def make(run: Run) -> Command:
-        return Command(help, args, run)
-
-    return make
-
-
-ENDPOINT = arg("--endpoint", help=f"AWS emulator URL (default: $AWS_ENDPOINT_URL or {DEFAULT_ENDPOINT})")
-
-
-def run_until_signalled(poll: Callable[[], None] | None = None, interval: float = 0.2) -> int:
-    """Block until SIGINT (Ctrl-C) or SIGTERM, calling ``poll`` every ``interval``; returns the signal."""
-    received: list[int] = []
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        received.append(signum)
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        while not stop.wait(interval):
-            if poll is not None:
-                poll()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    return received[0]
+from local.env import admin_credentials, use_endpoint
+from local.env import local_env as local_defaults
 
 
 def _env_int(name: str) -> int | None:
@@ -95,10 +34,6 @@ def local_env() -> dict[str, str]:
     """The local defaults (compose/local.env), overridden by this shell's environment, with the local
     admin's credentials (.build/local/credentials, profile local-admin) for the emulator."""
     return {**local_defaults(), **os.environ, **admin_credentials()}
-
-
-def endpoint(args: argparse.Namespace) -> str:
-    return str(args.endpoint or os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT)
 
 
 def local_config(args: argparse.Namespace) -> Config:
@@ -117,7 +52,7 @@ def local_config(args: argparse.Namespace) -> Config:
     arg("--timeout", type=float, default=120.0),
 )
 def cmd_invoke(args: argparse.Namespace) -> int:
-    from common.local.rie import InvokeError, invoke
+    from local.rie import InvokeError, invoke
 
     fn = BY_NAME[args.function]
     url = args.url or f"http://{args.host}:{fn.port}"
@@ -162,9 +97,9 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_dev(args: argparse.Namespace) -> int:
-    from common.local import pyversion
-    from common.local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailableError, SignalGuard
     from common.runtime.log import set_level
+    from local import pyversion
+    from local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailableError, SignalGuard
 
     print(f"[dev] functions run on {pyversion.describe()}", flush=True)
     if problems := pyversion.differences():
@@ -255,9 +190,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_inject(args: argparse.Namespace) -> int:
-    from common.local import ingress
-    from common.local.events import envelope_sender
     from common.runtime.log import set_level
+    from local import ingress
+    from local.events import envelope_sender
 
     set_level("WARNING", "ingress")  # stdout carries the JSON result
     cfg = local_config(args)
@@ -311,7 +246,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_outbox(args: argparse.Namespace) -> int:
-    from common.local import outbox
+    from local import outbox
 
     try:
         items = outbox.sent(endpoint(args))
@@ -333,7 +268,7 @@ def cmd_outbox(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_provision(args: argparse.Namespace) -> int:
-    from common.local import provision
+    from local import provision
 
     cfg = local_config(args)
     deadline = time.monotonic() + args.wait
@@ -354,7 +289,7 @@ def cmd_provision(args: argparse.Namespace) -> int:
     if (
         args.local and not args.dry_run
     ):  # open the functions' role sessions (compose: function containers use them)
-        from common.local.env import function_credentials
+        from local.env import function_credentials
 
         for f in FUNCTIONS:
             function_credentials(cfg, f.name, ensure_role=False)
@@ -384,9 +319,9 @@ def cmd_provision(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_wiring(args: argparse.Namespace) -> int:
-    from common.local.concurrency import AccountConcurrency
-    from common.local.env import function_credentials
-    from common.local.wiring import Endpoint, Wiring
+    from local.concurrency import AccountConcurrency
+    from local.env import function_credentials
+    from local.wiring import Endpoint, Wiring
 
     cfg = local_config(args)
     endpoints = {
@@ -425,7 +360,7 @@ def cmd_wiring(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_smtp(args: argparse.Namespace) -> int:
-    from common.local.ingress import SmtpIngress
+    from local.ingress import SmtpIngress
 
     cfg = local_config(args)
     ingress = SmtpIngress(cfg, args.host, args.port).start()
@@ -462,7 +397,7 @@ def cmd_smtp(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_emulator(args: argparse.Namespace) -> int:
-    from common.local.emulator import EmbeddedMoto, RemoteHostError
+    from local.emulator import EmbeddedMoto, RemoteHostError
 
     try:
         server = EmbeddedMoto(
@@ -490,7 +425,7 @@ def cmd_emulator(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_dns_publish(args: argparse.Namespace) -> int:
-    from common.local.fresh import DNS_PATH
+    from local.fresh import DNS_PATH
 
     url = endpoint(args)
     try:
@@ -518,7 +453,7 @@ def _post(url: str, body: bytes, content_type: str) -> tuple[dict[str, Any] | No
     import urllib.error
     import urllib.request
 
-    from common.local.guard import admin_request
+    from local.guard import admin_request
 
     request = admin_request(url, data=body, method="POST")  # the control endpoints need the admin's token
     request.add_header("Content-Type", content_type)
@@ -553,7 +488,7 @@ def _model_call(
     ENDPOINT,
 )
 def cmd_model_verify_address(args: argparse.Namespace) -> int:
-    from common.local.fresh import VERIFY_ADDRESS_PATH
+    from local.fresh import VERIFY_ADDRESS_PATH
 
     if _model_call(args, VERIFY_ADDRESS_PATH, {"address": args.address}, f"verify {args.address}") is None:
         return 2
@@ -563,7 +498,7 @@ def cmd_model_verify_address(args: argparse.Namespace) -> int:
 
 @command("stand in for AWS granting SES production access (fresh-account model)", ENDPOINT)
 def cmd_model_grant_production(args: argparse.Namespace) -> int:
-    from common.local.fresh import GRANT_PRODUCTION_PATH
+    from local.fresh import GRANT_PRODUCTION_PATH
 
     if _model_call(args, GRANT_PRODUCTION_PATH, {}, "grant production access") is None:
         return 2
@@ -575,7 +510,7 @@ def cmd_model_grant_production(args: argparse.Namespace) -> int:
     "stand in for clicking the link of every pending e-mail subscription (fresh-account model)", ENDPOINT
 )
 def cmd_model_confirm_subscriptions(args: argparse.Namespace) -> int:
-    from common.local.fresh import CONFIRM_SUBSCRIPTIONS_PATH
+    from local.fresh import CONFIRM_SUBSCRIPTIONS_PATH
 
     answer = _model_call(args, CONFIRM_SUBSCRIPTIONS_PATH, {}, "confirm the subscriptions")
     if answer is None:

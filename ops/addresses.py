@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from common.local.commands import arg, command
-from common.ops.admin import TARGET, emit, fail, operator, target
+from cli import arg, command
+from ops.admin import TARGET, emit, fail, operator, target
 
 COLUMNS = [
     ("address", "address", 32),

@@ -51,8 +51,8 @@ def _check(name: str, value: Any, ok: bool, blocks: bool, detail: str = "") -> d
 
 def _mx_model(endpoint: str, name: str) -> list[str] | None:
     """The MX hosts the emulator's fresh-account model publishes for ``name`` (None: no model to ask)."""
-    from common.local.fresh import DNS_PATH
-    from common.local.guard import admin_request
+    from local.fresh import DNS_PATH
+    from local.guard import admin_request
 
     try:
         with urllib.request.urlopen(

@@ -1,9 +1,9 @@
 """The `email-handler` console script: local modes, local tools and the deploy.
 
 :data:`COMMANDS` is the one table of its commands (``"quarantine list"`` is ``list`` inside the group
-``quarantine``, whose help is in :data:`GROUPS`); each is a :class:`~common.local.commands.Command`
-defined where its work is: common/local/commands.py (the local modes and their tools),
-common/ops/deployment.py (deploy, status, destroy, replay) and common/ops/admin.py (the owner and
+``quarantine``, whose help is in :data:`GROUPS`); each is a :class:`~cli.Command`
+defined where its work is: local/commands.py (the local modes and their tools),
+ops/deployment.py (deploy, status, destroy, replay) and ops/admin.py (the owner and
 operator commands).
 """
 
@@ -15,11 +15,10 @@ import sys
 import urllib.parse
 from typing import Any
 
-from common.local import commands as local
-from common.local.commands import Command
-from common.local.env import admin_credentials
-from common.local.termsafe import SafeStream
-from common.ops import addresses, admin, deployment
+from cli import Command, SafeStream
+from local import commands as local
+from local.env import admin_credentials
+from ops import addresses, admin, deployment
 
 COMMANDS: dict[str, Command] = {
     "invoke": local.cmd_invoke,

@@ -1,9 +1,9 @@
 """The deployment commands of the `email-handler` console script: ``deploy``, ``status``, ``destroy``
-and ``replay``, the front-ends of deploy/ (and of common/ops/status.py) against AWS, or against an
+and ``replay``, the front-ends of deploy/ (and of ops/status.py) against AWS, or against an
 emulator that AWS_ENDPOINT_URL names.
 
 deploy/ is imported inside each command: at module level deploy.main, destroy, replay and
-common/ops/status.py would add 0.2 to 0.5 s (python -X importtime, cumulative) to every start of the
+ops/status.py would add 0.2 to 0.5 s (python -X importtime, cumulative) to every start of the
 console script, which the local commands and the owner commands never need.
 """
 
@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from common.local.commands import arg, command
+from cli import arg, command
 from common.runtime import config
 
 # The local modes' environment name (CONTRACT.md, "Local defaults").
@@ -149,14 +149,14 @@ def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
     arg("--smtp-port", type=int, help="with --env local: the SMTP ingress port (default 2525)"),
 )
 def cmd_status(args: argparse.Namespace) -> int:
-    from common.ops.status import LocalStack, collect, table
     from deploy.errors import DeployError
     from deploy.main import Options, connect
+    from ops.status import LocalStack, collect, table
 
     try:
         if args.env == LOCAL_ENV:  # the local stack, read as a deployment is (its functions run under RIEs)
             from common.aws.sts import account_id
-            from common.local.commands import local_config
+            from local.commands import local_config
 
             cfg = local_config(args)
             report = collect(

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from common.local.commands import ENDPOINT, arg, command, endpoint, local_config
-from common.local.provision import wiring_queue
+from cli import ENDPOINT, arg, command, endpoint
 from common.runtime.config import Config
 from common.runtime.errors import EmailHandlerError
+from local.commands import local_config
+from local.provision import wiring_queue
 
 TARGET = (
     arg("--env", help="a deployment on AWS: its environment name (e.g. prd); default: the local emulator"),

@@ -21,13 +21,13 @@ from email.utils import getaddresses
 from typing import Any
 
 from common.aws import s3, sqs
-from common.local import events as localevents
-from common.local.provision import wiring_queue
 from common.runtime.addresses import receiving_function
 from common.runtime.config import Config
 from common.runtime.functions import SMTP_PORT
 from common.runtime.log import get_logger
 from common.store import layout
+from local import events as localevents
+from local.provision import wiring_queue
 
 log = get_logger("ingress")
 MAX_MESSAGE_BYTES = 40 * 1024 * 1024  # SES receiving's limit, headers included

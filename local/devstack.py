@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from common.local.env import cli_hint
-from common.local.rie import INVOKE_PATH, REPO, free_port
 from common.runtime.errors import EmailHandlerError
 from common.runtime.functions import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
+from local.env import cli_hint
+from local.rie import INVOKE_PATH, REPO, free_port
 
 HOST = "127.0.0.1"
 
@@ -164,7 +164,7 @@ def check_ports(ports: DevPorts) -> None:
 
 def ensure_rie() -> None:
     """Fetch the RIE binary on first use (it comes from the pinned aws-sam-cli wheel)."""
-    from common.local.rie import rie_binary
+    from local.rie import rie_binary
 
     try:
         rie_binary()
@@ -197,7 +197,7 @@ class DevStack:
             visibility_s,
             iam,
         )
-        self.account = account  # "fresh": the emulator models a new AWS account (common/local/fresh.py)
+        self.account = account  # "fresh": the emulator models a new AWS account (local/fresh.py)
         self.report, self.activity = report, activity
         self.guard = guard
         self._stoppers: list[tuple[str, Callable[[], None]]] = []
@@ -218,20 +218,20 @@ class DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailableError` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.aws.sts import account_id
-        from common.local import provision
-        from common.local.concurrency import AccountConcurrency
-        from common.local.emulator import EmbeddedMoto
-        from common.local.env import (
+        from common.runtime import config
+        from local import provision
+        from local.concurrency import AccountConcurrency
+        from local.emulator import EmbeddedMoto
+        from local.env import (
             admin_credentials,
             function_credentials,
             use_endpoint,
             without_secrets,
             write_admin_credentials,
         )
-        from common.local.ingress import SmtpIngress
-        from common.local.rie import RieProcess, wait_for_port
-        from common.local.wiring import Endpoint, Wiring
-        from common.runtime import config
+        from local.ingress import SmtpIngress
+        from local.rie import RieProcess, wait_for_port
+        from local.wiring import Endpoint, Wiring
 
         # The owner's key first: one that cannot encrypt stops the start before anything runs.
         owner_key = config.with_owner_key_file(config.load(self.env)).owner_key

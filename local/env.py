@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from common.local.iam import ACCOUNT, ADMIN_PROFILE
 from common.runtime.config import DEV_THREAD_SECRET, Config
+from local.iam import ACCOUNT, ADMIN_PROFILE
 
-ENV_FILE = Path(__file__).resolve().parents[2] / "compose" / "local.env"
+ENV_FILE = Path(__file__).resolve().parents[1] / "compose" / "local.env"
 # scripts/compose.sh writes one file per running `make up` stack: its endpoint and, when DynamoDB
 # is routed to moto beside LocalStack, where DynamoDB answers.
 STACKS_DIR = ENV_FILE.parents[1] / ".build" / "local" / "stacks"
 # The tools' admin credentials in both local modes (shared-credentials format, profile local-admin).
-CREDENTIALS_FILE = Path(__file__).resolve().parents[2] / ".build" / "local" / "credentials"
+CREDENTIALS_FILE = Path(__file__).resolve().parents[1] / ".build" / "local" / "credentials"
 
 # Fallback when the package is installed without the repository (the file is the source of truth).
 _BUILTIN = {
@@ -98,7 +98,7 @@ def admin_credentials(path: Path = CREDENTIALS_FILE) -> dict[str, str]:
             "AWS_ACCESS_KEY_ID": section["aws_access_key_id"],
             "AWS_SECRET_ACCESS_KEY": section["aws_secret_access_key"],
         }
-    from common.local.iam import admin_credentials as derived
+    from local.iam import admin_credentials as derived
 
     return derived()
 
@@ -116,7 +116,7 @@ def _write(path: Path, text: str) -> None:
 
 def write_admin_credentials(path: Path = CREDENTIALS_FILE) -> Path:
     """Write the local admin's keys as profile ``local-admin`` (for the AWS CLI and the tools)."""
-    from common.local.iam import admin_credentials as derived
+    from local.iam import admin_credentials as derived
 
     creds = derived()
     _write(
@@ -163,8 +163,8 @@ def function_credentials(cfg: Config, function: str, ensure_role: bool = False) 
     after a reset gives the same keys: functions started earlier keep working."""
     from common.aws import client
     from common.aws.sts import account_id
-    from common.local import provision
     from deploy.iam import role_arn
+    from local import provision
 
     arn = (
         provision.ensure_role(cfg, function, report=_restored)
@@ -229,8 +229,8 @@ def function_env_files(cfg: Config, directory: Path) -> list[Path]:
     """``<directory>/<function>.env`` with the credentials of the function's role session (the
     compose stack's function containers read them). The keys are derived from the role and the
     session name, so this needs no emulator; ``email-handler provision --local`` opens the sessions."""
-    from common.local.iam import derived_key
     from common.runtime.functions import FUNCTIONS
+    from local.iam import derived_key
 
     out = []
     for f in FUNCTIONS:
@@ -245,7 +245,7 @@ def function_env_files(cfg: Config, directory: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m common.local.env DIR`` (scripts/compose.sh, in the local tools image): DIR/credentials
+    """``python -m local.env DIR`` (scripts/compose.sh, in the local tools image): DIR/credentials
     (profile local-admin, for the host CLI) and DIR/roles/<function>.env (each function container's
     role-session credentials, its second env_file)."""
     import argparse

@@ -1,5 +1,5 @@
 """Lambda concurrency as AWS documents it, for the local modes: the account's limit, reservations,
-``GetAccountSettings``, and the throttling of invocations by the local wiring (common/local/wiring.py).
+``GetAccountSettings``, and the throttling of invocations by the local wiring (local/wiring.py).
 
 The rules, each from the page it cites:
 
@@ -58,7 +58,7 @@ class ThrottledError(EmailHandlerError):
     """TooManyRequestsException: the account has no concurrency left for this invocation."""
 
 
-# The emulator's account: the default quota, or a fresh account's (common.local.fresh.set_fresh sets it).
+# The emulator's account: the default quota, or a fresh account's (local.fresh.set_fresh sets it).
 _LIMIT = [DEFAULT_CONCURRENCY]
 
 
@@ -166,7 +166,7 @@ class AccountConcurrency:
 
 
 def install() -> None:
-    """Into moto (called by common.local.fresh.install): GetAccountSettings, which moto 5.2.5 answers
+    """Into moto (called by local.fresh.install): GetAccountSettings, which moto 5.2.5 answers
     with 404, and the reservation rule above on PutFunctionConcurrency."""
     from moto.awslambda import urls
     from moto.awslambda.exceptions import InvalidParameterValueException

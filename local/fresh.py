@@ -10,12 +10,12 @@ emulator applies the rules a first deploy meets on AWS, each cited where it is m
 * SetIdentityMailFromDomain on an unverified identity is refused.
 * A send from an identity whose MAIL FROM is not Success and whose BehaviorOnMXFailure is
   RejectMessage is refused with MailFromDomainNotVerified.
-* The sandbox: verified recipients only (common.local.emulator.ses_sandbox), 200 a day, 1 a second.
+* The sandbox: verified recipients only (local.emulator.ses_sandbox), 200 a day, 1 a second.
 * SES publishes to a topic only if the topic's policy lets ``ses.amazonaws.com`` publish
   (:func:`ses_may_publish`).
 * IAM policy size quotas: inline user policies 2,048 characters in all, managed 6,144, a role's
   inline policies 10,240 in all (white space not counted).
-* Lambda concurrency: 10 for the account (common/local/concurrency.py: the rules, GetAccountSettings
+* Lambda concurrency: 10 for the account (local/concurrency.py: the rules, GetAccountSettings
   and the wiring's throttling).
 
 The state lives in this process (the emulator's): ``/moto-api/reset`` clears the zone and the counters
@@ -31,8 +31,8 @@ import time
 from collections import deque
 from typing import Any
 
-from common.local import concurrency
 from common.runtime.functions import EMULATOR_ACCOUNT_PATH
+from local import concurrency
 
 # Where the model's control endpoints live on the emulator (POST): the zone to publish, and the switch.
 DNS_PATH = "/moto-api/service-email-handler/dns"
@@ -60,7 +60,7 @@ CONFIRM_SUBSCRIPTIONS_PATH = "/moto-api/service-email-handler/confirm-subscripti
 # value that is not an ARN as unconfirmed, the stricter reading).
 EMAIL_PROTOCOLS = ("email", "email-json")
 
-# Lambda concurrency: the account's limit and the reservation rule live in common/local/concurrency.py.
+# Lambda concurrency: the account's limit and the reservation rule live in local/concurrency.py.
 ACCOUNT_CONCURRENCY = concurrency.FRESH_CONCURRENCY
 
 # SES sandbox: "You can send a maximum of 200 messages in a 24-hour period" and "a maximum of one
@@ -93,7 +93,7 @@ def fresh() -> bool:
 
 def set_fresh(on: bool) -> None:
     """Model a new account from the next request on (off: moto's own kind account)."""
-    from common.local.iam import SES_SANDBOX
+    from local.iam import SES_SANDBOX
 
     STATE["fresh"] = on
     SES_SANDBOX["on"] = on
@@ -102,7 +102,7 @@ def set_fresh(on: bool) -> None:
 
 
 def reset() -> None:
-    from common.local.iam import SES_SANDBOX
+    from local.iam import SES_SANDBOX
 
     with _lock:
         _zone.clear()
@@ -440,7 +440,7 @@ def _patch_sesv2() -> None:
         says nothing of a configuration set's SuppressionOptions in the sandbox: the model is stricter than
         AWS may be and refuses them too, so the deploy is proven to go on without them (and to set them on
         a later run)."""
-        from common.local.iam import SES_SANDBOX
+        from local.iam import SES_SANDBOX
 
         if fresh() and SES_SANDBOX["on"]:
             raise _ses_error(
@@ -540,7 +540,7 @@ def ses_may_publish(policy: str | dict[str, Any] | None, topic_arn: str, source_
 def ses_may(policy: str | bytes | dict[str, Any] | None, action: str, resource: str, source_arn: str) -> bool:
     """Would a resource policy let ``ses.amazonaws.com`` do ``action`` on ``resource`` for ``source_arn``
     (its configuration set or receipt rule), with the account as ``aws:SourceAccount``?"""
-    from common.local.iam import Request, evaluate
+    from local.iam import Request, evaluate
 
     if not policy:
         return False
@@ -643,7 +643,7 @@ def account_details() -> dict[str, Any]:
 
 def grant_production() -> None:
     """AWS grants production access: sends to any address, the production quotas."""
-    from common.local.iam import SES_SANDBOX
+    from local.iam import SES_SANDBOX
 
     SES_SANDBOX["on"] = False
     with _lock:
@@ -870,7 +870,7 @@ def _routes() -> None:
 
 
 def install() -> None:
-    """Called once by common.local.emulator.patch_moto; every rule is inert until :func:`set_fresh`."""
+    """Called once by local.emulator.patch_moto; every rule is inert until :func:`set_fresh`."""
     _patch_ses()
     _patch_receipt_rules()
     _patch_sesv2()
@@ -880,6 +880,6 @@ def install() -> None:
     _patch_lambda_images()
     concurrency.install()
     _routes()
-    from common.local.iam import after_reset
+    from local.iam import after_reset
 
     after_reset(reset)  # the zone and the counters, not the switch

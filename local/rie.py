@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from common.runtime.errors import EmailHandlerError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 ENTRYPOINT = REPO / "docker" / "lambda-entrypoint.sh"
 INVOKE_PATH = "/2015-03-31/functions/function/invocations"
 

@@ -5,7 +5,7 @@ of deploy.iam) on the emulator, plus what AWS does for us and the local event wi
   check; their trust also names the account, because locally nothing is the Lambda service.
 * With ``wiring``: a queue subscribed to the SES feedback topic (SNS -> inbound-handler) and a queue
   that stands in for Lambda's asynchronous invocations (SES receipt actions), each with the three
-  attempts and DLQ of an asynchronous invocation (common/local/wiring.py polls them).
+  attempts and DLQ of an asynchronous invocation (local/wiring.py polls them).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 moto's server answers every Origin with CORS headers (flask-cors), and its ``/moto-api/*`` endpoints
 need no credentials: ``/moto-api/data.json`` holds the admin keys, every role's keys, THREAD_SECRET
 and every mail; ``/moto-api/reset`` and the project's control endpoints (``/moto-api/service-email-
-handler/dns`` and ``.../account``, common/local/fresh.py) change it. :class:`Guard` wraps the
+handler/dns`` and ``.../account``, local/fresh.py) change it. :class:`Guard` wraps the
 server's WSGI application:
 
 * it sends no CORS headers at all (whatever moto adds is dropped), so no page of another origin
@@ -19,7 +19,7 @@ server's WSGI application:
   ``local-admin`` secret, the credentials the CLI already uses), whether IAM is enforced or not.
 
 AWS API requests stay as they are: SigV4 from boto3 never carries an ``Origin``, and with IAM
-enforced moto checks their signatures (common/local/iam.py). Tests: tests/integration/test_emulator_guard.py.
+enforced moto checks their signatures (local/iam.py). Tests: tests/integration/test_emulator_guard.py.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ _FOREIGN_SITES = ("cross-site", "same-site")
 
 def admin_token() -> str:
     """The bearer token for ``/moto-api/*``: derived from the local admin's secret key."""
-    from common.local.iam import admin_credentials
     from common.runtime.functions import emulator_token
+    from local.iam import admin_credentials
 
     return emulator_token(admin_credentials()["AWS_SECRET_ACCESS_KEY"])
 
@@ -97,7 +97,7 @@ class Guard:
                 return (
                     "401 Unauthorized",
                     "the emulator's /moto-api needs the local admin's token "
-                    "(common.local.guard.admin_headers; the CLI sends it)",
+                    "(local.guard.admin_headers; the CLI sends it)",
                 )
         return "", ""
 

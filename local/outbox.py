@@ -77,7 +77,7 @@ def _item(mid: str, source: str, destinations: list[str], raw: str, timestamp: s
 
 
 def from_moto(endpoint: str) -> list[dict[str, Any]]:
-    from common.local.guard import admin_headers
+    from local.guard import admin_headers
 
     data = _get_json(endpoint.rstrip("/") + "/moto-api/data.json", attempts=3, headers=admin_headers())
     raws = (data.get("ses") or {}).get("RawMessage") or []

@@ -15,7 +15,7 @@ invocation at a time (a second concurrent request crashes it):
 A failed invocation leaves its message to the queue's visibility timeout and redrive policy (DLQ
 after the configured receives), as on AWS. Nothing is dropped without a log line saying why.
 
-Lambda's account concurrency (common/local/concurrency.py): at most the account's limit of
+Lambda's account concurrency (local/concurrency.py): at most the account's limit of
 invocations run at once across the functions; one more is throttled. A throttled SQS batch returns
 to its queue like a failed one (a receive counted, so the redrive policy applies); a throttled
 asynchronous invocation goes back to its queue with a delay that doubles from 1 s to 5 minutes, for
@@ -32,14 +32,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.aws import sqs
-from common.local.concurrency import AccountConcurrency, ThrottledError, requeue_throttled
-from common.local.events import sns_event, sqs_event
-from common.local.provision import ASYNC_ATTEMPTS, wiring_queue
 from common.runtime.config import Config
 from common.runtime.functions import BY_NAME, FUNCTIONS
 from common.runtime.log import get_logger
 from deploy import resources
 from deploy.triggers import source_queue
+from local.concurrency import AccountConcurrency, ThrottledError, requeue_throttled
+from local.events import sns_event, sqs_event
+from local.provision import ASYNC_ATTEMPTS, wiring_queue
 
 Invoke = Callable[[dict[str, Any]], Any]
 log = get_logger("wiring")
@@ -103,7 +103,7 @@ class Endpoint:
         invoke: Callable[[str, Any, float], Any] | None = None,
         account: AccountConcurrency | None = None,
     ) -> None:
-        from common.local import rie
+        from local import rie
 
         self.function, self.url = function, url
         self.timeout_s = BY_NAME[function].timeout_s + 30
@@ -275,10 +275,10 @@ class Wiring:
         kept under layout.local_invocation(<SQS message id>) for `email-handler inject` to read."""
         from common.aws import s3
         from common.aws.sts import account_id
-        from common.local.rie import InvokeError
         from common.runtime.clock import iso_z
         from common.store import layout
         from deploy.lambdas import alias_arn
+        from local.rie import InvokeError
 
         if error is None:
             condition, response = "Success", result
