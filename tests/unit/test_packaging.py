@@ -1,6 +1,8 @@
 """The repository's shape: pins in step, thin function images, one function table."""
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -83,3 +85,28 @@ def test_every_common_package_is_a_role_from_the_contract() -> None:
         "extractor",
     }
     assert [p.name for p in (REPO / "common").glob("*.py")] == ["__init__.py"]  # no flat modules left
+
+
+def test_the_base_image_copies_common_whole_and_checks_its_imports() -> None:
+    """Dockerfile.base copies common/ with nothing to delete and runs docker/check-imports.py on it."""
+    dockerfile = (REPO / "Dockerfile.base").read_text()
+    assert "COPY common/ /opt/lib/common/" in dockerfile
+    assert "rm -rf /opt/lib" not in dockerfile
+    assert "check-imports.py /opt/lib" in dockerfile
+
+
+def test_the_import_check_names_a_host_import(tmp_path: Path) -> None:
+    """The build-time check flags an import the image cannot satisfy and passes the standard library.
+    Run without site-packages (-S, -I) as the image would lack the host packages."""
+    (tmp_path / "common" / "mail").mkdir(parents=True)
+    (tmp_path / "common" / "mail" / "ok.py").write_text("import json\nfrom common.mail import ok\n")
+    (tmp_path / "common" / "mail" / "bad.py").write_text("def f():\n    from local import env\n")
+    run = subprocess.run(
+        [sys.executable, "-I", "-S", str(REPO / "docker" / "check-imports.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == ["common/mail/bad.py: imports local, which the image does not have"]
