@@ -171,26 +171,7 @@ def extract_object(
         }
 
     ms = int((time.perf_counter() - started) * 1000)
-    metadata = {
-        "characters": str(len(result.text)),
-        "extraction-ms": str(ms),
-        "extractor": result.extractor,
-        "extractor-version": result.extractor_version,
-        "source-etag": etag,
-    }
-    if result.pages is not None:  # a DOCX says how many pages only if Word saved the count
-        metadata["pages"] = str(result.pages)
-    if result.truncated:
-        metadata["truncated"] = "; ".join(result.truncated)[:512]
-    if result.warnings:
-        metadata["warnings"] = ",".join(result.warnings)
-    listed = {"unreadable-pages": sorted(result.unreadable_pages), "suspect-pages": result.suspect_pages}
-    if "no-text-layer" not in result.warnings:  # when no page has text, the warning says it all
-        listed["pages-without-text"] = result.pages_without_text
-    metadata.update((name, page_ranges(pages)) for name, pages in listed.items() if pages)
-    # S3 sends user metadata as HTTP headers: ASCII only.
-    metadata = {name: value.encode("ascii", "replace").decode() for name, value in metadata.items()}
-    extracted.record_text(bucket, key, result.text, metadata)
+    extracted.record_text(bucket, key, result.text, _text_metadata(result, ms, etag))
     details: dict[str, Any] = {
         "key": key,
         "pages": result.pages,
@@ -219,6 +200,29 @@ def extract_object(
         "warnings": result.warnings,
         "unreadablePages": sorted(result.unreadable_pages),
     }
+
+
+def _text_metadata(result: textextract.Extraction, ms: int, etag: str) -> dict[str, str]:
+    """The extracted text's S3 metadata: what the extraction found, its time and the source's ETag."""
+    metadata = {
+        "characters": str(len(result.text)),
+        "extraction-ms": str(ms),
+        "extractor": result.extractor,
+        "extractor-version": result.extractor_version,
+        "source-etag": etag,
+    }
+    if result.pages is not None:  # a DOCX says how many pages only if Word saved the count
+        metadata["pages"] = str(result.pages)
+    if result.truncated:
+        metadata["truncated"] = "; ".join(result.truncated)[:512]
+    if result.warnings:
+        metadata["warnings"] = ",".join(result.warnings)
+    listed = {"unreadable-pages": sorted(result.unreadable_pages), "suspect-pages": result.suspect_pages}
+    if "no-text-layer" not in result.warnings:  # when no page has text, the warning says it all
+        listed["pages-without-text"] = result.pages_without_text
+    metadata.update((name, page_ranges(pages)) for name, pages in listed.items() if pages)
+    # S3 sends user metadata as HTTP headers: ASCII only.
+    return {name: value.encode("ascii", "replace").decode() for name, value in metadata.items()}
 
 
 def page_ranges(pages: list[int]) -> str:
