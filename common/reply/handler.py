@@ -98,29 +98,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
                 else {"owner_target": goal.kind}
             )
         )
-        auth.check_from(raw, receipt, cfg)
-        auth.check_single_fields(raw)
-        if over := limits.screen(
-            raw
-        ):  # even the owner's mail is parsed only within the caps (docs/security.md)
-            raise NotAuthorisedError(f"not parsed: {over}")
-        mail = parse(raw)
-        received = parse_iso_or_now(receipt.timestamp)
-        auth.check_age(mail, received, cfg.reply_max_age_s)
-        if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
-            raise NotAuthorisedError(f"automatic mail from the owner's mailbox ({why}); not relayed")
-        if goal.kind != TargetKind.RELEASE and signed.is_pkcs7(mail.headers.get("content-type", "")):
-            mail = signed.open_reply(raw, cfg.owner_key)  # opaque-signed: the signed entity, verified
-        if goal.kind != TargetKind.RELEASE and (
-            encrypted := encrypted_kind(mail.headers.get("content-type", ""))
-        ):
-            # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to
-            # relay, and the contact could not read it either. Refused with a notice, never dropped.
-            raise UnreadableReplyError(
-                f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again unencrypted "
-                "(signing is fine)",
-                "Send it again unencrypted (signing is fine).",
-            )
+        mail, received = _owner_mail(cfg, receipt, raw, relayed=goal.kind != TargetKind.RELEASE)
         if goal.kind == TargetKind.RELEASE:
             result = release_held(cfg, goal.value, mid)
             staging.done(cfg, receipt)
@@ -169,6 +147,34 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
     result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == TargetKind.NEW)
     staging.done(cfg, receipt)
     return result
+
+
+def _owner_mail(
+    cfg: Config, receipt: events.SesReceipt, raw: bytes, relayed: bool
+) -> tuple[ParsedMail, datetime]:
+    """The owner's mail, read once its From and fields pass and it is within the caps, and the time
+    SES received it. ``relayed``: its text goes to a contact, so an opaque-signed reply is opened and
+    an encrypted one refused. Raises NotAuthorisedError or UnreadableReplyError."""
+    auth.check_from(raw, receipt, cfg)
+    auth.check_single_fields(raw)
+    if over := limits.screen(raw):  # even the owner's mail is parsed only within the caps (docs/security.md)
+        raise NotAuthorisedError(f"not parsed: {over}")
+    mail = parse(raw)
+    received = parse_iso_or_now(receipt.timestamp)
+    auth.check_age(mail, received, cfg.reply_max_age_s)
+    if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
+        raise NotAuthorisedError(f"automatic mail from the owner's mailbox ({why}); not relayed")
+    if relayed and signed.is_pkcs7(mail.headers.get("content-type", "")):
+        mail = signed.open_reply(raw, cfg.owner_key)  # opaque-signed: the signed entity, verified
+    if relayed and (encrypted := encrypted_kind(mail.headers.get("content-type", ""))):
+        # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to
+        # relay, and the contact could not read it either. Refused with a notice, never dropped.
+        raise UnreadableReplyError(
+            f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again unencrypted "
+            "(signing is fine)",
+            "Send it again unencrypted (signing is fine).",
+        )
+    return mail, received
 
 
 ARCHIVE_READ_MAILS = 20  # a conversation's archived mails read as quote evidence, the latest first
