@@ -109,92 +109,101 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     ):  # invoked asynchronously: Lambda sends a failed event to the async DLQ as the role
         statements.append(_allow(["sqs:SendMessage"], [a.queue(cfg.name("async-dlq"))]))
     if function == "inbound-handler":
-        statements += [
-            _allow(
-                ["ssm:GetParameter"],
-                [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"],
-            ),
-            _allow(
-                ["dynamodb:UpdateItem"], [a.table(cfg.conversations_table), a.table(cfg.suppression_table)]
-            ),
-            # the owner's complaint flags the contact's conversation (common/inbound/feedback.py)
-            _allow(["dynamodb:GetItem"], [a.table(cfg.conversations_table)]),
-            # SES feedback: send records, duplicate SNS ids, the SES-id index
-            _allow(
-                ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-                [a.table(cfg.send_status_table)],
-            ),
-            _allow(
-                ["dynamodb:Query"], [a.table(cfg.idempotency_table) + "/index/sesMessageId"]
-            ),  # feedback fallback
-            _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
-            _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
-            _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
-            # no ack a first contact's address cannot receive (common/inbound/receipt.py)
-            *sandbox_reads(a.region, account),
-            # the owner's block/allow lists: read, and checked in the record's transaction (intake.py)
-            _allow(
-                ["dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem"], [a.table(cfg.sender_lists_table)]
-            ),
-            # quarantine records: hold, digest (the pendingDigest index), release by an operator
-            _allow(
-                ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
-                [a.table(cfg.quarantine_table)],
-            ),
-            _allow(["dynamodb:Query"], [a.table(cfg.quarantine_table) + "/index/pendingDigest"]),
-        ]
+        statements += _inbound_statements(cfg, a)
     elif function == "reply-handler":
-        statements += [
-            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.conversations_table)]),
-            # alert throttle, replay memory; UpdateItem: who handled a mail shared with inbound-handler
-            # (store/staging.py)
-            _allow(["dynamodb:PutItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
-            _allow(
-                ["dynamodb:GetItem"], [a.table(cfg.suppression_table)]
-            ),  # a suppressed contact is told to the owner
-            _allow(["sqs:SendMessage"], [a.queue(cfg.reply_queue)]),
-            _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
-            # owner controls ([block] ...) and releases from a quarantine digest (a release is a forward)
-            _allow(["dynamodb:PutItem", "dynamodb:DeleteItem"], [a.table(cfg.sender_lists_table)]),
-            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.quarantine_table)]),
-            _allow(["sqs:SendMessage"], [a.queue(cfg.forward_queue)]),
-        ]
+        statements += _reply_statements(cfg, a)
     elif function == "attachment-extractor":  # its SQS event source polls the attachment queue as this role
         statements.append(_allow(SENDER_QUEUE_ACTIONS, [a.queue(attachment_queue(cfg))]))
     elif spec.queue_field:  # a sender
-        queue = getattr(cfg, spec.queue_field)
-        statements += [
-            _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
-            # a message that can never be sent goes to the DLQ at once; one waiting for SES's daily quota
-            # is sent again as a fresh copy on its last receive (common/senders/handler.py)
-            _allow(["sqs:SendMessage"], [a.queue(queue), a.queue(dlq_name(queue))]),
-            _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
-            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
-            # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox
-            # (store/holds.py)
-            _allow(["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [a.table(cfg.suppression_table)]),
-            _allow(
-                ["dynamodb:PutItem"], [a.table(cfg.send_status_table)]
-            ),  # hourly alert throttle (store/alerts.py)
-            _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
-            # after SES refused a send: is it the sandbox? (common/senders/handler.py)
-            *sandbox_reads(a.region, account),
-            # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that
-            # action), the service reference lists ses:SendEmail; both. In the sandbox SES also authorises
-            # against each recipient's identity, so the identities are identity/*; ses:FromAddress pins
-            # the sender to the public address whatever the identity.
-            _allow(
-                ["ses:SendEmail", "ses:SendRawEmail"],
-                [f"arn:aws:ses:{a.region}:{account}:identity/*"],
-                from_addresses(cfg),
-            ),
-            _allow(
-                ["ses:SendEmail", "ses:SendRawEmail"],
-                [f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
-                from_addresses(cfg),
-            ),
-        ]
+        statements += _sender_statements(cfg, a, getattr(cfg, spec.queue_field))
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _inbound_statements(cfg: Config, a: Arns) -> list[dict[str, Any]]:
+    account = a.account
+    return [
+        _allow(
+            ["ssm:GetParameter"],
+            [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"],
+        ),
+        _allow(["dynamodb:UpdateItem"], [a.table(cfg.conversations_table), a.table(cfg.suppression_table)]),
+        # the owner's complaint flags the contact's conversation (common/inbound/feedback.py)
+        _allow(["dynamodb:GetItem"], [a.table(cfg.conversations_table)]),
+        # SES feedback: send records, duplicate SNS ids, the SES-id index
+        _allow(
+            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            [a.table(cfg.send_status_table)],
+        ),
+        _allow(
+            ["dynamodb:Query"], [a.table(cfg.idempotency_table) + "/index/sesMessageId"]
+        ),  # feedback fallback
+        _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
+        _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
+        _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
+        # no ack a first contact's address cannot receive (common/inbound/receipt.py)
+        *sandbox_reads(a.region, account),
+        # the owner's block/allow lists: read, and checked in the record's transaction (intake.py)
+        _allow(["dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem"], [a.table(cfg.sender_lists_table)]),
+        # quarantine records: hold, digest (the pendingDigest index), release by an operator
+        _allow(
+            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
+            [a.table(cfg.quarantine_table)],
+        ),
+        _allow(["dynamodb:Query"], [a.table(cfg.quarantine_table) + "/index/pendingDigest"]),
+    ]
+
+
+def _reply_statements(cfg: Config, a: Arns) -> list[dict[str, Any]]:
+    return [
+        _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.conversations_table)]),
+        # alert throttle, replay memory; UpdateItem: who handled a mail shared with inbound-handler
+        # (store/staging.py)
+        _allow(["dynamodb:PutItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
+        _allow(
+            ["dynamodb:GetItem"], [a.table(cfg.suppression_table)]
+        ),  # a suppressed contact is told to the owner
+        _allow(["sqs:SendMessage"], [a.queue(cfg.reply_queue)]),
+        _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
+        # owner controls ([block] ...) and releases from a quarantine digest (a release is a forward)
+        _allow(["dynamodb:PutItem", "dynamodb:DeleteItem"], [a.table(cfg.sender_lists_table)]),
+        _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.quarantine_table)]),
+        _allow(["sqs:SendMessage"], [a.queue(cfg.forward_queue)]),
+    ]
+
+
+def _sender_statements(cfg: Config, a: Arns, queue: str) -> list[dict[str, Any]]:
+    account = a.account
+    return [
+        _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
+        # a message that can never be sent goes to the DLQ at once; one waiting for SES's daily quota
+        # is sent again as a fresh copy on its last receive (common/senders/handler.py)
+        _allow(["sqs:SendMessage"], [a.queue(queue), a.queue(dlq_name(queue))]),
+        _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
+        _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
+        # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox
+        # (store/holds.py)
+        _allow(["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [a.table(cfg.suppression_table)]),
+        _allow(
+            ["dynamodb:PutItem"], [a.table(cfg.send_status_table)]
+        ),  # hourly alert throttle (store/alerts.py)
+        _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
+        # after SES refused a send: is it the sandbox? (common/senders/handler.py)
+        *sandbox_reads(a.region, account),
+        # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that
+        # action), the service reference lists ses:SendEmail; both. In the sandbox SES also authorises
+        # against each recipient's identity, so the identities are identity/*; ses:FromAddress pins
+        # the sender to the public address whatever the identity.
+        _allow(
+            ["ses:SendEmail", "ses:SendRawEmail"],
+            [f"arn:aws:ses:{a.region}:{account}:identity/*"],
+            from_addresses(cfg),
+        ),
+        _allow(
+            ["ses:SendEmail", "ses:SendRawEmail"],
+            [f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
+            from_addresses(cfg),
+        ),
+    ]
 
 
 def from_addresses(cfg: Config) -> dict[str, Any]:
