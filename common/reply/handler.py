@@ -308,62 +308,13 @@ def send_reply(
     wanted = [] if reading.commands_withheld else owner_controls_in(reading.commands)
     controls = owner.apply_controls(cfg, wanted, contact, cid)
     conversations.set_attributes(cfg, cid, metadata)
-    subject = mail.subject
     if reading.commands_withheld:
-        log.warning(
-            "reply commands withheld", extra={"reason": "quote without evidence", "conversation_id": cid}
-        )
-        notice.send(
-            cfg,
-            mid,
-            "commands-withheld",
-            subject,
-            "its command lines were not applied.",
-            "It quotes a mail, and nothing in it shows where the quote starts (this system's forward "
-            "marker or the contact's own text), so a command line could have been the contact's. "
-            "Send the commands again in a reply with the quoted text deleted.",
-            cid,
-        )
+        _withheld_notice(cfg, mid, cid, mail.subject)
     # What the owner attached: files and messages, not the inline text fragments or S/MIME/PGP parts
     # of the owner's own client (a signature over the reply would not verify after cleaning anyway).
     files = [a for a in mail.attachments if a.role in ("file", "message")]
     if not body.strip() and not files:
-        applied = sorted(metadata) + controls
-        log.info(
-            "reply not sent",
-            extra={
-                "reason": "only command lines" if applied else "no text of the owner's in it",
-                "conversation_id": cid,
-                "metadata": sorted(metadata),
-                "controls": controls,
-            },
-        )
-        notice.send(
-            cfg,
-            mid,
-            "nothing-sent",
-            subject,
-            "nothing was sent to the contact: "
-            + (
-                f"it held only command lines (applied: {', '.join(applied)})."
-                if applied
-                else f"its structure could not be read ({mail.parse_failed})."
-                if mail.parse_failed
-                else "no text of yours was found in it (it was empty, or only quoted text)."
-            ),
-            "Nothing else to do; reply again with text to write to the contact."
-            if applied
-            else "Send it again as plain text or ordinary HTML."
-            if mail.parse_failed
-            else "To write to the contact, reply again with your text above the quoted mail.",
-            cid,
-        )
-        return {
-            "status": "commands-applied" if applied else "not-sent",
-            "conversationId": cid,
-            "metadata": metadata,
-            "controls": controls,
-        }
+        return _nothing_sent(cfg, mid, cid, mail, metadata, controls)
     for att in files:  # a file name is shown to the contact too
         att.filename = hide(att.filename)
         att.safe_name = safe_filename(hide(att.safe_name))
@@ -414,5 +365,62 @@ def send_reply(
         "conversationId": cid,
         "metadata": metadata,
         "attachments": [a.key for a in kept.attachments],
+        "controls": controls,
+    }
+
+
+def _withheld_notice(cfg: Config, mid: str, cid: str, subject: str) -> None:
+    log.warning("reply commands withheld", extra={"reason": "quote without evidence", "conversation_id": cid})
+    notice.send(
+        cfg,
+        mid,
+        "commands-withheld",
+        subject,
+        "its command lines were not applied.",
+        "It quotes a mail, and nothing in it shows where the quote starts (this system's forward "
+        "marker or the contact's own text), so a command line could have been the contact's. "
+        "Send the commands again in a reply with the quoted text deleted.",
+        cid,
+    )
+
+
+def _nothing_sent(
+    cfg: Config, mid: str, cid: str, mail: ParsedMail, metadata: dict[str, str], controls: list[str]
+) -> ReplyResult:
+    """A reply with no text and no file for the contact: the owner is told why, and what was applied."""
+    applied = sorted(metadata) + controls
+    log.info(
+        "reply not sent",
+        extra={
+            "reason": "only command lines" if applied else "no text of the owner's in it",
+            "conversation_id": cid,
+            "metadata": sorted(metadata),
+            "controls": controls,
+        },
+    )
+    notice.send(
+        cfg,
+        mid,
+        "nothing-sent",
+        mail.subject,
+        "nothing was sent to the contact: "
+        + (
+            f"it held only command lines (applied: {', '.join(applied)})."
+            if applied
+            else f"its structure could not be read ({mail.parse_failed})."
+            if mail.parse_failed
+            else "no text of yours was found in it (it was empty, or only quoted text)."
+        ),
+        "Nothing else to do; reply again with text to write to the contact."
+        if applied
+        else "Send it again as plain text or ordinary HTML."
+        if mail.parse_failed
+        else "To write to the contact, reply again with your text above the quoted mail.",
+        cid,
+    )
+    return {
+        "status": "commands-applied" if applied else "not-sent",
+        "conversationId": cid,
+        "metadata": metadata,
         "controls": controls,
     }
