@@ -154,21 +154,7 @@ def extract_object(
         finally:
             del data
     except textextract.RejectedError as rejected:
-        record = {
-            "source": key,
-            "reason": rejected.reason,
-            "extension": textextract.extension(filename),
-            "bytes": size,
-            "etag": etag,
-        }
-        error_key = extracted.record_rejection(bucket, key, record)
-        log.warning("attachment rejected", extra={"key": key, "reason": rejected.reason})
-        return {
-            "key": key,
-            "status": "rejected",
-            "reason": rejected.reason,
-            "errorKey": error_key,
-        }
+        return _rejected(bucket, key, rejected.reason, size, etag)
 
     ms = int((time.perf_counter() - started) * 1000)
     extracted.record_text(bucket, key, result.text, _text_metadata(result, ms, etag))
@@ -199,6 +185,25 @@ def extract_object(
         "truncated": result.truncated,
         "warnings": result.warnings,
         "unreadablePages": sorted(result.unreadable_pages),
+    }
+
+
+def _rejected(bucket: str, key: str, reason: str, size: int, etag: str) -> dict[str, Any]:
+    """The error record of an attachment that was not extracted, beside where its text would be."""
+    record = {
+        "source": key,
+        "reason": reason,
+        "extension": textextract.extension(key.rsplit("/", 1)[1]),
+        "bytes": size,
+        "etag": etag,
+    }
+    error_key = extracted.record_rejection(bucket, key, record)
+    log.warning("attachment rejected", extra={"key": key, "reason": reason})
+    return {
+        "key": key,
+        "status": "rejected",
+        "reason": reason,
+        "errorKey": error_key,
     }
 
 
