@@ -348,6 +348,17 @@ def send_reply(
         conversation_id=cid,
     )
     enqueue(cfg.reply_queue, message, cfg.bucket, cfg.claim_check_bytes)
+    return _queued(message, cid, new, metadata, controls, kept)
+
+
+def _queued(
+    message: OutboundMessage,
+    cid: str,
+    new: bool,
+    metadata: dict[str, str],
+    controls: list[str],
+    kept: attachments.Stored,
+) -> ReplyResult:
     log.info(
         "reply queued",
         extra={
