@@ -4,9 +4,9 @@ the real RIE on the host, against moto in its own process: outcome, wall time of
 the peak RSS of the function's runtime process (Linux VmHWM, reset before each invocation), and its
 CPU time, also as Lambda's CPU share at the function's memory would stretch it (tests/support/caps.py).
 
-"over" cases are the attacks of the issue (each must be quarantined unparsed, with the reason);
-"just under" cases are the most a sender can make the parser do without hitting a cap. Each case is
-run ``ROUNDS`` times; the table shows the slowest time and the highest peak.
+"over" cases are the attacks the caps exist for, each past one cap (each must be quarantined unparsed,
+with the reason); "just under" cases are the most a sender can make the parser do without hitting a
+cap. Each case is run ``ROUNDS`` times; the table shows the slowest time and the highest peak.
 """
 
 from __future__ import annotations

@@ -41,18 +41,39 @@ def destroy(
     )
     _receiving(run)
     _schedule(run)
+    _alarms(run)
+    _event_sources(run, control_client("lambda"), target.account)
+    _functions(run)
+    _queues_and_topics(run)
+    _ses_and_parameters(run)
+    if delete_data:
+        _data(run)
+    else:
+        report(
+            "[destroy] kept (data; --delete-data removes them): "
+            f"s3://{cfg.bucket}, the tables, {cfg.spam_log_group}"
+        )
+    summarize(run, lambda line: report(line.replace("[deploy]", "[destroy]")))
+    return run.changes
+
+
+def _alarms(run: Run) -> None:
     cw = control_client("cloudwatch")
     names = [a["AlarmName"] for a in alarms.wanted(run)]
     existing = {a["AlarmName"] for a in cw.describe_alarms(AlarmNames=names).get("MetricAlarms", [])}
     for name in names:
         run.remove("cloudwatch-alarm", name, name in existing, partial(cw.delete_alarms, AlarmNames=[name]))
+
+
+def _functions(run: Run) -> None:
+    """Each function with its role, log group and image repository."""
+    cfg = run.cfg
     lam, iam_api, logs, ecr = (
         control_client("lambda"),
         control_client("iam"),
         control_client("logs"),
         control_client("ecr"),
     )
-    _event_sources(run, lam, target.account)
     for f in FUNCTIONS:
         fn = function_name(cfg, f.name)
         run.remove("lambda-function", fn, _exists(lam, fn), partial(lam.delete_function, FunctionName=fn))
@@ -81,6 +102,10 @@ def destroy(
             found is not None,
             partial(ecr.delete_repository, repositoryName=repo, force=True),
         )
+
+
+def _queues_and_topics(run: Run) -> None:
+    cfg = run.cfg
     sqs = control_client("sqs")
     for name in [q for s in event_queues(cfg) for q in (s, dlq_name(s))] + [async_dlq(cfg)]:
         url = queue_url(name)
@@ -90,6 +115,11 @@ def destroy(
     for topic in (cfg.alert_topic, cfg.feedback_topic):
         arn = topic_arn(cfg, topic)
         run.remove("sns-topic", topic, arn in topics, partial(sns.delete_topic, TopicArn=arn))
+
+
+def _ses_and_parameters(run: Run) -> None:
+    """The SES configuration set and the SSM parameters (the HMAC secret, the spam rules, the owner's key)."""
+    cfg = run.cfg
     ses, ssm = control_client("ses"), control_client("ssm")
     config_set = or_none(
         lambda: ses.describe_configuration_set(ConfigurationSetName=cfg.ses_configuration_set),
@@ -110,15 +140,6 @@ def destroy(
         run.remove(
             "ssm-parameter", name, found_parameter is not None, partial(ssm.delete_parameter, Name=name)
         )
-    if delete_data:
-        _data(run)
-    else:
-        report(
-            "[destroy] kept (data; --delete-data removes them): "
-            f"s3://{cfg.bucket}, the tables, {cfg.spam_log_group}"
-        )
-    summarize(run, lambda line: report(line.replace("[deploy]", "[destroy]")))
-    return run.changes
 
 
 def _event_sources(run: Run, lam: Any, account: str) -> None:

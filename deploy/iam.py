@@ -8,6 +8,7 @@ writes only to its own log group. The table is checked by tests/integration/test
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 from typing import Any
 
 from common.runtime.config import Config
@@ -108,92 +109,101 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     ):  # invoked asynchronously: Lambda sends a failed event to the async DLQ as the role
         statements.append(_allow(["sqs:SendMessage"], [a.queue(cfg.name("async-dlq"))]))
     if function == "inbound-handler":
-        statements += [
-            _allow(
-                ["ssm:GetParameter"],
-                [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"],
-            ),
-            _allow(
-                ["dynamodb:UpdateItem"], [a.table(cfg.conversations_table), a.table(cfg.suppression_table)]
-            ),
-            # the owner's complaint flags the contact's conversation (common/inbound/feedback.py)
-            _allow(["dynamodb:GetItem"], [a.table(cfg.conversations_table)]),
-            # SES feedback: send records, duplicate SNS ids, the SES-id index
-            _allow(
-                ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-                [a.table(cfg.send_status_table)],
-            ),
-            _allow(
-                ["dynamodb:Query"], [a.table(cfg.idempotency_table) + "/index/sesMessageId"]
-            ),  # feedback fallback
-            _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
-            _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
-            _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
-            # no ack a first contact's address cannot receive (common/inbound/receipt.py)
-            *sandbox_reads(a.region, account),
-            # the owner's block/allow lists: read, and checked in the record's transaction (intake.py)
-            _allow(
-                ["dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem"], [a.table(cfg.sender_lists_table)]
-            ),
-            # quarantine records: hold, digest (the pendingDigest index), release by an operator
-            _allow(
-                ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
-                [a.table(cfg.quarantine_table)],
-            ),
-            _allow(["dynamodb:Query"], [a.table(cfg.quarantine_table) + "/index/pendingDigest"]),
-        ]
+        statements += _inbound_statements(cfg, a)
     elif function == "reply-handler":
-        statements += [
-            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.conversations_table)]),
-            # alert throttle, replay memory; UpdateItem: who handled a mail shared with inbound-handler
-            # (store/staging.py)
-            _allow(["dynamodb:PutItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
-            _allow(
-                ["dynamodb:GetItem"], [a.table(cfg.suppression_table)]
-            ),  # a suppressed contact is told to the owner
-            _allow(["sqs:SendMessage"], [a.queue(cfg.reply_queue)]),
-            _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
-            # owner controls ([block] ...) and releases from a quarantine digest (a release is a forward)
-            _allow(["dynamodb:PutItem", "dynamodb:DeleteItem"], [a.table(cfg.sender_lists_table)]),
-            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.quarantine_table)]),
-            _allow(["sqs:SendMessage"], [a.queue(cfg.forward_queue)]),
-        ]
+        statements += _reply_statements(cfg, a)
     elif function == "attachment-extractor":  # its SQS event source polls the attachment queue as this role
         statements.append(_allow(SENDER_QUEUE_ACTIONS, [a.queue(attachment_queue(cfg))]))
     elif spec.queue_field:  # a sender
-        queue = getattr(cfg, spec.queue_field)
-        statements += [
-            _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
-            # a message that can never be sent goes to the DLQ at once; one waiting for SES's daily quota
-            # is sent again as a fresh copy on its last receive (common/senders/handler.py)
-            _allow(["sqs:SendMessage"], [a.queue(queue), a.queue(dlq_name(queue))]),
-            _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
-            _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
-            # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox
-            # (store/holds.py)
-            _allow(["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [a.table(cfg.suppression_table)]),
-            _allow(
-                ["dynamodb:PutItem"], [a.table(cfg.send_status_table)]
-            ),  # hourly alert throttle (store/alerts.py)
-            _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
-            # after SES refused a send: is it the sandbox? (common/senders/handler.py)
-            *sandbox_reads(a.region, account),
-            # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that
-            # action), the service reference lists ses:SendEmail; both. In the sandbox SES also authorises
-            # against each recipient's identity, so the identities are identity/*; ses:FromAddress pins
-            # the sender to the public address whatever the identity.
-            _allow(
-                ["ses:SendEmail", "ses:SendRawEmail"],
-                [f"arn:aws:ses:{a.region}:{account}:identity/*"],
-                from_addresses(cfg),
-            ),
-            _allow(
-                ["ses:SendEmail", "ses:SendRawEmail"],
-                [f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
-                from_addresses(cfg),
-            ),
-        ]
+        statements += _sender_statements(cfg, a, getattr(cfg, spec.queue_field))
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _inbound_statements(cfg: Config, a: Arns) -> list[dict[str, Any]]:
+    account = a.account
+    return [
+        _allow(
+            ["ssm:GetParameter"],
+            [f"arn:aws:ssm:{a.region}:{account}:parameter{cfg.spam_rules_parameter}"],
+        ),
+        _allow(["dynamodb:UpdateItem"], [a.table(cfg.conversations_table), a.table(cfg.suppression_table)]),
+        # the owner's complaint flags the contact's conversation (common/inbound/feedback.py)
+        _allow(["dynamodb:GetItem"], [a.table(cfg.conversations_table)]),
+        # SES feedback: send records, duplicate SNS ids, the SES-id index
+        _allow(
+            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            [a.table(cfg.send_status_table)],
+        ),
+        _allow(
+            ["dynamodb:Query"], [a.table(cfg.idempotency_table) + "/index/sesMessageId"]
+        ),  # feedback fallback
+        _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
+        _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
+        _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
+        # no ack a first contact's address cannot receive (common/inbound/receipt.py)
+        *sandbox_reads(a.region, account),
+        # the owner's block/allow lists: read, and checked in the record's transaction (intake.py)
+        _allow(["dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem"], [a.table(cfg.sender_lists_table)]),
+        # quarantine records: hold, digest (the pendingDigest index), release by an operator
+        _allow(
+            ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],
+            [a.table(cfg.quarantine_table)],
+        ),
+        _allow(["dynamodb:Query"], [a.table(cfg.quarantine_table) + "/index/pendingDigest"]),
+    ]
+
+
+def _reply_statements(cfg: Config, a: Arns) -> list[dict[str, Any]]:
+    return [
+        _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.conversations_table)]),
+        # alert throttle, replay memory; UpdateItem: who handled a mail shared with inbound-handler
+        # (store/staging.py)
+        _allow(["dynamodb:PutItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
+        _allow(
+            ["dynamodb:GetItem"], [a.table(cfg.suppression_table)]
+        ),  # a suppressed contact is told to the owner
+        _allow(["sqs:SendMessage"], [a.queue(cfg.reply_queue)]),
+        _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
+        # owner controls ([block] ...) and releases from a quarantine digest (a release is a forward)
+        _allow(["dynamodb:PutItem", "dynamodb:DeleteItem"], [a.table(cfg.sender_lists_table)]),
+        _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.quarantine_table)]),
+        _allow(["sqs:SendMessage"], [a.queue(cfg.forward_queue)]),
+    ]
+
+
+def _sender_statements(cfg: Config, a: Arns, queue: str) -> list[dict[str, Any]]:
+    account = a.account
+    return [
+        _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
+        # a message that can never be sent goes to the DLQ at once; one waiting for SES's daily quota
+        # is sent again as a fresh copy on its last receive (common/senders/handler.py)
+        _allow(["sqs:SendMessage"], [a.queue(queue), a.queue(dlq_name(queue))]),
+        _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
+        _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
+        # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox
+        # (store/holds.py)
+        _allow(["dynamodb:BatchGetItem", "dynamodb:UpdateItem"], [a.table(cfg.suppression_table)]),
+        _allow(
+            ["dynamodb:PutItem"], [a.table(cfg.send_status_table)]
+        ),  # hourly alert throttle (store/alerts.py)
+        _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),
+        # after SES refused a send: is it the sandbox? (common/senders/handler.py)
+        *sandbox_reads(a.region, account),
+        # SESv2 SendEmail with raw content: AWS authorises it as ses:SendRawEmail (the error names that
+        # action), the service reference lists ses:SendEmail; both. In the sandbox SES also authorises
+        # against each recipient's identity, so the identities are identity/*; ses:FromAddress pins
+        # the sender to the public address whatever the identity.
+        _allow(
+            ["ses:SendEmail", "ses:SendRawEmail"],
+            [f"arn:aws:ses:{a.region}:{account}:identity/*"],
+            from_addresses(cfg),
+        ),
+        _allow(
+            ["ses:SendEmail", "ses:SendRawEmail"],
+            [f"arn:aws:ses:{a.region}:{account}:configuration-set/{cfg.ses_configuration_set}"],
+            from_addresses(cfg),
+        ),
+    ]
 
 
 def from_addresses(cfg: Config) -> dict[str, Any]:
@@ -279,210 +289,30 @@ def sandbox_reads(region: str, account: str) -> list[dict[str, Any]]:
 def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
     """The least-privilege policy of the user or role that runs ``email-handler deploy``, ``destroy``
     and ``replay``: every action those commands call, on this deployment's resources
-    (``{project}-{env}-*``) wherever the service lets a policy name them."""
-    region, p = cfg.region, cfg.prefix
-    arn = f"arn:aws:{{}}:{region}:{account}:{{}}".format
+    (``{project}-{env}-*``) wherever the service lets a policy name them. The statements are data
+    (``deploy/data/deployer-policy.json``); this fills in the deployment's names."""
+    names = {
+        "region": cfg.region,
+        "account": account,
+        "prefix": cfg.prefix,
+        "project": cfg.project,
+        "env": cfg.env,
+        "bucket": cfg.bucket,
+        "config_prefix": layout.CONFIG,
+        "private_email": cfg.private_email,
+        "configuration_set": cfg.ses_configuration_set,
+    }
     statements = [
-        # Actions with no resource type in the Service Authorization Reference are evaluated against "*"
-        # (local.iam.NO_RESOURCE_ACTIONS): naming an ARN for them denies them. That is every SES v1
-        # receiving and identity action; the configuration-set actions below do take the set's ARN.
-        _allow(
-            [
-                "sts:GetCallerIdentity",
-                "ecr:GetAuthorizationToken",
-                "lambda:GetAccountSettings",
-                "sns:ListTopics",
-                "logs:DescribeLogGroups",
-                "cloudwatch:DescribeAlarms",
-                "ses:ListIdentities",
-                "ses:DescribeActiveReceiptRuleSet",
-                "ses:GetIdentityVerificationAttributes",
-                "ses:GetIdentityDkimAttributes",
-                "ses:GetIdentityMailFromDomainAttributes",
-                "ses:GetAccount",
-                "lambda:ListEventSourceMappings",
-                "lambda:CreateEventSourceMapping",
-                "ses:SetActiveReceiptRuleSet",
-                "ses:CreateReceiptRuleSet",
-                "ses:VerifyDomainIdentity",
-                "ses:VerifyDomainDkim",
-                "ses:SetIdentityMailFromDomain",
-                "ses:DescribeConfigurationSet",
-                "ses:DescribeReceiptRuleSet",
-                "ses:DeleteReceiptRuleSet",
-                "ses:CreateReceiptRule",
-                "ses:UpdateReceiptRule",
-                "ses:DeleteReceiptRule",
-                "ses:SetReceiptRulePosition",
-            ],
-            ["*"],
-        ),
-        _allow(
-            [
-                "ecr:DescribeRepositories",
-                "ecr:CreateRepository",
-                "ecr:DeleteRepository",
-                "ecr:PutLifecyclePolicy",
-                "ecr:GetLifecyclePolicy",
-                "ecr:BatchCheckLayerAvailability",
-                "ecr:InitiateLayerUpload",
-                "ecr:UploadLayerPart",
-                "ecr:CompleteLayerUpload",
-                "ecr:PutImage",
-                "ecr:BatchGetImage",
-                "ecr:GetDownloadUrlForLayer",
-                "ecr:DescribeImages",
-                "ecr:GetRepositoryPolicy",
-                "ecr:SetRepositoryPolicy",
-            ],
-            [arn("ecr", f"repository/{p}-*")],
-        ),
-        _allow(
-            [
-                "iam:GetRole",
-                "iam:CreateRole",
-                "iam:DeleteRole",
-                "iam:GetRolePolicy",
-                "iam:PutRolePolicy",
-                "iam:DeleteRolePolicy",
-                "iam:ListRolePolicies",
-                "iam:UpdateAssumeRolePolicy",
-            ],
-            [f"arn:aws:iam::{account}:role/{p}-*"],
-        ),
-        _allow(
-            ["iam:PassRole"],
-            [f"arn:aws:iam::{account}:role/{p}-*"],
-            {"StringEquals": {"iam:PassedToService": "lambda.amazonaws.com"}},
-        ),
-        _allow(
-            [
-                "lambda:GetFunction",
-                "lambda:CreateFunction",
-                "lambda:DeleteFunction",
-                "lambda:UpdateFunctionCode",
-                "lambda:UpdateFunctionConfiguration",
-                "lambda:GetFunctionConfiguration",
-                "lambda:PublishVersion",
-                "lambda:GetAlias",
-                "lambda:CreateAlias",
-                "lambda:UpdateAlias",
-                "lambda:GetPolicy",
-                "lambda:AddPermission",
-                "lambda:RemovePermission",
-                "lambda:GetFunctionConcurrency",
-                "lambda:DeleteFunctionConcurrency",
-                "lambda:GetFunctionEventInvokeConfig",
-                "lambda:PutFunctionEventInvokeConfig",
-                "lambda:UpdateFunctionEventInvokeConfig",
-                "lambda:InvokeFunction",
-            ],
-            [arn("lambda", f"function:{p}-*")],
-        ),
-        # the daily digest schedule (deploy/triggers.py): a Lambda target needs no role, only the
-        # function's permission
-        _allow(
-            [
-                "events:DescribeRule",
-                "events:PutRule",
-                "events:DeleteRule",
-                "events:ListTargetsByRule",
-                "events:PutTargets",
-                "events:RemoveTargets",
-            ],
-            [arn("events", f"rule/{p}-*")],
-        ),
-        _allow(
-            [
-                "lambda:UpdateEventSourceMapping",
-                "lambda:DeleteEventSourceMapping",
-                "lambda:GetEventSourceMapping",
-            ],
-            [arn("lambda", "event-source-mapping:*")],
-        ),
-        _allow(
-            [
-                "s3:ListBucket",
-                "s3:CreateBucket",
-                "s3:DeleteBucket",
-                "s3:GetBucketPublicAccessBlock",
-                "s3:PutBucketPublicAccessBlock",
-                "s3:GetLifecycleConfiguration",
-                "s3:PutLifecycleConfiguration",
-                "s3:GetBucketPolicy",
-                "s3:PutBucketPolicy",
-                "s3:GetBucketNotification",
-                "s3:PutBucketNotification",
-                "s3:ListBucketVersions",
-            ],
-            [f"arn:aws:s3:::{cfg.bucket}"],
-        ),
-        _allow(["s3:GetObject", "s3:PutObject"], [f"arn:aws:s3:::{cfg.bucket}/{layout.CONFIG}*"]),
-        _allow(
-            ["s3:DeleteObject", "s3:DeleteObjectVersion"], [f"arn:aws:s3:::{cfg.bucket}/*"]
-        ),  # destroy --delete-data
-        _allow(
-            [
-                "dynamodb:DescribeTable",
-                "dynamodb:CreateTable",
-                "dynamodb:UpdateTable",
-                "dynamodb:DeleteTable",
-                "dynamodb:DescribeTimeToLive",
-                "dynamodb:UpdateTimeToLive",
-            ],
-            [arn("dynamodb", f"table/{p}-*")],
-        ),
-        _allow(
-            [
-                "sqs:GetQueueUrl",
-                "sqs:GetQueueAttributes",
-                "sqs:SetQueueAttributes",
-                "sqs:CreateQueue",
-                "sqs:DeleteQueue",
-                "sqs:ReceiveMessage",
-                "sqs:DeleteMessage",
-                "sqs:ChangeMessageVisibility",
-            ],
-            [arn("sqs", f"{p}-*")],
-        ),
-        _allow(
-            [
-                "sns:CreateTopic",
-                "sns:DeleteTopic",
-                "sns:GetTopicAttributes",
-                "sns:SetTopicAttributes",
-                "sns:ListSubscriptionsByTopic",
-                "sns:Subscribe",
-            ],
-            [arn("sns", f"{p}-*")],
-        ),
-        _allow(
-            ["ssm:GetParameter", "ssm:PutParameter", "ssm:DeleteParameter"],
-            [arn("ssm", f"parameter/{cfg.project}/{cfg.env}/*")],
-        ),
-        _allow(
-            ["logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:DeleteLogGroup"],
-            [
-                arn("logs", f"log-group:/aws/lambda/{p}-*"),
-                arn("logs", f"log-group:/{cfg.project}/{cfg.env}/*"),
-            ],
-        ),
-        _allow(["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"], [arn("cloudwatch", f"alarm:{p}-*")]),
-        # PRIVATE_EMAIL's address identity, that one only (deploy.resources.owner_identity)
-        _allow(["ses:CreateEmailIdentity"], [arn("ses", f"identity/{cfg.private_email}")]),
-        _allow(
-            [
-                "ses:CreateConfigurationSet",
-                "ses:DeleteConfigurationSet",
-                "ses:CreateConfigurationSetEventDestination",
-                "ses:UpdateConfigurationSetEventDestination",
-                "ses:GetConfigurationSet",
-                "ses:PutConfigurationSetSuppressionOptions",
-            ],
-            [arn("ses", f"configuration-set/{cfg.ses_configuration_set}")],
-        ),
+        _allow(s["Action"], [r.format_map(names) for r in s["Resource"]], s.get("Condition"))
+        for s in _deployer_statements()
     ]
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _deployer_statements() -> list[dict[str, Any]]:
+    text = files("deploy").joinpath("data/deployer-policy.json").read_text()
+    statements: list[dict[str, Any]] = json.loads(text)["Statement"]
+    return statements
 
 
 # "Managed policy size cannot exceed 6,144 characters"; "IAM does not count white space" (IAM and

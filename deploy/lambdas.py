@@ -174,6 +174,14 @@ def function(run: Run, spec: Function, image: Published, role_arn: str, env: dic
     )
     exists = current is not None and not failed
     _unreserved(run, api, name, exists)
+    _live_alias(run, api, name, wanted, image, exists)
+
+
+def _live_alias(
+    run: Run, api: Any, name: str, wanted: dict[str, Any], image: Published, exists: bool
+) -> None:
+    """The ``live`` alias: made, or moved to a version newly published from $LATEST when the version
+    it points at differs from ``wanted``."""
     live = (
         or_none(lambda: api.get_function(FunctionName=name, Qualifier=ALIAS), "ResourceNotFoundException")
         if exists

@@ -104,35 +104,7 @@ def receipt_rules(run: Run, account: str, rule_set: str) -> None:
     """Thread replies first (and stop), then the public address: both store to staging/ and invoke
     ``live``."""
     cfg, ses = run.cfg, control_client("ses")
-    thread_rule, public_rule = rule_names(cfg)
-    s3_action = {"S3Action": {"BucketName": cfg.bucket, "ObjectKeyPrefix": layout.STAGING}}
-
-    def lambda_action(function: str) -> dict[str, Any]:
-        return {"LambdaAction": {"FunctionArn": alias_arn(cfg, account, function), "InvocationType": "Event"}}
-
-    rules: list[dict[str, Any]] = [
-        {
-            "Name": thread_rule,
-            "Enabled": True,
-            "TlsPolicy": "Optional",
-            "ScanEnabled": True,
-            "Recipients": [cfg.thread_domain],
-            # No StopAction: it "terminates the evaluation of the receipt rule set"
-            # (https://docs.aws.amazon.com/ses/latest/APIReference/API_StopAction.html), so a mail to a
-            # thread address and the public address would never reach the public rule; the rules'
-            # recipient conditions already keep each handler to its own addresses (common/store/staging.py
-            # lets the last of the two delete the shared staging object).
-            "Actions": [s3_action, lambda_action("reply-handler")],
-        },
-        {
-            "Name": public_rule,
-            "Enabled": True,
-            "TlsPolicy": "Optional",
-            "ScanEnabled": True,
-            "Recipients": public_recipients(cfg),
-            "Actions": [s3_action, lambda_action("inbound-handler")],
-        },
-    ]
+    rules = _rules(cfg, account)
     ours = rule_set == own_rule_set(cfg)
     described = or_none(lambda: ses.describe_receipt_rule_set(RuleSetName=rule_set), "RuleSetDoesNotExist")
     if ours:
@@ -204,6 +176,40 @@ def receipt_rules(run: Run, account: str, rule_set: str) -> None:
             update=lambda _: ses.set_active_receipt_rule_set(RuleSetName=rule_set),
             create_detail="no rule set was active",
         )
+
+
+def _rules(cfg: Config, account: str) -> list[dict[str, Any]]:
+    """The two receipt rules, in their order: thread replies to reply-handler, then the public
+    address to inbound-handler."""
+    thread_rule, public_rule = rule_names(cfg)
+    s3_action = {"S3Action": {"BucketName": cfg.bucket, "ObjectKeyPrefix": layout.STAGING}}
+
+    def lambda_action(function: str) -> dict[str, Any]:
+        return {"LambdaAction": {"FunctionArn": alias_arn(cfg, account, function), "InvocationType": "Event"}}
+
+    return [
+        {
+            "Name": thread_rule,
+            "Enabled": True,
+            "TlsPolicy": "Optional",
+            "ScanEnabled": True,
+            "Recipients": [cfg.thread_domain],
+            # No StopAction: it "terminates the evaluation of the receipt rule set"
+            # (https://docs.aws.amazon.com/ses/latest/APIReference/API_StopAction.html), so a mail to a
+            # thread address and the public address would never reach the public rule; the rules'
+            # recipient conditions already keep each handler to its own addresses (common/store/staging.py
+            # lets the last of the two delete the shared staging object).
+            "Actions": [s3_action, lambda_action("reply-handler")],
+        },
+        {
+            "Name": public_rule,
+            "Enabled": True,
+            "TlsPolicy": "Optional",
+            "ScanEnabled": True,
+            "Recipients": public_recipients(cfg),
+            "Actions": [s3_action, lambda_action("inbound-handler")],
+        },
+    ]
 
 
 def _position(existing: list[str], name: str, after: str | None) -> bool:

@@ -217,20 +217,12 @@ class DevStack:
     def start(self) -> DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailableError` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
-        from common.aws.sts import account_id
         from common.runtime import config
         from local import provision
         from local.concurrency import AccountConcurrency
         from local.emulator import EmbeddedMoto
-        from local.env import (
-            admin_credentials,
-            function_credentials,
-            use_endpoint,
-            without_secrets,
-            write_admin_credentials,
-        )
+        from local.env import admin_credentials, function_credentials, use_endpoint, write_admin_credentials
         from local.ingress import SmtpIngress
-        from local.rie import RieProcess, wait_for_port
         from local.wiring import Endpoint, Wiring
 
         # The owner's key first: one that cannot encrypt stops the start before anything runs.
@@ -252,18 +244,44 @@ class DevStack:
             lambda: provision.provision(cfg, wiring=True),
         )
         if self.account == "fresh":  # a new account: the domain waits for its DNS records, as on AWS
-            from deploy import dns
-
-            zone = dns.write(cfg, dns.records(cfg), Path(".build/dev"))
-            print(
-                f"[dev] new account: publish the domain's records with `email-handler dns publish {zone} "
-                f"--endpoint {self.endpoint}`; then `email-handler model verify-address "
-                f"{cfg.private_email}`, `model confirm-subscriptions` and `model grant-production` stand in "
-                "for the owner and AWS",
-                flush=True,
-            )
+            self._fresh_account_note(cfg)
         # As on Lambda, each function runs with credentials of its own role (deploy/iam.py's policy).
         roles = {name: function_credentials(cfg, name, ensure_role=False) for name in self.ports.functions}
+        procs = self._start_functions(roles)
+        endpoints = {name: Endpoint(name, proc.url) for name, proc in procs.items()}
+        # Each SQS-fed function's queue is polled with its role, as Lambda's event-source mapping does;
+        # the account's concurrency (10 on a fresh account) throttles what runs at once.
+        concurrency = AccountConcurrency.of_account()
+        self.wiring = self._register(
+            "wiring",
+            Wiring(cfg, endpoints, self.visibility_s, report=self.activity, roles=roles, account=concurrency),
+        )
+        self._step("event wiring (SQS, S3, SNS, async invocations)", self.wiring.start)
+        ingress = self._register("smtp", SmtpIngress(cfg, HOST, self.ports.smtp))
+        self._step(f"SMTP ingress on {HOST}:{self.ports.smtp}", ingress.start)
+        self.cfg = cfg
+        return self
+
+    def _fresh_account_note(self, cfg: Any) -> None:
+        """The new account's first steps: the zone file to publish, then the owner's and AWS's clicks."""
+        from deploy import dns
+
+        zone = dns.write(cfg, dns.records(cfg), Path(".build/dev"))
+        print(
+            f"[dev] new account: publish the domain's records with `email-handler dns publish {zone} "
+            f"--endpoint {self.endpoint}`; then `email-handler model verify-address "
+            f"{cfg.private_email}`, `model confirm-subscriptions` and `model grant-production` stand in "
+            "for the owner and AWS",
+            flush=True,
+        )
+
+    def _start_functions(self, roles: dict[str, dict[str, str]]) -> dict[str, Any]:
+        """The six functions under the RIE, each with its role's credentials; started together, then
+        waited for."""
+        from common.aws.sts import account_id
+        from local.env import without_secrets
+        from local.rie import RieProcess, wait_for_port
+
         account = account_id()
         procs = {
             name: self._register(
@@ -299,19 +317,7 @@ class DevStack:
                     raise RuntimeError(f"{name}: {exc}; {proc.log_path}: " + " | ".join(tail)) from None
 
         self._step("six functions under the RIE", functions)
-        endpoints = {name: Endpoint(name, proc.url) for name, proc in procs.items()}
-        # Each SQS-fed function's queue is polled with its role, as Lambda's event-source mapping does;
-        # the account's concurrency (10 on a fresh account) throttles what runs at once.
-        concurrency = AccountConcurrency.of_account()
-        self.wiring = self._register(
-            "wiring",
-            Wiring(cfg, endpoints, self.visibility_s, report=self.activity, roles=roles, account=concurrency),
-        )
-        self._step("event wiring (SQS, S3, SNS, async invocations)", self.wiring.start)
-        ingress = self._register("smtp", SmtpIngress(cfg, HOST, self.ports.smtp))
-        self._step(f"SMTP ingress on {HOST}:{self.ports.smtp}", ingress.start)
-        self.cfg = cfg
-        return self
+        return procs
 
     def _register(self, name: str, part: Any) -> Any:
         """Put ``part`` on the stop list before it starts: a stop during its start still stops it."""

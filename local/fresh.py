@@ -227,6 +227,15 @@ def _is_domain(identity: str) -> bool:
 
 
 def _patch_ses() -> None:
+    """SES v1 on the model: identities verify as their DNS records appear (or their link is clicked),
+    and a send passes the checks a new account's SES makes."""
+    _patch_ses_attributes()
+    _patch_ses_identities()
+    _patch_ses_sending()
+
+
+def _patch_ses_attributes() -> None:
+    """The identity attribute reads answer Pending until the DNS records (or the click) are there."""
     from moto.ses.models import SESBackend
 
     verification, dkim, mail_from_attrs = (
@@ -234,8 +243,6 @@ def _patch_ses() -> None:
         SESBackend.get_identity_dkim_attributes,
         SESBackend.get_identity_mail_from_domain_attributes,
     )
-    set_mail_from = SESBackend.set_identity_mail_from_domain
-    send_raw, send = SESBackend.send_raw_email, SESBackend.send_email
 
     def poll(self: Any, identity: str) -> set[str]:
         token = verification(self, [identity]).get(identity, {}).get("VerificationToken")
@@ -274,6 +281,18 @@ def _patch_ses() -> None:
                     )
         return found
 
+    SESBackend.get_identity_verification_attributes = get_identity_verification_attributes  # type: ignore[method-assign]
+    SESBackend.get_identity_dkim_attributes = get_identity_dkim_attributes  # type: ignore[method-assign]
+    SESBackend.get_identity_mail_from_domain_attributes = get_identity_mail_from_domain_attributes  # type: ignore[method-assign]
+
+
+def _patch_ses_identities() -> None:
+    """Setting a MAIL FROM domain, the verified-address rule and deleting an identity, as on AWS."""
+    from moto.ses.models import SESBackend
+
+    set_mail_from = SESBackend.set_identity_mail_from_domain
+    is_verified, delete = SESBackend._is_verified_address, SESBackend.delete_identity
+
     def set_identity_mail_from_domain(
         self: Any,
         identity: str,
@@ -290,65 +309,6 @@ def _patch_ses() -> None:
         set_mail_from(self, identity, mail_from_domain, behavior_on_mx_failure)
         with _lock:
             _verified.get(identity, set()).discard("mail_from")  # a new MAIL FROM domain is checked again
-
-    def check_send(self: Any, source: str, recipients: int) -> None:
-        if not fresh():
-            return
-        from email.utils import parseaddr
-
-        address = parseaddr(source)[1]
-        domain = address.split("@")[-1]
-        if address not in self.email_identities and not _identity_verified(domain):
-            # "you have to verify ... the From ... address" (SES DG, creating-identities.html)
-            raise _ses_error(
-                "MessageRejected",
-                "Email address is not verified. The following identities failed the "
-                f"check in region {self.region_name.upper()}: {address}",
-            )
-        setting = self.identity_mail_from_domains.get(domain, {})
-        with _lock:
-            mail_from_ok = "mail_from" in _verified.get(domain, set())
-        if (
-            setting.get("mail_from_domain")
-            and setting.get("behavior_on_mx_failure") == "RejectMessage"
-            and not mail_from_ok
-        ):
-            # "If you choose RejectMessage, Amazon SES returns a MailFromDomainNotVerified error and [does]
-            # not send the email ... in the Pending, Failed, and TemporaryFailure states" (SES API
-            # reference, SetIdentityMailFromDomain, BehaviorOnMXFailure).
-            raise _ses_error(
-                "MailFromDomainNotVerifiedException",
-                "The message could not be sent because Amazon "
-                "SES could not read the MX record required to use "
-                "the specified MAIL FROM domain.",
-            )
-        now = time.time()
-        with _lock:
-            while _sent and _sent[0] < now - 86400:
-                _sent.popleft()
-            if len(_sent) + recipients > SANDBOX_DAILY:
-                raise _ses_error("Throttling", "Daily message quota exceeded.")
-            if _sent and now - _sent[-1] < 1 / SANDBOX_RATE:
-                raise _ses_error("Throttling", "Maximum sending rate exceeded.")
-
-    def sent(recipients: int, result: Any) -> Any:
-        """Count what SES accepted (a refused send does not count against the quotas)."""
-        if fresh():
-            with _lock:
-                _sent.extend([time.time()] * recipients)
-        return result
-
-    def send_raw_email(self: Any, source: str, destinations: list[str], raw_data: str) -> Any:
-        recipients = max(1, len(destinations))
-        check_send(self, source or _raw_from(raw_data), recipients)
-        return sent(recipients, send_raw(self, source, destinations, raw_data))
-
-    def send_email(
-        self: Any, source: str, subject: str, body: str, destinations: dict[str, list[str]]
-    ) -> Any:
-        recipients = max(1, sum(len(v) for v in destinations.values()))
-        check_send(self, source, recipients)
-        return sent(recipients, send(self, source, subject, body, destinations))
 
     def is_verified_address(self: Any, source: str) -> bool:
         """A verified recipient (the sandbox) or sender: the address identity once clicked, or its verified
@@ -369,15 +329,82 @@ def _patch_ses() -> None:
             _clicked.discard(identity.lower())
             _verified.pop(identity, None)
 
-    is_verified, delete = SESBackend._is_verified_address, SESBackend.delete_identity
     SESBackend._is_verified_address = is_verified_address  # type: ignore[method-assign]
     SESBackend.delete_identity = delete_identity  # type: ignore[method-assign]
-    SESBackend.get_identity_verification_attributes = get_identity_verification_attributes  # type: ignore[method-assign]
-    SESBackend.get_identity_dkim_attributes = get_identity_dkim_attributes  # type: ignore[method-assign]
-    SESBackend.get_identity_mail_from_domain_attributes = get_identity_mail_from_domain_attributes  # type: ignore[method-assign]
     SESBackend.set_identity_mail_from_domain = set_identity_mail_from_domain  # type: ignore[method-assign]
+
+
+def _patch_ses_sending() -> None:
+    """SendRawEmail and SendEmail pass ``_check_send`` first and count what SES accepted."""
+    from moto.ses.models import SESBackend
+
+    send_raw, send = SESBackend.send_raw_email, SESBackend.send_email
+
+    def send_raw_email(self: Any, source: str, destinations: list[str], raw_data: str) -> Any:
+        recipients = max(1, len(destinations))
+        _check_send(self, source or _raw_from(raw_data), recipients)
+        return _count_sent(recipients, send_raw(self, source, destinations, raw_data))
+
+    def send_email(
+        self: Any, source: str, subject: str, body: str, destinations: dict[str, list[str]]
+    ) -> Any:
+        recipients = max(1, sum(len(v) for v in destinations.values()))
+        _check_send(self, source, recipients)
+        return _count_sent(recipients, send(self, source, subject, body, destinations))
+
     SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
     SESBackend.send_email = send_email  # type: ignore[method-assign]
+
+
+def _check_send(backend: Any, source: str, recipients: int) -> None:
+    """What a new account's SES refuses: an unverified sender, a MAIL FROM domain that RejectMessage
+    makes a condition, the sandbox's daily quota and rate."""
+    if not fresh():
+        return
+    from email.utils import parseaddr
+
+    address = parseaddr(source)[1]
+    domain = address.split("@")[-1]
+    if address not in backend.email_identities and not _identity_verified(domain):
+        # "you have to verify ... the From ... address" (SES DG, creating-identities.html)
+        raise _ses_error(
+            "MessageRejected",
+            "Email address is not verified. The following identities failed the "
+            f"check in region {backend.region_name.upper()}: {address}",
+        )
+    setting = backend.identity_mail_from_domains.get(domain, {})
+    with _lock:
+        mail_from_ok = "mail_from" in _verified.get(domain, set())
+    if (
+        setting.get("mail_from_domain")
+        and setting.get("behavior_on_mx_failure") == "RejectMessage"
+        and not mail_from_ok
+    ):
+        # "If you choose RejectMessage, Amazon SES returns a MailFromDomainNotVerified error and [does]
+        # not send the email ... in the Pending, Failed, and TemporaryFailure states" (SES API
+        # reference, SetIdentityMailFromDomain, BehaviorOnMXFailure).
+        raise _ses_error(
+            "MailFromDomainNotVerifiedException",
+            "The message could not be sent because Amazon "
+            "SES could not read the MX record required to use "
+            "the specified MAIL FROM domain.",
+        )
+    now = time.time()
+    with _lock:
+        while _sent and _sent[0] < now - 86400:
+            _sent.popleft()
+        if len(_sent) + recipients > SANDBOX_DAILY:
+            raise _ses_error("Throttling", "Daily message quota exceeded.")
+        if _sent and now - _sent[-1] < 1 / SANDBOX_RATE:
+            raise _ses_error("Throttling", "Maximum sending rate exceeded.")
+
+
+def _count_sent(recipients: int, result: Any) -> Any:
+    """Count what SES accepted (a refused send does not count against the quotas)."""
+    if fresh():
+        with _lock:
+            _sent.extend([time.time()] * recipients)
+    return result
 
 
 def address_clicked(address: str) -> bool:

@@ -194,11 +194,65 @@ def collect(
     """The status of the deployment ``cfg`` names, as one JSON-able dict with a top-level ``ready``;
     ``resolve``: the MX lookup used on AWS (tests give their own DNS); ``local``: a local mode's
     endpoints, read in place of the functions and receipt rules a deployment has."""
-    from deploy.lambdas import async_dlq
-    from deploy.resources import event_queues, queue_url
-
     environ = os.environ if environ is None else environ
     ses, domain = control_client("ses"), cfg.domain_name
+    checks = _domain_checks(ses, domain)
+    checks += _mx_checks(cfg, environ.get("AWS_ENDPOINT_URL", ""), resolve)
+    account_checks, sending = _account_checks(cfg, ses)
+    checks += account_checks
+    quota = sending["send_quota"]
+    if local is None:
+        deployed, versions, rate = _deployed_checks(cfg, float(quota.get("MaxSendRate", 0) or 0))
+    else:
+        deployed, versions, rate = _local_checks(cfg, local)
+    checks += deployed
+    depths = _dlq_depths(cfg)
+    waiting = sum(depths.values())
+    checks.append(
+        _check(
+            "dead-letter queues",
+            f"{waiting} messages",
+            waiting == 0,
+            False,
+            "email-handler dlq list / dlq redrive" if waiting else "",
+        )
+    )
+    alarm_check, alarms = _alarm_check(cfg)
+    checks.append(alarm_check)
+    subscription_check, subscribed = _subscription_check(cfg)
+    checks.append(subscription_check)
+    flows = _flows(checks)
+    reasons = [
+        f"{c['check']}: {c['value']} ({c['detail']})" if c["detail"] else f"{c['check']}: {c['value']}"
+        for c in checks
+        if c["blocks"]
+    ]
+    # Every blocking check belongs to a flow that ``ready`` needs, so the two agree.
+    ready = all(f["ok"] for f in flows if f["flow"] in READY_FLOWS) and not reasons
+    return {
+        "ready": ready,
+        "reasons": reasons,
+        "flows": flows,
+        "deployment": cfg.prefix,
+        "account": account,
+        "region": cfg.region,
+        "domain": domain,
+        "sandbox": sending["sandbox"],
+        "production_access": sending["production_access"],
+        "owner_address": sending["owner_address"],
+        "alert_subscription": subscribed,
+        "send_quota": quota,
+        "daily_quota_used_percent": sending["daily_quota_used_percent"],
+        "send_rate": rate,
+        "versions": versions,
+        "dlq_depths": depths,
+        "alarms": alarms,
+        "checks": checks,
+    }
+
+
+def _domain_checks(ses: Any, domain: str) -> list[dict[str, Any]]:
+    """The domain's SES identity, its DKIM and its MAIL FROM domain."""
     checks: list[dict[str, Any]] = []
     status = _identity_status(ses, domain)
     checks.append(
@@ -243,8 +297,12 @@ def collect(
             else "SES refuses every send until it is Success",
         )
     )
-    endpoint = environ.get("AWS_ENDPOINT_URL", "")
-    checks += _mx_checks(cfg, endpoint, resolve)
+    return checks
+
+
+def _account_checks(cfg: Config, ses: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The SES account: the owner's address, production access and the sending quota; with the
+    report's fields about them (sandbox, production access, owner's address, quota)."""
     account_info = or_none(lambda: control_client("sesv2").get_account(), "NotFoundException") or {}
     quota = account_info.get("SendQuota", {})
     production = bool(account_info.get("ProductionAccessEnabled", False))
@@ -254,6 +312,7 @@ def collect(
     owner = cfg.private_email
     owner_status = _identity_status(ses, owner, owner.split("@")[-1]) if owner else "not configured"
     owner_ok = owner_status == "Success"
+    checks: list[dict[str, Any]] = []
     checks.append(
         _check(
             "owner's address",
@@ -297,11 +356,20 @@ def collect(
             hint,
         )
     )
-    if local is None:
-        deployed, versions, rate = _deployed_checks(cfg, float(quota.get("MaxSendRate", 0) or 0))
-    else:
-        deployed, versions, rate = _local_checks(cfg, local)
-    checks += deployed
+    return checks, {
+        "sandbox": sandbox,
+        "production_access": {"enabled": production, "review_status": review_status, **review},
+        "owner_address": {"address": owner, "status": owner_status},
+        "send_quota": quota,
+        "daily_quota_used_percent": used,
+    }
+
+
+def _dlq_depths(cfg: Config) -> dict[str, int]:
+    """Messages waiting in each dead-letter queue that exists: the event queues' and the async one."""
+    from deploy.lambdas import async_dlq
+    from deploy.resources import event_queues, queue_url
+
     depths = {}
     for queue in [dlq_name(q) for q in event_queues(cfg)] + [async_dlq(cfg)]:
         url = queue_url(queue)
@@ -310,61 +378,24 @@ def collect(
                 QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
             )
             depths[queue] = int(attrs["Attributes"]["ApproximateNumberOfMessages"])
-    waiting = sum(depths.values())
-    checks.append(
-        _check(
-            "dead-letter queues",
-            f"{waiting} messages",
-            waiting == 0,
-            False,
-            "email-handler dlq list / dlq redrive" if waiting else "",
-        )
-    )
-    alarm_check, alarms = _alarm_check(cfg)
-    checks.append(alarm_check)
+    return depths
+
+
+def _subscription_check(cfg: Config) -> tuple[dict[str, Any], str]:
     subscribed = alert_subscription(cfg)
-    checks.append(
-        _check(
-            "alert subscription",
-            f"{cfg.private_email or '-'} {subscribed}",
-            subscribed == "confirmed",
-            False,
-            ""
-            if subscribed == "confirmed"
-            else f"click the link in the mail 'AWS Notification - Subscription Confirmation' sent to "
-            f"{cfg.private_email}; until then alarms and alerts reach no one"
-            if subscribed == "PendingConfirmation"
-            else "deploy again (it subscribes PRIVATE_EMAIL to the alert topic)",
-        )
+    check = _check(
+        "alert subscription",
+        f"{cfg.private_email or '-'} {subscribed}",
+        subscribed == "confirmed",
+        False,
+        ""
+        if subscribed == "confirmed"
+        else f"click the link in the mail 'AWS Notification - Subscription Confirmation' sent to "
+        f"{cfg.private_email}; until then alarms and alerts reach no one"
+        if subscribed == "PendingConfirmation"
+        else "deploy again (it subscribes PRIVATE_EMAIL to the alert topic)",
     )
-    flows = _flows(checks)
-    reasons = [
-        f"{c['check']}: {c['value']} ({c['detail']})" if c["detail"] else f"{c['check']}: {c['value']}"
-        for c in checks
-        if c["blocks"]
-    ]
-    # Every blocking check belongs to a flow that ``ready`` needs, so the two agree.
-    ready = all(f["ok"] for f in flows if f["flow"] in READY_FLOWS) and not reasons
-    return {
-        "ready": ready,
-        "reasons": reasons,
-        "flows": flows,
-        "deployment": cfg.prefix,
-        "account": account,
-        "region": cfg.region,
-        "domain": domain,
-        "sandbox": sandbox,
-        "production_access": {"enabled": production, "review_status": review_status, **review},
-        "owner_address": {"address": owner, "status": owner_status},
-        "alert_subscription": subscribed,
-        "send_quota": quota,
-        "daily_quota_used_percent": used,
-        "send_rate": rate,
-        "versions": versions,
-        "dlq_depths": depths,
-        "alarms": alarms,
-        "checks": checks,
-    }
+    return check, subscribed
 
 
 def _deployed_checks(cfg: Config, max_rate: float) -> tuple[list[dict[str, Any]], dict[str, str | None], Any]:

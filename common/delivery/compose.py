@@ -113,14 +113,8 @@ def build_forward(
     parts never do (the owner should not be one click from a withheld executable), nor does the
     original of a mail that had withheld parts (they are inside it)."""
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
-    text, html = mail.body_text, mail.html
-    if html:  # always a closed fragment (the banner around it cannot be hidden); trackers out if on
-        safe = htmlsafe.sanitize(html, remove_trackers=cfg.remove_trackers == "on", scope=CONTACT_SCOPE)
-        html = safe.html
-        if safe.removed:
-            warnings = (*warnings, trackers.banner(safe.removed))
-        if safe.left_unread:
-            warnings = (*warnings, htmlsafe.cut_note(safe))
+    text = mail.body_text
+    html, warnings = _safe_html(cfg, mail.html, warnings)
     notes = [
         f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})"
         for w in stored.withheld
@@ -181,6 +175,19 @@ def build_forward(
         conversation_id=cid,
         original_key=archive_key,
     )
+
+
+def _safe_html(cfg: Config, html: str, warnings: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The contact's HTML as a closed fragment (the banner around it cannot be hidden), trackers out
+    if on; with the banner's notes on what was removed or left unread."""
+    if not html:
+        return html, warnings
+    safe = htmlsafe.sanitize(html, remove_trackers=cfg.remove_trackers == "on", scope=CONTACT_SCOPE)
+    if safe.removed:
+        warnings = (*warnings, trackers.banner(safe.removed))
+    if safe.left_unread:
+        warnings = (*warnings, htmlsafe.cut_note(safe))
+    return safe.html, warnings
 
 
 def build_unparsed_forward(

@@ -75,21 +75,7 @@ def deliver(
     if recorded.ack_note:  # not attempted: the record says why, and so does the owner's forward, in one line
         conversations.set_attributes(cfg, cid, {"ackStatus": f"not sent: {recorded.ack_note}"})
         warnings = (*warnings, f"No automatic acknowledgement was sent: {recorded.ack_note}.")
-    archive_key = rawmail.archive(cfg, cid, mid, raw)
-    parts = mail.attachments
-    if unconverted := unconverted_html(
-        cfg, mail, archive_key
-    ):  # the text is partial: the owner still gets every word
-        part, note = unconverted
-        parts = [*parts, part] if part else parts
-        warnings = (*warnings, note)
-    parts, warnings = _safe_parts(cfg, parts, warnings)
-    kept = attachments.store(
-        cfg,
-        parts,
-        lambda name: layout.attachment(cid, mid, name),
-        lambda name: layout.withheld(cid, mid, name),
-    )
+    archive_key, kept, warnings = _archive_and_store(cfg, cid, mid, mail, raw, warnings)
     forward = build_forward(
         cfg,
         mid,
@@ -119,6 +105,18 @@ def deliver(
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
     if ack_message is not None:
         enqueue(cfg.ack_queue, ack_message, cfg.bucket, cfg.claim_check_bytes)
+    return _forwarded(mail, mid, cid, first_contact, ack_reason, kept, warnings)
+
+
+def _forwarded(
+    mail: ParsedMail,
+    mid: str,
+    cid: str,
+    first_contact: bool,
+    ack_reason: str,
+    kept: attachments.Stored,
+    warnings: tuple[str, ...],
+) -> InboundResult:
     log.info(
         "mail forwarded",
         extra={
@@ -141,6 +139,29 @@ def deliver(
         "attachments": [a.key for a in kept.attachments],
         "skipped": kept.skipped,
     }
+
+
+def _archive_and_store(
+    cfg: Config, cid: str, mid: str, mail: ParsedMail, raw: bytes, warnings: tuple[str, ...]
+) -> tuple[str, attachments.Stored, tuple[str, ...]]:
+    """Archive the raw mail and store its parts (with the HTML a partial text conversion left out,
+    attached HTML and messages made safe); the archive's key, what was stored, and the warnings."""
+    archive_key = rawmail.archive(cfg, cid, mid, raw)
+    parts = mail.attachments
+    if unconverted := unconverted_html(
+        cfg, mail, archive_key
+    ):  # the text is partial: the owner still gets every word
+        part, note = unconverted
+        parts = [*parts, part] if part else parts
+        warnings = (*warnings, note)
+    parts, warnings = _safe_parts(cfg, parts, warnings)
+    kept = attachments.store(
+        cfg,
+        parts,
+        lambda name: layout.attachment(cid, mid, name),
+        lambda name: layout.withheld(cid, mid, name),
+    )
+    return archive_key, kept, warnings
 
 
 def _safe_parts(

@@ -154,43 +154,10 @@ def extract_object(
         finally:
             del data
     except textextract.RejectedError as rejected:
-        record = {
-            "source": key,
-            "reason": rejected.reason,
-            "extension": textextract.extension(filename),
-            "bytes": size,
-            "etag": etag,
-        }
-        error_key = extracted.record_rejection(bucket, key, record)
-        log.warning("attachment rejected", extra={"key": key, "reason": rejected.reason})
-        return {
-            "key": key,
-            "status": "rejected",
-            "reason": rejected.reason,
-            "errorKey": error_key,
-        }
+        return _rejected(bucket, key, rejected.reason, size, etag)
 
     ms = int((time.perf_counter() - started) * 1000)
-    metadata = {
-        "characters": str(len(result.text)),
-        "extraction-ms": str(ms),
-        "extractor": result.extractor,
-        "extractor-version": result.extractor_version,
-        "source-etag": etag,
-    }
-    if result.pages is not None:  # a DOCX says how many pages only if Word saved the count
-        metadata["pages"] = str(result.pages)
-    if result.truncated:
-        metadata["truncated"] = "; ".join(result.truncated)[:512]
-    if result.warnings:
-        metadata["warnings"] = ",".join(result.warnings)
-    listed = {"unreadable-pages": sorted(result.unreadable_pages), "suspect-pages": result.suspect_pages}
-    if "no-text-layer" not in result.warnings:  # when no page has text, the warning says it all
-        listed["pages-without-text"] = result.pages_without_text
-    metadata.update((name, page_ranges(pages)) for name, pages in listed.items() if pages)
-    # S3 sends user metadata as HTTP headers: ASCII only.
-    metadata = {name: value.encode("ascii", "replace").decode() for name, value in metadata.items()}
-    extracted.record_text(bucket, key, result.text, metadata)
+    extracted.record_text(bucket, key, result.text, _text_metadata(result, ms, etag))
     details: dict[str, Any] = {
         "key": key,
         "pages": result.pages,
@@ -219,6 +186,48 @@ def extract_object(
         "warnings": result.warnings,
         "unreadablePages": sorted(result.unreadable_pages),
     }
+
+
+def _rejected(bucket: str, key: str, reason: str, size: int, etag: str) -> dict[str, Any]:
+    """The error record of an attachment that was not extracted, beside where its text would be."""
+    record = {
+        "source": key,
+        "reason": reason,
+        "extension": textextract.extension(key.rsplit("/", 1)[1]),
+        "bytes": size,
+        "etag": etag,
+    }
+    error_key = extracted.record_rejection(bucket, key, record)
+    log.warning("attachment rejected", extra={"key": key, "reason": reason})
+    return {
+        "key": key,
+        "status": "rejected",
+        "reason": reason,
+        "errorKey": error_key,
+    }
+
+
+def _text_metadata(result: textextract.Extraction, ms: int, etag: str) -> dict[str, str]:
+    """The extracted text's S3 metadata: what the extraction found, its time and the source's ETag."""
+    metadata = {
+        "characters": str(len(result.text)),
+        "extraction-ms": str(ms),
+        "extractor": result.extractor,
+        "extractor-version": result.extractor_version,
+        "source-etag": etag,
+    }
+    if result.pages is not None:  # a DOCX says how many pages only if Word saved the count
+        metadata["pages"] = str(result.pages)
+    if result.truncated:
+        metadata["truncated"] = "; ".join(result.truncated)[:512]
+    if result.warnings:
+        metadata["warnings"] = ",".join(result.warnings)
+    listed = {"unreadable-pages": sorted(result.unreadable_pages), "suspect-pages": result.suspect_pages}
+    if "no-text-layer" not in result.warnings:  # when no page has text, the warning says it all
+        listed["pages-without-text"] = result.pages_without_text
+    metadata.update((name, page_ranges(pages)) for name, pages in listed.items() if pages)
+    # S3 sends user metadata as HTTP headers: ASCII only.
+    return {name: value.encode("ascii", "replace").decode() for name, value in metadata.items()}
 
 
 def page_ranges(pages: list[int]) -> str:

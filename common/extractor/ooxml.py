@@ -301,13 +301,7 @@ class _TextWalker:
             self.skip_depth += 1
             return
         if ns == MC:
-            if local == "AlternateContent":
-                self.alternates.append(False)
-            elif local in ("Choice", "Fallback") and self.alternates:
-                if self.alternates[-1]:
-                    self.skip_depth = 1
-                else:
-                    self.alternates[-1] = True
+            self._start_alternate(local)
             return
         if ns in MATH:
             self.in_text = local == "t"
@@ -329,12 +323,26 @@ class _TextWalker:
         elif local == "tr":
             self.rows.append([])
         elif self.paragraphs and parent == "r":
-            if local in ("tab", "ptab"):
-                self.paragraphs[-1].append("\t")
-            elif local == "cr" or (local == "br" and _attr(attrs, "type") in ("", "textWrapping")):
-                self.paragraphs[-1].append("\n")  # page and column breaks are layout, not text
-            elif local == "noBreakHyphen":
-                self.paragraphs[-1].append("-")
+            self._run_character(local, attrs)
+
+    def _start_alternate(self, local: str) -> None:
+        """mc:AlternateContent: the first Choice or Fallback is read, the others skipped."""
+        if local == "AlternateContent":
+            self.alternates.append(False)
+        elif local in ("Choice", "Fallback") and self.alternates:
+            if self.alternates[-1]:
+                self.skip_depth = 1
+            else:
+                self.alternates[-1] = True
+
+    def _run_character(self, local: str, attrs: dict[str, str]) -> None:
+        """A run's elements that stand for a character: tabs, line breaks, non-breaking hyphens."""
+        if local in ("tab", "ptab"):
+            self.paragraphs[-1].append("\t")
+        elif local == "cr" or (local == "br" and _attr(attrs, "type") in ("", "textWrapping")):
+            self.paragraphs[-1].append("\n")  # page and column breaks are layout, not text
+        elif local == "noBreakHyphen":
+            self.paragraphs[-1].append("-")
 
     def end(self, name: str) -> None:
         self.path.pop()

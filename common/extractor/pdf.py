@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from common.extractor.errors import MEMORY, RejectedError, describe
@@ -37,25 +37,9 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
     ("skip", i, reason), then ("walked", {...}); or ("fatal", reason) when the file cannot be opened."""
     import pypdf
 
-    rebuilt: tuple[Any, Any] | None = None
     try:
         _configure(pypdf, stream_limit(memory_bytes), len(data))
-        try:
-            reader, tree = _open(pypdf, data)
-        except (RejectedError, MemoryError):
-            raise
-        except Exception as exc:  # pypdf raises PdfReadError and, on malformed input, almost anything
-            reason = describe(exc)
-            if reason == MEMORY or reason.startswith("over a safety limit"):
-                raise
-            rebuilt = _rebuilt(pypdf, data)
-            if rebuilt is None:
-                raise  # the first reason: what is wrong with the file as sent
-            reader, tree = rebuilt
-        if tree is None and rebuilt is None:  # a page tree the table does not lead to: try the objects
-            rebuilt = _rebuilt(pypdf, data)
-            if rebuilt is not None and rebuilt[1] is not None:
-                reader, tree = rebuilt
+        reader, tree, rebuilt = _open_or_rebuild(pypdf, data)
         claimed = _claimed(tree) if tree is not None else None
     except RejectedError as rejected:
         yield ("fatal", rejected.reason)
@@ -63,14 +47,7 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
     except MemoryError:
         raise
     except Exception as exc:  # pypdf raises PdfReadError and, on malformed input, almost anything else
-        reason = describe(exc)
-        if reason == MEMORY:
-            reason = f"PDF could not be opened: needs more than the {memory_bytes // MB} MB memory limit"
-        elif reason.startswith("over a safety limit"):
-            reason = f"PDF is {reason}"
-        else:
-            reason = f"damaged PDF: {reason}"
-        yield ("fatal", reason)
+        yield ("fatal", _fatal_reason(exc, memory_bytes))
         return
     spare = rebuilt[0] if rebuilt is not None and rebuilt[0] is not reader else None
     yield (
@@ -79,6 +56,48 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
     )
     # Without a page tree: pages by type through the table, else through every object the file holds.
     walker = _pages(reader, tree) if tree is not None else _orphan_pages(reader, spare)
+    index, more, damage = yield from _walk(walker, max_pages, start)
+    yield ("walked", {"found": index, "more": more, "damage": damage, "recovered": tree is None})
+
+
+def _open_or_rebuild(pypdf: Any, data: bytes) -> tuple[Any, Any, tuple[Any, Any] | None]:
+    """The reader and page tree of the file as sent, or of the file with its cross-reference table
+    rebuilt when that opens where the first did not, or finds the page tree the first did not; and
+    the rebuilt (reader, tree) when one was made."""
+    rebuilt: tuple[Any, Any] | None = None
+    try:
+        reader, tree = _open(pypdf, data)
+    except (RejectedError, MemoryError):
+        raise
+    except Exception as exc:  # pypdf raises PdfReadError and, on malformed input, almost anything
+        reason = describe(exc)
+        if reason == MEMORY or reason.startswith("over a safety limit"):
+            raise
+        rebuilt = _rebuilt(pypdf, data)
+        if rebuilt is None:
+            raise  # the first reason: what is wrong with the file as sent
+        reader, tree = rebuilt
+    if tree is None and rebuilt is None:  # a page tree the table does not lead to: try the objects
+        rebuilt = _rebuilt(pypdf, data)
+        if rebuilt is not None and rebuilt[1] is not None:
+            reader, tree = rebuilt
+    return reader, tree, rebuilt
+
+
+def _fatal_reason(exc: Exception, memory_bytes: int) -> str:
+    reason = describe(exc)
+    if reason == MEMORY:
+        return f"PDF could not be opened: needs more than the {memory_bytes // MB} MB memory limit"
+    if reason.startswith("over a safety limit"):
+        return f"PDF is {reason}"
+    return f"damaged PDF: {reason}"
+
+
+def _walk(
+    walker: Iterator[Any], max_pages: int, start: int
+) -> Generator[tuple[Any, ...], None, tuple[int, bool, str]]:
+    """("begin", i) and the page's event for each page from ``start`` on, up to ``max_pages``; returns
+    the pages found, whether there are more, and what stopped the walk early."""
     index, more, damage = 0, False, ""
     while True:
         try:
@@ -101,7 +120,7 @@ def events(data: bytes, max_pages: int, start: int, memory_bytes: int) -> Iterat
             yield ("begin", index)  # so the parent knows which page a killed child was on
             yield _page(index, page)
         index += 1
-    yield ("walked", {"found": index, "more": more, "damage": damage, "recovered": tree is None})
+    return index, more, damage
 
 
 def _open(pypdf: Any, data: bytes) -> tuple[Any, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from common.mail import charsets
@@ -113,39 +114,11 @@ def _tokens(value: str) -> tuple[list[tuple[str, str]], list[str]]:
         if c in " \t\r\n":
             i += 1
         elif c == "(":
-            depth, j, buf = 0, i, []
-            while j < n:
-                ch = value[j]
-                if ch == "\\":
-                    buf.append(value[j + 1 : j + 2])
-                    j += 2
-                    continue
-                if ch == "(":
-                    depth += 1
-                    if depth > MAX_COMMENT_DEPTH and "comment nesting too deep" not in defects:
-                        defects.append("comment nesting too deep")
-                elif ch == ")":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                if depth <= MAX_COMMENT_DEPTH and not (ch == "(" and depth == 1):
-                    buf.append(ch)
-                j += 1
-            else:
-                defects.append("unterminated comment")
-            tokens.append(("comment", "".join(buf)))
-            i = j + 1
+            text, i = _comment(value, i, defects)
+            tokens.append(("comment", text))
         elif c == '"':
-            j, buf = i + 1, []
-            while j < n and value[j] != '"':
-                if value[j] == "\\" and j + 1 < n:
-                    j += 1
-                buf.append(value[j])
-                j += 1
-            if j >= n:
-                defects.append("unterminated quoted string")
-            tokens.append(("quoted", "".join(buf)))
-            i = j + 1
+            text, i = _quoted(value, i, defects)
+            tokens.append(("quoted", text))
         elif c == "<":
             j = value.find(">", i + 1)
             if j < 0:
@@ -169,6 +142,48 @@ def _tokens(value: str) -> tuple[list[tuple[str, str]], list[str]]:
     return tokens, defects
 
 
+def _comment(value: str, i: int, defects: list[str]) -> tuple[str, int]:
+    """The comment opening at ``value[i]`` (nested ones inside it, escapes honoured): its text and the
+    index after its closing parenthesis."""
+    n = len(value)
+    depth, j, buf = 0, i, []
+    while j < n:
+        ch = value[j]
+        if ch == "\\":
+            buf.append(value[j + 1 : j + 2])
+            j += 2
+            continue
+        if ch == "(":
+            depth += 1
+            if depth > MAX_COMMENT_DEPTH and "comment nesting too deep" not in defects:
+                defects.append("comment nesting too deep")
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                break
+        if depth <= MAX_COMMENT_DEPTH and not (ch == "(" and depth == 1):
+            buf.append(ch)
+        j += 1
+    else:
+        defects.append("unterminated comment")
+    return "".join(buf), j + 1
+
+
+def _quoted(value: str, i: int, defects: list[str]) -> tuple[str, int]:
+    """The quoted string opening at ``value[i]``: its text unescaped and the index after its closing
+    quote."""
+    n = len(value)
+    j, buf = i + 1, []
+    while j < n and value[j] != '"':
+        if value[j] == "\\" and j + 1 < n:
+            j += 1
+        buf.append(value[j])
+        j += 1
+    if j >= n:
+        defects.append("unterminated quoted string")
+    return "".join(buf), j + 1
+
+
 def _phrase(tokens: list[tuple[str, str]], hints: tuple[str, ...]) -> str:
     # Decoded as one value: the 8-bit codec is chosen from the whole name, not word by word.
     return clean_header_text(
@@ -189,12 +204,30 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
     repair = charsets.repairer(value, hints)
     tokens, defects = _tokens(value)
     box = Mailbox(defects=defects)
+    mailboxes = _mailboxes(tokens, box.defects)
+    box.mailboxes = len(mailboxes)
+    if len(mailboxes) > 1:
+        box.defects.append("several mailboxes")
+    if not mailboxes:
+        return box
+    first = mailboxes[0]
+    angles = [i for i, (k, _) in enumerate(first) if k == "angle"]
+    if angles:
+        _read_name_addr(box, first, angles, hints, repair)
+    else:
+        _read_addr_spec(box, first, hints, repair)
+    return box
+
+
+def _mailboxes(tokens: list[tuple[str, str]], defects: list[str]) -> list[list[tuple[str, str]]]:
+    """The field's tokens grouped by mailbox (a group's name dropped), at most MAX_MAILBOXES, with
+    the commas of an unquoted name put back into it."""
     groups = [[]]  # type: list[list[tuple[str, str]]]
     in_group = False
     for kind, text in tokens:
         if kind == ":" and not in_group and not any(k == "angle" for k, _ in groups[-1]):
             in_group = True
-            box.defects.append("group syntax")
+            defects.append("group syntax")
             groups[-1] = []  # the group's name is not a mailbox
         elif kind == ";":
             in_group = False
@@ -205,7 +238,7 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
             groups[-1].append((kind, text))
     mailboxes = [g for g in groups if any(k in ("word", "quoted", "angle") for k, _ in g)]
     if len(mailboxes) > MAX_MAILBOXES:
-        box.defects.append(f"more than {MAX_MAILBOXES} mailboxes")
+        defects.append(f"more than {MAX_MAILBOXES} mailboxes")
         mailboxes = mailboxes[:MAX_MAILBOXES]
     # "Smith, Jane <jane@x.example>": a comma in an unquoted name, not two mailboxes. Everything before
     # the first group holding an address is its name, joined once (merging pairwise was quadratic:
@@ -217,24 +250,30 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
             kind, text = group[-1]
             merged += [*group[:-1], (kind, text + ",")]
         mailboxes[: addressed + 1] = [[*merged, *mailboxes[addressed]]]
-    box.mailboxes = len(mailboxes)
-    if len(mailboxes) > 1:
-        box.defects.append("several mailboxes")
-    if not mailboxes:
-        return box
-    first = mailboxes[0]
-    angles = [i for i, (k, _) in enumerate(first) if k == "angle"]
-    if angles:
-        if len(angles) > 1:
-            box.defects.append("several angle addresses")
-        spec = first[angles[-1]][1]  # name-addr ends with its angle-addr; anything before is the name
-        box.address = repair(re.sub(r"\s+", "", spec.rpartition(":")[2] if spec.startswith("@") else spec))
-        name_tokens = first[: angles[-1]]
-        box.display_name = _phrase(name_tokens, hints)
-        if any(k == "word" and "@" in t for k, t in name_tokens):
-            box.defects.append("unquoted display name contains an address")
-        return box
-    # addr-spec without angle brackets; a quoted local part is a quoted token followed by "@domain".
+    return mailboxes
+
+
+def _read_name_addr(
+    box: Mailbox,
+    first: list[tuple[str, str]],
+    angles: list[int],
+    hints: tuple[str, ...],
+    repair: Callable[[str], str],
+) -> None:
+    if len(angles) > 1:
+        box.defects.append("several angle addresses")
+    spec = first[angles[-1]][1]  # name-addr ends with its angle-addr; anything before is the name
+    box.address = repair(re.sub(r"\s+", "", spec.rpartition(":")[2] if spec.startswith("@") else spec))
+    name_tokens = first[: angles[-1]]
+    box.display_name = _phrase(name_tokens, hints)
+    if any(k == "word" and "@" in t for k, t in name_tokens):
+        box.defects.append("unquoted display name contains an address")
+
+
+def _read_addr_spec(
+    box: Mailbox, first: list[tuple[str, str]], hints: tuple[str, ...], repair: Callable[[str], str]
+) -> None:
+    """An addr-spec without angle brackets; a quoted local part is a quoted token followed by "@domain"."""
     joined: list[tuple[str, str]] = []
     for kind, text in first:
         if kind == "word" and text.startswith("@") and joined and joined[-1][0] == "quoted":
@@ -243,7 +282,7 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
             joined.append((kind, text))
     at = [i for i, (k, t) in enumerate(joined) if k == "word" and "@" in t]
     if not at:
-        return box
+        return
     if len(at) > 1:  # "a@x.example b@y.example": no syntax says which one is the mailbox
         box.defects.append("several addresses without angle brackets")
     box.address = repair(joined[at[-1]][1])
@@ -257,7 +296,6 @@ def parse_mailbox(value: str, hints: tuple[str, ...] = ()) -> Mailbox:
         )
     if len(joined) > at[-1] + 1:
         box.defects.append("words after address")
-    return box
 
 
 def _has_address(tokens: list[tuple[str, str]]) -> bool:

@@ -189,6 +189,27 @@ class _Writer:
             kept.append(f"{url} {descriptor}".strip())
         return ", ".join(kept)
 
+    def start_kept(self, name: str, attrs: dict[str, str]) -> None:
+        """A start tag that is kept: style, xmp and plaintext are written with their RAW token."""
+        if name in ("style", "xmp", "plaintext"):
+            return
+        if name == "textarea":
+            kept = self._attributes(name, attrs, self.hidden > 0)
+            self.out.append(f"<textarea{kept or ''}>")
+        else:
+            self.start(name, attrs)
+
+    def raw(self, raw_for: str, data: str) -> None:
+        """The RAW token after the start tag ``raw_for`` ('' when nothing asked for one)."""
+        if raw_for in _DROP_RAW or not raw_for:
+            return
+        if raw_for == "style":
+            self.style(data)
+        elif raw_for == "textarea":
+            self.out.append(_text(data) + "</textarea>")
+        else:  # xmp, plaintext: text in a pre
+            self.out.append("<pre>" + _text(data) + "</pre>")
+
     def style(self, css: str) -> None:
         if self.remove_trackers:
             css, gone = trackers.clean_css(css)
@@ -222,14 +243,8 @@ def sanitize(
             if not skip:
                 out.append(_text(data))
         elif kind == RAW:
-            if skip or raw_for in _DROP_RAW or not raw_for:
-                pass
-            elif raw_for == "style":
-                w.style(data)
-            elif raw_for == "textarea":
-                out.append(_text(data) + "</textarea>")
-            else:  # xmp, plaintext: text in a pre
-                out.append("<pre>" + _text(data) + "</pre>")
+            if not skip:
+                w.raw(raw_for, data)
             raw_for = ""
         elif kind == START:
             assert attrs is not None
@@ -249,13 +264,8 @@ def sanitize(
                 continue
             if data in _DROP_SUBTREE:
                 skip, skip_name = 1, data
-            elif dropped or data in ("style", "xmp", "plaintext"):
-                pass  # dropped, or written with its RAW token
-            elif data == "textarea":
-                kept = w._attributes(data, attrs, w.hidden > 0)
-                out.append(f"<textarea{kept or ''}>")
-            else:
-                w.start(data, attrs)
+            elif not dropped:
+                w.start_kept(data, attrs)
         else:  # END
             if skip:
                 skip -= data == skip_name

@@ -108,10 +108,7 @@ def convert(html: str, limit: int = MAX_HTML_CHARS, *, own_text_only: bool = Fal
         elif kind == START:
             assert attrs is not None
             shown_raw = data not in _HIDDEN_RAW
-            if data == "head":
-                in_head = True
-            elif data not in _HEAD_CONTENT:
-                in_head = False  # <body>, or any element of the body, ends the head (HTML5 "in head")
+            in_head = _in_head_after(data, in_head)
             if own_text_only and (
                 data == "blockquote" or (attrs and _QUOTE_MARK.search(" ".join(attrs.values())))
             ):
@@ -130,6 +127,14 @@ def convert(html: str, limit: int = MAX_HTML_CHARS, *, own_text_only: bool = Fal
                 if data == "blockquote":
                     quoted = max(0, quoted - 1)
     return HtmlText(_text(parts), complete=len(source) == len(html), read=len(source), total=len(html))
+
+
+def _in_head_after(start_tag: str, in_head: bool) -> bool:
+    """Whether the document is in its head after ``start_tag``: <body>, or any element of the body,
+    ends the head (HTML5 "in head")."""
+    if start_tag == "head":
+        return True
+    return in_head and start_tag in _HEAD_CONTENT
 
 
 def _text(parts: list[tuple[str, int]]) -> str:

@@ -145,6 +145,11 @@ def complaint(mail: ParsedMail) -> str:
 
 def delivery_report(mail: ParsedMail, own: Callable[[str], bool] = lambda address: False) -> str:
     """Why ``mail`` is a delivery report or another report a program wrote ('' when nothing says so)."""
+    return _declared_report(mail) or _returned_mail(mail, own)
+
+
+def _declared_report(mail: ParsedMail) -> str:
+    """Why ``mail`` is a report by its own declaration: its MIME structure or its headers."""
     ctype, params = parse_params(mail.headers.get("content-type", ""))
     if ctype == "message/delivery-status":
         return "delivery status notification (message/delivery-status)"
@@ -165,6 +170,12 @@ def delivery_report(mail: ParsedMail, own: Callable[[str], bool] = lambda addres
         return "delivery report (null sender: Return-Path <>)"
     if "x-failed-recipients" in mail.headers:  # Exim writes it on every bounce it sends
         return "delivery report (X-Failed-Recipients)"
+    return ""
+
+
+def _returned_mail(mail: ParsedMail, own: Callable[[str], bool]) -> str:
+    """Why ``mail`` is a report by what it carries and who sent it: a returned mail or header, a
+    program's sender, SMTP status or bounce text."""
     text = mail.body_text[:SCAN_CHARS]
     block = _returned_block(text)
     if _names_own(block, own):  # a raw header a person's client never quotes

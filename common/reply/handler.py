@@ -98,29 +98,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
                 else {"owner_target": goal.kind}
             )
         )
-        auth.check_from(raw, receipt, cfg)
-        auth.check_single_fields(raw)
-        if over := limits.screen(
-            raw
-        ):  # even the owner's mail is parsed only within the caps (docs/security.md)
-            raise NotAuthorisedError(f"not parsed: {over}")
-        mail = parse(raw)
-        received = parse_iso_or_now(receipt.timestamp)
-        auth.check_age(mail, received, cfg.reply_max_age_s)
-        if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
-            raise NotAuthorisedError(f"automatic mail from the owner's mailbox ({why}); not relayed")
-        if goal.kind != TargetKind.RELEASE and signed.is_pkcs7(mail.headers.get("content-type", "")):
-            mail = signed.open_reply(raw, cfg.owner_key)  # opaque-signed: the signed entity, verified
-        if goal.kind != TargetKind.RELEASE and (
-            encrypted := encrypted_kind(mail.headers.get("content-type", ""))
-        ):
-            # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to
-            # relay, and the contact could not read it either. Refused with a notice, never dropped.
-            raise UnreadableReplyError(
-                f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again unencrypted "
-                "(signing is fine)",
-                "Send it again unencrypted (signing is fine).",
-            )
+        mail, received = _owner_mail(cfg, receipt, raw, relayed=goal.kind != TargetKind.RELEASE)
         if goal.kind == TargetKind.RELEASE:
             result = release_held(cfg, goal.value, mid)
             staging.done(cfg, receipt)
@@ -169,6 +147,34 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Rep
     result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == TargetKind.NEW)
     staging.done(cfg, receipt)
     return result
+
+
+def _owner_mail(
+    cfg: Config, receipt: events.SesReceipt, raw: bytes, relayed: bool
+) -> tuple[ParsedMail, datetime]:
+    """The owner's mail, read once its From and fields pass and it is within the caps, and the time
+    SES received it. ``relayed``: its text goes to a contact, so an opaque-signed reply is opened and
+    an encrypted one refused. Raises NotAuthorisedError or UnreadableReplyError."""
+    auth.check_from(raw, receipt, cfg)
+    auth.check_single_fields(raw)
+    if over := limits.screen(raw):  # even the owner's mail is parsed only within the caps (docs/security.md)
+        raise NotAuthorisedError(f"not parsed: {over}")
+    mail = parse(raw)
+    received = parse_iso_or_now(receipt.timestamp)
+    auth.check_age(mail, received, cfg.reply_max_age_s)
+    if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
+        raise NotAuthorisedError(f"automatic mail from the owner's mailbox ({why}); not relayed")
+    if relayed and signed.is_pkcs7(mail.headers.get("content-type", "")):
+        mail = signed.open_reply(raw, cfg.owner_key)  # opaque-signed: the signed entity, verified
+    if relayed and (encrypted := encrypted_kind(mail.headers.get("content-type", ""))):
+        # The owner's client encrypted the reply to the owner's own key: nothing in it can be read to
+        # relay, and the contact could not read it either. Refused with a notice, never dropped.
+        raise UnreadableReplyError(
+            f"the reply is encrypted ({encrypted}) and cannot be relayed: send it again unencrypted "
+            "(signing is fine)",
+            "Send it again unencrypted (signing is fine).",
+        )
+    return mail, received
 
 
 ARCHIVE_READ_MAILS = 20  # a conversation's archived mails read as quote evidence, the latest first
@@ -302,62 +308,13 @@ def send_reply(
     wanted = [] if reading.commands_withheld else owner_controls_in(reading.commands)
     controls = owner.apply_controls(cfg, wanted, contact, cid)
     conversations.set_attributes(cfg, cid, metadata)
-    subject = mail.subject
     if reading.commands_withheld:
-        log.warning(
-            "reply commands withheld", extra={"reason": "quote without evidence", "conversation_id": cid}
-        )
-        notice.send(
-            cfg,
-            mid,
-            "commands-withheld",
-            subject,
-            "its command lines were not applied.",
-            "It quotes a mail, and nothing in it shows where the quote starts (this system's forward "
-            "marker or the contact's own text), so a command line could have been the contact's. "
-            "Send the commands again in a reply with the quoted text deleted.",
-            cid,
-        )
+        _withheld_notice(cfg, mid, cid, mail.subject)
     # What the owner attached: files and messages, not the inline text fragments or S/MIME/PGP parts
     # of the owner's own client (a signature over the reply would not verify after cleaning anyway).
     files = [a for a in mail.attachments if a.role in ("file", "message")]
     if not body.strip() and not files:
-        applied = sorted(metadata) + controls
-        log.info(
-            "reply not sent",
-            extra={
-                "reason": "only command lines" if applied else "no text of the owner's in it",
-                "conversation_id": cid,
-                "metadata": sorted(metadata),
-                "controls": controls,
-            },
-        )
-        notice.send(
-            cfg,
-            mid,
-            "nothing-sent",
-            subject,
-            "nothing was sent to the contact: "
-            + (
-                f"it held only command lines (applied: {', '.join(applied)})."
-                if applied
-                else f"its structure could not be read ({mail.parse_failed})."
-                if mail.parse_failed
-                else "no text of yours was found in it (it was empty, or only quoted text)."
-            ),
-            "Nothing else to do; reply again with text to write to the contact."
-            if applied
-            else "Send it again as plain text or ordinary HTML."
-            if mail.parse_failed
-            else "To write to the contact, reply again with your text above the quoted mail.",
-            cid,
-        )
-        return {
-            "status": "commands-applied" if applied else "not-sent",
-            "conversationId": cid,
-            "metadata": metadata,
-            "controls": controls,
-        }
+        return _nothing_sent(cfg, mid, cid, mail, metadata, controls)
     for att in files:  # a file name is shown to the contact too
         att.filename = hide(att.filename)
         att.safe_name = safe_filename(hide(att.safe_name))
@@ -391,6 +348,17 @@ def send_reply(
         conversation_id=cid,
     )
     enqueue(cfg.reply_queue, message, cfg.bucket, cfg.claim_check_bytes)
+    return _queued(message, cid, new, metadata, controls, kept)
+
+
+def _queued(
+    message: OutboundMessage,
+    cid: str,
+    new: bool,
+    metadata: dict[str, str],
+    controls: list[str],
+    kept: attachments.Stored,
+) -> ReplyResult:
     log.info(
         "reply queued",
         extra={
@@ -408,5 +376,62 @@ def send_reply(
         "conversationId": cid,
         "metadata": metadata,
         "attachments": [a.key for a in kept.attachments],
+        "controls": controls,
+    }
+
+
+def _withheld_notice(cfg: Config, mid: str, cid: str, subject: str) -> None:
+    log.warning("reply commands withheld", extra={"reason": "quote without evidence", "conversation_id": cid})
+    notice.send(
+        cfg,
+        mid,
+        "commands-withheld",
+        subject,
+        "its command lines were not applied.",
+        "It quotes a mail, and nothing in it shows where the quote starts (this system's forward "
+        "marker or the contact's own text), so a command line could have been the contact's. "
+        "Send the commands again in a reply with the quoted text deleted.",
+        cid,
+    )
+
+
+def _nothing_sent(
+    cfg: Config, mid: str, cid: str, mail: ParsedMail, metadata: dict[str, str], controls: list[str]
+) -> ReplyResult:
+    """A reply with no text and no file for the contact: the owner is told why, and what was applied."""
+    applied = sorted(metadata) + controls
+    log.info(
+        "reply not sent",
+        extra={
+            "reason": "only command lines" if applied else "no text of the owner's in it",
+            "conversation_id": cid,
+            "metadata": sorted(metadata),
+            "controls": controls,
+        },
+    )
+    notice.send(
+        cfg,
+        mid,
+        "nothing-sent",
+        mail.subject,
+        "nothing was sent to the contact: "
+        + (
+            f"it held only command lines (applied: {', '.join(applied)})."
+            if applied
+            else f"its structure could not be read ({mail.parse_failed})."
+            if mail.parse_failed
+            else "no text of yours was found in it (it was empty, or only quoted text)."
+        ),
+        "Nothing else to do; reply again with text to write to the contact."
+        if applied
+        else "Send it again as plain text or ordinary HTML."
+        if mail.parse_failed
+        else "To write to the contact, reply again with your text above the quoted mail.",
+        cid,
+    )
+    return {
+        "status": "commands-applied" if applied else "not-sent",
+        "conversationId": cid,
+        "metadata": metadata,
         "controls": controls,
     }

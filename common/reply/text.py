@@ -299,25 +299,7 @@ def read_reply(text: str, ev: Evidence | None = None) -> Reading:
     quoted = [bool(_QUOTED.match(line)) for line in lines]
     norm = [normalise(line) if len(line) <= 4 * ATTRIBUTION_MAX_CHARS else "" for line in lines]
     drop = [False] * len(lines)
-    cut, proven = len(lines), False
-
-    def known(i: int) -> bool:
-        if norm[i] not in ev.contact_lines:
-            return False
-        j = _next_nonblank(lines, i + 1)
-        return len(norm[i]) >= KNOWN_MIN_CHARS or (j < len(lines) and norm[j] in ev.contact_lines)
-
-    for i in range(len(lines)):
-        if not (_MARKER in norm[i] or known(i)):
-            continue
-        proven = True
-        if quoted[i]:  # a quoted forward: the quote header above its block goes, the answers stay
-            top = _block_start(quoted, i)
-            for k in range(_head_start(lines, top, ev), top):
-                drop[k] = True
-            continue
-        cut = _head_start(lines, i, ev)
-        break
+    cut, proven = _cut_at_evidence(lines, quoted, norm, drop, ev)
     i = 0
     while i < cut:
         if quoted[i] and (broken := _broken_attribution(lines, quoted, i, ev)) is not None:
@@ -359,6 +341,32 @@ def read_reply(text: str, ev: Evidence | None = None) -> Reading:
     body = "\n".join(own).strip("\n").rstrip() + "\n"
     quotes = cut < len(lines)
     return Reading(body, "\n".join(commands), quotes, proven)
+
+
+def _cut_at_evidence(
+    lines: list[str], quoted: list[bool], norm: list[str], drop: list[bool], ev: Evidence
+) -> tuple[int, bool]:
+    """Where the quote starts by evidence (the forward's marker, a line the contact wrote), marking
+    the quote headers of quoted forwards above it in ``drop``; and whether any evidence was found."""
+
+    def known(i: int) -> bool:
+        if norm[i] not in ev.contact_lines:
+            return False
+        j = _next_nonblank(lines, i + 1)
+        return len(norm[i]) >= KNOWN_MIN_CHARS or (j < len(lines) and norm[j] in ev.contact_lines)
+
+    proven = False
+    for i in range(len(lines)):
+        if not (_MARKER in norm[i] or known(i)):
+            continue
+        proven = True
+        if quoted[i]:  # a quoted forward: the quote header above its block goes, the answers stay
+            top = _block_start(quoted, i)
+            for k in range(_head_start(lines, top, ev), top):
+                drop[k] = True
+            continue
+        return _head_start(lines, i, ev), proven
+    return len(lines), proven
 
 
 def _shared_line(lines: list[str], start: int, end: int) -> str:

@@ -6,7 +6,7 @@ Each fixture becomes the owner's answer to a real thread (tests/integration/test
 fixture's own headers said. What reaches the contact is compared line by line with the expectation:
 
 - exact: the expected lines and nothing else (the owner's signature, when the fixture names one, may
-  be there too: "acceptable" counts as exact for the issue's purpose and is printed apart);
+  be there too: "acceptable", which the contact reads as the exact reply, counted apart);
 - leaked: a line that is neither expected nor the signature reached the contact (quote leaked);
 - partly lost: an expected line is missing;
 - lost: nothing reached the contact.

@@ -51,7 +51,13 @@ SIGNAL_ALLOWLIST: dict[str, str] = {
 # The console script's fixed command names (docs/CONTRACT.md, "Command line").
 CONTRACT_COMMANDS = ("dev", "inject", "outbox", "invoke", "deploy", "status", "emulator", "forget")
 # A tracker's issue number, a review finding's code, a requirement's id: labels a reader cannot look up.
-LABEL = re.compile(r"\bissue\s+#?\d+|\breview\s+[A-Z]{1,2}\d+[a-z]?\b|\bN?FR-\d+", re.IGNORECASE)
+# Also the plural, the possessive, and either word after "the" (one tracker entry or one review,
+# unnamed, is no easier to look up); SES's review status of a production access request is not one.
+LABEL = re.compile(
+    r"\bissues?\s+#?\d+|\breview(?:'s)?\s+[A-Z]{1,2}\d+[a-z]?\b|\bN?FR-\d+"
+    r"|\bthe\s+issue\b|\bthe\s+review\b(?!'?s?\s+status)",
+    re.IGNORECASE,
+)
 
 
 # --- reading the source ---------------------------------------------------------------------------

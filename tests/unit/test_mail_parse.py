@@ -1,5 +1,6 @@
-"""The received-mail parser against the failure shapes of issues 17 and 18 (minimal messages from
-tests/support/mailgen; the same shapes go through the handler under the RIE in
+"""The received-mail parser against the shapes real mail breaks in: 8-bit and encoded headers, broken
+folds, wrong or missing charsets, deep nesting, undeclared boundaries, garbage and the parsing caps
+(minimal messages from tests/support/mailgen; the same shapes go through the handler under the RIE in
 tests/integration/test_mail_robustness.py)."""
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("common.mail.headers", "_ATEXT"): case("a", "a@"),
     ("common.mail.headers", "_LABEL"): case("a-", "-"),
     ("common.mail.headers", '_word_bytes:r"[^A-Za-z0-9+/]"'): case("!", "a"),
-    ("common.mail.headers", 'parse_mailbox:r"\\s+"'): case(" ", " a"),
+    ("common.mail.headers", '_read_name_addr:r"\\s+"'): case(" ", " a"),
     ("common.mail.htmltext", "_QUOTE_MARK"): case("gmail_", "moz-", "yahoo"),
     ("common.mail.htmltext", "_SPACE"): case(" ", "\u00a0a"),
     ("common.mail.htmltext", '_text:r"\\n{3,}"'): case("\n\n", "\n"),
