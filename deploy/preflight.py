@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from common.aws import control_client, error_code, or_none
+from common.errors import ConfigError
+from common.mail import encrypt
 from common.runtime import config
 from common.runtime.config import DEV_THREAD_SECRET, Config
-from common.runtime.errors import ConfigError
 from deploy.errors import DeployError
 
 REQUIRED = ("domain_name", "public_email", "private_email")
@@ -57,7 +58,7 @@ def load_config(
             f"configuration: {exc}", "export the variables named above (README, Configuration)"
         ) from None
     try:
-        cfg = config.with_owner_key_file(cfg)  # a key that cannot encrypt stops the deploy before any change
+        cfg = encrypt.with_owner_key_file(cfg)  # a key that cannot encrypt stops the deploy before any change
     except ConfigError as exc:
         raise DeployError(
             f"the owner's key: {exc}",

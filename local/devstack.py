@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 from common.runtime.functions import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
 from local.env import cli_hint
 from local.rie import INVOKE_PATH, REPO, free_port
@@ -218,6 +218,7 @@ class DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailableError` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.aws.sts import account_id
+        from common.mail import encrypt
         from common.runtime import config
         from local import provision
         from local.concurrency import AccountConcurrency
@@ -234,7 +235,7 @@ class DevStack:
         from local.wiring import Endpoint, Wiring
 
         # The owner's key first: one that cannot encrypt stops the start before anything runs.
-        owner_key = config.with_owner_key_file(config.load(self.env)).owner_key
+        owner_key = encrypt.with_owner_key_file(config.load(self.env)).owner_key
         check_ports(self.ports)
         ensure_rie()
         enforced = "IAM enforced" if self.iam else "IAM not enforced (--no-iam)"

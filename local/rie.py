@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRYPOINT = REPO / "docker" / "lambda-entrypoint.sh"

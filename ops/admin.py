@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cli import ENDPOINT, arg, command, endpoint
+from common.errors import EmailHandlerError
 from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
 from local.commands import local_config
 from local.provision import wiring_queue
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from common.aws import client, error_code
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 
 
 @functools.cache

@@ -15,6 +15,7 @@ from datetime import datetime
 from common.delivery.compose import build_ack, build_forward, unconverted_html
 from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.results import InboundResult
+from common.errors import EmailHandlerError
 from common.mail import htmlsafe, trackers
 from common.mail.build import unbuildable
 from common.mail.parse import Attachment as MailPart
@@ -23,7 +24,6 @@ from common.mail.threads import conversation_id, thread_address
 from common.runtime import addresses, events
 from common.runtime.addresses import PublicAddress
 from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
 from common.runtime.log import bind, get_logger
 from common.store import attachments, conversations, intake, layout, rawmail
 from common.store.sendqueue import enqueue

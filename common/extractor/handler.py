@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from common.errors import EventError
 from common.extractor import isolate
 from common.extractor import text as textextract
 from common.runtime import events
 from common.runtime.config import Config
-from common.runtime.errors import EventError
 from common.runtime.log import get_logger
 from common.store import extracted, layout
 

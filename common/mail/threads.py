@@ -132,14 +132,3 @@ def verify_release_address(address: str, secret: str, thread_domain: str) -> str
 
 def is_new_conversation_address(address: str, thread_domain: str) -> bool:
     return address.strip().lower() == f"{NEW_CONVERSATION_LOCAL}@{thread_domain.lower()}"
-
-
-def receiving_function(address: str, public_email: str, thread_domain: str) -> str | None:
-    """The function SES's receipt rules hand mail for ``address`` to (deploy/receiving.py), or None:
-    anything at the thread domain goes to reply-handler, the public address to inbound-handler."""
-    address = address.strip().strip("<>").lower()
-    if address.rpartition("@")[2] == thread_domain.lower():
-        return "reply-handler"
-    if address == public_email.lower():
-        return "inbound-handler"
-    return None

@@ -29,10 +29,10 @@ from email import policy
 from email.parser import BytesHeaderParser
 from email.utils import parsedate_to_datetime
 
+from common.errors import EmailHandlerError
 from common.mail.parse import ParsedMail
 from common.mail.threads import verify_thread_address
 from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
 from common.runtime.events import SesReceipt
 
 FROM_MAX_CHARS = 1000  # an owner's From is short; anything longer is not worth parsing

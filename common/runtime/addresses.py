@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common.runtime.errors import ConfigError
+from common.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from common.runtime.config import Config
@@ -210,7 +210,7 @@ def sending(cfg: Config, from_address: str) -> str:
     """The address a queued message goes out from (common/senders/handler.py): the default for ''
     (schema 1), else ``from_address`` only if this deployment serves it. A message naming any other
     address is refused (EventError: dead-lettered, never sent), whoever queued it."""
-    from common.runtime.errors import EventError
+    from common.errors import EventError
 
     if not from_address:
         return cfg.public_email
@@ -224,10 +224,8 @@ def receiving_function(cfg: Config, address: str) -> str | None:
     """The function SES's receipt rules hand mail for ``address`` to (deploy/receiving.py), or None:
     the thread domain goes to reply-handler, every public address (the catch-all's too) to
     inbound-handler."""
-    from common.mail.threads import receiving_function as by_thread
-
-    if (found := by_thread(address, "", cfg.thread_domain)) is not None:
-        return found
+    if address.strip().strip("<>").lower().rpartition("@")[2] == cfg.thread_domain.lower():
+        return "reply-handler"
     return "inbound-handler" if served(cfg, address) is not None else None
 
 

@@ -22,10 +22,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from common.aws import error_code, ses, sqs
+from common.errors import EmailHandlerError, EventError
 from common.mail.outbound import OutboundMessage
 from common.runtime import events
 from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError, EventError
 from common.runtime.events import SqsRecord
 from common.runtime.functions import dlq_name
 from common.runtime.log import bind, get_logger

@@ -10,10 +10,10 @@ from datetime import datetime
 from typing import Any
 
 from common.aws import dynamodb
+from common.errors import EmailHandlerError
 from common.mail.parse import ParsedMail
 from common.runtime.clock import iso_z
 from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
 
 BODY_RECORD_CHARS = 1000
 

@@ -36,9 +36,9 @@ from email.utils import getaddresses
 from urllib.parse import unquote_plus
 
 from common.aws import dynamodb, error_code, logs, s3, sqs
+from common.errors import EmailHandlerError
 from common.mail.threads import conversation_id, thread_address
 from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
 from common.store import layout
 
 # Per conversation: everything stored under <prefix><cid>/.

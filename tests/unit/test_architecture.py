@@ -39,7 +39,7 @@ COMMENTED = (
     "bench",
     "scripts",
 )  # where comments are read
-BASE_ERROR = "common.runtime.errors.EmailHandlerError"
+BASE_ERROR = "common.errors.EmailHandlerError"
 # Exceptions that are control flow, not errors, each with its reason. Empty: every signal the code
 # raises today can be an *Error of the family; add one here only with the reason it cannot.
 SIGNAL_ALLOWLIST: dict[str, str] = {
@@ -237,6 +237,62 @@ def test_no_circle_between_modules() -> None:
         steps = [f"{a} (line {edges[a][b]}) -> {b}" for a, b in zip(circle, circle[1:], strict=False)]
         lines.append(" | ".join(steps))
     assert not circles, f"{len(circles)} import circle(s):\n" + "\n".join(lines)
+
+
+def package_of(module: str) -> str:
+    """The package a module counts for in the package graph: each ``common.<pkg>`` subpackage,
+    ``common`` itself for its flat modules (the exception family), and each top-level host package."""
+    parts = module.split(".")
+    if parts[0] == "common" and len(parts) > 1 and (REPO / "common" / parts[1] / "__init__.py").is_file():
+        return f"common.{parts[1]}"
+    return parts[0]
+
+
+def package_graph(edges: dict[str, dict[str, int]]) -> dict[str, dict[str, str]]:
+    """package -> {package it imports: one import that makes the edge, as ``module:line -> module``}."""
+    packages: dict[str, dict[str, str]] = {}
+    for name, out in sorted(edges.items()):
+        source = package_of(name)
+        packages.setdefault(source, {})
+        for target, line in sorted(out.items()):
+            if (into := package_of(target)) != source:
+                packages[source].setdefault(into, f"{name}:{line} -> {target}")
+    return packages
+
+
+def test_no_two_packages_need_each_other() -> None:
+    """The packages form layers: no circle between them, even where every module-level import runs
+    one way (runtime/config loading the owner's key from mail, mail raising runtime's errors would be
+    two acyclic module graphs and one circle of packages). The failure names one import per step."""
+    packages = package_graph(graph())
+    circles = _cycles({p: dict.fromkeys(out, 0) for p, out in packages.items()})
+    lines = [" | ".join(f"{a} ({packages[a][b]})" for a, b in zip(c, c[1:], strict=False)) for c in circles]
+    assert not circles, f"{len(circles)} package circle(s):\n" + "\n".join(lines)
+
+
+def test_the_package_graph_collapses_modules_to_their_packages() -> None:
+    """The collapse on made-up edges: a circle between two packages shows although no two modules
+    import each other, and imports inside one package are no edge."""
+    edges = {
+        "common.runtime.config": {"common.mail.encrypt": 3, "common.runtime.log": 1},
+        "common.mail.encrypt": {"common.errors": 2},
+        "common.mail.parse": {"common.runtime.log": 5},
+        "common.errors": {},
+        "ops.admin": {"common.mail.parse": 7},
+    }
+    packages = package_graph(edges)
+    assert packages == {
+        "common": {},
+        "common.mail": {
+            "common": "common.mail.encrypt:2 -> common.errors",
+            "common.runtime": "common.mail.parse:5 -> common.runtime.log",
+        },
+        "common.runtime": {"common.mail": "common.runtime.config:3 -> common.mail.encrypt"},
+        "ops": {"common.mail": "ops.admin:7 -> common.mail.parse"},
+    }
+    assert _cycles({p: dict.fromkeys(out, 0) for p, out in packages.items()}) == [
+        ["common.mail", "common.runtime", "common.mail"]
+    ]
 
 
 def test_common_imports_no_host_code() -> None:
@@ -437,7 +493,7 @@ def _ancestors(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
 
 def test_every_exception_is_an_error_of_the_one_family() -> None:
     """Each exception class in common/ and deploy/ is named *Error and derives from EmailHandlerError
-    (common/runtime/errors.py); a caller catches "anything this project refuses" in one except."""
+    (common/errors.py); a caller catches "anything this project refuses" in one except."""
     problems = []
     for name, (where, _) in sorted(classes().items()):
         ancestors = _ancestors(name)
@@ -585,11 +641,11 @@ def test_the_import_graph_sees_imports_inside_functions_and_skips_type_checking(
         "    from common.store import sendqueue\n"
         "def deliver():\n"
         "    from common.runtime import config\n"
-        "    from . import errors\n"
+        "    from .. import errors\n"
     )
     module = Module("common.runtime.example", REPO / "common/runtime/example.py", ast.parse(source))
     assert sorted(imports_of(module)) == [
+        ("common.errors", 6),
         ("common.runtime.config", 5),
-        ("common.runtime.errors", 6),
         ("typing", 1),
     ]
