@@ -64,6 +64,10 @@ class DevPorts:
         ]
 
 
+class FunctionStartError(EmailHandlerError, RuntimeError):
+    """A function's RIE exited before it listened; the message quotes the end of its log."""
+
+
 class PortsUnavailableError(EmailHandlerError):
     """Ports dev cannot listen on; the message names each one and what to do."""
 
@@ -297,7 +301,7 @@ class DevStack:
                     wait_for_port(proc.port, proc=proc.proc)
                 except RuntimeError as exc:  # it exited: its log says why (a port taken since the check ...)
                     tail = proc.output().strip().splitlines()[-3:]
-                    raise RuntimeError(f"{name}: {exc}; {proc.log_path}: " + " | ".join(tail)) from None
+                    raise FunctionStartError(f"{name}: {exc}; {proc.log_path}: " + " | ".join(tail)) from None
 
         self._step("six functions under the RIE", functions)
         endpoints = {name: Endpoint(name, proc.url) for name, proc in procs.items()}

@@ -15,6 +15,7 @@ import functools
 from common.delivery.compose import build_unparsed_forward, fits_attached
 from common.delivery.deliver import UndeliverableError, deliver
 from common.delivery.results import ReleaseResult
+from common.errors import EmailHandlerError
 from common.mail import limits
 from common.mail.parse import parse
 from common.runtime import addresses
@@ -26,6 +27,10 @@ from common.store import quarantine as records
 from common.store.sendqueue import enqueue
 
 log = get_logger("quarantine")
+
+
+class HeldMailMissingError(EmailHandlerError, FileNotFoundError):
+    """The quarantine record names a held mail the bucket no longer has."""
 
 
 def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
@@ -42,7 +47,7 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
         return {"status": "already-released", "id": qid}
     raw = rawmail.held(cfg, str(item["key"]))
     if raw is None:
-        raise FileNotFoundError(f"quarantined mail s3://{cfg.bucket}/{item['key']} is missing")
+        raise HeldMailMissingError(f"quarantined mail s3://{cfg.bucket}/{item['key']} is missing")
     mid = str(item["sesMessageId"])
     when = parse_iso_or_now(str(item.get("receivedAt", "")))
     if over := limits.screen(raw):  # held unparsed: still not parsed, forwarded whole

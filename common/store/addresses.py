@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from common.aws import dynamodb
+from common.errors import EmailHandlerError
 from common.runtime import addresses
 from common.runtime.addresses import PublicAddress
 from common.runtime.clock import iso_z
@@ -26,18 +27,23 @@ KIND = "address"  # the ``list`` value that marks an address item in the sender-
 ACTIVE, DISABLED = "active", "disabled"
 
 
+class UnmanagedAddressError(EmailHandlerError, ValueError):
+    """An address `email-handler address` may not manage: outside the catch-all, or listed in
+    PUBLIC_EMAIL (the deploy owns those)."""
+
+
 def _covered(cfg: Config, address: str) -> str:
-    """``address`` normalised, when `email-handler address` may manage it; ValueError otherwise."""
+    """``address`` normalised, when `email-handler address` may manage it; UnmanagedAddressError otherwise."""
     table = addresses.of(cfg)
     found = table.resolve(address)
     if found is None:
-        raise ValueError(
+        raise UnmanagedAddressError(
             f"{address} is not covered by a catch-all: list *@{cfg.domain_name} in PUBLIC_EMAIL and deploy"
             if table.catch_all is None
             else f"{address} is not an address at {cfg.domain_name} this system can write from"
         )
     if not found.catch_all:
-        raise ValueError(
+        raise UnmanagedAddressError(
             f"{found.address} is listed in PUBLIC_EMAIL: remove it there and deploy to stop it receiving"
         )
     return found.address

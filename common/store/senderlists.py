@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from common.aws import dynamodb
+from common.errors import EmailHandlerError
 from common.runtime.clock import iso_z
 from common.runtime.config import Config
 
@@ -39,6 +40,11 @@ class Listing:
     created_at: str = ""
 
 
+class SenderListError(EmailHandlerError, ValueError):
+    """An entry the block and allow lists cannot hold (not an address or @domain, the owner's own
+    mail, an unknown list); the message says which, for the owner."""
+
+
 def normalise(value: str) -> str:
     """``ADDR`` or ``@DOMAIN`` (a bare domain is read as ``@DOMAIN``), lowercased, optionally
     ``… to PUBLIC`` (only for mail to that public address); ValueError otherwise."""
@@ -47,14 +53,14 @@ def normalise(value: str) -> str:
         value, public = value[: value.lower().index(SCOPE)], value[value.lower().index(SCOPE) + len(SCOPE) :]
         scope = normalise(public)
         if scope.startswith("@") or SCOPE in scope:
-            raise ValueError(f"{public!r} is not a public address")
+            raise SenderListError(f"{public!r} is not a public address")
         scope = SCOPE + scope
     text = value.strip().strip("<>").strip().lower().rstrip(".")
     local, at, domain = text.rpartition("@")
     if not at:
         local, domain = "", text
     if not _DOMAIN.fullmatch(domain) or (local and not _LOCAL.fullmatch(local)):
-        raise ValueError(f"{value!r} is neither an address nor @domain")
+        raise SenderListError(f"{value!r} is neither an address nor @domain")
     return f"{local}@{domain}{scope}"
 
 
@@ -139,11 +145,11 @@ def put(cfg: Config, entry: str, list_name: str, source: str) -> Listing:
     """Put ``entry`` on ``list_name`` (replacing whatever list it was on); ValueError for the owner's
     own mail."""
     if list_name not in LISTS:
-        raise ValueError(f"unknown list {list_name!r}")
+        raise SenderListError(f"unknown list {list_name!r}")
     entry = normalise(entry)
     refusal = protected(cfg, entry)
     if refusal:
-        raise ValueError(refusal)
+        raise SenderListError(refusal)
     item = {"entry": entry, "list": list_name, "source": source, "createdAt": iso_z()}
     dynamodb.put(cfg.sender_lists_table, item)
     return _listing(item)
