@@ -222,8 +222,8 @@ class DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailableError` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.aws.sts import account_id
-        from common.mail import encrypt
         from common.runtime import config
+        from deploy.preflight import with_owner_key_file
         from local import provision
         from local.concurrency import AccountConcurrency
         from local.emulator import EmbeddedMoto
@@ -239,7 +239,7 @@ class DevStack:
         from local.wiring import Endpoint, Wiring
 
         # The owner's key first: one that cannot encrypt stops the start before anything runs.
-        owner_key = encrypt.with_owner_key_file(config.load(self.env)).owner_key
+        owner_key = with_owner_key_file(config.load(self.env)).owner_key
         check_ports(self.ports)
         ensure_rie()
         enforced = "IAM enforced" if self.iam else "IAM not enforced (--no-iam)"

@@ -328,24 +328,6 @@ def status(cfg: Any) -> dict[str, Any] | None:
         return {"parameter": cfg.owner_key_parameter, "problem": str(exc)}
 
 
-def with_owner_key_file(cfg: Config) -> Config:
-    """Host tools (`email-handler dev`, the deploy): the owner's key read from the file OWNER_SMIME_CERT or
-    OWNER_PGP_KEY names and checked, so a key that cannot encrypt stops the start, not a send."""
-    from dataclasses import replace
-
-    variable = "OWNER_SMIME_CERT" if cfg.owner_smime_cert else "OWNER_PGP_KEY" if cfg.owner_pgp_key else ""
-    if not variable:
-        return cfg
-    text = read_key_file(cfg.owner_smime_cert or cfg.owner_pgp_key, variable)
-    key = parse(text)
-    if key.kind != ("smime" if cfg.owner_smime_cert else "pgp"):
-        raise ConfigError(
-            f"{variable} names a file holding an "
-            f"{'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}"
-        )
-    return replace(cfg, owner_key=text)
-
-
 def with_owner_key(cfg: Config) -> Config:
     """The functions that use the owner's key (forward-sender encrypts, reply-handler verifies the
     owner's opaque-signed replies): the key from SSM at cold start, checked.

@@ -4,4 +4,4 @@ The modules are the surface; this package imports none of them, so a function pa
 modules it uses.
 """
 
-__all__ = ["clock", "coldstart", "config", "events", "functions", "handler", "log"]
+__all__ = ["clock", "coldstart", "config", "events", "functions", "handler", "log", "views"]

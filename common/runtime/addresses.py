@@ -34,6 +34,7 @@ from common.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from common.runtime.config import Config
+    from common.runtime.views import PublicAddresses
 
 CATCH_ALL_LABEL = "to: unknown address"
 SETTINGS = frozenset({"label", "ack", "ack_subject", "ack_template", "keywords"})
@@ -196,17 +197,17 @@ def _table(
     )
 
 
-def of(cfg: Config) -> Addresses:
+def of(cfg: PublicAddresses) -> Addresses:
     """The deployment's public addresses (cached per configuration)."""
     listed = cfg.public_emails or ((cfg.public_email,) if cfg.public_email else ())
     return _table(listed, cfg.public_addresses, cfg.domain_name, cfg.ack_subject, cfg.ack_template)
 
 
-def served(cfg: Config, recipient: str) -> PublicAddress | None:
+def served(cfg: PublicAddresses, recipient: str) -> PublicAddress | None:
     return of(cfg).resolve(recipient) if (cfg.public_email or cfg.public_emails) else None
 
 
-def sending(cfg: Config, from_address: str) -> str:
+def sending(cfg: PublicAddresses, from_address: str) -> str:
     """The address a queued message goes out from (common/senders/handler.py): the default for ''
     (schema 1), else ``from_address`` only if this deployment serves it. A message naming any other
     address is refused (EventError: dead-lettered, never sent), whoever queued it."""

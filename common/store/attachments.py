@@ -23,6 +23,7 @@ from common.mail.parse import Attachment as MailPart
 from common.mail.sanitize import extension
 from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
 from common.runtime.config import Config
+from common.runtime.views import Sending
 from common.store import layout
 from common.store.rawmail import reason_metadata
 
@@ -142,7 +143,7 @@ def attach_report(cfg: Config, mid: str, raw: bytes, name: str) -> Attachment:
     return Attachment(key, name, "application/octet-stream")
 
 
-def read(cfg: Config, key: str) -> bytes | None:
+def read(cfg: Sending, key: str) -> bytes | None:
     """A stored part's bytes (what a sender attaches), or None if it is not in the bucket."""
     obj = s3.get(cfg.bucket, key)
     return None if obj is None else bytes(obj["Body"].read())

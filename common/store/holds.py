@@ -17,6 +17,7 @@ from typing import Any, TypeGuard
 from common.aws import dynamodb
 from common.runtime.clock import iso_z
 from common.runtime.config import Config
+from common.runtime.views import Sending
 
 HELD = "RecipientHeld"  # the error code of a send failed on purpose because its recipient is held
 
@@ -55,7 +56,7 @@ def release(cfg: Config, address: str) -> bool:
     )
 
 
-def claim_probe(cfg: Config, address: str) -> bool:
+def claim_probe(cfg: Sending, address: str) -> bool:
     """True for the one send per probe interval that may test the held mailbox."""
     now = int(time.time())
     return (

@@ -17,6 +17,7 @@ from typing import Any
 from common.aws import dynamodb
 from common.runtime.clock import iso_z
 from common.runtime.config import Config
+from common.runtime.views import Sending
 
 RECORD_TTL_S = 90 * 24 * 3600
 
@@ -30,7 +31,7 @@ def _ttl() -> int:
 
 
 def record_attempts(
-    cfg: Config, correlation_id: str, attempts: int, status: str, **fields: Any
+    cfg: Sending, correlation_id: str, attempts: int, status: str, **fields: Any
 ) -> dict[str, Any]:
     """Add ``attempts`` to the correlation id's status record and set its status (failed, or what SES
     reported); returns the record after the update."""
@@ -53,7 +54,7 @@ def record_attempts(
     )
 
 
-def first_hold(cfg: Config, correlation_id: str) -> bool:
+def first_hold(cfg: Sending, correlation_id: str) -> bool:
     """True the first time the send of ``correlation_id`` is held by SES's sandbox (its owner notice is
     then due): one conditional write on the send's status record."""
     return (
@@ -99,13 +100,13 @@ def release_notification(cfg: Config, sns_message_id: str) -> None:
     dynamodb.delete(cfg.send_status_table, {"id": f"sns#{sns_message_id}"})
 
 
-def protected(cfg: Config, address: str) -> bool:
+def protected(cfg: Sending, address: str) -> bool:
     """The owner's own mailboxes and the public address (any case, any ``+tag``) are never suppressed:
     suppressing them would silently drop every forward (docs/security.md)."""
     return cfg.is_own(address)
 
 
-def is_suppressed(cfg: Config, item: dict[str, Any] | None) -> bool:
+def is_suppressed(cfg: Sending, item: dict[str, Any] | None) -> bool:
     """Whether a suppression-table item stops sends now (expired entries and protected addresses never do;
     DynamoDB's TTL deletes expired items only eventually, so the expiry is checked here)."""
     if not item or not item.get("suppressed") or protected(cfg, str(item.get("email", ""))):
@@ -124,7 +125,7 @@ def suppression(cfg: Config, address: str) -> dict[str, Any] | None:
     return item if is_suppressed(cfg, item) else None
 
 
-def recipient_entries(cfg: Config, addresses: Iterable[str]) -> dict[str, dict[str, Any]]:
+def recipient_entries(cfg: Sending, addresses: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The suppression-table items of ``addresses`` that have one, by lowercased address: one
     BatchGetItem per 100 addresses (a sender reads a whole batch's recipients at once)."""
     keys = [{"email": a} for a in sorted({a.lower() for a in addresses})]
