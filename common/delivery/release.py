@@ -20,8 +20,8 @@ from common.mail import limits
 from common.mail.parse import parse
 from common.runtime import addresses
 from common.runtime.clock import parse_iso_or_now
-from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
+from common.runtime.views import Delivery
 from common.store import attachments, intake, rawmail
 from common.store import quarantine as records
 from common.store.sendqueue import enqueue
@@ -33,7 +33,7 @@ class HeldMailMissingError(EmailHandlerError, FileNotFoundError):
     """The quarantine record names a held mail the bucket no longer has."""
 
 
-def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
+def release(cfg: Delivery, qid: str, by: str) -> ReleaseResult:
     """Forward a held mail (parsed, or whole when it is over a parsing cap) and mark it released."""
     bind(quarantine_id=qid)
     item = records.get(cfg, qid)
@@ -72,7 +72,7 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
     return {"status": "released", "id": qid, "messageId": mid, "conversationId": cid}
 
 
-def release_unparsed(cfg: Config, item: dict[str, object], raw: bytes, mid: str, why: str) -> str:
+def release_unparsed(cfg: Delivery, item: dict[str, object], raw: bytes, mid: str, why: str) -> str:
     """Forward a mail that is over a parsing cap without parsing it: the raw original
     attached as an opaque ``original.eml`` (application/octet-stream, never message/rfc822: its
     structure is what tripped the cap, and neither the owner's client nor SES's attachment checks

@@ -24,9 +24,9 @@ from common.errors import EmailHandlerError
 from common.mail.threads import is_new_conversation_address, verify_release_address, verify_thread_address
 from common.reply.auth import NotAuthorisedError
 from common.reply.text import Control, ControlAction
-from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
+from common.runtime.views import ReplyHandlerConfig
 from common.store import senderlists
 
 log = get_logger("reply-handler")
@@ -47,7 +47,7 @@ class Target:
     address: str = ""  # the recipient SES delivered it to that says so
 
 
-def target(receipt: SesReceipt, cfg: Config) -> Target:
+def target(receipt: SesReceipt, cfg: ReplyHandlerConfig) -> Target:
     """What the owner's mail is for, from the recipients SES matched (never the headers)."""
     for recipient in receipt.recipients:
         cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
@@ -61,7 +61,7 @@ def target(receipt: SesReceipt, cfg: Config) -> Target:
     raise NotAuthorisedError("no thread address with a valid tag")
 
 
-def recipient_problem(cfg: Config, address: str) -> str:
+def recipient_problem(cfg: ReplyHandlerConfig, address: str) -> str:
     """Why a new conversation may not be started with ``address`` ('' if it may)."""
     if not address:
         return "new conversation without a [to: ADDRESS] first line"
@@ -73,7 +73,7 @@ def recipient_problem(cfg: Config, address: str) -> str:
     return ""
 
 
-def entry_for(cfg: Config, control: Control, contact: str) -> str:
+def entry_for(cfg: ReplyHandlerConfig, control: Control, contact: str) -> str:
     """The list entry a control line means for this contact."""
     if not control.target:
         return contact.lower()
@@ -90,26 +90,26 @@ class UnknownControlError(EmailHandlerError, ValueError):
     """A control verb CONTROLS has no handler for: refused and reported, never taken for a list write."""
 
 
-def _put(cfg: Config, action: ControlAction, entry: str, cid: str) -> str:
+def _put(cfg: ReplyHandlerConfig, action: ControlAction, entry: str, cid: str) -> str:
     senderlists.put(cfg, entry, action.value, f"reply:{cid}")
     return f"{action} {entry}"
 
 
-def _unblock(cfg: Config, action: ControlAction, entry: str, cid: str) -> str:
+def _unblock(cfg: ReplyHandlerConfig, action: ControlAction, entry: str, cid: str) -> str:
     removed = senderlists.remove(cfg, entry)
     return f"unblock {entry}" if removed else f"unblock {entry} (was not listed)"
 
 
 # Each verb of ControlAction and what it does (what was done, for the owner's report). A verb missing
 # here is refused like a bad target; tests/unit/test_owner_logic.py checks that every verb has one.
-CONTROLS: dict[ControlAction, Callable[[Config, ControlAction, str, str], str]] = {
+CONTROLS: dict[ControlAction, Callable[[ReplyHandlerConfig, ControlAction, str, str], str]] = {
     ControlAction.BLOCK: _put,
     ControlAction.ALLOW: _put,
     ControlAction.UNBLOCK: _unblock,
 }
 
 
-def apply_controls(cfg: Config, controls: list[Control], contact: str, cid: str) -> list[str]:
+def apply_controls(cfg: ReplyHandlerConfig, controls: list[Control], contact: str, cid: str) -> list[str]:
     """Apply the owner's controls; returns what was done, e.g. ``["block @corp.example"]``, and what
     was refused and why."""
     done = []

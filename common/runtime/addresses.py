@@ -221,7 +221,7 @@ def sending(cfg: PublicAddresses, from_address: str) -> str:
     return found.address
 
 
-def receiving_function(cfg: Config, address: str) -> str | None:
+def receiving_function(cfg: PublicAddresses, address: str) -> str | None:
     """The function SES's receipt rules hand mail for ``address`` to (deploy/receiving.py), or None:
     the thread domain goes to reply-handler, every public address (the catch-all's too) to
     inbound-handler."""

@@ -21,7 +21,7 @@ from common.errors import EmailHandlerError
 from common.runtime import addresses
 from common.runtime.addresses import PublicAddress
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 
 KIND = "address"  # the ``list`` value that marks an address item in the sender-lists table
 ACTIVE, DISABLED = "active", "disabled"
@@ -32,7 +32,7 @@ class UnmanagedAddressError(EmailHandlerError, ValueError):
     PUBLIC_EMAIL (the deploy owns those)."""
 
 
-def _covered(cfg: Config, address: str) -> str:
+def _covered(cfg: Delivery, address: str) -> str:
     """``address`` normalised, when `email-handler address` may manage it; UnmanagedAddressError otherwise."""
     table = addresses.of(cfg)
     found = table.resolve(address)
@@ -49,12 +49,12 @@ def _covered(cfg: Config, address: str) -> str:
     return found.address
 
 
-def get(cfg: Config, address: str) -> dict[str, Any] | None:
+def get(cfg: Delivery, address: str) -> dict[str, Any] | None:
     items = dynamodb.batch_get(cfg.sender_lists_table, [{"entry": address.lower()}])
     return next((i for i in items if i.get("list") == KIND), None)
 
 
-def applied(cfg: Config, public: PublicAddress) -> tuple[PublicAddress, str]:
+def applied(cfg: Delivery, public: PublicAddress) -> tuple[PublicAddress, str]:
     """A catch-all address as the owner registered it: its note as the label, and why its mail is
     quarantined ('' unless it is disabled)."""
     item = get(cfg, public.address)
@@ -66,7 +66,7 @@ def applied(cfg: Config, public: PublicAddress) -> tuple[PublicAddress, str]:
     return labelled, ""
 
 
-def add(cfg: Config, address: str, note: str = "", source: str = "cli") -> dict[str, Any]:
+def add(cfg: Delivery, address: str, note: str = "", source: str = "cli") -> dict[str, Any]:
     """Register (or enable again) ``address``; the item written."""
     item = {
         "entry": _covered(cfg, address),
@@ -80,7 +80,7 @@ def add(cfg: Config, address: str, note: str = "", source: str = "cli") -> dict[
     return item
 
 
-def disable(cfg: Config, address: str, source: str = "cli") -> dict[str, Any]:
+def disable(cfg: Delivery, address: str, source: str = "cli") -> dict[str, Any]:
     """Disable ``address`` (registered or not: an address never added can be disabled too)."""
     entry = _covered(cfg, address)
     old = get(cfg, entry) or {}
@@ -98,7 +98,7 @@ def disable(cfg: Config, address: str, source: str = "cli") -> dict[str, Any]:
     return item
 
 
-def listing(cfg: Config) -> list[dict[str, Any]]:
+def listing(cfg: Delivery) -> list[dict[str, Any]]:
     """Every address with its kind (listed, catch-all, added), state, label and counts: conversations
     whose contact wrote to it, mails held in quarantine."""
     table = addresses.of(cfg)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from common.aws import s3, ssm
 from common.errors import EmailHandlerError
-from common.runtime.config import Config
+from common.runtime.views import InboundHandlerConfig
 from common.store import layout
 
 
@@ -18,7 +18,7 @@ class SpamRulesMissingError(EmailHandlerError, FileNotFoundError):
     """The parameter names a rules file the bucket does not hold."""
 
 
-def fetch(cfg: Config) -> tuple[str, str]:
+def fetch(cfg: InboundHandlerConfig) -> tuple[str, str]:
     """The rules file's key and text; SpamRulesError (a ValueError) when the parameter names a key
     outside ``config/`` (the role may read nothing else: deploy/iam.py), SpamRulesMissingError (a
     FileNotFoundError) when the object is missing."""
