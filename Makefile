@@ -62,8 +62,8 @@ test-integration: venv ## the integration suite alone (moto + host RIE, no Docke
 test-docker: venv images ## the docker suite alone (builds the images first)
 	$(PY) -m pytest tests/docker $(if $(XDIST),-n 3 --dist loadscope) $(PYTEST_ARGS)
 
-bench: venv images ## benchmarks: writes bench/results.json and prints a table
+bench: venv images ## benchmarks: writes bench/results.json, prints a table, renders the figures of docs/development.md
 	$(PY) -m bench
 
 clean: down ## remove build outputs (keeps the cached OS image)
-	rm -rf .build $(VENV) bench/results.json
+	rm -rf .build $(VENV)

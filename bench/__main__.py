@@ -1,9 +1,10 @@
 """Run the benchmarks, write bench/results.json and print the tables.
 
 ``python -m bench`` runs every section (``make bench``); ``python -m bench cost senders`` runs only
-those and updates their part of results.json. The terminal gets progress and tables only: everything
-else written to stdout or stderr while a section runs (the functions' JSON log lines, library
-warnings) goes to ``.build/bench/bench.log``.
+those and updates their part of results.json. Either then renders the headline figures into
+docs/development.md (bench/report.py); ``python -m bench report`` does only that. The terminal gets
+progress and tables only: everything else written to stdout or stderr while a section runs (the
+functions' JSON log lines, library warnings) goes to ``.build/bench/bench.log``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import cost, extract, flow, forward_size, html_text, images, mail_caps, replies, senders
+from bench import cost, extract, flow, forward_size, html_text, images, mail_caps, replies, report, senders
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -115,18 +116,32 @@ def headline(results: dict[str, Any]) -> None:
     )
 
 
+def previous(chosen: list[str]) -> dict[str, Any]:
+    """What a partial run keeps of results.json: every section it does not run, unless the file holds
+    figures transcribed from the docs (they lack the details the headline combines), which a new run
+    replaces whole."""
+    if len(chosen) == len(SECTIONS) or not RESULTS.exists():
+        return {}
+    kept: dict[str, Any] = json.loads(RESULTS.read_text())
+    return {} if "transcribed" in kept else kept
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["report"]:
+        return report.main(args[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "sections", nargs="*", metavar="SECTION", help=f"any of {', '.join(SECTIONS)} (default: all)"
+        "sections",
+        nargs="*",
+        metavar="SECTION",
+        help=f"any of {', '.join(SECTIONS)} (default: all); `report` alone only renders the figures",
     )
-    chosen = parser.parse_args(argv).sections or list(SECTIONS)
+    chosen = parser.parse_args(args).sections or list(SECTIONS)
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-    results: dict[str, Any] = (
-        json.loads(RESULTS.read_text()) if RESULTS.exists() and len(chosen) < len(SECTIONS) else {}
-    )
+    results = previous(chosen)
     results.update(machine={"python": platform.python_version(), "cpus": os.cpu_count()})
     print(
         f"[bench] sections: {', '.join(chosen)}; function logs and library output: {LOG.relative_to(REPO)}",
@@ -148,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     headline(results)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {RESULTS}")
+    report.write(results)
+    print(f"wrote its figures into {report.DOC.relative_to(REPO)}")
     return 0
 
 

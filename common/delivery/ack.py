@@ -24,6 +24,11 @@ only where it is wanted and safe:
 
 The greeting reflects at most one word of the sender's display name, letters only, at most 30
 characters; anything else (URLs, addresses, digits, punctuation) gives no name at all.
+
+The wording is not here: it is configuration. ``ACK_SUBJECT`` and ``ACK_TEMPLATE`` (``{name}`` becomes
+the greeting) set it for a deployment, ``ack_subject`` / ``ack_template`` in ``PUBLIC_ADDRESSES`` per
+address; the built-in defaults are ``Config.ack_subject`` and ``Config.ack_template`` in
+common/runtime/config.py, and common/delivery/compose.py (``build_ack``) builds the message.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The repository's shape: pins in step, thin function images, one function table."""
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -94,3 +96,28 @@ def test_the_functions_that_use_the_owners_key_load_it_at_cold_start() -> None:
     for fn in FUNCTIONS:
         imported = _imports(REPO / "images" / fn.name / "app.py")
         assert ("common.mail.encrypt.with_owner_key" in imported) == fn.owner_key, fn.name
+
+
+def test_the_base_image_copies_common_whole_and_checks_its_imports() -> None:
+    """Dockerfile.base copies common/ with nothing to delete and runs docker/check-imports.py on it."""
+    dockerfile = (REPO / "Dockerfile.base").read_text()
+    assert "COPY common/ /opt/lib/common/" in dockerfile
+    assert "rm -rf /opt/lib" not in dockerfile
+    assert "check-imports.py /opt/lib" in dockerfile
+
+
+def test_the_import_check_names_a_host_import(tmp_path: Path) -> None:
+    """The build-time check flags an import the image cannot satisfy and passes the standard library.
+    Run without site-packages (-S, -I) as the image would lack the host packages."""
+    (tmp_path / "common" / "mail").mkdir(parents=True)
+    (tmp_path / "common" / "mail" / "ok.py").write_text("import json\nfrom common.mail import ok\n")
+    (tmp_path / "common" / "mail" / "bad.py").write_text("def f():\n    from local import env\n")
+    run = subprocess.run(
+        [sys.executable, "-I", "-S", str(REPO / "docker" / "check-imports.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert run.returncode == 1
+    assert run.stderr.splitlines() == ["common/mail/bad.py: imports local, which the image does not have"]
