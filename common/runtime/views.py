@@ -1,9 +1,9 @@
 """Each function's view of the configuration: the settings its code reads, as a typing.Protocol.
 
 One parser (common/runtime/config.py) reads and validates every variable at cold start and builds the
-one frozen Config; each function's logic is typed with its view where its callees allow (mypy then
-rejects a read of another function's setting: common/extractor/handler.py), Config satisfies every
-view structurally, and the deploy gives each function only its view's variables (deploy/lambdas.py).
+one frozen Config; each function's logic is typed with its view and the store functions it calls with
+the shared layer they need (mypy then rejects a read of another function's setting), Config satisfies
+every view structurally, and the deploy gives each function only its view's variables (deploy/lambdas.py).
 tests/unit/test_config_views.py checks that what each function's modules read is in its view.
 
 The views are layered as the code is: Deployment (every function) <- PublicAddresses <-

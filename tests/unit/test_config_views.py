@@ -109,6 +109,25 @@ def test_what_a_functions_code_reads_is_in_its_view(fn: Function) -> None:
     assert not outside, f"{fn.name}: not in {view.__name__}:\n" + "\n".join(outside)
 
 
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.name)
+def test_each_functions_logic_takes_its_view(fn: Function) -> None:
+    """The entry its image wires (``handle``) is typed with the function's view, so mypy holds its
+    logic to it (the senders share one logic and one view)."""
+    app = ast.parse((REPO / "images" / fn.name / "app.py").read_text(encoding="utf-8"))
+    source = next(
+        node.module
+        for node in app.body
+        if isinstance(node, ast.ImportFrom) and any(a.name == "handle" for a in node.names)
+    )
+    handle = next(
+        node
+        for node in modules()[str(source)].tree.body
+        if isinstance(node, ast.FunctionDef) and node.name == "handle"
+    )
+    annotation = handle.args.args[0].annotation
+    assert annotation is not None and ast.unparse(annotation) == VIEWS[fn.name].__name__
+
+
 def test_the_views_are_narrow() -> None:
     """The point of the views, measured: each function's view leaves out what only others read."""
     every = len(FIELDS)
