@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 
 
 class DeployError(EmailHandlerError):

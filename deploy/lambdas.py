@@ -16,6 +16,7 @@ from common.aws import control_client, or_none
 from common.runtime import addresses
 from common.runtime.config import Config, env_name
 from common.runtime.functions import FUNCTIONS, Function
+from common.runtime.views import VIEWS, view_fields
 from deploy import propagation
 from deploy.images import Published
 from deploy.plan import Run
@@ -60,7 +61,9 @@ def async_dlq(cfg: Config) -> str:
 
 
 def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str, str]:
-    """The function's variables: the configuration the deploy was given, minus what it must not see."""
+    """The function's variables: the configuration the deploy was given, minus what it must not see,
+    and only what its view of the configuration reads (common/runtime/views.py): a sender gets no
+    extractor limit, no retention and no spam setting, the extractor no address."""
     env = {
         "PROJECT_NAME": cfg.project,
         "ENVIRONMENT": cfg.env,
@@ -83,7 +86,10 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
         env.pop(env_name("thread_secret_parameter"), None)
     if cfg.encrypts_to_owner and spec.name in _KNOW_OWNER_KEY:
         env[env_name("owner_key_parameter")] = cfg.owner_key_parameter
-    return dict(sorted(env.items()))
+    if spec.queue_field:  # a sender is told the queue it consumes, not every queue's name
+        env[env_name("send_queue")] = getattr(cfg, spec.queue_field)
+    wanted = {env_name(f) for f in view_fields(VIEWS[spec.name])} | {"LOG_LEVEL"}
+    return dict(sorted((k, v) for k, v in env.items() if k in wanted))
 
 
 def _wanted(

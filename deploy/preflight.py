@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from common.aws import control_client, error_code, or_none
+from common.errors import ConfigError
+from common.mail import encrypt
 from common.runtime import config
 from common.runtime.config import DEV_THREAD_SECRET, Config
-from common.runtime.errors import ConfigError
 from deploy.errors import DeployError
 
 REQUIRED = ("domain_name", "public_email", "private_email")
@@ -57,7 +58,7 @@ def load_config(
             f"configuration: {exc}", "export the variables named above (README, Configuration)"
         ) from None
     try:
-        cfg = config.with_owner_key_file(cfg)  # a key that cannot encrypt stops the deploy before any change
+        cfg = with_owner_key_file(cfg)  # a key that cannot encrypt stops the deploy before any change
     except ConfigError as exc:
         raise DeployError(
             f"the owner's key: {exc}",
@@ -312,3 +313,21 @@ def request_production(request: dict[str, Any]) -> dict[str, Any]:
     sesv2 = control_client("sesv2")
     sesv2.put_account_details(**request)
     return dict(sesv2.get_account())
+
+
+def with_owner_key_file(cfg: Config) -> Config:
+    """Host tools (the deploy, `email-handler dev`): the owner's key read from the file OWNER_SMIME_CERT or
+    OWNER_PGP_KEY names and checked, so a key that cannot encrypt stops the start, not a send."""
+    from dataclasses import replace
+
+    variable = "OWNER_SMIME_CERT" if cfg.owner_smime_cert else "OWNER_PGP_KEY" if cfg.owner_pgp_key else ""
+    if not variable:
+        return cfg
+    text = encrypt.read_key_file(cfg.owner_smime_cert or cfg.owner_pgp_key, variable)
+    key = encrypt.parse(text)
+    if key.kind != ("smime" if cfg.owner_smime_cert else "pgp"):
+        raise ConfigError(
+            f"{variable} names a file holding an "
+            f"{'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}"
+        )
+    return replace(cfg, owner_key=text)

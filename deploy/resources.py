@@ -773,10 +773,11 @@ def _parameter(run: Run, name: str, value: str) -> None:
 
 def owner_key(run: Run) -> None:
     """The owner's public key (OWNER_SMIME_CERT or OWNER_PGP_KEY, read and checked by
-    config.with_owner_key_file) in SSM, where forward-sender reads it at cold start. Not secret, so a
-    String; Intelligent-Tiering takes the advanced tier only for a key over the standard tier's 4 KB
-    (an OpenPGP key with several user ids): "Intelligent-Tiering ... evaluates each request ... and
-    upgrades to Advanced when needed" (Systems Manager API Reference, PutParameter, Tier)."""
+    deploy.preflight.with_owner_key_file) in SSM, where forward-sender reads it at cold start. Not
+    secret, so a String; Intelligent-Tiering takes the advanced tier only for a key over the standard
+    tier's 4 KB (an OpenPGP key with several user ids): "Intelligent-Tiering ... evaluates each
+    request ... and upgrades to Advanced when needed" (Systems Manager API Reference, PutParameter,
+    Tier)."""
     cfg = run.cfg
     if not cfg.owner_key:
         return

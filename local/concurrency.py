@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 
 DEFAULT_CONCURRENCY = 1000
 FRESH_CONCURRENCY = 10

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 from common.runtime.functions import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
 from local.env import cli_hint
 from local.rie import INVOKE_PATH, REPO, free_port
@@ -62,6 +62,10 @@ class DevPorts:
                 for name, port in self.runtime_apis.items()
             ),
         ]
+
+
+class FunctionStartError(EmailHandlerError, RuntimeError):
+    """A function's RIE exited before it listened; the message quotes the end of its log."""
 
 
 class PortsUnavailableError(EmailHandlerError):
@@ -218,6 +222,7 @@ class DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailableError` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.runtime import config
+        from deploy.preflight import with_owner_key_file
         from local import provision
         from local.concurrency import AccountConcurrency
         from local.emulator import EmbeddedMoto
@@ -226,7 +231,7 @@ class DevStack:
         from local.wiring import Endpoint, Wiring
 
         # The owner's key first: one that cannot encrypt stops the start before anything runs.
-        owner_key = config.with_owner_key_file(config.load(self.env)).owner_key
+        owner_key = with_owner_key_file(config.load(self.env)).owner_key
         check_ports(self.ports)
         ensure_rie()
         enforced = "IAM enforced" if self.iam else "IAM not enforced (--no-iam)"
@@ -314,7 +319,7 @@ class DevStack:
                     wait_for_port(proc.port, proc=proc.proc)
                 except RuntimeError as exc:  # it exited: its log says why (a port taken since the check ...)
                     tail = proc.output().strip().splitlines()[-3:]
-                    raise RuntimeError(f"{name}: {exc}; {proc.log_path}: " + " | ".join(tail)) from None
+                    raise FunctionStartError(f"{name}: {exc}; {proc.log_path}: " + " | ".join(tail)) from None
 
         self._step("six functions under the RIE", functions)
         return procs

@@ -12,7 +12,7 @@ import argparse
 import functools
 from typing import Any
 
-from common.runtime.errors import ConfigError
+from common.errors import ConfigError
 from common.runtime.functions import EMULATOR_PORT
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlparse
 
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 
 ACCOUNT = "123456789012"  # moto's default account
 ADMIN_USER = "local-admin"

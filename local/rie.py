@@ -21,17 +21,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRYPOINT = REPO / "docker" / "lambda-entrypoint.sh"
 INVOKE_PATH = "/2015-03-31/functions/function/invocations"
 
 
+class RieMissingError(EmailHandlerError, FileNotFoundError):
+    """The RIE binary is not where RIE_BIN or the wheelhouse put it."""
+
+
+class NoFreePortsError(EmailHandlerError, RuntimeError):
+    """No run of free ports was found to claim."""
+
+
+class ExitedError(EmailHandlerError, RuntimeError):
+    """The process exited before its port opened."""
+
+
+class PortTimeoutError(EmailHandlerError, TimeoutError):
+    """A port opened, or an HTTP answer came, not within the time allowed."""
+
+
 def rie_binary() -> Path:
     path = Path(os.environ.get("RIE_BIN", REPO / ".build" / "rie" / "aws-lambda-rie"))
     if not path.exists():
-        raise FileNotFoundError(
+        raise RieMissingError(
             f"{path} not found: run `make wheelhouse` (it extracts the RIE from aws-sam-cli)"
         )
     return path
@@ -74,7 +90,7 @@ def free_port(count: int = 1) -> int:
                 s.close()
         if _claim(range(base, base + count)):
             return base
-    raise RuntimeError(f"no {count} consecutive free ports between {low} and {top + count}")
+    raise NoFreePortsError(f"no {count} consecutive free ports between {low} and {top + count}")
 
 
 CLAIM_S = 600.0  # longer than any stack takes from choosing its ports to listening on them
@@ -154,13 +170,13 @@ def wait_for_port(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before {host}:{port} opened")
+            raise ExitedError(f"process exited with {proc.returncode} before {host}:{port} opened")
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise TimeoutError(f"{host}:{port} did not open within {timeout:.0f}s")
+    raise PortTimeoutError(f"{host}:{port} did not open within {timeout:.0f}s")
 
 
 def wait_for_http(url: str, timeout: float = 30.0) -> None:
@@ -178,7 +194,7 @@ def wait_for_http(url: str, timeout: float = 30.0) -> None:
             return
         except (OSError, http.client.HTTPException) as exc:
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"{url} gave no HTTP answer within {timeout:.0f}s: {exc}") from exc
+                raise PortTimeoutError(f"{url} gave no HTTP answer within {timeout:.0f}s: {exc}") from exc
             time.sleep(0.05)
 
 

@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cli import ENDPOINT, arg, command, endpoint
+from common.errors import EmailHandlerError
 from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
 from local.commands import local_config
 from local.provision import wiring_queue
 
@@ -143,6 +143,10 @@ def fail(message: str, code: int = 2) -> int:
 # --- asking inbound-handler ------------------------------------------------------------------------
 
 
+class TaskFailedError(EmailHandlerError, RuntimeError):
+    """inbound-handler answered an operator's task with a function error."""
+
+
 def run_task(t: Target, event: dict[str, Any], done: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
     """Give inbound-handler ``event``: on AWS a synchronous invoke of its ``live`` alias (its answer);
     locally a message for the wiring (what an asynchronous invocation is there), then ``done()``
@@ -155,7 +159,7 @@ def run_task(t: Target, event: dict[str, Any], done: Callable[[], dict[str, Any]
         )
         payload = json.loads(response["Payload"].read() or b"null")
         if response.get("FunctionError"):
-            raise RuntimeError(f"{t.cfg.name(INBOUND)} failed: {json.dumps(payload)}")
+            raise TaskFailedError(f"{t.cfg.name(INBOUND)} failed: {json.dumps(payload)}")
         return dict(payload or {})
     from common.aws import sqs
 
@@ -675,7 +679,8 @@ REDRIVE_PATIENCE_S = 70.0
 
 
 class NoSourceQueueError(EmailHandlerError, RuntimeError):
-    """The queue is a dead-letter target of no queue's redrive policy, so a redrive has nowhere to go."""
+    """The queue is a dead-letter target of no queue's redrive policy, or of several, so a redrive has
+    no one place to go."""
 
 
 @dataclass
@@ -708,7 +713,9 @@ def redrive(
             "one): `email-handler replay` re-invokes what it holds"
         )
     if len(sources) != 1:
-        raise RuntimeError(f"{dlq} is the dead-letter queue of {len(sources)} queues; expected exactly one")
+        raise NoSourceQueueError(
+            f"{dlq} is the dead-letter queue of {len(sources)} queues; expected exactly one"
+        )
     source = sources[0].rsplit("/", 1)[1]
     moved, since = 0, None
     while True:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from common.aws import client, error_code
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 
 
 @functools.cache
@@ -94,7 +94,7 @@ def batch_get(
             if not request:
                 break
         else:
-            raise RuntimeError(
+            raise UnprocessedKeysError(
                 f"BatchGetItem left {len(request[table]['Keys'])} key(s) of {table} unprocessed "
                 f"after {BATCH_GET_ATTEMPTS} requests"
             )
@@ -123,6 +123,10 @@ def put(
             return False
         raise
     return True
+
+
+class UnprocessedKeysError(EmailHandlerError, RuntimeError):
+    """BatchGetItem still left keys unprocessed after every retry (throttled throughout)."""
 
 
 class ConditionFailedError(EmailHandlerError):

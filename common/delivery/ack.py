@@ -38,8 +38,8 @@ import re
 from common.mail import reports
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
-from common.runtime.config import Config
 from common.runtime.events import VERDICTS, SesReceipt
+from common.runtime.views import Delivery
 from common.store import ackbudget
 
 # RFC 3834 5.2 / common practice: a no-reply marker anywhere in the local part ("gmail-noreply").
@@ -60,7 +60,7 @@ AMBIGUOUS_FROM = (
 )
 
 
-def refusal_before_budget(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
+def refusal_before_budget(cfg: Delivery, receipt: SesReceipt, mail: ParsedMail) -> str:
     """Why this mail would get no ack even with budget left ('' if only the budget can still refuse:
     common/store/intake.py takes the ack in the write that records a first contact)."""
     return (
@@ -146,7 +146,7 @@ def authenticated(receipt: SesReceipt, address: str) -> bool:
     return v.get("dmarc") == "PASS" or (v.get("spf") == "PASS" and bool(domain) and envelope_domain == domain)
 
 
-def unsafe_recipient(cfg: Config, receipt: SesReceipt, mail: ParsedMail) -> str:
+def unsafe_recipient(cfg: Delivery, receipt: SesReceipt, mail: ParsedMail) -> str:
     address = mail.from_address.lower()
     problem = address_problem(address) or ("sender address unusable for a reply" if mail.from_problem else "")
     if problem:

@@ -14,7 +14,7 @@ from common.mail.limits import MAX_SUBJECT_CHARS
 from common.mail.outbound import OutboundMessage
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 from common.store import attachments as stored
 
 REPORT_NAME = "abuse report.eml"
@@ -48,7 +48,7 @@ def _fields(data: bytes, wanted: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def build_complaint(
-    cfg: Config, mid: str, mail: ParsedMail, raw: bytes, why: str, key: str
+    cfg: Delivery, mid: str, mail: ParsedMail, raw: bytes, why: str, key: str
 ) -> OutboundMessage:
     """The notice to the owner; ``key`` is where the report is archived. Stores the attached copy."""
     feedback = next((a.data for a in mail.attachments if a.declared_type == "message/feedback-report"), b"")

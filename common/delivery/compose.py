@@ -17,7 +17,7 @@ from common.mail.parse import ORIGINAL_NAME, ParsedMail
 from common.mail.parse import Attachment as MailPart
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import release_address
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 from common.store.attachments import Link, Stored
 
 # reply-handler cuts the owner's reply at these lines, so they must survive plain-text quoting. Both
@@ -33,15 +33,18 @@ _B64 = 1.37
 _OVERHEAD = 16 * 1024
 
 
-def build_ack(cfg: Config, mid: str, cid: str, mail: ParsedMail) -> OutboundMessage:
+def build_ack(
+    cfg: Delivery, subject: str, template: str, mid: str, cid: str, mail: ParsedMail
+) -> OutboundMessage:
+    """The ack of ``mail``, with the subject and text of the public address it was sent to."""
     name = greeting_name(mail.display_name)
     return OutboundMessage(
         kind="ack",
         idempotency_key=f"ack:{mid}",
         correlation_id=f"ack-{mid}",
         to=[mail.from_address],
-        subject=cfg.ack_subject,
-        text=cfg.ack_template.replace("{name}", f" {name}" if name else ""),
+        subject=subject,
+        text=template.replace("{name}", f" {name}" if name else ""),
         in_reply_to=mail.message_id,
         references=[*mail.references, mail.message_id] if mail.message_id else [],
         headers={"Auto-Submitted": "auto-replied", "X-Auto-Response-Suppress": "All"},
@@ -96,7 +99,7 @@ TEMPORARY_LINKS_NOTE = (
 
 
 def build_forward(
-    cfg: Config,
+    cfg: Delivery,
     mid: str,
     cid: str,
     mail: ParsedMail,
@@ -191,7 +194,7 @@ def _safe_html(cfg: Config, html: str, warnings: tuple[str, ...]) -> tuple[str, 
 
 
 def build_unparsed_forward(
-    cfg: Config, mid: str, item: dict[str, Any], why: str, original: Attachment | None, size: int
+    cfg: Delivery, mid: str, item: dict[str, Any], why: str, original: Attachment | None, size: int
 ) -> OutboundMessage:
     """The forward of a quarantined mail released without parsing it (it is over a parsing cap, and
     parsing it is what the cap prevents): a note saying so, the raw original attached (``original``)
@@ -233,7 +236,7 @@ def build_unparsed_forward(
     )
 
 
-def fits_attached(cfg: Config, size: int) -> bool:
+def fits_attached(cfg: Delivery, size: int) -> bool:
     """Whether ``size`` bytes fit a forward once base64-encoded, beside a short note."""
     return int(size * _B64) + _OVERHEAD <= cfg.forward_budget
 
@@ -344,7 +347,7 @@ def _cut(value: object, limit: int, empty: str) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) -> OutboundMessage:
+def build_digest(cfg: Delivery, held: list[dict[str, Any]], idempotency_key: str) -> OutboundMessage:
     """The owner's quarantine digest: the oldest ``DIGEST_MAX_ENTRIES`` held mails with their release
     addresses, each field cut short, and how many more there are (``held`` may be thousands after a
     flood; the digest stays a few hundred KB at most; the rest lead the next digests)."""
@@ -419,7 +422,7 @@ def build_digest(cfg: Config, held: list[dict[str, Any]], idempotency_key: str) 
 HTML_ORIGINAL_NAME = "message.html"
 
 
-def unconverted_html(cfg: Config, mail: ParsedMail, archive_key: str) -> tuple[MailPart | None, str] | None:
+def unconverted_html(cfg: Delivery, mail: ParsedMail, archive_key: str) -> tuple[MailPart | None, str] | None:
     """For an HTML-only mail longer than the text conversion reads (common.mail.htmltext.MAX_HTML_CHARS):
     the whole HTML as a file for the forward and the note saying so, or, when it could never fit a
     forward (SES's size limit), only a note naming the archived original that holds it (no second

@@ -15,6 +15,7 @@ from datetime import datetime
 from common.delivery.compose import build_ack, build_forward, unconverted_html
 from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.results import InboundResult
+from common.errors import EmailHandlerError
 from common.mail import htmlsafe, trackers
 from common.mail.build import unbuildable
 from common.mail.parse import Attachment as MailPart
@@ -22,9 +23,8 @@ from common.mail.parse import ParsedMail
 from common.mail.threads import conversation_id, thread_address
 from common.runtime import addresses, events
 from common.runtime.addresses import PublicAddress
-from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
 from common.runtime.log import bind, get_logger
+from common.runtime.views import Delivery
 from common.store import attachments, conversations, intake, layout, rawmail
 from common.store.sendqueue import enqueue
 
@@ -36,7 +36,7 @@ class UndeliverableError(EmailHandlerError):
 
 
 def deliver(
-    cfg: Config,
+    cfg: Delivery,
     mid: str,
     mail: ParsedMail,
     raw: bytes,
@@ -93,12 +93,7 @@ def deliver(
         return refuse(f"forward cannot be built: {problem}")
     ack_message = None
     if not ack_reason:  # the address's own subject and text
-        ack_message = build_ack(
-            dataclasses.replace(cfg, ack_subject=public.ack_subject, ack_template=public.ack_template),
-            mid,
-            cid,
-            mail,
-        )
+        ack_message = build_ack(cfg, public.ack_subject, public.ack_template, mid, cid, mail)
         ack_message.from_address = public.address
     if ack_message is not None and (problem := unbuildable(ack_message, public.address, cfg.domain_name)):
         ack_message, ack_reason = None, f"ack cannot be built: {problem}"
@@ -165,7 +160,7 @@ def _archive_and_store(
 
 
 def _safe_parts(
-    cfg: Config, parts: list[MailPart], warnings: tuple[str, ...]
+    cfg: Delivery, parts: list[MailPart], warnings: tuple[str, ...]
 ) -> tuple[list[MailPart], tuple[str, ...]]:
     """Attached HTML (a second HTML part, ``message.html``) and attached messages as the forward
     carries them: their HTML sanitised like the body's, trackers removed (common.mail.htmlsafe);

@@ -27,9 +27,9 @@ from common.mail.headers import header_text, parse_mailbox
 from common.mail.parse import ParsedMail
 from common.runtime import addresses
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger, scrub
+from common.runtime.views import Delivery
 from common.store import quarantine as records
 from common.store import rawmail, staging
 from common.store.sendqueue import enqueue
@@ -57,7 +57,7 @@ def envelope_sender(receipt: SesReceipt) -> str:
 
 
 def hold(
-    cfg: Config,
+    cfg: Delivery,
     receipt: SesReceipt,
     raw: bytes,
     reason: str,
@@ -100,7 +100,7 @@ def hold(
     return key
 
 
-def send_digest(cfg: Config) -> DigestResult:
+def send_digest(cfg: Delivery) -> DigestResult:
     """List the oldest held mails (``DIGEST_MAX_ENTRIES``) and mark only those digested: the rest stay
     pending and lead the next digest, so every held mail gets its release address by mail in turn."""
     held = records.pending(cfg)
@@ -118,7 +118,7 @@ def send_digest(cfg: Config) -> DigestResult:
 
 
 def quarantined(
-    cfg: Config, receipt: SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str, when: datetime
+    cfg: Delivery, receipt: SesReceipt, mail: ParsedMail | None, raw: bytes, reason: str, when: datetime
 ) -> InboundResult:
     """Hold a live receipt's mail, log it and drop its staging object."""
     fields = log_fields(mail) if mail else envelope_fields(receipt)

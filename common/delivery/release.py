@@ -15,12 +15,13 @@ import functools
 from common.delivery.compose import build_unparsed_forward, fits_attached
 from common.delivery.deliver import UndeliverableError, deliver
 from common.delivery.results import ReleaseResult
+from common.errors import EmailHandlerError
 from common.mail import limits
 from common.mail.parse import parse
 from common.runtime import addresses
 from common.runtime.clock import parse_iso_or_now
-from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
+from common.runtime.views import Delivery
 from common.store import attachments, intake, rawmail
 from common.store import quarantine as records
 from common.store.sendqueue import enqueue
@@ -28,7 +29,11 @@ from common.store.sendqueue import enqueue
 log = get_logger("quarantine")
 
 
-def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
+class HeldMailMissingError(EmailHandlerError, FileNotFoundError):
+    """The quarantine record names a held mail the bucket no longer has."""
+
+
+def release(cfg: Delivery, qid: str, by: str) -> ReleaseResult:
     """Forward a held mail (parsed, or whole when it is over a parsing cap) and mark it released."""
     bind(quarantine_id=qid)
     item = records.get(cfg, qid)
@@ -42,7 +47,7 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
         return {"status": "already-released", "id": qid}
     raw = rawmail.held(cfg, str(item["key"]))
     if raw is None:
-        raise FileNotFoundError(f"quarantined mail s3://{cfg.bucket}/{item['key']} is missing")
+        raise HeldMailMissingError(f"quarantined mail s3://{cfg.bucket}/{item['key']} is missing")
     mid = str(item["sesMessageId"])
     when = parse_iso_or_now(str(item.get("receivedAt", "")))
     if over := limits.screen(raw):  # held unparsed: still not parsed, forwarded whole
@@ -67,7 +72,7 @@ def release(cfg: Config, qid: str, by: str) -> ReleaseResult:
     return {"status": "released", "id": qid, "messageId": mid, "conversationId": cid}
 
 
-def release_unparsed(cfg: Config, item: dict[str, object], raw: bytes, mid: str, why: str) -> str:
+def release_unparsed(cfg: Delivery, item: dict[str, object], raw: bytes, mid: str, why: str) -> str:
     """Forward a mail that is over a parsing cap without parsing it: the raw original
     attached as an opaque ``original.eml`` (application/octet-stream, never message/rfc822: its
     structure is what tripped the cap, and neither the owner's client nor SES's attachment checks

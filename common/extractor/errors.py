@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
+from common.mail.charsets import well_formed
 
 MAX_REASON = 300
 # Object ids and reprs carry memory addresses that differ per run and mean nothing to a reader.
@@ -24,17 +25,6 @@ class RejectedError(EmailHandlerError):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-def well_formed(text: str) -> str:
-    """``text`` as UTF-8 can store it: a surrogate pair becomes the character it encodes, a lone
-    surrogate U+FFFD. A PDF's ToUnicode map may send a glyph to any UTF-16 value, U+D800 included,
-    and pypdf returns what the map says; S3, JSON and the log need well-formed Unicode."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def clean(message: str) -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from common.errors import EventError
 from common.extractor import isolate
 from common.extractor import text as textextract
 from common.runtime import events
-from common.runtime.config import Config
-from common.runtime.errors import EventError
 from common.runtime.log import get_logger
+from common.runtime.views import ExtractorConfig
 from common.store import extracted, layout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,7 +38,9 @@ class BatchResult(ExtractorResult):
     batchItemFailures: list[dict[str, str]]  # SQS records to retry (ReportBatchItemFailures)
 
 
-def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> ExtractorResult | BatchResult:
+def handle(
+    cfg: ExtractorConfig, event: Any, context: LambdaContext | None = None
+) -> ExtractorResult | BatchResult:
     """An SQS batch from the attachment queue (each body an S3 event notification), or an S3 event
     itself (``email-handler invoke``, tests/fixtures/events/s3-attachment.json)."""
     records = event.get("Records") if isinstance(event, dict) else None
@@ -53,7 +55,7 @@ def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Ext
     return {"status": "ok", "results": results}
 
 
-def _batch(cfg: Config, event: Any, context: LambdaContext | None) -> BatchResult:
+def _batch(cfg: ExtractorConfig, event: Any, context: LambdaContext | None) -> BatchResult:
     """Each SQS record on its own: an S3 error fails that record alone, which SQS redelivers and after
     maxReceiveCount moves to the DLQ ("Handling errors for an SQS event source in Lambda",
     https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html)."""
@@ -96,7 +98,7 @@ def _batch(cfg: Config, event: Any, context: LambdaContext | None) -> BatchResul
     return {"status": "ok", "results": results, "batchItemFailures": failures}
 
 
-def _limits(cfg: Config, context: LambdaContext | None) -> textextract.Limits:
+def _limits(cfg: ExtractorConfig, context: LambdaContext | None) -> textextract.Limits:
     budget = cfg.extract_time_budget_s
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     if callable(remaining):  # always leave time to write the result before Lambda's timeout
@@ -113,7 +115,7 @@ def _limits(cfg: Config, context: LambdaContext | None) -> textextract.Limits:
 
 
 def extract_object(
-    cfg: Config, bucket: str, key: str, context: LambdaContext | None = None
+    cfg: ExtractorConfig, bucket: str, key: str, context: LambdaContext | None = None
 ) -> dict[str, Any]:
     if not layout.is_attachment(key):
         log.warning("object ignored", extra={"key": key, "reason": "not attachments/<cid>/<id>/<file>"})

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 
 Event = tuple[Any, ...]
 _FORK = multiprocessing.get_context("fork")

@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import unquote
 from xml.parsers import expat
 
+from common.errors import EmailHandlerError
 from common.extractor.errors import RejectedError, describe
-from common.runtime.errors import EmailHandlerError
 
 READER_VERSION = "2"
 MAX_PARTS = 2000

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.extractor import isolate, ooxml, pdf
-from common.extractor.errors import RejectedError, well_formed
+from common.extractor.errors import RejectedError
+from common.mail.charsets import well_formed
 from common.mail.sanitize import extension
 
 __all__ = ["Extraction", "Limits", "RejectedError", "detect", "extension", "extract"]

@@ -25,8 +25,8 @@ from typing import Any, Literal, TypedDict
 
 from common.mail.threads import verify_thread_address
 from common.runtime import events
-from common.runtime.config import Config
 from common.runtime.log import get_logger
+from common.runtime.views import InboundHandlerConfig
 from common.store import alerts, conversations, holds, layout, sendstatus
 
 log = get_logger("feedback")
@@ -40,12 +40,12 @@ class FeedbackResult(TypedDict):
     results: list[dict[str, Any]]
 
 
-def handle(cfg: Config, event: Any) -> FeedbackResult:
+def handle(cfg: InboundHandlerConfig, event: Any) -> FeedbackResult:
     """An SNS event: one or more SES notifications."""
     return apply_notifications(cfg, events.sns_messages(event))
 
 
-def apply_notifications(cfg: Config, messages: list[dict[str, Any]]) -> FeedbackResult:
+def apply_notifications(cfg: InboundHandlerConfig, messages: list[dict[str, Any]]) -> FeedbackResult:
     outcomes = [apply_one(cfg, m) for m in messages]
     return {"status": "feedback", "results": outcomes}
 
@@ -57,13 +57,13 @@ def _header(message: dict[str, Any], name: str) -> str:
     return ""
 
 
-def correlation_id(cfg: Config, message: dict[str, Any]) -> str:
+def correlation_id(cfg: InboundHandlerConfig, message: dict[str, Any]) -> str:
     return _header(message, "x-correlation-id") or sendstatus.correlation_for(
         cfg, str((message.get("mail") or {}).get("messageId", ""))
     )
 
 
-def origin(cfg: Config, corr: str, message: dict[str, Any]) -> dict[str, str]:
+def origin(cfg: InboundHandlerConfig, corr: str, message: dict[str, Any]) -> dict[str, str]:
     """Which conversation a sent message belonged to and where its original is archived.
 
     A forward's correlation id is ``forward-<inbound SES id>`` and its Reply-To is the conversation's
@@ -85,7 +85,7 @@ def origin(cfg: Config, corr: str, message: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def apply_one(cfg: Config, message: dict[str, Any]) -> dict[str, Any]:
+def apply_one(cfg: InboundHandlerConfig, message: dict[str, Any]) -> dict[str, Any]:
     kind = str(message.get("notificationType") or message.get("eventType") or "")
     sns_id = str(message.get("_snsMessageId") or "")
     if "_text" in message:  # not JSON: SES's validation message when an event destination is created
@@ -120,7 +120,7 @@ def apply_one(cfg: Config, message: dict[str, Any]) -> dict[str, Any]:
         raise
 
 
-def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
+def _apply(cfg: InboundHandlerConfig, kind: str, message: dict[str, Any]) -> dict[str, Any]:
     corr = correlation_id(cfg, message)
     suppressed: list[str] = []
     owner: list[str] = []  # protected recipients: alerted, never suppressed
@@ -196,7 +196,9 @@ def _apply(cfg: Config, kind: str, message: dict[str, Any]) -> dict[str, Any]:
     return {"type": kind, "status": status, "correlationId": corr, "suppressed": suppressed, "owner": owner}
 
 
-def _owner_alert(cfg: Config, address: str, what: str, subject: str, body: dict[str, Any]) -> bool:
+def _owner_alert(
+    cfg: InboundHandlerConfig, address: str, what: str, subject: str, body: dict[str, Any]
+) -> bool:
     return alerts.publish_throttled(cfg, f"owner-{what}#{address.lower()}", subject, body)
 
 
@@ -215,7 +217,7 @@ def mailbox_level(subtype: str, status: str) -> bool:
 
 
 def _owner_bounced(
-    cfg: Config, address: str, btype: str, subtype: str, status: str, found: dict[str, str]
+    cfg: InboundHandlerConfig, address: str, btype: str, subtype: str, status: str, found: dict[str, str]
 ) -> None:
     """The owner's mailbox bounced one of our messages: hold further mail to it if the mailbox is the
     problem, and always say where the original is."""
@@ -271,7 +273,7 @@ def _owner_bounced(
     )
 
 
-def _owner_complained(cfg: Config, address: str, detail: str, found: dict[str, str]) -> None:
+def _owner_complained(cfg: InboundHandlerConfig, address: str, detail: str, found: dict[str, str]) -> None:
     """The owner marked our mail as spam: never suppress their mailbox; flag the contact instead."""
     cid = found.get("conversationId", "")
     marked = (

@@ -14,20 +14,20 @@ from common.delivery.results import DigestResult, InboundResult, ReleaseResult
 from common.inbound import feedback, receipt, schedule
 from common.inbound.feedback import FeedbackResult
 from common.runtime import events
-from common.runtime.config import Config
+from common.runtime.views import InboundHandlerConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
 Result = InboundResult | FeedbackResult | DigestResult | ReleaseResult
 
-ENTRIES: dict[str, Callable[[Config, Any], Result]] = {
+ENTRIES: dict[str, Callable[[InboundHandlerConfig, Any], Result]] = {
     "ses": receipt.handle,
     "sns": feedback.handle,
     "eventbridge": schedule.handle,
 }
 
 
-def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> Result:
+def handle(cfg: InboundHandlerConfig, event: Any, context: LambdaContext | None = None) -> Result:
     # Any other kind goes to the receipt, whose event parser says what is wrong with it.
     return ENTRIES.get(events.kind(event), receipt.handle)(cfg, event)

@@ -19,9 +19,9 @@ from common.mail import limits, reports
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail, parse
 from common.runtime import addresses
-from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
+from common.runtime.views import InboundHandlerConfig
 from common.store import spamrules
 from common.store.senderlists import ALLOW, BLOCK, Listing
 
@@ -144,7 +144,7 @@ class RulesCache:
         self._loaded_at = float("-inf")
         self._lock = threading.Lock()
 
-    def get(self, cfg: Config) -> Rules:
+    def get(self, cfg: InboundHandlerConfig) -> Rules:
         with self._lock:
             if time.monotonic() - self._loaded_at < cfg.spam_rules_ttl_s and self._rules is not None:
                 return self._rules
@@ -166,7 +166,7 @@ class RulesCache:
             return rules
 
     @staticmethod
-    def _load(cfg: Config) -> Rules:
+    def _load(cfg: InboundHandlerConfig) -> Rules:
         key, text = spamrules.fetch(cfg)
         rules, errors = parse_rules(text)
         for error in errors:
@@ -196,7 +196,7 @@ def delivery_report(mail: ParsedMail, own: Callable[[str], bool] = lambda addres
     return found.reason if found else ""
 
 
-def assess_envelope(receipt: SesReceipt, cfg: Config) -> Decision | None:
+def assess_envelope(receipt: SesReceipt, cfg: InboundHandlerConfig) -> Decision | None:
     """The rules that need only SES's receipt (verdicts, envelope, recipients): they run before the
     raw mail is parsed, so nothing a stranger wrote is parsed for mail that is dropped anyway."""
     v = receipt.verdicts
@@ -222,7 +222,7 @@ class Assessment:
 def assess(
     receipt: SesReceipt,
     raw: bytes,
-    cfg: Config,
+    cfg: InboundHandlerConfig,
     rules: Callable[[], Rules],
     lookup: Callable[[str], Listing | None],
 ) -> Assessment:

@@ -23,8 +23,8 @@ from common.mail.build import unbuildable
 from common.mail.parse import ParsedMail
 from common.runtime import addresses, events
 from common.runtime.clock import parse_iso_or_now
-from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
+from common.runtime.views import Delivery, InboundHandlerConfig
 from common.store import addresses as registry
 from common.store import intake, layout, rawmail, senderlists, staging
 from common.store.sendqueue import enqueue
@@ -32,7 +32,7 @@ from common.store.sendqueue import enqueue
 log = get_logger("inbound-handler")
 
 
-def handle(cfg: Config, event: Any) -> InboundResult:
+def handle(cfg: InboundHandlerConfig, event: Any) -> InboundResult:
     """An SES receipt event (any other shape is refused by SesReceipt.from_event with the reason)."""
     return receive_mail(cfg, events.SesReceipt.from_event(event))
 
@@ -42,7 +42,7 @@ def received_at(receipt: events.SesReceipt) -> datetime:
     return parse_iso_or_now(receipt.timestamp)
 
 
-def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
+def receive_mail(cfg: InboundHandlerConfig, receipt: events.SesReceipt) -> InboundResult:
     mid = receipt.message_id
     bind(ses_message_id=mid)
     raw = staging.fetch(cfg, mid)
@@ -95,7 +95,7 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
         public=public.address if public else "",
     )
 
-    def record(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime) -> intake.Recorded:
+    def record(cfg: Delivery, cid: str, mid: str, mail: ParsedMail, when: datetime) -> intake.Recorded:
         """The record, then SES's sandbox for an ack every other check let through: not attempted."""
         recorded = taking(cfg, cid, mid, mail, when)
         note = (
@@ -111,7 +111,12 @@ def receive_mail(cfg: Config, receipt: events.SesReceipt) -> InboundResult:
 
 
 def complained(
-    cfg: Config, receipt: events.SesReceipt, mail: ParsedMail, raw: bytes, why: str, when: datetime
+    cfg: InboundHandlerConfig,
+    receipt: events.SesReceipt,
+    mail: ParsedMail,
+    raw: bytes,
+    why: str,
+    when: datetime,
 ) -> InboundResult:
     """An abuse complaint: archived as a report, and the owner told in a labelled notice (never a
     forward, never an ack, no conversation; common/delivery/complaint.py)."""

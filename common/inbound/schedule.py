@@ -11,10 +11,10 @@ from typing import Any
 from common.delivery import quarantine, release
 from common.delivery.results import DigestResult, ReleaseResult
 from common.runtime import events
-from common.runtime.config import Config
+from common.runtime.views import InboundHandlerConfig
 
 
-def handle(cfg: Config, event: Any) -> DigestResult | ReleaseResult:
+def handle(cfg: InboundHandlerConfig, event: Any) -> DigestResult | ReleaseResult:
     task = events.OwnerTask.from_event(event)
     if task.task == "quarantine-digest":
         return quarantine.send_digest(cfg)

@@ -17,11 +17,11 @@ from email.utils import formatdate, make_msgid
 from typing import Any, cast
 from urllib.parse import unquote
 
+from common.errors import EventError
 from common.mail.headers import idna_domain
 from common.mail.limits import MAX_SUBJECT_CHARS
 from common.mail.outbound import OutboundMessage
 from common.mail.sanitize import MESSAGE_ID, clean_header_text, display_filename, is_message_id
-from common.runtime.errors import EventError
 
 _CID_URL = re.compile(r"""\bcid:([^"'\s<>)]+)""", re.I)
 _CONTENT_ID = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-]{1,200}")  # what may stand between < and > safely

@@ -261,3 +261,14 @@ def _decodes(data: bytes, codec: str) -> bool:
 def scrub(text: str) -> str:
     """No lone surrogates leave this module (DynamoDB, JSON and S3 metadata refuse them)."""
     return _SURROGATE.sub("\ufffd", text) if has_surrogates(text) else text
+
+
+def well_formed(text: str) -> str:
+    """``text`` as UTF-8 can store it: a surrogate pair becomes the character it encodes, a lone
+    surrogate U+FFFD. A PDF's ToUnicode map may send a glyph to any UTF-16 value, U+D800 included,
+    and pypdf returns what the map says; S3, JSON and the log need well-formed Unicode."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")

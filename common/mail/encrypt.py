@@ -19,9 +19,12 @@ import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import EmailMessage
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from common.runtime.errors import ConfigError
+from common.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from common.runtime.config import Config
 
 # The obscured Subject of RFC 9788 section 2.1.1 (hcp_baseline); ENCRYPTED_SUBJECT changes it.
 NEUTRAL_SUBJECT = "[...]"
@@ -323,3 +326,27 @@ def status(cfg: Any) -> dict[str, Any] | None:
         return {"parameter": cfg.owner_key_parameter, **parse(text).summary()}
     except OwnerKeyError as exc:
         return {"parameter": cfg.owner_key_parameter, "problem": str(exc)}
+
+
+def with_owner_key(cfg: Config) -> Config:
+    """The functions that use the owner's key (forward-sender encrypts, reply-handler verifies the
+    owner's opaque-signed replies): the key from SSM at cold start, checked.
+    Fails closed: with encryption configured and no usable key the function does not start, and the
+    forwards wait in their queue instead of going out in clear."""
+    from dataclasses import replace
+
+    if cfg.owner_key_parameter and not cfg.owner_key:
+        from common.aws import error_code, ssm
+
+        try:
+            cfg = replace(cfg, owner_key=ssm.get_parameter(cfg.owner_key_parameter, decrypt=False))
+        except Exception as exc:
+            if error_code(exc) != "ParameterNotFound":
+                raise
+            raise ConfigError(
+                f"OWNER_KEY_PARAMETER names {cfg.owner_key_parameter}, which does not exist: "
+                "deploy again with OWNER_SMIME_CERT or OWNER_PGP_KEY"
+            ) from None
+    if cfg.owner_key:
+        parse(cfg.owner_key)
+    return cfg

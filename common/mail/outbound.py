@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from common.runtime.errors import EventError
+from common.errors import EventError
 
 __all__ = ["ALLOWED_HEADERS", "SCHEMA", "Attachment", "OutboundMessage"]
 

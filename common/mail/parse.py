@@ -38,11 +38,11 @@ from email.message import Message
 from email.parser import BytesFeedParser
 from io import BytesIO
 
+from common.errors import EmailHandlerError
 from common.mail import charsets, filetypes, limits
 from common.mail.headers import address_problem, decode_words, header_text, parse_mailbox, unfold
 from common.mail.htmltext import HtmlText, convert
 from common.mail.sanitize import MESSAGE_ID, clean_header_text, display_filename, safe_filename
-from common.runtime.errors import EmailHandlerError
 
 _NOREPLY = re.compile(
     r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]?daemon|postmaster|bounces?)([-+._].*)?$", re.I

@@ -28,6 +28,8 @@ import hmac
 import re
 import unicodedata
 
+from common.errors import EmailHandlerError
+
 TAG_HEX = 16  # 64 bits of HMAC-SHA256: guessing a tag online is hopeless
 MAX_LOCAL_PART = 64  # RFC 5321 4.5.3.1.1
 MAX_ID = MAX_LOCAL_PART - 1 - TAG_HEX  # 47: "<id>.<tag>" is a valid local part
@@ -85,9 +87,13 @@ def _tag(cid: str, secret: str) -> str:
     return hmac.new(secret.encode(), cid.encode(), hashlib.sha256).hexdigest()[:TAG_HEX]
 
 
+class UnsafeIdError(EmailHandlerError, ValueError):
+    """A conversation id this module could not have made: no thread address is built from it."""
+
+
 def thread_address(cid: str, secret: str, thread_domain: str) -> str:
     if not is_safe_id(cid):
-        raise ValueError(
+        raise UnsafeIdError(
             f"conversation id {cid!r} is not a safe id (lowercase [a-z0-9._-], at most {MAX_ID})"
         )
     return f"{cid}.{_tag(cid, secret)}@{thread_domain}"
@@ -132,14 +138,3 @@ def verify_release_address(address: str, secret: str, thread_domain: str) -> str
 
 def is_new_conversation_address(address: str, thread_domain: str) -> bool:
     return address.strip().lower() == f"{NEW_CONVERSATION_LOCAL}@{thread_domain.lower()}"
-
-
-def receiving_function(address: str, public_email: str, thread_domain: str) -> str | None:
-    """The function SES's receipt rules hand mail for ``address`` to (deploy/receiving.py), or None:
-    anything at the thread domain goes to reply-handler, the public address to inbound-handler."""
-    address = address.strip().strip("<>").lower()
-    if address.rpartition("@")[2] == thread_domain.lower():
-        return "reply-handler"
-    if address == public_email.lower():
-        return "inbound-handler"
-    return None

@@ -29,11 +29,11 @@ from email import policy
 from email.parser import BytesHeaderParser
 from email.utils import parsedate_to_datetime
 
+from common.errors import EmailHandlerError
 from common.mail.parse import ParsedMail
 from common.mail.threads import verify_thread_address
-from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
 from common.runtime.events import SesReceipt
+from common.runtime.views import ReplyHandlerConfig
 
 FROM_MAX_CHARS = 1000  # an owner's From is short; anything longer is not worth parsing
 HEADER_BLOCK_MAX = 256 * 1024  # an owner's header block is a few KB; Gmail's, with ARC and DKIM, under 20 KB
@@ -86,7 +86,7 @@ def envelope_sender(receipt: SesReceipt) -> str:
     return receipt.source.strip().strip("<>").strip().lower()
 
 
-def check_sender(receipt: SesReceipt, cfg: Config) -> None:
+def check_sender(receipt: SesReceipt, cfg: ReplyHandlerConfig) -> None:
     """The owner's envelope sender and SES's verdicts (for any owner-only address). Never reads the
     message."""
     if envelope_sender(receipt) not in cfg.owner_addresses:
@@ -98,7 +98,7 @@ def check_sender(receipt: SesReceipt, cfg: Config) -> None:
         raise NotAuthorisedError(UNAUTHENTICATED)
 
 
-def check_envelope(receipt: SesReceipt, cfg: Config) -> str:
+def check_envelope(receipt: SesReceipt, cfg: ReplyHandlerConfig) -> str:
     """:func:`check_sender`, then a thread address whose tag verifies; returns the conversation id."""
     check_sender(receipt, cfg)
     for recipient in receipt.recipients:
@@ -132,7 +132,7 @@ def check_single_fields(raw: bytes) -> None:
         seen.add(low)
 
 
-def check_from(raw: bytes, receipt: SesReceipt, cfg: Config) -> OwnerFrom:
+def check_from(raw: bytes, receipt: SesReceipt, cfg: ReplyHandlerConfig) -> OwnerFrom:
     """The one owner mailbox in From, or :class:`NotAuthorisedError` naming what is wrong with the field."""
     values = from_fields(raw)
     if not values:

@@ -48,8 +48,8 @@ from common.reply.text import (
 from common.runtime import addresses, events
 from common.runtime.addresses import from_command
 from common.runtime.clock import parse_iso_or_now
-from common.runtime.config import Config
 from common.runtime.log import bind, get_logger
+from common.runtime.views import ReplyHandlerConfig
 from common.store import alerts, attachments, conversations, layout, rawmail, replies, sendstatus, staging
 from common.store.sendqueue import enqueue
 
@@ -80,7 +80,7 @@ class ReplyResult(TypedDict):
     controls: NotRequired[list[str]]
 
 
-def handle(cfg: Config, event: Any, context: LambdaContext | None = None) -> ReplyResult:
+def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = None) -> ReplyResult:
     receipt = events.SesReceipt.from_event(event)
     mid = receipt.message_id
     bind(ses_message_id=mid)
@@ -181,7 +181,7 @@ ARCHIVE_READ_MAILS = 20  # a conversation's archived mails read as quote evidenc
 ARCHIVE_READ_BYTES = 2 * 1024 * 1024  # a larger archived mail is left to the record's lastMessageBody
 
 
-def evidence(cfg: Config, cid: str, record: dict[str, Any], new: bool) -> Evidence:
+def evidence(cfg: ReplyHandlerConfig, cid: str, record: dict[str, Any], new: bool) -> Evidence:
     """What proves a line of the reply is quote: every line the contact wrote in this conversation
     (its archived mails, text and HTML, and the record's lastMessageBody, each without what it quotes:
     a contact quoting the owner's earlier reply must not turn the owner's own phrases into quote) and
@@ -208,7 +208,7 @@ def _subject(raw: bytes) -> str:
     return next((v for n, v in fields if n.lower() == "subject"), "")
 
 
-def chosen_address(cfg: Config, text: str) -> str:
+def chosen_address(cfg: ReplyHandlerConfig, text: str) -> str:
     """The public address a conversation the owner starts is written from: ``[from: ADDR]`` on a line of
     the owner's own text (one this deployment serves), else the default. Only the owner, authorised
     above, gets here: a contact's mail never chooses an address."""
@@ -221,7 +221,7 @@ def chosen_address(cfg: Config, text: str) -> str:
     return found.address
 
 
-def check_contact(cfg: Config, contact: str) -> None:
+def check_contact(cfg: ReplyHandlerConfig, contact: str) -> None:
     """The owner hears about a reply that cannot reach its contact, instead of the sender skipping it in
     silence."""
     if cfg.is_own(contact):
@@ -234,7 +234,7 @@ def check_contact(cfg: Config, contact: str) -> None:
         )
 
 
-def release_held(cfg: Config, qid: str, mid: str) -> ReplyResult:
+def release_held(cfg: ReplyHandlerConfig, qid: str, mid: str) -> ReplyResult:
     """The owner mailed a release address from a quarantine digest."""
     released = release.release(cfg, qid, f"mail:{mid}")
     if released["status"] == "unknown":
@@ -248,7 +248,7 @@ def release_held(cfg: Config, qid: str, mid: str) -> ReplyResult:
     }
 
 
-def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> ReplyResult:
+def reject(cfg: ReplyHandlerConfig, receipt: events.SesReceipt, raw: bytes, reason: str) -> ReplyResult:
     key = rawmail.reject(cfg, datetime.now(UTC), receipt.message_id, raw, reason)
     try:
         sender = clean_header_text(" | ".join(auth.from_fields(raw)), 200)
@@ -282,7 +282,7 @@ def reject(cfg: Config, receipt: events.SesReceipt, raw: bytes, reason: str) -> 
 
 
 def send_reply(
-    cfg: Config,
+    cfg: ReplyHandlerConfig,
     mid: str,
     cid: str,
     identity: str,

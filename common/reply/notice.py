@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from common.mail.outbound import OutboundMessage
 from common.mail.sanitize import clean_header_text
-from common.runtime.config import Config
 from common.runtime.log import get_logger
+from common.runtime.views import ReplyHandlerConfig
 from common.store.sendqueue import enqueue
 
 log = get_logger("reply-handler")
 
 
-def send(cfg: Config, mid: str, kind: str, subject: str, what: str, how: str, cid: str = "") -> None:
+def send(
+    cfg: ReplyHandlerConfig, mid: str, kind: str, subject: str, what: str, how: str, cid: str = ""
+) -> None:
     """Queue the notice ``kind`` (a short word for logs and the idempotency key) about reply ``mid``."""
     shown = clean_header_text(subject, 200) or "(no subject)"
     text = (

@@ -15,16 +15,18 @@ act on the contact's address, ``[block: domain]`` … on the contact's domain, `
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from common.delivery.ack import address_problem
+from common.errors import EmailHandlerError
 from common.mail.threads import is_new_conversation_address, verify_release_address, verify_thread_address
 from common.reply.auth import NotAuthorisedError
 from common.reply.text import Control, ControlAction
-from common.runtime.config import Config
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
+from common.runtime.views import ReplyHandlerConfig
 from common.store import senderlists
 
 log = get_logger("reply-handler")
@@ -45,7 +47,7 @@ class Target:
     address: str = ""  # the recipient SES delivered it to that says so
 
 
-def target(receipt: SesReceipt, cfg: Config) -> Target:
+def target(receipt: SesReceipt, cfg: ReplyHandlerConfig) -> Target:
     """What the owner's mail is for, from the recipients SES matched (never the headers)."""
     for recipient in receipt.recipients:
         cid = verify_thread_address(recipient, cfg.thread_secret, cfg.thread_domain)
@@ -59,7 +61,7 @@ def target(receipt: SesReceipt, cfg: Config) -> Target:
     raise NotAuthorisedError("no thread address with a valid tag")
 
 
-def recipient_problem(cfg: Config, address: str) -> str:
+def recipient_problem(cfg: ReplyHandlerConfig, address: str) -> str:
     """Why a new conversation may not be started with ``address`` ('' if it may)."""
     if not address:
         return "new conversation without a [to: ADDRESS] first line"
@@ -71,7 +73,7 @@ def recipient_problem(cfg: Config, address: str) -> str:
     return ""
 
 
-def entry_for(cfg: Config, control: Control, contact: str) -> str:
+def entry_for(cfg: ReplyHandlerConfig, control: Control, contact: str) -> str:
     """The list entry a control line means for this contact."""
     if not control.target:
         return contact.lower()
@@ -84,18 +86,39 @@ def entry_for(cfg: Config, control: Control, contact: str) -> str:
     return senderlists.normalise(control.target)
 
 
-def apply_controls(cfg: Config, controls: list[Control], contact: str, cid: str) -> list[str]:
-    """Apply the owner's controls; returns what was done, e.g. ``["block @corp.example"]``."""
+class UnknownControlError(EmailHandlerError, ValueError):
+    """A control verb CONTROLS has no handler for: refused and reported, never taken for a list write."""
+
+
+def _put(cfg: ReplyHandlerConfig, action: ControlAction, entry: str, cid: str) -> str:
+    senderlists.put(cfg, entry, action.value, f"reply:{cid}")
+    return f"{action} {entry}"
+
+
+def _unblock(cfg: ReplyHandlerConfig, action: ControlAction, entry: str, cid: str) -> str:
+    removed = senderlists.remove(cfg, entry)
+    return f"unblock {entry}" if removed else f"unblock {entry} (was not listed)"
+
+
+# Each verb of ControlAction and what it does (what was done, for the owner's report). A verb missing
+# here is refused like a bad target; tests/unit/test_owner_logic.py checks that every verb has one.
+CONTROLS: dict[ControlAction, Callable[[ReplyHandlerConfig, ControlAction, str, str], str]] = {
+    ControlAction.BLOCK: _put,
+    ControlAction.ALLOW: _put,
+    ControlAction.UNBLOCK: _unblock,
+}
+
+
+def apply_controls(cfg: ReplyHandlerConfig, controls: list[Control], contact: str, cid: str) -> list[str]:
+    """Apply the owner's controls; returns what was done, e.g. ``["block @corp.example"]``, and what
+    was refused and why."""
     done = []
     for control in controls:
         try:
-            entry = entry_for(cfg, control, contact)
-            if control.action == ControlAction.UNBLOCK:
-                removed = senderlists.remove(cfg, entry)
-                done.append(f"unblock {entry}" if removed else f"unblock {entry} (was not listed)")
-            else:
-                senderlists.put(cfg, entry, control.action.value, f"reply:{cid}")
-                done.append(f"{control.action} {entry}")
+            handler = CONTROLS.get(control.action)
+            if handler is None:
+                raise UnknownControlError(f"[{control.action}] has no handler")
+            done.append(handler(cfg, control.action, entry_for(cfg, control, contact), cid))
         except ValueError as exc:
             log.warning(
                 "owner control refused",

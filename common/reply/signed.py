@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from common.errors import EmailHandlerError
 from common.mail.parse import ParsedMail, parse
 from common.reply.auth import UnreadableReplyError
-from common.runtime.errors import EmailHandlerError
 
 MAX_DEPTH = 32  # CMS nests a handful of levels; anything deeper is not a signature
 SIGNED_DATA = "1.2.840.113549.1.7.2"

@@ -30,10 +30,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common.runtime.errors import ConfigError
+from common.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from common.runtime.config import Config
+    from common.runtime.views import PublicAddresses
 
 CATCH_ALL_LABEL = "to: unknown address"
 SETTINGS = frozenset({"label", "ack", "ack_subject", "ack_template", "keywords"})
@@ -196,21 +197,21 @@ def _table(
     )
 
 
-def of(cfg: Config) -> Addresses:
+def of(cfg: PublicAddresses) -> Addresses:
     """The deployment's public addresses (cached per configuration)."""
     listed = cfg.public_emails or ((cfg.public_email,) if cfg.public_email else ())
     return _table(listed, cfg.public_addresses, cfg.domain_name, cfg.ack_subject, cfg.ack_template)
 
 
-def served(cfg: Config, recipient: str) -> PublicAddress | None:
+def served(cfg: PublicAddresses, recipient: str) -> PublicAddress | None:
     return of(cfg).resolve(recipient) if (cfg.public_email or cfg.public_emails) else None
 
 
-def sending(cfg: Config, from_address: str) -> str:
+def sending(cfg: PublicAddresses, from_address: str) -> str:
     """The address a queued message goes out from (common/senders/handler.py): the default for ''
     (schema 1), else ``from_address`` only if this deployment serves it. A message naming any other
     address is refused (EventError: dead-lettered, never sent), whoever queued it."""
-    from common.runtime.errors import EventError
+    from common.errors import EventError
 
     if not from_address:
         return cfg.public_email
@@ -220,14 +221,12 @@ def sending(cfg: Config, from_address: str) -> str:
     return found.address
 
 
-def receiving_function(cfg: Config, address: str) -> str | None:
+def receiving_function(cfg: PublicAddresses, address: str) -> str | None:
     """The function SES's receipt rules hand mail for ``address`` to (deploy/receiving.py), or None:
     the thread domain goes to reply-handler, every public address (the catch-all's too) to
     inbound-handler."""
-    from common.mail.threads import receiving_function as by_thread
-
-    if (found := by_thread(address, "", cfg.thread_domain)) is not None:
-        return found
+    if address.strip().strip("<>").lower().rpartition("@")[2] == cfg.thread_domain.lower():
+        return "reply-handler"
     return "inbound-handler" if served(cfg, address) is not None else None
 
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
-from common.runtime.errors import ConfigError
+from common.errors import ConfigError
 
 PROJECT = "service-email-handler"
 DEFAULT_ENV = "prd"
@@ -440,49 +440,3 @@ def with_secrets(cfg: Config, require: Iterable[str] = ()) -> Config:
                     raise
         _validate(cfg)
     return cfg.require(*require)
-
-
-def with_owner_key_file(cfg: Config) -> Config:
-    """Host tools (`email-handler dev`, the deploy): the owner's key read from the file OWNER_SMIME_CERT or
-    OWNER_PGP_KEY names and checked, so a key that cannot encrypt stops the start, not a send."""
-    from dataclasses import replace
-
-    from common.mail import encrypt
-
-    variable = "OWNER_SMIME_CERT" if cfg.owner_smime_cert else "OWNER_PGP_KEY" if cfg.owner_pgp_key else ""
-    if not variable:
-        return cfg
-    text = encrypt.read_key_file(cfg.owner_smime_cert or cfg.owner_pgp_key, variable)
-    key = encrypt.parse(text)
-    if key.kind != ("smime" if cfg.owner_smime_cert else "pgp"):
-        raise ConfigError(
-            f"{variable} names a file holding an "
-            f"{'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}"
-        )
-    return replace(cfg, owner_key=text)
-
-
-def with_owner_key(cfg: Config) -> Config:
-    """The functions that use the owner's key (forward-sender encrypts, reply-handler verifies the
-    owner's opaque-signed replies): the key from SSM at cold start, checked.
-    Fails closed: with encryption configured and no usable key the function does not start, and the
-    forwards wait in their queue instead of going out in clear."""
-    from dataclasses import replace
-
-    from common.mail import encrypt
-
-    if cfg.owner_key_parameter and not cfg.owner_key:
-        from common.aws import error_code, ssm
-
-        try:
-            cfg = replace(cfg, owner_key=ssm.get_parameter(cfg.owner_key_parameter, decrypt=False))
-        except Exception as exc:
-            if error_code(exc) != "ParameterNotFound":
-                raise
-            raise ConfigError(
-                f"OWNER_KEY_PARAMETER names {cfg.owner_key_parameter}, which does not exist: "
-                "deploy again with OWNER_SMIME_CERT or OWNER_PGP_KEY"
-            ) from None
-    if cfg.owner_key:
-        encrypt.parse(cfg.owner_key)
-    return cfg

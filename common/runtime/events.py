@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_plus
 
-from common.runtime.errors import EventError
+from common.errors import EventError
 
 VERDICTS = ("spam", "virus", "spf", "dkim", "dmarc")
 

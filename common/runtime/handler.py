@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from common.aws import sts
+from common.errors import ConfigError, EventError
 from common.runtime import config as config_mod
 from common.runtime.coldstart import pause_collector, resume_collector
 from common.runtime.config import Config
-from common.runtime.errors import ConfigError, EventError
 from common.runtime.functions import BY_NAME
 from common.runtime.log import bind, clear_bindings, configure, flush, get_logger, scrubbed_exception
 
@@ -26,7 +26,12 @@ if TYPE_CHECKING:  # pragma: no cover
 Logic = Callable[[Config, Any, "LambdaContext"], Mapping[str, Any]]
 
 
-def make_handler(function_name: str, logic: Logic) -> Callable[[Any, LambdaContext], Mapping[str, Any]]:
+def make_handler(
+    function_name: str, logic: Logic, prepare: Callable[[Config], Config] | None = None
+) -> Callable[[Any, LambdaContext], Mapping[str, Any]]:
+    """``prepare`` completes the configuration at cold start where a function needs more than its
+    variables and secrets (the owner's key: common.mail.encrypt.with_owner_key); a ConfigError it
+    raises stops the start as a missing variable does."""
     spec = BY_NAME[function_name]
     pause_collector()
     # Logging first, so a configuration error is itself logged in the same shape.
@@ -34,8 +39,8 @@ def make_handler(function_name: str, logic: Logic) -> Callable[[Any, LambdaConte
     log = get_logger(function_name)
     try:
         cfg = config_mod.with_secrets(config_mod.load(), spec.requires)
-        if spec.owner_key:
-            cfg = config_mod.with_owner_key(cfg)
+        if prepare is not None:
+            cfg = prepare(cfg)
     except ConfigError as exc:
         # Raised at import: the runtime reports it as the init error (errorType ConfigError).
         log.error("configuration invalid", extra={"function": function_name, "error": str(exc)})

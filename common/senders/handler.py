@@ -22,13 +22,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from common.aws import error_code, ses, sqs
+from common.errors import EmailHandlerError, EventError
 from common.mail.outbound import OutboundMessage
 from common.runtime import events
-from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError, EventError
 from common.runtime.events import SqsRecord
 from common.runtime.functions import dlq_name
 from common.runtime.log import bind, get_logger
+from common.runtime.views import SenderConfig
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus
 from common.store import alerts, holds, layout, sendstatus
@@ -78,7 +78,7 @@ class SandboxHeldError(SendFailedError):
         self.refused = refused
 
 
-def handle(cfg: Config, event: Any, context: LambdaContext) -> dict[str, Any]:
+def handle(cfg: SenderConfig, event: Any, context: LambdaContext) -> dict[str, Any]:
     """An SQS batch with partial failures: the records that raised are reported in
     ``batchItemFailures`` and come back; the others are deleted ("Handling errors for an SQS event
     source in Lambda", https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html).
@@ -114,7 +114,9 @@ def _parsed(body: str) -> Any:
 class Sender:
     """One invocation's batch: its records share one suppression read and one rate-limit window."""
 
-    def __init__(self, cfg: Config, context: LambdaContext, records: list[SqsRecord] | None = None) -> None:
+    def __init__(
+        self, cfg: SenderConfig, context: LambdaContext, records: list[SqsRecord] | None = None
+    ) -> None:
         self.cfg, self.context = cfg, context
         self.prefix = layout.SENDER_ATTACHMENTS.get(cfg.function, "")
         # Each body is parsed here, once: the batch's recipients come from it, and process() loads it.
@@ -485,7 +487,7 @@ def _sandbox_refused(recipients: list[str]) -> list[str]:
         return []
 
 
-def sandbox_notice(cfg: Config, held: OutboundMessage, refused: list[str]) -> OutboundMessage:
+def sandbox_notice(cfg: SenderConfig, held: OutboundMessage, refused: list[str]) -> OutboundMessage:
     """The owner's notice that a message waits for the sandbox: what, to whom, why, and what happens next."""
     who = ", ".join(refused)
     return OutboundMessage(
@@ -521,7 +523,7 @@ def _limiter(table: str, rate: float) -> RateLimiter:
 
 
 @functools.cache
-def _idempotent(cfg: Config) -> Any:
+def _idempotent(cfg: SenderConfig) -> Any:
     """The idempotent send for this configuration (built once per sandbox)."""
     from common.senders.idempotency import send_exactly_once
 

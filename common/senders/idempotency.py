@@ -21,8 +21,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from common.runtime.config import Config
 from common.runtime.log import get_logger
+from common.runtime.views import SenderConfig
 from common.senders.status import SendStatus
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,7 +68,9 @@ class SendRecordPersistence(DynamoDBPersistenceLayer):
         )
 
 
-def send_exactly_once(cfg: Config, send: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+def send_exactly_once(
+    cfg: SenderConfig, send: Callable[..., dict[str, Any]]
+) -> Callable[..., dict[str, Any]]:
     """``send(message=doc, sender=...)`` wrapped in powertools' idempotency, keyed by the message's
     ``idempotency_key``; a completed key returns its stored result with ``status: duplicate``."""
     from common.aws import client

@@ -14,12 +14,12 @@ import time
 from typing import Any
 
 from common.aws import dynamodb
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 
 HOUR_S = 3600
 
 
-def switched_off(cfg: Config) -> str:
+def switched_off(cfg: Delivery) -> str:
     """Why no ack can be taken at all ('' if acks are on)."""
     if cfg.ack_limit_per_hour <= 0 or cfg.ack_limit_per_domain_per_hour <= 0:
         return "acks are switched off (ack limit 0)"
@@ -30,7 +30,7 @@ def domain_of(address: str) -> str:
     return address.rpartition("@")[2].lower()
 
 
-def _write(cfg: Config, address: str) -> dict[str, Any]:
+def _write(cfg: Delivery, address: str) -> dict[str, Any]:
     hour = int(time.time()) // HOUR_S
     return {
         "table": cfg.send_status_table,
@@ -48,13 +48,13 @@ def _write(cfg: Config, address: str) -> dict[str, Any]:
     }
 
 
-def action(cfg: Config, address: str) -> dict[str, Any]:
+def action(cfg: Delivery, address: str) -> dict[str, Any]:
     """The conditional ADD that takes one ack of this clock hour for ``address``'s domain, as an
     action of a TransactWriteItems."""
     return dynamodb.update_action(**_write(cfg, address))
 
 
-def refused(cfg: Config, address: str, counts: dict[str, Any] | None) -> str:
+def refused(cfg: Delivery, address: str, counts: dict[str, Any] | None) -> str:
     """Which limit refused the ack, from the hour's counts as the refused write found them."""
     domain = domain_of(address)
     if int((counts or {}).get(f"domain:{domain}", 0)) >= cfg.ack_limit_per_domain_per_hour:
@@ -62,7 +62,7 @@ def refused(cfg: Config, address: str, counts: dict[str, Any] | None) -> str:
     return f"global ack budget used up ({cfg.ack_limit_per_hour} per hour)"
 
 
-def spend(cfg: Config, address: str) -> str:
+def spend(cfg: Delivery, address: str) -> str:
     """Take one ack for ``address`` in an UpdateItem of its own ('' if there was room, else why not)."""
     if off := switched_off(cfg):
         return off

@@ -17,38 +17,44 @@ from dataclasses import replace
 from typing import Any
 
 from common.aws import dynamodb
+from common.errors import EmailHandlerError
 from common.runtime import addresses
 from common.runtime.addresses import PublicAddress
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 
 KIND = "address"  # the ``list`` value that marks an address item in the sender-lists table
 ACTIVE, DISABLED = "active", "disabled"
 
 
-def _covered(cfg: Config, address: str) -> str:
-    """``address`` normalised, when `email-handler address` may manage it; ValueError otherwise."""
+class UnmanagedAddressError(EmailHandlerError, ValueError):
+    """An address `email-handler address` may not manage: outside the catch-all, or listed in
+    PUBLIC_EMAIL (the deploy owns those)."""
+
+
+def _covered(cfg: Delivery, address: str) -> str:
+    """``address`` normalised, when `email-handler address` may manage it; UnmanagedAddressError otherwise."""
     table = addresses.of(cfg)
     found = table.resolve(address)
     if found is None:
-        raise ValueError(
+        raise UnmanagedAddressError(
             f"{address} is not covered by a catch-all: list *@{cfg.domain_name} in PUBLIC_EMAIL and deploy"
             if table.catch_all is None
             else f"{address} is not an address at {cfg.domain_name} this system can write from"
         )
     if not found.catch_all:
-        raise ValueError(
+        raise UnmanagedAddressError(
             f"{found.address} is listed in PUBLIC_EMAIL: remove it there and deploy to stop it receiving"
         )
     return found.address
 
 
-def get(cfg: Config, address: str) -> dict[str, Any] | None:
+def get(cfg: Delivery, address: str) -> dict[str, Any] | None:
     items = dynamodb.batch_get(cfg.sender_lists_table, [{"entry": address.lower()}])
     return next((i for i in items if i.get("list") == KIND), None)
 
 
-def applied(cfg: Config, public: PublicAddress) -> tuple[PublicAddress, str]:
+def applied(cfg: Delivery, public: PublicAddress) -> tuple[PublicAddress, str]:
     """A catch-all address as the owner registered it: its note as the label, and why its mail is
     quarantined ('' unless it is disabled)."""
     item = get(cfg, public.address)
@@ -60,7 +66,7 @@ def applied(cfg: Config, public: PublicAddress) -> tuple[PublicAddress, str]:
     return labelled, ""
 
 
-def add(cfg: Config, address: str, note: str = "", source: str = "cli") -> dict[str, Any]:
+def add(cfg: Delivery, address: str, note: str = "", source: str = "cli") -> dict[str, Any]:
     """Register (or enable again) ``address``; the item written."""
     item = {
         "entry": _covered(cfg, address),
@@ -74,7 +80,7 @@ def add(cfg: Config, address: str, note: str = "", source: str = "cli") -> dict[
     return item
 
 
-def disable(cfg: Config, address: str, source: str = "cli") -> dict[str, Any]:
+def disable(cfg: Delivery, address: str, source: str = "cli") -> dict[str, Any]:
     """Disable ``address`` (registered or not: an address never added can be disabled too)."""
     entry = _covered(cfg, address)
     old = get(cfg, entry) or {}
@@ -92,7 +98,7 @@ def disable(cfg: Config, address: str, source: str = "cli") -> dict[str, Any]:
     return item
 
 
-def listing(cfg: Config) -> list[dict[str, Any]]:
+def listing(cfg: Delivery) -> list[dict[str, Any]]:
     """Every address with its kind (listed, catch-all, added), state, label and counts: conversations
     whose contact wrote to it, mails held in quarantine."""
     table = addresses.of(cfg)

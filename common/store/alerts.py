@@ -13,20 +13,20 @@ import time
 from typing import Any
 
 from common.aws import dynamodb, sns
-from common.runtime.config import Config
 from common.runtime.log import get_logger
+from common.runtime.views import Sending
 
 log = get_logger("alerts")
 
 DEFAULT_INTERVAL_S = 3600
 
 
-def publish(cfg: Config, subject: str, message: dict[str, Any]) -> str:
+def publish(cfg: Sending, subject: str, message: dict[str, Any]) -> str:
     return sns.publish(sns.topic_arn(cfg.alert_topic, cfg.region, cfg.alert_topic_arn), subject, message)
 
 
 def publish_throttled(
-    cfg: Config, key: str, subject: str, message: dict[str, Any], interval_s: int = DEFAULT_INTERVAL_S
+    cfg: Sending, key: str, subject: str, message: dict[str, Any], interval_s: int = DEFAULT_INTERVAL_S
 ) -> bool:
     """Publish unless an alert with ``key`` went out in the last ``interval_s``; True if published."""
     now = int(time.time())

@@ -22,7 +22,7 @@ from common.mail.outbound import Attachment
 from common.mail.parse import Attachment as MailPart
 from common.mail.sanitize import extension
 from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
-from common.runtime.config import Config
+from common.runtime.views import Delivery, Sending
 from common.store import layout
 from common.store.rawmail import reason_metadata
 
@@ -67,7 +67,7 @@ def as_utf8(data: bytes, charset: str) -> bytes:
 
 
 def store(
-    cfg: Config,
+    cfg: Delivery,
     parts: Iterable[MailPart],
     key_for: Callable[[str], str],
     withheld_key_for: Callable[[str], str],
@@ -126,7 +126,7 @@ def store(
     return out
 
 
-def attach_original(cfg: Config, held_key: str, mid: str) -> Attachment:
+def attach_original(cfg: Delivery, held_key: str, mid: str) -> Attachment:
     """A held mail released unparsed, attached whole as an opaque file: copied inside S3 from the held
     copy (common/store/layout.py, released_original)."""
     key = layout.released_original(mid)
@@ -134,7 +134,7 @@ def attach_original(cfg: Config, held_key: str, mid: str) -> Attachment:
     return Attachment(key, "original.eml", "application/octet-stream")
 
 
-def attach_report(cfg: Config, mid: str, raw: bytes, name: str) -> Attachment:
+def attach_report(cfg: Delivery, mid: str, raw: bytes, name: str) -> Attachment:
     """An abuse complaint attached whole to the owner's notice as an opaque file (the reported mail in
     it may be anything): stored at common/store/layout.py's complaint_report."""
     key = layout.complaint_report(mid)
@@ -142,12 +142,12 @@ def attach_report(cfg: Config, mid: str, raw: bytes, name: str) -> Attachment:
     return Attachment(key, name, "application/octet-stream")
 
 
-def read(cfg: Config, key: str) -> bytes | None:
+def read(cfg: Sending, key: str) -> bytes | None:
     """A stored part's bytes (what a sender attaches), or None if it is not in the bucket."""
     obj = s3.get(cfg.bucket, key)
     return None if obj is None else bytes(obj["Body"].read())
 
 
-def download_link(cfg: Config, key: str, now: datetime | None = None) -> Link:
+def download_link(cfg: Delivery, key: str, now: datetime | None = None) -> Link:
     """A presigned link to a stored part for the owner's forward, valid ``FORWARD_LINK_DAYS``."""
     return s3.presign_get(cfg.bucket, key, cfg.forward_link_days * 24 * 3600, now)

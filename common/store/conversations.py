@@ -10,15 +10,15 @@ from datetime import datetime
 from typing import Any
 
 from common.aws import dynamodb
+from common.errors import EmailHandlerError
 from common.mail.parse import ParsedMail
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
+from common.runtime.views import Delivery
 
 BODY_RECORD_CHARS = 1000
 
 
-def get(cfg: Config, cid: str) -> dict[str, Any] | None:
+def get(cfg: Delivery, cid: str) -> dict[str, Any] | None:
     return dynamodb.get(cfg.conversations_table, {"conversationId": cid})
 
 
@@ -31,7 +31,7 @@ class CollisionError(EmailHandlerError):
 
 
 def record_inbound(
-    cfg: Config,
+    cfg: Delivery,
     cid: str,
     mid: str,
     mail: ParsedMail,
@@ -61,7 +61,7 @@ FIRST_CONTACT = "(attribute_not_exists(firstMessageId) OR firstMessageId = :m)"
 
 
 def inbound_write(
-    cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, authenticated: bool, public: str = ""
+    cfg: Delivery, cid: str, mid: str, mail: ParsedMail, when: datetime, authenticated: bool, public: str = ""
 ) -> dict[str, Any]:
     """The conditional update :func:`record_inbound` makes (``table``, ``key``, ``expression``,
     ``values``, ``names``, ``condition``), also the record's action in common/store/intake.py.
@@ -109,7 +109,9 @@ def inbound_write(
     }
 
 
-def _expiry(cfg: Config, expression: str, values: dict[str, Any], when: datetime, extend: bool = True) -> str:
+def _expiry(
+    cfg: Delivery, expression: str, values: dict[str, Any], when: datetime, extend: bool = True
+) -> str:
     """The record expires (DynamoDB TTL ``expiresAt``) RETENTION_ARCHIVE_DAYS after its last message, with
     its archive; 0 keeps it for ever (and removes an expiry set before). Not ``extend``: an expiry
     already set stays (a mail that may be a spoof does not keep the record alive)."""
@@ -119,7 +121,7 @@ def _expiry(cfg: Config, expression: str, values: dict[str, Any], when: datetime
     return expression + (", expiresAt = :x" if extend else ", expiresAt = if_not_exists(expiresAt, :x)")
 
 
-def set_attributes(cfg: Config, cid: str, attributes: dict[str, str]) -> None:
+def set_attributes(cfg: Delivery, cid: str, attributes: dict[str, str]) -> None:
     """Store the owner's metadata (``companyName``, ``title`` …) on an existing conversation."""
     if not attributes:
         return
@@ -133,7 +135,7 @@ def set_attributes(cfg: Config, cid: str, attributes: dict[str, str]) -> None:
     )
 
 
-def mark_spam_candidate(cfg: Config, cid: str, detail: str) -> bool:
+def mark_spam_candidate(cfg: Delivery, cid: str, detail: str) -> bool:
     """The owner reported a forward from this contact as spam: remember it on the conversation
     (``spamCandidate``, ``spamReports``, ``spamReportedAt``) for the owner's review; False if unknown."""
     return (
@@ -149,7 +151,7 @@ def mark_spam_candidate(cfg: Config, cid: str, detail: str) -> bool:
 
 
 def start_outbound(
-    cfg: Config, cid: str, address: str, subject: str, mid: str, when: datetime, public: str = ""
+    cfg: Delivery, cid: str, address: str, subject: str, mid: str, when: datetime, public: str = ""
 ) -> dict[str, Any]:
     """The owner starts a conversation with ``address``: create the record (or keep the existing one's
     history). ``firstMessageId`` is the owner's message, so the contact's answer is not a first

@@ -36,9 +36,9 @@ from email.utils import getaddresses
 from urllib.parse import unquote_plus
 
 from common.aws import dynamodb, error_code, logs, s3, sqs
+from common.errors import EmailHandlerError
 from common.mail.threads import conversation_id, thread_address
-from common.runtime.config import Config
-from common.runtime.errors import EmailHandlerError
+from common.runtime.views import Delivery
 from common.store import layout
 
 # Per conversation: everything stored under <prefix><cid>/.
@@ -109,7 +109,7 @@ def names(text: str, tokens: Iterable[str]) -> bool:
 
 @dataclass
 class Erasure:
-    cfg: Config
+    cfg: Delivery
     address: str
     cids: set[str] = field(default_factory=set)
     mids: set[str] = field(default_factory=set)
@@ -139,7 +139,7 @@ class Erasure:
         self.removed["objects"].append(key)
 
 
-def forget(cfg: Config, address: str, queues: Iterable[str] = ()) -> dict[str, list[str]]:
+def forget(cfg: Delivery, address: str, queues: Iterable[str] = ()) -> dict[str, list[str]]:
     """Remove everything of the contact ``address``; returns what was removed and what was not
     reached (``unreachable``), by kind. Raises InvalidAddressError for anything but one address."""
     job = Erasure(cfg, normalise(address))

@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 
 from common.aws import dynamodb
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
+from common.runtime.views import Delivery, Sending
 
 HELD = "RecipientHeld"  # the error code of a send failed on purpose because its recipient is held
 
@@ -25,7 +25,7 @@ def is_held(item: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     return bool(item and item.get("held"))
 
 
-def hold(cfg: Config, address: str, reason: str) -> bool:
+def hold(cfg: Delivery, address: str, reason: str) -> bool:
     """Hold mail to ``address``; True if it was not held before. The next probe waits a full interval."""
     old = (
         dynamodb.update(
@@ -41,7 +41,7 @@ def hold(cfg: Config, address: str, reason: str) -> bool:
     return not old.get("held")
 
 
-def release(cfg: Config, address: str) -> bool:
+def release(cfg: Delivery, address: str) -> bool:
     """Lift the hold; True if there was one (so the caller tells the owner once)."""
     return (
         dynamodb.update(
@@ -55,7 +55,7 @@ def release(cfg: Config, address: str) -> bool:
     )
 
 
-def claim_probe(cfg: Config, address: str) -> bool:
+def claim_probe(cfg: Sending, address: str) -> bool:
     """True for the one send per probe interval that may test the held mailbox."""
     now = int(time.time())
     return (

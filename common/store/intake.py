@@ -32,7 +32,7 @@ from datetime import datetime
 
 from common.aws import dynamodb
 from common.mail.parse import ParsedMail
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 from common.store import ackbudget, conversations, senderlists
 
 CHECKED = ("None", "ConditionalCheckFailed")  # codes that say whether a condition held
@@ -47,10 +47,12 @@ class Recorded:
     ack_note: str = ""
 
 
-Recorder = Callable[[Config, str, str, ParsedMail, datetime], Recorded]
+Recorder = Callable[[Delivery, str, str, ParsedMail, datetime], Recorded]
 
 
-def released(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, public: str = "") -> Recorded:
+def released(
+    cfg: Delivery, cid: str, mid: str, mail: ParsedMail, when: datetime, public: str = ""
+) -> Recorded:
     """A mail released from quarantine: the owner chose it, so no block list applies, and it gets no
     ack; its SES verdicts are not at hand, so it is recorded as not authenticated."""
     first = conversations.record_inbound(cfg, cid, mid, mail, when, authenticated=False, public=public)
@@ -58,7 +60,7 @@ def released(cfg: Config, cid: str, mid: str, mail: ParsedMail, when: datetime, 
 
 
 def record(
-    cfg: Config,
+    cfg: Delivery,
     cid: str,
     mid: str,
     mail: ParsedMail,

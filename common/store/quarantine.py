@@ -20,7 +20,7 @@ from typing import Any
 from common.aws import dynamodb
 from common.mail.limits import DIGEST_WINDOW_DAYS
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 from common.store import layout
 
 PENDING_INDEX = "pendingDigest"
@@ -35,7 +35,7 @@ def quarantine_id(ses_message_id: str) -> str:
 
 
 def record(
-    cfg: Config,
+    cfg: Delivery,
     ses_message_id: str,
     key: str,
     when: datetime,
@@ -73,11 +73,11 @@ def record(
     return qid
 
 
-def get(cfg: Config, qid: str) -> dict[str, Any] | None:
+def get(cfg: Delivery, qid: str) -> dict[str, Any] | None:
     return dynamodb.get(cfg.quarantine_table, {"id": qid.strip().lower()})
 
 
-def pending(cfg: Config, now: datetime | None = None) -> list[dict[str, Any]]:
+def pending(cfg: Delivery, now: datetime | None = None) -> list[dict[str, Any]]:
     """Held mail of the last ``DIGEST_WINDOW_DAYS`` days that no digest has listed yet, oldest first
     (and records written before the index was partitioned by day, under ``PENDING``)."""
     now = now or datetime.now(UTC)
@@ -95,7 +95,7 @@ def pending(cfg: Config, now: datetime | None = None) -> list[dict[str, Any]]:
     return sorted((i for i in items if i.get("status") == HELD), key=lambda i: str(i.get("receivedAt", "")))
 
 
-def mark_digested(cfg: Config, ids: list[str], digest_key: str) -> None:
+def mark_digested(cfg: Delivery, ids: list[str], digest_key: str) -> None:
     """Mark the records a digest listed (at most ``DIGEST_MAX_ENTRIES``: one UpdateItem each, in turn)."""
     now = iso_z()
     for qid in ids:
@@ -109,7 +109,7 @@ def mark_digested(cfg: Config, ids: list[str], digest_key: str) -> None:
         )
 
 
-def mark_released(cfg: Config, qid: str, by: str) -> bool:
+def mark_released(cfg: Delivery, qid: str, by: str) -> bool:
     """Held -> released; False when it was released already (a repeated release changes nothing)."""
     done = dynamodb.update(
         cfg.quarantine_table,
@@ -122,7 +122,7 @@ def mark_released(cfg: Config, qid: str, by: str) -> bool:
     return done is not None
 
 
-def everything(cfg: Config) -> list[dict[str, Any]]:
+def everything(cfg: Delivery) -> list[dict[str, Any]]:
     """Every record, newest first (operator tools)."""
     return sorted(
         dynamodb.scan(cfg.quarantine_table), key=lambda i: str(i.get("receivedAt", "")), reverse=True

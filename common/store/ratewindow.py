@@ -5,7 +5,7 @@ and a refused one raises :class:`TatMovedError` carrying the TAT it found (no se
 from __future__ import annotations
 
 from common.aws import dynamodb
-from common.runtime.errors import EmailHandlerError
+from common.errors import EmailHandlerError
 
 __all__ = ["KEY", "TatMovedError", "append", "give_back", "start"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from common.aws import s3
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 from common.store import layout
 
 RFC822 = "message/rfc822"
@@ -25,37 +25,37 @@ def reason_metadata(reason: str, limit: int = 1024) -> dict[str, str]:
     return {"reason": reason.encode("ascii", "backslashreplace").decode()[:limit]}
 
 
-def archive(cfg: Config, cid: str, mid: str, raw: bytes) -> str:
+def archive(cfg: Delivery, cid: str, mid: str, raw: bytes) -> str:
     key = layout.archive(cid, mid)
     s3.put(cfg.bucket, key, raw, RFC822)
     return key
 
 
-def keep_report(cfg: Config, when: datetime, mid: str, raw: bytes) -> str:
+def keep_report(cfg: Delivery, when: datetime, mid: str, raw: bytes) -> str:
     key = layout.bounce(when, mid)
     s3.put(cfg.bucket, key, raw, RFC822)
     return key
 
 
-def hold(cfg: Config, when: datetime, mid: str, raw: bytes, reason: str) -> str:
+def hold(cfg: Delivery, when: datetime, mid: str, raw: bytes, reason: str) -> str:
     key = layout.quarantined(when, mid)
     s3.put(cfg.bucket, key, raw, RFC822, metadata=reason_metadata(reason))
     return key
 
 
-def reject(cfg: Config, when: datetime, mid: str, raw: bytes, reason: str) -> str:
+def reject(cfg: Delivery, when: datetime, mid: str, raw: bytes, reason: str) -> str:
     key = layout.rejected(when, mid)
     s3.put(cfg.bucket, key, raw, RFC822, metadata=reason_metadata(reason))
     return key
 
 
-def held(cfg: Config, key: str) -> bytes | None:
+def held(cfg: Delivery, key: str) -> bytes | None:
     """A quarantined mail's raw bytes; None when the object is gone."""
     obj = s3.get(cfg.bucket, key)
     return None if obj is None else bytes(obj["Body"].read())
 
 
-def archived(cfg: Config, cid: str, first: str, limit: int, max_bytes: int) -> list[bytes]:
+def archived(cfg: Delivery, cid: str, first: str, limit: int, max_bytes: int) -> list[bytes]:
     """Up to ``limit`` archived mails of conversation ``cid`` (``first``: the SES message id to read
     first, the contact's latest), each at most ``max_bytes`` (a larger one is skipped: the record's
     lastMessageBody still stands for it). What the contact sent, as the reply's quote evidence."""

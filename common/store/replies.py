@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 
 from common.aws import dynamodb
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 
 # Outlives REPLY_MAX_AGE_SECONDS by far: an older signed Date is refused before this is consulted.
 MEMORY_TTL_S = 400 * 24 * 3600
 
 
-def claim(cfg: Config, cid: str, identity: str, ses_message_id: str) -> bool:
+def claim(cfg: Delivery, cid: str, identity: str, ses_message_id: str) -> bool:
     """True if ``ses_message_id`` is the (first) delivery of this owner message in conversation
     ``cid`` (common.reply.auth.ANY_CONVERSATION: in any conversation)."""
     return dynamodb.put(

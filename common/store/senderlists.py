@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from common.aws import dynamodb
+from common.errors import EmailHandlerError
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
+from common.runtime.views import Delivery
 
 BLOCK: Literal["block"] = "block"
 ALLOW: Literal["allow"] = "allow"
@@ -39,6 +40,11 @@ class Listing:
     created_at: str = ""
 
 
+class SenderListError(EmailHandlerError, ValueError):
+    """An entry the block and allow lists cannot hold (not an address or @domain, the owner's own
+    mail, an unknown list); the message says which, for the owner."""
+
+
 def normalise(value: str) -> str:
     """``ADDR`` or ``@DOMAIN`` (a bare domain is read as ``@DOMAIN``), lowercased, optionally
     ``… to PUBLIC`` (only for mail to that public address); ValueError otherwise."""
@@ -47,14 +53,14 @@ def normalise(value: str) -> str:
         value, public = value[: value.lower().index(SCOPE)], value[value.lower().index(SCOPE) + len(SCOPE) :]
         scope = normalise(public)
         if scope.startswith("@") or SCOPE in scope:
-            raise ValueError(f"{public!r} is not a public address")
+            raise SenderListError(f"{public!r} is not a public address")
         scope = SCOPE + scope
     text = value.strip().strip("<>").strip().lower().rstrip(".")
     local, at, domain = text.rpartition("@")
     if not at:
         local, domain = "", text
     if not _DOMAIN.fullmatch(domain) or (local and not _LOCAL.fullmatch(local)):
-        raise ValueError(f"{value!r} is neither an address nor @domain")
+        raise SenderListError(f"{value!r} is neither an address nor @domain")
     return f"{local}@{domain}{scope}"
 
 
@@ -80,7 +86,7 @@ def candidates(address: str, public: str = "") -> list[str]:
     return [k for e in found for k in (f"{e}{SCOPE}{public.lower()}", e)] if public else found
 
 
-def protected(cfg: Config, entry: str) -> str:
+def protected(cfg: Delivery, entry: str) -> str:
     """Why ``entry`` may not be listed ('' if it may): it would catch the owner's own mail."""
     entry, _, public = entry.partition(SCOPE)
     if public:
@@ -106,7 +112,7 @@ def _listing(item: dict[str, Any]) -> Listing:
     )
 
 
-def lookup(cfg: Config, address: str, public: str = "") -> Listing | None:
+def lookup(cfg: Delivery, address: str, public: str = "") -> Listing | None:
     """The most specific entry for mail from ``address`` to ``public`` (one BatchGetItem), or None."""
     if "@" not in address:
         return None
@@ -117,7 +123,7 @@ def lookup(cfg: Config, address: str, public: str = "") -> Listing | None:
     return next((_listing(found[k]) for k in keys if k in found and found[k].get("list") in LISTS), None)
 
 
-def block_checks(cfg: Config, address: str, public: str = "") -> list[dict[str, Any]]:
+def block_checks(cfg: Delivery, address: str, public: str = "") -> list[dict[str, Any]]:
     """ConditionCheck actions (common/store/intake.py) that hold while no entry that could apply to
     mail from ``address`` is on the block list. One that fails says only that some block entry
     covers the sender: :func:`lookup` then finds whether a more specific allow entry overrides it."""
@@ -135,27 +141,27 @@ def block_checks(cfg: Config, address: str, public: str = "") -> list[dict[str, 
     ]
 
 
-def put(cfg: Config, entry: str, list_name: str, source: str) -> Listing:
+def put(cfg: Delivery, entry: str, list_name: str, source: str) -> Listing:
     """Put ``entry`` on ``list_name`` (replacing whatever list it was on); ValueError for the owner's
     own mail."""
     if list_name not in LISTS:
-        raise ValueError(f"unknown list {list_name!r}")
+        raise SenderListError(f"unknown list {list_name!r}")
     entry = normalise(entry)
     refusal = protected(cfg, entry)
     if refusal:
-        raise ValueError(refusal)
+        raise SenderListError(refusal)
     item = {"entry": entry, "list": list_name, "source": source, "createdAt": iso_z()}
     dynamodb.put(cfg.sender_lists_table, item)
     return _listing(item)
 
 
-def remove(cfg: Config, entry: str) -> Listing | None:
+def remove(cfg: Delivery, entry: str) -> Listing | None:
     """Take ``entry`` off whichever list it is on; the removed entry, or None if there was none."""
     old = dynamodb.delete(cfg.sender_lists_table, {"entry": normalise(entry)}, return_old=True)
     return _listing(old) if old else None
 
 
-def entries(cfg: Config) -> list[Listing]:
+def entries(cfg: Delivery) -> list[Listing]:
     return sorted(
         (_listing(i) for i in dynamodb.scan(cfg.sender_lists_table)),
         key=lambda entry: (entry.list, entry.entry),

@@ -14,8 +14,8 @@ import json
 from typing import Any
 
 from common.aws import s3, sqs
+from common.errors import EventError
 from common.mail.outbound import SCHEMA, OutboundMessage
-from common.runtime.errors import EventError
 from common.store import layout
 
 

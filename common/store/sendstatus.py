@@ -16,7 +16,7 @@ from typing import Any
 
 from common.aws import dynamodb
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
+from common.runtime.views import Delivery, Sending
 
 RECORD_TTL_S = 90 * 24 * 3600
 
@@ -30,7 +30,7 @@ def _ttl() -> int:
 
 
 def record_attempts(
-    cfg: Config, correlation_id: str, attempts: int, status: str, **fields: Any
+    cfg: Sending, correlation_id: str, attempts: int, status: str, **fields: Any
 ) -> dict[str, Any]:
     """Add ``attempts`` to the correlation id's status record and set its status (failed, or what SES
     reported); returns the record after the update."""
@@ -53,7 +53,7 @@ def record_attempts(
     )
 
 
-def first_hold(cfg: Config, correlation_id: str) -> bool:
+def first_hold(cfg: Sending, correlation_id: str) -> bool:
     """True the first time the send of ``correlation_id`` is held by SES's sandbox (its owner notice is
     then due): one conditional write on the send's status record."""
     return (
@@ -73,7 +73,7 @@ SES_ID_INDEX = (
 )
 
 
-def correlation_for(cfg: Config, ses_message_id: str) -> str:
+def correlation_for(cfg: Delivery, ses_message_id: str) -> str:
     """The correlation id of the send SES gave ``ses_message_id`` ('' if unknown, or if the send's
     record expired: ``IDEMPOTENCY_TTL_SECONDS`` after the send)."""
     if not ses_message_id:
@@ -82,11 +82,11 @@ def correlation_for(cfg: Config, ses_message_id: str) -> str:
     return str(items[0].get("correlationId", "")) if items else ""
 
 
-def get_record(cfg: Config, correlation_id: str) -> dict[str, Any] | None:
+def get_record(cfg: Delivery, correlation_id: str) -> dict[str, Any] | None:
     return dynamodb.get(cfg.send_status_table, {"id": f"corr#{correlation_id}"})
 
 
-def claim_notification(cfg: Config, sns_message_id: str) -> bool:
+def claim_notification(cfg: Delivery, sns_message_id: str) -> bool:
     """True the first time an SNS message id is seen (SNS delivers at least once)."""
     return dynamodb.put(
         cfg.send_status_table,
@@ -95,17 +95,17 @@ def claim_notification(cfg: Config, sns_message_id: str) -> bool:
     )
 
 
-def release_notification(cfg: Config, sns_message_id: str) -> None:
+def release_notification(cfg: Delivery, sns_message_id: str) -> None:
     dynamodb.delete(cfg.send_status_table, {"id": f"sns#{sns_message_id}"})
 
 
-def protected(cfg: Config, address: str) -> bool:
+def protected(cfg: Sending, address: str) -> bool:
     """The owner's own mailboxes and the public address (any case, any ``+tag``) are never suppressed:
     suppressing them would silently drop every forward (docs/security.md)."""
     return cfg.is_own(address)
 
 
-def is_suppressed(cfg: Config, item: dict[str, Any] | None) -> bool:
+def is_suppressed(cfg: Sending, item: dict[str, Any] | None) -> bool:
     """Whether a suppression-table item stops sends now (expired entries and protected addresses never do;
     DynamoDB's TTL deletes expired items only eventually, so the expiry is checked here)."""
     if not item or not item.get("suppressed") or protected(cfg, str(item.get("email", ""))):
@@ -114,17 +114,17 @@ def is_suppressed(cfg: Config, item: dict[str, Any] | None) -> bool:
     return expires is None or int(expires) > time.time()
 
 
-def recipient_entry(cfg: Config, address: str) -> dict[str, Any] | None:
+def recipient_entry(cfg: Delivery, address: str) -> dict[str, Any] | None:
     """The suppression-table item of ``address`` as stored (suppression, transient count, hold)."""
     return dynamodb.get(cfg.suppression_table, {"email": address.lower()})
 
 
-def suppression(cfg: Config, address: str) -> dict[str, Any] | None:
+def suppression(cfg: Delivery, address: str) -> dict[str, Any] | None:
     item = recipient_entry(cfg, address)
     return item if is_suppressed(cfg, item) else None
 
 
-def recipient_entries(cfg: Config, addresses: Iterable[str]) -> dict[str, dict[str, Any]]:
+def recipient_entries(cfg: Sending, addresses: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The suppression-table items of ``addresses`` that have one, by lowercased address: one
     BatchGetItem per 100 addresses (a sender reads a whole batch's recipients at once)."""
     keys = [{"email": a} for a in sorted({a.lower() for a in addresses})]
@@ -132,7 +132,7 @@ def recipient_entries(cfg: Config, addresses: Iterable[str]) -> dict[str, dict[s
     return {str(i["email"]): i for i in items}
 
 
-def suppress(cfg: Config, address: str, reason: str, ttl_s: int = 0) -> bool:
+def suppress(cfg: Delivery, address: str, reason: str, ttl_s: int = 0) -> bool:
     """Suppress ``address`` (for ``ttl_s`` seconds, or for good with 0); False for a protected address,
     and a temporary suppression never shortens a permanent one."""
     if protected(cfg, address):
@@ -160,7 +160,7 @@ def suppress(cfg: Config, address: str, reason: str, ttl_s: int = 0) -> bool:
     return True
 
 
-def count_transient_bounces(cfg: Config, address: str) -> int:
+def count_transient_bounces(cfg: Delivery, address: str) -> int:
     new = (
         dynamodb.update(
             cfg.suppression_table,
@@ -174,7 +174,7 @@ def count_transient_bounces(cfg: Config, address: str) -> int:
     return int(new.get("transientBounces", 0))
 
 
-def reset_transient_bounces(cfg: Config, address: str) -> None:
+def reset_transient_bounces(cfg: Delivery, address: str) -> None:
     """A delivery proves the mailbox works again: transient bounces count consecutively."""
     dynamodb.update(
         cfg.suppression_table,
@@ -185,7 +185,7 @@ def reset_transient_bounces(cfg: Config, address: str) -> None:
     )
 
 
-def stopped_entries(cfg: Config) -> list[dict[str, Any]]:
+def stopped_entries(cfg: Delivery) -> list[dict[str, Any]]:
     """Every address sends are skipped (suppressed) or held back (the owner's bouncing mailbox, see
     common/store/holds.py) for now: operator tools, a scan of a small table."""
     return sorted(
@@ -194,7 +194,7 @@ def stopped_entries(cfg: Config) -> list[dict[str, Any]]:
     )
 
 
-def clear(cfg: Config, address: str) -> dict[str, Any] | None:
+def clear(cfg: Delivery, address: str) -> dict[str, Any] | None:
     """Forget ``address``'s suppression, hold and bounce count (the documented explicit clear);
     returns the entry as it was, or None if there was none."""
     return dynamodb.delete(cfg.suppression_table, {"email": address.strip().lower()}, return_old=True)

@@ -5,19 +5,29 @@ common/inbound/policy.py parses and caches them."""
 from __future__ import annotations
 
 from common.aws import s3, ssm
-from common.runtime.config import Config
+from common.errors import EmailHandlerError
+from common.runtime.views import InboundHandlerConfig
 from common.store import layout
 
 
-def fetch(cfg: Config) -> tuple[str, str]:
-    """The rules file's key and text; ValueError when the parameter names a key outside ``config/``
-    (the role may read nothing else: deploy/iam.py), FileNotFoundError when the object is missing."""
+class SpamRulesError(EmailHandlerError, ValueError):
+    """The parameter names a key outside ``config/``, which the function may not read."""
+
+
+class SpamRulesMissingError(EmailHandlerError, FileNotFoundError):
+    """The parameter names a rules file the bucket does not hold."""
+
+
+def fetch(cfg: InboundHandlerConfig) -> tuple[str, str]:
+    """The rules file's key and text; SpamRulesError (a ValueError) when the parameter names a key
+    outside ``config/`` (the role may read nothing else: deploy/iam.py), SpamRulesMissingError (a
+    FileNotFoundError) when the object is missing."""
     key = ssm.get_parameter(cfg.spam_rules_parameter)
     if not key.startswith(layout.CONFIG):
-        raise ValueError(
+        raise SpamRulesError(
             f"{cfg.spam_rules_parameter} names {key!r}: the rules file must be under {layout.CONFIG}"
         )
     obj = s3.get(cfg.bucket, key)
     if obj is None:
-        raise FileNotFoundError(f"s3://{cfg.bucket}/{key} named by {cfg.spam_rules_parameter}")
+        raise SpamRulesMissingError(f"s3://{cfg.bucket}/{key} named by {cfg.spam_rules_parameter}")
     return key, obj["Body"].read().decode("utf-8", "replace")

@@ -10,19 +10,19 @@ import time
 
 from common.aws import dynamodb, s3
 from common.runtime.addresses import receiving_function
-from common.runtime.config import Config
 from common.runtime.events import SesReceipt
+from common.runtime.views import Delivery
 from common.store import layout
 
 SHARED_MEMORY_S = 7 * 24 * 3600  # who handled a shared mail: longer than SES's and Lambda's retries
 
 
-def fetch(cfg: Config, mid: str) -> bytes | None:
+def fetch(cfg: Delivery, mid: str) -> bytes | None:
     obj = s3.get(cfg.bucket, layout.staging(mid))
     return None if obj is None else bytes(obj["Body"].read())
 
 
-def done(cfg: Config, receipt: SesReceipt) -> None:
+def done(cfg: Delivery, receipt: SesReceipt) -> None:
     """This handler is done with the mail: delete its staging object, unless another receipt rule's
     handler still needs it. A mail to both the public address and a thread address runs both rules
     (deploy/receiving.py: no rule stops the rule set), each storing the same object and invoking its

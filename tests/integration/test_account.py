@@ -60,7 +60,7 @@ def test_without_it_sts_is_asked_once(configured: Stack, monkeypatch: pytest.Mon
 
 
 def test_a_malformed_account_stops_the_cold_start(configured: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
-    from common.runtime.errors import ConfigError
+    from common.errors import ConfigError
 
     monkeypatch.setenv("ACCOUNT_ID", "12345")
     with pytest.raises(ConfigError, match="ACCOUNT_ID='12345' is not an AWS account id"):

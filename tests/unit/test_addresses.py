@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import ConfigError
 from common.runtime import addresses, config
-from common.runtime.errors import ConfigError
 
 BASE = {"DOMAIN_NAME": "example.com", "PRIVATE_EMAIL": "owner@example.net"}
 SEVERAL = {
@@ -64,7 +64,7 @@ def test_a_removed_address_is_answered_from_the_default() -> None:
 
 
 def test_the_sender_refuses_an_address_it_does_not_serve() -> None:
-    from common.runtime.errors import EventError
+    from common.errors import EventError
 
     cfg = config.load(SEVERAL)
     assert addresses.sending(cfg, "") == "hello@example.com"

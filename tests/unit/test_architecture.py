@@ -39,7 +39,7 @@ COMMENTED = (
     "bench",
     "scripts",
 )  # where comments are read
-BASE_ERROR = "common.runtime.errors.EmailHandlerError"
+BASE_ERROR = "common.errors.EmailHandlerError"
 # Exceptions that are control flow, not errors, each with its reason. Empty: every signal the code
 # raises today can be an *Error of the family; add one here only with the reason it cannot.
 SIGNAL_ALLOWLIST: dict[str, str] = {
@@ -245,6 +245,62 @@ def test_no_circle_between_modules() -> None:
     assert not circles, f"{len(circles)} import circle(s):\n" + "\n".join(lines)
 
 
+def package_of(module: str) -> str:
+    """The package a module counts for in the package graph: each ``common.<pkg>`` subpackage,
+    ``common`` itself for its flat modules (the exception family), and each top-level host package."""
+    parts = module.split(".")
+    if parts[0] == "common" and len(parts) > 1 and (REPO / "common" / parts[1] / "__init__.py").is_file():
+        return f"common.{parts[1]}"
+    return parts[0]
+
+
+def package_graph(edges: dict[str, dict[str, int]]) -> dict[str, dict[str, str]]:
+    """package -> {package it imports: one import that makes the edge, as ``module:line -> module``}."""
+    packages: dict[str, dict[str, str]] = {}
+    for name, out in sorted(edges.items()):
+        source = package_of(name)
+        packages.setdefault(source, {})
+        for target, line in sorted(out.items()):
+            if (into := package_of(target)) != source:
+                packages[source].setdefault(into, f"{name}:{line} -> {target}")
+    return packages
+
+
+def test_no_two_packages_need_each_other() -> None:
+    """The packages form layers: no circle between them, even where every module-level import runs
+    one way (runtime/config loading the owner's key from mail, mail raising runtime's errors would be
+    two acyclic module graphs and one circle of packages). The failure names one import per step."""
+    packages = package_graph(graph())
+    circles = _cycles({p: dict.fromkeys(out, 0) for p, out in packages.items()})
+    lines = [" | ".join(f"{a} ({packages[a][b]})" for a, b in zip(c, c[1:], strict=False)) for c in circles]
+    assert not circles, f"{len(circles)} package circle(s):\n" + "\n".join(lines)
+
+
+def test_the_package_graph_collapses_modules_to_their_packages() -> None:
+    """The collapse on made-up edges: a circle between two packages shows although no two modules
+    import each other, and imports inside one package are no edge."""
+    edges = {
+        "common.runtime.config": {"common.mail.encrypt": 3, "common.runtime.log": 1},
+        "common.mail.encrypt": {"common.errors": 2},
+        "common.mail.parse": {"common.runtime.log": 5},
+        "common.errors": {},
+        "ops.admin": {"common.mail.parse": 7},
+    }
+    packages = package_graph(edges)
+    assert packages == {
+        "common": {},
+        "common.mail": {
+            "common": "common.mail.encrypt:2 -> common.errors",
+            "common.runtime": "common.mail.parse:5 -> common.runtime.log",
+        },
+        "common.runtime": {"common.mail": "common.runtime.config:3 -> common.mail.encrypt"},
+        "ops": {"common.mail": "ops.admin:7 -> common.mail.parse"},
+    }
+    assert _cycles({p: dict.fromkeys(out, 0) for p, out in packages.items()}) == [
+        ["common.mail", "common.runtime", "common.mail"]
+    ]
+
+
 def test_common_imports_no_host_code() -> None:
     """common/ is exactly what the images ship (Dockerfile.base copies it whole): nothing in it may
     import a host package, at module level or in a function. docker/check-imports.py stops the image
@@ -443,7 +499,7 @@ def _ancestors(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
 
 def test_every_exception_is_an_error_of_the_one_family() -> None:
     """Each exception class in common/ and deploy/ is named *Error and derives from EmailHandlerError
-    (common/runtime/errors.py); a caller catches "anything this project refuses" in one except."""
+    (common/errors.py); a caller catches "anything this project refuses" in one except."""
     problems = []
     for name, (where, _) in sorted(classes().items()):
         ancestors = _ancestors(name)
@@ -459,6 +515,78 @@ def test_every_exception_is_an_error_of_the_one_family() -> None:
         if BASE_ERROR not in ancestors:
             problems.append(f"{where}: {short} does not derive from EmailHandlerError")
     assert not problems, f"{len(problems)} exception class problem(s):\n" + "\n".join(problems)
+
+
+# Raises of a builtin exception that stay builtin: (module, enclosing function, exception) -> why.
+RAISE_ALLOWLIST: dict[tuple[str, str, str], str] = {
+    ("common.mail.charsets", "encode", "UnicodeError"): "the codecs protocol: an encoder raises UnicodeError",
+    ("common.runtime.launch", "main", "SystemExit"): "a `python -m` entry's usage line ends the process",
+    ("ops.admin", "_queue_arg", "SystemExit"): "ends the command with fail()'s exit status, not an error",
+    ("local.outbox", "_get_json", "AssertionError"): "after a loop whose last pass returns or raises (mypy)",
+    (
+        "deploy.propagation",
+        "retry",
+        "AssertionError",
+    ): "after a loop whose last pass returns or raises (mypy)",
+}
+
+
+def builtin_raises(tree: ast.Module) -> Iterator[tuple[int, str, str]]:
+    """(line, enclosing function, exception) of each ``raise X`` or ``raise X(...)`` whose X is a
+    builtin exception; a bare ``raise`` or a re-raise of a caught exception (``raise exc``) names
+    none. Shadowing a builtin's name with one of ours is not looked for."""
+
+    def walk(node: ast.AST, function: str) -> Iterator[tuple[int, str, str]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield from walk(child, child.name)
+                continue
+            if isinstance(child, ast.Raise) and child.exc is not None:
+                raised = child.exc.func if isinstance(child.exc, ast.Call) else child.exc
+                if isinstance(raised, ast.Name) and raised.id in BUILTIN_EXCEPTIONS:
+                    yield child.lineno, function, raised.id
+            yield from walk(child, function)
+
+    yield from walk(tree, "<module>")
+
+
+def test_every_raise_is_an_error_of_the_family() -> None:
+    """What the code raises on purpose is an *Error of the family (subclassing the builtin too where a
+    caller catches the builtin), so ``except EmailHandlerError`` sees it; RAISE_ALLOWLIST keeps the
+    few builtins that are a protocol or control flow."""
+    found, used = [], set()
+    for name, module in modules().items():
+        for line, function, exception in builtin_raises(module.tree):
+            if (name, function, exception) in RAISE_ALLOWLIST:
+                used.add((name, function, exception))
+                continue
+            found.append(f"{module.path.relative_to(REPO)}:{line} {function}: raise {exception}")
+    assert not found, f"{len(found)} raise(s) of a builtin exception:\n" + "\n".join(found)
+    assert used == set(RAISE_ALLOWLIST), f"allowed but not raised: {set(RAISE_ALLOWLIST) - used}"
+
+
+def test_the_raise_check_finds_builtins_and_passes_reraises() -> None:
+    tree = ast.parse(
+        "def put(entry):\n"
+        "    if not entry:\n"
+        "        raise ValueError('empty')\n"
+        "    try:\n"
+        "        store(entry)\n"
+        "    except OSError as exc:\n"
+        "        raise exc\n"
+        "    except KeyError:\n"
+        "        raise\n"
+        "    raise SenderListError('refused')\n"
+        "class Reader:\n"
+        "    def read(self):\n"
+        "        raise NotImplementedError\n"
+        "raise SystemExit(2)\n"
+    )
+    assert list(builtin_raises(tree)) == [
+        (3, "put", "ValueError"),
+        (13, "read", "NotImplementedError"),
+        (14, "<module>", "SystemExit"),
+    ]
 
 
 REGISTRARS = re.compile(r"(^|\.)(command|register|register_command|group|subcommand)$")
@@ -591,11 +719,11 @@ def test_the_import_graph_sees_imports_inside_functions_and_skips_type_checking(
         "    from common.store import sendqueue\n"
         "def deliver():\n"
         "    from common.runtime import config\n"
-        "    from . import errors\n"
+        "    from .. import errors\n"
     )
     module = Module("common.runtime.example", REPO / "common/runtime/example.py", ast.parse(source))
     assert sorted(imports_of(module)) == [
+        ("common.errors", 6),
         ("common.runtime.config", 5),
-        ("common.runtime.errors", 6),
         ("typing", 1),
     ]

@@ -1,7 +1,7 @@
 import pytest
 
+from common.errors import ConfigError
 from common.runtime import config
-from common.runtime.errors import ConfigError
 from common.runtime.functions import FUNCTIONS
 
 GOOD = {

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from common.errors import ConfigError
 from common.mail.build import build
 from common.mail.encrypt import ENCRYPTED_TYPES, NEUTRAL_SUBJECT, OwnerKeyError, encrypt, parse
 from common.mail.outbound import Attachment, OutboundMessage
 from common.runtime.config import ENCRYPTION_GROWTH, load
-from common.runtime.errors import ConfigError
 from common.runtime.functions import BY_NAME
 from deploy.errors import DeployError
 from deploy.iam import policy as policy_document

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
+from common.errors import EventError
 from common.runtime import events
-from common.runtime.errors import EventError
 from tests.conftest import load_event
 
 

@@ -96,7 +96,7 @@ def test_an_exceptions_text_is_scrubbed_in_the_log_line() -> None:
 
 
 def test_a_conversation_id_in_free_text_and_a_raised_exception_name_no_one() -> None:
-    from common.runtime.errors import EventError
+    from common.errors import EventError
     from common.runtime.log import scrubbed_exception
     from common.store.conversations import CollisionError
 

@@ -3,9 +3,9 @@ from typing import Any
 
 import pytest
 
+from common.errors import EventError
 from common.mail.build import build
 from common.mail.outbound import Attachment, OutboundMessage
-from common.runtime.errors import EventError
 
 
 def msg(**kw: Any) -> OutboundMessage:

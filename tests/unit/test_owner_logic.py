@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from common.errors import EventError
 from common.mail.threads import release_address, thread_address, verify_release_address, verify_thread_address
 from common.reply.text import Control, ControlAction, clean_reply, new_conversation_recipient, owner_controls
 from common.runtime import config, events
-from common.runtime.errors import EventError
 from common.store import senderlists
 from common.store.quarantine import quarantine_id
 
@@ -136,3 +136,37 @@ def test_scheduled_events_are_the_digest_and_release_needs_an_id() -> None:
     ):
         with pytest.raises(EventError):
             events.OwnerTask.from_event(bad)
+
+
+def test_every_control_verb_has_its_handler() -> None:
+    """A verb added to ControlAction without a handler in CONTROLS fails here (and, were it shipped,
+    would be refused and reported to the owner, never written to a list: the test below)."""
+    from common.reply import owner
+
+    assert set(owner.CONTROLS) == set(ControlAction), set(ControlAction) ^ set(owner.CONTROLS)
+
+
+def test_a_verb_without_a_handler_is_refused_and_reported_not_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from common.reply import owner
+
+    calls: list[tuple[str, str]] = []
+    monkeypatch.setattr(senderlists, "put", lambda cfg, entry, name, source: calls.append(("put", name)))
+
+    def remove(cfg: object, entry: str) -> str:
+        calls.append(("remove", entry))
+        return entry
+
+    monkeypatch.setattr(senderlists, "remove", remove)
+    controls = [Control(ControlAction.BLOCK, ""), Control(ControlAction.UNBLOCK, "@corp.example")]
+
+    done = owner.apply_controls(CFG, controls, "Jane@Corp.Example", "jane-at-corp.example")
+    assert done == ["block jane@corp.example", "unblock @corp.example"]
+    assert calls == [("put", "block"), ("remove", "@corp.example")]
+
+    calls.clear()
+    monkeypatch.delitem(owner.CONTROLS, ControlAction.BLOCK)
+    done = owner.apply_controls(CFG, controls, "Jane@Corp.Example", "jane-at-corp.example")
+    assert done == ["block refused: [block] has no handler", "unblock @corp.example"]
+    assert calls == [("remove", "@corp.example")]

@@ -84,7 +84,18 @@ def test_every_common_package_is_a_role_from_the_contract() -> None:
         "senders",
         "extractor",
     }
-    assert [p.name for p in (REPO / "common").glob("*.py")] == ["__init__.py"]  # no flat modules left
+    # One flat module: the exception family, a leaf every package imports (it imports nothing of
+    # ours), so that no package needs another only for its errors. Anything else has a role's room.
+    assert sorted(p.name for p in (REPO / "common").glob("*.py")) == ["__init__.py", "errors.py"]
+
+
+def test_the_functions_that_use_the_owners_key_load_it_at_cold_start() -> None:
+    """Function.owner_key (which also grants the SSM read, deploy/iam.py) and the image's wiring agree:
+    exactly those functions pass common.mail.encrypt.with_owner_key to make_handler, so a key that
+    cannot encrypt stops their start and no other function reads it."""
+    for fn in FUNCTIONS:
+        imported = _imports(REPO / "images" / fn.name / "app.py")
+        assert ("common.mail.encrypt.with_owner_key" in imported) == fn.owner_key, fn.name
 
 
 def test_the_base_image_copies_common_whole_and_checks_its_imports() -> None:

@@ -10,10 +10,10 @@ from importlib import resources
 import pytest
 
 from common.delivery.compose import build_forward
+from common.errors import ConfigError
 from common.mail import htmlsafe, trackers
 from common.mail.parse import parse
 from common.runtime.config import load
-from common.runtime.errors import ConfigError
 from common.store.attachments import Stored
 
 DATA = json.loads(resources.files("common").joinpath("data/trackers.json").read_text())
