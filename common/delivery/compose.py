@@ -180,7 +180,7 @@ def build_forward(
     )
 
 
-def _safe_html(cfg: Config, html: str, warnings: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+def _safe_html(cfg: Delivery, html: str, warnings: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     """The contact's HTML as a closed fragment (the banner around it cannot be hidden), trackers out
     if on; with the banner's notes on what was removed or left unread."""
     if not html:

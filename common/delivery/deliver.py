@@ -137,7 +137,7 @@ def _forwarded(
 
 
 def _archive_and_store(
-    cfg: Config, cid: str, mid: str, mail: ParsedMail, raw: bytes, warnings: tuple[str, ...]
+    cfg: Delivery, cid: str, mid: str, mail: ParsedMail, raw: bytes, warnings: tuple[str, ...]
 ) -> tuple[str, attachments.Stored, tuple[str, ...]]:
     """Archive the raw mail and store its parts (with the HTML a partial text conversion left out,
     attached HTML and messages made safe); the archive's key, what was stored, and the warnings."""

@@ -150,7 +150,7 @@ def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = 
 
 
 def _owner_mail(
-    cfg: Config, receipt: events.SesReceipt, raw: bytes, relayed: bool
+    cfg: ReplyHandlerConfig, receipt: events.SesReceipt, raw: bytes, relayed: bool
 ) -> tuple[ParsedMail, datetime]:
     """The owner's mail, read once its From and fields pass and it is within the caps, and the time
     SES received it. ``relayed``: its text goes to a contact, so an opaque-signed reply is opened and
@@ -380,7 +380,7 @@ def _queued(
     }
 
 
-def _withheld_notice(cfg: Config, mid: str, cid: str, subject: str) -> None:
+def _withheld_notice(cfg: ReplyHandlerConfig, mid: str, cid: str, subject: str) -> None:
     log.warning("reply commands withheld", extra={"reason": "quote without evidence", "conversation_id": cid})
     notice.send(
         cfg,
@@ -396,7 +396,12 @@ def _withheld_notice(cfg: Config, mid: str, cid: str, subject: str) -> None:
 
 
 def _nothing_sent(
-    cfg: Config, mid: str, cid: str, mail: ParsedMail, metadata: dict[str, str], controls: list[str]
+    cfg: ReplyHandlerConfig,
+    mid: str,
+    cid: str,
+    mail: ParsedMail,
+    metadata: dict[str, str],
+    controls: list[str],
 ) -> ReplyResult:
     """A reply with no text and no file for the contact: the owner is told why, and what was applied."""
     applied = sorted(metadata) + controls
