@@ -1,4 +1,5 @@
-"""boto3 client access. One module per AWS service lives beside this file.
+"""boto3 client access. One module per AWS service lives beside this file, and the face exports each
+as a namespace (``s3.get``, ``sqs.send``): the module is the API.
 
 boto3 itself honours ``AWS_ENDPOINT_URL`` and ``AWS_ENDPOINT_URL_<SERVICE>``, so the
 same code talks to AWS, a moto server or LocalStack with no custom variables.
