@@ -52,13 +52,13 @@ def test_each_body_is_parsed_once_and_only_the_failing_record_comes_back(
     monkeypatch: pytest.MonkeyPatch, world: dict[str, list[Any]]
 ) -> None:
     parsed: list[str] = []
-    real = sender.parse
+    real = sender.sendqueue.parse
 
     def parse(body: str) -> Any:
         parsed.append(body)
         return real(body)
 
-    monkeypatch.setattr(sender, "parse", parse)
+    monkeypatch.setattr(sender.sendqueue, "parse", parse)
     good = EVENT["Records"][0]["body"]
     transient = json.dumps({**json.loads(good), "idempotency_key": "ack:t", "subject": "transient"})
     event = batch(good, "not json", transient)
