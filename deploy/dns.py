@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common.aws import control_client
-from common.runtime.config import Config
+from common.runtime import Config
 
 BUILD_DIR = Path(__file__).resolve().parents[1] / ".build" / "deploy"
 TTL = 1800

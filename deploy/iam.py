@@ -11,8 +11,7 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from common.runtime.config import Config
-from common.runtime.functions import dlq_name
+from common.runtime import Config, dlq_name
 from common.store import layout
 from deploy.plan import Run, canonical
 from deploy.resources import attachment_queue
@@ -78,7 +77,7 @@ def _allow(
 
 def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     """The inline policy document of ``function``'s role."""
-    from common.runtime.functions import BY_NAME
+    from common.runtime import BY_NAME
 
     a = Arns(cfg, account)
     spec = BY_NAME[function]

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.aws import reset_clients
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS
+from common.runtime import FUNCTIONS, Config
 from deploy import alarms, dns, iam, lambdas, preflight, receiving, triggers
 from deploy.errors import DeployError
 from deploy.images import Published

@@ -7,8 +7,7 @@ import json
 from typing import Any
 
 from common.aws import control_client, or_none
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS, Function
+from common.runtime import FUNCTIONS, Config, Function
 from deploy import propagation
 from deploy.lambdas import ALIAS, alias_arn, function_name
 from deploy.plan import Run

@@ -31,7 +31,7 @@ import time
 from collections import deque
 from typing import Any
 
-from common.runtime.functions import EMULATOR_ACCOUNT_PATH
+from common.runtime import EMULATOR_ACCOUNT_PATH
 from local import concurrency
 
 # Where the model's control endpoints live on the emulator (POST): the zone to publish, and the switch.
@@ -800,7 +800,7 @@ def image_refused(image_uri: str) -> str:
     Docker image manifest V2, schema 2 and the OCI image manifest: Lambda DG, "Create a Lambda function
     using a container image", https://docs.aws.amazon.com/lambda/latest/dg/images-create.html; the
     message is what AWS answers, as users report it, boto/boto3#3255)."""
-    from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
+    from deploy import LAMBDA_MANIFESTS, manifest_media_type
 
     host, _, rest = image_uri.partition("/")
     repository, _, digest = rest.partition("@")

@@ -59,8 +59,7 @@ AWS_TARGET = (
     ),
 )
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from deploy.errors import DeployError
-    from deploy.main import Options, WaitingOnDnsError, deploy
+    from deploy import DeployError, Options, WaitingOnDnsError, deploy
 
     options = Options(
         env=args.env,
@@ -89,7 +88,7 @@ def _print_deployer_policy(options: Any) -> int:
     """The policy documents on stdout (one JSON object, or one per line when split), and on stderr how
     to create them as managed policies and attach them: an inline user policy may hold only 2,048
     characters."""
-    from deploy.iam import deployer_policy_names
+    from deploy import deployer_policy_names
 
     cfg, account, documents = _deployer_policy(options)
     names = deployer_policy_names(cfg, len(documents))
@@ -120,12 +119,11 @@ def _print_deployer_policy(options: Any) -> int:
 
 def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
     """For the account of the current credentials, or placeholders when there are none."""
-    from deploy.iam import deployer_policies
-    from deploy.preflight import resolve_region
+    from deploy import deployer_policies, resolve_region
 
     region = resolve_region(options.region, os.environ)
     try:
-        from common.aws.sts import account_id
+        from common.aws import account_id
 
         account = account_id()
     except Exception:
@@ -149,14 +147,13 @@ def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
     arg("--smtp-port", type=int, help="with --env local: the SMTP ingress port (default 2525)"),
 )
 def cmd_status(args: argparse.Namespace) -> int:
-    from deploy.errors import DeployError
-    from deploy.main import Options, connect
+    from deploy import DeployError, Options, connect
     from ops.status import LocalStack, collect, table
 
     try:
         if args.env == LOCAL_ENV:  # the local stack, read as a deployment is (its functions run under RIEs)
-            from common.aws.sts import account_id
-            from local.commands import local_config
+            from common.aws import account_id
+            from local import local_config
 
             cfg = local_config(args)
             report = collect(
@@ -188,9 +185,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     arg("--yes", action="store_true", help="ask nothing: submit what the configuration fills in"),
 )
 def cmd_ses_request_production_access(args: argparse.Namespace) -> int:
-    from deploy.errors import DeployError
-    from deploy.main import Options, connect
-    from deploy.preflight import production_request, request_production
+    from deploy import DeployError, Options, connect, production_request, request_production
 
     try:
         target = connect(
@@ -231,12 +226,10 @@ def cmd_ses_request_production_access(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_destroy(args: argparse.Namespace) -> int:
-    from deploy.destroy import destroy
-    from deploy.errors import DeployError
-    from deploy.main import Options
+    from deploy import DeployError, Options, destroy
 
     try:
-        destroy(
+        destroy.destroy(
             Options(env=args.env, region=args.region, dry_run=args.dry_run),
             args.delete_data,
             report=lambda line: print(line, flush=True),
@@ -253,12 +246,10 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     arg("--dry-run", action="store_true", help="list them, invoke nothing"),
 )
 def cmd_replay(args: argparse.Namespace) -> int:
-    from deploy.errors import DeployError
-    from deploy.main import Options
-    from deploy.replay import replay
+    from deploy import DeployError, Options, replay
 
     try:
-        replay(
+        replay.replay(
             Options(env=args.env, region=args.region, dry_run=args.dry_run),
             report=lambda line: print(line, flush=True),
         )

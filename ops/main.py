@@ -16,8 +16,8 @@ import urllib.parse
 from typing import Any
 
 from cli import Command, SafeStream
+from local import admin_credentials
 from local import commands as local
-from local.env import admin_credentials
 from ops import addresses, admin, deployment
 
 COMMANDS: dict[str, Command] = {

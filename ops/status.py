@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.aws import control_client, or_none
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS, SENDERS, SMTP_PORT, dlq_name
+from common.runtime import FUNCTIONS, SENDERS, SMTP_PORT, Config, dlq_name
 
 RECEIVING, FORWARDING, ANSWERING, ALERTS = (
     "receiving",
@@ -51,8 +50,7 @@ def _check(name: str, value: Any, ok: bool, blocks: bool, detail: str = "") -> d
 
 def _mx_model(endpoint: str, name: str) -> list[str] | None:
     """The MX hosts the emulator's fresh-account model publishes for ``name`` (None: no model to ask)."""
-    from local.fresh import DNS_PATH
-    from local.guard import admin_request
+    from local import DNS_PATH, admin_request
 
     try:
         with urllib.request.urlopen(
@@ -131,7 +129,7 @@ def alert_subscription(cfg: Config) -> str:
     """The state of the alert topic's e-mail subscription to PRIVATE_EMAIL: ``confirmed``,
     ``PendingConfirmation`` (SNS lists an unconfirmed subscription with that in place of its ARN,
     SNS API reference, ListSubscriptionsByTopic/Subscribe), ``none`` or ``no topic``."""
-    from deploy.resources import topic_arn
+    from deploy import topic_arn
 
     sns = control_client("sns")
     arn = topic_arn(cfg, cfg.alert_topic)
@@ -367,8 +365,7 @@ def _account_checks(cfg: Config, ses: Any) -> tuple[list[dict[str, Any]], dict[s
 
 def _dlq_depths(cfg: Config) -> dict[str, int]:
     """Messages waiting in each dead-letter queue that exists: the event queues' and the async one."""
-    from deploy.lambdas import async_dlq
-    from deploy.resources import event_queues, queue_url
+    from deploy import async_dlq, event_queues, queue_url
 
     depths = {}
     for queue in [dlq_name(q) for q in event_queues(cfg)] + [async_dlq(cfg)]:
@@ -400,8 +397,7 @@ def _subscription_check(cfg: Config) -> tuple[dict[str, Any], str]:
 
 def _deployed_checks(cfg: Config, max_rate: float) -> tuple[list[dict[str, Any]], dict[str, str | None], Any]:
     """On a deployment: the functions' ``live`` aliases, the senders' configured rate, the receipt rules."""
-    from deploy.lambdas import ALIAS, function_name
-    from deploy.receiving import rule_names
+    from deploy import ALIAS, function_name, rule_names
 
     ses = control_client("ses")
     checks: list[dict[str, Any]] = []

@@ -11,14 +11,20 @@ from typing import Any
 from urllib.parse import quote
 
 from common.delivery.ack import greeting_name
-from common.mail import htmlsafe, limits, trackers
-from common.mail.outbound import Attachment, OutboundMessage
-from common.mail.parse import ORIGINAL_NAME, ParsedMail
-from common.mail.parse import Attachment as MailPart
-from common.mail.sanitize import clean_header_text
-from common.mail.threads import release_address
-from common.runtime.views import Delivery
-from common.store.attachments import Link, Stored
+from common.mail import (
+    ORIGINAL_NAME,
+    OutboundMessage,
+    ParsedMail,
+    clean_header_text,
+    htmlsafe,
+    limits,
+    outbound,
+    parse,
+    release_address,
+    trackers,
+)
+from common.runtime import Delivery
+from common.store import Link, Stored
 
 # reply-handler cuts the owner's reply at these lines, so they must survive plain-text quoting. Both
 # hold MARKER_TEXT; the forward opens with FORWARD_MARKER (text and HTML), so whatever follows it in a
@@ -74,7 +80,7 @@ def _partial_note(mail: ParsedMail) -> str:
     )
 
 
-def _unparsed_note(mail: ParsedMail, kept: list[Attachment], archived: str) -> str:
+def _unparsed_note(mail: ParsedMail, kept: list[outbound.Attachment], archived: str) -> str:
     """The banner of a mail read by parse.minimal(): what the owner gets, as the footer lists it (the
     original is attached only when the deny-list check and the size limit both let it through)."""
     what = (
@@ -194,7 +200,7 @@ def _safe_html(cfg: Delivery, html: str, warnings: tuple[str, ...]) -> tuple[str
 
 
 def build_unparsed_forward(
-    cfg: Delivery, mid: str, item: dict[str, Any], why: str, original: Attachment | None, size: int
+    cfg: Delivery, mid: str, item: dict[str, Any], why: str, original: outbound.Attachment | None, size: int
 ) -> OutboundMessage:
     """The forward of a quarantined mail released without parsing it (it is over a parsing cap, and
     parsing it is what the cap prevents): a note saying so, the raw original attached (``original``)
@@ -248,8 +254,8 @@ def _utf8_len(text: str) -> int:
 
 
 def _fit(
-    limit: int, text: str, html: str, attachments: list[Attachment], sizes: dict[str, int]
-) -> tuple[list[Attachment], tuple[str, str, list[Attachment]] | None]:
+    limit: int, text: str, html: str, attachments: list[outbound.Attachment], sizes: dict[str, int]
+) -> tuple[list[outbound.Attachment], tuple[str, str, list[outbound.Attachment]] | None]:
     """Keep what fits SES's size limit: bodies first, then attachments smallest first."""
     budget = limit - _OVERHEAD
     body = int((_utf8_len(text) + _utf8_len(html)) * _B64)
@@ -260,7 +266,7 @@ def _fit(
         text = text.encode()[: int(budget / 2 / _B64)].decode("utf-8", "ignore") + "\n[... truncated ...]"
         html = ""
         body = int(len(text.encode()) * _B64)
-    kept: list[Attachment] = []
+    kept: list[outbound.Attachment] = []
     room = budget - body
     for a in sorted(attachments, key=lambda a: att_sizes[a.key]):
         if att_sizes[a.key] <= room:
@@ -422,7 +428,9 @@ def build_digest(cfg: Delivery, held: list[dict[str, Any]], idempotency_key: str
 HTML_ORIGINAL_NAME = "message.html"
 
 
-def unconverted_html(cfg: Delivery, mail: ParsedMail, archive_key: str) -> tuple[MailPart | None, str] | None:
+def unconverted_html(
+    cfg: Delivery, mail: ParsedMail, archive_key: str
+) -> tuple[parse.Attachment | None, str] | None:
     """For an HTML-only mail longer than the text conversion reads (common.mail.htmltext.MAX_HTML_CHARS):
     the whole HTML as a file for the forward and the note saying so, or, when it could never fit a
     forward (SES's size limit), only a note naming the archived original that holds it (no second
@@ -440,7 +448,7 @@ def unconverted_html(cfg: Delivery, mail: ParsedMail, archive_key: str) -> tuple
             f"s3://{cfg.bucket}/{archive_key}."
         )
     data = mail.html.encode("utf-8", "replace")
-    part = MailPart(
+    part = parse.Attachment(
         HTML_ORIGINAL_NAME,
         HTML_ORIGINAL_NAME,
         "text/html",

@@ -16,17 +16,9 @@ from common.delivery.compose import build_ack, build_forward, unconverted_html
 from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.results import InboundResult
 from common.errors import EmailHandlerError
-from common.mail import htmlsafe, trackers
-from common.mail.build import unbuildable
-from common.mail.parse import Attachment as MailPart
-from common.mail.parse import ParsedMail
-from common.mail.threads import conversation_id, thread_address
-from common.runtime import addresses, events
-from common.runtime.addresses import PublicAddress
-from common.runtime.log import bind, get_logger
-from common.runtime.views import Delivery
-from common.store import attachments, conversations, intake, layout, rawmail
-from common.store.sendqueue import enqueue
+from common.mail import ParsedMail, conversation_id, htmlsafe, parse, thread_address, trackers, unbuildable
+from common.runtime import Delivery, PublicAddress, addresses, bind, events, get_logger
+from common.store import attachments, conversations, enqueue, intake, layout, rawmail
 
 log = get_logger("inbound-handler")  # the logger name log queries know, whichever function delivers
 
@@ -160,12 +152,12 @@ def _archive_and_store(
 
 
 def _safe_parts(
-    cfg: Delivery, parts: list[MailPart], warnings: tuple[str, ...]
-) -> tuple[list[MailPart], tuple[str, ...]]:
+    cfg: Delivery, parts: list[parse.Attachment], warnings: tuple[str, ...]
+) -> tuple[list[parse.Attachment], tuple[str, ...]]:
     """Attached HTML (a second HTML part, ``message.html``) and attached messages as the forward
     carries them: their HTML sanitised like the body's, trackers removed (common.mail.htmlsafe);
     the banner says how many went and what past the cap was left out of them."""
-    out: list[MailPart] = []
+    out: list[parse.Attachment] = []
     removed = unread = 0
     for part in parts:
         types = {part.content_type, part.declared_type}

@@ -16,15 +16,10 @@ from common.delivery.compose import build_unparsed_forward, fits_attached
 from common.delivery.deliver import UndeliverableError, deliver
 from common.delivery.results import ReleaseResult
 from common.errors import EmailHandlerError
-from common.mail import limits
-from common.mail.parse import parse
-from common.runtime import addresses
-from common.runtime.clock import parse_iso_or_now
-from common.runtime.log import bind, get_logger
-from common.runtime.views import Delivery
-from common.store import attachments, intake, rawmail
+from common.mail import limits, parse
+from common.runtime import Delivery, addresses, bind, get_logger, parse_iso_or_now
+from common.store import attachments, enqueue, intake, rawmail
 from common.store import quarantine as records
-from common.store.sendqueue import enqueue
 
 log = get_logger("quarantine")
 
@@ -59,7 +54,7 @@ def release(cfg: Delivery, qid: str, by: str) -> ReleaseResult:
         try:
             public = addresses.served(cfg, str(item.get("address") or "")) or addresses.of(cfg).primary
             record = functools.partial(intake.released, public=public.address)
-            result = deliver(cfg, mid, parse(raw), raw, when, (note,), None, record, public)
+            result = deliver(cfg, mid, parse.parse(raw), raw, when, (note,), None, record, public)
         except UndeliverableError as exc:
             log.warning("release failed", extra={"quarantine_id": qid, "reason": str(exc)})
             return {"status": "undeliverable", "id": qid, "reason": str(exc)}

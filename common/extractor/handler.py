@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from common.errors import EventError
 from common.extractor import isolate
 from common.extractor import text as textextract
-from common.runtime import events
-from common.runtime.log import get_logger
-from common.runtime.views import ExtractorConfig
+from common.runtime import ExtractorConfig, events, get_logger
 from common.store import extracted, layout
 
 if TYPE_CHECKING:  # pragma: no cover

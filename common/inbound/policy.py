@@ -15,15 +15,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from common.mail import limits, reports
-from common.mail.autoreply import automatic
-from common.mail.parse import ParsedMail, parse
-from common.runtime import addresses
-from common.runtime.events import SesReceipt
-from common.runtime.log import get_logger
-from common.runtime.views import InboundHandlerConfig
-from common.store import spamrules
-from common.store.senderlists import ALLOW, BLOCK, Listing
+from common.mail import ParsedMail, automatic, limits, parse, reports
+from common.runtime import InboundHandlerConfig, SesReceipt, addresses, get_logger
+from common.store import ALLOW, BLOCK, Listing, spamrules
 
 log = get_logger("spam")
 SECTIONS = ("blocked_sender_domains", "subject_patterns", "body_patterns")
@@ -236,14 +230,14 @@ def assess(
     over = limits.screen(raw) if decision is None or decision.action == Action.DSN else ""
     if decision is not None and decision.action == Action.DSN and not over:
         # A null envelope is a report; an abuse complaint (ARF) is one too, and the owner hears of it.
-        mail = parse(raw)
+        mail = parse.parse(raw)
         if why := reports.complaint(mail):
             return Assessment(Decision(Action.COMPLAINT, why), mail)
     if decision is None and over:
         decision = Decision(Action.QUARANTINE, f"not parsed: {over}")
     if decision is not None:
         return Assessment(decision, None)
-    mail = parse(raw)
+    mail = parse.parse(raw)
     if mail.problems:
         log.warning("mail has malformed parts", extra={"problems": mail.problems[:10]})
     keywords = rules()

@@ -13,21 +13,28 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from common.delivery import ack
-from common.delivery.complaint import build_complaint
-from common.delivery.deliver import deliver
-from common.delivery.quarantine import envelope_fields, log_fields, quarantined
-from common.delivery.results import InboundResult
+from common.delivery import (
+    InboundResult,
+    ack,
+    build_complaint,
+    deliver,
+    envelope_fields,
+    log_fields,
+    quarantined,
+)
 from common.inbound import policy
-from common.mail.build import unbuildable
-from common.mail.parse import ParsedMail
-from common.runtime import addresses, events
-from common.runtime.clock import parse_iso_or_now
-from common.runtime.log import bind, get_logger
-from common.runtime.views import Delivery, InboundHandlerConfig
+from common.mail import ParsedMail, unbuildable
+from common.runtime import (
+    Delivery,
+    InboundHandlerConfig,
+    addresses,
+    bind,
+    events,
+    get_logger,
+    parse_iso_or_now,
+)
 from common.store import addresses as registry
-from common.store import intake, layout, rawmail, senderlists, staging
-from common.store.sendqueue import enqueue
+from common.store import enqueue, intake, layout, rawmail, senderlists, staging
 
 log = get_logger("inbound-handler")
 
@@ -105,7 +112,7 @@ def receive_mail(cfg: InboundHandlerConfig, receipt: events.SesReceipt) -> Inbou
         )
         return replace(recorded, ack_refusal=note, ack_note=note) if note else recorded
 
-    result = deliver(cfg, mid, mail, raw, when, decision.warnings, receipt, record, public)
+    result = deliver.deliver(cfg, mid, mail, raw, when, decision.warnings, receipt, record, public)
     staging.done(cfg, receipt)
     return result
 

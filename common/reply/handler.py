@@ -23,14 +23,18 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.delivery import release
-from common.mail import limits
-from common.mail.autoreply import automatic
-from common.mail.encrypt import encrypted_kind
-from common.mail.htmltext import html_to_text
-from common.mail.outbound import OutboundMessage
-from common.mail.parse import ParsedMail, parse
-from common.mail.sanitize import clean_header_text, safe_filename
-from common.mail.threads import conversation_id
+from common.mail import (
+    OutboundMessage,
+    ParsedMail,
+    automatic,
+    clean_header_text,
+    conversation_id,
+    encrypted_kind,
+    html_to_text,
+    limits,
+    parse,
+    safe_filename,
+)
 from common.reply import auth, notice, owner, signed
 from common.reply.auth import NotAuthorisedError, UnreadableReplyError
 from common.reply.owner import TargetKind
@@ -45,13 +49,26 @@ from common.reply.text import (
     reply_subject,
     reply_text,
 )
-from common.runtime import addresses, events
-from common.runtime.addresses import from_command
-from common.runtime.clock import parse_iso_or_now
-from common.runtime.log import bind, get_logger
-from common.runtime.views import ReplyHandlerConfig
-from common.store import alerts, attachments, conversations, layout, rawmail, replies, sendstatus, staging
-from common.store.sendqueue import enqueue
+from common.runtime import (
+    ReplyHandlerConfig,
+    addresses,
+    bind,
+    events,
+    from_command,
+    get_logger,
+    parse_iso_or_now,
+)
+from common.store import (
+    alerts,
+    attachments,
+    conversations,
+    enqueue,
+    layout,
+    rawmail,
+    replies,
+    sendstatus,
+    staging,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -159,7 +176,7 @@ def _owner_mail(
     auth.check_single_fields(raw)
     if over := limits.screen(raw):  # even the owner's mail is parsed only within the caps (docs/security.md)
         raise NotAuthorisedError(f"not parsed: {over}")
-    mail = parse(raw)
+    mail = parse.parse(raw)
     received = parse_iso_or_now(receipt.timestamp)
     auth.check_age(mail, received, cfg.reply_max_age_s)
     if why := automatic(mail):  # the owner's out-of-office or read receipt: never relayed (docs/reply.md)
@@ -194,7 +211,7 @@ def evidence(cfg: ReplyHandlerConfig, cid: str, record: dict[str, Any], new: boo
     for raw in rawmail.archived(cfg, cid, first, ARCHIVE_READ_MAILS, ARCHIVE_READ_BYTES):
         if limits.screen(raw):
             continue
-        sent = parse(raw)
+        sent = parse.parse(raw)
         texts += [sent.body_text, sent.text, html_to_text(sent.html) if sent.html and sent.text else ""]
     return Evidence(known_lines(*(read_reply(t).own for t in texts if t)), ours)
 

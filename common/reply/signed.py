@@ -17,7 +17,7 @@ import hashlib
 from dataclasses import dataclass
 
 from common.errors import EmailHandlerError
-from common.mail.parse import ParsedMail, parse
+from common.mail import ParsedMail, parse
 from common.reply.auth import UnreadableReplyError
 
 MAX_DEPTH = 32  # CMS nests a handful of levels; anything deeper is not a signature
@@ -221,7 +221,7 @@ def open_reply(raw: bytes, owner_key: str) -> ParsedMail:
     message = message_from_bytes(raw, policy=email_policy.compat32)
     der = message.get_payload(decode=True)
     if not isinstance(der, bytes) or not _is_signed_data(der):
-        return parse(raw)  # enveloped-data (or unreadable): refused by the caller as encrypted
+        return parse.parse(raw)  # enveloped-data (or unreadable): refused by the caller as encrypted
     certificate = owner_key if "BEGIN CERTIFICATE" in owner_key else ""
     try:
         inner = unwrap(der, certificate)
@@ -230,7 +230,7 @@ def open_reply(raw: bytes, owner_key: str) -> ParsedMail:
             f"the reply is S/MIME opaque-signed and {exc}",
             "Send it again signed as usual (a detached signature, multipart/signed) or unsigned.",
         ) from None
-    return parse(_headers_without_entity(raw) + inner.content)
+    return parse.parse(_headers_without_entity(raw) + inner.content)
 
 
 def _is_signed_data(der: bytes) -> bool:

@@ -10,8 +10,8 @@ import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
-from common.delivery.compose import MARKER_TEXT
-from common.mail.htmltext import convert
+from common.delivery import MARKER_TEXT
+from common.mail import convert
 from common.reply.scrub import hide_addresses
 
 # [key: value] command lines -> conversation attributes (docs/CONTRACT.md)

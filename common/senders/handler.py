@@ -23,23 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 from common.aws import error_code, ses, sqs
 from common.errors import EmailHandlerError, EventError
-from common.mail.outbound import OutboundMessage
-from common.runtime import events
-from common.runtime.events import SqsRecord
-from common.runtime.functions import dlq_name
-from common.runtime.log import bind, get_logger
-from common.runtime.views import SenderConfig
+from common.mail import OutboundMessage
+from common.runtime import SenderConfig, SqsRecord, bind, dlq_name, events, get_logger
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus
-from common.store import alerts, holds, layout, sendstatus
-from common.store.sendqueue import load, parse
+from common.store import alerts, holds, layout, sendqueue, sendstatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from email.message import EmailMessage
 
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from common.mail.encrypt import OwnerKey
+    from common.mail import OwnerKey
 
 log = get_logger("sender")
 MAX_DELAY_S = 900
@@ -106,7 +101,7 @@ def _recipients(doc: Any) -> list[str]:
 def _parsed(body: str) -> Any:
     """A body's JSON, or the EventError that says why it has none (raised when its record is processed)."""
     try:
-        return parse(body)
+        return sendqueue.parse(body)
     except EventError as exc:
         return exc
 
@@ -150,7 +145,7 @@ class Sender:
             doc = self._docs.pop(id(record)) if id(record) in self._docs else _parsed(record.body)
             if isinstance(doc, EventError):
                 raise doc
-            msg = load(doc, self.cfg.bucket)
+            msg = sendqueue.load(doc, self.cfg.bucket)
             bind(correlation_id=msg.correlation_id, idempotency_key=msg.idempotency_key, kind=msg.kind)
             return self.deliver(msg)
         except IdempotencyAlreadyInProgressError:
@@ -321,11 +316,11 @@ class Sender:
         return {**self.send_with_retries(replace(msg, to=allowed)), **record}
 
     def send_with_retries(self, msg: OutboundMessage) -> dict[str, Any]:
-        from common.mail.build import build
-        from common.runtime.addresses import sending
+        from common.mail import build
+        from common.runtime import sending
 
         sender = sending(self.cfg, msg.from_address)  # a public address this deployment serves, or refused
-        built = build(msg, sender, self.cfg.domain_name, self.prefix, self._fetch)
+        built = build.build(msg, sender, self.cfg.domain_name, self.prefix, self._fetch)
         raw = self._encrypted_for_owner(msg, built).as_bytes()
         ses.prepare()  # a cold client costs ~100 ms: pay it before taking a rate slot, not inside it
         attempts, code = 0, ""
@@ -396,7 +391,7 @@ class Sender:
         second copy; a forward cut to the size budget (common/delivery/compose.py) fits once encrypted."""
         if not self.cfg.encrypts_to_owner or not {a.lower() for a in msg.to} <= self.cfg.owner_addresses:
             return built
-        from common.mail.encrypt import OwnerKeyError, encrypt
+        from common.mail import OwnerKeyError, encrypt
 
         if not self.cfg.owner_key:  # never send the owner's mail in clear when encryption is configured
             raise SendFailedError(
@@ -407,7 +402,7 @@ class Sender:
             key.check()  # a key may expire while a sandbox is warm
         except OwnerKeyError as exc:
             raise SendFailedError("OwnerKeyUnusable", 0, str(exc)) from None
-        encrypted = encrypt(built, key, self.cfg.encrypted_subject)
+        encrypted = encrypt.encrypt(built, key, self.cfg.encrypted_subject)
         log.info("mail encrypted to the owner", extra={"key_kind": key.kind, "fingerprint": key.fingerprint})
         return encrypted
 
@@ -511,9 +506,9 @@ def sandbox_notice(cfg: SenderConfig, held: OutboundMessage, refused: list[str])
 @functools.cache
 def _owner_key(text: str) -> OwnerKey:
     """Parsed once per sandbox (with_owner_key checked it at cold start)."""
-    from common.mail.encrypt import parse
+    from common.mail import encrypt
 
-    return parse(text)
+    return encrypt.parse(text)
 
 
 @functools.cache

@@ -21,8 +21,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from common.runtime.log import get_logger
-from common.runtime.views import SenderConfig
+from common.runtime import SenderConfig, get_logger
 from common.senders.status import SendStatus
 
 if TYPE_CHECKING:  # pragma: no cover

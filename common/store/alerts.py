@@ -13,8 +13,7 @@ import time
 from typing import Any
 
 from common.aws import dynamodb, sns
-from common.runtime.log import get_logger
-from common.runtime.views import Sending
+from common.runtime import Sending, get_logger
 
 log = get_logger("alerts")
 

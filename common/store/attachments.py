@@ -14,15 +14,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from common.aws import s3
-from common.aws.s3 import Link
-from common.mail import charsets
-from common.mail.limits import MAX_STORED_ATTACHMENTS
-from common.mail.outbound import Attachment
-from common.mail.parse import Attachment as MailPart
-from common.mail.sanitize import extension
-from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
-from common.runtime.views import Delivery, Sending
+from common.aws import Link, s3
+from common.mail import (
+    MAX_STORED_ATTACHMENTS,
+    SES_UNSUPPORTED,
+    charsets,
+    extension,
+    outbound,
+    parse,
+    withhold_reason,
+)
+from common.runtime import Delivery, Sending
 from common.store import layout
 from common.store.rawmail import reason_metadata
 
@@ -48,7 +50,7 @@ class Withheld:
 
 @dataclass(slots=True)
 class Stored:
-    attachments: list[Attachment] = field(default_factory=list)  # what the queue message may attach
+    attachments: list[outbound.Attachment] = field(default_factory=list)  # what the queue message may attach
     sizes: dict[str, int] = field(default_factory=dict)  # S3 key -> bytes
     withheld: list[Withheld] = field(default_factory=list)
 
@@ -68,7 +70,7 @@ def as_utf8(data: bytes, charset: str) -> bytes:
 
 def store(
     cfg: Delivery,
-    parts: Iterable[MailPart],
+    parts: Iterable[parse.Attachment],
     key_for: Callable[[str], str],
     withheld_key_for: Callable[[str], str],
 ) -> Stored:
@@ -121,25 +123,27 @@ def store(
         key = key_for(name)
         s3.put(cfg.bucket, key, data, ctype)
         shown = part.filename or name
-        out.attachments.append(Attachment(key, shown, ctype, inline=inline, content_id=part.content_id))
+        out.attachments.append(
+            outbound.Attachment(key, shown, ctype, inline=inline, content_id=part.content_id)
+        )
         out.sizes[key] = len(data)
     return out
 
 
-def attach_original(cfg: Delivery, held_key: str, mid: str) -> Attachment:
+def attach_original(cfg: Delivery, held_key: str, mid: str) -> outbound.Attachment:
     """A held mail released unparsed, attached whole as an opaque file: copied inside S3 from the held
     copy (common/store/layout.py, released_original)."""
     key = layout.released_original(mid)
     s3.copy(cfg.bucket, held_key, key, "application/octet-stream")
-    return Attachment(key, "original.eml", "application/octet-stream")
+    return outbound.Attachment(key, "original.eml", "application/octet-stream")
 
 
-def attach_report(cfg: Delivery, mid: str, raw: bytes, name: str) -> Attachment:
+def attach_report(cfg: Delivery, mid: str, raw: bytes, name: str) -> outbound.Attachment:
     """An abuse complaint attached whole to the owner's notice as an opaque file (the reported mail in
     it may be anything): stored at common/store/layout.py's complaint_report."""
     key = layout.complaint_report(mid)
     s3.put(cfg.bucket, key, raw, "application/octet-stream")
-    return Attachment(key, name, "application/octet-stream")
+    return outbound.Attachment(key, name, "application/octet-stream")
 
 
 def read(cfg: Sending, key: str) -> bytes | None:

@@ -15,8 +15,7 @@ import time
 from typing import Any, TypeGuard
 
 from common.aws import dynamodb
-from common.runtime.clock import iso_z
-from common.runtime.views import Delivery, Sending
+from common.runtime import Delivery, Sending, iso_z
 
 HELD = "RecipientHeld"  # the error code of a send failed on purpose because its recipient is held
 

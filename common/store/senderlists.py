@@ -18,8 +18,7 @@ from typing import Any, Literal
 
 from common.aws import dynamodb
 from common.errors import EmailHandlerError
-from common.runtime.clock import iso_z
-from common.runtime.views import Delivery
+from common.runtime import Delivery, iso_z
 
 BLOCK: Literal["block"] = "block"
 ALLOW: Literal["allow"] = "allow"

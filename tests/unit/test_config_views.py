@@ -10,6 +10,7 @@ without entering the parser (common/runtime/config.py) and the handler factory
 from __future__ import annotations
 
 import ast
+import importlib
 from dataclasses import fields
 from functools import cache
 
@@ -119,9 +120,11 @@ def test_each_functions_logic_takes_its_view(fn: Function) -> None:
         for node in app.body
         if isinstance(node, ast.ImportFrom) and any(a.name == "handle" for a in node.names)
     )
+    # through the package's face to the module that defines it
+    defined_in = importlib.import_module(str(source)).handle.__module__
     handle = next(
         node
-        for node in modules()[str(source)].tree.body
+        for node in modules()[defined_in].tree.body
         if isinstance(node, ast.FunctionDef) and node.name == "handle"
     )
     annotation = handle.args.args[0].annotation
