@@ -335,7 +335,8 @@ def _with_defaults(cfg: Config) -> Config:
     return replace(cfg, **changes) if changes else cfg  # type: ignore[arg-type]
 
 
-def _validate(cfg: Config) -> None:
+# One flat list of independent checks, one `if` per rule: a split would only add names.
+def _validate(cfg: Config) -> None:  # noqa: C901, PLR0912
     for name in ("public_email", "private_email"):
         value = getattr(cfg, name)
         if value and not _EMAIL.match(value):
