@@ -133,22 +133,34 @@ def test_a_throttled_async_invocation_is_retried_later_without_using_its_attempt
     invoked: list[Any] = []
     lines: list[str] = []
     held = Held(account)
-    wiring = _wiring(stack, invoked, account, lines)
-    wiring.sources = [s for s in wiring.sources if s.route is invocation_route]
+
+    def invocations_wiring() -> Wiring:
+        wiring = _wiring(stack, invoked, account, lines)
+        wiring.sources = [s for s in wiring.sources if s.route is invocation_route]
+        return wiring.start()
+
     event = {"Records": [{"eventSource": "aws:ses", "marker": "throttled-once"}]}
     sqs.send(queue, json.dumps({"function": "inbound-handler", "event": event}))
-    wiring.start()
+    throttling = invocations_wiring()
     try:
         wait_for("two throttles", lambda: account.throttles["inbound-handler"] >= 2)
+    finally:
+        throttling.stop()
+    try:
         # Back in the queue as a new message (no receive of the original used), with its throttle count.
+        # Read with the wiring stopped: a poller running beside this read would take the message at
+        # each of its reappearances, throttle it again and double its delay past the wait (seen under load).
         waiting = wait_for("the retried message", lambda: stack.receive(queue, visibility_s=0))
         assert waiting[0]["Attributes"]["ApproximateReceiveCount"] == "1"
         assert json.loads(waiting[0]["Body"])[THROTTLE_KEY]["count"] >= 1
         held.free()
-        wait_for("the invocation", lambda: invoked)
-        wait_for("the queue to empty", lambda: stack.depth(queue) == 0)
+        retrying = invocations_wiring()
+        try:
+            wait_for("the invocation", lambda: invoked)
+            wait_for("the queue to empty", lambda: stack.depth(queue) == 0)
+        finally:
+            retrying.stop()
     finally:
-        wiring.stop()
         held.free()
     assert invoked == [event]  # once, as it was sent
     assert stack.depth(dlq_name(queue)) == 0
