@@ -283,3 +283,16 @@ def test_a_sender_gets_no_extractor_limit_retention_or_spam_setting(monkeypatch:
     assert "PUBLIC_EMAIL" not in extractor and "EMAIL_BUCKET" not in extractor
     assert extractor["EXTRACT_MAX_PAGES"] == "501"
     assert "EXTRACT_MAX_PAGES" not in environments["inbound-handler"]
+
+
+def test_each_function_starts_on_the_environment_the_deploy_gives_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Narrowed to its view, a function's environment still parses and holds every setting its cold
+    start requires; a secret it requires arrives as the name of its SSM parameter, read at cold start."""
+    from common.runtime import config
+
+    for name, env in _environments(monkeypatch).items():
+        spec = next(fn for fn in FUNCTIONS if fn.name == name)
+        cfg = config.load(env)
+        for field in spec.requires:
+            parameter = config.SECRET_PARAMETERS.get(field)
+            assert getattr(cfg, field) or (parameter and getattr(cfg, parameter)), f"{name}: {field}"
