@@ -4,121 +4,214 @@ CSS in a ``<style>`` element applies to the whole document, so ``p { display: no
 system's banner too. As webmail does (Roundcube prefixes each selector with its message container),
 every selector is rewritten to match only inside the element with ``scope`` as its class: ``p, .a b``
 becomes ``.scope p, .scope .a b``; ``html``, ``body`` and ``:root`` at a selector's start become the
-scope itself; a selector starting with a sibling combinator (``+ p``, ``~ p``: the scope's siblings)
-is dropped. Inside ``@media``, ``@supports``, ``@container`` and ``@layer`` the rules are scoped the
-same way; ``@font-face``, ``@keyframes``, ``@page``, ``@counter-style`` and ``@property`` have no
-selectors and are kept; any other at-rule (``@import`` of a stylesheet no one scoped, ``@namespace``)
-is dropped. Comments are dropped. One pass over the text, strings and nesting followed.
+scope itself; a selector starting with a sibling or column combinator (``+ p``, ``~ p``, ``|| p``: the
+scope's siblings) is dropped.
+
+The stylesheet is read by the one CSS tokenizer (``common.mail.csstoken``) and written out again from
+what was understood, never copied through, so nothing the contact wrote is read by a browser in a way
+the scoper did not read it (docs/security.md, "The contact's CSS"):
+- a style rule keeps only its declarations (``name: value``); a nested rule or at-rule inside it is
+  dropped, since a nested selector with ``&`` (``body:has(&) #x``) is not under the scope;
+- a declaration holding a ``{}`` block, a bad string or a bad URL is dropped (a browser would read
+  it as a nested rule, or cut it elsewhere);
+- inside ``@media``, ``@supports``, ``@container`` and ``@layer`` the rules are scoped the same way, at
+  most MAX_GROUP_DEPTH deep; ``@font-face``, ``@page``, ``@counter-style`` and ``@property`` keep their
+  declarations, ``@keyframes`` its keyframes' declarations; every other at-rule (``@import``,
+  ``@namespace``, ``@scope``, ``@document``, ``@starting-style``) is dropped.
+Comments are dropped. Each token is read once: linear in the input.
 """
 
 from __future__ import annotations
 
-_GROUPING = ("@media", "@supports", "@container", "@layer", "@document", "@-moz-document", "@scope")
-_KEPT_BLOCKS = ("@font-face", "@keyframes", "@-webkit-keyframes", "@page", "@counter-style", "@property")
+from collections.abc import Callable
+
+from common.mail.csstoken import (
+    AT,
+    BAD_STRING,
+    BAD_URL,
+    CDC,
+    CDO,
+    CLOSE,
+    COLON,
+    COMMA,
+    DELIM,
+    FUNCTION,
+    IDENT,
+    OPEN,
+    SEMI,
+    WS,
+    Token,
+    skip,
+    text,
+    tokenize,
+)
+
+_GROUPING = frozenset({"media", "supports", "container", "layer"})
+_DECLARATIONS = frozenset({"font-face", "page", "counter-style", "property", "font-palette-values"})
+_KEYFRAMES = frozenset({"keyframes", "-webkit-keyframes", "-moz-keyframes"})
+_ROOTS = frozenset({"html", "body"})
+MAX_GROUP_DEPTH = 4
+
+# Decides a declaration's fate: given its tokens (name to value's end), how many tracker URLs it
+# loads; a declaration with any is dropped and counted (common.mail.trackers).
+Filter = Callable[[list[Token]], int]
 
 
-def _skip_string(css: str, pos: int) -> int:
-    """From the opening quote at ``pos`` to just after its closing quote (or the end)."""
-    quote, pos, n = css[pos], pos + 1, len(css)
-    while pos < n and css[pos] != quote and css[pos] != "\n":
-        pos += 2 if css[pos] == "\\" else 1
-    return min(pos + 1, n)
+class _Walk:
+    def __init__(self, toks: list[Token], scope: str, loads: Filter | None) -> None:
+        self.t = toks
+        self.scope = scope
+        self.loads = loads
+        self.removed = 0
 
+    def rules(self, i: int, stop: int, depth: int) -> str:
+        """The rules of the tokens ``i:stop`` (a stylesheet or a grouping rule's block), rewritten."""
+        t, out = self.t, []
+        while i < stop:
+            tok = t[i]
+            if tok.kind in (WS, CDO, CDC, SEMI, CLOSE):
+                i += 1
+                continue
+            j = i
+            while j < stop and not (t[j].kind == OPEN and t[j].text == "{"):
+                if t[j].kind == SEMI and tok.kind == AT:
+                    break
+                j = skip(t, j)
+            if j >= stop or t[j].kind == SEMI:  # a statement at-rule (@import, @charset) or stray text
+                i = j + 1
+                continue
+            block_end = min(t[j].end, stop)
+            out.append(self.rule(i, j, block_end, depth))
+            i = block_end + 1
+        return "".join(out)
 
-def _without_comments(css: str) -> str:
-    out, pos, n = [], 0, len(css)
-    while pos < n:
-        c = css[pos]
-        if c in "\"'":
-            end = _skip_string(css, pos)
-            out.append(css[pos:end])
-            pos = end
-        elif css.startswith("/*", pos):
-            close = css.find("*/", pos + 2)
-            pos = n if close < 0 else close + 2
-            out.append(" ")
-        else:
-            out.append(c)
-            pos += 1
-    return "".join(out)
-
-
-def _until(css: str, pos: int, stops: str) -> int:
-    """The position of the first of ``stops`` at this nesting level from ``pos`` (or the end)."""
-    depth, n = 0, len(css)
-    while pos < n:
-        c = css[pos]
-        if c in "\"'":
-            pos = _skip_string(css, pos)
-            continue
-        if c == "\\":
-            pos += 2
-            continue
-        if depth == 0 and c in stops:
-            return pos
-        if c in "([{":
-            depth += 1
-        elif c in ")]}" and depth:
-            depth -= 1
-        pos += 1
-    return n
-
-
-def _selectors(prelude: str, scope: str) -> str:
-    out = []
-    pos = 0
-    while pos <= len(prelude):
-        end = _until(prelude, pos, ",")
-        one = prelude[pos:end].strip()
-        pos = end + 1
-        if not one or one[0] in "+~|":
-            continue
-        head = one.lstrip()
-        for root in ("html", "body", ":root"):
-            while head.lower().startswith(root) and (len(head) == len(root) or not _ident(head[len(root)])):
-                head = head[len(root) :].lstrip()
-        if head.startswith((">", "+", "~")) and head[0] != ">":
-            continue
-        out.append(f".{scope} {head}".rstrip() if head else f".{scope}")
-    return ", ".join(out)
-
-
-def _ident(c: str) -> bool:
-    return c.isalnum() or c in "-_\\" or ord(c) > 127
-
-
-MAX_GROUP_DEPTH = 4  # @media inside @supports inside ...: each level is read once more
-
-
-def _rules(css: str, scope: str, depth: int = 0) -> str:
-    out: list[str] = []
-    pos, n = 0, len(css)
-    while pos < n:
-        end = _until(css, pos, "{;}")
-        prelude = css[pos:end].strip()
-        if end >= n:  # a prelude with no block: nothing a browser would apply
-            break
-        if css[end] in ";}":
-            pos = end + 1
-            continue  # a statement at-rule (@import, @charset, @namespace) or stray text: dropped
-        close = _until(css, end + 1, "}")
-        body = css[end + 1 : close]
-        pos = close + 1
-        if prelude.startswith("@"):
-            name = prelude.split(None, 1)[0].lower() if prelude.split() else ""
-            name = name.split("(", 1)[0]
+    def rule(self, start: int, brace: int, close: int, depth: int) -> str:
+        t = self.t
+        prelude = text(t, start, brace).strip()
+        if _unsafe(t, start, brace):
+            return ""
+        if t[start].kind == AT:
+            name = t[start].value
             if name in _GROUPING and depth < MAX_GROUP_DEPTH:
-                out.append(f"{prelude}{{{_rules(body, scope, depth + 1)}}}")
-            elif name in _KEPT_BLOCKS:
-                out.append(f"{prelude}{{{body}}}")
-            continue
-        selectors = _selectors(prelude, scope)
-        if selectors:
-            out.append(f"{selectors}{{{body}}}")
-    return "".join(out)
+                inner = self.rules(brace + 1, close, depth + 1)
+                return f"{prelude}{{{inner}}}" if inner else ""
+            if name in _DECLARATIONS:
+                return f"{prelude}{{{self.declarations(brace + 1, close)}}}"
+            if name in _KEYFRAMES:
+                return f"{prelude}{{{self.keyframes(brace + 1, close)}}}"
+            return ""
+        selectors = self.selectors(start, brace) if self.scope else prelude
+        return f"{selectors}{{{self.declarations(brace + 1, close)}}}" if selectors else ""
+
+    def keyframes(self, i: int, stop: int) -> str:
+        t, out = self.t, []
+        while i < stop:
+            j = i
+            while j < stop and not (t[j].kind == OPEN and t[j].text == "{"):
+                j = skip(t, j)
+            if j >= stop:
+                break
+            end = min(t[j].end, stop)
+            if t[i].kind != AT and not _unsafe(t, i, j):
+                out.append(f"{text(t, i, j).strip()}{{{self.declarations(j + 1, end)}}}")
+            i = end + 1
+        return "".join(out)
+
+    def declarations(self, i: int, stop: int) -> str:
+        """The block's declarations, each ``name:value``; nested rules and at-rules dropped."""
+        t, out = self.t, []
+        while i < stop:
+            j = i
+            while j < stop and t[j].kind != SEMI:
+                j = skip(t, j)
+            j = min(j, stop)
+            decl = self.declaration(i, j)
+            if decl:
+                out.append(decl)
+            i = j + 1
+        return ";".join(out)
+
+    def declaration(self, i: int, stop: int) -> str:
+        t = self.t
+        while i < stop and t[i].kind == WS:
+            i += 1
+        if i >= stop or t[i].kind != IDENT:
+            return ""
+        colon = i + 1
+        while colon < stop and t[colon].kind == WS:
+            colon += 1
+        if colon >= stop or t[colon].kind != COLON or _unsafe(t, colon + 1, stop):
+            return ""
+        if self.loads is not None and (found := self.loads(t[i:stop])):
+            self.removed += found
+            return ""
+        value = text(t, colon + 1, stop).strip()
+        return f"{t[i].text}:{value}" if value else ""
+
+    def selectors(self, i: int, stop: int) -> str:
+        t, out = self.t, []
+        while i <= stop:
+            j = i
+            while j < stop and t[j].kind != COMMA:
+                j = skip(t, j)
+            one = self.selector(i, min(j, stop))
+            if one:
+                out.append(one)
+            i = j + 1
+        return ", ".join(out)
+
+    def selector(self, i: int, stop: int) -> str:
+        t = self.t
+        while True:  # html, body and :root at the start are the scope itself
+            while i < stop and t[i].kind == WS:
+                i += 1
+            if i < stop and t[i].kind == IDENT and t[i].value in _ROOTS:
+                i += 1
+            elif i + 1 < stop and t[i].kind == COLON and t[i + 1].kind == IDENT and t[i + 1].value == "root":
+                i += 2
+            else:
+                break
+        rest = text(t, i, stop).strip()
+        if i < stop and t[i].kind == DELIM and t[i].text in "+~|":
+            return ""
+        return f".{self.scope} {rest}" if rest else f".{self.scope}"
+
+
+def _unsafe(t: list[Token], i: int, stop: int) -> bool:
+    """Whether the tokens hold what a browser could read differently once written out: a ``{}``
+    block (a nested rule), a ``}`` or ``;`` of no block, a bad string or URL, or anything the end of
+    the input closed (a string, a URL, a block, an escape): what follows in the output would
+    continue it."""
+    for k in range(i, stop):
+        tok = t[k]
+        kind = tok.kind
+        if kind in (BAD_STRING, BAD_URL, SEMI) or tok.text.endswith("\\") or tok.text == "}":
+            return True
+        if kind == OPEN and tok.text == "{":
+            return True
+        if (kind == OPEN or kind == FUNCTION) and tok.end >= stop:
+            return True
+        if tok.eof:
+            return True
+    return False
+
+
+def rewrite(css: str, scope: str, loads: Filter | None = None) -> tuple[str, int]:
+    """``css`` rewritten (see the module's docstring): every rule confined to ``.scope`` when
+    ``scope`` is given, and without the declarations ``loads`` counts URLs in; how many it counted."""
+    walk = _Walk(tokenize(css), scope, loads)
+    out = walk.rules(0, len(walk.t), 0)
+    return out, walk.removed
+
+
+def declarations(css: str, loads: Filter | None = None) -> tuple[str, int]:
+    """A ``style`` attribute's declarations rewritten the same way, and how many URLs ``loads``
+    counted in the dropped ones."""
+    walk = _Walk(tokenize(css), "", loads)
+    return walk.declarations(0, len(walk.t)), walk.removed
 
 
 def scope_css(css: str, scope: str) -> str:
     """``css`` with every rule confined to the descendants of ``.scope`` (and ``.scope`` itself for
     html/body/:root)."""
-    return _rules(_without_comments(css), scope)
+    return rewrite(css, scope)[0]

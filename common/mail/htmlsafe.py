@@ -212,9 +212,9 @@ class _Writer:
 
     def style(self, css: str) -> None:
         if self.remove_trackers:
-            css, gone = trackers.clean_css(css)
+            css, gone = trackers.clean_stylesheet(css, self.scope)
             self.removed += gone
-        if self.scope:
+        elif self.scope:
             css = scope_css(css, self.scope)
         self.out.append("<style>" + css.replace("<", "\\3c ") + "</style>")
 

@@ -20,6 +20,8 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from common.mail import cssscope, csstoken
+
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*+):")
 _CONTROLS = "".join(chr(c) for c in range(0x21))
 _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
@@ -148,58 +150,98 @@ def unwrap(value: str) -> str:
 
 # --- sizes and visibility --------------------------------------------------------------------------
 
-_NUMBER = re.compile(r"[\t\n\f\r ]*+\+?([0-9]*+\.?[0-9]*+)")
-_CSS_ESCAPE = re.compile(r"\\(?:([0-9A-Fa-f]{1,6})[\t\n\f\r ]?|(.))", re.S)
-_CSS_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.S)
-# A declaration of a size or visibility in (unescaped, lowercase) CSS text.
-_CSS_DECL = re.compile(
-    r"(?<![\w-])(display|visibility|opacity|width|height|max-width|max-height|content-visibility)"
-    r"[\t\n\f\r ]*+:[\t\n\f\r ]*+([^;}!]*+)"
-)
+_NUMBER = re.compile(r"[\t\n\f\r ]*+\+?([0-9]*+\.?[0-9]*+)(%?)")
+# What one unit of each CSS length renders as, in CSS px (CSS Values 4, 6.1 and 6.2), for an image
+# nothing else sizes: fonts at the browsers' default 16 px, a viewport (and a container) of
+# VIEWPORT px, which is also what a percentage is read against. An image that renders under
+# PIXEL_PX at this size is a pixel: no one is meant to see it.
+VIEWPORT = (1280.0, 800.0)
+PIXEL_PX = 2.0
+_FONT = {"em": 16.0, "rem": 16.0, "ex": 8.0, "rex": 8.0, "ch": 8.0, "rch": 8.0, "cap": 11.2, "rcap": 11.2}
+_FONT |= {"ic": 16.0, "ric": 16.0, "lh": 19.2, "rlh": 19.2}
+_ABSOLUTE = {"px": 1.0, "pt": 96 / 72, "pc": 16.0, "in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "q": 96 / 101.6}
+_VIEWPORT_UNITS = {
+    f"{prefix}{axis}": size / 100
+    for prefix in ("", "s", "l", "d")
+    for axis, size in (
+        ("vw", VIEWPORT[0]),
+        ("vi", VIEWPORT[0]),
+        ("vh", VIEWPORT[1]),
+        ("vb", VIEWPORT[1]),
+        ("vmin", min(VIEWPORT)),
+        ("vmax", max(VIEWPORT)),
+    )
+}
+_CONTAINER = {f"cq{u}": _VIEWPORT_UNITS[f"v{u}"] for u in ("w", "h", "i", "b", "min", "max")}
+UNIT_PX = {**_FONT, **_ABSOLUTE, **_VIEWPORT_UNITS, **_CONTAINER}
+_HIDING = {
+    "display": ("none",),
+    "visibility": ("hidden", "collapse"),
+    "content-visibility": ("hidden",),
+}
 
 
-def css_plain(css: str) -> str:
-    """CSS text with its escapes decoded and comments removed, lowercase: what rules are read from."""
-    css = _CSS_COMMENT.sub(" ", css) if "/*" in css else css
-
-    def one(m: re.Match[str]) -> str:
-        if m.group(1):
-            code = int(m.group(1), 16)
-            return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else "\ufffd"
-        return m.group(2) if m.group(2) != "\n" else ""
-
-    return (_CSS_ESCAPE.sub(one, css) if "\\" in css else css).lower()
-
-
-def _number(value: str) -> float | None:
+def _number(value: str, axis: int = 0) -> float | None:
+    """An HTML ``width``/``height`` attribute in px (HTML's dimension value: digits, then "%" or
+    anything ignored)."""
     m = _NUMBER.match(value)
     digits = m.group(1) if m else ""
     try:
-        return float(digits) if digits.strip(".") else None
+        size = float(digits) if digits.strip(".") else None
     except ValueError:
         return None
+    if size is not None and m and m.group(2):
+        size = size * VIEWPORT[axis] / 100
+    return size
+
+
+def length_px(tok: csstoken.Token, axis: int = 0) -> float | None:
+    """A CSS length token in px as rendered at VIEWPORT (a unitless number as px, as quirks mode
+    reads one); None for what is not a length."""
+    if tok.kind == csstoken.NUMBER:
+        return tok.number
+    if tok.kind == csstoken.PERCENT:
+        return tok.number * VIEWPORT[axis] / 100
+    if tok.kind == csstoken.DIMENSION and tok.value in UNIT_PX:
+        return tok.number * UNIT_PX[tok.value]
+    return None
+
+
+def _declarations(style: str) -> list[tuple[str, list[csstoken.Token]]]:
+    """(lowercase name, value tokens without white space) of each declaration of a style attribute."""
+    toks = csstoken.tokenize(style)
+    out: list[tuple[str, list[csstoken.Token]]] = []
+    i, n = 0, len(toks)
+    while i < n:
+        j = i
+        while j < n and toks[j].kind != csstoken.SEMI:
+            j = csstoken.skip(toks, j)
+        part = [t for t in toks[i : min(j, n)] if t.kind != csstoken.WS]
+        if len(part) >= 2 and part[0].kind == csstoken.IDENT and part[1].kind == csstoken.COLON:
+            out.append((part[0].value, part[2:]))
+        i = j + 1
+    return out
 
 
 def style_facts(style: str) -> tuple[bool, float | None, float | None]:
-    """(hidden, width px, height px) from an element's style attribute."""
-    hidden, width, height = False, None, None
-    for name, value in _CSS_DECL.findall(css_plain(style)):
-        value = value.strip()
-        if (
-            (name == "display" and value.startswith("none"))
-            or (name == "visibility" and value.startswith(("hidden", "collapse")))
-            or (name == "content-visibility" and value.startswith("hidden"))
-            or (name == "opacity" and _number(value) == 0)
-        ):
-            hidden = True
+    """(hidden, width px, height px) from an element's style attribute, read by the CSS tokenizer:
+    escapes and comments as a browser reads them, a size in any length unit (UNIT_PX)."""
+    hidden, size = False, [None, None]
+    for name, value in _declarations(style):
+        first = value[0] if value else None
+        if first is None:
+            continue
+        if name in _HIDING:
+            hidden = hidden or (first.kind == csstoken.IDENT and first.value in _HIDING[name])
+        elif name == "opacity":
+            hidden = hidden or (first.kind in (csstoken.NUMBER, csstoken.PERCENT) and first.number == 0)
         elif name in ("width", "max-width", "height", "max-height"):
-            size = _number(value)
-            if size is not None and (value.endswith("px") or value.rstrip("0123456789.") == "" or size == 0):
-                if "width" in name:
-                    width = size if width is None else min(width, size)
-                else:
-                    height = size if height is None else min(height, size)
-    return hidden, width, height
+            axis = 0 if "width" in name else 1
+            px = length_px(first, axis)
+            if px is not None:
+                old = size[axis]
+                size[axis] = px if old is None else min(old, px)
+    return hidden, size[0], size[1]
 
 
 def hides(attrs: dict[str, str]) -> bool:
@@ -208,50 +250,67 @@ def hides(attrs: dict[str, str]) -> bool:
 
 
 def is_pixel(attrs: dict[str, str]) -> bool:
-    """A remote image no one is meant to see: 1x1 or smaller, 0 in either dimension, or hidden."""
+    """A remote image no one is meant to see: hidden, 0 in either dimension, or rendering under
+    PIXEL_PX in both (or in the one given: the other follows the image, a pixel's is 1)."""
     hidden, sw, sh = style_facts(attrs.get("style", ""))
-    w = _number(attrs["width"]) if "width" in attrs else None
-    h = _number(attrs["height"]) if "height" in attrs else None
+    w = _number(attrs["width"], 0) if "width" in attrs else None
+    h = _number(attrs["height"], 1) if "height" in attrs else None
     w = sw if w is None else (w if sw is None else min(w, sw))
     h = sh if h is None else (h if sh is None else min(h, sh))
-    tiny = w is not None and h is not None and w <= 1 and h <= 1
+    tiny = (w is not None or h is not None) and all(d is None or d <= PIXEL_PX for d in (w, h))
     return hidden or "hidden" in attrs or tiny or w == 0 or h == 0
 
 
 # --- URLs inside CSS and srcset ---------------------------------------------------------------------
 
-_CSS_CHUNK = re.compile(r"[^;{}]++|[;{}]")
-_CSS_URL = re.compile(r"url\([\t\n\f\r ]*+([\"']?)([^\"')]*+)|([\"'])([^\"']*+)")
+
+# Every URL in CSS is a url token or a string: text with neither an opening parenthesis, a quote nor
+# an escape (which could spell either) loads nothing.
+_MAY_LOAD = re.compile(r"[(\"'\\]")
 
 
-def css_urls(plain: str) -> list[str]:
-    """Every URL-like value in plain CSS: ``url(...)`` contents and quoted strings (@import,
-    image-set)."""
-    return [m.group(2) if m.group(2) is not None else m.group(4) for m in _CSS_URL.finditer(plain)]
+def css_urls(tokens: list[csstoken.Token]) -> list[str]:
+    """Every URL-like value among CSS tokens: ``url(...)`` (either form) and strings (``@import``,
+    ``image-set()``, ``src()``)."""
+    return [t.value for t in tokens if t.kind in (csstoken.URL, csstoken.STRING)]
+
+
+def _loads(remove_all_remote: bool) -> cssscope.Filter:
+    def loads(tokens: list[csstoken.Token]) -> int:
+        return sum(
+            (url := remote(u)) is not None and (remove_all_remote or open_rule(url) is not None)
+            for u in css_urls(tokens)
+        )
+
+    return loads
 
 
 def clean_css(css: str, remove_all_remote: bool = False) -> tuple[str, int]:
-    """``css`` without the declarations and rules that load a tracker (or, ``remove_all_remote``, any
-    remote URL: a hidden element's background is seen by no one); and how many went. Decided on
-    the CSS as a browser decodes it (escapes, comments), cut in the text as written."""
-    if "/" not in css and "\\" not in css:
+    """A style attribute's declarations without those that load a tracker (or, ``remove_all_remote``,
+    any remote URL: a hidden element's background is seen by no one); and how many tracker URLs the
+    result no longer loads. Read token by token (``common.mail.csstoken``) and written out again
+    (``common.mail.cssscope.declarations``)."""
+    if not _MAY_LOAD.search(css):
         return css, 0
-    out: list[str] = []
-    removed = 0
-    for chunk in _CSS_CHUNK.findall(css):
-        found = (
-            sum(
-                (url := remote(u)) is not None and (remove_all_remote or open_rule(url) is not None)
-                for u in css_urls(css_plain(chunk))
-            )
-            if len(chunk) > 1
-            else 0
-        )
-        if found:
-            removed += found  # each tracker URL of the declaration (or rule) that goes
-            continue
-        out.append(chunk)
-    return "".join(out), removed
+    loads = _loads(remove_all_remote)
+    out, _ = cssscope.declarations(css, loads)
+    return out, _gone(css, out, loads)
+
+
+def clean_stylesheet(css: str, scope: str = "") -> tuple[str, int]:
+    """A ``<style>`` element's CSS without the declarations that load a tracker, scoped to ``.scope``
+    when given (``common.mail.cssscope.rewrite``); and how many tracker URLs it no longer loads."""
+    loads = _loads(False)
+    out, _ = cssscope.rewrite(css, scope, loads)
+    return out, _gone(css, out, loads)
+
+
+def _gone(before: str, after: str, loads: cssscope.Filter) -> int:
+    """The tracker URLs ``before`` loads and ``after`` does not: the count is what was removed,
+    whatever removed it (a tracker's declaration, an ``@import``, a rule dropped for its shape)."""
+    if not _MAY_LOAD.search(before):
+        return 0
+    return max(0, loads(csstoken.tokenize(before)) - loads(csstoken.tokenize(after)))
 
 
 def srcset_urls(value: str) -> list[tuple[str, str]]:
