@@ -40,6 +40,16 @@ def require_docker() -> None:
     pytest.skip("no Docker engine on this machine")
 
 
+def require_chromium() -> None:
+    """Skip browser tests only where Chromium is not installed; under CI=true a missing one fails
+    (scripts/host-deps.sh installs Debian's chromium)."""
+    if shutil.which("chromium") or shutil.which("chromium-browser"):
+        return
+    if IN_CI:
+        pytest.fail("CI=true and no chromium: the browser tests must run, not skip")
+    pytest.skip("no chromium on this machine (scripts/host-deps.sh installs it)")
+
+
 @pytest.fixture(scope="session")
 def local_defaults() -> dict[str, str]:
     return local_env()

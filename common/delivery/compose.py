@@ -287,17 +287,78 @@ def _linked(text: str, urls: list[str]) -> str:
 
 # Every element the system writes into a forward's HTML carries these, inline and !important: an
 # inline !important declaration wins over any stylesheet rule, !important or not (CSS Cascade 4,
-# section 6.4), so the contact's <style> cannot hide, shrink or blank the banner or the header block.
-_SHOWN = (
-    "visibility:visible!important;opacity:1!important;position:static!important;transform:none!important;"
-    "height:auto!important;max-height:none!important;overflow:visible!important;clip-path:none!important;"
-    "filter:none!important;font:13px/1.4 sans-serif!important;color:#222!important;"
+# section 6.4). The contact's CSS is confined to its own box (common.mail.cssscope), so none of its
+# selectors reaches the system's elements at all; this is the second wall. ``all: revert`` first
+# takes every property (transforms, scale, zoom, masks, text fill, animations: whatever a future
+# property is) back to the browser's own default, then the ones that decide whether the block is
+# seen are pinned by name (docs/security.md, "The system's block").
+_PINNED = (
+    "all:revert",
+    "visibility:visible",
+    "opacity:1",
+    "position:static",
+    "transform:none",
+    "scale:none",
+    "translate:none",
+    "rotate:none",
+    "zoom:1",
+    "filter:none",
+    "backdrop-filter:none",
+    "clip-path:none",
+    "clip:auto",
+    "mask:none",
+    "-webkit-mask:none",
+    "mix-blend-mode:normal",
+    "content-visibility:visible",
+    "height:auto",
+    "min-height:0",
+    "max-height:none",
+    "width:auto",
+    "max-width:none",
+    "overflow:visible",
+    "font:13px/1.4 sans-serif",
+    "color:#222",
+    "-webkit-text-fill-color:currentcolor",
+    "-webkit-text-stroke-width:0",
+    "text-shadow:none",
+    "text-indent:0",
+    "letter-spacing:normal",
+    "word-spacing:normal",
+    "text-transform:none",
+    "animation:none",
+    "transition:none",
 )
-_BLOCK = "display:block!important;" + _SHOWN
-_INLINE = "display:inline!important;" + _SHOWN
+
+
+def _important(*declarations: str) -> str:
+    return "".join(f"{d}!important;" for d in declarations)
+
+
+_SHOWN = _important(*_PINNED)
+_BLOCK = _SHOWN + _important("display:block")
+_INLINE = _SHOWN + _important("display:inline", "font-weight:bold")
+# The system's block is drawn above anything that could overlap it (it comes first, the contact's box
+# is clipped to its own area below it; this keeps it on top if either ever failed).
+_SYSTEM_BOX = _important("background:#fff", "position:relative", "z-index:2147483647", "isolation:isolate")
 # The contact's HTML: its own stacking context and containing block, clipped to its box, so that its
 # positioned elements (absolute or fixed) cannot be painted over the system's block above it.
-_CONTACT_BOX = "position:relative;z-index:0;isolation:isolate;transform:translateZ(0);overflow:hidden"
+# Pinned like the system's block: were a rule of the contact's ever to reach it, the box still could not
+# be lifted, moved or unclipped over the system's block.
+_CONTACT_BOX = _important(
+    "display:block",
+    "position:relative",
+    "inset:auto",
+    "margin:0",
+    "z-index:0",
+    "isolation:isolate",
+    "transform:translateZ(0)",
+    "scale:none",
+    "translate:none",
+    "rotate:none",
+    "zoom:1",
+    "overflow:hidden",
+    "contain:paint",
+)
 # Generated content is the one thing inline styles cannot reach: none on the system's block, on body or
 # on html (a contact's ::before could be laid over the banner). Specific enough to beat ordinary rules.
 _NO_OVERLAY = (
@@ -323,7 +384,7 @@ def _html_with(
         return el(
             "div",
             f"&#9888; {_linked(w, urls)}",
-            _BLOCK + "background:#fff3cd!important;border:1px solid #e0a800;padding:6px;margin:0 0 6px",
+            _BLOCK + _important("background:#fff3cd", "border:1px solid #e0a800", "padding:6px", "margin:0 0 6px"),
         )
 
     rows = "".join(
@@ -332,16 +393,16 @@ def _html_with(
     )
     notes = "".join(el("div", _linked(line, urls)) for line in footer[1:])
     system = (
-        el("div", htmllib.escape(FORWARD_MARKER), _BLOCK + "color:#888!important")
+        el("div", htmllib.escape(FORWARD_MARKER), _BLOCK + _important("color:#888"))
         + "".join(warn(w) for w in warnings)
-        + el("div", rows, _BLOCK + "border-bottom:1px solid #ccc;padding:0 0 6px;margin:0 0 6px")
-        + el("div", notes, _BLOCK + "color:#666!important;margin:0 0 12px")
+        + el("div", rows, _BLOCK + _important("border-bottom:1px solid #ccc", "padding:0 0 6px", "margin:0 0 6px"))
+        + el("div", notes, _BLOCK + _important("color:#666", "margin:0 0 12px"))
     )
     return (
         f'<!DOCTYPE html><html id="ehs-html" style="{_BLOCK}">'
         f'<head><meta charset="utf-8">{_NO_OVERLAY}</head>'
         f'<body id="ehs-body" style="{_BLOCK}">'
-        f'<div id="ehs-system" style="{_BLOCK}background:#fff!important">{system}</div>'
+        f'<div id="ehs-system" style="{_BLOCK}{_SYSTEM_BOX}">{system}</div>'
         # The sanitiser (common.mail.htmlsafe) made the contact's HTML a closed fragment, so the box
         # and the document close after it and nothing of the contact's can reach outside them.
         f'<div style="{_CONTACT_BOX}">{html}</div></body></html>'
