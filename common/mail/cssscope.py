@@ -118,18 +118,36 @@ class _Walk:
         return "".join(out)
 
     def declarations(self, i: int, stop: int) -> str:
-        """The block's declarations, each ``name:value``; nested rules and at-rules dropped."""
+        """The block's declarations, each ``name:value``; nested rules and at-rules dropped. A nested
+        rule ends with its block, as a browser reads it (CSS Syntax 3, "consume a block's
+        contents"), so a declaration after it is still read."""
         t, out = self.t, []
         while i < stop:
             j = i
+            while j < stop and t[j].kind != SEMI and not (t[j].kind == OPEN and t[j].text == "{"):
+                j = skip(t, j)
+            if j < stop and t[j].kind == OPEN and not self._block_value(i, j, stop):
+                i = min(t[j].end, stop) + 1  # a nested rule or at-rule: dropped whole
+                continue
             while j < stop and t[j].kind != SEMI:
                 j = skip(t, j)
-            j = min(j, stop)
-            decl = self.declaration(i, j)
+            decl = self.declaration(i, min(j, stop))
             if decl:
                 out.append(decl)
             i = j + 1
         return ";".join(out)
+
+    def _block_value(self, i: int, brace: int, stop: int) -> bool:
+        """Whether ``i:brace`` is ``name:`` and the ``{}`` block at ``brace`` all its value (read as a
+        declaration, which is then dropped for its block), rather than a nested rule's prelude."""
+        t = self.t
+        head = [k for k in t[i:brace] if k.kind != WS]
+        if len(head) != 2 or head[0].kind != IDENT or head[1].kind != COLON:
+            return False
+        k = min(t[brace].end, stop) + 1
+        while k < stop and t[k].kind == WS:
+            k += 1
+        return k >= stop or t[k].kind == SEMI
 
     def declaration(self, i: int, stop: int) -> str:
         t = self.t

@@ -49,6 +49,7 @@ _URL_REST = re.compile(
 )
 _WS = re.compile(r"[ \t\n]*+")
 _UNESC = re.compile(_ESC)
+_CONTINUATION = re.compile(r"\\\n")  # an escaped newline in a string: the string goes on
 _PUNCT = {":": COLON, ";": SEMI, ",": COMMA, "(": OPEN, "[": OPEN, "{": OPEN, ")": CLOSE, "]": CLOSE, "}": CLOSE}
 _PAIR = {"(": ")", "[": "]", "{": "}"}
 
@@ -80,7 +81,11 @@ def unescape(text: str) -> str:
 
 def _string(text: str) -> str:
     body = text[1:-1] if len(text) > 1 and text[-1] == text[0] else text[1:]
-    return unescape(re.sub(r"\\\n", "", body)) if "\\" in body else body
+    if "\\" not in body:
+        return body
+    if (len(body) - len(body.rstrip("\\"))) % 2:
+        body = body[:-1]  # a "\\" the end of the input follows: nothing (CSS Syntax 3, 4.3.5)
+    return unescape(_CONTINUATION.sub("", body))
 
 
 def preprocess(css: str) -> str:
