@@ -176,3 +176,65 @@ def test_the_contacts_css_applies_only_inside_its_box() -> None:
 def test_what_a_dropped_element_would_have_loaded_is_counted(html: str) -> None:
     result = htmlsafe.sanitize(html)
     assert result.removed == 1 and "list-manage" not in result.html, result
+
+
+# --- judged by an independent parser (html5lib; tinycss2 for the CSS), never our own tokenizer -------
+
+HOSTILE_HTML = [
+    "<!--<body></body>--><p>Hi</p>",
+    "<!--[if mso]><p>Hi</p>",
+    "<plaintext><p>Hi",
+    "<xmp></xmp><p>",
+    "<textarea><p>",
+    "<title></title><p>",
+    "<svg><style><img src=x onerror=alert(1)></style></svg>",
+    "<math><mi><mglyph><style><img src=x onerror=alert(1)>",
+    "<template><p>",
+    "<noscript><p title='</noscript><img src=x onerror=alert(1)>'>",
+    "<table><tr><td><select><option><style>",
+    "<a href='javascript:alert(1)'>x</a><a href=' jav&#x09;ascript:alert(1)'>y</a>",
+    "<img src=x onerror=alert(1) ONLOAD=x>",
+    "<style>p{}</style><style>",
+    "<div a=\"</div>\"><p b='<!--'>",
+    "<p>a<b>b<i>c</p></div></div></body></html><div>",
+    "<iframe srcdoc='<script>alert(1)</script>'></iframe><script>alert(1)</script>",
+    "<object data=x><embed src=x><base href=//evil.example/><meta http-equiv=refresh content=0;url=x>",
+    "<style>p{ body:has(&) #ehs-system{display:none} } @import 'x'; :root{zoom:.1}</style><p>",
+    "<form><input type=image src=x formaction=javascript:alert(1)>",
+]
+_BAD_TAGS = {"script", "iframe", "object", "embed", "base", "meta", "link", "svg", "math", "template", "frame"}
+
+
+@pytest.mark.parametrize("html", HOSTILE_HTML)
+def test_the_output_read_by_html5lib_is_closed_and_inert(html: str) -> None:
+    from tests.support import judge
+
+    out = htmlsafe.sanitize(html, scope="seh-contact").html
+    doc = judge.tree(f'<div id="before"></div>{out}<div id="after">SYSTEM</div>')
+    body = next(el for el in doc.iter() if el.tag == judge.NS + "body")
+    # The fragment is closed: what follows it in the forward is a sibling of what precedes it.
+    assert [el.get("id") for el in body if el.get("id")] == ["before", "after"], out
+    assert "".join(body[-1].itertext()) == "SYSTEM"
+    assert not _BAD_TAGS & set(judge.tags(doc)), out
+    for el in doc.iter():
+        for name, value in el.attrib.items():
+            assert not name.lower().startswith("on"), out
+            assert not value.strip().lower().startswith(("javascript:", "vbscript:")), out
+
+
+@pytest.mark.parametrize("html", HOSTILE_HTML + [f"<style>{c}</style>" for c in ("p,a{x:y}", "html{}", "@media x{p{}}")])
+def test_every_style_rule_html5lib_finds_is_confined(html: str) -> None:
+    import tinycss2
+
+    from tests.support import judge
+
+    out = htmlsafe.sanitize(html, scope="seh-contact").html
+    for el in judge.fragment(out).iter(judge.NS + "style"):
+        todo = list(tinycss2.parse_stylesheet(el.text or "", skip_comments=True, skip_whitespace=True))
+        while todo:
+            rule = todo.pop()
+            if rule.type == "at-rule" and rule.lower_at_keyword in ("media", "supports", "container", "layer"):
+                todo += tinycss2.parse_rule_list(rule.content, skip_comments=True, skip_whitespace=True)
+            elif rule.type == "qualified-rule":
+                for sel in tinycss2.serialize(rule.prelude).split(","):
+                    assert sel.strip() == ".seh-contact" or sel.strip().startswith(".seh-contact "), out

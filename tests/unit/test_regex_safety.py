@@ -107,6 +107,12 @@ def _tokenize(html: str) -> object:
     return sum(1 for _ in htmltoken.tokens(html))
 
 
+def _css_tokenize(css: str) -> object:
+    from common.mail import csstoken
+
+    return len(csstoken.tokenize(css))
+
+
 def _spam_rules() -> Iterable[re.Pattern[str]]:
     from importlib import resources
 
@@ -248,13 +254,19 @@ CASES: dict[tuple[str, str], Case] = {
     ),
     ("common.mail.htmltoken", "_RAW_END"): case("</style", "</styl", "<", head="<style>", run=_tokenize),
     ("common.mail.htmltoken", "_REF"): case("&a", "&#1", "&#x", "&"),
+    ("common.mail.csstoken", "_TOKEN"): case(
+        "/*", "/**", '"', "'", '"\\', "1", "1e", "1.", "-", "--", "\\", "\\31", "a\\", "#", "@", "<!-",
+        "-->", "url(", "u", run=_css_tokenize,
+    ),
+    ("common.mail.csstoken", "_URL_REST"): case(
+        "a", " ", "\\", "\\)", "(", '"', head="url(", run=_css_tokenize
+    ),
+    ("common.mail.csstoken", "_WS"): case(" ", "\n ", head="url(", run=_css_tokenize),
+    ("common.mail.csstoken", "_UNESC"): case("\\", "\\1", "\\000000", head="a"),
+    ("common.mail.csstoken", "_CONTINUATION"): case("\\", "\\\n"),
     ("common.mail.trackers", "_SCHEME"): case("a", "a+", how="match"),
     ("common.mail.trackers", "_NUMBER"): case(" ", "1", ".", how="match"),
-    ("common.mail.trackers", "_CSS_ESCAPE"): case("\\", "\\0", "\\00000"),
-    ("common.mail.trackers", "_CSS_COMMENT"): case("/*", "/* *", "*"),
-    ("common.mail.trackers", "_CSS_DECL"): case("width", "width:", "width :", " ", "-width"),
-    ("common.mail.trackers", "_CSS_CHUNK"): case("a", ";"),
-    ("common.mail.trackers", "_CSS_URL"): case("url(", "url('", '"', "url( ", "'"),
+    ("common.mail.trackers", "_MAY_LOAD"): case("a", ")"),
     ("common.mail.trackers", 'unwrap:r"https?://[^\\s\\"\'<>]++$"'): case(
         "a", " ", head="https://", how="match"
     ),
