@@ -18,6 +18,8 @@ from collections.abc import Callable
 from html.parser import HTMLParser
 from typing import Any
 
+from common.mail import htmltoken, trackers
+from common.mail.cssscope import rewrite
 from common.mail.htmlsafe import sanitize
 from common.mail.htmltext import MAX_HTML_CHARS, convert
 
@@ -83,6 +85,51 @@ def _measure(fn: Callable[[str], Any], html: str) -> tuple[float, float]:
     return round(seconds, 3), round(peak / 1e6, 1)
 
 
+# Each pass of the HTML stack over mail-supplied text, on the shapes it finds hardest, at 1x, 2x and 4x
+# SCALE_BASE characters: linear work takes about 2x and 4x as long (quadratic: 4x and 16x). The last
+# shape at 4x is the 1.5 MB mail whose <style> repeats a root selector. tests/unit/test_css.py counts
+# the same passes' work without timing it.
+SCALE_BASE = 384_000
+PASSES: dict[str, Callable[[str], object]] = {
+    "tokenizer": lambda h: sum(1 for _ in htmltoken.tokens(h)),
+    "sanitiser": lambda h: sanitize(h, scope="s"),
+    "CSS scoper": lambda h: rewrite(h, "s"),
+    "text": convert,
+    "trackers": lambda h: trackers.clean_stylesheet(h, "s"),
+}
+SHAPES: dict[str, tuple[str, str, str]] = {
+    "nested CSS blocks": ("<style>p{", "{(", "</style>"),
+    "CSS declarations with URLs": ("<style>p{", "a:url(https://x.example/a.png);", "}</style>"),
+    "nested CSS rules with &": ("<style>p{", "& a{b:c}", "}</style>"),
+    "tags with style attributes": ("", '<img src="https://x.example/a.png" style="width:0.1em">', ""),
+    "repeated root selector": ("<style>", "html ", "{color:red}</style>"),
+}
+
+
+def scaling() -> list[dict[str, Any]]:
+    rows = []
+    for shape, (head, unit, tail) in SHAPES.items():
+        for name, fn in PASSES.items():
+            seconds = []
+            for times in (1, 2, 4):
+                html = head + unit * (SCALE_BASE * times // len(unit)) + tail
+                started = time.process_time()
+                fn(html)
+                seconds.append(round(time.process_time() - started, 3))
+            rows.append(
+                {
+                    "shape": shape,
+                    "pass": name,
+                    "chars_1x": SCALE_BASE,
+                    "s_1x": seconds[0],
+                    "s_2x": seconds[1],
+                    "s_4x": seconds[2],
+                    "ratio_4x": round(seconds[2] / max(seconds[0], 1e-3), 1),
+                }
+            )
+    return rows
+
+
 def run() -> dict[str, Any]:
     rows = []
     for name, build in CASES:
@@ -102,7 +149,12 @@ def run() -> dict[str, Any]:
                 "stdlib_peak_mb": stdlib[1],
             }
         )
-    return {"python": platform.python_version(), "max_html_chars": MAX_HTML_CHARS, "cases": rows}
+    return {
+        "python": platform.python_version(),
+        "max_html_chars": MAX_HTML_CHARS,
+        "cases": rows,
+        "scaling": scaling(),
+    }
 
 
 def table(r: dict[str, Any]) -> str:
@@ -120,5 +172,15 @@ def table(r: dict[str, Any]) -> str:
         lines.append(
             f"{c['case']:<52} {c['chars']:>10,} {c['ours_s']:>8} {c['ours_peak_mb']:>8} "
             f"{c['sanitize_s']:>7} {c['sanitize_peak_mb']:>8} {std}"
+        )
+    lines += [
+        "",
+        "Each pass at 1x, 2x, 4x (CPU s; linear: 4x takes about 4 times 1x, quadratic 16 times)",
+        f"{'shape':<30} {'pass':<11} {'chars 1x':>9} {'1x s':>7} {'2x s':>7} {'4x s':>7} {'4x/1x':>6}",
+    ]
+    for row in r.get("scaling", []):
+        lines.append(
+            f"{row['shape']:<30} {row['pass']:<11} {row['chars_1x']:>9,} {row['s_1x']:>7} {row['s_2x']:>7} "
+            f"{row['s_4x']:>7} {row['ratio_4x']:>6}"
         )
     return "\n".join(lines)

@@ -384,7 +384,8 @@ def _html_with(
         return el(
             "div",
             f"&#9888; {_linked(w, urls)}",
-            _BLOCK + _important("background:#fff3cd", "border:1px solid #e0a800", "padding:6px", "margin:0 0 6px"),
+            _BLOCK
+            + _important("background:#fff3cd", "border:1px solid #e0a800", "padding:6px", "margin:0 0 6px"),
         )
 
     rows = "".join(
@@ -395,7 +396,11 @@ def _html_with(
     system = (
         el("div", htmllib.escape(FORWARD_MARKER), _BLOCK + _important("color:#888"))
         + "".join(warn(w) for w in warnings)
-        + el("div", rows, _BLOCK + _important("border-bottom:1px solid #ccc", "padding:0 0 6px", "margin:0 0 6px"))
+        + el(
+            "div",
+            rows,
+            _BLOCK + _important("border-bottom:1px solid #ccc", "padding:0 0 6px", "margin:0 0 6px"),
+        )
         + el("div", notes, _BLOCK + _important("color:#666", "margin:0 0 12px"))
     )
     return (

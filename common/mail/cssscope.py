@@ -207,7 +207,7 @@ def _unsafe(t: list[Token], i: int, stop: int) -> bool:
             return True
         if kind == OPEN and tok.text == "{":
             return True
-        if (kind == OPEN or kind == FUNCTION) and tok.end >= stop:
+        if kind in (OPEN, FUNCTION) and tok.end >= stop:
             return True
         if tok.eof:
             return True

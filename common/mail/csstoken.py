@@ -50,7 +50,17 @@ _URL_REST = re.compile(
 _WS = re.compile(r"[ \t\n]*+")
 _UNESC = re.compile(_ESC)
 _CONTINUATION = re.compile(r"\\\n")  # an escaped newline in a string: the string goes on
-_PUNCT = {":": COLON, ";": SEMI, ",": COMMA, "(": OPEN, "[": OPEN, "{": OPEN, ")": CLOSE, "]": CLOSE, "}": CLOSE}
+_PUNCT = {
+    ":": COLON,
+    ";": SEMI,
+    ",": COMMA,
+    "(": OPEN,
+    "[": OPEN,
+    "{": OPEN,
+    ")": CLOSE,
+    "]": CLOSE,
+    "}": CLOSE,
+}
 _PAIR = {"(": ")", "[": "]", "{": "}"}
 
 

@@ -159,7 +159,15 @@ VIEWPORT = (1280.0, 800.0)
 PIXEL_PX = 2.0
 _FONT = {"em": 16.0, "rem": 16.0, "ex": 8.0, "rex": 8.0, "ch": 8.0, "rch": 8.0, "cap": 11.2, "rcap": 11.2}
 _FONT |= {"ic": 16.0, "ric": 16.0, "lh": 19.2, "rlh": 19.2}
-_ABSOLUTE = {"px": 1.0, "pt": 96 / 72, "pc": 16.0, "in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "q": 96 / 101.6}
+_ABSOLUTE = {
+    "px": 1.0,
+    "pt": 96 / 72,
+    "pc": 16.0,
+    "in": 96.0,
+    "cm": 96 / 2.54,
+    "mm": 96 / 25.4,
+    "q": 96 / 101.6,
+}
 _VIEWPORT_UNITS = {
     f"{prefix}{axis}": size / 100
     for prefix in ("", "s", "l", "d")
@@ -226,7 +234,8 @@ def _declarations(style: str) -> list[tuple[str, list[csstoken.Token]]]:
 def style_facts(style: str) -> tuple[bool, float | None, float | None]:
     """(hidden, width px, height px) from an element's style attribute, read by the CSS tokenizer:
     escapes and comments as a browser reads them, a size in any length unit (UNIT_PX)."""
-    hidden, size = False, [None, None]
+    hidden = False
+    size: list[float | None] = [None, None]
     for name, value in _declarations(style):
         first = value[0] if value else None
         if first is None:

@@ -33,35 +33,37 @@ HIDE_IMPORTANT = ";".join(f"{d}!important" for d in HIDE_ALL.split(";"))
 # stylesheet has to the system's block.
 HOSTILE = {
     "nesting with &": (
-        f"<style>p {{ color: red; body:has(&) #ehs-system, :root:has(&) #ehs-system * {{ {HIDE_IMPORTANT} }}"
-        f" & ~ *, :is(html) & div {{ {HIDE_IMPORTANT} }} @media all {{ #ehs-system {{ {HIDE_IMPORTANT} }} }}"
-        " }</style><p>Hi</p>"
+        "<style>p { color: red; body:has(&) #ehs-system, :root:has(&) #ehs-system * { HIDE }"
+        " & ~ *, :is(html) & div { HIDE } @media all { #ehs-system { HIDE } } }</style><p>Hi</p>"
     ),
-    "every property on every element": f"<style>*, html, body, div, b, :root {{ {HIDE_IMPORTANT} }}</style><p>Hi",
+    "every property on every element": "<style>*, html, body, div, b, :root { HIDE }</style><p>Hi",
     "at-rules": (
-        f"<style>@media all {{ * {{ {HIDE_IMPORTANT} }} }} @supports (display:block) {{ div {{ {HIDE_IMPORTANT} }} }}"
-        f" @layer x {{ div {{ {HIDE_IMPORTANT} }} }} @scope (html) {{ div {{ {HIDE_IMPORTANT} }} }}"
-        f" @starting-style {{ div {{ {HIDE_IMPORTANT} }} }} @container (min-width: 1px) {{ div {{ {HIDE_IMPORTANT} }} }}"
+        "<style>@media all { * { HIDE } } @supports (display:block) { div { HIDE } }"
+        " @layer x { div { HIDE } }"
+        " @scope (html) { div { HIDE } } @starting-style { div { HIDE } }"
+        " @container (min-width: 1px) { div { HIDE } }"
         " @import url('data:text/css,div{display:none!important}');</style><p>Hi"
     ),
     "escapes and comments": (
-        f"<style>\\62 ody:has(p) #ehs-system/**/, ht\\ml #ehs-system, p {{ x: '}}' ; }} #ehs-system {{ {HIDE_IMPORTANT} }}"
-        f" p {{ y: url(a;{{b) }} div {{ {HIDE_IMPORTANT} }}</style><p>Hi"
+        "<style>\\62 ody:has(p) #ehs-system/**/, ht\\ml #ehs-system, p { x: '}' ; } #ehs-system { HIDE }"
+        " p { y: url(a;{b) } div { HIDE }</style><p>Hi"
     ),
     "overlays": (
         "<style>html { position: fixed !important; top: 0; left: 0; width: 100vw; height: 100vh;"
         " z-index: 2147483647 !important; background: #fff; margin-top: -2000px }"
-        " p::before { content: 'x'; position: fixed; inset: 0; background: #fff; z-index: 2147483647 }</style>"
-        "<div style='position:fixed;top:0;left:0;width:100vw;height:100vh;background:#fff;z-index:2147483647'>"
-        "</div><div style='margin-top:-3000px;height:3000px;background:#fff;position:relative;z-index:9'></div><p>Hi"
+        " p::before { content: 'x'; position: fixed; inset: 0; background: #fff;"
+        " z-index: 2147483647 }</style>"
+        "<div style='position:fixed;top:0;left:0;width:100vw;height:100vh;background:#fff;"
+        "z-index:2147483647'></div><div style='margin-top:-3000px;height:3000px;background:#fff;"
+        "position:relative;z-index:9'></div><p>Hi"
     ),
 }
-
+HOSTILE = {name: html.replace("HIDE", HIDE_IMPORTANT) for name, html in HOSTILE.items()}
 
 # The second wall on its own: the contact's CSS put in the forward unscoped, as if the scoper had let it
 # through whole. The system's inline, !important pins must hold by themselves.
 UNSCOPED = {
-    "every property on every element": f"<style>*, html, body, div, b {{ {HIDE_IMPORTANT} }}</style><p>Hi",
+    "every property on every element": f"<style>*, html, body, div, b {{{HIDE_IMPORTANT}}}</style><p>Hi",
     "the contact's box lifted over the block": (
         "<style>body > div:last-of-type, body > div + div { position: fixed !important; inset: 0 !important;"
         " z-index: 2147483647 !important; transform: none !important; overflow: visible !important;"
@@ -121,7 +123,9 @@ def test_a_contacts_css_cannot_move_hide_or_restyle_the_system_block(
 
 
 @pytest.mark.parametrize("name", sorted(UNSCOPED))
-def test_the_system_blocks_own_pins_hold_even_against_unscoped_css(name: str, baseline: dict[str, Any]) -> None:
+def test_the_system_blocks_own_pins_hold_even_against_unscoped_css(
+    name: str, baseline: dict[str, Any]
+) -> None:
     seen = render(_forward(UNSCOPED[name], scoped=False))
     assert seen["found"] and seen["shown"] == baseline["shown"]
     for got, want in zip(seen["elements"], baseline["elements"], strict=True):

@@ -80,7 +80,9 @@ def render(html: str, timeout: float = 90.0) -> dict[str, Any]:
     binary = chromium()
     assert binary, "chromium is not installed (scripts/host-deps.sh installs it)"
     probe = _PROBE % json.dumps(STYLES)
-    page = html.replace("</body></html>", probe + "</body></html>") if "</body></html>" in html else html + probe
+    page = (
+        html.replace("</body></html>", probe + "</body></html>") if "</body></html>" in html else html + probe
+    )
     with tempfile.TemporaryDirectory(prefix="ehs-browser-") as tmp:
         path = Path(tmp, "forward.html")
         path.write_text(page, encoding="utf-8")

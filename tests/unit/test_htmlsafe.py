@@ -202,7 +202,19 @@ HOSTILE_HTML = [
     "<style>p{ body:has(&) #ehs-system{display:none} } @import 'x'; :root{zoom:.1}</style><p>",
     "<form><input type=image src=x formaction=javascript:alert(1)>",
 ]
-_BAD_TAGS = {"script", "iframe", "object", "embed", "base", "meta", "link", "svg", "math", "template", "frame"}
+_BAD_TAGS = {
+    "script",
+    "iframe",
+    "object",
+    "embed",
+    "base",
+    "meta",
+    "link",
+    "svg",
+    "math",
+    "template",
+    "frame",
+}
 
 
 @pytest.mark.parametrize("html", HOSTILE_HTML)
@@ -222,7 +234,9 @@ def test_the_output_read_by_html5lib_is_closed_and_inert(html: str) -> None:
             assert not value.strip().lower().startswith(("javascript:", "vbscript:")), out
 
 
-@pytest.mark.parametrize("html", HOSTILE_HTML + [f"<style>{c}</style>" for c in ("p,a{x:y}", "html{}", "@media x{p{}}")])
+@pytest.mark.parametrize(
+    "html", HOSTILE_HTML + [f"<style>{c}</style>" for c in ("p,a{x:y}", "html{}", "@media x{p{}}")]
+)
 def test_every_style_rule_html5lib_finds_is_confined(html: str) -> None:
     import tinycss2
 
@@ -233,7 +247,12 @@ def test_every_style_rule_html5lib_finds_is_confined(html: str) -> None:
         todo = list(tinycss2.parse_stylesheet(el.text or "", skip_comments=True, skip_whitespace=True))
         while todo:
             rule = todo.pop()
-            if rule.type == "at-rule" and rule.lower_at_keyword in ("media", "supports", "container", "layer"):
+            if rule.type == "at-rule" and rule.lower_at_keyword in (
+                "media",
+                "supports",
+                "container",
+                "layer",
+            ):
                 todo += tinycss2.parse_rule_list(rule.content, skip_comments=True, skip_whitespace=True)
             elif rule.type == "qualified-rule":
                 for sel in tinycss2.serialize(rule.prelude).split(","):
