@@ -198,6 +198,11 @@ def test_small_but_visible_images_are_kept(tag: str) -> None:
         f"<style>/* ; {{ */ .x{{background-image:image-set('{TRACKER}' 1x)}}</style>",
         f"<style>@import url('{TRACKER};{{');</style>",
         f"<style>p{{ .y {{ background:url({TRACKER}) }} }}</style>",  # dropped as a nested rule: counted
+        # A quote before the cut used to swallow the url() after it: the tracker stayed, uncounted.
+        f"<div style='cursor:url(\"a;b\"), url({TRACKER}), auto'>x</div>",
+        f"<div style='content:\"{{\" url({TRACKER})'>x</div>",
+        f"<style>.x{{cursor:url('a;b'), url({TRACKER}), auto}}</style><p class=x>x</p>",
+        f"<style>.x{{content:'{{' url({TRACKER})}}</style><p class=x>x</p>",
     ],
 )
 def test_a_url_with_semicolons_or_braces_is_read_whole(html: str) -> None:
