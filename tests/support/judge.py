@@ -23,7 +23,7 @@ def fragment(html: str) -> ET.Element:
     return html5lib.parseFragment(html, container="div", namespaceHTMLElements=True)
 
 
-def css_urls(css: str, declarations: bool = False) -> list[str]:
+def css_urls(css: str) -> list[str]:
     """Every url token, ``url("...")`` and string in ``css`` (a stylesheet, or a style attribute's
     declarations)."""
     nodes = tinycss2.parse_component_value_list(css, skip_comments=True)
@@ -56,7 +56,7 @@ def loads(root: ET.Element) -> list[str]:
                 if candidate.split():
                     out.append(candidate.split()[0])
         if "style" in el.attrib:
-            out += css_urls(el.attrib["style"], declarations=True)
+            out += css_urls(el.attrib["style"])
         if tag == "style":
             out += css_urls(el.text or "")
         if tag == "link" and "href" in el.attrib:
