@@ -518,7 +518,7 @@ def _parameters_section(real: Config, images: dict[str, str]) -> dict[str, Any]:
             "Type": "String",
             "Default": real.thread_secret_parameter,
             "AllowedPattern": "^/.+$",
-            "Description": "SSM SecureString you create holding THREAD_SECRET (never in the template; README)",
+            "Description": "the SSM SecureString you create holding THREAD_SECRET (README)",
         },
         "OverrideSuppressionList": {
             "Type": "String",
@@ -630,8 +630,8 @@ def _document(real: Config, cfg: Config, values: dict[str, str]) -> dict[str, An
     names = _substitutions({IMAGE_MARKS[f]: p for f, p in images.items()})
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
-        "Description": f"{real.project}: the stack `email-handler deploy` makes (email-handler deploy --export "
-        f"{FORMAT}); see README.md beside this file",
+        "Description": f"{real.project}: the stack `email-handler deploy` makes "
+        f"(email-handler deploy --export {FORMAT}); see README.md beside this file",
         "Parameters": _parameters_section(real, images),
         "Conditions": {SUPPRESSION_CONDITION: {"Fn::Equals": [{"Ref": "OverrideSuppressionList"}, "true"]}},
         "Resources": {
@@ -712,8 +712,8 @@ them. Nothing secret is in it.
 
        aws ecr create-repository --region {region} --repository-name {prefix}-inbound-handler \\
          --image-tag-mutability IMMUTABLE --image-scanning-configuration scanOnPush=true
-       docker tag service-email-handler/inbound-handler:latest ACCOUNT.dkr.ecr.{region}.amazonaws.com/{prefix}-inbound-handler:v1
-       docker push ACCOUNT.dkr.ecr.{region}.amazonaws.com/{prefix}-inbound-handler:v1
+       REPO=ACCOUNT.dkr.ecr.{region}.amazonaws.com/{prefix}-inbound-handler
+       docker tag service-email-handler/inbound-handler:latest $REPO:v1 && docker push $REPO:v1
 
    and the same for the five others. Give Lambda a single-platform image: a Docker engine on the
    containerd image store may push an image index, which Lambda refuses; pass the platform's
@@ -733,8 +733,8 @@ Terraform (`aws_cloudformation_stack`):
       template_body = file("${{path.module}}/template.json")
       capabilities  = ["CAPABILITY_NAMED_IAM"]
       parameters = {{
-        InboundHandlerImageUri = "ACCOUNT.dkr.ecr.{region}.amazonaws.com/{prefix}-inbound-handler@sha256:DIGEST"
-        # ... one per function
+        # one per function: InboundHandlerImageUri, ReplyHandlerImageUri, ...
+        InboundHandlerImageUri = "ACCOUNT.dkr.ecr.{region}.amazonaws.com/{prefix}-inbound-handler:v1"
       }}
     }}
 
