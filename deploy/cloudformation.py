@@ -27,6 +27,7 @@ from common.aws import sts
 from common.runtime import FUNCTIONS, Config, dlq_name
 from common.store import layout
 from deploy import alarms, dns, iam, lambdas, preflight, receiving, resources, triggers
+from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.plan import Run
 
@@ -75,7 +76,10 @@ class Template:
         depends: tuple[str, ...] = (),
     ) -> str:
         if logical in self.resources:
-            raise ValueError(f"two resources named {logical}")
+            raise DeployError(
+                f"two resources of the template would have the logical id {logical}",
+                "report it: the export names each resource after its kind and name",
+            )
         self.resources[logical] = {"Type": kind, "Properties": properties}
         if depends:
             self.resources[logical]["DependsOn"] = sorted(depends)
