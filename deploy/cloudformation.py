@@ -334,7 +334,9 @@ def _functions(t: Template, source_env: dict[str, str]) -> None:
             f"arn:aws:lambda:{cfg.region}:{account}:function:{name}",
             depends=(_logical("LogGroup", spec.name),),  # its retention, not Lambda's default group
         )
-        version = t.add(function + "Version", "AWS::Lambda::Version", _version(function, wanted))
+        version = t.add(
+            function + "Version", "AWS::Lambda::Version", _version(function, IMAGE_MARKS[spec.name], wanted)
+        )
         alias = t.add(
             function + "Live",
             "AWS::Lambda::Alias",
@@ -359,16 +361,17 @@ def _functions(t: Template, source_env: dict[str, str]) -> None:
             )
 
 
-def _version(function: str, wanted: dict[str, Any]) -> dict[str, Any]:
+def _version(function: str, image: str, wanted: dict[str, Any]) -> dict[str, Any]:
     """A version is published once; CloudFormation publishes another only when the resource is replaced,
-    which a new Description does. It names the image and the settings, so a new image or configuration
-    moves ``live`` as the deploy does (deploy/lambdas.py)."""
-    text = json.dumps(wanted, sort_keys=True)
-    marks = sorted(
-        {m for m in (*IMAGE_MARKS.values(), ARCH_MARK, ENV_MARK, DOMAIN_MARK, PRIVATE_MARK) if m in text}
-    )
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return {"FunctionName": {"Ref": function}, "Description": " ".join([f"settings {digest}", *marks])}
+    which a new Description does. It names the image, the platform and a digest of the exported
+    settings, so a new image, platform or export moves ``live`` as the deploy does (deploy/lambdas.py).
+    Not DomainName or PrivateEmail: with an image URI they could pass Lambda's 256 characters (the
+    README says to give a new image URI with them)."""
+    digest = hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
+    return {
+        "FunctionName": {"Ref": function},
+        "Description": f"settings {digest} {ENV_MARK} {ARCH_MARK} {image}",
+    }
 
 
 def _invocations(t: Template, rule_set: str) -> list[str]:
@@ -785,6 +788,8 @@ since every name is the same.
 
   with BUCKET the stack's output `Bucket`; without it the keyword lists are empty.
 - **Moving `live` on an unchanged template.** Each function's version is published when its image
-  or settings change (its description names them); pushing a new image under the same tag does not:
-  pass a new URI (a new tag or digest).
+  URI, `Architecture`, `Env` or the exported settings change (its description names them). Pushing
+  a new image under the same tag does not, nor does a new `DomainName` or `PrivateEmail` alone (the
+  functions get it, `live` stays on the old version): pass a new image URI (a new tag or digest)
+  with them.
 """
