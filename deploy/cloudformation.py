@@ -672,7 +672,7 @@ def readme(real: Config, template: dict[str, Any]) -> str:
     """How to use the template from CloudFormation, Terraform and CDK, and the steps it cannot take."""
     env, region = real.env, real.region
     images = [p for p in template["Parameters"] if p.endswith("ImageUri")]
-    overrides = " ".join(
+    overrides = " \\\n        ".join(
         f"{p}=ACCOUNT.dkr.ecr.{region}.amazonaws.com/{real.name(f.name)}@sha256:DIGEST"
         for p, f in zip(images, FUNCTIONS, strict=True)
     )
@@ -690,7 +690,7 @@ def readme(real: Config, template: dict[str, Any]) -> str:
         overrides=overrides,
         records=records,
         count=len(template["Resources"]),
-        image_list=", ".join(images),
+        image_list=", ".join(f"`{p}`" for p in images),
         stack=f"{real.prefix}",
     )
     return text
@@ -701,8 +701,11 @@ README = """# {project} as a CloudFormation template
 `template.json` creates the {count} resources `email-handler deploy --env {env}` creates (the same
 names, IAM policies, environment per function and wiring), written by `email-handler deploy --export
 cloudformation` from the deploy's own declarations. Its parameters: `Env` ({env}), `DomainName`,
-`PrivateEmail`, `ThreadSecretParameter`, `Architecture` and one image URI per function
-({image_list}). The public addresses, their settings and every other setting are those of the
+`PrivateEmail`, `ThreadSecretParameter`, `Architecture`, `OverrideSuppressionList` and one image
+URI per function:
+{image_list}.
+
+The public addresses, their settings and every other setting are those of the
 configuration it was exported with (the addresses follow `DomainName`): export again after changing
 them. Nothing secret is in it.
 
@@ -731,7 +734,8 @@ them. Nothing secret is in it.
 AWS CLI:
 
     aws cloudformation deploy --region {region} --stack-name {stack} --template-file template.json \\
-      --capabilities CAPABILITY_NAMED_IAM --parameter-overrides {overrides}
+      --capabilities CAPABILITY_NAMED_IAM --parameter-overrides \\
+        {overrides}
 
 Terraform (`aws_cloudformation_stack`):
 
