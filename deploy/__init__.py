@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "WaitingOnDnsError": "main",
     "alias_arn": "lambdas",
     "async_dlq": "lambdas",
+    "cloudformation": "cloudformation",
     "connect": "main",
     "deploy": "main",
     "deployer_policies": "iam",
@@ -54,6 +55,7 @@ __all__ = [
     "WaitingOnDnsError",
     "alias_arn",
     "async_dlq",
+    "cloudformation",
     "connect",
     "deploy",
     "deployer_policies",
@@ -78,7 +80,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from deploy import destroy, dns, iam, replay, resources
+    from deploy import cloudformation, destroy, dns, iam, replay, resources
     from deploy.errors import DeployError
     from deploy.iam import deployer_policies, deployer_policy_names, role_arn
     from deploy.images import LAMBDA_MANIFESTS, manifest_media_type

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from common.aws import control_client
 from common.runtime import Config
@@ -52,6 +53,15 @@ def records(cfg: Config) -> list[Record]:
         .get("MailFromDomainAttributes", {})
         .get(domain, {})
     )
+    return listed(cfg, verify, dkim, mail_from)
+
+
+def listed(
+    cfg: Config, verify: dict[str, Any], dkim: dict[str, Any], mail_from: dict[str, Any]
+) -> list[Record]:
+    """The records from SES's verification, DKIM and MAIL FROM attributes of the domain (each {} when
+    SES has none yet: then only the MAIL FROM and receiving records, which need no token)."""
+    domain = cfg.domain_name
     out = []
     if verify.get("VerificationToken"):
         out.append(

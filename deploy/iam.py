@@ -222,6 +222,10 @@ def from_addresses(cfg: Config) -> dict[str, Any]:
     return {"StringEquals": {"ses:FromAddress": listed if len(listed) > 1 else cfg.public_email}}
 
 
+def role_description(cfg: Config, function: str) -> str:
+    return f"{function} of {cfg.prefix} (email-handler)"
+
+
 def role_arn(cfg: Config, account: str, function: str) -> str:
     return f"arn:aws:iam::{account}:role/{role_name(cfg, function)}"
 
@@ -246,7 +250,7 @@ def converge_role(run: Run, account: str, function: str, trust: str = TRUST) -> 
         api.create_role(
             RoleName=name,
             AssumeRolePolicyDocument=trust,
-            Description=f"{function} of {cfg.prefix} (email-handler)",
+            Description=role_description(cfg, function),
         )
         api.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(wanted))
 

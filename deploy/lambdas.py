@@ -241,20 +241,28 @@ def _unreserved(run: Run, api: Any, name: str, exists: bool) -> None:
         )
 
 
+def log_group_name(cfg: Config, function: str) -> str:
+    return f"/aws/lambda/{function_name(cfg, function)}"
+
+
 def log_groups(run: Run) -> None:
     for spec in FUNCTIONS:
-        log_group(run, f"/aws/lambda/{function_name(run.cfg, spec.name)}", FUNCTION_LOG_RETENTION_DAYS)
+        log_group(run, log_group_name(run.cfg, spec.name), FUNCTION_LOG_RETENTION_DAYS)
+
+
+def on_failure_settings(destination: str) -> dict[str, Any]:
+    """Lambda's retries of an asynchronous event, then ``destination`` (the async DLQ's ARN)."""
+    return {
+        "MaximumRetryAttempts": ASYNC_RETRIES,
+        "MaximumEventAgeInSeconds": ASYNC_MAX_AGE_S,
+        "DestinationConfig": {"OnFailure": {"Destination": destination}},
+    }
 
 
 def on_failure(run: Run, function_: str) -> None:
     """A failed asynchronous event (after Lambda's retries) goes to the async DLQ, not away."""
     api, name = control_client("lambda"), function_name(run.cfg, function_)
-    destination = queue_arn(run.cfg, async_dlq(run.cfg))
-    wanted = {
-        "MaximumRetryAttempts": ASYNC_RETRIES,
-        "MaximumEventAgeInSeconds": ASYNC_MAX_AGE_S,
-        "DestinationConfig": {"OnFailure": {"Destination": destination}},
-    }
+    wanted = on_failure_settings(queue_arn(run.cfg, async_dlq(run.cfg)))
     exists = (
         run.apply
         or or_none(lambda: api.get_function(FunctionName=name), "ResourceNotFoundException") is not None

@@ -214,11 +214,12 @@ def wire(
     for spec in FUNCTIONS:
         if spec.batch_concurrency:
             triggers.event_source(run, account, spec)
-    feedback = topic_arn(cfg, cfg.feedback_topic)
-    triggers.permission(run, account, "inbound-handler", "sns-ses-feedback", "sns.amazonaws.com", feedback)
+    rule_set = receiving.target_rule_set(cfg, replace_active_rule_set)
+    for grant in triggers.receiving_permissions(cfg, account, rule_set):
+        triggers.permission(run, account, *grant)
     subscription(
         run,
-        feedback,
+        topic_arn(cfg, cfg.feedback_topic),
         "lambda",
         lambdas.alias_arn(cfg, account, "inbound-handler"),
         f"{cfg.feedback_topic} -> inbound-handler:{lambdas.ALIAS}",
@@ -227,24 +228,6 @@ def wire(
         run, topic_arn(cfg, cfg.alert_topic), "email", cfg.private_email, f"{cfg.alert_topic} -> owner e-mail"
     )
     triggers.digest_schedule(run, account)
-    rule_set = receiving.target_rule_set(cfg, replace_active_rule_set)
-    thread_rule, public_rule = receiving.rule_names(cfg)
-    triggers.permission(
-        run,
-        account,
-        "reply-handler",
-        "ses-receipt-thread",
-        "ses.amazonaws.com",
-        receiving.rule_arn(cfg, account, rule_set, thread_rule),
-    )
-    triggers.permission(
-        run,
-        account,
-        "inbound-handler",
-        "ses-receipt-public",
-        "ses.amazonaws.com",
-        receiving.rule_arn(cfg, account, rule_set, public_rule),
-    )
     receiving.bucket_policy(run, account, rule_set)
     receiving.receipt_rules(run, account, rule_set)
     receiving.mail_from(run, verified)

@@ -46,10 +46,9 @@ def rule_arn(cfg: Config, account: str, rule_set: str, rule: str) -> str:
     return f"arn:aws:ses:{cfg.region}:{account}:receipt-rule-set/{rule_set}:receipt-rule/{rule}"
 
 
-def bucket_policy(run: Run, account: str, rule_set: str) -> None:
-    """SES's receipt rules may write raw mail to staging/ of this bucket, for this account's rule set only."""
-    cfg = run.cfg
-    wanted = {
+def bucket_policy_document(cfg: Config, account: str, rule_set: str) -> dict[str, Any]:
+    """SES may put objects under staging/, for ``rule_set`` of ``account`` alone."""
+    return {
         "Version": "2012-10-17",
         "Statement": [
             {
@@ -67,6 +66,12 @@ def bucket_policy(run: Run, account: str, rule_set: str) -> None:
             }
         ],
     }
+
+
+def bucket_policy(run: Run, account: str, rule_set: str) -> None:
+    """SES's receipt rules may write raw mail to staging/ of this bucket, for this account's rule set only."""
+    cfg = run.cfg
+    wanted = bucket_policy_document(cfg, account, rule_set)
     s3 = control_client("s3")
     current = None
     if bucket_exists(cfg.bucket):
@@ -104,7 +109,7 @@ def receipt_rules(run: Run, account: str, rule_set: str) -> None:
     """Thread replies first (and stop), then the public address: both store to staging/ and invoke
     ``live``."""
     cfg, ses = run.cfg, control_client("ses")
-    rules = _rules(cfg, account)
+    rules = rule_list(cfg, account)
     ours = rule_set == own_rule_set(cfg)
     described = or_none(lambda: ses.describe_receipt_rule_set(RuleSetName=rule_set), "RuleSetDoesNotExist")
     if ours:
@@ -178,7 +183,7 @@ def receipt_rules(run: Run, account: str, rule_set: str) -> None:
         )
 
 
-def _rules(cfg: Config, account: str) -> list[dict[str, Any]]:
+def rule_list(cfg: Config, account: str) -> list[dict[str, Any]]:
     """The two receipt rules, in their order: thread replies to reply-handler, then the public
     address to inbound-handler."""
     thread_rule, public_rule = rule_names(cfg)

@@ -99,9 +99,10 @@ def shared(run: Run, identity: bool = True, account: str = "") -> None:
     _bucket(run, cfg)
     for field_name, (key, ttl, indexes) in TABLES.items():
         _table(run, getattr(cfg, field_name), key, ttl, indexes)
-    for name in sender_queues(cfg):
-        queue_with_dlq(run, name, QUEUE_VISIBILITY_S, cfg.max_receive_count)
-    _attachment_events(run, cfg)
+    for spec in queues_with_dlq(cfg):
+        queue_with_dlq(run, spec.name, spec.visibility_s, cfg.max_receive_count, extra=spec.extra)
+    name = attachment_queue(cfg)
+    attachments_notification(run, "QueueConfigurations", "QueueArn", queue_arn(cfg, name), name)
     for topic in (cfg.alert_topic, cfg.feedback_topic):
         _topic(run, topic)
     if account:
@@ -393,6 +394,50 @@ def _create_queue(run: Run, sqs: Any, name: str, attributes: dict[str, str]) -> 
         waited, step = waited + pause, min(step * 2, 20.0)
 
 
+DLQ_ATTRIBUTES = {"MessageRetentionPeriod": str(DLQ_RETENTION_S)}
+
+
+class QueueSpec(NamedTuple):
+    """A queue with its DLQ: its visibility timeout and attributes beside the usual ones."""
+
+    name: str
+    visibility_s: int
+    extra: dict[str, str]
+
+
+def queues_with_dlq(cfg: Config) -> list[QueueSpec]:
+    """The senders' queues, then the attachment queue, which S3 may send to for the bucket alone
+    ("Granting permissions to publish messages to an SQS queue", S3 User Guide,
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/grant-destinations-permissions-to-s3.html) and
+    which is notified of attachments (deploy.triggers consumes it)."""
+    name = attachment_queue(cfg)
+    return [QueueSpec(q, QUEUE_VISIBILITY_S, {}) for q in sender_queues(cfg)] + [
+        QueueSpec(
+            name,
+            EXTRACT_VISIBILITY_S,
+            {"Policy": allow_sender(name, f"arn:aws:s3:::{cfg.bucket}", "s3.amazonaws.com")},
+        )
+    ]
+
+
+def queue_attributes(
+    dlq_arn: str,
+    visibility_s: int,
+    max_receive_count: int,
+    retention_s: int = MAIN_RETENTION_S,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """A main queue's attributes: its retention, visibility and redrive to ``dlq_arn``."""
+    return {
+        "MessageRetentionPeriod": str(retention_s),
+        "VisibilityTimeout": str(visibility_s),
+        "RedrivePolicy": json.dumps(
+            {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}
+        ),
+        **(extra or {}),
+    }
+
+
 def queue_with_dlq(
     run: Run,
     queue_name: str,
@@ -402,19 +447,11 @@ def queue_with_dlq(
     extra: dict[str, str] | None = None,
 ) -> None:
     dlq = dlq_name(queue_name)
-    queue(run, dlq, {"MessageRetentionPeriod": str(DLQ_RETENTION_S)})
-    dlq_arn = queue_arn(run.cfg, dlq)
+    queue(run, dlq, DLQ_ATTRIBUTES)
     queue(
         run,
         queue_name,
-        {
-            "MessageRetentionPeriod": str(retention_s),
-            "VisibilityTimeout": str(visibility_s),
-            "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}
-            ),
-            **(extra or {}),
-        },
+        queue_attributes(queue_arn(run.cfg, dlq), visibility_s, max_receive_count, retention_s, extra),
     )
 
 
@@ -496,15 +533,10 @@ def owner_identity(run: Run) -> None:
     )
 
 
-def feedback_topic_policy(run: Run, account: str) -> None:
-    """SES may publish this deployment's feedback events to the feedback topic, for its configuration set
-    only: "you must ... allow Amazon SES to publish to the topic" with AWS:SourceAccount and AWS:SourceArn
-    conditions (SES DG, "Set up an Amazon SNS event destination for event publishing",
-    https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html). Without it
-    no bounce or complaint reaches inbound-handler. The account's own principals keep the default access."""
-    cfg, sns = run.cfg, control_client("sns")
+def feedback_topic_policy_document(cfg: Config, account: str) -> dict[str, Any]:
+    """The feedback topic's policy: the account manages it, SES publishes for the configuration set."""
     arn = topic_arn(cfg, cfg.feedback_topic)
-    wanted = {
+    return {
         "Version": "2012-10-17",
         "Statement": [
             {
@@ -537,6 +569,17 @@ def feedback_topic_policy(run: Run, account: str) -> None:
             },
         ],
     }
+
+
+def feedback_topic_policy(run: Run, account: str) -> None:
+    """SES may publish this deployment's feedback events to the feedback topic, for its configuration set
+    only: "you must ... allow Amazon SES to publish to the topic" with AWS:SourceAccount and AWS:SourceArn
+    conditions (SES DG, "Set up an Amazon SNS event destination for event publishing",
+    https://docs.aws.amazon.com/ses/latest/dg/event-publishing-add-event-destination-sns.html). Without it
+    no bounce or complaint reaches inbound-handler. The account's own principals keep the default access."""
+    cfg, sns = run.cfg, control_client("sns")
+    arn = topic_arn(cfg, cfg.feedback_topic)
+    wanted = feedback_topic_policy_document(cfg, account)
     found = or_none(lambda: sns.get_topic_attributes(TopicArn=arn), "NotFound", "NotFoundException")
     current = (
         json.loads(found["Attributes"]["Policy"]) if found and found["Attributes"].get("Policy") else None
@@ -559,16 +602,21 @@ def feedback_topic_policy(run: Run, account: str) -> None:
     )
 
 
-def _configuration_set(run: Run, cfg: Config) -> None:
-    """SES publishes Delivery/Bounce/Complaint of every send made with this set to the feedback topic."""
-    ses = control_client("ses")
-    name = cfg.ses_configuration_set
-    destination: dict[str, Any] = {
+def feedback_destination(cfg: Config) -> dict[str, Any]:
+    """The configuration set's event destination (SES v1 field names)."""
+    return {
         "Name": "feedback",
         "Enabled": True,
         "MatchingEventTypes": list(FEEDBACK_EVENTS),
         "SNSDestination": {"TopicARN": topic_arn(cfg, cfg.feedback_topic)},
     }
+
+
+def _configuration_set(run: Run, cfg: Config) -> None:
+    """SES publishes Delivery/Bounce/Complaint of every send made with this set to the feedback topic."""
+    ses = control_client("ses")
+    name = cfg.ses_configuration_set
+    destination = feedback_destination(cfg)
     described = or_none(
         lambda: ses.describe_configuration_set(
             ConfigurationSetName=name, ConfigurationSetAttributeNames=["eventDestinations"]
@@ -825,21 +873,6 @@ def allow_sender(queue: str, source_arn: str, service: str) -> str:
     )
 
 
-def _attachment_events(run: Run, cfg: Config) -> None:
-    """The attachment queue (and its DLQ after the usual receives), S3 allowed to send to it for the bucket
-    alone ("Granting permissions to publish messages to an SQS queue", S3 User Guide,
-    https://docs.aws.amazon.com/AmazonS3/latest/userguide/grant-destinations-permissions-to-s3.html)."""
-    name = attachment_queue(cfg)
-    queue_with_dlq(
-        run,
-        name,
-        EXTRACT_VISIBILITY_S,
-        cfg.max_receive_count,
-        extra={"Policy": allow_sender(name, f"arn:aws:s3:::{cfg.bucket}", "s3.amazonaws.com")},
-    )
-    attachments_notification(run, "QueueConfigurations", "QueueArn", queue_arn(cfg, name), name)
-
-
 def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str) -> None:
     sns = control_client("sns")
     subs: list[dict[str, Any]] = []
@@ -857,6 +890,16 @@ def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str)
     )
 
 
+def attachments_notification_config(arn_key: str, target: str) -> dict[str, Any]:
+    """ObjectCreated under attachments/ -> ``target`` (``arn_key``: QueueArn or LambdaFunctionArn)."""
+    return {
+        "Id": "attachments-to-extractor",
+        arn_key: target,
+        "Events": ["s3:ObjectCreated:*"],
+        "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": layout.ATTACHMENTS}]}},
+    }
+
+
 def attachments_notification(run: Run, kind: str, arn_key: str, target: str, target_name: str) -> None:
     """S3 ObjectCreated under attachments/ -> ``target`` (the attachment queue in every mode).
 
@@ -864,12 +907,7 @@ def attachments_notification(run: Run, kind: str, arn_key: str, target: str, tar
     ``arn_key`` the target's field in it; this configuration replaces the bucket's others.
     """
     bucket = run.cfg.bucket
-    wanted = {
-        "Id": "attachments-to-extractor",
-        arn_key: target,
-        "Events": ["s3:ObjectCreated:*"],
-        "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": layout.ATTACHMENTS}]}},
-    }
+    wanted = attachments_notification_config(arn_key, target)
     s3 = control_client("s3")
     current = (
         s3.get_bucket_notification_configuration(Bucket=bucket).get(kind, [])

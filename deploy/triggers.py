@@ -4,14 +4,14 @@ the attachment queue S3 notifies), the SNS subscription for SES feedback and the
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from common.aws import control_client, or_none
 from common.runtime import FUNCTIONS, Config, Function
-from deploy import propagation
+from deploy import propagation, receiving
 from deploy.lambdas import ALIAS, alias_arn, function_name
 from deploy.plan import Run
-from deploy.resources import attachment_queue, queue_arn
+from deploy.resources import attachment_queue, queue_arn, topic_arn
 
 BATCH_SIZE = 10
 # Invoked once per received mail by its SES receipt rule's Lambda action (deploy.receiving).
@@ -38,6 +38,35 @@ def _statement_view(statement: dict[str, Any]) -> dict[str, Any]:
         "source_arn": condition.get("ArnLike", {}).get("AWS:SourceArn"),
         "source_account": condition.get("StringEquals", {}).get("AWS:SourceAccount"),
     }
+
+
+class Grant(NamedTuple):
+    """A service's permission to invoke a function's ``live`` alias for one source."""
+
+    function: str
+    sid: str
+    principal: str
+    source_arn: str
+
+
+def receiving_permissions(cfg: Config, account: str, rule_set: str) -> list[Grant]:
+    """SNS (SES feedback) and the two receipt rules, each for its own source alone."""
+    thread_rule, public_rule = receiving.rule_names(cfg)
+    return [
+        Grant("inbound-handler", "sns-ses-feedback", "sns.amazonaws.com", topic_arn(cfg, cfg.feedback_topic)),
+        Grant(
+            "reply-handler",
+            "ses-receipt-thread",
+            "ses.amazonaws.com",
+            receiving.rule_arn(cfg, account, rule_set, thread_rule),
+        ),
+        Grant(
+            "inbound-handler",
+            "ses-receipt-public",
+            "ses.amazonaws.com",
+            receiving.rule_arn(cfg, account, rule_set, public_rule),
+        ),
+    ]
 
 
 def permission(run: Run, account: str, function: str, sid: str, principal: str, source_arn: str) -> None:
@@ -91,17 +120,22 @@ def source_queue(cfg: Config, spec: Function) -> str:
     return str(getattr(cfg, spec.queue_field)) if spec.queue_field else ""
 
 
-def event_source(run: Run, account: str, spec: Function) -> None:
-    """The function's queue -> its ``live`` alias, partial batch responses, bounded concurrency."""
-    api = control_client("lambda")
-    queue = source_queue(run.cfg, spec)
-    source, target = queue_arn(run.cfg, queue), alias_arn(run.cfg, account, spec.name)
-    wanted = {
+def event_source_settings(spec: Function) -> dict[str, Any]:
+    """Partial batch responses, no batching window, concurrency bounded by the function's table."""
+    return {
         "BatchSize": BATCH_SIZE,
         "MaximumBatchingWindowInSeconds": 0,
         "FunctionResponseTypes": ["ReportBatchItemFailures"],
         "ScalingConfig": {"MaximumConcurrency": spec.batch_concurrency},
     }
+
+
+def event_source(run: Run, account: str, spec: Function) -> None:
+    """The function's queue -> its ``live`` alias, partial batch responses, bounded concurrency."""
+    api = control_client("lambda")
+    queue = source_queue(run.cfg, spec)
+    source, target = queue_arn(run.cfg, queue), alias_arn(run.cfg, account, spec.name)
+    wanted = event_source_settings(spec)
     current: list[dict[str, Any]] = []
     if _function_exists(run, function_name(run.cfg, spec.name)):
         current = api.list_event_source_mappings(EventSourceArn=source, FunctionName=target).get(
@@ -161,6 +195,27 @@ DIGEST_INPUT = {
 }
 
 
+DIGEST_RULE = {
+    "ScheduleExpression": DIGEST_SCHEDULE,
+    "State": "ENABLED",
+    "Description": "daily quarantine digest to the owner (email-handler)",
+}
+
+
+def digest_target(cfg: Config, account: str) -> dict[str, Any]:
+    return {
+        "Id": DIGEST_TARGET_ID,
+        "Arn": alias_arn(cfg, account, "inbound-handler"),
+        "InputTransformer": DIGEST_INPUT,
+    }
+
+
+def digest_permission(cfg: Config, account: str) -> Grant:
+    return Grant(
+        "inbound-handler", "events-quarantine-digest", "events.amazonaws.com", digest_rule_arn(cfg, account)
+    )
+
+
 def digest_rule_name(cfg: Config) -> str:
     return cfg.name("quarantine-digest")
 
@@ -172,13 +227,9 @@ def digest_rule_arn(cfg: Config, account: str) -> str:
 def digest_schedule(run: Run, account: str) -> None:
     """The rule (schedule, enabled), inbound-handler's permission for it alone, and the rule's target."""
     cfg, events = run.cfg, control_client("events")
-    name, target = digest_rule_name(cfg), alias_arn(cfg, account, "inbound-handler")
+    name = digest_rule_name(cfg)
     rule = or_none(lambda: events.describe_rule(Name=name), "ResourceNotFoundException")
-    wanted = {
-        "ScheduleExpression": DIGEST_SCHEDULE,
-        "State": "ENABLED",
-        "Description": "daily quarantine digest to the owner (email-handler)",
-    }
+    wanted = DIGEST_RULE
     put_rule = lambda *_: events.put_rule(Name=name, **wanted)  # noqa: E731
     run.converge(
         "events-rule",
@@ -189,17 +240,10 @@ def digest_schedule(run: Run, account: str) -> None:
         update=put_rule,
         create_detail=f"{DIGEST_SCHEDULE} (UTC)",
     )
-    permission(
-        run,
-        account,
-        "inbound-handler",
-        "events-quarantine-digest",
-        "events.amazonaws.com",
-        digest_rule_arn(cfg, account),
-    )
+    permission(run, account, *digest_permission(cfg, account))
     targets = events.list_targets_by_rule(Rule=name).get("Targets", []) if rule is not None else []
     current = next((t for t in targets if t.get("Id") == DIGEST_TARGET_ID), None)
-    want = {"Id": DIGEST_TARGET_ID, "Arn": target, "InputTransformer": DIGEST_INPUT}
+    want = digest_target(cfg, account)
     differ = [k for k, v in want.items() if current is not None and current.get(k) != v]
     put_target = lambda *_: events.put_targets(Rule=name, Targets=[want])  # noqa: E731
     run.converge(

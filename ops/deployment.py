@@ -53,6 +53,13 @@ AWS_TARGET = (
         help="poll until SES verifies the domain (default 3600 s) instead of stopping with exit code 3",
     ),
     arg(
+        "--export",
+        nargs=2,
+        metavar=("FORMAT", "DIR"),
+        help="write the stack as a template instead of deploying: `--export cloudformation DIR` "
+        "(template.json and a README for CloudFormation, Terraform and CDK); needs no AWS credentials",
+    ),
+    arg(
         "--print-deployer-policy",
         action="store_true",
         help="print the least-privilege IAM policy the deploying user needs (managed policies), and exit",
@@ -74,6 +81,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     try:
         if args.print_deployer_policy:
             return _print_deployer_policy(options)
+        if args.export:
+            return _export(options, *args.export)
         deploy(options, report=lambda line: print(line, flush=True))
     except WaitingOnDnsError as exc:
         print(f"[deploy] {exc}", file=sys.stderr)
@@ -81,6 +90,19 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     except DeployError as exc:
         print(f"[deploy] error: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _export(options: Any, kind: str, directory: str) -> int:
+    from pathlib import Path
+
+    from deploy import cloudformation, resolve_region
+
+    if kind != cloudformation.FORMAT:
+        print(f"[deploy] error: --export {kind}: the one format is {cloudformation.FORMAT}", file=sys.stderr)
+        return 2
+    region = resolve_region(options.region, os.environ)
+    cloudformation.export(Path(directory), options.env, region, dict(os.environ), report=print)
     return 0
 
 
