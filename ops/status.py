@@ -320,7 +320,7 @@ def _account_checks(cfg: Config, ses: Any) -> tuple[list[dict[str, Any]], dict[s
             ""
             if owner_ok or production
             else f"click the link SES mailed to {owner} (to send it again: "
-            f"aws sesv2 create-email-identity --email-identity {owner}, after deleting the old one)",
+            f"email-handler ses verify-address {owner})",
         )
     )
     checks.append(

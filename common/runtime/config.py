@@ -29,6 +29,7 @@ ENCRYPTION_GROWTH = 1.4
 # 7-bit ASCII" (SES API, Destination), domains in punycode. A Unicode owner address would never match
 # SES's envelope, so every owner reply would be refused; say so at start instead.
 _EMAIL = re.compile(r"^[!-;=?A-~]+@[A-Za-z0-9.-]+\.[A-Za-z0-9-]+$")
+EMAIL_ADDRESS = _EMAIL  # the same rule for an address a host command is given (ses verify-address)
 _DOMAIN = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9-]{1,63}\.)+[A-Za-z0-9-]{2,63}$")
 
 
