@@ -242,8 +242,7 @@ def chosen_address(cfg: ReplyHandlerConfig, text: str) -> str:
 def check_contact(cfg: ReplyHandlerConfig, contact: str) -> None:
     """The owner hears about a reply that cannot reach its contact, instead of the sender skipping it in
     silence."""
-    local, _, domain = contact.strip().lower().rpartition("@")
-    if {f"{local}@{domain}", f"{local.partition('+')[0]}@{domain}"} & cfg.owner_addresses:
+    if cfg.is_owner(contact):
         raise OwnMailboxError(
             f"the conversation's contact is your own mailbox {contact} (a mail loop): to test a reply, "
             "write from a second mailbox of yours, verified with `email-handler ses verify-address`",

@@ -178,6 +178,16 @@ class Config:
         public = {a for a in (self.public_email, *self.public_emails) if a.strip() and "*" not in a}
         return self.owner_addresses | {a.strip().lower() for a in public}
 
+    def is_owner(self, address: str) -> bool:
+        """One of the owner's own mailboxes (owner_addresses), in any case and with any ``+tag``: a
+        contact with such an address is the owner writing to the public address, whose answer would
+        mail the owner back (a loop)."""
+        local, _, domain = address.strip().strip("<>").strip().lower().rpartition("@")
+        domain = domain.rstrip(".")
+        return bool(local) and bool(
+            {f"{local}@{domain}", f"{local.partition('+')[0]}@{domain}"} & self.owner_addresses
+        )
+
     def is_own(self, address: str) -> bool:
         """The one reading of "our own address" (acks, loops, suppression and list protection use it):
         an address of own_addresses in any case, with any ``+tag`` (RFC 5233 sub-addressing) and with

@@ -556,10 +556,10 @@ def test_the_owners_reply_self_test_in_the_sandbox(
         inbound, forwarder = rie_function("inbound-handler"), rie_function("forward-sender", env=SENDERS_ENV)
         replier, reply_sender = rie_function("reply-handler"), rie_function("reply-sender", env=SENDERS_ENV)
 
-        def write(sender: str, subject: str, mid: str) -> str:
+        def write(sender: str, subject: str, mid: str, ack: bool) -> str:
             """A mail to the public address, forwarded to the owner; the forward's thread address."""
             result = inbound.invoke(stack.receipt(mail(sender=sender, subject=subject), mid, source=sender))
-            assert result["status"] == "forwarded", result
+            assert (result["status"], result["ack"]) == ("forwarded", ack), result
             stack.run_sender(forwarder, cfg.forward_queue)
             forward = stack.sent()[-1]
             assert forward.destinations == [owner] and subject in str(forward.message["Subject"])
@@ -571,7 +571,15 @@ def test_the_owners_reply_self_test_in_the_sandbox(
 
         # the first test anyone tries: from PRIVATE_EMAIL itself. The answer is not sent (a loop), and the
         # owner's notice says what to do instead.
-        thread = write(f"Owner Name <{owner}>", "From myself", "0000000000000000000000000000000000000e01")
+        thread = write(
+            f"Owner Name <{owner}>", "From myself", "0000000000000000000000000000000000000e01", False
+        )
+        shown = " ".join(
+            str(p.get_content())
+            for p in stack.sent()[-1].message.walk()
+            if p.get_content_type() == "text/plain"
+        )
+        assert "This came from your own mailbox: a reply to it is not sent" in " ".join(shown.split())
         refused = answer(thread, "Does this reach me?", "0000000000000000000000000000000000000e02")
         assert refused["status"] == "rejected" and "ses verify-address" in refused["reason"]
         stack.run_sender(forwarder, cfg.forward_queue)
@@ -589,7 +597,7 @@ def test_the_owners_reply_self_test_in_the_sandbox(
         assert cli(["model", "verify-address", second, "--endpoint", moto_server]) == 0  # its link clicked
         code, report = status(capsys)
         assert code == 1 and report["test_contacts"] == {second: "Success"}  # the sandbox: not ready
-        thread = write(f"Me <{second}>", "Reply test", "0000000000000000000000000000000000000e03")
+        thread = write(f"Me <{second}>", "Reply test", "0000000000000000000000000000000000000e03", True)
         queued = answer(thread, "It works.", "0000000000000000000000000000000000000e04")
         assert queued["status"] == "queued", queued
         stack.run_sender(reply_sender, cfg.reply_queue)
