@@ -325,3 +325,19 @@ def test_every_command_the_docs_give_the_deployer_runs_under_exactly_the_printed
     code, out = as_deployer("destroy", "--env", "prd", "--delete-data")
     assert code == 0
     assert client("lambda").list_functions()["Functions"] == []
+
+
+def test_docker_is_checked_before_the_identity_stage_changes_anything(
+    account: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/deploy.md, Preflight: a deploy that could not push stops before SES's identities are made;
+    a dry run does not need Docker to list the first run's changes."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(DeployError, match="the Docker engine is not reachable"):
+        deploy(Options(build_dir=tmp_path), account, report=lambda line: None)
+    assert client("sesv2").list_email_identities()["EmailIdentities"] == []
+    planned: list[str] = []
+    deploy(Options(build_dir=tmp_path, dry_run=True), account, report=planned.append)
+    assert changes(planned) and any("stops with exit code 3" in line for line in planned)
