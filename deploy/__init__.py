@@ -40,8 +40,10 @@ _EXPORTS: dict[str, str] = {
     "resources": "resources",
     "role_arn": "iam",
     "rule_names": "receiving",
+    "saved": "saved",
     "source_queue": "triggers",
     "topic_arn": "resources",
+    "verify_address": "preflight",
     "with_owner_key_file": "preflight",
 }
 
@@ -74,20 +76,28 @@ __all__ = [
     "resources",
     "role_arn",
     "rule_names",
+    "saved",
     "source_queue",
     "topic_arn",
+    "verify_address",
     "with_owner_key_file",
 ]
 
 if TYPE_CHECKING:
-    from deploy import cloudformation, destroy, dns, iam, replay, resources
+    from deploy import cloudformation, destroy, dns, iam, replay, resources, saved
     from deploy.errors import DeployError
     from deploy.iam import deployer_policies, deployer_policy_names, role_arn
     from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
     from deploy.lambdas import ALIAS, alias_arn, async_dlq, function_name
     from deploy.main import Options, WaitingOnDnsError, connect, deploy
     from deploy.plan import Change, Run
-    from deploy.preflight import production_request, request_production, resolve_region, with_owner_key_file
+    from deploy.preflight import (
+        production_request,
+        request_production,
+        resolve_region,
+        verify_address,
+        with_owner_key_file,
+    )
     from deploy.receiving import rule_names
     from deploy.resources import event_queues, queue_url, topic_arn
     from deploy.triggers import source_queue

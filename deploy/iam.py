@@ -302,7 +302,6 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
         "env": cfg.env,
         "bucket": cfg.bucket,
         "config_prefix": layout.CONFIG,
-        "private_email": cfg.private_email,
         "configuration_set": cfg.ses_configuration_set,
     }
     statements = [

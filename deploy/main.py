@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from common.aws import reset_clients
 from common.runtime import FUNCTIONS, Config
-from deploy import alarms, dns, iam, lambdas, preflight, receiving, triggers
+from deploy import alarms, dns, iam, lambdas, preflight, receiving, saved, triggers
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.plan import UNCHANGED, Change, Run
@@ -56,12 +57,15 @@ class WaitingOnDnsError(DeployError):
 class Target:
     cfg: Config
     account: str
+    environ: dict[str, str]  # the shell's variables over the saved deployment's (deploy.saved)
 
 
 def connect(
     options: Options, environ: dict[str, str], report: Callable[[str], None], need_secret: bool = True
 ) -> Target:
-    """Region, credentials and configuration: the checks every command against AWS starts with."""
+    """Region, credentials and configuration: the checks every command against AWS starts with. What the
+    shell does not export is read from the saved deployment (deploy.saved), so a new shell needs nothing."""
+    environ = saved.merged(options.env, environ, options.region)
     region = preflight.resolve_region(options.region, environ)
     os.environ["AWS_REGION"] = region  # every client of this process talks to that region
     reset_clients()
@@ -73,7 +77,7 @@ def connect(
         + (f" via {endpoint}" if endpoint else "")
         + (" (dry run: nothing changes)" if options.dry_run else "")
     )
-    return Target(cfg, account)
+    return Target(cfg, account, environ)
 
 
 def deploy(
@@ -83,19 +87,23 @@ def deploy(
     images: dict[str, Published] | None = None,
 ) -> list[Change]:
     """Deploy; ``images`` (function -> published image) skips building and pushing (tests)."""
-    environ = dict(os.environ if environ is None else environ)
     if options.registry and not os.environ.get("AWS_ENDPOINT_URL"):
         raise DeployError(
             "--registry is for an emulator: Lambda on AWS pulls only from ECR",
             "drop --registry (the deploy pushes to this account's ECR repositories)",
         )
-    target = connect(options, environ, report)
-    cfg = target.cfg
+    target = connect(options, dict(os.environ if environ is None else environ), report)
+    cfg, environ = target.cfg, target.environ
     preflight.receiving_available(cfg.region)
     preflight.bucket_available(cfg)
     preflight.environment_fits(cfg, environ)
     production = preflight.production_access()
+    given = dict(environ)  # before send_rate lowers MAX_SEND_RATE to the sandbox's: saved as given
     preflight.send_rate(environ, report)
+    # Docker before the first change: the identity stage must not run for a deploy that cannot push.
+    engine = None if images is not None or options.dry_run else _docker()
+    if not options.dry_run:
+        report(f"[deploy] settings saved in {saved.save(cfg, given)} (a new shell needs nothing exported)")
     run = Run(
         cfg,
         apply=not options.dry_run,
@@ -115,7 +123,7 @@ def deploy(
     if images is None:
         from deploy import images as publishing
 
-        engine = publishing.docker_client()
+        engine = engine or publishing.docker_client()  # a dry run: only when its plan reaches the images
         if not options.skip_build and not options.dry_run:
             publishing.build(report)
         images = publishing.publish(run, engine, options.registry, report)
@@ -131,6 +139,12 @@ def deploy(
         report(preflight.sandbox_note(cfg, production))
     summarize(run, report)
     return run.changes
+
+
+def _docker() -> Any:
+    from deploy import images as publishing
+
+    return publishing.docker_client()
 
 
 def identity_stage(run: Run, options: Options, report: Callable[[str], None]) -> bool:

@@ -330,3 +330,38 @@ def with_owner_key_file(cfg: Config) -> Config:
             f"{'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}"
         )
     return replace(cfg, owner_key=text)
+
+
+def verify_address(cfg: Config, address: str) -> str:
+    """SESv2 CreateEmailIdentity for one address, so that SES mails it a verification link; in the sandbox
+    SES sends only to verified addresses, so this is how a test contact (a second mailbox of the owner's)
+    can get replies before production access. Returns ``verified`` (already: nothing done), ``sent`` (a
+    new identity: SES mailed the link) or ``sent again`` (a pending or failed identity deleted and
+    created again: SES mails a new link only for a new identity, and a link expires after 24 hours, SES
+    DG "Verifying an email address identity")."""
+    from botocore.exceptions import ClientError
+
+    address = address.strip()
+    if not config.EMAIL_ADDRESS.match(address):
+        raise DeployError(
+            f"{address!r} is not an ASCII email address",
+            "give one mailbox, e.g. email-handler ses verify-address me@mailbox.example",
+        )
+    if cfg.is_own(address) and address.lower() not in cfg.owner_addresses:
+        raise DeployError(
+            f"{address} is one of this system's own addresses: mail to it comes back here",
+            "verify a mailbox outside the domain, e.g. a second mailbox of yours",
+        )
+    sesv2 = control_client("sesv2")
+    try:
+        identity = sesv2.get_email_identity(EmailIdentity=address)
+    except ClientError as exc:
+        if error_code(exc) not in ("NotFoundException", "NotFound"):
+            raise
+        identity = None
+    if identity is not None and identity.get("VerifiedForSendingStatus"):
+        return "verified"
+    if identity is not None:
+        sesv2.delete_email_identity(EmailIdentity=address)
+    sesv2.create_email_identity(EmailIdentity=address)
+    return "sent" if identity is None else "sent again"

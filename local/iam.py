@@ -178,6 +178,7 @@ NO_RESOURCE_ACTIONS = frozenset(
         "ses:DescribeConfigurationSet",
         "ses:ListConfigurationSets",
         "ses:GetAccount",
+        "ses:PutAccountDetails",
         "ses:ListEmailIdentities",
         "lambda:CreateEventSourceMapping",
         "lambda:ListEventSourceMappings",
@@ -187,6 +188,7 @@ NO_RESOURCE_ACTIONS = frozenset(
         "logs:DescribeLogGroups",
         "sns:ListTopics",
         "sns:ListSubscriptions",
+        "sns:GetSubscriptionAttributes",  # SNS's only resource type is the topic; a subscription is none
         "sqs:ListQueues",
         "dynamodb:ListTables",
         "s3:ListAllMyBuckets",
@@ -369,7 +371,12 @@ def context(response: Any, service: str, action: str) -> Request:
         return Request("sts:AssumeRole", [str(params.get("RoleArn", "*"))])
     if service == "iam" and params.get("RoleName"):
         return Request(f"iam:{action}", [f"arn:aws:iam::{account}:role/{params['RoleName']}"])
-    return Request(f"{service}:{action}", [])
+    return Request(_IAM_ACTIONS.get(f"{service}:{action}", f"{service}:{action}"), [])
+
+
+# API operations whose IAM action has another name ("API operations defined by AWS Lambda" table of the
+# Service Authorization Reference, list_awslambda.html: Invoke authorizes lambda:InvokeFunction).
+_IAM_ACTIONS = {"lambda:Invoke": "lambda:InvokeFunction"}
 
 
 # A transaction's actions -> the operation whose permission governs each ("Using IAM with DynamoDB

@@ -140,17 +140,19 @@ def _print_deployer_policy(options: Any) -> int:
 
 
 def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
-    """For the account of the current credentials, or placeholders when there are none."""
-    from deploy import deployer_policies, resolve_region
+    """For the account of the current credentials, or placeholders when there are none; the settings
+    from the shell over the saved deployment's (deploy.saved), as the deploy reads them."""
+    from deploy import deployer_policies, resolve_region, saved
 
-    region = resolve_region(options.region, os.environ)
+    environ = saved.merged(options.env, os.environ, options.region)
+    region = resolve_region(options.region, environ)
     try:
         from common.aws import account_id
 
         account = account_id()
     except Exception:
         account = "ACCOUNT_ID"
-    values = {**os.environ, "ENVIRONMENT": options.env, "AWS_REGION": region}
+    values = {**environ, "ENVIRONMENT": options.env, "AWS_REGION": region}
     values.setdefault(
         "EMAIL_BUCKET",
         f"{values.get('PROJECT_NAME') or config.PROJECT}-{options.env}-{account}-{region}-mail",
@@ -191,6 +193,18 @@ def cmd_status(args: argparse.Namespace) -> int:
             report = collect(target.cfg, target.account)
     except DeployError as exc:
         print(f"[status] error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from common.aws import error_code
+
+        if error_code(exc) not in ("AccessDenied", "AccessDeniedException", "AuthorizationError"):
+            raise
+        # A read the credentials' policy lacks: say which, not a traceback.
+        print(
+            f"[status] error: these credentials may not read the deployment ({exc}); attach the policy "
+            "`email-handler deploy --print-deployer-policy` prints",
+            file=sys.stderr,
+        )
         return 2
     print(json.dumps(report, indent=2) if args.json else table(report))
     if not report["ready"]:
@@ -234,6 +248,40 @@ def cmd_ses_request_production_access(args: argparse.Namespace) -> int:
         + (f" (case {review['CaseId']})" if review.get("CaseId") else "")
         + "; AWS answers by mail, usually within a day; `email-handler status` shows the review status"
     )
+    return 0
+
+
+@command(
+    "make ADDR an SES identity (SESv2 CreateEmailIdentity): SES mails it a link; in the sandbox a "
+    "verified address may get acks and replies (a test contact)",
+    arg("address", metavar="ADDR"),
+    *AWS_TARGET,
+)
+def cmd_ses_verify_address(args: argparse.Namespace) -> int:
+    from deploy import DeployError, Options, connect, verify_address
+
+    try:
+        target = connect(
+            Options(env=args.env, region=args.region), dict(os.environ), report=print, need_secret=False
+        )
+        done = verify_address(target.cfg, args.address)
+    except DeployError as exc:
+        print(f"[ses] error: {exc}", file=sys.stderr)
+        return 2
+    address = args.address.strip()
+    if done == "verified":
+        print(f"[ses] {address} is already verified: SES sends to it, sandbox or not")
+        return 0
+    print(
+        f"[ses] SES {'mailed' if done == 'sent' else 'mailed a new'} verification link to {address} "
+        "(subject 'Amazon Web Services – Email Address Verification Request'): click it within 24 hours. "
+        "Until then `email-handler status` shows nothing new for it, and replies to it wait"
+    )
+    if address.lower() in target.cfg.owner_addresses:
+        print(
+            f"[ses] {address} is your own mailbox: forwards go to it. To test a reply, write to "
+            f"{target.cfg.public_email} from a second mailbox of yours, verified the same way"
+        )
     return 0
 
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, Command] = {
     "model grant-production": local.cmd_model_grant_production,
     "model confirm-subscriptions": local.cmd_model_confirm_subscriptions,
     "ses request-production-access": deployment.cmd_ses_request_production_access,
+    "ses verify-address": deployment.cmd_ses_verify_address,
     "deploy": deployment.cmd_deploy,
     "status": deployment.cmd_status,
     "destroy": deployment.cmd_destroy,
@@ -59,7 +60,7 @@ GROUPS: dict[str, str] = {
     "dns": "a stand-in for DNS on the emulator's fresh-account model",
     "model": "stand-ins for what a person or AWS does on the fresh-account model: verify-address, "
     "grant-production, confirm-subscriptions",
-    "ses": "the SES account: request-production-access",
+    "ses": "the SES account: request-production-access, verify-address",
     "quarantine": "mail held by the spam policy or the owner's block list: list, show, release, digest",
     "suppression": "addresses sends are skipped for (bounces, complaints): list, remove",
     "dlq": "dead-letter queues: list what failed, redrive it",

@@ -198,6 +198,9 @@ def collect(
     checks += _mx_checks(cfg, environ.get("AWS_ENDPOINT_URL", ""), resolve)
     account_checks, sending = _account_checks(cfg, ses)
     checks += account_checks
+    contacts = _test_contacts(cfg, ses) if sending["sandbox"] else {}
+    if sending["sandbox"]:
+        checks.append(_test_contact_check(contacts))
     quota = sending["send_quota"]
     if local is None:
         deployed, versions, rate = _deployed_checks(cfg, float(quota.get("MaxSendRate", 0) or 0))
@@ -239,6 +242,7 @@ def collect(
         "production_access": sending["production_access"],
         "owner_address": sending["owner_address"],
         "alert_subscription": subscribed,
+        "test_contacts": contacts,
         "send_quota": quota,
         "daily_quota_used_percent": sending["daily_quota_used_percent"],
         "send_rate": rate,
@@ -320,7 +324,7 @@ def _account_checks(cfg: Config, ses: Any) -> tuple[list[dict[str, Any]], dict[s
             ""
             if owner_ok or production
             else f"click the link SES mailed to {owner} (to send it again: "
-            f"aws sesv2 create-email-identity --email-identity {owner}, after deleting the old one)",
+            f"email-handler ses verify-address {owner})",
         )
     )
     checks.append(
@@ -361,6 +365,36 @@ def _account_checks(cfg: Config, ses: Any) -> tuple[list[dict[str, Any]], dict[s
         "send_quota": quota,
         "daily_quota_used_percent": used,
     }
+
+
+def _test_contacts(cfg: Config, ses: Any) -> dict[str, str]:
+    """The address identities other than the owner's mailboxes (`email-handler ses verify-address`), each
+    with SES's verification status: in the sandbox, the contacts acks and replies can reach."""
+    listed = ses.list_identities(IdentityType="EmailAddress", MaxItems=1000).get("Identities", [])
+    others = sorted(a for a in listed if a.lower() not in cfg.owner_addresses)
+    if not others:
+        return {}
+    found = ses.get_identity_verification_attributes(Identities=others).get("VerificationAttributes", {})
+    return {a: str(found.get(a, {}).get("VerificationStatus") or "not an identity") for a in others}
+
+
+def _test_contact_check(contacts: dict[str, str]) -> dict[str, Any]:
+    """Not part of ``ready``: how the owner tests a reply before production access (docs/deploy.md, "Test
+    a reply")."""
+    pending = [a for a, status in contacts.items() if status != "Success"]
+    return _check(
+        "test contacts",
+        ", ".join(f"{a} {status}" for a, status in contacts.items()) or "none",
+        not pending,
+        False,
+        f"click the link SES mailed to {pending[0]} (to send it again: email-handler ses verify-address "
+        f"{pending[0]})"
+        if pending
+        else "replies reach these addresses in the sandbox"
+        if contacts
+        else "to test a reply now, from a second mailbox of yours: email-handler ses verify-address "
+        "SECOND@MAILBOX (docs/deploy.md, Test a reply)",
+    )
 
 
 def _dlq_depths(cfg: Config) -> dict[str, int]:

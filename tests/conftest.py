@@ -50,6 +50,17 @@ def require_chromium() -> None:
     pytest.skip("no chromium on this machine (scripts/host-deps.sh installs it)")
 
 
+@pytest.fixture(autouse=True)
+def saved_deployments(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own folder for the deploy's saved settings (deploy.saved): a test's deploy never
+    writes the project's .email-handler/, and never reads a developer's real one."""
+    import deploy.saved
+
+    folder = tmp_path_factory.mktemp("saved")
+    monkeypatch.setattr(deploy.saved, "DIR", folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def local_defaults() -> dict[str, str]:
     return local_env()

@@ -27,6 +27,15 @@ class UndeliverableError(EmailHandlerError):
     """A mail released from quarantine that still cannot be delivered (the message says why)."""
 
 
+# The forward of a mail from the owner's own mailbox says, before the owner answers it, that the answer
+# is not sent (common/reply/handler.py, check_contact) and how to test a reply instead.
+OWN_MAILBOX = (
+    "This came from your own mailbox: a reply to it is not sent (it would mail you back). To test a "
+    "reply, write from a second mailbox of yours, verified with `email-handler ses verify-address` "
+    "(docs/deploy.md, Test a reply)."
+)
+
+
 def deliver(
     cfg: Delivery,
     mid: str,
@@ -50,6 +59,8 @@ def deliver(
     public = public or addresses.of(cfg).primary
     if addresses.of(cfg).several:
         warnings = (*warnings, f"Written to {public.described}")
+    if cfg.is_owner(mail.from_address):  # the first test anyone tries; its answer would be a loop
+        warnings = (*warnings, OWN_MAILBOX)
 
     def refuse(reason: str) -> InboundResult:
         if receipt is None:

@@ -48,13 +48,30 @@ class NotAuthorisedError(EmailHandlerError):
     """The mail is not an authenticated owner message; ``str(exc)`` is the logged reason."""
 
 
-class UnreadableReplyError(NotAuthorisedError):
-    """The owner's authenticated reply cannot be read (encrypted, an opaque signature that does not
-    verify, a structure not understood): refused, and the owner gets a notice saying ``how`` to resend."""
+class NoticedRefusalError(NotAuthorisedError):
+    """The owner's authenticated reply, refused: archived and alerted as any refusal, and the owner gets
+    a notice (common/reply/notice.py, ``kind`` names it) saying ``how`` to do it instead."""
+
+    kind = "refused"
 
     def __init__(self, reason: str, how: str) -> None:
         super().__init__(reason)
         self.how = how
+
+
+class UnreadableReplyError(NoticedRefusalError):
+    """The owner's authenticated reply cannot be read (encrypted, an opaque signature that does not
+    verify, a structure not understood)."""
+
+    kind = "unreadable"
+
+
+class OwnMailboxError(NoticedRefusalError):
+    """The conversation's contact is one of the owner's own mailboxes: the owner wrote to the public
+    address from PRIVATE_EMAIL (the first test anyone tries) and answered the forward. Relaying it would
+    mail the owner as a contact, a loop; the notice says how to test a reply instead."""
+
+    kind = "own-mailbox"
 
 
 # RFC 5322 section 3.6: fields that occur at most once. DKIM signs a field's bottom instance (RFC 6376

@@ -36,7 +36,7 @@ from common.mail import (
     safe_filename,
 )
 from common.reply import auth, notice, owner, signed
-from common.reply.auth import NotAuthorisedError, UnreadableReplyError
+from common.reply.auth import NotAuthorisedError, NoticedRefusalError, OwnMailboxError, UnreadableReplyError
 from common.reply.owner import TargetKind
 from common.reply.scrub import hide_addresses, hide_names, owner_names
 from common.reply.text import (
@@ -153,10 +153,11 @@ def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = 
         identity = auth.message_identities(mail)[0]
         if goal.kind == TargetKind.NEW:
             record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received, public)
-    except UnreadableReplyError as exc:
-        # The owner's own reply, authenticated, that cannot be read: refused, and the owner told why.
+    except NoticedRefusalError as exc:
+        # The owner's own reply, authenticated, that is not sent: refused, and the owner told why and
+        # what to do instead.
         result = reject(cfg, receipt, raw, str(exc))
-        notice.send(cfg, mid, "unreadable", _subject(raw), f"it was not sent: {exc}.", exc.how)
+        notice.send(cfg, mid, exc.kind, _subject(raw), f"it was not sent: {exc}.", exc.how)
         return result
     except NotAuthorisedError as exc:
         return reject(cfg, receipt, raw, str(exc))
@@ -241,6 +242,15 @@ def chosen_address(cfg: ReplyHandlerConfig, text: str) -> str:
 def check_contact(cfg: ReplyHandlerConfig, contact: str) -> None:
     """The owner hears about a reply that cannot reach its contact, instead of the sender skipping it in
     silence."""
+    if cfg.is_owner(contact):
+        raise OwnMailboxError(
+            f"the conversation's contact is your own mailbox {contact} (a mail loop): to test a reply, "
+            "write from a second mailbox of yours, verified with `email-handler ses verify-address`",
+            f"To test a reply, write to {cfg.public_email} from a second mailbox of yours (not one of "
+            "PRIVATE_EMAIL or OWNER_EMAILS) and reply to that forward. While SES is in the sandbox, verify "
+            "that mailbox first: email-handler ses verify-address SECOND@MAILBOX (click the link SES mails "
+            'it); the reply then reaches it (docs/deploy.md, "Test a reply").',
+        )
     if cfg.is_own(contact):
         raise NotAuthorisedError("the conversation's contact is one of our own addresses (mail loop)")
     entry = sendstatus.suppression(cfg, contact)

@@ -29,6 +29,7 @@ ENCRYPTION_GROWTH = 1.4
 # 7-bit ASCII" (SES API, Destination), domains in punycode. A Unicode owner address would never match
 # SES's envelope, so every owner reply would be refused; say so at start instead.
 _EMAIL = re.compile(r"^[!-;=?A-~]+@[A-Za-z0-9.-]+\.[A-Za-z0-9-]+$")
+EMAIL_ADDRESS = _EMAIL  # the same rule for an address a host command is given (ses verify-address)
 _DOMAIN = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9-]{1,63}\.)+[A-Za-z0-9-]{2,63}$")
 
 
@@ -176,6 +177,16 @@ class Config:
         to as a contact (a catch-all's addresses are all at DOMAIN_NAME, which is_own covers)."""
         public = {a for a in (self.public_email, *self.public_emails) if a.strip() and "*" not in a}
         return self.owner_addresses | {a.strip().lower() for a in public}
+
+    def is_owner(self, address: str) -> bool:
+        """One of the owner's own mailboxes (owner_addresses), in any case and with any ``+tag``: a
+        contact with such an address is the owner writing to the public address, whose answer would
+        mail the owner back (a loop)."""
+        local, _, domain = address.strip().strip("<>").strip().lower().rpartition("@")
+        domain = domain.rstrip(".")
+        return bool(local) and bool(
+            {f"{local}@{domain}", f"{local.partition('+')[0]}@{domain}"} & self.owner_addresses
+        )
 
     def is_own(self, address: str) -> bool:
         """The one reading of "our own address" (acks, loops, suppression and list protection use it):

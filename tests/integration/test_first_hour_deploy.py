@@ -17,6 +17,7 @@ from common.aws import client
 from deploy.errors import DeployError
 from deploy.main import Options, WaitingOnDnsError, deploy, plan_lines
 from local import fresh
+from ops.main import main as cli
 from tests.integration.test_fresh_account import account, run  # noqa: F401  (the fixture)
 from tests.support.deploy import ACCOUNT, PREFIX, as_user, deployer_user, images
 
@@ -50,7 +51,7 @@ def test_a_new_accounts_plan_lists_the_runs_changes_and_says_it_stops_with_exit_
     assert f"ses-identity       {OWNER}" in "\n".join(changes(done))
 
 
-def test_the_deploy_creates_private_emails_identity_and_the_deployer_may_create_only_that_one(
+def test_the_deploy_creates_private_emails_identity_and_the_deployer_may_create_address_identities_only(
     account: dict[str, str],  # noqa: F811
     tmp_path: Path,
 ) -> None:
@@ -60,11 +61,12 @@ def test_the_deploy_creates_private_emails_identity_and_the_deployer_may_create_
     identity = client("sesv2").get_email_identity(EmailIdentity=OWNER)
     assert identity["VerifiedForSendingStatus"] is False  # SES mailed the link; it waits for the click
 
-    def create_another() -> None:
-        client("sesv2").create_email_identity(EmailIdentity="someone@example.org")
+    def create(identity: str) -> None:
+        client("sesv2").create_email_identity(EmailIdentity=identity)
 
-    with pytest.raises(ClientError, match="AccessDenied"):
-        as_user(deployer, create_another)
+    as_user(deployer, lambda: create("friend@mailbox.example"))  # a test contact (ses verify-address)
+    with pytest.raises(ClientError, match="AccessDenied"):  # a domain identity: never through SESv2
+        as_user(deployer, lambda: create("other.example"))
 
 
 def test_the_feedback_topic_policy_is_put_before_the_event_destination_and_ses_events_obey_it(
@@ -253,3 +255,89 @@ def test_lambda_on_the_model_refuses_an_image_index_from_the_local_registry(
         create(single)
     finally:
         server.shutdown()
+
+
+def test_every_command_the_docs_give_the_deployer_runs_under_exactly_the_printed_policy(
+    account: dict[str, str],  # noqa: F811
+    moto_server: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/deploy.md's first hour, each command as the deploying user holding exactly the policies
+    `--print-deployer-policy` prints, on the fresh-account model with IAM enforced: deploy (exit 3, then
+    the whole stack), status once the alert subscription is confirmed (sns:GetSubscriptionAttributes),
+    ses request-production-access, ses verify-address (a new link, then a new link again), replay and
+    destroy. The images are given as tests/support/deploy.py gives them (the push: tests/docker)."""
+    deployer = deployer_user(account)
+
+    def as_deployer(*argv: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = as_user(deployer, lambda: cli(list(argv)))
+        out, err = capsys.readouterr()
+        assert not any(d in out + err for d in ("AccessDenied", "AuthorizationError", "not authorized")), (
+            out + err
+        )
+        return code, out
+
+    with pytest.raises(WaitingOnDnsError):
+        as_user(deployer, lambda: run(account, tmp_path, []))
+    fresh.publish((tmp_path / "prd" / "dns.zone").read_text())
+    as_user(deployer, lambda: run(account, tmp_path, []))
+    assert cli(["model", "verify-address", OWNER, "--endpoint", moto_server]) == 0
+    assert cli(["model", "confirm-subscriptions", "--endpoint", moto_server]) == 0
+
+    code, out = as_deployer("status", "--env", "prd", "--json")
+    report = json.loads(out)
+    assert code == 1 and report["alert_subscription"] == "confirmed"  # read; not ready: the sandbox
+    assert [r for r in report["reasons"] if r.startswith("production access")]
+
+    code, out = as_deployer("ses", "request-production-access", "--yes")
+    assert code == 0 and "review PENDING" in out
+
+    code, out = as_deployer("ses", "verify-address", "friend@mailbox.example")
+    assert code == 0 and "mailed verification link to friend@mailbox.example" in out
+    code, out = as_deployer("ses", "verify-address", "friend@mailbox.example")  # the link was lost
+    assert code == 0 and "mailed a new verification link" in out
+    assert not client("sesv2").get_email_identity(EmailIdentity="friend@mailbox.example")[
+        "VerifiedForSendingStatus"
+    ]
+    code, out = as_deployer("ses", "verify-address", OWNER)
+    assert code == 0 and "already verified" in out
+
+    dlq = client("sqs").get_queue_url(QueueName=f"{PREFIX}-async-dlq")["QueueUrl"]
+    client("sqs").send_message(
+        QueueUrl=dlq,
+        MessageBody=json.dumps(
+            {
+                "requestContext": {
+                    "requestId": "r-1",
+                    "functionArn": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{PREFIX}-inbound-handler",
+                },
+                "requestPayload": {"task": "quarantine-digest"},
+            }
+        ),
+    )
+    code, out = as_deployer("replay", "--env", "prd")
+    # IAM allowed the Invoke (as_deployer saw no AccessDenied); moto itself cannot run an image function
+    # and answers 500, so the event is kept for the next replay (tests/integration/test_deploy_destroy.py).
+    assert code == 0 and ("1 replayed" in out or "(500)" in out), out
+
+    code, out = as_deployer("destroy", "--env", "prd", "--delete-data")
+    assert code == 0
+    assert client("lambda").list_functions()["Functions"] == []
+
+
+def test_docker_is_checked_before_the_identity_stage_changes_anything(
+    account: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/deploy.md, Preflight: a deploy that could not push stops before SES's identities are made;
+    a dry run does not need Docker to list the first run's changes."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(DeployError, match="the Docker engine is not reachable"):
+        deploy(Options(build_dir=tmp_path), account, report=lambda line: None)
+    assert client("sesv2").list_email_identities()["EmailIdentities"] == []
+    planned: list[str] = []
+    deploy(Options(build_dir=tmp_path, dry_run=True), account, report=planned.append)
+    assert changes(planned) and any("stops with exit code 3" in line for line in planned)

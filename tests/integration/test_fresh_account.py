@@ -391,6 +391,24 @@ def test_a_domain_ses_could_not_verify_is_a_one_line_error_with_what_to_do(
         reset_clients()
 
 
+# The senders of a first-hour test: the sandbox's rate, and held mail visible again within a second.
+SENDERS_ENV = {"MAX_SEND_RATE": "1", "SANDBOX_WAIT_SECONDS": "1", "RETRY_DELAYS_SECONDS": "0,1.1,2.2"}
+
+
+def new_account(local_defaults: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """From here on the account is a new one (the local stack is provisioned already), and this process's
+    environment the production configuration a user's shell exports."""
+    import secrets
+
+    fresh.set_fresh(True)
+    env = {k: v for k, v in local_defaults.items() if k != "ENVIRONMENT"}
+    env |= {"THREAD_SECRET": secrets.token_hex(32), "MAX_SEND_RATE": "14", "AWS_REGION": "us-east-1"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    reset_clients()
+    return env
+
+
 @pytest.mark.timeout(600)
 def test_the_first_hour_on_a_new_account(
     stack: Any,
@@ -406,20 +424,13 @@ def test_the_first_hour_on_a_new_account(
     functions under the RIE, each with its production role, on the local stack that shares the
     account's SES state (moto cannot run the deployed image functions). Nothing reaches a DLQ at any
     step."""
-    import secrets
     import time
 
     from common.runtime.functions import dlq_name
     from tests.support.mailgen import mail
 
-    fresh.set_fresh(True)  # the local stack is provisioned; from here on the account is a new one
-    env = {k: v for k, v in local_defaults.items() if k != "ENVIRONMENT"}
-    env |= {"THREAD_SECRET": secrets.token_hex(32), "MAX_SEND_RATE": "14", "AWS_REGION": "us-east-1"}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    reset_clients()
+    env = new_account(local_defaults, monkeypatch)
     cfg, owner, contact = stack.cfg, "owner@example.net", "jane@corp.example"
-    senders = {"MAX_SEND_RATE": "1", "SANDBOX_WAIT_SECONDS": "1", "RETRY_DELAYS_SECONDS": "0,1.1,2.2"}
 
     def no_dlq(report: dict[str, Any] | None = None) -> None:
         local = [stack.depth(dlq_name(q)) for q in (cfg.ack_queue, cfg.forward_queue, cfg.reply_queue)]
@@ -452,7 +463,7 @@ def test_the_first_hour_on_a_new_account(
             stack.receipt(mail(subject="Role"), "0000000000000000000000000000000000000f01")
         )
         assert result["status"] == "forwarded" and result["ack"] is False
-        stack.run_sender(rie_function("forward-sender", env=senders), cfg.forward_queue)
+        stack.run_sender(rie_function("forward-sender", env=SENDERS_ENV), cfg.forward_queue)
         [forward] = stack.sent()
         assert forward.destinations == [owner]
         assert "No automatic acknowledgement was sent: SES is in the sandbox" in forward.raw.decode()
@@ -467,7 +478,7 @@ def test_the_first_hour_on_a_new_account(
             stack.receipt(reply, "0000000000000000000000000000000000000f02", to=thread, source=owner)
         )
         assert replied["status"] == "queued"
-        reply_sender = rie_function("reply-sender", env=senders)
+        reply_sender = rie_function("reply-sender", env=SENDERS_ENV)
         stack.run_sender(reply_sender, cfg.reply_queue)
         notice = stack.sent()[-1]
         assert len(stack.sent()) == 2 and notice.destinations == [owner]
@@ -511,3 +522,90 @@ def test_an_address_identity_waits_for_its_link_and_only_an_existing_one_can_be_
     sesv2.delete_email_identity(EmailIdentity="owner@example.net")
     sesv2.create_email_identity(EmailIdentity="owner@example.net")
     assert state() == ("Pending", False)  # created again: a new link, a new click
+
+
+@pytest.mark.timeout(600)
+def test_the_owners_reply_self_test_in_the_sandbox(
+    stack: Any,
+    moto_server: str,
+    local_defaults: dict[str, str],
+    rie_function: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/deploy.md, "Test a reply", on a new account in the SES sandbox with IAM enforced: the owner's
+    answer to mail from PRIVATE_EMAIL is refused as a loop with a notice that says what to do instead;
+    `ses verify-address` makes a second mailbox of the owner's a test contact (pending until its link is
+    clicked); it writes, the owner replies, and the reply reaches it exactly once, without production
+    access. `status` says at each step where the test contact stands."""
+    import time
+
+    from tests.support.mailgen import mail
+
+    env = new_account(local_defaults, monkeypatch)
+    cfg, owner, second = stack.cfg, "owner@example.net", "me@second-mailbox.example"
+    try:
+        with pytest.raises(WaitingOnDnsError):
+            run(env, tmp_path, [])
+        assert cli(["dns", "publish", str(tmp_path / "prd" / "dns.zone"), "--endpoint", moto_server]) == 0
+        run(env, tmp_path, [])
+        assert cli(["model", "verify-address", owner, "--endpoint", moto_server]) == 0
+        [contacts] = [c for c in status(capsys)[1]["checks"] if c["check"] == "test contacts"]
+        assert contacts["value"] == "none" and "email-handler ses verify-address" in contacts["detail"]
+        inbound, forwarder = rie_function("inbound-handler"), rie_function("forward-sender", env=SENDERS_ENV)
+        replier, reply_sender = rie_function("reply-handler"), rie_function("reply-sender", env=SENDERS_ENV)
+
+        def write(sender: str, subject: str, mid: str, ack: bool) -> str:
+            """A mail to the public address, forwarded to the owner; the forward's thread address."""
+            result = inbound.invoke(stack.receipt(mail(sender=sender, subject=subject), mid, source=sender))
+            assert (result["status"], result["ack"]) == ("forwarded", ack), result
+            stack.run_sender(forwarder, cfg.forward_queue)
+            forward = stack.sent()[-1]
+            assert forward.destinations == [owner] and subject in str(forward.message["Subject"])
+            return str(forward.message["Reply-To"])
+
+        def answer(thread: str, text: str, mid: str) -> dict[str, Any]:
+            raw = mail(sender=f"Owner Name <{owner}>", to=thread, subject="Re: test", text=text)
+            return dict(replier.invoke(stack.receipt(raw, mid, to=thread, source=owner)))
+
+        # the first test anyone tries: from PRIVATE_EMAIL itself. The answer is not sent (a loop), and the
+        # owner's notice says what to do instead.
+        thread = write(
+            f"Owner Name <{owner}>", "From myself", "0000000000000000000000000000000000000e01", False
+        )
+        shown = " ".join(
+            str(p.get_content())
+            for p in stack.sent()[-1].message.walk()
+            if p.get_content_type() == "text/plain"
+        )
+        assert "This came from your own mailbox: a reply to it is not sent" in " ".join(shown.split())
+        refused = answer(thread, "Does this reach me?", "0000000000000000000000000000000000000e02")
+        assert refused["status"] == "rejected" and "ses verify-address" in refused["reason"]
+        stack.run_sender(forwarder, cfg.forward_queue)
+        notice = stack.sent()[-1]
+        assert notice.destinations == [owner]
+        assert "a second mailbox of yours" in notice.raw.decode() and "email-handler ses verify-address" in (
+            notice.raw.decode()
+        )
+
+        # the self-test: a second mailbox, verified
+        assert cli(["ses", "verify-address", second]) == 0
+        assert "mailed verification link" in capsys.readouterr().out
+        [contacts] = [c for c in status(capsys)[1]["checks"] if c["check"] == "test contacts"]
+        assert contacts["value"] == f"{second} Pending" and not contacts["ok"]
+        assert cli(["model", "verify-address", second, "--endpoint", moto_server]) == 0  # its link clicked
+        code, report = status(capsys)
+        assert code == 1 and report["test_contacts"] == {second: "Success"}  # the sandbox: not ready
+        thread = write(f"Me <{second}>", "Reply test", "0000000000000000000000000000000000000e03", True)
+        queued = answer(thread, "It works.", "0000000000000000000000000000000000000e04")
+        assert queued["status"] == "queued", queued
+        stack.run_sender(reply_sender, cfg.reply_queue)
+        time.sleep(1.2)  # SANDBOX_WAIT_SECONDS: nothing held comes back either
+        assert stack.run_sender(reply_sender, cfg.reply_queue) == []
+        replies = [m for m in stack.sent() if m.destinations == [second] and "It works." in m.raw.decode()]
+        assert len(replies) == 1 and replies[0].message["From"].addresses[0].addr_spec == cfg.public_email
+        assert not [m for m in stack.sent() if str(m.message["Subject"]).startswith("Not sent yet")]
+        assert client("sesv2").get_account()["ProductionAccessEnabled"] is False  # all in the sandbox
+    finally:
+        fresh.set_fresh(False)

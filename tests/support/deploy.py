@@ -50,6 +50,19 @@ def changed(changes: list[Any]) -> list[tuple[str, str, str]]:
     return [(c.kind, c.name, c.action) for c in changes if c.action != "unchanged"]
 
 
+def printed_policies() -> list[dict[str, Any]]:
+    """What `email-handler deploy --print-deployer-policy` prints on stdout: one policy document a line."""
+    import contextlib
+    import io
+
+    from ops.main import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["deploy", "--print-deployer-policy"]) == 0
+    return [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
+
+
 def deployer_user(env: dict[str, str]) -> dict[str, str]:
     """An IAM user holding exactly `email-handler deploy --print-deployer-policy`'s policies, created and
     attached as it says (managed policies: an inline user policy is capped at 2,048 characters)."""
@@ -59,7 +72,8 @@ def deployer_user(env: dict[str, str]) -> dict[str, str]:
     iam_api = client("iam")
     iam_api.create_user(UserName="deployer")
     cfg = load_config(env, "prd", "us-east-1", ACCOUNT)
-    documents = deployer_policies(cfg, ACCOUNT)
+    documents = printed_policies()
+    assert documents == deployer_policies(cfg, ACCOUNT)  # the printed policy is the deployment's
     for name, document in zip(deployer_policy_names(cfg, len(documents)), documents, strict=True):
         arn = iam_api.create_policy(PolicyName=name, PolicyDocument=json.dumps(document))["Policy"]["Arn"]
         iam_api.attach_user_policy(UserName="deployer", PolicyArn=arn)

@@ -74,3 +74,22 @@ def test_the_check_catches_a_scoped_no_resource_action() -> None:
     # an action that takes a resource keeps the resources the request names
     named = Request("ses:CreateConfigurationSet", [f"arn:aws:ses:us-east-1:{ACCOUNT}:configuration-set/x"])
     assert as_aws_evaluates(named) == named
+
+
+def test_the_deployer_manages_address_identities_and_no_domain_identity() -> None:
+    """ses verify-address (a test contact), the owner's identity and status's hint to send its link again;
+    a domain identity has no @ and stays out of reach of SESv2's identity actions."""
+    doc = deployer_policy(CFG, ACCOUNT)
+    arn = f"arn:aws:ses:us-east-1:{ACCOUNT}:identity/"
+    for action in ("ses:CreateEmailIdentity", "ses:GetEmailIdentity", "ses:DeleteEmailIdentity"):
+        assert evaluate([doc], as_aws_evaluates(Request(action, [arn + "friend@mailbox.example"]))), action
+        assert not evaluate([doc], as_aws_evaluates(Request(action, [arn + "example.com"]))), action
+
+
+def test_the_policy_is_whole_before_private_email_is_exported() -> None:
+    """--print-deployer-policy in a shell without PRIVATE_EMAIL: no ARN ends in an empty name."""
+    cfg = config.load({"ENVIRONMENT": "prd", "DOMAIN_NAME": "example.org"})
+    resources = [r for s in deployer_policy(cfg, ACCOUNT)["Statement"] for r in s["Resource"]]
+    assert resources and not [r for r in resources if r.endswith(("/", ":"))]
+    granted = {a for s in deployer_policy(cfg, ACCOUNT)["Statement"] for a in s["Action"]}
+    assert {"sns:GetSubscriptionAttributes", "ses:PutAccountDetails"} <= granted & NO_RESOURCE_ACTIONS
