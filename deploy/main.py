@@ -16,7 +16,7 @@ from pathlib import Path
 
 from common.aws import reset_clients
 from common.runtime import FUNCTIONS, Config
-from deploy import alarms, dns, iam, lambdas, preflight, receiving, triggers
+from deploy import alarms, dns, iam, lambdas, preflight, receiving, regions, triggers
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.plan import UNCHANGED, Change, Run
@@ -44,6 +44,9 @@ class Options:
     wait_s: float = 0  # --wait: poll SES's verification this long before stopping with exit code 3
     poll_s: float = 15
     build_dir: Path = dns.BUILD_DIR  # where .build/deploy/<env>/dns.zone goes
+    # How the Region's inbound-smtp endpoint is looked up (deploy/regions.py); None: public DNS on AWS,
+    # the table on an emulator (whose answer must not depend on the internet).
+    receiving_lookup: regions.Lookup | None = None
 
 
 class WaitingOnDnsError(DeployError):
@@ -91,7 +94,10 @@ def deploy(
         )
     target = connect(options, environ, report)
     cfg = target.cfg
-    preflight.receiving_available(cfg.region)
+    lookup = options.receiving_lookup
+    if lookup is None and not os.environ.get("AWS_ENDPOINT_URL"):
+        lookup = regions.public_dns()
+    preflight.receiving_available(cfg.region, lookup, report)
     preflight.bucket_available(cfg)
     preflight.environment_fits(cfg, environ)
     production = preflight.production_access()

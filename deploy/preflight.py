@@ -35,8 +35,8 @@ def resolve_region(cli_region: str | None, environ: Mapping[str, str]) -> str:
     if not region:
         raise DeployError(
             "no AWS region",
-            "pass --region (SES receiving runs in us-east-1, us-west-2, eu-west-1 and a few "
-            "others) or set AWS_REGION",
+            "pass --region (one where SES receives mail, e.g. us-east-1: "
+            "https://docs.aws.amazon.com/general/latest/gr/ses.html#ses_inbound_endpoints) or set AWS_REGION",
         )
     return region
 
@@ -171,40 +171,26 @@ def account() -> str:
         raise
 
 
-# SES email receiving exists only in some Regions: the "Email receiving endpoints" table of "Amazon
-# Simple Email Service endpoints and quotas" (AWS General Reference,
-# https://docs.aws.amazon.com/general/latest/gr/ses.html#ses_inbound_endpoints; SES DG, "Regions and
-# Amazon SES", https://docs.aws.amazon.com/ses/latest/dg/regions.html: "you can use the inbound SMTP
-# endpoint URLs listed in this table when you set up the mail exchanger (MX) records"). What the receipt-rule
-# API answers in another Region is not documented, so the deploy checks the Region against the table (as
-# published in 2024; AWS adds Regions to it: update this set when it does).
-RECEIVING_REGIONS = frozenset(
-    {
-        "us-east-1",
-        "us-east-2",
-        "us-west-2",
-        "ca-central-1",
-        "eu-central-1",
-        "eu-west-1",
-        "eu-west-2",
-        "ap-northeast-1",
-        "ap-southeast-1",
-        "ap-southeast-2",
-        "ap-southeast-3",
-    }
-)
+def receiving_available(region: str, lookup: Any, report: Any) -> None:
+    """Refuse a Region where SES does not receive mail, before anything changes: by DNS's evidence
+    (deploy/regions.py); when neither DNS nor the table can say, warn with what to check and go on."""
+    from deploy import regions
 
-
-def receiving_available(region: str) -> None:
-    """Refuse a Region where SES does not receive mail, before anything changes."""
-    if region not in RECEIVING_REGIONS:
+    found = regions.receiving(region, lookup)
+    if found.receives is False:
         raise DeployError(
-            f"SES email receiving is not available in {region} (AWS General Reference, Amazon SES "
-            "endpoints, Email receiving endpoints)",
-            "deploy to a Region that receives mail, e.g. --region us-east-1 (one of "
-            + ", ".join(sorted(RECEIVING_REGIONS))
+            f"SES email receiving is not available in {region}: {found.evidence}",
+            "deploy to a Region that receives mail, e.g. --region us-east-1 (to check one: "
+            + found.check()
             + ")",
         )
+    if found.receives is None:
+        report(
+            f"[deploy] warning: cannot tell whether SES receives mail in {region} ({found.evidence}); "
+            f"going on. Check: {found.check()}"
+        )
+    else:
+        report(f"[deploy] SES receives mail in {region}: {found.evidence}")
 
 
 def new_identity_verified_at_once() -> bool:
