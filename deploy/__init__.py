@@ -18,8 +18,11 @@ _EXPORTS: dict[str, str] = {
     "LAMBDA_MANIFESTS": "images",
     "Options": "main",
     "Run": "plan",
+    "SUPPRESSED_REASONS": "resources",
+    "TXT_STRING_MAX": "route53",
     "WaitingOnDnsError": "main",
     "alias_arn": "lambdas",
+    "allowed_send_rate": "preflight",
     "async_dlq": "lambdas",
     "connect": "main",
     "deploy": "main",
@@ -31,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "function_name": "lambdas",
     "iam": "iam",
     "manifest_media_type": "images",
+    "normalized_name": "route53",
     "production_request": "preflight",
     "queue_url": "resources",
     "replay": "replay",
@@ -38,9 +42,11 @@ _EXPORTS: dict[str, str] = {
     "resolve_region": "preflight",
     "resources": "resources",
     "role_arn": "iam",
+    "route53": "route53",
     "rule_names": "receiving",
     "source_queue": "triggers",
     "topic_arn": "resources",
+    "txt_text": "route53",
     "with_owner_key_file": "preflight",
 }
 
@@ -51,8 +57,11 @@ __all__ = [
     "LAMBDA_MANIFESTS",
     "Options",
     "Run",
+    "SUPPRESSED_REASONS",
+    "TXT_STRING_MAX",
     "WaitingOnDnsError",
     "alias_arn",
+    "allowed_send_rate",
     "async_dlq",
     "connect",
     "deploy",
@@ -64,6 +73,7 @@ __all__ = [
     "function_name",
     "iam",
     "manifest_media_type",
+    "normalized_name",
     "production_request",
     "queue_url",
     "replay",
@@ -71,23 +81,32 @@ __all__ = [
     "resolve_region",
     "resources",
     "role_arn",
+    "route53",
     "rule_names",
     "source_queue",
     "topic_arn",
+    "txt_text",
     "with_owner_key_file",
 ]
 
 if TYPE_CHECKING:
-    from deploy import destroy, dns, iam, replay, resources
+    from deploy import destroy, dns, iam, replay, resources, route53
     from deploy.errors import DeployError
     from deploy.iam import deployer_policies, deployer_policy_names, role_arn
     from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
     from deploy.lambdas import ALIAS, alias_arn, async_dlq, function_name
     from deploy.main import Options, WaitingOnDnsError, connect, deploy
     from deploy.plan import Change, Run
-    from deploy.preflight import production_request, request_production, resolve_region, with_owner_key_file
+    from deploy.preflight import (
+        allowed_send_rate,
+        production_request,
+        request_production,
+        resolve_region,
+        with_owner_key_file,
+    )
     from deploy.receiving import rule_names
-    from deploy.resources import event_queues, queue_url, topic_arn
+    from deploy.resources import SUPPRESSED_REASONS, event_queues, queue_url, topic_arn
+    from deploy.route53 import TXT_STRING_MAX, normalized_name, txt_text
     from deploy.triggers import source_queue
 else:
     from common import lazy

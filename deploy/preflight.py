@@ -250,13 +250,20 @@ def send_rate(environ: dict[str, str], report: Any) -> None:
         return  # an endpoint without sesv2 GetAccount: keep what was configured
     account_rate = float(quota.get("MaxSendRate") or 0)
     configured = float(environ.get("MAX_SEND_RATE") or config.load({}).max_send_rate)
-    if account_rate and configured > account_rate:
+    if allowed_send_rate(configured, account_rate) != configured:
         environ["MAX_SEND_RATE"] = f"{account_rate:g}"
         report(
             f"[deploy] MAX_SEND_RATE {configured:g}/s is above this account's SES sending rate; "
             f"the senders use {account_rate:g}/s "
             f"(the account's SendQuota; {quota.get('Max24HourSend', 0):g} a day)"
         )
+
+
+def allowed_send_rate(configured: float, account_rate: float) -> float:
+    """The rate the deploy gives the senders: MAX_SEND_RATE, lowered to the account's SES MaxSendRate
+    (0: unknown) when above it. `email-handler status` compares the deployed rate with it, so a rate
+    lowered in the sandbox is reported once production access raises the account's."""
+    return account_rate if account_rate and configured > account_rate else configured
 
 
 def sandbox_note(cfg: Config, production: bool | None) -> str:

@@ -81,7 +81,7 @@ def public_dns(resolver: Any = None, lifetime: float = LOOKUP_SECONDS) -> Lookup
 
 
 def receiving(region: str, lookup: Lookup | None) -> Receiving:
-    """Does SES receive mail in ``region``? ``lookup`` None: DNS is not asked (an emulator), the table says."""
+    """Does SES receive mail in ``region``? ``lookup`` None: DNS is not asked (an emulator): the table."""
     import dns.exception
 
     name = endpoint(region)

@@ -193,6 +193,10 @@ NO_RESOURCE_ACTIONS = frozenset(
         "events:ListRules",
         "iam:ListRoles",
         "sts:GetCallerIdentity",
+        # Route 53 (list_amazonroute53.html): finding and creating zones takes no resource
+        "route53:ListHostedZones",
+        "route53:ListHostedZonesByName",
+        "route53:CreateHostedZone",
     }
 )
 _NO_RESOURCE = frozenset(a.lower() for a in NO_RESOURCE_ACTIONS)
@@ -365,11 +369,36 @@ def context(response: Any, service: str, action: str) -> Request:
         )
     if service == "ses":
         return _ses_request(action, params, region, account)
+    if service == "route53":
+        return _route53_request(response, action)
     if service == "sts" and action == "AssumeRole":
         return Request("sts:AssumeRole", [str(params.get("RoleArn", "*"))])
     if service == "iam" and params.get("RoleName"):
         return Request(f"iam:{action}", [f"arn:aws:iam::{account}:role/{params['RoleName']}"])
     return Request(f"{service}:{action}", [])
+
+
+def _route53_request(response: Any, action: str) -> Request:
+    """A hosted zone's actions take the zone (``arn:aws:route53:::hostedzone/ID``); ChangeResourceRecordSets
+    also carries the condition keys of its changes, each holding every change's value: the record
+    names normalized, the record types, the actions (Route 53 DG, "Using IAM policy conditions for
+    fine-grained access control")."""
+    from deploy import normalized_name
+
+    zone = str(response._get_param("HostedZoneId") or response._get_param("Id") or "")
+    resources = [f"arn:aws:route53:::hostedzone/{zone.rsplit('/', 1)[-1]}"] if zone else []
+    conditions: dict[str, list[str]] = {}
+    if action == "ChangeResourceRecordSets":
+        changes = response._get_param("ChangeBatch.Changes") or []
+        sets = [c.get("ResourceRecordSet") or {} for c in changes]
+        conditions = {
+            "route53:changeresourcerecordsetsnormalizedrecordnames": [
+                normalized_name(str(r.get("Name", ""))) for r in sets
+            ],
+            "route53:changeresourcerecordsetsrecordtypes": [str(r.get("Type", "")) for r in sets],
+            "route53:changeresourcerecordsetsactions": [str(c.get("Action", "")) for c in changes],
+        }
+    return Request(f"route53:{action}", resources, conditions)
 
 
 # A transaction's actions -> the operation whose permission governs each ("Using IAM with DynamoDB
@@ -577,10 +606,18 @@ def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> No
         error = JsonRESTError("AccessDeniedException", message)
         error.code = 400
         raise error
-    raise AccessDeniedError(
+    error = AccessDeniedError(
         user_arn=request._access_key.arn,
         action=f"{checked.action} on resource: {', '.join(checked.resources)}",
     )
+    if checked.action.startswith("route53:"):  # REST-XML: the error element directly in ErrorResponse
+        from xmltodict import unparse
+
+        body = {
+            "ErrorResponse": {"Error": {"Type": "Sender", "Code": "AccessDenied", "Message": error.message}}
+        }
+        error.description = unparse(body, full_document=True)
+    raise error
 
 
 def _authorize_normal(self: Any, resource: str = "*") -> None:
