@@ -606,18 +606,19 @@ def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> No
         error = JsonRESTError("AccessDeniedException", message)
         error.code = 400
         raise error
-    error = AccessDeniedError(
+    denied = AccessDeniedError(
         user_arn=request._access_key.arn,
         action=f"{checked.action} on resource: {', '.join(checked.resources)}",
     )
     if checked.action.startswith("route53:"):  # REST-XML: the error element directly in ErrorResponse
-        from xmltodict import unparse
+        from xml.etree import ElementTree
 
-        body = {
-            "ErrorResponse": {"Error": {"Type": "Sender", "Code": "AccessDenied", "Message": error.message}}
-        }
-        error.description = unparse(body, full_document=True)
-    raise error
+        root = ElementTree.Element("ErrorResponse")
+        inner = ElementTree.SubElement(root, "Error")
+        for tag, text in (("Type", "Sender"), ("Code", "AccessDenied"), ("Message", denied.message)):
+            ElementTree.SubElement(inner, tag).text = text
+        denied.description = ElementTree.tostring(root, encoding="unicode")
+    raise denied
 
 
 def _authorize_normal(self: Any, resource: str = "*") -> None:

@@ -118,7 +118,7 @@ def test_the_deployer_policy_lets_it_upsert_only_txt_cname_and_mx_of_the_domain(
         (ours, "notexample.com.example.com", "NS", "ns.example.net"),
     ):
         with pytest.raises(ClientError, match="AccessDenied"):
-            as_user(deployer, lambda z=zone_id, n=name, k=kind, v=value: upsert(z, n, k, v))  # type: ignore[misc]
+            as_user(deployer, lambda z=zone_id, n=name, k=kind, v=value: upsert(z, n, k, v))
 
     def delete() -> None:
         client("route53").change_resource_record_sets(
