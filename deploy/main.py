@@ -47,6 +47,7 @@ class Options:
     # How the Region's inbound-smtp endpoint is looked up (deploy/regions.py); None: public DNS on AWS,
     # the table on an emulator (whose answer must not depend on the internet).
     receiving_lookup: regions.Lookup | None = None
+    route53: bool = False  # --route53: publish the DNS records into the domain's Route 53 hosted zone
 
 
 class WaitingOnDnsError(DeployError):
@@ -130,6 +131,7 @@ def deploy(
     if run.apply:
         records = dns.records(cfg)
         dns.write(cfg, records, options.build_dir)
+        publish_route53(cfg, options, report)
         report(
             "[deploy] DNS records (each whose SES check is not yet Success, and the MX records):\n    "
             + "\n    ".join(r.line() for r in dns.pending(records))
@@ -154,6 +156,9 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
         return status == "Success" or (status == "" and preflight.new_identity_verified_at_once())
     if status in ("", "Success"):  # "": an endpoint that does not say
         return True
+    if options.route53:  # the records into the hosted zone, then wait (--wait) or stop as usual
+        dns.write(cfg, dns.records(cfg), options.build_dir)
+        publish_route53(cfg, options, report)
     deadline = time.monotonic() + options.wait_s
     while status != "Success" and time.monotonic() < deadline:
         left = max(0, int(deadline - time.monotonic()))
@@ -193,9 +198,29 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
     )
     raise WaitingOnDnsError(
         f"waiting on DNS: SES has not verified {cfg.domain_name} yet (status {status})",
-        f"publish the records of {path} at your DNS provider, then run the deploy again "
-        "(or with --wait to poll until SES verifies the domain)",
+        (
+            "the records are in the domain's Route 53 zone: run the deploy again in a few minutes"
+            if options.route53
+            else f"publish the records of {path} at your DNS provider, then run the deploy again"
+        )
+        + " (or with --wait to poll until SES verifies the domain)",
     )
+
+
+def publish_route53(cfg: Config, options: Options, report: Callable[[str], None]) -> None:
+    """--route53: the records just written (dns.json) into the domain's hosted zone (deploy/route53.py).
+    A record set holding other values is left alone and said, with the command that replaces it."""
+    if not options.route53 or options.dry_run:
+        return
+    from deploy import route53
+
+    _, changes = route53.publish(options.build_dir / cfg.env / "dns.json", False, False, report)
+    conflicts = [f"{c.type} {c.name}" for c in changes if c.action == "conflict"]
+    if conflicts:
+        report(
+            f"[deploy] Route 53: left alone {', '.join(conflicts)} (they hold other values); move what they "
+            "serve, then `email-handler dns publish --route53 --replace`"
+        )
 
 
 def wire(

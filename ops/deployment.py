@@ -54,6 +54,11 @@ AWS_TARGET = (
         help="poll until SES verifies the domain (default 3600 s) instead of stopping with exit code 3",
     ),
     arg(
+        "--route53",
+        action="store_true",
+        help="publish the DNS records into the domain's Route 53 hosted zone (as `dns publish --route53`)",
+    ),
+    arg(
         "--print-deployer-policy",
         action="store_true",
         help="print the least-privilege IAM policy the deploying user needs (managed policies), and exit",
@@ -71,6 +76,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         allow_unverified=args.allow_unverified,
         replace_active_rule_set=args.replace_active_rule_set,
         wait_s=args.wait,
+        route53=args.route53,
     )
     try:
         if args.print_deployer_policy:

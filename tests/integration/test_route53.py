@@ -41,13 +41,13 @@ def record_sets(zone_id: str) -> dict[tuple[str, str], list[str]]:
     }
 
 
-def upsert(zone_id: str, name: str, kind: str, *values: str) -> None:
+def change(action: str, zone_id: str, name: str, kind: str, *values: str) -> None:
     client("route53").change_resource_record_sets(
         HostedZoneId=zone_id,
         ChangeBatch={
             "Changes": [
                 {
-                    "Action": "UPSERT",
+                    "Action": action,
                     "ResourceRecordSet": {
                         "Name": name,
                         "Type": kind,
@@ -58,6 +58,10 @@ def upsert(zone_id: str, name: str, kind: str, *values: str) -> None:
             ]
         },
     )
+
+
+def upsert(zone_id: str, name: str, kind: str, *values: str) -> None:
+    change("UPSERT", zone_id, name, kind, *values)
 
 
 def verification(domain: str = "example.com") -> str:
@@ -121,22 +125,7 @@ def test_the_deployer_policy_lets_it_upsert_only_txt_cname_and_mx_of_the_domain(
             as_user(deployer, lambda z=zone_id, n=name, k=kind, v=value: upsert(z, n, k, v))
 
     def delete() -> None:
-        client("route53").change_resource_record_sets(
-            HostedZoneId=ours,
-            ChangeBatch={
-                "Changes": [
-                    {
-                        "Action": "DELETE",
-                        "ResourceRecordSet": {
-                            "Name": "_amazonses.example.com",
-                            "Type": "TXT",
-                            "TTL": 300,
-                            "ResourceRecords": [{"Value": '"t"'}],
-                        },
-                    }
-                ]
-            },
-        )
+        change("DELETE", ours, "_amazonses.example.com", "TXT", '"t"')
 
     with pytest.raises(ClientError, match="AccessDenied"):
         as_user(deployer, delete)
@@ -210,3 +199,23 @@ def test_no_hosted_zone_is_a_one_line_error_naming_the_zone_file(
     assert cli(["dns", "publish", "--route53", str(tmp_path / "prd" / "dns.json")]) == 2
     err = capsys.readouterr().err
     assert "no public Route 53 hosted zone for example.com" in err and "dns.zone" in err
+
+
+def test_deploy_with_route53_and_wait_publishes_and_finishes_in_one_run(
+    account: dict[str, str],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from deploy.main import Options, deploy
+    from tests.support.deploy import images
+
+    public = zone("example.com")
+    upsert(public, "example.com", "MX", "10 mx.provider.example")  # the domain's mail today: kept
+    deployer = deployer_user(account)
+    lines: list[str] = []
+    options = Options(build_dir=tmp_path, route53=True, wait_s=60, poll_s=0.3)
+    as_user(deployer, lambda: deploy(options, account, report=lines.append, images=images()))
+    assert "[deploy] SES verified example.com" in lines
+    assert any(line.startswith("[dns] create    TXT   _amazonses.example.com") for line in lines)
+    assert any("left alone MX example.com" in line and "--replace" in line for line in lines)
+    assert verification() == "Success" and client("lambda").list_functions()["Functions"]
+    assert record_sets(public)[("example.com", "MX")] == ["10 mx.provider.example"]
