@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "rule_names": "receiving",
     "source_queue": "triggers",
     "topic_arn": "resources",
+    "txt_strings": "route53",
     "txt_text": "route53",
     "with_owner_key_file": "preflight",
 }
@@ -85,6 +86,7 @@ __all__ = [
     "rule_names",
     "source_queue",
     "topic_arn",
+    "txt_strings",
     "txt_text",
     "with_owner_key_file",
 ]
@@ -106,7 +108,7 @@ if TYPE_CHECKING:
     )
     from deploy.receiving import rule_names
     from deploy.resources import SUPPRESSED_REASONS, event_queues, queue_url, topic_arn
-    from deploy.route53 import TXT_STRING_MAX, normalized_name, txt_text
+    from deploy.route53 import TXT_STRING_MAX, normalized_name, txt_strings, txt_text
     from deploy.triggers import source_queue
 else:
     from common import lazy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from common.aws import control_client, error_code, or_none
@@ -171,7 +171,9 @@ def account() -> str:
         raise
 
 
-def receiving_available(region: str, lookup: Any, report: Any) -> None:
+def receiving_available(
+    region: str, lookup: Callable[[str], bool] | None, report: Callable[[str], None]
+) -> None:
     """Refuse a Region where SES does not receive mail, before anything changes: by DNS's evidence
     (deploy/regions.py); when neither DNS nor the table can say, warn with what to check and go on."""
     from deploy import regions

@@ -49,19 +49,28 @@ _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _ESCAPE = re.compile(rb"\\(\d{3}|.)", re.S)
 
 
+def txt_strings(value: str) -> list[bytes] | None:
+    """The strings of a TXT value, escapes undone, or None when it is not only quoted strings apart
+    from white space (what Route 53 refuses)."""
+    strings, at = [], 0
+    for match in _STRING.finditer(value):
+        if value[at : match.start()].strip():
+            return None
+        strings.append(_ESCAPE.sub(_undo, match.group(1).encode("latin-1", "backslashreplace")))
+        at = match.end()
+    return strings if strings and not value[at:].strip() else None
+
+
+def _undo(match: re.Match[bytes]) -> bytes:
+    found = match.group(1)
+    return bytes([int(found, 8)]) if found.isdigit() else found
+
+
 def txt_text(value: str) -> str:
-    """The text of a TXT value as Route 53 answers it (its strings joined, escapes undone); an unquoted
-    value is its own text."""
-    strings = _STRING.findall(value)
-    if not strings:
-        return value
-    raw = "".join(strings).encode("latin-1", "backslashreplace")
-
-    def undo(match: re.Match[bytes]) -> bytes:
-        found = match.group(1)
-        return bytes([int(found, 8)]) if found.isdigit() else found
-
-    return _ESCAPE.sub(undo, raw).decode(errors="replace")
+    """The text of a TXT value as Route 53 answers it (its strings joined, escapes undone); a value that
+    is not quoted strings is its own text."""
+    strings = txt_strings(value)
+    return value if strings is None else b"".join(strings).decode(errors="replace")
 
 
 def normalized_name(name: str) -> str:

@@ -947,21 +947,9 @@ def _patch_route53() -> None:
     from moto.route53.exceptions import Route53ClientError
     from moto.route53.models import Route53Backend
 
-    from deploy import TXT_STRING_MAX
+    from deploy import TXT_STRING_MAX, txt_strings
 
     change = Route53Backend.change_resource_record_sets
-    strings = re.compile(r'\s*"((?:[^"\\]|\\.)*)"')
-
-    def string_lengths(value: str) -> list[int] | None:
-        """The length of each quoted string of ``value``, or None when it is not only quoted strings."""
-        lengths, at = [], 0
-        while at < len(value.rstrip()):
-            match = strings.match(value, at)
-            if match is None:
-                return None
-            lengths.append(len(re.sub(r"\\(\d{3}|.)", "x", match.group(1))))
-            at = match.end()
-        return lengths or None
 
     def change_resource_record_sets(self: Any, zoneid: str, change_list: list[dict[str, Any]]) -> None:
         if fresh():
@@ -971,9 +959,9 @@ def _patch_route53() -> None:
                     continue
                 for record in record_set.get("ResourceRecords") or []:
                     value = str(record.get("Value", "") if isinstance(record, dict) else record)
-                    lengths = string_lengths(value)
-                    if lengths is None or max(lengths) > TXT_STRING_MAX:
-                        problem = "TXTRDATATooLong" if lengths else "InvalidCharacterString"
+                    strings = txt_strings(value)
+                    if strings is None or max(map(len, strings)) > TXT_STRING_MAX:
+                        problem = "TXTRDATATooLong" if strings else "InvalidCharacterString"
                         raise Route53ClientError(
                             "InvalidChangeBatch",
                             f"[Invalid Resource Record: 'FATAL problem: {problem} encountered with "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from deploy.route53 import TXT_STRING_MAX, normalized_name, txt_text, txt_value, wanted
+from deploy.route53 import TXT_STRING_MAX, normalized_name, txt_strings, txt_text, txt_value, wanted
 
 
 def test_a_txt_value_is_quoted_and_escaped_and_reads_back_as_its_text() -> None:
@@ -43,3 +43,9 @@ def test_dns_json_records_become_record_sets_one_per_name_and_type() -> None:
         ("bounce.example.com", "TXT"): ['"v=spf1 include:amazonses.com ~all"'],
         ("_amazonses.example.com", "TXT"): ['"token"'],
     }
+
+
+def test_only_quoted_strings_are_a_txt_value_route53_takes() -> None:
+    assert txt_strings('"a" "b\\"c"') == [b"a", b'b"c']
+    assert txt_strings("v=spf1 -all") is None  # unquoted text with spaces
+    assert txt_strings('"a" x') is None and txt_strings("") is None
