@@ -22,6 +22,7 @@ from local import fresh
 from ops.main import main as cli
 from tests.integration.test_first_hour_deploy import deployed
 from tests.integration.test_fresh_account import account, run  # noqa: F401  (the fixture)
+from tests.integration.test_status import check
 from tests.support.deploy import PREFIX, as_user, deployer_user
 
 OWNER = "owner@example.net"
@@ -31,11 +32,6 @@ def status(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     capsys.readouterr()
     cli(["status", "--env", "prd", "--json"])
     return dict(json.loads(capsys.readouterr().out))
-
-
-def check(report: dict[str, Any], name: str) -> dict[str, Any]:
-    [found] = [c for c in report["checks"] if c["check"] == name]
-    return found
 
 
 def sender_rate() -> str:
