@@ -18,8 +18,11 @@ _EXPORTS: dict[str, str] = {
     "LAMBDA_MANIFESTS": "images",
     "Options": "main",
     "Run": "plan",
+    "SUPPRESSED_REASONS": "resources",
+    "TXT_STRING_MAX": "route53",
     "WaitingOnDnsError": "main",
     "alias_arn": "lambdas",
+    "allowed_send_rate": "preflight",
     "async_dlq": "lambdas",
     "cloudformation": "cloudformation",
     "connect": "main",
@@ -32,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "function_name": "lambdas",
     "iam": "iam",
     "manifest_media_type": "images",
+    "normalized_name": "route53",
     "production_request": "preflight",
     "queue_url": "resources",
     "replay": "replay",
@@ -39,10 +43,13 @@ _EXPORTS: dict[str, str] = {
     "resolve_region": "preflight",
     "resources": "resources",
     "role_arn": "iam",
+    "route53": "route53",
     "rule_names": "receiving",
     "saved": "saved",
     "source_queue": "triggers",
     "topic_arn": "resources",
+    "txt_strings": "route53",
+    "txt_text": "route53",
     "verify_address": "preflight",
     "with_owner_key_file": "preflight",
 }
@@ -54,8 +61,11 @@ __all__ = [
     "LAMBDA_MANIFESTS",
     "Options",
     "Run",
+    "SUPPRESSED_REASONS",
+    "TXT_STRING_MAX",
     "WaitingOnDnsError",
     "alias_arn",
+    "allowed_send_rate",
     "async_dlq",
     "cloudformation",
     "connect",
@@ -68,6 +78,7 @@ __all__ = [
     "function_name",
     "iam",
     "manifest_media_type",
+    "normalized_name",
     "production_request",
     "queue_url",
     "replay",
@@ -75,16 +86,19 @@ __all__ = [
     "resolve_region",
     "resources",
     "role_arn",
+    "route53",
     "rule_names",
     "saved",
     "source_queue",
     "topic_arn",
+    "txt_strings",
+    "txt_text",
     "verify_address",
     "with_owner_key_file",
 ]
 
 if TYPE_CHECKING:
-    from deploy import cloudformation, destroy, dns, iam, replay, resources, saved
+    from deploy import cloudformation, destroy, dns, iam, replay, resources, route53, saved
     from deploy.errors import DeployError
     from deploy.iam import deployer_policies, deployer_policy_names, role_arn
     from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
@@ -92,6 +106,7 @@ if TYPE_CHECKING:
     from deploy.main import Options, WaitingOnDnsError, connect, deploy
     from deploy.plan import Change, Run
     from deploy.preflight import (
+        allowed_send_rate,
         production_request,
         request_production,
         resolve_region,
@@ -99,7 +114,8 @@ if TYPE_CHECKING:
         with_owner_key_file,
     )
     from deploy.receiving import rule_names
-    from deploy.resources import event_queues, queue_url, topic_arn
+    from deploy.resources import SUPPRESSED_REASONS, event_queues, queue_url, topic_arn
+    from deploy.route53 import TXT_STRING_MAX, normalized_name, txt_strings, txt_text
     from deploy.triggers import source_queue
 else:
     from common import lazy

@@ -89,11 +89,10 @@ def listed(
         Record(bounce, "MX", f"10 feedback-smtp.{cfg.region}.amazonses.com", "MAIL FROM", status),
         Record(bounce, "TXT", "v=spf1 include:amazonses.com ~all", "MAIL FROM SPF", status),
     ]
-    from deploy.preflight import RECEIVING_REGIONS
+    # The deploy refuses a Region whose inbound-smtp endpoint does not exist (deploy/regions.py).
+    from deploy.regions import endpoint
 
-    if cfg.region not in RECEIVING_REGIONS:  # no inbound-smtp endpoint there: no MX to publish
-        return out
-    inbound = f"10 inbound-smtp.{cfg.region}.amazonaws.com"
+    inbound = f"10 {endpoint(cfg.region)}"
     out += [
         Record(
             domain,

@@ -15,6 +15,7 @@ from common.runtime import Config, dlq_name
 from common.store import layout
 from deploy.plan import Run, canonical
 from deploy.resources import attachment_queue
+from deploy.route53 import normalized_name
 
 TRUST = json.dumps(
     {
@@ -303,12 +304,22 @@ def deployer_policy(cfg: Config, account: str) -> dict[str, Any]:
         "bucket": cfg.bucket,
         "config_prefix": layout.CONFIG,
         "configuration_set": cfg.ses_configuration_set,
+        "domain": normalized_name(cfg.domain_name),  # as IAM's Route 53 record-name condition key holds it
     }
     statements = [
-        _allow(s["Action"], [r.format_map(names) for r in s["Resource"]], s.get("Condition"))
+        _allow(s["Action"], [r.format_map(names) for r in s["Resource"]], _filled(s.get("Condition"), names))
         for s in _deployer_statements()
     ]
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _filled(condition: Any, names: dict[str, str]) -> Any:
+    """A statement's Condition with the placeholders of its values filled in."""
+    if isinstance(condition, dict):
+        return {k: _filled(v, names) for k, v in condition.items()}
+    if isinstance(condition, list):
+        return [_filled(v, names) for v in condition]
+    return condition.format_map(names) if isinstance(condition, str) else condition
 
 
 def _deployer_statements() -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from common.aws import reset_clients
 from common.runtime import FUNCTIONS, Config
-from deploy import alarms, dns, iam, lambdas, preflight, receiving, saved, triggers
+from deploy import alarms, dns, iam, lambdas, preflight, receiving, regions, saved, triggers
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.plan import UNCHANGED, Change, Run
@@ -45,6 +45,10 @@ class Options:
     wait_s: float = 0  # --wait: poll SES's verification this long before stopping with exit code 3
     poll_s: float = 15
     build_dir: Path = dns.BUILD_DIR  # where .build/deploy/<env>/dns.zone goes
+    # How the Region's inbound-smtp endpoint is looked up (deploy/regions.py); None: public DNS on AWS,
+    # the table on an emulator (whose answer must not depend on the internet).
+    receiving_lookup: regions.Lookup | None = None
+    route53: bool = False  # --route53: publish the DNS records into the domain's Route 53 hosted zone
 
 
 class WaitingOnDnsError(DeployError):
@@ -94,7 +98,10 @@ def deploy(
         )
     target = connect(options, dict(os.environ if environ is None else environ), report)
     cfg, environ = target.cfg, target.environ
-    preflight.receiving_available(cfg.region)
+    lookup = options.receiving_lookup
+    if lookup is None and not os.environ.get("AWS_ENDPOINT_URL"):
+        lookup = regions.public_dns()
+    preflight.receiving_available(cfg.region, lookup, report)
     preflight.bucket_available(cfg)
     preflight.environment_fits(cfg, environ)
     production = preflight.production_access()
@@ -132,6 +139,7 @@ def deploy(
     if run.apply:
         records = dns.records(cfg)
         dns.write(cfg, records, options.build_dir)
+        publish_route53(cfg, options, report)
         report(
             "[deploy] DNS records (each whose SES check is not yet Success, and the MX records):\n    "
             + "\n    ".join(r.line() for r in dns.pending(records))
@@ -162,6 +170,9 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
         return status == "Success" or (status == "" and preflight.new_identity_verified_at_once())
     if status in ("", "Success"):  # "": an endpoint that does not say
         return True
+    if options.route53:  # the records into the hosted zone, then wait (--wait) or stop as usual
+        dns.write(cfg, dns.records(cfg), options.build_dir)
+        publish_route53(cfg, options, report)
     deadline = time.monotonic() + options.wait_s
     while status != "Success" and time.monotonic() < deadline:
         left = max(0, int(deadline - time.monotonic()))
@@ -201,9 +212,29 @@ def identity_stage(run: Run, options: Options, report: Callable[[str], None]) ->
     )
     raise WaitingOnDnsError(
         f"waiting on DNS: SES has not verified {cfg.domain_name} yet (status {status})",
-        f"publish the records of {path} at your DNS provider, then run the deploy again "
-        "(or with --wait to poll until SES verifies the domain)",
+        (
+            "the records are in the domain's Route 53 zone: run the deploy again in a few minutes"
+            if options.route53
+            else f"publish the records of {path} at your DNS provider, then run the deploy again"
+        )
+        + " (or with --wait to poll until SES verifies the domain)",
     )
+
+
+def publish_route53(cfg: Config, options: Options, report: Callable[[str], None]) -> None:
+    """--route53: the records just written (dns.json) into the domain's hosted zone (deploy/route53.py).
+    A record set holding other values is left alone and said, with the command that replaces it."""
+    if not options.route53 or options.dry_run:
+        return
+    from deploy import route53
+
+    _, changes = route53.publish(options.build_dir / cfg.env / "dns.json", False, False, report)
+    conflicts = [f"{c.type} {c.name}" for c in changes if c.action == "conflict"]
+    if conflicts:
+        report(
+            f"[deploy] Route 53: left alone {', '.join(conflicts)} (they hold other values); move what they "
+            "serve, then `email-handler dns publish --route53 --replace`"
+        )
 
 
 def wire(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from common.aws import control_client, error_code, or_none
@@ -35,8 +35,8 @@ def resolve_region(cli_region: str | None, environ: Mapping[str, str]) -> str:
     if not region:
         raise DeployError(
             "no AWS region",
-            "pass --region (SES receiving runs in us-east-1, us-west-2, eu-west-1 and a few "
-            "others) or set AWS_REGION",
+            "pass --region (one where SES receives mail, e.g. us-east-1: "
+            "https://docs.aws.amazon.com/general/latest/gr/ses.html#ses_inbound_endpoints) or set AWS_REGION",
         )
     return region
 
@@ -171,40 +171,28 @@ def account() -> str:
         raise
 
 
-# SES email receiving exists only in some Regions: the "Email receiving endpoints" table of "Amazon
-# Simple Email Service endpoints and quotas" (AWS General Reference,
-# https://docs.aws.amazon.com/general/latest/gr/ses.html#ses_inbound_endpoints; SES DG, "Regions and
-# Amazon SES", https://docs.aws.amazon.com/ses/latest/dg/regions.html: "you can use the inbound SMTP
-# endpoint URLs listed in this table when you set up the mail exchanger (MX) records"). What the receipt-rule
-# API answers in another Region is not documented, so the deploy checks the Region against the table (as
-# published in 2024; AWS adds Regions to it: update this set when it does).
-RECEIVING_REGIONS = frozenset(
-    {
-        "us-east-1",
-        "us-east-2",
-        "us-west-2",
-        "ca-central-1",
-        "eu-central-1",
-        "eu-west-1",
-        "eu-west-2",
-        "ap-northeast-1",
-        "ap-southeast-1",
-        "ap-southeast-2",
-        "ap-southeast-3",
-    }
-)
+def receiving_available(
+    region: str, lookup: Callable[[str], bool] | None, report: Callable[[str], None]
+) -> None:
+    """Refuse a Region where SES does not receive mail, before anything changes: by DNS's evidence
+    (deploy/regions.py); when neither DNS nor the table can say, warn with what to check and go on."""
+    from deploy import regions
 
-
-def receiving_available(region: str) -> None:
-    """Refuse a Region where SES does not receive mail, before anything changes."""
-    if region not in RECEIVING_REGIONS:
+    found = regions.receiving(region, lookup)
+    if found.receives is False:
         raise DeployError(
-            f"SES email receiving is not available in {region} (AWS General Reference, Amazon SES "
-            "endpoints, Email receiving endpoints)",
-            "deploy to a Region that receives mail, e.g. --region us-east-1 (one of "
-            + ", ".join(sorted(RECEIVING_REGIONS))
+            f"SES email receiving is not available in {region}: {found.evidence}",
+            "deploy to a Region that receives mail, e.g. --region us-east-1 (to check one: "
+            + found.check()
             + ")",
         )
+    if found.receives is None:
+        report(
+            f"[deploy] warning: cannot tell whether SES receives mail in {region} ({found.evidence}); "
+            f"going on. Check: {found.check()}"
+        )
+    else:
+        report(f"[deploy] SES receives mail in {region}: {found.evidence}")
 
 
 def new_identity_verified_at_once() -> bool:
@@ -264,13 +252,20 @@ def send_rate(environ: dict[str, str], report: Any) -> None:
         return  # an endpoint without sesv2 GetAccount: keep what was configured
     account_rate = float(quota.get("MaxSendRate") or 0)
     configured = float(environ.get("MAX_SEND_RATE") or config.load({}).max_send_rate)
-    if account_rate and configured > account_rate:
+    if allowed_send_rate(configured, account_rate) != configured:
         environ["MAX_SEND_RATE"] = f"{account_rate:g}"
         report(
             f"[deploy] MAX_SEND_RATE {configured:g}/s is above this account's SES sending rate; "
             f"the senders use {account_rate:g}/s "
             f"(the account's SendQuota; {quota.get('Max24HourSend', 0):g} a day)"
         )
+
+
+def allowed_send_rate(configured: float, account_rate: float) -> float:
+    """The rate the deploy gives the senders: MAX_SEND_RATE, lowered to the account's SES MaxSendRate
+    (0: unknown) when above it. `email-handler status` compares the deployed rate with it, so a rate
+    lowered in the sandbox is reported once production access raises the account's."""
+    return account_rate if account_rate and configured > account_rate else configured
 
 
 def sandbox_note(cfg: Config, production: bool | None) -> str:

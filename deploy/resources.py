@@ -881,13 +881,30 @@ def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str)
     ):
         subs = sns.list_subscriptions_by_topic(TopicArn=topic).get("Subscriptions", [])
     found = next((s for s in subs if s.get("Endpoint") == endpoint and s.get("Protocol") == protocol), None)
+    # An e-mail subscription is listed as PendingConfirmation until its link is clicked, and SNS deletes it
+    # unconfirmed after 48 hours ("Amazon SNS now supports automatic deletion of unconfirmed subscriptions",
+    # AWS What's New, 2023-05): a lost or expired mail is never sent again unless someone subscribes again.
+    # Subscribe on the pending endpoint makes SNS mail a new confirmation (what the console's "Request
+    # confirmation" does); once deleted, the subscription is created anew.
+    pending = (
+        found is not None
+        and protocol == "email"
+        and not str(found.get("SubscriptionArn", "")).startswith("arn:")
+    )
     run.converge(
         "sns-subscription",
         label,
         found,
+        [f"still PendingConfirmation: confirmation mail to {endpoint} requested again"] if pending else [],
         create=lambda: sns.subscribe(TopicArn=topic, Protocol=protocol, Endpoint=endpoint),
+        update=lambda _: sns.subscribe(TopicArn=topic, Protocol=protocol, Endpoint=endpoint),
         create_detail=protocol + (" (confirm the e-mail AWS sends)" if protocol == "email" else ""),
     )
+    if pending and run.apply:
+        run.say(
+            f"SNS mailed {endpoint} a new confirmation link for the alert topic: click it within 48 hours "
+            "('AWS Notification - Subscription Confirmation'), or alarms and alerts reach no one"
+        )
 
 
 def attachments_notification_config(arn_key: str, target: str) -> dict[str, Any]:

@@ -16,15 +16,24 @@ _EXPORTS: dict[str, str] = {
     "admin_credentials": "env",
     "admin_request": "guard",
     "commands": "commands",
+    "dns_publish_to_model": "commands",
     "local_config": "commands",
     "wiring_queue": "provision",
 }
 
-__all__ = ["DNS_PATH", "admin_credentials", "admin_request", "commands", "local_config", "wiring_queue"]
+__all__ = [
+    "DNS_PATH",
+    "admin_credentials",
+    "admin_request",
+    "commands",
+    "dns_publish_to_model",
+    "local_config",
+    "wiring_queue",
+]
 
 if TYPE_CHECKING:
     from local import commands
-    from local.commands import local_config
+    from local.commands import dns_publish_to_model, local_config
     from local.env import admin_credentials
     from local.fresh import DNS_PATH
     from local.guard import admin_request

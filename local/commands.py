@@ -417,12 +417,9 @@ def cmd_emulator(args: argparse.Namespace) -> int:
     return 0
 
 
-@command(
-    "publish a zone file (as the deploy writes it) to the emulator's model of DNS",
-    arg("zone", metavar="FILE.zone"),
-    ENDPOINT,
-)
-def cmd_dns_publish(args: argparse.Namespace) -> int:
+def dns_publish_to_model(args: argparse.Namespace) -> int:
+    """`email-handler dns publish FILE.zone`: the zone file (as the deploy writes it) into the emulator's
+    model of DNS (the command itself: ops/deployment.py, beside its --route53 form)."""
     from local.fresh import DNS_PATH
 
     url = endpoint(args)
@@ -435,7 +432,8 @@ def cmd_dns_publish(args: argparse.Namespace) -> int:
     if answer is None:
         print(
             f"[dns] cannot publish {args.zone} to {url}: {detail} (dns publish works only on "
-            "`email-handler emulator --account fresh`; on AWS publish the records at your DNS provider)",
+            "`email-handler emulator --account fresh`; on AWS publish the records at your DNS provider, "
+            "or `email-handler dns publish --route53` into the domain's Route 53 hosted zone)",
             file=sys.stderr,
         )
         return 2

@@ -85,6 +85,9 @@ _clicked: set[str] = set()  # address identities whose verification link was "cl
 # GetAccount's ``Details`` (SESv2 API reference, GetAccount, "Details": "An object that defines your
 # account details", ReviewDetails.Status PENDING | GRANTED | DENIED | FAILED)
 _details: dict[str, Any] = {}
+# Subscription confirmation mails SNS sent, by e-mail endpoint (lower-case): one per Subscribe of a new or
+# still pending e-mail subscription.
+_confirmation_mails: dict[str, int] = {}
 
 
 def fresh() -> bool:
@@ -111,6 +114,7 @@ def reset() -> None:
         _clicked.clear()
         _details.clear()
         _events.clear()
+        _confirmation_mails.clear()
     SES_SANDBOX["on"] = fresh()  # a reset account is back in the sandbox
 
 
@@ -154,18 +158,47 @@ def publish(text: str) -> int:
     return len(records)
 
 
+def route53_records() -> set[tuple[str, str, str]]:
+    """The TXT, CNAME and MX records of every public Route 53 hosted zone on the emulator, as
+    :func:`parse_zone` gives a zone file's. The model has no registrar: every public zone counts as the
+    one its domain delegates to, so `email-handler dns publish --route53` publishes as `dns publish
+    FILE.zone` does."""
+    from moto.route53.models import route53_backends
+
+    from deploy import txt_text
+
+    found = set()
+    for partitions in list(route53_backends.values()):
+        for backend in list(partitions.values()):
+            for zone in list(backend.zones.values()):
+                if zone.private_zone:
+                    continue
+                for rrset in list(zone.rrsets):
+                    kind = str(rrset.type or "").upper()
+                    if kind not in ("TXT", "CNAME", "MX"):
+                        continue
+                    for value in rrset.records or []:
+                        text = txt_text(str(value)) if kind == "TXT" else str(value)
+                        found.add((_name(rrset.name), kind, _name(text)))
+    return found
+
+
+def _records() -> set[tuple[str, str, str]]:
+    return _zone | route53_records()
+
+
 def _has(name: str, kind: str, value: str) -> bool:
-    return (_name(name), kind, _name(value)) in _zone
+    return (_name(name), kind, _name(value)) in _records()
 
 
 def _mx(name: str, host: str) -> bool:
-    return any(n == _name(name) and t == "MX" and v.split()[-1] == _name(host) for n, t, v in _zone)
+    return any(n == _name(name) and t == "MX" and v.split()[-1] == _name(host) for n, t, v in _records())
 
 
 def mx_hosts(name: str) -> list[str]:
     """The MX hosts published for ``name`` (what `email-handler status` checks receiving by, locally)."""
     with _lock:
-        return sorted(v.split()[-1] for n, t, v in _zone if n == _name(name) and t == "MX")
+        return sorted(v.split()[-1] for n, t, v in _records() if n == _name(name) and t == "MX")
 
 
 # --- SES -------------------------------------------------------------------------------------------
@@ -678,6 +711,12 @@ def grant_production() -> None:
         review["Status"] = "GRANTED"
 
 
+def confirmation_mails(endpoint: str) -> int:
+    """How many subscription confirmation mails SNS sent to ``endpoint`` on the model."""
+    with _lock:
+        return _confirmation_mails.get(endpoint.lower(), 0)
+
+
 def confirm_subscriptions() -> int:
     """Stand in for clicking every pending e-mail subscription's link; returns how many were confirmed."""
     from moto.sns.models import sns_backends
@@ -704,8 +743,12 @@ def _patch_sns() -> None:
     def subscribe_pending(self: Any, topic_arn: str, endpoint: str, protocol: str) -> Any:
         existing = self._find_subscription(topic_arn, endpoint, protocol)
         sub = subscribe(self, topic_arn, endpoint, protocol)
-        if fresh() and existing is None and protocol in EMAIL_PROTOCOLS:
-            sub.attributes["PendingConfirmation"] = True
+        if fresh() and protocol in EMAIL_PROTOCOLS:
+            if existing is None:
+                sub.attributes["PendingConfirmation"] = True
+            if sub.attributes.get("PendingConfirmation") is True:  # SNS mails the link, again if pending
+                with _lock:
+                    _confirmation_mails[endpoint.lower()] = _confirmation_mails.get(endpoint.lower(), 0) + 1
         return sub
 
     def subscription_arn(self: Any) -> str:
@@ -896,8 +939,42 @@ def _routes() -> None:
     urls.url_paths["{0}" + CONFIRM_SUBSCRIPTIONS_PATH + "$"] = confirm
 
 
+def _patch_route53() -> None:
+    """ChangeResourceRecordSets refuses a TXT value that is not made of quoted strings of at most 255
+    characters, as Route 53 does ("A TXT record contains one or more strings that are enclosed in double
+    quotation marks", each "up to 255 characters", Route 53 DG, "Supported DNS record types", TXT; AWS
+    answers InvalidChangeBatch). moto stores any text."""
+    from moto.route53.exceptions import Route53ClientError
+    from moto.route53.models import Route53Backend
+
+    from deploy import TXT_STRING_MAX, txt_strings
+
+    change = Route53Backend.change_resource_record_sets
+
+    def change_resource_record_sets(self: Any, zoneid: str, change_list: list[dict[str, Any]]) -> None:
+        if fresh():
+            for item in change_list:
+                record_set = item.get("ResourceRecordSet") or {}
+                if str(record_set.get("Type", "")).upper() != "TXT" or item.get("Action") == "DELETE":
+                    continue
+                for record in record_set.get("ResourceRecords") or []:
+                    value = str(record.get("Value", "") if isinstance(record, dict) else record)
+                    strings = txt_strings(value)
+                    if strings is None or max(map(len, strings)) > TXT_STRING_MAX:
+                        problem = "TXTRDATATooLong" if strings else "InvalidCharacterString"
+                        raise Route53ClientError(
+                            "InvalidChangeBatch",
+                            f"[Invalid Resource Record: 'FATAL problem: {problem} encountered with "
+                            f"'{value[:80]}'']",
+                        )
+        change(self, zoneid, change_list)
+
+    Route53Backend.change_resource_record_sets = change_resource_record_sets  # type: ignore[method-assign]
+
+
 def install() -> None:
     """Called once by local.emulator.patch_moto; every rule is inert until :func:`set_fresh`."""
+    _patch_route53()
     _patch_ses()
     _patch_receipt_rules()
     _patch_sesv2()

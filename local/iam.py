@@ -195,6 +195,10 @@ NO_RESOURCE_ACTIONS = frozenset(
         "events:ListRules",
         "iam:ListRoles",
         "sts:GetCallerIdentity",
+        # Route 53 (list_amazonroute53.html): finding and creating zones takes no resource
+        "route53:ListHostedZones",
+        "route53:ListHostedZonesByName",
+        "route53:CreateHostedZone",
     }
 )
 _NO_RESOURCE = frozenset(a.lower() for a in NO_RESOURCE_ACTIONS)
@@ -367,6 +371,8 @@ def context(response: Any, service: str, action: str) -> Request:
         )
     if service == "ses":
         return _ses_request(action, params, region, account)
+    if service == "route53":
+        return _route53_request(response, action)
     if service == "sts" and action == "AssumeRole":
         return Request("sts:AssumeRole", [str(params.get("RoleArn", "*"))])
     if service == "iam" and params.get("RoleName"):
@@ -377,6 +383,29 @@ def context(response: Any, service: str, action: str) -> Request:
 # API operations whose IAM action has another name ("API operations defined by AWS Lambda" table of the
 # Service Authorization Reference, list_awslambda.html: Invoke authorizes lambda:InvokeFunction).
 _IAM_ACTIONS = {"lambda:Invoke": "lambda:InvokeFunction"}
+
+
+def _route53_request(response: Any, action: str) -> Request:
+    """A hosted zone's actions take the zone (``arn:aws:route53:::hostedzone/ID``); ChangeResourceRecordSets
+    also carries the condition keys of its changes, each holding every change's value: the record
+    names normalized, the record types, the actions (Route 53 DG, "Using IAM policy conditions for
+    fine-grained access control")."""
+    from deploy import normalized_name
+
+    zone = str(response._get_param("HostedZoneId") or response._get_param("Id") or "")
+    resources = [f"arn:aws:route53:::hostedzone/{zone.rsplit('/', 1)[-1]}"] if zone else []
+    conditions: dict[str, list[str]] = {}
+    if action == "ChangeResourceRecordSets":
+        changes = response._get_param("ChangeBatch.Changes") or []
+        sets = [c.get("ResourceRecordSet") or {} for c in changes]
+        conditions = {
+            "route53:changeresourcerecordsetsnormalizedrecordnames": [
+                normalized_name(str(r.get("Name", ""))) for r in sets
+            ],
+            "route53:changeresourcerecordsetsrecordtypes": [str(r.get("Type", "")) for r in sets],
+            "route53:changeresourcerecordsetsactions": [str(c.get("Action", "")) for c in changes],
+        }
+    return Request(f"route53:{action}", resources, conditions)
 
 
 # A transaction's actions -> the operation whose permission governs each ("Using IAM with DynamoDB
@@ -584,10 +613,19 @@ def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> No
         error = JsonRESTError("AccessDeniedException", message)
         error.code = 400
         raise error
-    raise AccessDeniedError(
+    denied = AccessDeniedError(
         user_arn=request._access_key.arn,
         action=f"{checked.action} on resource: {', '.join(checked.resources)}",
     )
+    if checked.action.startswith("route53:"):  # REST-XML: the error element directly in ErrorResponse
+        from xml.etree import ElementTree
+
+        root = ElementTree.Element("ErrorResponse")
+        inner = ElementTree.SubElement(root, "Error")
+        for tag, text in (("Type", "Sender"), ("Code", "AccessDenied"), ("Message", denied.message)):
+            ElementTree.SubElement(inner, tag).text = text
+        denied.description = ElementTree.tostring(root, encoding="unicode")
+    raise denied
 
 
 def _authorize_normal(self: Any, resource: str = "*") -> None:

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from cli import arg, command
@@ -60,6 +61,11 @@ AWS_TARGET = (
         "(template.json and a README for CloudFormation, Terraform and CDK); needs no AWS credentials",
     ),
     arg(
+        "--route53",
+        action="store_true",
+        help="publish the DNS records into the domain's Route 53 hosted zone (as `dns publish --route53`)",
+    ),
+    arg(
         "--print-deployer-policy",
         action="store_true",
         help="print the least-privilege IAM policy the deploying user needs (managed policies), and exit",
@@ -77,6 +83,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         allow_unverified=args.allow_unverified,
         replace_active_rule_set=args.replace_active_rule_set,
         wait_s=args.wait,
+        route53=args.route53,
     )
     try:
         if args.print_deployer_policy:
@@ -282,6 +289,58 @@ def cmd_ses_verify_address(args: argparse.Namespace) -> int:
             f"[ses] {address} is your own mailbox: forwards go to it. To test a reply, write to "
             f"{target.cfg.public_email} from a second mailbox of yours, verified the same way"
         )
+    return 0
+
+
+@command(
+    "publish the deploy's DNS records: into the domain's Route 53 hosted zone (--route53), or a zone file "
+    "into the emulator's model of DNS",
+    arg(
+        "zone",
+        metavar="FILE",
+        nargs="?",
+        help="the zone file for the emulator (with --route53: a dns.json, "
+        "default .build/deploy/ENV/dns.json)",
+    ),
+    arg("--route53", action="store_true", help="UPSERT the records into the domain's public hosted zone"),
+    arg(
+        "--env", default="prd", help="with --route53: the deployment whose dns.json to publish (default prd)"
+    ),
+    arg(
+        "--replace",
+        action="store_true",
+        help="with --route53: replace an MX or CNAME that holds other values",
+    ),
+    arg("--dry-run", action="store_true", help="with --route53: list the changes, make none"),
+    arg("--endpoint", help="the emulator (default: $AWS_ENDPOINT_URL or 127.0.0.1:4566)"),
+)
+def cmd_dns_publish(args: argparse.Namespace) -> int:
+    from deploy import DeployError, dns, route53
+
+    if not args.route53:
+        if not args.zone:
+            print("[dns] give FILE.zone (the emulator's model), or --route53", file=sys.stderr)
+            return 2
+        from local import dns_publish_to_model
+
+        return dns_publish_to_model(args)
+    path = Path(args.zone) if args.zone else dns.BUILD_DIR / args.env / "dns.json"
+    try:
+        _, changes = route53.publish(
+            path, args.replace, args.dry_run, report=lambda line: print(line, flush=True)
+        )
+    except DeployError as exc:
+        print(f"[dns] error: {exc}", file=sys.stderr)
+        return 2
+    conflicts = [c for c in changes if c.action == "conflict"]
+    if conflicts:
+        print(
+            "[dns] left alone: "
+            + ", ".join(f"{c.type} {c.name}" for c in conflicts)
+            + " (they hold other values: move what they serve first, then run again with --replace)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

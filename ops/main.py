@@ -29,7 +29,7 @@ COMMANDS: dict[str, Command] = {
     "wiring": local.cmd_wiring,
     "smtp": local.cmd_smtp,
     "emulator": local.cmd_emulator,
-    "dns publish": local.cmd_dns_publish,
+    "dns publish": deployment.cmd_dns_publish,
     "model verify-address": local.cmd_model_verify_address,
     "model grant-production": local.cmd_model_grant_production,
     "model confirm-subscriptions": local.cmd_model_confirm_subscriptions,
@@ -57,7 +57,8 @@ COMMANDS: dict[str, Command] = {
     "address list": addresses.cmd_address_list,
 }
 GROUPS: dict[str, str] = {
-    "dns": "a stand-in for DNS on the emulator's fresh-account model",
+    "dns": "the deploy's DNS records: into the domain's Route 53 hosted zone (--route53), or into the "
+    "emulator's model of DNS (FILE.zone)",
     "model": "stand-ins for what a person or AWS does on the fresh-account model: verify-address, "
     "grant-production, confirm-subscriptions",
     "ses": "the SES account: request-production-access, verify-address",

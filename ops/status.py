@@ -207,6 +207,8 @@ def collect(
     else:
         deployed, versions, rate = _local_checks(cfg, local)
     checks += deployed
+    if local is None:
+        checks.append(_suppression_check(cfg, sending["production_access"]["enabled"]))
     depths = _dlq_depths(cfg)
     waiting = sum(depths.values())
     checks.append(
@@ -246,6 +248,8 @@ def collect(
         "send_quota": quota,
         "daily_quota_used_percent": sending["daily_quota_used_percent"],
         "send_rate": rate,
+        # what the account allows now that the deployment does not use yet (the next deploy sets it)
+        "deploy_fixes": [c["check"] for c in checks if REDEPLOY in c["detail"]],
         "versions": versions,
         "dlq_depths": depths,
         "alarms": alarms,
@@ -456,16 +460,7 @@ def _deployed_checks(cfg: Config, max_rate: float) -> tuple[list[dict[str, Any]]
         "ResourceNotFoundException",
     )
     rate = (sender or {}).get("Environment", {}).get("Variables", {}).get("MAX_SEND_RATE")
-    rate_ok = rate is not None and (not max_rate or float(rate) <= max_rate)
-    checks.append(
-        _check(
-            "send rate",
-            f"{rate or '-'}/s configured",
-            rate_ok,
-            False,
-            "" if rate_ok else f"above the account's {max_rate:g}/s: SES throttles the excess",
-        )
-    )
+    checks.append(_send_rate_check(cfg, rate, max_rate))
     active = (ses.describe_active_receipt_rule_set().get("Metadata") or {}).get("Name")
     rules = (
         [r["Name"] for r in ses.describe_receipt_rule_set(RuleSetName=active).get("Rules", [])]
@@ -483,6 +478,59 @@ def _deployed_checks(cfg: Config, max_rate: float) -> tuple[list[dict[str, Any]]
         )
     )
     return checks, versions, rate
+
+
+# What a deploy fixes when the account has moved on since it ran: after production access, the rate the
+# sandbox made it lower and the suppression options the sandbox refused (deploy.resources).
+REDEPLOY = "run email-handler deploy"
+
+
+def _send_rate_check(cfg: Config, rate: str | None, max_rate: float) -> dict[str, Any]:
+    """The senders' MAX_SEND_RATE against what a deploy would give them now (deploy.preflight
+    .allowed_send_rate: MAX_SEND_RATE within the account's MaxSendRate): above the account's rate SES
+    throttles; below it, the deploy ran when the account's rate was lower (the sandbox's 1/s)."""
+    from deploy import allowed_send_rate
+
+    if rate is None:
+        return _check("send rate", "-/s configured", False, False, "")
+    wanted = allowed_send_rate(cfg.max_send_rate, max_rate)
+    if max_rate and float(rate) > max_rate:
+        detail = f"above the account's {max_rate:g}/s: SES throttles the excess; {REDEPLOY}"
+    elif float(rate) < wanted:
+        detail = (
+            f"the account's SES rate is {max_rate:g}/s now and MAX_SEND_RATE asks {cfg.max_send_rate:g}/s; "
+            f"the senders still send {float(rate):g}/s: {REDEPLOY}"
+        )
+    else:
+        detail = ""
+    return _check("send rate", f"{rate}/s configured", not detail, False, detail)
+
+
+def _suppression_check(cfg: Config, production: bool) -> dict[str, Any]:
+    """The configuration set's suppression options as the deploy sets them (deploy.resources
+    .suppression_options). SES refuses them in the sandbox (the fresh-account model does); until they are
+    set, SES's account-level list also suppresses sends, the owner's forwards included."""
+    from deploy import SUPPRESSED_REASONS
+
+    found = or_none(
+        lambda: control_client("sesv2").get_configuration_set(ConfigurationSetName=cfg.ses_configuration_set),
+        "NotFoundException",
+    )
+    if found is None:
+        return _check("suppression options", "no configuration set", False, False, "deploy again")
+    reasons = (found.get("SuppressionOptions") or {}).get("SuppressedReasons")
+    wanted = sorted(SUPPRESSED_REASONS)
+    if reasons is not None and sorted(reasons) == wanted:
+        return _check(
+            "suppression options", f"suppressed reasons: {', '.join(wanted) or 'none'}", True, False
+        )
+    value = "not set: SES's account-level list applies" if reasons is None else f"{', '.join(reasons)}"
+    detail = (
+        f"the deploy sets them (suppressed reasons: {', '.join(wanted) or 'none'}): {REDEPLOY}"
+        if production
+        else "SES refuses them in the sandbox; the deploy sets them after production access"
+    )
+    return _check("suppression options", value, False, False, detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,5 +633,7 @@ def table(report: dict[str, Any]) -> str:
         )
     for f in report["flows"]:
         lines.append(f"  {'yes' if f['ok'] else 'NO '} {f['flow']}" + (f": {f['next']}" if f["next"] else ""))
+    if report.get("deploy_fixes"):
+        lines.append(f"behind the account: {', '.join(report['deploy_fixes'])} ({REDEPLOY})")
     lines.append("ready: mail can flow" if report["ready"] else "NOT READY: " + "; ".join(report["reasons"]))
     return "\n".join(lines)

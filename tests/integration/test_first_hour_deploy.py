@@ -1,8 +1,8 @@
 """The first deploy on a new account, finding by finding, on the fresh-account model with IAM
 enforced: the plan of a new account is the run's changes and says it stops with exit 3; the deploy creates
 PRIVATE_EMAIL's identity and the deployer may create that one only; the feedback topic's policy is put
-before the event destination; SES's events reach the topic only as its policy allows; the Region must be
-one where SES receives mail."""
+before the event destination; SES's events reach the topic only as its policy allows. (The Region's check:
+tests/integration/test_regions.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 from botocore.exceptions import ClientError
 
 from common.aws import client
-from deploy.errors import DeployError
 from deploy.main import Options, WaitingOnDnsError, deploy, plan_lines
 from local import fresh
 from ops.main import main as cli
@@ -120,37 +119,6 @@ def test_the_feedback_topic_policy_is_put_before_the_event_destination_and_ses_e
     send()
     dropped = fresh.ses_events()[-1]
     assert dropped["delivered"] is False and "policy" in dropped["reason"]
-
-
-def test_a_region_without_ses_receiving_is_refused_before_anything_changes(
-    account: dict[str, str],  # noqa: F811
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("AWS_REGION", "us-west-1")  # SES sends there, but does not receive
-    with pytest.raises(DeployError, match="SES email receiving is not available in us-west-1") as err:
-        deploy(
-            Options(build_dir=tmp_path),
-            {**account, "AWS_REGION": "us-west-1"},
-            report=lambda _: None,
-            images=images(),
-        )
-    assert "--region us-east-1" in err.value.fix
-    assert client("sesv2", "us-west-1").list_email_identities()["EmailIdentities"] == []
-
-
-def test_the_zone_names_inbound_smtp_only_for_a_receiving_region(account: dict[str, str]) -> None:  # noqa: F811
-    from dataclasses import replace
-
-    from deploy import dns
-    from deploy.preflight import load_config
-
-    cfg = load_config(account, "prd", "us-east-1", ACCOUNT)
-    assert [r.value for r in dns.records(cfg) if r.type == "MX" and "inbound" in r.value] == [
-        "10 inbound-smtp.us-east-1.amazonaws.com"
-    ] * 2
-    elsewhere = replace(cfg, region="us-west-1")
-    assert not [r for r in dns.records(elsewhere) if "inbound-smtp" in r.value]
 
 
 def deployed(account: dict[str, str], tmp_path: Path) -> list[str]:  # noqa: F811
