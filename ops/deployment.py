@@ -103,13 +103,15 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 def _export(options: Any, kind: str, directory: str) -> int:
     from pathlib import Path
 
-    from deploy import cloudformation, resolve_region
+    from deploy import cloudformation, resolve_region, saved
 
     if kind != cloudformation.FORMAT:
         print(f"[deploy] error: --export {kind}: the one format is {cloudformation.FORMAT}", file=sys.stderr)
         return 2
-    region = resolve_region(options.region, os.environ)
-    cloudformation.export(Path(directory), options.env, region, dict(os.environ), report=print)
+    # The saved deployment's settings under the shell's, as the deploy itself reads them.
+    environ = saved.merged(options.env, os.environ, options.region)
+    region = resolve_region(options.region, environ)
+    cloudformation.export(Path(directory), options.env, region, environ, report=print)
     return 0
 
 

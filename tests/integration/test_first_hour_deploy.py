@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from common.aws import client
+from deploy.errors import DeployError
 from deploy.main import Options, WaitingOnDnsError, deploy, plan_lines
 from local import fresh
 from ops.main import main as cli
