@@ -488,9 +488,12 @@ def _shared_line(lines: list[str], start: int, end: int, first_text: int) -> str
 
 
 def _lone_marked(lines: list[str], quoted: list[bool], i: int) -> bool:
-    """One ">" line with unquoted text directly above and below it."""
+    """One line opening with ">>" or of marks alone (">>> link <<<" art), with unquoted text directly
+    above and below it: no client quotes one line two levels deep alone. A "> " line with words there
+    is the contact's question, answered inline."""
     return (
         0 < i < len(lines) - 1
+        and (lines[i].lstrip().startswith(">>") or not any(c.isalnum() for c in lines[i]))
         and not quoted[i - 1]
         and not quoted[i + 1]
         and bool(lines[i - 1].strip())
@@ -511,7 +514,8 @@ def _quote_fragment(lines: list[str], quoted: list[bool], i: int) -> bool:
         return False
     last = above.rsplit(None, 1)[-1].lower() if above.split() else ""
     link = "://" in last or last.startswith(("www.", "<http", "<www", "<mailto:"))
-    return (link and len(s.split()) == 1) or s.endswith(">") or (s[0].islower() and len(above) >= WRAPPED_CHARS)
+    wrapped = s[0].islower() and len(above) >= WRAPPED_CHARS
+    return (link and len(s.split()) == 1) or s.endswith(">") or wrapped
 
 
 def _broken_attribution(lines: list[str], quoted: list[bool], i: int, ev: Evidence) -> int | None:

@@ -106,7 +106,8 @@ def test_commands_above_an_unmarked_quote_found_by_shape_alone_are_withheld() ->
     assert reading.own == "Fine.\n[allow]\n" and reading.commands_withheld and owner_controls(text) == []
     # The reply's leading command lines are the owner's even then: the contact's text never tops it.
     lead = "[allow]\nFine.\n\nKutoka: Jane <jane@corp.example>\nKwa: Ana\n\n[block]\n"
-    assert not read_reply(lead).commands_withheld and owner_controls(lead) == [rt.Control(rt.ControlAction.ALLOW, "")]
+    assert not read_reply(lead).commands_withheld
+    assert owner_controls(lead) == [rt.Control(rt.ControlAction.ALLOW, "")]
     assert not read_reply("[allow]\nFine.\n").commands_withheld  # no quote: the owner's own lines
     assert owner_controls("[allow]\nFine.\n\nOn Mon, 3 Nov 2026, Jane <j@x.example> wrote:\n> hi\n") != []
 
