@@ -339,7 +339,10 @@ class _Lines:
         self.lines = lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         n = len(lines)
         self.quoted = quoted = [bool(_QUOTED.match(line)) for line in lines]
-        self.norm = [normalise(line) if len(line) <= 4 * ATTRIBUTION_MAX_CHARS else "" for line in lines]
+        self.norm = [
+            normalise(line) if line and len(line) <= 4 * ATTRIBUTION_MAX_CHARS and not line.isspace() else ""
+            for line in lines
+        ]
         self.nonblank = [n] * (n + 1)  # the first non-blank line at or after i
         self.next_quoted = [n] * (n + 1)  # the first quoted line at or after i
         for i in range(n - 1, -1, -1):
@@ -428,6 +431,7 @@ class _Lines:
                 continue
             if self.known[i]:  # a line of the contact's: that line only, never the start of a cut
                 drop[i], self.unproven[i] = True, True
+                self._header_over(i)
                 continue
             if seen_quote and self.next_quoted[i + 1] < cut:
                 # Between two quote blocks: the owner's answer, whatever it names (a time, an address,
@@ -444,6 +448,19 @@ class _Lines:
                 if found is not None:
                     return found, proven
         return cut, proven
+
+    def _header_over(self, i: int) -> None:
+        """The quote header over a run of the contact's lines (two or more, starting at ``i``): the
+        header-shaped lines right above it (a label, a date, an address, a trailing colon, a rule)
+        go with it, shown to the owner like the run. Each run is looked at once, from its top."""
+        n = len(self.lines)
+        above = _next_nonblank_up(self.lines, i - 1)
+        below = self.nonblank[i + 1] if i + 1 < n else n
+        if (above >= 0 and self.known[above]) or below >= n or not self.known[below]:
+            return
+        for k in range(_head_start(self.lines, i, self.ev), i):
+            if not self.quoted[k] and self.lines[k].strip():
+                self.drop[k], self.unproven[k] = True, True
 
     def _attribution(self, start: int, end: int, first_text: int) -> int | None:
         """An attribution at ``start``..``end``: dropped when a quote block follows it (the cut is
