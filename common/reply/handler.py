@@ -42,7 +42,6 @@ from common.reply.owner import TargetKind
 from common.reply.scrub import hide_addresses, hide_names, owner_names
 from common.reply.text import (
     Evidence,
-    Reading,
     command_lines,
     extract_metadata,
     known_lines,
@@ -51,6 +50,7 @@ from common.reply.text import (
     read_reply,
     reply_subject,
     reply_text,
+    unread_html_lines,
 )
 from common.runtime import (
     ReplyHandlerConfig,
@@ -368,8 +368,9 @@ def send_reply(
     files = [a for a in mail.attachments if a.role in ("file", "message")]
     if not body.strip() and not files:
         return _nothing_sent(cfg, mid, cid, mail, metadata, controls)
-    if reading.removed or not ev.complete:
-        _removed_notice(cfg, mid, cid, mail.subject, reading, ev, body)
+    removed = reading.removed + unread_html_lines(mail.text, mail.html, reading, ev)
+    if removed or not ev.complete:
+        _removed_notice(cfg, mid, cid, mail.subject, removed, ev, body)
     for att in files:  # a file name is shown to the contact too
         att.filename = hide(att.filename)
         att.safe_name = safe_filename(hide(att.safe_name))
@@ -439,7 +440,7 @@ NOTICE_SHOWN_CHARS = 6000  # of what went out and what was removed, in the owner
 
 
 def _removed_notice(
-    cfg: ReplyHandlerConfig, mid: str, cid: str, subject: str, reading: Reading, ev: Evidence, body: str
+    cfg: ReplyHandlerConfig, mid: str, cid: str, subject: str, lines: tuple[str, ...], ev: Evidence, body: str
 ) -> None:
     """No silent loss (docs/reply.md): unquoted lines of the reply were removed that nothing proves
     to be quote, or the conversation's mail could not all be read as evidence. The owner sees what
@@ -448,14 +449,14 @@ def _removed_notice(
         "reply text removed",
         extra={
             "conversation_id": cid,
-            "removed_lines": len(reading.removed),
+            "removed_lines": len(lines),
             "evidence_complete": ev.complete,
         },
     )
-    removed = "\n".join(reading.removed)
+    removed = "\n".join(lines)
     what = (
         "it was sent, but some unquoted lines of it were left out as quote."
-        if reading.removed
+        if lines
         else "it was sent, read without all of the conversation's earlier mail (too large to read in time)."
     )
     notice.send(

@@ -620,3 +620,14 @@ def reply_text(text: str, html: str) -> str:
     if text and not text.isspace():
         return text
     return convert(_mark_rules(html), own_text_only=True).text if html else ""
+
+
+def unread_html_lines(text: str, html: str, reading: Reading, ev: Evidence | None = None) -> tuple[str, ...]:
+    """For an HTML-only reply, the unquoted lines below its first HTML quote that :func:`reply_text`
+    does not read (the owner's answers typed under a quote, or the contact's markup that closed the
+    quote early): never sent, so shown to the owner (no silent loss). One more linear reading."""
+    if (text and not text.isspace()) or not html:
+        return ()
+    sent = set(reading.own.split("\n"))
+    below = read_reply(convert(_mark_rules(html)).text, ev).own
+    return tuple(line for line in below.split("\n") if line.strip() and line not in sent)

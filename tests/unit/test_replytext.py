@@ -260,3 +260,19 @@ def test_commands_are_read_from_the_owners_lines_only_one_function_for_all() -> 
     assert new_conversation_recipient(ours) == "zoe@corp.example" and from_command(ours) == ""
     lead = forwarded.replace("For you", "[from: hello@example.com]\nFor you")
     assert from_command(command_lines(read_reply(lead))) == "hello@example.com"
+
+
+def test_an_html_only_reply_shows_the_owner_the_answers_below_its_quote() -> None:
+    from common.reply.text import read_reply, reply_text, unread_html_lines
+
+    html = (
+        "<p>Mine</p><blockquote>When?</blockquote><p>Tuesday.</p><blockquote>Where?</blockquote><p>Here.</p>"
+    )
+    reading = read_reply(reply_text("", html))
+    assert reading.own == "Mine\n" and unread_html_lines("", html, reading) == ("Tuesday.", "Here.")
+    gmail = (
+        '<p>Mine</p><div class="gmail_quote">On Mon, 3 Nov 2026 Jane wrote:'
+        "<blockquote>When?</blockquote></div>"
+    )
+    assert unread_html_lines("", gmail, read_reply(reply_text("", gmail))) == ()
+    assert unread_html_lines("Mine\n", html, reading) == ()  # a text part is read whole
