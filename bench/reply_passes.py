@@ -121,7 +121,7 @@ def _best(fn: Callable[[Any], object], arg: Any) -> float:
 
 
 def run() -> dict[str, Any]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, make, fn in PASSES:
         seconds = [_best(fn, make(BASE_CHARS * k)) for k in SIZES]
         ratio = seconds[-1] / max(seconds[0], 1e-6)
