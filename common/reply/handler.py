@@ -225,7 +225,17 @@ def evidence(
     ours = (cfg.public_email.lower(), f"@{cfg.domain_name.lower()}", f"@{cfg.thread_domain.lower()}")
     if new:
         return Evidence(frozenset(), ours)
-    contact = (str(record.get("senderEmail") or "").lower(),)
+    parties = tuple(
+        a.lower()
+        for a in (
+            str(record.get("senderEmail") or ""),
+            str(record.get("publicAddress") or ""),
+            *cfg.public_emails,
+            cfg.public_email,
+            f"@{cfg.thread_domain}",
+        )
+        if a
+    )
     deadline = time.monotonic() + budget_s
     texts = [str(record.get("lastMessageBody") or "")]
     first = str(record.get("lastSesMessageId") or "")
@@ -247,7 +257,7 @@ def evidence(
             break
         if t:
             lines |= known_lines(read_reply(t).own)
-    return Evidence(frozenset(lines), ours, contact, complete)
+    return Evidence(frozenset(lines), ours, parties, complete)
 
 
 def _subject(raw: bytes) -> str:

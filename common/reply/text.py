@@ -76,7 +76,10 @@ class Evidence:
 
     contact_lines: frozenset[str] = frozenset()
     system_addresses: tuple[str, ...] = ()
-    contact_addresses: tuple[str, ...] = ()  # the contact's address: a quote header naming it is proven
+    # This conversation's parties, exactly: the contact's address, the public addresses, the thread
+    # domain. A quote header naming one is proven (a whole domain of the owner's is not: the owner
+    # may quote a colleague there).
+    party_addresses: tuple[str, ...] = ()
     complete: bool = True  # False: the conversation's mail was not all read within the reading budget
 
 
@@ -118,9 +121,9 @@ def command_lines(reading: Reading) -> str:
 
 
 def _names_party(line: str, ev: Evidence) -> bool:
-    """The line names this system's or the contact's address (a quote header of this conversation)."""
+    """The line names one of this conversation's parties (a quote header of this conversation)."""
     low = line.casefold()
-    return any(a and a in low for a in (*ev.system_addresses, *ev.contact_addresses))
+    return any(a and a in low for a in ev.party_addresses)
 
 
 def _names(line: str, ev: Evidence) -> bool:
