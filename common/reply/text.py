@@ -322,8 +322,13 @@ def read_reply(text: str, ev: Evidence | None = None) -> Reading:
     cut, proven = r.scan(cut, proven)
     lines, drop, known = r.lines, r.drop, r.known
     removed = [lines[k] for k in range(cut) if drop[k] and r.unproven[k] and lines[k].strip()]
-    if cut < len(lines) and not r.cut_proven(cut, proven):
-        removed += [line for line in lines[cut:] if line.strip() and not _QUOTED.match(line)]
+    if cut < len(lines):
+        proven_cut = r.cut_proven(cut, proven)
+        removed += (
+            r.unknown_below(cut)
+            if proven_cut
+            else [ln for ln in lines[cut:] if ln.strip() and not _QUOTED.match(ln)]
+        )
     own = [line for k, line in enumerate(lines[:cut]) if not drop[k] and not known[k]]
     commands = [
         line for k, line in enumerate(lines[:cut]) if not drop[k] and r.norm[k] not in r.ev.contact_lines
@@ -406,6 +411,23 @@ class _Lines:
                 for k in range(_head_start(self.lines, top, self.ev), top):
                     self.drop[k] = True
         return len(self.lines), proven
+
+    def unknown_below(self, cut: int) -> list[str]:
+        """Below a proven cut, the unquoted lines that are neither the contact's nor the quote's frame
+        (the quote header at the cut, a header row, the forward's marker or banner, a separator): the
+        owner's answers typed into an unmarked quote (Outlook's inline answers), shown to the owner."""
+        n, k = len(self.lines), cut
+        while k < n and k - cut < HEADER_BLOCK_MAX_LINES and self._frame(k, header=True):
+            k += 1
+        return [self.lines[j] for j in range(k, n) if not self._frame(j)]
+
+    def _frame(self, k: int, header: bool = False) -> bool:
+        line, norm = self.lines[k], self.norm[k]
+        if not line.strip() or self.quoted[k] or norm in self.ev.contact_lines or norm in _MARKERS:
+            return True
+        if norm.startswith("[!]") or _LABEL.match(line) or _separator(line):
+            return True
+        return header and (_names(line, self.ev) or line.rstrip().endswith((":", "：")))
 
     def cut_proven(self, cut: int, proven: bool) -> bool:
         """What follows the cut is proven quote: the forward's marker, a quote header naming this

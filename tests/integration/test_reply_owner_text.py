@@ -125,3 +125,23 @@ def test_a_500_kb_mail_in_the_conversation_leaves_every_reply_one_invocation(
         "One more thing: Tuesday.\n",
     ]
     assert notices(stack) == []
+
+
+def test_answers_typed_into_an_unmarked_outlook_quote_are_shown_to_the_owner(
+    stack: Stack, fns: dict[str, RieProcess]
+) -> None:
+    """Outlook quotes the forward without ">" under its header block, and the owner types an answer
+    into the quote: the quote is not sent (it is the contact's), and the owner is shown the answer."""
+    fwd = forward_of(
+        stack,
+        fns,
+        mail(sender="Jane <jane@corp.example>", subject="Role", text="When?\nWhere is the office?\n"),
+    )
+    quote = fwd.text.replace("When?\n", "When?\nTuesday at ten.\n", 1)
+    header = (
+        f"From: {fwd.from_name} <hello@example.com>\nSent: Monday, 3 November 2026 10:00\nSubject: Role\n\n"
+    )
+    assert answer(stack, fns, f"See below.\n\n{header}{quote}", fwd.reply_to)["status"] == "queued"
+    assert received(stack, fns, "jane@corp.example") == ["See below.\n"]
+    [note] = notices(stack)
+    assert "Left out:\n\nTuesday at ten." in note.text and "What went out:\n\nSee below." in note.text

@@ -206,7 +206,7 @@ def test_a_line_the_contact_planted_is_at_most_that_line_never_a_cut() -> None:
 
 def test_a_display_name_holding_the_marker_text_cuts_nothing() -> None:
     from common.delivery.compose import FORWARD_MARKER
-    from common.reply.text import read_reply
+    from common.reply.text import Evidence, known_lines, read_reply
 
     text = (
         f"Sure.\n\nOn Mon, 3 Nov 2026, {FORWARD_MARKER} via example.com <hello@example.com> wrote:\n"
@@ -220,8 +220,25 @@ def test_a_display_name_holding_the_marker_text_cuts_nothing() -> None:
     assert not reading.proven and "Tuesday." in reading.removed
     # As the system writes it, the marker proves the forward below it.
     real = f"Sure.\n\n{FORWARD_MARKER}\nFrom: Jane <jane@corp.example>\n\nHello\n"
-    reading = read_reply(real)
+    reading = read_reply(real, Evidence(known_lines("Hello\n")))
     assert reading.own == "Sure.\n" and reading.proven and reading.removed == ()
+
+
+def test_answers_typed_into_an_unmarked_quote_are_shown_to_the_owner() -> None:
+    """Outlook quotes without ">" and the owner types answers into the quote: below the forward's
+    marker, a line that is neither the contact's nor the quote's frame is shown to the owner."""
+    from common.delivery.compose import FORWARD_MARKER
+    from common.reply.text import Evidence, known_lines, read_reply
+
+    ev = Evidence(known_lines("When can we meet?\nWhere is the office?\nJane\n"))
+    text = (
+        "See below.\n\nFrom: Jane via example.com <hello@example.com>\n"
+        "Sent: Monday, 3 November 2026 10:00\n\n"
+        f"{FORWARD_MARKER}\nFrom: Jane <jane@corp.example>\nDate: Mon, 3 Nov 2026 10:00:00 +0000\n\n"
+        "When can we meet?\nTuesday at ten.\nWhere is the office?\nJane\n"
+    )
+    reading = read_reply(text, ev)
+    assert reading.own == "See below.\n" and reading.removed == ("Tuesday at ten.",)
 
 
 @pytest.mark.parametrize(
