@@ -1,6 +1,9 @@
 """Turn the owner's reply into what the contact should read: metadata commands out, quoted history out.
 
-Pure functions (no AWS), unit-tested against Gmail-, Outlook- and Apple Mail-style replies.
+The owner's text is kept unless it is proven to be the contact's (docs/reply.md, "What is the owner's
+own text"); an unquoted line removed without proof is reported for the owner's notice, and every
+command is read from the lines :func:`command_lines` names. Pure functions (no AWS), each pass linear,
+unit-tested against Gmail-, Outlook- and Apple Mail-style replies and the reply corpus.
 """
 
 from __future__ import annotations
@@ -430,8 +433,8 @@ class _Lines:
         return header and (_names(line, self.ev) or line.rstrip().endswith((":", "：")))
 
     def cut_proven(self, cut: int, proven: bool) -> bool:
-        """What follows the cut is proven quote: the forward's marker, a quote header naming this
-        system's or the contact's address, or the contact's own lines below it."""
+        """What follows the cut is proven quote: the forward's marker, a quote header naming one of
+        this conversation's parties, or the contact's own lines below it."""
         if (
             proven
             and cut < len(self.lines)
