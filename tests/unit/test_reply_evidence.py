@@ -224,3 +224,29 @@ def test_the_regex_list_is_what_the_module_holds() -> None:
         "_CONTROL",
         "_TO",
     }
+
+
+def test_the_evidence_read_stops_at_its_budget_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the budget the rest of the conversation's mail is left unread: the reply is still read
+    (and sent, the owner told: common/reply/handler.py), never a timeout."""
+    from types import SimpleNamespace
+
+    from common.reply import handler
+    from tests.support.mailgen import mail
+
+    cfg = SimpleNamespace(
+        public_email="hello@example.com",
+        public_emails=("hello@example.com",),
+        domain_name="example.com",
+        thread_domain="thread.example.com",
+    )
+    raws = [mail(text=f"Line {n} of an archived mail, long enough to count.\n") for n in range(3)]
+    monkeypatch.setattr(handler.rawmail, "archived", lambda *args: raws)
+    record = {"senderEmail": "jane@corp.example", "lastMessageBody": "Hello there, about the role.\n"}
+    full = handler.evidence(cfg, "cid", record, new=False)  # type: ignore[arg-type]
+    assert full.complete and "line 2 of an archived mail, long enough to count." in full.contact_lines
+    assert "jane@corp.example" in full.party_addresses and "@thread.example.com" in full.party_addresses
+    cut = handler.evidence(cfg, "cid", record, new=False, budget_s=-1.0)  # type: ignore[arg-type]
+    assert not cut.complete and "line 0 of an archived mail, long enough to count." not in cut.contact_lines
+    monkeypatch.setattr(handler, "EVIDENCE_MAX_CHARS", 10)
+    assert not handler.evidence(cfg, "cid", record, new=False).complete  # type: ignore[arg-type]
