@@ -250,3 +250,24 @@ def test_the_evidence_read_stops_at_its_budget_and_says_so(monkeypatch: pytest.M
     assert not cut.complete and "line 0 of an archived mail, long enough to count." not in cut.contact_lines
     monkeypatch.setattr(handler, "EVIDENCE_MAX_CHARS", 10)
     assert not handler.evidence(cfg, "cid", record, new=False).complete  # type: ignore[arg-type]
+
+
+def test_a_reply_quoting_the_contacts_long_mail_with_its_evidence_reads_linearly() -> None:
+    """Each quoted line of the contact's re-walked its whole quote block: a 429 KB mail made every
+    later reply time out. The reading builds its lookups once (bench/reply_passes.py times it too)."""
+
+    def case(lines: int) -> tuple[str, Evidence]:
+        contact = "".join(f"Line {n} of the contact's long mail, about the role.\n" for n in range(lines))
+        quoted = "".join("> " + line + "\n" for line in contact.splitlines())
+        reply = "Thanks.\n\nOn Mon, 3 Nov 2026 at 10:00, Jane <jane@corp.example> wrote:\n" + quoted
+        return reply, Evidence(known_lines(contact), OURS, ("jane@corp.example",))
+
+    small, big = case(2_000), case(8_000)
+    start = time.process_time()
+    read_reply(*small)
+    t_small = time.process_time() - start
+    start = time.process_time()
+    reading = read_reply(*big)
+    t_big = time.process_time() - start
+    assert reading.own == "Thanks.\n" and reading.removed == ()
+    assert t_big < max(0.5, 10 * t_small), (t_small, t_big)
