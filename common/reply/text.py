@@ -332,6 +332,8 @@ def read_reply(text: str, ev: Evidence | None = None) -> Reading:
             if proven_cut
             else [ln for ln in lines[cut:] if ln.strip() and not _QUOTED.match(ln)]
         )
+    if r.run_in and not _names_party(r.run_in, r.ev):
+        removed.append(r.run_in)
     own = [line for k, line in enumerate(lines[:cut]) if not drop[k] and not known[k]]
     commands = [
         line for k, line in enumerate(lines[:cut]) if not drop[k] and r.norm[k] not in r.ev.contact_lines
@@ -365,6 +367,7 @@ class _Lines:
         self.known = self._contact_lines(ev.contact_lines)
         self.drop = [False] * n
         self.unproven = [False] * n  # a dropped unquoted line whose removal nothing proves
+        self.run_in = ""  # the attribution and quote cut off a line of the owner's (_run_in)
 
     def _contact_lines(self, contact: frozenset[str]) -> list[bool]:
         """Which lines are the contact's: one of 16 characters or more, or a shorter one next to
@@ -467,6 +470,8 @@ class _Lines:
                 if _quote_fragment(lines, quoted, i):
                     drop[i], self.unproven[i] = True, True
                 continue
+            if (run_in := self._run_in(i)) is not None:
+                return run_in, proven
             if _separator(lines[i]) or _header_block(lines, quoted, i):
                 above = _next_nonblank_up(lines, i - 1)
                 top = above >= 0 and (lines[above].rstrip().endswith((":", "：")) or _rule(lines[above]))
@@ -476,6 +481,22 @@ class _Lines:
                 if found is not None:
                     return found, proven
         return cut, proven
+
+    def _run_in(self, i: int) -> int | None:
+        """An attribution run together on one line with the owner's words before it and the quote
+        after it ("Thanks! On …, Jane <jane@x> wrote: > Hi", or on the reply's last line "… Jane
+        <jane@x> schrieb am …, 10:00: Hi"): the line keeps the owner's words, the cut falls after it,
+        and what was cut off the line is kept in ``run_in`` (shown to the owner unless it names one
+        of this conversation's parties)."""
+        line = self.lines[i]
+        last = (self.nonblank[i + 1] if i + 1 < len(self.lines) else len(self.lines)) >= len(self.lines)
+        if len(line) > 4 * ATTRIBUTION_MAX_CHARS or (start := _run_in_start(line, last)) is None:
+            return None
+        if start == 0 and i <= self.nonblank[0]:  # the reply's only words: the owner's, whatever they name
+            return None
+        self.lines[i], self.run_in = line[:start].rstrip(), line[start:]
+        self.drop[i] = not self.lines[i].strip()
+        return i + 1
 
     def _header_over(self, i: int) -> None:
         """The quote header over a run of the contact's lines (two or more, starting at ``i``): the
@@ -530,6 +551,35 @@ def _shared_line(lines: list[str], start: int, end: int, first_text: int) -> str
         if words[k][:1].isupper() and words[k - 1][:1].islower():
             return before.rstrip()
     return ""
+
+
+_BRACKETED = re.compile(r"<[\w.+-]{1,64}@[\w.-]{1,255}>")
+RUN_IN_COLONS = 8  # colons of a line tried as the end of a run-in attribution
+_RUN_IN_MARKS = (": >", ":>", "： >", "：>")
+
+
+def _run_in_start(line: str, last: bool) -> int | None:
+    """Where an attribution run together with the quote starts on ``line``: its colon is followed by a
+    quote mark (": >"), or, on the reply's last line, by text; the words before the colon name a date
+    and an address; it starts after the last sentence the owner ended before them (or at the line's
+    start). A plain scan and the bounded patterns, on a line of bounded length."""
+    colons = [at for at in (line.find(m) for m in _RUN_IN_MARKS) if at >= 0]
+    bracketed = not colons  # without a quote mark, only a header's "<address>" tells it from prose
+    if last and not colons:
+        at, found = line.find(": "), 0
+        while at >= 0 and found < RUN_IN_COLONS:
+            colons.append(at)
+            at, found = line.find(": ", at + 2), found + 1
+    for colon in sorted(colons):
+        head = line[:colon]
+        date, address = _DATE.search(head), _ADDRESS.search(head)
+        if not (date and address) or (bracketed and not _BRACKETED.search(head)):
+            continue
+        first = min(date.start(), address.start())
+        end = max(head.rfind(mark, 0, first) for mark in (". ", "! ", "? "))
+        start = end + 2 if end >= 0 else 0
+        return start if colon - start <= ATTRIBUTION_MAX_CHARS else None
+    return None
 
 
 def _lone_marked(lines: list[str], quoted: list[bool], i: int) -> bool:

@@ -223,6 +223,7 @@ def test_the_regex_list_is_what_the_module_holds() -> None:
         "_COMMAND",
         "_CONTROL",
         "_TO",
+        "_BRACKETED",
     }
 
 

@@ -293,3 +293,35 @@ def test_an_html_only_reply_shows_the_owner_the_answers_below_its_quote() -> Non
     )
     assert unread_html_lines("", gmail, read_reply(reply_text("", gmail))) == ()
     assert unread_html_lines("Mine\n", html, reading) == ()  # a text part is read whole
+
+
+@pytest.mark.parametrize(
+    ("text", "own"),
+    [
+        (
+            "Thanks! On Mon, 3 Nov 2026 at 10:00, Jane <jane@corp.example> wrote: > Hi, can we talk?\n",
+            "Thanks!\n",
+        ),
+        ("Ok.\nOn Mon, 3 Nov 2026, Jane <jane@corp.example> wrote:> Hi > Best, Jane\n", "Ok.\n"),
+        (
+            "Sounds good. Jane Doe <jane@corp.example> schrieb am Mo., 3. Nov. 2026, 10:00: "
+            "Hi, can we talk?\n",
+            "Sounds good.\n",
+        ),
+        # The owner's own sentences naming a time and an address stay whole.
+        (
+            "Meet me at 10:00 at jane@corp.example: bring ID.\n",
+            "Meet me at 10:00 at jane@corp.example: bring ID.\n",
+        ),
+        (
+            "Ok.\nMeet me at 10:00 at jane@corp.example: bring ID.\n",
+            "Ok.\nMeet me at 10:00 at jane@corp.example: bring ID.\n",
+        ),
+    ],
+)
+def test_an_attribution_run_together_with_the_quote_on_one_line(text: str, own: str) -> None:
+    from common.reply.text import read_reply
+
+    reading = read_reply(text)
+    assert reading.own == own
+    assert all("Hi" in line for line in reading.removed)  # what was cut off is shown to the owner
