@@ -20,7 +20,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import cost, extract, flow, forward_size, html_text, images, mail_caps, replies, report, senders
+from bench import (
+    cost,
+    extract,
+    flow,
+    forward_size,
+    html_text,
+    images,
+    mail_caps,
+    replies,
+    reply_passes,
+    report,
+    senders,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results.json"
@@ -45,6 +57,11 @@ SECTIONS: dict[str, Section] = {
         "owner replies: the public reply corpus (exact, leaked, partly lost, lost)",
         replies.run,
         replies.table,
+    ),
+    "passes": (
+        "owner replies: every pass over mail-supplied text at 1x, 2x, 4x its size (linear)",
+        reply_passes.run,
+        reply_passes.table,
     ),
     "caps": (
         "inbound-handler parsing caps: time and peak RSS per case",

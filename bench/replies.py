@@ -59,12 +59,21 @@ def run() -> dict[str, Any]:
             number = replycorpus.number_in(message.subject)
             if number is not None:
                 received[number] = message.text
-        notices = sum(1 for m in _drain(cfg, cfg.forward_queue) if m.kind == "notice")
+        noticed = {
+            m.idempotency_key.rsplit(":", 1)[-1] for m in _drain(cfg, cfg.forward_queue) if m.kind == "notice"
+        }
     outcomes = replycorpus.outcomes(fixtures, received)
+    silent = [
+        fx.name
+        for n, fx in enumerate(fixtures)
+        if outcomes[fx.name] in ("partly lost", "lost") and f"{n:040d}" not in noticed
+    ]
     return {
         "fixtures": len(fixtures),
+        "sources": list(replycorpus.SOURCES),
         "counts": replycorpus.tally(outcomes),
-        "notices": notices,
+        "notices": len(noticed),
+        "silent_losses": silent,
         "not_exact": {k: v for k, v in sorted(outcomes.items()) if v not in ("exact", "acceptable")},
     }
 
@@ -72,7 +81,8 @@ def run() -> dict[str, Any]:
 def table(r: dict[str, Any]) -> str:
     counts = r["counts"]
     lines = [
-        f"{r['fixtures']} public reply fixtures (talon, email_reply_parser, crisp), {r['notices']} notices"
+        f"{r['fixtures']} public reply fixtures ({', '.join(r['sources'])}), {r['notices']} notices to the "
+        f"owner, {len(r['silent_losses'])} silent losses"
     ]
     lines += [f"  {name:<12}{counts[name]:>5}" for name in replycorpus.OUTCOMES]
     lines += [f"  {outcome}: {name}" for name, outcome in r["not_exact"].items()]

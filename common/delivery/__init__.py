@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 # equal to its submodule is the module itself, read as a namespace (mod.name).
 _EXPORTS: dict[str, str] = {
     "DigestResult": "results",
+    "FOOTER_MARKER": "compose",
+    "FORWARD_MARKER": "compose",
     "InboundResult": "results",
-    "MARKER_TEXT": "compose",
     "ReleaseResult": "results",
     "ack": "ack",
     "address_problem": "ack",
@@ -28,8 +29,9 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "DigestResult",
+    "FOOTER_MARKER",
+    "FORWARD_MARKER",
     "InboundResult",
-    "MARKER_TEXT",
     "ReleaseResult",
     "ack",
     "address_problem",
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
     from common.delivery import ack, deliver, quarantine, release
     from common.delivery.ack import address_problem
     from common.delivery.complaint import build_complaint
-    from common.delivery.compose import MARKER_TEXT
+    from common.delivery.compose import FOOTER_MARKER, FORWARD_MARKER
     from common.delivery.quarantine import envelope_fields, log_fields, quarantined, send_digest
     from common.delivery.results import DigestResult, InboundResult, ReleaseResult
 else:

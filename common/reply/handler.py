@@ -19,6 +19,7 @@ encrypted body, an opaque signature that does not verify) gets a notice (common/
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
@@ -41,6 +42,7 @@ from common.reply.owner import TargetKind
 from common.reply.scrub import hide_addresses, hide_names, owner_names
 from common.reply.text import (
     Evidence,
+    command_lines,
     extract_metadata,
     known_lines,
     new_conversation_recipient,
@@ -48,6 +50,7 @@ from common.reply.text import (
     read_reply,
     reply_subject,
     reply_text,
+    unread_html_lines,
 )
 from common.runtime import (
     ReplyHandlerConfig,
@@ -121,14 +124,18 @@ def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = 
             staging.done(cfg, receipt)
             return result
         if goal.kind == TargetKind.NEW:
-            to = new_conversation_recipient(mail.own_text)
+            # Every command, [to:] and [from:] too, from the owner's own lines only (command_lines):
+            # never from a mail the owner forwards here.
+            first = read_reply(reply_text(mail.text, mail.html), evidence(cfg, "", {}, new=True))
+            ours = command_lines(first)
+            to = new_conversation_recipient(ours)
             problem = owner.recipient_problem(cfg, to)
             if problem:
                 raise NotAuthorisedError(problem)
             cid = conversation_id(to, "", cfg.opaque_relay_domains)
             bind(conversation_id=cid)
             check_contact(cfg, to)
-            public = chosen_address(cfg, mail.own_text)  # [from: ADDR], else the default
+            public = chosen_address(cfg, ours)  # [from: ADDR], else the default
             record = None
         else:
             cid = goal.value
@@ -197,24 +204,61 @@ def _owner_mail(
 
 ARCHIVE_READ_MAILS = 20  # a conversation's archived mails read as quote evidence, the latest first
 ARCHIVE_READ_BYTES = 2 * 1024 * 1024  # a larger archived mail is left to the record's lastMessageBody
+# The evidence read's budget: the text read (all archived mails together) and the time it may take.
+# Past either, the rest is left unread and the reply goes out read from what was read, the owner told
+# (a reply reaches an outcome within one invocation whatever the conversation holds).
+EVIDENCE_MAX_CHARS = 8 * 1024 * 1024
+EVIDENCE_MAX_SECONDS = 15.0
 
 
-def evidence(cfg: ReplyHandlerConfig, cid: str, record: dict[str, Any], new: bool) -> Evidence:
+def evidence(
+    cfg: ReplyHandlerConfig,
+    cid: str,
+    record: dict[str, Any],
+    new: bool,
+    budget_s: float = EVIDENCE_MAX_SECONDS,
+) -> Evidence:
     """What proves a line of the reply is quote: every line the contact wrote in this conversation
     (its archived mails, text and HTML, and the record's lastMessageBody, each without what it quotes:
-    a contact quoting the owner's earlier reply must not turn the owner's own phrases into quote) and
-    this system's own addresses (a quote header names them)."""
+    a contact quoting the owner's earlier reply must not turn the owner's own phrases into quote),
+    this system's own addresses and the contact's (a quote header names them). Read within a budget
+    of characters and seconds; ``complete`` says whether all of it was read."""
     ours = (cfg.public_email.lower(), f"@{cfg.domain_name.lower()}", f"@{cfg.thread_domain.lower()}")
     if new:
         return Evidence(frozenset(), ours)
+    parties = tuple(
+        a.lower()
+        for a in (
+            str(record.get("senderEmail") or ""),
+            str(record.get("publicAddress") or ""),
+            *cfg.public_emails,
+            cfg.public_email,
+            f"@{cfg.thread_domain}",
+        )
+        if a
+    )
+    deadline = time.monotonic() + budget_s
     texts = [str(record.get("lastMessageBody") or "")]
     first = str(record.get("lastSesMessageId") or "")
+    complete, size = True, len(texts[0])
     for raw in rawmail.archived(cfg, cid, first, ARCHIVE_READ_MAILS, ARCHIVE_READ_BYTES):
+        if time.monotonic() > deadline or size + len(raw) > EVIDENCE_MAX_CHARS:
+            complete = False
+            break
         if limits.screen(raw):
             continue
         sent = parse.parse(raw)
-        texts += [sent.body_text, sent.text, html_to_text(sent.html) if sent.html and sent.text else ""]
-    return Evidence(known_lines(*(read_reply(t).own for t in texts if t)), ours)
+        more = [sent.body_text, sent.text, html_to_text(sent.html) if sent.html and sent.text else ""]
+        texts += more
+        size += sum(len(t) for t in more)
+    lines: set[str] = set()
+    for t in texts:
+        if time.monotonic() > deadline:
+            complete = False
+            break
+        if t:
+            lines |= known_lines(read_reply(t).own)
+    return Evidence(frozenset(lines), ours, parties, complete)
 
 
 def _subject(raw: bytes) -> str:
@@ -328,11 +372,13 @@ def send_reply(
     def hide(text: str) -> str:  # the owner's addresses and names, in whatever language surrounds them
         return hide_names(hide_addresses(text, owners, public), names, cfg.public_name)
 
-    reading = read_reply(reply_text(mail.text, mail.html), evidence(cfg, cid, record, new))
+    ev = evidence(cfg, cid, record, new)
+    reading = read_reply(reply_text(mail.text, mail.html), ev)
     body = re.sub(r"\n{3,}", "\n\n", extract_metadata(reading.own)[0]).strip()
     body = hide(body) + "\n" if body else ""
-    metadata = {} if reading.commands_withheld else extract_metadata(reading.commands)[1]
-    wanted = [] if reading.commands_withheld else owner_controls_in(reading.commands)
+    ours = command_lines(reading)  # the one answer to "which lines are the owner's", for every command
+    metadata = extract_metadata(ours)[1]
+    wanted = owner_controls_in(ours)
     controls = owner.apply_controls(cfg, wanted, contact, cid)
     conversations.set_attributes(cfg, cid, metadata)
     if reading.commands_withheld:
@@ -342,6 +388,9 @@ def send_reply(
     files = [a for a in mail.attachments if a.role in ("file", "message")]
     if not body.strip() and not files:
         return _nothing_sent(cfg, mid, cid, mail, metadata, controls)
+    removed = reading.removed + unread_html_lines(mail.text, mail.html, reading, ev)
+    if removed or not ev.complete:
+        _removed_notice(cfg, mid, cid, mail.subject, removed, ev, body)
     for att in files:  # a file name is shown to the contact too
         att.filename = hide(att.filename)
         att.safe_name = safe_filename(hide(att.safe_name))
@@ -405,6 +454,48 @@ def _queued(
         "attachments": [a.key for a in kept.attachments],
         "controls": controls,
     }
+
+
+NOTICE_SHOWN_CHARS = 6000  # of what went out and what was removed, in the owner's notice
+
+
+def _removed_notice(
+    cfg: ReplyHandlerConfig, mid: str, cid: str, subject: str, lines: tuple[str, ...], ev: Evidence, body: str
+) -> None:
+    """No silent loss (docs/reply.md): unquoted lines of the reply were removed that nothing proves
+    to be quote, or the conversation's mail could not all be read as evidence. The owner sees what
+    went out and what was left out."""
+    log.info(
+        "reply text removed",
+        extra={
+            "conversation_id": cid,
+            "removed_lines": len(lines),
+            "evidence_complete": ev.complete,
+        },
+    )
+    removed = "\n".join(lines)
+    what = (
+        "it was sent, but some unquoted lines of it were left out as quote."
+        if lines
+        else "it was sent, read without all of the conversation's earlier mail (too large to read in time)."
+    )
+    notice.send(
+        cfg,
+        mid,
+        "text-removed",
+        subject,
+        what,
+        "What went out:\n\n"
+        + _shown(body)
+        + ("\n\nLeft out:\n\n" + _shown(removed) if removed else "")
+        + "\n\nIf something of yours is missing, reply again with it above the quoted mail.",
+        cid,
+    )
+
+
+def _shown(text: str) -> str:
+    text = text.strip("\n")
+    return text if len(text) <= NOTICE_SHOWN_CHARS else text[:NOTICE_SHOWN_CHARS] + "\n[…]"
 
 
 def _withheld_notice(cfg: ReplyHandlerConfig, mid: str, cid: str, subject: str) -> None:

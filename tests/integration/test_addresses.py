@@ -279,6 +279,41 @@ def test_the_owner_starts_a_conversation_from_a_chosen_address(
     )
 
 
+@pytest.mark.parametrize(
+    "forward",
+    [
+        # Gmail's forward: a separator, then the original's header block.
+        "---------- Forwarded message ---------\nFrom: Eve <eve@corp.example>\n"
+        "Date: Mon, 3 Nov 2026 at 10:00\nSubject: Role\nTo: Owner <owner@example.net>\n\n",
+        # An unknown client's header in an unknown language: found by its shape alone.
+        "Kutoka: Eve <eve@corp.example>\nKwa: Owner <owner@example.net>\n\n",
+    ],
+)
+def test_a_from_line_in_a_mail_the_owner_forwards_to_new_chooses_nothing(
+    stack: Stack, fns: dict[str, RieProcess], forward: str
+) -> None:
+    """[to:] and [from:] come from the owner's own lines only (common.reply.text.command_lines): a
+    [from: …] line inside the forwarded mail never picks the public address the conversation is
+    written from; the owner's own [from: …] above the forward does."""
+    new = "new@thread.example.com"
+    n = 61 if forward.startswith("-") else 63
+    cases = [  # (the owner's own lines, the line planted in the forwarded mail, the address expected)
+        ("", "[from: jobs@example.com]", "hello@example.com"),
+        ("[from: jobs@example.com]\n", "[from: hello@example.com]", "jobs@example.com"),
+    ]
+    for k, (own, planted, expected) in enumerate(cases):
+        text = f"[to: zed{n + k}@corp.example]\n{own}Please answer Eve.\n\n{forward}{planted}\nHi\n"
+        raw = mail(sender=OWNER, to=new, subject=f"Start {n + k}", text=text)
+        result = fns["reply-handler"].invoke(
+            stack.receipt(raw, f"r{n + k:039d}", to=new, source="owner@example.net")
+        )
+        assert result["status"] == "started", result
+        flush(stack, fns)
+        [started] = [m for m in stack.sent() if m.message["Subject"] == f"Start {n + k}"]
+        assert started.source == expected and started.destinations == [f"zed{n + k}@corp.example"]
+        assert "Please answer Eve." in started.message.get_body(("plain",)).get_content()
+
+
 def test_a_block_entry_for_one_address_leaves_the_others(stack: Stack, fns: dict[str, RieProcess]) -> None:
     """The lists stay global; `--to` makes an entry for mail to one public address only."""
     done = cli(stack, "@agency.example", "--to", "jobs@example.com", command="block")

@@ -7,6 +7,9 @@ fixture's own headers said. What reaches the contact is compared line by line wi
 
 - exact: the expected lines and nothing else (the owner's signature, when the fixture names one, may
   be there too: "acceptable", which the contact reads as the exact reply, counted apart);
+  a source whose tests state only pieces (mail-parser-reply's ``assertIn``) gives ``contains`` (in
+  the visible reply) and ``absent`` (in the quote): exact when every piece is there and none of the
+  quote's;
 - leaked: a line that is neither expected nor the signature reached the contact (quote leaked);
 - partly lost: an expected line is missing;
 - lost: nothing reached the contact.
@@ -24,7 +27,7 @@ from email.message import EmailMessage, Message
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "replies"
-SOURCES = ("talon", "email_reply_parser", "crisp")
+SOURCES = ("talon", "email_reply_parser", "crisp", "willdurand", "mail_parser_reply")
 OUTCOMES = ("exact", "acceptable", "leaked", "partly lost", "lost")
 
 
@@ -35,6 +38,8 @@ class Fixture:
     html: str  # the reply's HTML body ('' for a text-only reply)
     expected: str  # the visible reply the source's test suite states
     signature: str  # lines the owner's signature adds, allowed beside the expectation
+    contains: tuple[str, ...] = ()  # pieces of the visible reply, where the test states only pieces
+    absent: tuple[str, ...] = ()  # pieces of the quote the test states (never in the visible reply)
 
 
 def _bodies(msg: Message) -> tuple[str, str]:
@@ -69,7 +74,17 @@ def load() -> list[Fixture]:
                 html = (ROOT / source / file).read_text(encoding="utf-8")
             else:
                 text = (ROOT / source / file).read_text(encoding="utf-8")
-            out.append(Fixture(name, text, html, case["expected"], case.get("signature", "")))
+            out.append(
+                Fixture(
+                    name,
+                    text,
+                    html,
+                    case.get("expected", ""),
+                    case.get("signature", ""),
+                    tuple(case.get("contains", ())),
+                    tuple(case.get("absent", ())),
+                )
+            )
     return out
 
 
@@ -100,6 +115,11 @@ def classify(fx: Fixture, sent: str | None) -> str:
     got = _lines(sent or "")
     if not got:
         return "lost"
+    if fx.contains or fx.absent:
+        flat = _SPACE.sub(" ", " ".join(got))
+        if any(_SPACE.sub(" ", piece).strip() in flat for piece in fx.absent):
+            return "leaked"
+        return "partly lost" if any(_SPACE.sub(" ", p).strip() not in flat for p in fx.contains) else "exact"
     expected, signature = _lines(fx.expected), _lines(fx.signature)
     if any(line not in expected and line not in signature for line in got):
         return "leaked"

@@ -307,6 +307,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("common.reply.text", "_LABEL"): case("a", " ", "a.", head="  **", how="match"),
     ("common.reply.text", "_DATE"): case("1", "19", "1/1/", "1:", "1-1-"),
     ("common.reply.text", "_ADDRESS"): case("a", "a@", "@", "."),
+    ("common.reply.text", "_BRACKETED"): case("<a", "<a@", "<a@b", "a@b.", "<"),
     ("common.reply.text", "_COMMAND"): case(" ", "[a ", head="[", how="match"),
     ("common.reply.text", "_CONTROL"): case(" ", "]", head="[block:", how="match"),
     ("common.reply.text", "_TO"): case(" ", "]", head="[to:", how="match"),

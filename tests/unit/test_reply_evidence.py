@@ -101,9 +101,13 @@ def test_the_contacts_own_lines_are_quote_and_never_a_command() -> None:
 
 
 def test_commands_above_an_unmarked_quote_found_by_shape_alone_are_withheld() -> None:
-    text = "[allow]\nFine.\n\nKutoka: Jane <jane@corp.example>\nKwa: Ana\n\n[block]\n"
+    text = "Fine.\n[allow]\n\nKutoka: Jane <jane@corp.example>\nKwa: Ana\n\n[block]\n"
     reading = read_reply(text)
-    assert reading.own == "[allow]\nFine.\n" and reading.commands_withheld and owner_controls(text) == []
+    assert reading.own == "Fine.\n[allow]\n" and reading.commands_withheld and owner_controls(text) == []
+    # The reply's leading command lines are the owner's even then: the contact's text never tops it.
+    lead = "[allow]\nFine.\n\nKutoka: Jane <jane@corp.example>\nKwa: Ana\n\n[block]\n"
+    assert not read_reply(lead).commands_withheld
+    assert owner_controls(lead) == [rt.Control(rt.ControlAction.ALLOW, "")]
     assert not read_reply("[allow]\nFine.\n").commands_withheld  # no quote: the owner's own lines
     assert owner_controls("[allow]\nFine.\n\nOn Mon, 3 Nov 2026, Jane <j@x.example> wrote:\n> hi\n") != []
 
@@ -219,4 +223,52 @@ def test_the_regex_list_is_what_the_module_holds() -> None:
         "_COMMAND",
         "_CONTROL",
         "_TO",
+        "_BRACKETED",
     }
+
+
+def test_the_evidence_read_stops_at_its_budget_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the budget the rest of the conversation's mail is left unread: the reply is still read
+    (and sent, the owner told: common/reply/handler.py), never a timeout."""
+    from types import SimpleNamespace
+
+    from common.reply import handler
+    from tests.support.mailgen import mail
+
+    cfg = SimpleNamespace(
+        public_email="hello@example.com",
+        public_emails=("hello@example.com",),
+        domain_name="example.com",
+        thread_domain="thread.example.com",
+    )
+    raws = [mail(text=f"Line {n} of an archived mail, long enough to count.\n") for n in range(3)]
+    monkeypatch.setattr(handler.rawmail, "archived", lambda *args: raws)
+    record = {"senderEmail": "jane@corp.example", "lastMessageBody": "Hello there, about the role.\n"}
+    full = handler.evidence(cfg, "cid", record, new=False)  # type: ignore[arg-type]
+    assert full.complete and "line 2 of an archived mail, long enough to count." in full.contact_lines
+    assert "jane@corp.example" in full.party_addresses and "@thread.example.com" in full.party_addresses
+    cut = handler.evidence(cfg, "cid", record, new=False, budget_s=-1.0)  # type: ignore[arg-type]
+    assert not cut.complete and "line 0 of an archived mail, long enough to count." not in cut.contact_lines
+    monkeypatch.setattr(handler, "EVIDENCE_MAX_CHARS", 10)
+    assert not handler.evidence(cfg, "cid", record, new=False).complete  # type: ignore[arg-type]
+
+
+def test_a_reply_quoting_the_contacts_long_mail_with_its_evidence_reads_linearly() -> None:
+    """Each quoted line of the contact's re-walked its whole quote block: a 429 KB mail made every
+    later reply time out. The reading builds its lookups once (bench/reply_passes.py times it too)."""
+
+    def case(lines: int) -> tuple[str, Evidence]:
+        contact = "".join(f"Line {n} of the contact's long mail, about the role.\n" for n in range(lines))
+        quoted = "".join("> " + line + "\n" for line in contact.splitlines())
+        reply = "Thanks.\n\nOn Mon, 3 Nov 2026 at 10:00, Jane <jane@corp.example> wrote:\n" + quoted
+        return reply, Evidence(known_lines(contact), OURS, ("jane@corp.example",))
+
+    small, big = case(2_000), case(8_000)
+    start = time.process_time()
+    read_reply(*small)
+    t_small = time.process_time() - start
+    start = time.process_time()
+    reading = read_reply(*big)
+    t_big = time.process_time() - start
+    assert reading.own == "Thanks.\n" and reading.removed == ()
+    assert t_big < max(0.5, 10 * t_small), (t_small, t_big)
