@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cfnlint.api import ManualArgs, lint
 
-from deploy.preflight import RECEIVING_REGIONS
+from deploy.regions import RECEIVING_REGIONS
 from local.env import local_env
 from ops.main import COMMANDS, main
 from tests.support.ownerkeys import pgp_owner
