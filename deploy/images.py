@@ -259,6 +259,9 @@ def _push(
         if status in ("Pushed", "Layer already exists", "Mounted from") or status.startswith("Mounted"):
             last = f"[deploy]   {target}:{tag} layer {line.get('id', '')}: {status}"
             report(last)
+    # Docker's containerd image store reports the digest only in a status line, not as `aux`: the
+    # registry says what the tag names now.
+    digest = digest or _registry_digest(engine, f"{target}:{tag}", auth)
     if not digest:
         raise DeployError(
             f"push of {target}:{tag} reported no digest", "deploy again; the registry may be unhealthy"
