@@ -16,6 +16,7 @@ import pytest
 from common.runtime.functions import FUNCTIONS, image_ref
 from local.rie import free_port, invoke, wait_for_http, wait_for_port
 from tests.conftest import IN_CI, require_docker
+from tests.docker.pushing import die_with_parent
 
 BASE_IMAGE = image_ref("base")
 LOCAL_IMAGE = image_ref("local")  # emulator, wiring, SMTP ingress of the compose stack
@@ -82,7 +83,10 @@ def registry(tmp_path: Path) -> Iterator[str]:
         f"http:\n  addr: 127.0.0.1:{port}\n"
     )
     proc = subprocess.Popen(
-        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        [binary, "serve", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent,
     )
     host = f"127.0.0.1:{port}"
     try:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -22,6 +24,15 @@ OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 ANY_MANIFEST = ", ".join(
     SINGLE_PLATFORM + (OCI_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
 )
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` of a server a test starts: the kernel sends it SIGKILL when the test process dies,
+    however it dies (prctl(2), PR_SET_PDEATHSIG; kept across exec)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def deploy_cli(

@@ -8,7 +8,6 @@ which Lambda refuses; the deploy gives Lambda the image's own single-platform ma
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -28,16 +27,10 @@ from common.runtime.functions import FUNCTIONS
 from local.guard import admin_request
 from tests.conftest import IN_CI, REPO
 from tests.docker.conftest import BASE_IMAGE
-from tests.docker.pushing import OCI_INDEX, PREFIX, SINGLE_PLATFORM, deploy_cli, manifest
+from tests.docker.pushing import OCI_INDEX, PREFIX, SINGLE_PLATFORM, deploy_cli, die_with_parent, manifest
 
 pytestmark = pytest.mark.docker
 CONTEXT = "containerd-store"
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the test process dies, however it dies (prctl(2))."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _start(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -48,7 +41,7 @@ def _start(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,  # its own group: the teardown signals the daemon and its children
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
 
 
@@ -89,8 +82,13 @@ def containerd_engine() -> Iterator[Engine]:
         message = f"no containerd-store engine (scripts/containerd-engine.sh):\n{found.stderr[-2000:]}"
         pytest.fail(message) if IN_CI else pytest.skip(message)
     root = Path(found.stdout.strip().splitlines()[-1])
-    # Unix socket paths are limited to 108 bytes: a short folder of its own under /tmp.
-    work = Path(tempfile.mkdtemp(prefix="ctrd-", dir="/tmp"))
+    # Unix socket paths are limited to 108 bytes: a short folder of its own under /tmp, named by this
+    # process so that what a run killed hard left behind (its daemons died with it) is removed here.
+    for stale in Path("/tmp").glob("ctrd-*-*"):
+        pid = stale.name.split("-")[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix=f"ctrd-{os.getpid()}-", dir="/tmp"))
     env = {**os.environ, "PATH": f"{root}/usr/bin:{root}/usr/sbin:{os.environ['PATH']}"}
     env.pop("DOCKER_HOST", None)
     (work / "containerd.toml").write_text(
@@ -112,6 +110,9 @@ def containerd_engine() -> Iterator[Engine]:
         procs.append(
             _start(
                 [
+                    # A mount namespace of its own: dockerd bind-mounts its data root, and a daemon
+                    # killed with the test would otherwise leave that mount on the host.
+                    *("unshare", "--mount", "--propagation", "private"),
                     f"{root}/usr/sbin/dockerd",
                     *("--config-file", str(work / "daemon.json")),
                     *("--containerd", str(work / "containerd.sock")),
