@@ -1,15 +1,18 @@
-"""deploy.images.engine_endpoint: the deploy pushes with the engine the docker CLI uses -- DOCKER_HOST,
-else the current `docker context` (Colima, OrbStack, Rancher Desktop, Docker Desktop without the
-default socket) -- read from the CLI's own files, written here by the CLI's layout."""
+"""deploy.images: the deploy builds only what it ships, and pushes with the engine the docker CLI uses --
+DOCKER_HOST, else the current `docker context` (Colima, OrbStack, Rancher Desktop, Docker Desktop
+without the default socket) -- read from the CLI's own files, written here by the CLI's layout."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from deploy import images
 from deploy.errors import DeployError
 from deploy.images import engine_endpoint
 
@@ -67,3 +70,20 @@ def test_a_context_that_does_not_exist_is_named(config: Path) -> None:
     with pytest.raises(DeployError, match="'rancher-desktop' does not exist") as err:
         engine_endpoint()
     assert "docker context ls" in str(err.value)
+
+
+def test_the_deploy_builds_the_function_images_only_and_refreshes_the_os_image(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        calls.append((argv, kwargs["env"]))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(images.subprocess, "run", run)
+    images.build(lambda line: None)
+    [(argv, env)] = calls
+    # --functions: no emulator tools image; a Debian update of python3.13 reaches the deploy's images.
+    assert argv[0].endswith("scripts/images.sh") and argv[1:] == ["--functions"]
+    assert env["OS_IMAGE_REFRESH"] == "1" and env["BUILDX_NO_DEFAULT_ATTESTATIONS"] == "1"
