@@ -128,6 +128,7 @@ deb=$(docker run --rm --network none "$imported" dpkg-query -W -f '${Version}' p
 python=$(docker run --rm --network none "$imported" python3 -c 'import platform; print(platform.python_version())')
 tag="$REPOSITORY:$recipe_hash-$(printf '%s' "$deb" | tr '+~:' '___')"
 printf 'FROM %s\nLABEL %s.os-recipe="%s" %s.python="%s" %s.python-deb="%s"\n' "$imported" \
-  "$LABEL" "$recipe_hash" "$LABEL" "$python" "$LABEL" "$deb" | docker build -q --network none -t "$tag" - >/dev/null
+  "$LABEL" "$recipe_hash" "$LABEL" "$python" "$LABEL" "$deb" \
+  | docker build -q --network none -t "$tag" - >"$work/label.log" 2>&1 || { cat "$work/label.log" >&2; exit 1; }
 log "built $tag (Python $python, Debian python3.13 $deb; $(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1/1e6}'))"
 echo "$tag"
