@@ -220,8 +220,16 @@ def _run(rounds: int, warm_n: int) -> dict[str, Any]:
             check=True,
             capture_output=True,
         )
-    base = client.images.get(image_ref("base")).attrs["Size"]
+    base_image = client.images.get(image_ref("base"))
+    base = base_image.attrs["Size"]
+    labels = base_image.labels
     results: dict[str, Any] = {
+        # The interpreter every figure below was measured on: the Debian revision floats between builds
+        # (scripts/os-image.sh), so the run records the one it had, from the base image's labels.
+        "python": {
+            "version": labels.get("org.service-email-handler.python", ""),
+            "debian_package": labels.get("org.service-email-handler.python-deb", ""),
+        },
         "base_image_mb": round(base / 1e6, 1),
         "base_image_target_mb": 160,
         "aws_base_image_mb_reference": 534,
@@ -332,7 +340,9 @@ def _extractor_cold_starts(client: Any, rounds: int) -> dict[str, float]:
 
 def table(results: dict[str, Any]) -> str:
     t = results["targets"]
+    python = results.get("python") or {}
     lines = [
+        f"Python {python.get('version') or '?'} (Debian python3.13 {python.get('debian_package') or '?'})",
         f"base image: {results['base_image_mb']} MB"
         f" (target <= 160; AWS base ~{results['aws_base_image_mb_reference']} MB)",
         f"hello cold start: {results['hello_world']['cold_start_ms']} ms; hello + one AWS call "

@@ -866,8 +866,9 @@ def _patch_lambda_images() -> None:
 
     create, update = LambdaBackend.create_function, LambdaBackend.update_function_code
 
+    # Every account refuses an index, not only a new one: this rule is on whatever the switch says.
     def refuse(image_uri: str | None) -> None:
-        if fresh() and image_uri and (why := image_refused(image_uri)):
+        if image_uri and (why := image_refused(image_uri)):
             raise InvalidParameterValueException(why)
 
     def create_function(self: Any, spec: dict[str, Any]) -> Any:
@@ -973,7 +974,8 @@ def _patch_route53() -> None:
 
 
 def install() -> None:
-    """Called once by local.emulator.patch_moto; every rule is inert until :func:`set_fresh`."""
+    """Called once by local.emulator.patch_moto; every rule is inert until :func:`set_fresh`, except that
+    Lambda refuses an image index (as on any account)."""
     _patch_route53()
     _patch_ses()
     _patch_receipt_rules()

@@ -1,11 +1,12 @@
 """Which Python ``email-handler dev`` runs, and whether it reads mail as the function images do.
 
-The images run Debian trixie's python3.13, pinned to one Debian version (3.13.5;
-``PYTHON_DEB_VERSION`` in scripts/os-image.sh, which tests/unit/test_launch.py reads). Dev runs the
-functions on the host's Python instead, so a host Python whose standard library reads mail
-differently would make the same mail behave differently locally. HTML is read
-by our own tokenizer (common.mail.htmltext) for exactly that reason; what is left is checked here
-by behaviour, not by version number, so a vendor's backport counts as the fix it is.
+The images run Debian trixie's python3.13: the suite and the minor version are pinned
+(scripts/os-image.sh), the Debian revision is whatever the mirrors offered at the build, recorded in
+the images' ``org.service-email-handler.python`` label. Dev runs the functions on the host's Python
+instead, so a host Python whose standard library reads mail differently would make the same mail
+behave differently locally. HTML is read by our own tokenizer (common.mail.htmltext) for exactly that
+reason; what is left is checked here by behaviour, not by version number, so a vendor's backport
+counts as the fix it is.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import platform
 import sys
 from email.utils import getaddresses
 
-IMAGE_PYTHON = "3.13.5"
+IMAGE_PYTHON = "3.13"  # the minor version scripts/os-image.sh pins (PYTHON_MINOR)
 INSTALL = (
-    f"install Python 3.13 (the images run {IMAGE_PYTHON}; 3.12.6 or later also reads mail the same) "
-    "and run `make venv`"
+    f"install Python {IMAGE_PYTHON} (the images run Debian trixie's python{IMAGE_PYTHON}; 3.12.6 or later "
+    "also reads mail the same) and run `make venv`"
 )
 
 

@@ -4,12 +4,12 @@ large interpreter frame. The image's entry script starts the Lambda runtime clie
 
 CPython keeps Python frames in a stack of chunks (16 KiB each at first) and, before 3.13.13, frees a
 chunk as soon as the last frame in it returns (python/cpython#142183, "Calls across stack chunks
-perform badly"; Debian trixie's python3.13 is 3.13.5). Code that calls in a loop at the depth where
-frames spill into a new chunk pays an mmap, a munmap and a fresh page for every call. Which depth that
-is depends on every frame below it, so it moves with any change to the code: in the ack-sender, one
-wrapper frame more or less around the handler decided whether urllib3's IPv6 regexes compiled in 5 ms
-or in 42 ms with 5,600 page faults (a third of the gap to the one-call baseline; docs/decisions.md,
-"The frame stack's chunk boundary").
+perform badly"; Debian trixie's python3.13 was 3.13.5 when this was written). Code that calls in a
+loop at the depth where frames spill into a new chunk pays an mmap, a munmap and a fresh page for every
+call. Which depth that is depends on every frame below it, so it moves with any change to the code: in
+the ack-sender, one wrapper frame more or less around the handler decided whether urllib3's IPv6
+regexes compiled in 5 ms or in 42 ms with 5,600 page faults (a third of the gap to the one-call
+baseline; docs/decisions.md, "The frame stack's chunk boundary").
 
 Here the module runs in a frame that reserves ``STACK_SLOTS`` slots of value stack it never uses. Too
 large for the chunk it is called from, that frame gets a chunk of its own (the next power of two, 2 MiB),
@@ -19,10 +19,11 @@ Pages of the chunk that no frame reaches are never touched, so they cost no memo
 the fix the frame is harmless, and still spares the calls that would cross a boundary (a cached chunk
 is cheap to reuse, but a call across chunks is not specialised).
 
-Temporary: it exists only while the images' pinned interpreter (``PYTHON_DEB_VERSION`` in
-scripts/os-image.sh) is older than ``FIXED_IN``. On a fixed CPython the module runs in an ordinary
-frame, and tests/unit/test_launch.py fails once the pin reaches the fix, so that this module and the
-entry script's use of it are deleted then.
+Temporary: it exists only while the interpreter the images run (Debian trixie's python3.13, its
+revision floating with Debian's updates) is older than ``FIXED_IN``; :func:`needed` reads the running
+interpreter, so on a fixed CPython the module runs in an ordinary frame. tests/docker/test_images.py
+fails once the built images' interpreter reaches the fix, so that this module and the entry script's
+use of it are deleted then.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +14,9 @@ from typing import Any
 import pytest
 
 from common.runtime.functions import FUNCTIONS, image_ref
-from local.rie import free_port, invoke, wait_for_http
-from tests.conftest import require_docker
+from local.rie import free_port, invoke, wait_for_http, wait_for_port
+from tests.conftest import IN_CI, require_docker
+from tests.docker.pushing import die_with_parent
 
 BASE_IMAGE = image_ref("base")
 LOCAL_IMAGE = image_ref("local")  # emulator, wiring, SMTP ingress of the compose stack
@@ -64,6 +67,41 @@ def docker_client() -> Any:
             "the images were built from other sources than this tree: run `make images` (make test does)"
         )
     return client
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[str]:
+    """Debian's docker-registry on a free loopback port, standing in for ECR (``--registry``)."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        message = "docker-registry is not installed (scripts/host-deps.sh installs it)"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    port = free_port()
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path}/data\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    proc = subprocess.Popen(
+        [binary, "serve", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent,
+    )
+    host = f"127.0.0.1:{port}"
+    try:
+        wait_for_port(port, proc=proc)
+        yield host
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        import docker  # the push tagged the local images for this registry: drop those tags again
+
+        engine = docker.from_env()  # type: ignore[attr-defined]  # mypy resolves the repository's docker/
+        for image in engine.images.list():
+            for tag in image.tags:
+                if tag.startswith(host + "/"):
+                    engine.images.remove(tag, noprune=True)
 
 
 @dataclass

@@ -4,101 +4,20 @@ the AWS side on a moto server. Run as the user runs it: the console script in a 
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
-import shutil
-import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from common.runtime.functions import FUNCTIONS
+from deploy.images import architecture
 from local.guard import admin_request
-from local.rie import free_port, wait_for_port
-from tests.conftest import IN_CI, REPO
+from tests.docker.pushing import OCI_INDEX, PREFIX, SINGLE_PLATFORM, deploy_cli, manifest, put_manifest
 
 pytestmark = pytest.mark.docker
-PREFIX = "service-email-handler-prd"
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[str]:
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        message = "docker-registry is not installed (scripts/host-deps.sh installs it)"
-        pytest.fail(message) if IN_CI else pytest.skip(message)
-    port = free_port()
-    config = tmp_path / "registry.yml"
-    config.write_text(
-        f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path}/data\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
-    )
-    proc = subprocess.Popen(
-        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-    )
-    host = f"127.0.0.1:{port}"
-    try:
-        wait_for_port(port, proc=proc)
-        yield host
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        import docker  # the push tagged the local images for this registry: drop those tags again
-
-        engine = docker.from_env()  # type: ignore[attr-defined]  # mypy resolves the repository's docker/
-        for image in engine.images.list():
-            for tag in image.tags:
-                if tag.startswith(host + "/"):
-                    engine.images.remove(tag, noprune=True)
-
-
-def deploy_cli(
-    registry: str, moto_url: str, local_defaults: dict[str, str], *extra: str
-) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        **{k: v for k, v in local_defaults.items() if k != "ENVIRONMENT"},
-        "AWS_ENDPOINT_URL": moto_url,
-        "THREAD_SECRET": "0123456789abcdef" * 4,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "ops.main", "deploy", "--registry", registry, *extra],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
-SINGLE_PLATFORM = (
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.oci.image.manifest.v1+json",
-)
-# Accept everything a registry may hold, so an image index (what BuildKit pushes with attestations or
-# for several platforms, and Lambda refuses) would come back as what it is instead of a 404.
-ANY_MANIFEST = ", ".join(
-    SINGLE_PLATFORM
-    + ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
-)
-
-
-def manifest(registry: str, repository: str, reference: str) -> tuple[str, str, dict]:
-    """(media type, digest, document) of a pushed manifest, from the registry's HTTP API v2."""
-    request = urllib.request.Request(
-        f"http://{registry}/v2/{repository}/manifests/{reference}", headers={"Accept": ANY_MANIFEST}
-    )
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        return (
-            str(resp.headers["Content-Type"]).split(";")[0],
-            str(resp.headers["Docker-Content-Digest"]),
-            json.loads(resp.read()),
-        )
 
 
 @pytest.mark.timeout(1200)
@@ -159,11 +78,80 @@ def test_deploy_pushes_by_content_and_pins_lambda_to_the_registry_digest(
     print(f"\n[deploy] first deploy with pushes {time.monotonic() - started:.0f}s")
 
 
-def test_the_deploy_refuses_an_image_index_as_lambda_does(registry: str, docker_client: Any) -> None:
-    """What BuildKit pushes with provenance attestations (an image index) is caught right after the push,
-    before Lambda is pointed at it; the single-platform manifest inside it passes the same check."""
+def _blob(registry: str, repository: str, data: bytes) -> str:
+    """Upload one blob (Registry HTTP API v2: POST an upload, PUT it whole with its digest)."""
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    start = urllib.request.Request(f"http://{registry}/v2/{repository}/blobs/uploads/", method="POST")
+    with urllib.request.urlopen(start, timeout=10) as resp:
+        location = resp.headers["Location"]
+    joiner = "&" if "?" in location else "?"
+    url = location if location.startswith("http") else f"http://{registry}{location}"
+    put = urllib.request.Request(
+        f"{url}{joiner}digest={digest}",
+        method="PUT",
+        data=data,
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    urllib.request.urlopen(put, timeout=10).read()
+    return digest
+
+
+def _attestation(registry: str, repository: str, subject: str) -> dict[str, Any]:
+    """An attestation manifest as BuildKit writes one beside an image (an in-toto statement layer; its
+    index entry says which image it is about and has the platform unknown/unknown)."""
+    statement = json.dumps(
+        {"_type": "https://in-toto.io/Statement/v0.1", "predicateType": "https://slsa.dev/provenance/v0.2"}
+    ).encode()
+    layer = _blob(registry, repository, statement)
+    config = json.dumps(
+        {
+            "architecture": "unknown",
+            "os": "unknown",
+            "config": {},
+            "rootfs": {"type": "layers", "diff_ids": [layer]},
+        }
+    ).encode()
+    document = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": _blob(registry, repository, config),
+            "size": len(config),
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.in-toto+json",
+                "digest": layer,
+                "size": len(statement),
+                "annotations": {"in-toto.io/predicate-type": "https://slsa.dev/provenance/v0.2"},
+            }
+        ],
+    }
+    digest = put_manifest(registry, repository, "attestation", document)
+    return {
+        "mediaType": document["mediaType"],
+        "digest": digest,
+        "size": len(json.dumps(document).encode()),
+        "annotations": {
+            "vnd.docker.reference.digest": subject,
+            "vnd.docker.reference.type": "attestation-manifest",
+        },
+        "platform": {"architecture": "unknown", "os": "unknown"},
+    }
+
+
+def test_the_deploy_gives_lambda_the_image_inside_an_index_and_lambda_refuses_the_index(
+    registry: str, docker_client: Any
+) -> None:
+    """The shape Docker's containerd image store pushes (an OCI index: the image for one platform and
+    BuildKit's attestation manifest beside it), made here with the registry's HTTP API from a built
+    image: the deploy resolves it to the image's own manifest, and the emulator refuses the index itself
+    as Lambda does. tests/docker/test_push_containerd.py pushes the same shape from a real
+    containerd-store daemon."""
     from deploy.errors import DeployError
-    from deploy.images import check_manifest
+    from deploy.images import Registry, lambda_manifest
+    from local.fresh import image_refused
 
     f = FUNCTIONS[0]
     repository = f"{PREFIX}-{f.name}"
@@ -179,29 +167,32 @@ def test_the_deploy_refuses_an_image_index_as_lambda_does(registry: str, docker_
         timeout=10,
     ) as resp:
         size = len(resp.read())
+    arch = {"x86_64": "amd64", "arm64": "arm64"}[architecture(docker_client.images.get(f.image))]
     index = {
         "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "mediaType": OCI_INDEX,
         "manifests": [
+            # the attestation first: the pick must not depend on the order
+            _attestation(registry, repository, digest),
             {
                 "mediaType": media_type,
                 "digest": digest,
                 "size": size,
-                "platform": {"architecture": "amd64", "os": "linux"},
-            }
+                "platform": {"architecture": arch, "os": "linux"},
+            },
         ],
     }
-    put = urllib.request.Request(
-        f"http://{registry}/v2/{repository}/manifests/with-index",
-        method="PUT",
-        data=json.dumps(index).encode(),
-        headers={"Content-Type": "application/vnd.oci.image.index.v1+json"},
-    )
-    with urllib.request.urlopen(put, timeout=10) as resp:
-        index_digest = resp.headers["Docker-Content-Digest"]
-    check_manifest(registry, repository, digest, {}, secure=False)  # the single-platform manifest: accepted
-    with pytest.raises(DeployError, match="only a single-platform Docker v2 or OCI image manifest") as err:
-        check_manifest(registry, repository, index_digest, {}, secure=False)
-    assert "application/vnd.oci.image.index.v1+json" in str(err.value) and "--provenance=false" in str(
-        err.value
-    )
+    index_digest = put_manifest(registry, repository, "with-index", index)
+    assert manifest(registry, repository, "with-index")[0] == OCI_INDEX
+
+    at = Registry(registry, {}, secure=False)
+    lambda_arch = "x86_64" if arch == "amd64" else "arm64"
+    assert lambda_manifest(at, repository, index_digest, lambda_arch) == digest
+    assert lambda_manifest(at, repository, digest, lambda_arch) == digest  # a single manifest: itself
+    other = "arm64" if lambda_arch == "x86_64" else "x86_64"
+    with pytest.raises(DeployError, match="image index with 0 linux/") as err:
+        lambda_manifest(at, repository, index_digest, other)
+    assert "unknown/unknown" in str(err.value) and f"linux/{arch}" in str(err.value)
+
+    assert "is not supported" in image_refused(f"{target}@{index_digest}")
+    assert image_refused(f"{target}@{digest}") == ""

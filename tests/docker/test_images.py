@@ -132,6 +132,29 @@ def test_function_images_differ_from_base_only_by_the_handler_layer(docker_clien
         assert image.attrs["Config"]["Entrypoint"] == ["/usr/local/bin/lambda-entrypoint"]
 
 
+def test_the_images_record_the_python_they_run_and_the_launcher_is_still_needed(docker_client: Any) -> None:
+    """The Debian revision of python3.13 floats (scripts/os-image.sh): the base and every function image
+    name the exact interpreter in their labels. common/runtime/launch.py works around
+    python/cpython#142183 (fixed in 3.13.13); the day the images' interpreter has the fix this fails:
+    then delete the launcher, its tests and `-m common.runtime.launch` in docker/lambda-entrypoint.sh."""
+    from common.runtime import launch
+
+    labels = docker_client.images.get(BASE_IMAGE).labels
+    python, deb = labels["org.service-email-handler.python"], labels["org.service-email-handler.python-deb"]
+    running = docker_client.containers.run(
+        BASE_IMAGE,
+        ["-c", "import platform; print(platform.python_version())"],
+        entrypoint="python3",
+        network_mode="none",
+        remove=True,
+    )
+    assert running.decode().strip() == python and deb.startswith(python + "-")
+    for fn in FUNCTIONS:
+        assert docker_client.images.get(fn.image).labels["org.service-email-handler.python"] == python
+    version = tuple(int(part) for part in python.split("."))
+    assert launch.needed(version), f"the images run Python {python}, which has the fix: delete the launcher"
+
+
 def test_base_runs_as_non_root_and_compiles_nothing_at_a_cold_start(docker_client: Any) -> None:
     """Every module the functions import loads from a .pyc that the build wrote as unchecked-hash
     (``compileall --invalidation-mode unchecked-hash`` over the stdlib, site-packages and /opt/lib):

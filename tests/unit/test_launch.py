@@ -16,25 +16,17 @@ from local.pyversion import IMAGE_PYTHON
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _pinned_python() -> tuple[int, ...]:
-    """The upstream version of the Debian python3.13 package the images pin (scripts/os-image.sh)."""
-    pin = re.search(r"^PYTHON_DEB_VERSION=(\S+)$", (REPO / "scripts" / "os-image.sh").read_text(), re.M)
-    assert pin, "scripts/os-image.sh pins no PYTHON_DEB_VERSION"
-    upstream = re.match(r"(\d+)\.(\d+)\.(\d+)-", pin.group(1))
-    assert upstream, pin.group(1)
-    return tuple(int(part) for part in upstream.groups())
+def test_the_minor_version_dev_names_is_the_one_the_os_image_pins() -> None:
+    pin = re.search(r"^PYTHON_MINOR=(\S+)$", (REPO / "scripts" / "os-image.sh").read_text(), re.M)
+    assert pin and pin.group(1) == IMAGE_PYTHON
 
 
-def test_the_launcher_is_deleted_once_the_pinned_python_has_the_fix() -> None:
-    """The launcher works around python/cpython#142183, fixed in 3.13.13. This fails the day the pin
-    reaches the fix: then delete common/runtime/launch.py, its tests, and `-m common.runtime.launch`
-    in docker/lambda-entrypoint.sh (and the docker test that looks for it)."""
-    pinned = _pinned_python()
-    assert ".".join(map(str, pinned)) == IMAGE_PYTHON  # dev's check names the same interpreter
-    assert launch.needed(pinned), (
-        f"the images pin Python {pinned}, which has the fix of python/cpython#142183: delete the launcher"
-    )
+def test_the_launcher_is_needed_below_the_fix_only() -> None:
+    """Whether the images still need it is read from the interpreter they run, not from a pin
+    (tests/docker/test_images.py: the launcher is deleted once that interpreter has the fix)."""
+    assert launch.needed((3, 13, 5)) and launch.needed((3, 13, 12))
     assert not launch.needed(launch.FIXED_IN) and not launch.needed((3, 14, 0))
+    assert launch.needed() == (sys.version_info[:3] < launch.FIXED_IN)  # this interpreter's own version
 
 
 # Calls a trivial function 2,000 times at every depth up to 900 frames (the recursion limit is 1,000)
