@@ -342,3 +342,15 @@ def test_the_deploy_plans_receipt_rules_and_send_rights_for_every_address(
         "Environment"
     ]["Variables"]
     assert variables["PUBLIC_EMAIL"] == public
+
+
+def test_a_disabled_address_covers_its_sub_addresses(stack: Stack, fns: dict[str, RieProcess]) -> None:
+    """RFC 5233 sub-addressing: disabling shop-z@ holds mail to shop-z+anything@ too, in any case; a
+    sub-address of an active address, and another address beginning alike, still get through."""
+    assert cli(stack, "disable", "shop-z@example.com").returncode == 0
+    for n, tagged in enumerate(("shop-z+news@example.com", "Shop-Z+X@Example.com"), 31):
+        held = write_in(stack, fns, "Dan <dan@shop.example>", tagged, n)
+        assert (held["status"], held["reason"]) == ("quarantined", "address disabled (shop-z@example.com)")
+    assert cli(stack, "add", "shop-w@example.com", "--note", "Shop W").returncode == 0
+    assert write_in(stack, fns, "Eve <eve@shopw.example>", "shop-w+x@example.com", 33)["status"] == "forwarded"
+    assert write_in(stack, fns, "Eve <eve@shopw.example>", "shop-zz@example.com", 34)["status"] == "forwarded"
