@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from common.errors import EventError
 from common.extractor import isolate
-from common.extractor.errors import loggable
 from common.extractor import text as textextract
+from common.extractor.errors import loggable
 from common.runtime import ExtractorConfig, events, get_logger
 from common.store import extracted, layout
 
