@@ -392,7 +392,7 @@ def test_forget_reaches_the_raw_copies_the_ack_budget_and_a_reply_the_sandbox_ho
         queued = replies.invoke(stack.receipt(reply, ses_id(25), to=fwd.reply_to, source="owner@example.net"))
         assert queued["status"] == "queued", queued
         # held out of sight longer than forget runs: forget cannot delete it from the queue
-        sender = rie_function("reply-sender", env={**WAIT, "SANDBOX_WAIT_SECONDS": "15"})
+        sender = rie_function("reply-sender", env={**WAIT, "SANDBOX_WAIT_SECONDS": "45"})
         [batch] = stack.run_sender(sender, cfg.reply_queue)
         assert batch.failed and stack.sent() == []
         assert (sendstatus.get_record(cfg, f"reply-{ses_id(25)}") or {})["status"] == "held"
@@ -407,7 +407,7 @@ def test_forget_reaches_the_raw_copies_the_ack_budget_and_a_reply_the_sandbox_ho
         assert not [m for m in removed["messages"] if cfg.reply_queue + "/" in m]  # it was out of sight
 
         fresh.grant_production()  # `email-handler model grant-production`: the sandbox lets it through now
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while not (batches := stack.run_sender(sender, cfg.reply_queue)) and time.monotonic() < deadline:
             time.sleep(1)  # until SANDBOX_WAIT_SECONDS is over and the held reply is visible again
         [again] = batches
