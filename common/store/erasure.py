@@ -190,8 +190,10 @@ def _conversations(job: Erasure) -> None:
 
 
 def _cancel_queued(job: Erasure) -> None:
-    """Before anything else is read: the senders drop what is queued for the contact from now on."""
-    forgotten.mark(job.cfg, [job.address, *job.cids])
+    """Before anything else is read: the senders drop what is queued for the contact from now on. Never
+    for one of our own addresses: that would drop every forward queued for the owner."""
+    values = [*job.cids] if job.cfg.is_own(job.address) else [job.address, *job.cids]
+    forgotten.mark(job.cfg, values)
 
 
 def _quarantine(job: Erasure) -> None:
