@@ -132,6 +132,7 @@ class Sender:
         self.limiter = _limiter(cfg.send_status_table, cfg.max_send_rate)
         self.quota_used_up = False
         self.pacer = BatchPacer(self.limiter)
+        self.sent_ms = 0  # the record in hand's SQS SentTimestamp (0: unknown)
 
     def finish(self) -> None:
         """After the batch: give back the rate-limit time it claimed and did not use, if still ahead."""
@@ -155,8 +156,7 @@ class Sender:
                 raise doc
             msg = sendqueue.load(doc, self.cfg.bucket)
             bind(correlation_id=msg.correlation_id, idempotency_key=msg.idempotency_key, kind=msg.kind)
-            if self.forgotten(msg, record):
-                return {"status": SendStatus.CANCELLED, "correlationId": msg.correlation_id, "kind": msg.kind}
+            self.sent_ms = int(str(record.attributes.get("SentTimestamp") or 0) or 0)
             return self.deliver(msg)
         except IdempotencyAlreadyInProgressError:
             # Another copy is sending this key right now: not a failure of the send, so no alert even
@@ -198,14 +198,14 @@ class Sender:
             self._final_failure_check(receive_count, msg, failure)
             raise
 
-    def forgotten(self, msg: OutboundMessage, record: SqsRecord) -> bool:
-        """Whether `email-handler forget` cancelled this message: it was enqueued before its recipient or
-        its conversation was forgotten (common/store/forgotten.py). Checked before the idempotent send,
-        so no record of it is written, and every later copy is dropped the same way."""
+    def forgotten(self, msg: OutboundMessage) -> bool:
+        """Whether `email-handler forget` cancelled this message: it was enqueued (SQS SentTimestamp)
+        before its recipient or its conversation was forgotten (common/store/forgotten.py). Read with
+        the batch's suppression entries; the result, which names no one, completes the idempotency key,
+        so a later copy is skipped as a duplicate."""
         checked = forgotten.keys(msg.to, msg.conversation_id)
         entries = self.recipient_entries([*msg.to, *checked])
-        sent_ms = int(str(record.attributes.get("SentTimestamp") or 0) or 0)
-        if not any(forgotten.cancels(entries.get(k), sent_ms) for k in checked):
+        if not any(forgotten.cancels(entries.get(k), self.sent_ms) for k in checked):
             return False
         log.warning("send cancelled", extra={"reason": "its contact was forgotten (email-handler forget)"})
         return True
@@ -314,6 +314,8 @@ class Sender:
     def send_unless_suppressed(self, msg: OutboundMessage) -> dict[str, Any]:
         """Inside the idempotent section, so a duplicate delivery costs one conditional write and no
         lookups."""
+        if self.forgotten(msg):
+            return {"status": SendStatus.CANCELLED, "correlationId": msg.correlation_id, "kind": msg.kind}
         entries = self.recipient_entries(msg.to)
         allowed = []
         for addr in msg.to:
