@@ -53,7 +53,7 @@ def received_at(receipt: events.SesReceipt) -> datetime:
 def receive_mail(cfg: InboundHandlerConfig, receipt: events.SesReceipt) -> InboundResult:
     mid = receipt.message_id
     bind(ses_message_id=mid)
-    if not any(receiving_function(cfg, r) == "inbound-handler" for r in receipt.recipients):
+    if {receiving_function(cfg, r) for r in receipt.recipients} == {"reply-handler"}:
         # The public rule matches the thread domain too, so that this function's recipients say which
         # rules a mail reached (common/store/staging.py): a mail to thread addresses alone is
         # reply-handler's, and this only takes its part in the staged mail's clean-up.
