@@ -173,11 +173,13 @@ def _reply_statements(cfg: Config, a: Arns) -> list[dict[str, Any]]:
 
 def _sender_statements(cfg: Config, a: Arns, queue: str) -> list[dict[str, Any]]:
     account = a.account
+    # A message that can never be sent goes to the DLQ at once; one waiting for SES's daily quota is
+    # sent again as a fresh copy on its last receive; the owner's notice of a send the sandbox holds goes
+    # through forward-sender, which holds the owner's key (common/senders/handler.py).
+    sends = dict.fromkeys([a.queue(queue), a.queue(dlq_name(queue)), a.queue(cfg.forward_queue)])
     return [
         _allow(SENDER_QUEUE_ACTIONS, [a.queue(queue)]),
-        # a message that can never be sent goes to the DLQ at once; one waiting for SES's daily quota
-        # is sent again as a fresh copy on its last receive (common/senders/handler.py)
-        _allow(["sqs:SendMessage"], [a.queue(queue), a.queue(dlq_name(queue))]),
+        _allow(["sqs:SendMessage"], list(sends)),
         _allow(IDEMPOTENCY_ACTIONS, [a.table(cfg.idempotency_table)]),
         _allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [a.table(cfg.send_status_table)]),
         # suppression entries, once per batch; UpdateItem: the probe of a held owner mailbox

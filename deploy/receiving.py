@@ -95,8 +95,8 @@ def _rule_view(rule: dict[str, Any]) -> dict[str, Any]:
 
 def public_recipients(cfg: Config) -> list[str]:
     """The public rule's recipient conditions: every listed address, or with a catch-all the domain
-    itself (SES: a domain matches every address at it, not its subdomains, so thread.DOMAIN stays the
-    thread rule's). One rule holds up to 100 recipients (SES quotas)."""
+    itself (SES: a domain matches every address at it, not its subdomains, so thread.DOMAIN is named
+    beside them: :func:`_rules`). One rule holds up to 100 recipients (SES quotas)."""
     from common.runtime import addresses
 
     table = addresses.of(cfg)
@@ -211,7 +211,12 @@ def rule_list(cfg: Config, account: str) -> list[dict[str, Any]]:
             "Enabled": True,
             "TlsPolicy": "Optional",
             "ScanEnabled": True,
-            "Recipients": public_recipients(cfg),
+            # The thread domain too: inbound-handler then gets every envelope recipient of every mail
+            # either rule takes (SES's receipt.recipients lists those the rule matched), which says
+            # whether reply-handler shares the staged mail; a mail to thread addresses alone it leaves
+            # to reply-handler (common/inbound/receipt.py). The To and Cc fields cannot say it: the
+            # sender writes them, and a Bcc is in neither.
+            "Recipients": [*public_recipients(cfg), cfg.thread_domain],
             "Actions": [s3_action, lambda_action("inbound-handler")],
         },
     ]

@@ -244,16 +244,20 @@ def function_env_files(cfg: Config, directory: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m local.env DIR`` (scripts/compose.sh, in the local tools image): DIR/credentials
-    (profile local-admin, for the host CLI) and DIR/roles/<function>.env (each function container's
-    role-session credentials, its second env_file)."""
+    """``python -m local.env DIR`` (scripts/compose.sh, in the local tools image): DIR/emulator.env
+    (the stack's secret, made once: the emulator's and the tools' env_file, local/secret.py),
+    DIR/credentials (profile local-admin, for the host CLI) and DIR/roles/<function>.env (each function
+    container's role-session credentials, its second env_file)."""
     import argparse
 
     from common.runtime import config
+    from local import secret
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
+    # The stack's secret first (made once, kept across `make down`): every key below derives from it.
+    os.environ[secret.VARIABLE] = secret.ensure(args.directory / secret.SECRET_FILE.name)
     write_admin_credentials(args.directory / "credentials")
     function_env_files(config.load(local_env()), args.directory / "roles")
 

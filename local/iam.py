@@ -12,9 +12,10 @@ policies with explicit deny, wildcards and the condition operators our policies 
 403 unless the caller may ``s3:ListBucket`` (S3 API reference, GetObject), and AssumeRole obeys
 the role's trust policy.
 
-Credentials are derived from the identity (:func:`derived_key`), so the local admin's keys and a
-role session's keys are the same after ``/moto-api/reset`` or a restart: functions started before a
-reset keep working once the harness has assumed their roles again.
+Credentials are derived from the identity and the stack's random secret (:func:`derived_key`,
+local/secret.py), so the local admin's keys and a role session's keys are the same after
+``/moto-api/reset`` or a restart: functions started before a reset keep working once the harness has
+assumed their roles again; another stack's keys open nothing here.
 """
 
 from __future__ import annotations
@@ -40,17 +41,25 @@ ADMIN_ARN = f"arn:aws:iam::{ACCOUNT}:user/{ADMIN_USER}"
 ADMIN_POLICY = json.dumps(
     {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
 )
-# Local-only: these keys open nothing but an emulator on 127.0.0.1, like moto's own "testing".
-_SEED = b"service-email-handler local emulator"
+
+
+def _seed() -> bytes:
+    """The stack's random secret (local/secret.py), never a constant: whoever reads the source must not
+    hold the keys of every local stack."""
+    from local import secret
+
+    return b"service-email-handler local emulator:" + secret.current().encode()
 
 
 def derived_key(identity: str) -> tuple[str, str, str]:
-    """(access key id, secret, session token) for ``identity``: stable across resets and restarts."""
-    digest = hashlib.sha256(_SEED + identity.encode()).hexdigest().upper()
+    """(access key id, secret, session token) for ``identity``: stable across resets and restarts of
+    one stack, different in every other."""
+    seed = _seed()
+    digest = hmac.new(seed, b"id:" + identity.encode(), hashlib.sha256).hexdigest().upper()
     alphabet = string.ascii_uppercase + string.digits
     key_id = "".join(alphabet[int(digest[i : i + 2], 16) % len(alphabet)] for i in range(0, 32, 2))
-    secret = hashlib.sha256(b"secret:" + _SEED + identity.encode()).hexdigest()[:40]
-    token = hashlib.sha512(b"token:" + _SEED + identity.encode()).hexdigest()
+    secret = hmac.new(seed, b"secret:" + identity.encode(), hashlib.sha256).hexdigest()[:40]
+    token = hmac.new(seed, b"token:" + identity.encode(), hashlib.sha512).hexdigest()
     return key_id, secret, token
 
 

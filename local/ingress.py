@@ -2,9 +2,9 @@
 receipt rules do on AWS.
 
 The rules, in the order ``email-handler deploy`` creates them: mail for ``thread.<DOMAIN_NAME>`` is
-stored under ``staging/<messageId>`` and handed to reply-handler (and stops there); mail for
-every public address (PUBLIC_EMAIL's list; the whole domain with a catch-all) is stored the same
-way and handed to inbound-handler. Any other recipient is
+stored under ``staging/<messageId>`` and handed to reply-handler; mail for every public address
+(PUBLIC_EMAIL's list; the whole domain with a catch-all) and for ``thread.<DOMAIN_NAME>`` is stored
+the same way and handed to inbound-handler. Any other recipient is
 refused at RCPT time, as SES refuses recipients no rule matches. The hand-over is an asynchronous
 invocation (SES uses InvocationType=Event): a message on the wiring's invocations queue, which the
 wiring delivers one at a time per function and retries like Lambda does.
@@ -59,15 +59,18 @@ def deliver(
 
     Every rule that matches a recipient runs, as on SES when no rule stops the rule set: a mail to
     both the public address and a thread address reaches both handlers, each with the recipients
-    its rule matched. Recipients no rule matches are ignored here (the SMTP ingress refused them).
+    its rule matched (the public rule matches the thread domain too: a reply reaches inbound-handler
+    as well, which leaves it to reply-handler). Recipients no rule matches are ignored here (the SMTP
+    ingress refused them).
     """
-    routed: dict[str, list[str]] = {}
-    for r in recipients:
-        function = route(cfg, r)
-        if function:
-            routed.setdefault(function, []).append(r)
-    if not routed:
+    matched = [r for r in recipients if route(cfg, r)]
+    if not matched:
         return []
+    # The thread rule matches thread addresses; the public rule matches every public address and the
+    # thread domain too (deploy/receiving.py), so inbound-handler sees every recipient of the mail.
+    routed = {"inbound-handler": matched}
+    if thread := [r for r in matched if route(cfg, r) == "reply-handler"]:
+        routed["reply-handler"] = thread
     mid = localevents.message_id_for(raw)
     s3.put(cfg.bucket, layout.staging(mid), raw, "message/rfc822")
     deliveries = []
@@ -80,7 +83,7 @@ def deliver(
                 source=envelope_from,
                 verdicts=verdicts,
                 dmarc_policy=dmarc_policy,
-                destination=recipients,
+                destination=recipients_of(raw),  # as SES: the To and Cc fields, not the envelope
             )
             request_id = sqs.send(
                 wiring_queue(cfg, "invocations"), json.dumps({"function": function, "event": event})

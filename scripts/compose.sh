@@ -69,10 +69,11 @@ except Exception as exc:
 PY
 }
 
-# .build/local/credentials (profile local-admin: the host CLI and the AWS CLI) and
+# .build/local/emulator.env (the stack's random secret, made once and kept: the emulator's and the
+# tools' env_file), .build/local/credentials (profile local-admin: the host CLI and the AWS CLI) and
 # .build/local/roles/<function>.env (each function container's second env_file). The keys are
-# derived from the identities (local/iam.py), so no emulator is needed; the init service
-# opens the role sessions they belong to.
+# derived from the identities and the secret (local/iam.py, local/secret.py), so no emulator is
+# needed; the init service opens the role sessions they belong to.
 write_credentials() {
   mkdir -p .build/local
   docker run --rm --network none --user "$(id -u):$(id -g)" -v "$PWD/.build/local:/out" \
@@ -82,6 +83,8 @@ write_credentials() {
 # down/logs read the compose files too, which name the role env files: an empty one will do there.
 ensure_env_files() {
   mkdir -p .build/local/roles
+  # an empty placeholder only: `up` (python -m local.env) writes the stack's secret into it once
+  [ -e .build/local/emulator.env ] || (umask 077 && : > .build/local/emulator.env)
   for f in inbound-handler reply-handler attachment-extractor ack-sender forward-sender reply-sender; do
     [ -e ".build/local/roles/$f.env" ] || : > ".build/local/roles/$f.env"
   done

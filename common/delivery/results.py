@@ -9,7 +9,9 @@ from typing import Literal, NotRequired, TypedDict
 class InboundResult(TypedDict):
     """A mail to the public address: delivered, held, set aside or already done."""
 
-    status: Literal["forwarded", "quarantined", "dropped", "dsn", "complaint", "already-processed"]
+    status: Literal[
+        "forwarded", "quarantined", "dropped", "dsn", "complaint", "already-processed", "thread-only"
+    ]
     messageId: str
     reason: NotRequired[str]
     key: NotRequired[str]

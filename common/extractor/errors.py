@@ -27,6 +27,13 @@ class RejectedError(EmailHandlerError):
         self.reason = reason
 
 
+def loggable(reason: str) -> str:
+    """What of a reason may be logged: its head, up to the first ": ". Every reason puts what it read
+    from the document (a parser's message quoting the file's bytes, a part's name) after that; the
+    whole reason goes only into the error record beside the document (docs/extractor.md)."""
+    return reason.split(": ", 1)[0]
+
+
 def clean(message: str) -> str:
     message = well_formed(message)
     message = _INDIRECT.sub(r"\1 \2 R", _ADDRESS.sub("", message))

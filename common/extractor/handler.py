@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from common.errors import EventError
 from common.extractor import isolate
 from common.extractor import text as textextract
+from common.extractor.errors import loggable
 from common.runtime import ExtractorConfig, events, get_logger
 from common.store import extracted, layout
 
@@ -147,7 +148,11 @@ def extract_object(
         except textextract.RejectedError:
             raise
         except Exception as exc:  # a bug of ours must still leave a record, and say so loudly
-            log.exception("extractor failed", extra={"key": key})
+            # its type and where, never its message: a parser's message can quote the document
+            log.error(
+                "extractor failed",
+                extra={"key": key, "error_type": type(exc).__name__, "stack": _frames(exc)},
+            )
             raise textextract.RejectedError(
                 f"extractor failed ({type(exc).__name__}); see the function's log"
             ) from None
@@ -170,7 +175,8 @@ def extract_object(
     }
     if result.unreadable_pages:
         details["unreadable_pages"] = {
-            str(page): reason for page, reason in sorted(result.unreadable_pages.items())[:MAX_LISTED]
+            str(page): loggable(reason)
+            for page, reason in sorted(result.unreadable_pages.items())[:MAX_LISTED]
         }
     if result.unreadable_pages or result.truncated or result.warnings:
         log.warning("attachment extracted in part", extra=details)
@@ -188,6 +194,13 @@ def extract_object(
     }
 
 
+def _frames(exc: BaseException) -> list[str]:
+    """Where ``exc`` was raised: file, line and function of each frame, no source line or message."""
+    import traceback
+
+    return [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)][-8:]
+
+
 def _rejected(bucket: str, key: str, reason: str, size: int, etag: str) -> dict[str, Any]:
     """The error record of an attachment that was not extracted, beside where its text would be."""
     record = {
@@ -198,7 +211,7 @@ def _rejected(bucket: str, key: str, reason: str, size: int, etag: str) -> dict[
         "etag": etag,
     }
     error_key = extracted.record_rejection(bucket, key, record)
-    log.warning("attachment rejected", extra={"key": key, "reason": reason})
+    log.warning("attachment rejected", extra={"key": key, "reason": loggable(reason)})
     return {
         "key": key,
         "status": "rejected",

@@ -216,7 +216,7 @@ class _Package:
         if info is None:
             return  # a dangling relationship: nothing to read
         if info.flag_bits & 0x1:
-            raise RejectedError(f"DOCX part {info.filename} is encrypted (zip encryption)")
+            raise RejectedError(f"DOCX part is encrypted (zip encryption): {info.filename}")
         read = 0
         try:
             with self.zip.open(info) as stream:
@@ -225,8 +225,8 @@ class _Package:
                     self.inflated += len(chunk)
                     if read > limit:
                         raise RejectedError(
-                            f"DOCX part {info.filename} inflates to more than {limit // 2**20} MB: "
-                            "possible zip bomb"
+                            f"DOCX part inflates to more than {limit // 2**20} MB, possible zip bomb: "
+                            f"{info.filename}"
                         )
                     if self.inflated > MAX_TOTAL_BYTES:
                         raise RejectedError(
@@ -237,8 +237,8 @@ class _Package:
             parser.Parse(b"", True)
         except expat.ExpatError as exc:
             raise RejectedError(
-                f"damaged DOCX: part {info.filename} is not well-formed XML ({expat.ErrorString(exc.code)}, "
-                f"line {exc.lineno})"
+                f"damaged DOCX: part {info.filename} is not well-formed XML "
+                f"({expat.ErrorString(exc.code)}, line {exc.lineno})"
             ) from None
         except zipfile.BadZipFile as exc:
             raise RejectedError(f"damaged DOCX: part {info.filename}: {describe(exc)}") from None

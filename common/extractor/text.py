@@ -99,7 +99,7 @@ def extract(data: bytes, filename: str, limits: Limits) -> Extraction:
         if ext in ("pdf", "docx"):
             what = next((name for magic, name in _KNOWN if data[:64].lstrip().startswith(magic)), "")
             raise RejectedError(f"content is not a {ext.upper()} file ({what or _missing(ext)})")
-        raise RejectedError(f"unsupported file type '.{ext}'")
+        raise RejectedError(f"unsupported file type: .{ext}")
     deadline = time.monotonic() + limits.time_budget_s
     result = _pdf(data, limits, deadline) if kind == "pdf" else _docx(data, limits, deadline)
     result.text = well_formed(result.text)  # whatever the parser returned: storable as UTF-8

@@ -32,6 +32,7 @@ from common.runtime import (
     events,
     get_logger,
     parse_iso_or_now,
+    receiving_function,
 )
 from common.store import addresses as registry
 from common.store import enqueue, intake, layout, rawmail, senderlists, staging
@@ -52,6 +53,13 @@ def received_at(receipt: events.SesReceipt) -> datetime:
 def receive_mail(cfg: InboundHandlerConfig, receipt: events.SesReceipt) -> InboundResult:
     mid = receipt.message_id
     bind(ses_message_id=mid)
+    if {receiving_function(cfg, r) for r in receipt.recipients} == {"reply-handler"}:
+        # The public rule matches the thread domain too, so that this function's recipients say which
+        # rules a mail reached (common/store/staging.py): a mail to thread addresses alone is
+        # reply-handler's, and this only takes its part in the staged mail's clean-up.
+        staging.done(cfg, receipt, "inbound-handler")
+        log.info("mail left to reply-handler", extra={"reason": "no public address among the recipients"})
+        return {"status": "thread-only", "messageId": mid}
     raw = staging.fetch(cfg, mid)
     if raw is None:
         log.warning(

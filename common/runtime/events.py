@@ -41,7 +41,9 @@ class SesReceipt:
 
     message_id: str
     source: str  # envelope MAIL FROM ('' for bounces)
-    recipients: tuple[str, ...]  # receipt.recipients: the addresses this rule matched
+    # receipt.recipients: the envelope's RCPT TO addresses this rule matched (inbound-handler's rule
+    # matches every address either rule does: common/store/staging.py)
+    recipients: tuple[str, ...]
     timestamp: str
     verdicts: dict[str, str]  # spam/virus/spf/dkim/dmarc -> PASS|FAIL|GRAY|PROCESSING_FAILED|DISABLED
     dmarc_policy: str = ""  # only present when DMARC failed: none|quarantine|reject
@@ -49,7 +51,6 @@ class SesReceipt:
     header_from: str = (
         ""  # commonHeaders.from[0]: SES's reading of From, for logs before (or without) a parse
     )
-    destination: tuple[str, ...] = ()  # mail.destination: every envelope recipient, whichever rule matched it
 
     @classmethod
     def from_event(cls, event: Any) -> SesReceipt:
@@ -59,7 +60,11 @@ class SesReceipt:
         message_id = mail.get("messageId")
         if not isinstance(message_id, str) or not message_id or "/" in message_id:
             raise EventError("ses.mail.messageId missing or not a plain id")
-        recipients = receipt.get("recipients") or mail.get("destination") or []
+        # receipt.recipients only: the envelope's, which SES writes. mail.destination is the To and Cc
+        # fields (the sender's words), so it never stands in for them.
+        recipients = receipt.get("recipients")
+        if not isinstance(recipients, list) or not recipients:
+            raise EventError("ses.receipt.recipients missing or empty")
         verdicts = {
             v: str((receipt.get(f"{v}Verdict") or {}).get("status", "PROCESSING_FAILED")).upper()
             for v in VERDICTS
@@ -73,7 +78,6 @@ class SesReceipt:
             dmarc_policy=str(receipt.get("dmarcPolicy") or "").lower(),
             subject=str((mail.get("commonHeaders") or {}).get("subject") or ""),
             header_from=str(next(iter((mail.get("commonHeaders") or {}).get("from") or []), "")),
-            destination=tuple(str(r) for r in mail.get("destination") or recipients),
         )
 
 

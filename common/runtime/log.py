@@ -24,6 +24,7 @@ import hashlib
 import logging
 import os
 import sys
+import unicodedata
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -67,6 +68,18 @@ _PER_CONTACT = ("conversations/", "attachments/", "withheld/", "extracted-text/"
 _LOCAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.!#$%&'*+/=?^_`{|}~-")
 _DOMAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-[]:")
 _SAFE_ID = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")  # a conversation id's characters
+# Internationalised addresses: an SMTPUTF8 local part (RFC 6531) and an IDN domain's U-labels (RFC 5890)
+# are letters, marks and digits of any script; IDNA reads these as label dots too (UTS 46).
+_IDN_DOTS = "\u3002\uff0e\uff61"
+_WORDISH = ("L", "M", "N")
+_TRAILING = ".-:" + _IDN_DOTS
+
+
+def _in(c: str, ascii_chars: frozenset[str], idn: bool) -> bool:
+    """``c`` is one of ``ascii_chars``, or (``idn``) a letter, mark or digit beyond ASCII or an IDN dot."""
+    if c in ascii_chars:
+        return True
+    return idn and c > "\x7f" and (c in _IDN_DOTS or unicodedata.category(c)[0] in _WORDISH)
 
 
 def pseudonym(value: str) -> str:
@@ -80,25 +93,30 @@ def _addresses(
     at_sign: str = "@",
     local_chars: frozenset[str] = _LOCAL,
     domain_chars: frozenset[str] = _DOMAIN,
+    idn: bool = True,
 ) -> str:
-    """``text`` with every address-like ``local@domain`` replaced by its pseudonym, and (``at_sign``
-    "-at-") every conversation id of an ordinary sender (``local-at-domain``, docs/CONTRACT.md). Linear:
-    each sign looks at most 64 characters back and 255 ahead (RFC 5321's limits)."""
+    """``text`` with every address-like ``local@domain`` replaced by its pseudonym (internationalised
+    ones too: ``josé@exämple.com``, ``用户@例子.广告``), and (``at_sign`` "-at-", ``idn`` off) every
+    conversation id of an ordinary sender (``local-at-domain``, docs/CONTRACT.md). Linear: each sign
+    looks at most 64 characters back and 255 ahead (RFC 5321's limits)."""
     if at_sign not in text:
         return text
     out: list[str] = []
     done = at = 0
     while (at := text.find(at_sign, at)) >= 0:
         start = at
-        while start > max(done, at - 64) and text[start - 1] in local_chars:
+        while start > max(done, at - 64) and _in(text[start - 1], local_chars, idn):
             start -= 1
         after = at + len(at_sign)
         end = after
-        while end < min(len(text), after + 255) and text[end] in domain_chars:
+        while end < min(len(text), after + 255) and _in(text[end], domain_chars, idn):
             end += 1
-        while end > after and text[end - 1] in ".-:":  # a sentence's full stop is not the domain's
+        while (
+            end > after and text[end - 1] in ".-:" + _IDN_DOTS
+        ):  # a sentence's full stop is not the domain's
             end -= 1
-        if start < at and "." in text[after:end]:
+        domain = text[after:end]
+        if start < at and any(dot in domain for dot in "." + _IDN_DOTS):
             out += [text[done:start], pseudonym(text[start:end])]
             done = end
         at = max(at + 1, done)
@@ -148,7 +166,9 @@ def scrub(value: Any, field: str = "") -> Any:
         kind, sep, rest = text.partition(":") if ":" in text else text.partition("-")
         if sep and rest and not rest.isalnum():
             return kind + sep + pseudonym(rest)
-    return _addresses(_addresses(_keys(text)), "-at-", _SAFE_ID, _SAFE_ID)
+    # "＠" (U+FF20) is how an address is spelt past a filter: it names the person as "@" does
+    text = _addresses(_addresses(_keys(text)), "\uff20")
+    return _addresses(text, "-at-", _SAFE_ID, _SAFE_ID, idn=False)
 
 
 def safe_fields(fields: Mapping[str, Any]) -> dict[str, Any]:

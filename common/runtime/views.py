@@ -161,6 +161,9 @@ class SenderConfig(Sending, Protocol):
     def send_queue(self) -> str: ...
 
     @property
+    def forward_queue(self) -> str: ...  # every notice to the owner goes through forward-sender
+
+    @property
     def attempt_reserve_s(self) -> float: ...
 
     @property

@@ -27,7 +27,7 @@ from common.mail import OutboundMessage
 from common.runtime import SenderConfig, SqsRecord, bind, dlq_name, events, get_logger
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus
-from common.store import alerts, holds, layout, sendqueue, sendstatus
+from common.store import alerts, forgotten, holds, layout, sendqueue, sendstatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from email.message import EmailMessage
@@ -98,6 +98,14 @@ def _recipients(doc: Any) -> list[str]:
     return [a for a in to if isinstance(a, str)] if isinstance(to, list) else []
 
 
+def _checked_keys(doc: Any) -> list[str]:
+    """The suppression-table keys a parsed queue body is checked against: its recipients and the
+    forget items of its recipients and conversation (common/store/forgotten.py)."""
+    to = _recipients(doc)
+    cid = doc.get("conversation_id") if isinstance(doc, dict) else ""
+    return [*to, *forgotten.keys(to, cid if isinstance(cid, str) else "")]
+
+
 def _parsed(body: str) -> Any:
     """A body's JSON, or the EventError that says why it has none (raised when its record is processed)."""
     try:
@@ -117,13 +125,14 @@ class Sender:
         # Each body is parsed here, once: the batch's recipients come from it, and process() loads it.
         docs = [_parsed(r.body) for r in records or []]
         self._docs = {id(r): doc for r, doc in zip(records or [], docs, strict=True)}
-        self.batch = [_recipients(doc) for doc in docs]
+        self.batch = [_checked_keys(doc) for doc in docs]
         self.records_left = len(self.batch)
         self._entries: dict[str, dict[str, Any]] = {}
         self._checked: set[str] = set()  # lowercased addresses whose suppression-table item was read
         self.limiter = _limiter(cfg.send_status_table, cfg.max_send_rate)
         self.quota_used_up = False
         self.pacer = BatchPacer(self.limiter)
+        self.sent_ms = 0  # the record in hand's SQS SentTimestamp (0: unknown)
 
     def finish(self) -> None:
         """After the batch: give back the rate-limit time it claimed and did not use, if still ahead."""
@@ -147,6 +156,7 @@ class Sender:
                 raise doc
             msg = sendqueue.load(doc, self.cfg.bucket)
             bind(correlation_id=msg.correlation_id, idempotency_key=msg.idempotency_key, kind=msg.kind)
+            self.sent_ms = int(str(record.attributes.get("SentTimestamp") or 0) or 0)
             return self.deliver(msg)
         except IdempotencyAlreadyInProgressError:
             # Another copy is sending this key right now: not a failure of the send, so no alert even
@@ -187,6 +197,18 @@ class Sender:
                 }  # done with: deleted from the queue
             self._final_failure_check(receive_count, msg, failure)
             raise
+
+    def forgotten(self, msg: OutboundMessage) -> bool:
+        """Whether `email-handler forget` cancelled this message: it was enqueued (SQS SentTimestamp)
+        before its recipient or its conversation was forgotten (common/store/forgotten.py). Read with
+        the batch's suppression entries; the result, which names no one, completes the idempotency key,
+        so a later copy is skipped as a duplicate."""
+        checked = forgotten.keys(msg.to, msg.conversation_id)
+        entries = self.recipient_entries([*msg.to, *checked])
+        if not any(forgotten.cancels(entries.get(k), self.sent_ms) for k in checked):
+            return False
+        log.warning("send cancelled", extra={"reason": "its contact was forgotten (email-handler forget)"})
+        return True
 
     def _wait(
         self, record: SqsRecord, receive_count: int, exc: SendFailedError, wait_s: int, what: str
@@ -233,7 +255,7 @@ class Sender:
 
     def _held_in_sandbox(self, msg: OutboundMessage, exc: SandboxHeldError) -> None:
         """The send record says why the message waits; the first time a message to someone other than the
-        owner is held, the owner is told at once (a notice on this sender's own queue, sent once by its
+        owner is held, the owner is told at once (a notice on the forward queue, sent once by its
         idempotency key). A held forward to the owner tells no one: it could not reach them either."""
         sendstatus.record_attempts(
             self.cfg,
@@ -251,8 +273,12 @@ class Sender:
         if not sendstatus.first_hold(self.cfg, msg.correlation_id):
             return
         notice = sandbox_notice(self.cfg, msg, exc.refused)  # a few hundred bytes: never a claim check
+        # Through forward-sender, the one sender that holds the owner's key: every mail to the owner is
+        # encrypted to it when one is configured (docs/owner.md), and this sender may not have it.
         sqs.send(
-            self.cfg.send_queue, notice.to_json(), {"correlation_id": notice.correlation_id, "kind": "notice"}
+            self.cfg.forward_queue,
+            notice.to_json(),
+            {"correlation_id": notice.correlation_id, "kind": "notice"},
         )
         log.warning("send held by the sandbox", extra={"recipient": exc.refused, "notice": True})
 
@@ -288,6 +314,8 @@ class Sender:
     def send_unless_suppressed(self, msg: OutboundMessage) -> dict[str, Any]:
         """Inside the idempotent section, so a duplicate delivery costs one conditional write and no
         lookups."""
+        if self.forgotten(msg):
+            return {"status": SendStatus.CANCELLED, "correlationId": msg.correlation_id, "kind": msg.kind}
         entries = self.recipient_entries(msg.to)
         allowed = []
         for addr in msg.to:

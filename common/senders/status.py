@@ -13,4 +13,5 @@ class SendStatus(StrEnum):
     DUPLICATE = "duplicate"  # its idempotency key was already completed: the stored result, not resent
     SUPPRESSED = "suppressed"  # every recipient is on the suppression list
     DEAD_LETTERED = "dead-lettered"  # retrying cannot help: moved to the DLQ at once
+    CANCELLED = "cancelled"  # enqueued before `email-handler forget` forgot its contact: dropped
     REQUEUED = "requeued"  # the daily quota is used up: a delayed copy replaces it

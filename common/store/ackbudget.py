@@ -17,6 +17,7 @@ from common.aws import dynamodb
 from common.runtime import Delivery
 
 HOUR_S = 3600
+PREFIX = "ack-budget#"
 
 
 def switched_off(cfg: Delivery) -> str:
@@ -30,11 +31,24 @@ def domain_of(address: str) -> str:
     return address.rpartition("@")[2].lower()
 
 
+def domain_field(domain: str) -> str:
+    """The attribute of an hour's item that counts ``domain``'s acks."""
+    return f"domain:{domain}"
+
+
+def forget_domain(cfg: Delivery, item_id: str, domain: str) -> None:
+    """Drop ``domain``'s count from one hour's item (`email-handler forget`: the count names the
+    contact's domain). The hour's total stays: it names no one."""
+    dynamodb.update(
+        cfg.send_status_table, {"id": item_id}, "REMOVE #domain", {}, names={"#domain": domain_field(domain)}
+    )
+
+
 def _write(cfg: Delivery, address: str) -> dict[str, Any]:
     hour = int(time.time()) // HOUR_S
     return {
         "table": cfg.send_status_table,
-        "key": {"id": f"ack-budget#{hour}"},
+        "key": {"id": f"{PREFIX}{hour}"},
         "expression": "SET expiresAt = :x ADD #total :one, #domain :one",
         "values": {
             ":one": 1,
@@ -42,7 +56,7 @@ def _write(cfg: Delivery, address: str) -> dict[str, Any]:
             ":dom": cfg.ack_limit_per_domain_per_hour,
             ":x": (hour + 2) * HOUR_S,
         },
-        "names": {"#total": "total", "#domain": f"domain:{domain_of(address)}"},
+        "names": {"#total": "total", "#domain": domain_field(domain_of(address))},
         "condition": "(attribute_not_exists(#total) OR #total < :all) AND "
         "(attribute_not_exists(#domain) OR #domain < :dom)",
     }
@@ -57,7 +71,7 @@ def action(cfg: Delivery, address: str) -> dict[str, Any]:
 def refused(cfg: Delivery, address: str, counts: dict[str, Any] | None) -> str:
     """Which limit refused the ack, from the hour's counts as the refused write found them."""
     domain = domain_of(address)
-    if int((counts or {}).get(f"domain:{domain}", 0)) >= cfg.ack_limit_per_domain_per_hour:
+    if int((counts or {}).get(domain_field(domain), 0)) >= cfg.ack_limit_per_domain_per_hour:
         return f"ack budget for {domain} used up ({cfg.ack_limit_per_domain_per_hour} per hour)"
     return f"global ack budget used up ({cfg.ack_limit_per_hour} per hour)"
 

@@ -51,15 +51,28 @@ def get(cfg: Delivery, address: str) -> dict[str, Any] | None:
     return next((i for i in items if i.get("list") == KIND), None)
 
 
+def base(address: str) -> str:
+    """``address`` without its ``+tag`` (RFC 5233 sub-addressing): ``shop+x@d`` -> ``shop@d``."""
+    local, at, domain = address.strip().lower().rpartition("@")
+    return f"{local.partition('+')[0]}@{domain}" if at and "+" in local else address.strip().lower()
+
+
 def applied(cfg: Delivery, public: PublicAddress) -> tuple[PublicAddress, str]:
     """A catch-all address as the owner registered it: its note as the label, and why its mail is
-    quarantined ('' unless it is disabled)."""
-    item = get(cfg, public.address)
+    quarantined ('' unless it is disabled). A disabled address covers its sub-addresses: mail to
+    ``shop+x@`` is held when ``shop@`` is disabled (one BatchGetItem reads both)."""
+    exact, parent = public.address.lower(), base(public.address)
+    keys = [{"entry": e} for e in dict.fromkeys([exact, parent])]
+    found = {
+        str(i["entry"]): i for i in dynamodb.batch_get(cfg.sender_lists_table, keys) if i.get("list") == KIND
+    }
+    item = found.get(exact) or found.get(parent)
     if item is None:
         return public, ""
     labelled = replace(public, label=str(item.get("note") or public.address))
-    if item.get("state") == DISABLED:
-        return labelled, f"address disabled ({public.address})"
+    off = next((e for e in dict.fromkeys([parent, exact]) if found.get(e, {}).get("state") == DISABLED), "")
+    if off:
+        return labelled, f"address disabled ({off})"
     return labelled, ""
 
 

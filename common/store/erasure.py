@@ -14,6 +14,13 @@ ignored, or an id that belongs to the contact (a conversation id, an SES message
   records when any part of them names the contact or one of their mails.
 * Every table but the owner's block and allow lists (the owner's own decisions about ADDR; `email-handler
   unblock` removes one): every item that names the contact or one of their mails.
+* The raw copies kept beside conversations: a quarantined mail released unparsed
+  (``attachments/quarantine/<id>/``, read as received mail) and an abuse report attached to the owner's
+  notice (``attachments/complaint/<id>/``, read whole).
+* The hourly ack budget's count for the contact's domain (``ack-budget#<hour>``'s ``domain:<domain>``).
+* Sends already queued and out of sight (held by SES's sandbox, waiting for the daily quota or a retry):
+  a forget item per address and conversation (common/store/forgotten.py) makes the senders drop them;
+  the held or failed ones forget found are listed under ``cancelled``.
 * Every queue of the deployment, dead-letter queues included (the async DLQ's events of mail never
   handled, the senders' failed sends, S3's notifications of their attachments): the messages that
   name them, as written or URL-decoded (S3 event keys), are deleted; the others are made visible
@@ -39,7 +46,7 @@ from common.aws import dynamodb, error_code, logs, s3, sqs
 from common.errors import EmailHandlerError
 from common.mail import conversation_id, thread_address
 from common.runtime import Delivery
-from common.store import layout
+from common.store import ackbudget, forgotten, layout
 
 # Per conversation: everything stored under <prefix><cid>/.
 CONVERSATION_PREFIXES = (
@@ -50,8 +57,13 @@ CONVERSATION_PREFIXES = (
     layout.REPLY_ATTACHMENTS,
 )
 # Received mail, looked at by its header fields; and documents, looked at whole.
-MAIL_PREFIXES = (layout.STAGING, layout.SPAM, layout.REJECTED)
-DOCUMENT_PREFIXES = (layout.BOUNCES, layout.QUEUE_PAYLOADS, layout.LOCAL_INVOCATIONS)
+MAIL_PREFIXES = (layout.STAGING, layout.SPAM, layout.REJECTED, layout.RELEASED_ORIGINALS)
+DOCUMENT_PREFIXES = (
+    layout.BOUNCES,
+    layout.COMPLAINT_REPORTS,
+    layout.QUEUE_PAYLOADS,
+    layout.LOCAL_INVOCATIONS,
+)
 PEOPLE_FIELDS = ("from", "sender", "reply-to", "return-path", "to", "cc", "resent-from", "resent-to")
 HEADER_BYTES = 256 * 1024  # the header block is read within this (the parsing cap on headers)
 MAX_OBJECT_BYTES = 64 * 1024 * 1024  # a larger object is reported, not read
@@ -120,6 +132,7 @@ class Erasure:
             "quarantined": [],
             "records": [],
             "messages": [],
+            "cancelled": [],
         }
     )
     unreachable: list[str] = field(default_factory=list)
@@ -144,6 +157,7 @@ def forget(cfg: Delivery, address: str, queues: Iterable[str] = ()) -> dict[str,
     reached (``unreachable``), by kind. Raises InvalidAddressError for anything but one address."""
     job = Erasure(cfg, normalise(address))
     _conversations(job)
+    _cancel_queued(job)
     _quarantine(job)
     for prefix in MAIL_PREFIXES:
         _scan_objects(job, prefix, _mail_names)
@@ -173,6 +187,13 @@ def _conversations(job: Erasure) -> None:
         if dynamodb.delete(cfg.conversations_table, {"conversationId": cid}, return_old=True):
             job.removed["conversations"].append(cid)
     job.mids.discard("")
+
+
+def _cancel_queued(job: Erasure) -> None:
+    """Before anything else is read: the senders drop what is queued for the contact from now on. Never
+    for one of our own addresses: that would drop every forward queued for the owner."""
+    values = [*job.cids] if job.cfg.is_own(job.address) else [job.address, *job.cids]
+    forgotten.mark(job.cfg, values)
 
 
 def _quarantine(job: Erasure) -> None:
@@ -228,8 +249,28 @@ def _tables(job: Erasure) -> None:
             if ident.startswith(owner_messages) or names(json.dumps(item, default=str), job.tokens()):
                 dynamodb.delete(table, {k: item[k] for k in keys})
                 job.removed["records"].append(f"{table}/{'/'.join(str(item[k]) for k in keys)}")
+                if ident.startswith("corr#") and item.get("status") in UNSENT:
+                    # a send the senders will now drop (common/store/forgotten.py): say which
+                    job.removed["cancelled"].append(
+                        f"{item.get('kind', 'send')} {ident.removeprefix('corr#')} "
+                        f"({item.get('status')}: {item.get('lastError', '-')})"
+                    )
+    _ack_budget(job)
 
 
+def _ack_budget(job: Erasure) -> None:
+    """The contact's domain's count in each hour's ack budget (ackbudget.py): it names the domain."""
+    domain = ackbudget.domain_of(job.address)
+    for item in dynamodb.scan(job.cfg.send_status_table):
+        ident = str(item.get("id", ""))
+        if ident.startswith(ackbudget.PREFIX) and ackbudget.domain_field(domain) in item:
+            ackbudget.forget_domain(job.cfg, ident, domain)
+            job.removed["records"].append(f"{job.cfg.send_status_table}/{ident} ({domain}'s count)")
+
+
+# The send-status record of a send that has not gone out (common/senders/handler.py): held by SES's
+# sandbox, or failed and waiting for its next receive.
+UNSENT = ("held", "failed")
 PEEK_HIDE_S = 60
 
 

@@ -72,17 +72,22 @@ def attachment(cid: str, mid: str, name: str) -> str:
     return f"{ATTACHMENTS}{cid}/{mid}/{name}"
 
 
+# The raw copies kept under ATTACHMENTS beside the conversations (no conversation id: see below).
+COMPLAINT_REPORTS = f"{ATTACHMENTS}complaint/"
+RELEASED_ORIGINALS = f"{ATTACHMENTS}quarantine/"
+
+
 def complaint_report(mid: str) -> str:
     """An abuse complaint (ARF) attached whole to the owner's notice (common/delivery/complaint.py).
     ``complaint`` is no conversation id, as ``quarantine`` below is not."""
-    return f"{ATTACHMENTS}complaint/{mid}/report.eml"
+    return f"{COMPLAINT_REPORTS}{mid}/report.eml"
 
 
 def released_original(mid: str) -> str:
     """A quarantined mail released unparsed (it was over a parsing cap): copied inside S3 from the held
     copy and attached whole to its forward as an opaque file.
     ``quarantine`` is no conversation id (those hold ``-at-``, ``-linkedin-`` or end in 12 hex)."""
-    return f"{ATTACHMENTS}quarantine/{mid}/original.eml"
+    return f"{RELEASED_ORIGINALS}{mid}/original.eml"
 
 
 def withheld(cid: str, mid: str, name: str) -> str:

@@ -20,22 +20,45 @@ def fetch(cfg: Delivery, mid: str) -> bytes | None:
     return None if obj is None else bytes(obj["Body"].read())
 
 
-def done(cfg: Delivery, receipt: SesReceipt) -> None:
+THREAD_RULE, PUBLIC_RULE = "reply-handler", "inbound-handler"
+
+
+def sharing(cfg: Delivery, receipt: SesReceipt, function: str) -> frozenset[str]:
+    """The functions that receive this mail, from SES's receipt recipients -- the envelope's RCPT TO
+    addresses the rule matched, which SES writes and the sender cannot (SES DG, "Contents of
+    notifications for Amazon SES email receiving": ``receipt.recipients``; ``mail.destination`` is
+    read from the To and Cc fields, which the sender writes and a Bcc never reaches).
+
+    The public rule matches the thread domain too (deploy/receiving.py), so inbound-handler is handed
+    every mail that reaches either rule, with every recipient: its recipients say whether the thread
+    rule ran as well. reply-handler's say only its own; inbound-handler always ran beside it."""
+    if function == THREAD_RULE:
+        return frozenset({THREAD_RULE, PUBLIC_RULE})
+    return frozenset({PUBLIC_RULE} | {f for r in receipt.recipients if (f := receiving_function(cfg, r))})
+
+
+def done(cfg: Delivery, receipt: SesReceipt, function: str = "") -> None:
     """This handler is done with the mail: delete its staging object, unless another receipt rule's
-    handler still needs it. A mail to both the public address and a thread address runs both rules
-    (deploy/receiving.py: no rule stops the rule set), each storing the same object and invoking its
-    own function; the last of them to finish deletes it, so neither finds it gone."""
+    handler still needs it. Each rule stores the same object and invokes its own function (no rule stops
+    the rule set); when both do, each adds itself to one record and the last of them deletes it, so
+    neither finds it gone."""
     mid = receipt.message_id
-    functions = {f for r in receipt.destination if (f := receiving_function(cfg, r))}
-    mine = {f for r in receipt.recipients if (f := receiving_function(cfg, r))}
-    if len(functions) > 1 and mine:
+    mine = function or cfg.function or _guess(cfg, receipt)
+    needed = sharing(cfg, receipt, mine)
+    if needed != {mine}:
         item = dynamodb.update(
             cfg.send_status_table,
             {"id": f"staging#{mid}"},
             "ADD handledBy :f SET expiresAt = :x",
-            {":f": mine, ":x": int(time.time()) + SHARED_MEMORY_S},
+            {":f": {mine}, ":x": int(time.time()) + SHARED_MEMORY_S},
             return_values="ALL_NEW",
         )
-        if not functions <= set((item or {}).get("handledBy") or ()):
+        if not needed <= set((item or {}).get("handledBy") or ()):
             return
     s3.delete(cfg.bucket, layout.staging(mid))
+
+
+def _guess(cfg: Delivery, receipt: SesReceipt) -> str:
+    """Which rule's function this is when the configuration does not say (a direct call in a tool)."""
+    functions = {receiving_function(cfg, r) for r in receipt.recipients}
+    return THREAD_RULE if functions == {THREAD_RULE} else PUBLIC_RULE

@@ -365,7 +365,9 @@ def test_the_deploy_plans_receipt_rules_and_send_rights_for_every_address(
 
     run({**env, "PUBLIC_EMAIL": public, "PUBLIC_ADDRESSES": ""})
     thread, rule = client("ses").describe_receipt_rule_set(RuleSetName=PREFIX)["Rules"]
-    assert thread["Recipients"] == ["thread.example.com"] and rule["Recipients"] == recipients
+    # the public rule names the thread domain too (deploy/receiving.py, common/store/staging.py)
+    assert thread["Recipients"] == ["thread.example.com"]
+    assert rule["Recipients"] == [*recipients, "thread.example.com"]
     for sender in ("ack-sender", "forward-sender", "reply-sender"):
         doc = client("iam").get_role_policy(RoleName=f"{PREFIX}-{sender}", PolicyName="least-privilege")[
             "PolicyDocument"
@@ -377,3 +379,15 @@ def test_the_deploy_plans_receipt_rules_and_send_rights_for_every_address(
         "Environment"
     ]["Variables"]
     assert variables["PUBLIC_EMAIL"] == public
+
+
+def test_a_disabled_address_covers_its_sub_addresses(stack: Stack, fns: dict[str, RieProcess]) -> None:
+    """RFC 5233 sub-addressing: disabling shop-z@ holds mail to shop-z+anything@ too, in any case; a
+    sub-address of an active address, and another address beginning alike, still get through."""
+    assert cli(stack, "disable", "shop-z@example.com").returncode == 0
+    for n, tagged in enumerate(("shop-z+news@example.com", "Shop-Z+X@Example.com"), 31):
+        held = write_in(stack, fns, "Dan <dan@shop.example>", tagged, n)
+        assert (held["status"], held["reason"]) == ("quarantined", "address disabled (shop-z@example.com)")
+    assert cli(stack, "add", "shop-w@example.com", "--note", "Shop W").returncode == 0
+    for n, other in enumerate(("shop-w+x@example.com", "shop-zz@example.com"), 33):
+        assert write_in(stack, fns, "Eve <eve@shopw.example>", other, n)["status"] == "forwarded"

@@ -144,7 +144,8 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     ses = client("ses")
     assert ses.describe_active_receipt_rule_set()["Metadata"]["Name"] == PREFIX
     thread, public = ses.describe_receipt_rule_set(RuleSetName=PREFIX)["Rules"]
-    assert thread["Recipients"] == ["thread.example.com"] and public["Recipients"] == ["example.com"]
+    assert thread["Recipients"] == ["thread.example.com"]
+    assert public["Recipients"] == ["example.com", "thread.example.com"]  # every recipient: staging.py
     assert thread["Actions"][0]["S3Action"] == {"BucketName": BUCKET, "ObjectKeyPrefix": "staging/"}
     assert thread["Actions"][1]["LambdaAction"]["FunctionArn"].endswith(f"{PREFIX}-reply-handler:live")
     assert len(thread["Actions"]) == 2 and not [

@@ -130,3 +130,84 @@ def test_it_listens_beyond_loopback_only_when_told(capsys: pytest.CaptureFixture
     assert EmbeddedMoto("::1", 1).host == "::1" and EmbeddedMoto("localhost", 1).host == "localhost"
     assert cli.main(["emulator", "--host", "0.0.0.0", "--port", "1"]) == 2
     assert "--allow-remote" in capsys.readouterr().err
+
+
+# --- the stack's own secret (local/secret.py) ------------------------------------------------------
+
+OLD_SEED = b"service-email-handler local emulator"  # the constant every stack derived its keys from
+
+
+def old_admin_keys() -> tuple[str, str]:
+    """The local admin's keys as the constant in the source derived them (written here, as it was)."""
+    import hashlib
+    import string
+
+    identity = b"user/local-admin"
+    digest = hashlib.sha256(OLD_SEED + identity).hexdigest().upper()
+    alphabet = string.ascii_uppercase + string.digits
+    key_id = "".join(alphabet[int(digest[i : i + 2], 16) % len(alphabet)] for i in range(0, 32, 2))
+    return "AKIA" + key_id, hashlib.sha256(b"secret:" + OLD_SEED + identity).hexdigest()[:40]
+
+
+def test_the_stack_secret_is_made_once_0600_and_differs_between_two_fresh_stacks(tmp_path: Any) -> None:
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    from local import secret
+    from tests.conftest import REPO
+
+    made = []
+    for stack in ("one", "two"):  # what scripts/compose.sh runs for a fresh stack's .build/local
+        out = tmp_path / stack
+        done = subprocess.run(
+            [sys.executable, "-m", "local.env", str(out)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={k: v for k, v in os.environ.items() if k != secret.VARIABLE},
+        )
+        assert done.returncode == 0, done.stderr
+        path = out / "emulator.env"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        value = secret.ensure(path)
+        assert len(value) == 64 and path.read_text() == f"{secret.VARIABLE}={value}\n"
+        assert secret.ensure(path) == value  # made once: kept across restarts
+        keys = (out / "credentials").read_text()
+        assert stat.S_IMODE((out / "credentials").stat().st_mode) == 0o600
+        made.append((value, keys, (out / "roles" / "reply-sender.env").read_text()))
+    (one, two) = made
+    assert one[0] != two[0] and one[1] != two[1] and one[2] != two[2]
+    placeholder = tmp_path / "three" / "emulator.env"  # `make down` before any `up`: an empty file
+    placeholder.parent.mkdir()
+    placeholder.touch(mode=0o644)
+    assert len(secret.ensure(placeholder)) == 64 and stat.S_IMODE(placeholder.stat().st_mode) == 0o600
+
+
+def test_the_constant_in_the_source_no_longer_opens_the_emulator(moto_server: str) -> None:
+    """Neither the admin's keys nor the /moto-api token derived from the old constant are accepted."""
+    import hashlib
+    import hmac
+
+    from local.iam import admin_credentials
+    from tests.conftest import IAM_ENFORCED
+
+    key_id, secret_key = old_admin_keys()
+    assert key_id != admin_credentials()["AWS_ACCESS_KEY_ID"]
+    sts = boto3.client(
+        "sts",
+        endpoint_url=moto_server,
+        region_name="us-east-1",
+        aws_access_key_id=key_id,
+        aws_secret_access_key=secret_key,
+    )
+    if IAM_ENFORCED:  # the emulator checks keys only where it enforces IAM (IAM=off: any key passes)
+        with pytest.raises(Exception) as refused:
+            sts.get_caller_identity()
+        assert "InvalidClientTokenId" in str(refused.value) or "403" in str(refused.value)
+    old_token = hmac.new(secret_key.encode(), b"service-email-handler moto-api", hashlib.sha256).hexdigest()
+    status, _, _ = ask(moto_server + "/moto-api/data.json", headers={"Authorization": f"Bearer {old_token}"})
+    assert status in (401, 403)
+    assert ask(moto_server + "/moto-api/data.json", headers=admin_headers())[0] == 200

@@ -84,6 +84,19 @@ def test_partial_results_are_logged_with_their_reasons(extractor: RieProcess, s3
     assert '"message": "attachment extracted in part"' in extractor.output()
 
 
+def test_the_log_never_quotes_the_document_a_parser_message_quotes(extractor: RieProcess, s3: Any) -> None:
+    """pypdf's message about a damaged object quotes the file's bytes: the error record beside the
+    document keeps the whole reason, the function's log only its head."""
+    secret = b"QUARTZLANTERN7731"
+    pdf = b"%PDF-1.4\n1 0 obj\n" + secret + b"\nendobj\ntrailer\n<< /Root 1 0 R >>\nstartxref\n0\n%%EOF\n"
+    result = extractor.invoke(upload(s3, {"quoted.pdf": pdf}))["results"][0]
+    assert result["status"] == "rejected" and secret.decode() in result["reason"], result
+    assert secret.decode() in error_reason(record_for(s3, "quoted.pdf")[1])
+    lines = [line for line in extractor.output().splitlines() if "attachment rejected" in line]
+    assert lines and '"reason": "damaged PDF"' in lines[-1], lines
+    assert secret.decode() not in extractor.output()
+
+
 def test_a_pdf_mapping_glyphs_to_lone_surrogates_gets_its_text_record(extractor: RieProcess, s3: Any) -> None:
     """A crafted ToUnicode map sends glyphs to U+D800 and U+DC00: the text is stored, not retried."""
     from tests.support import docgen

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import pytest
@@ -299,3 +300,128 @@ def notify_bounce(stack: Stack, fn: RieProcess, recipient: str, corr: str, sns_i
 def test_forget_refuses_anything_but_one_exact_address(address: str) -> None:
     done = forget_cli(address, "--endpoint", "http://127.0.0.1:9", timeout=60)
     assert done.returncode == 2 and "not one e-mail address" in done.stderr, done.stderr
+
+
+# --- the raw copies, the ack budget, and a send already queued ----------------------------------------
+
+WAIT = {"SANDBOX_WAIT_SECONDS": "1", "RETRY_DELAYS_SECONDS": "0", "ATTEMPT_RESERVE_SECONDS": "1"}
+
+
+def abuse_report(about: str) -> bytes:
+    """An ARF report (RFC 5965) from a provider's feedback loop about the ack sent to ``about``."""
+    return (
+        b"From: Feedback Loop <fbl@isp.example>\r\nTo: hello@example.com\r\nSubject: Abuse report\r\n"
+        b"Message-ID: <fbl-1@isp.example>\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/report; report-type=feedback-report; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\n\r\nThis is an email abuse report.\r\n"
+        b"--b\r\nContent-Type: message/feedback-report\r\n\r\nFeedback-Type: abuse\r\n"
+        b"User-Agent: isp-fbl/1.0\r\nVersion: 1\r\nOriginal-Rcpt-To: " + about.encode() + b"\r\n\r\n"
+        b"--b\r\nContent-Type: message/rfc822\r\n\r\nFrom: hello@example.com\r\n"
+        b"To: " + about.encode() + b"\r\n"
+        b"Subject: Thanks for your message\r\n\r\nHello Jolene, thanks.\r\n--b--\r\n"
+    )
+
+
+def new_account(owner: str) -> None:
+    """The fresh-account model (local/fresh.py): example.com verified, the owner's address verified, the
+    contact's not: SES's sandbox holds a reply to them."""
+    from local import fresh
+
+    fresh.set_fresh(True)
+    ses = client("ses")
+    ses.verify_domain_identity(Domain="example.com")
+    token = ses.get_identity_verification_attributes(Identities=["example.com"])["VerificationAttributes"][
+        "example.com"
+    ]["VerificationToken"]
+    fresh.publish(f'_amazonses.example.com. 1800 IN TXT "{token}"\n')
+    ses.get_identity_verification_attributes(Identities=["example.com"])  # SES's next poll
+    client("sesv2").create_email_identity(EmailIdentity=owner)
+    assert fresh.click(owner)
+
+
+def test_forget_reaches_the_raw_copies_the_ack_budget_and_a_reply_the_sandbox_holds(
+    stack: Stack, fns: dict[str, RieProcess], rie_function: Callable[..., RieProcess]
+) -> None:
+    """Every kind of item a contact leaves, seeded through the functions: the conversation and its ack
+    budget count, a mail held unparsed and released (its raw copy under attachments/quarantine/), an abuse
+    report about their ack (its copy under attachments/complaint/), and the owner's reply that SES's sandbox
+    holds. After `forget` none remains, and production access does not send the held reply."""
+    from common.mail.threads import release_address
+    from common.store import layout, sendstatus
+    from common.store import quarantine as records
+    from local import fresh
+    from tests.support import mailgen
+
+    cfg = stack.cfg
+    jo = f"{NAME} <{JO}>"
+    inbound, replies = fns["inbound-handler"], fns["reply-handler"]
+
+    def ses_id(n: int) -> str:
+        return f"{n:040d}"
+
+    first = inbound.invoke(stack.receipt(mail(sender=jo, subject=SUBJECT, text=BODY), ses_id(21)))
+    assert first["status"] == "forwarded" and first["ack"], first
+    cid = first["conversationId"]
+    budget = [i for i in dynamodb.scan(cfg.send_status_table) if str(i["id"]).startswith("ack-budget#")]
+    assert any("domain:corp.example" in i for i in budget), budget
+    # A mail over a parsing cap, held unparsed, released by the owner: copied whole beside the archive.
+    unparsed = mailgen.many_parts(2_000).replace(b"Jane <jane@corp.example>", jo.encode())
+    held = inbound.invoke(stack.receipt(unparsed, ses_id(22)))
+    assert held["status"] == "quarantined" and held["reason"].startswith("not parsed"), held
+    qid = records.quarantine_id(held["messageId"])
+    release = release_address(qid, cfg.thread_secret, cfg.thread_domain)
+    released = replies.invoke(
+        stack.receipt(
+            mail(sender=OWNER, to=release, subject=f"Release {qid}", text=""),
+            ses_id(23),
+            to=release,
+            source="owner@example.net",
+        )
+    )
+    assert released["status"] == "released", released
+    assert stack.s3_keys(layout.released_original(held["messageId"]))
+    # An abuse report about the ack sent to Jo: archived, and attached to the owner's notice.
+    complaint = inbound.invoke(stack.receipt(abuse_report(JO), ses_id(24), source="fbl@isp.example"))
+    assert complaint["status"] == "complaint", complaint
+    assert stack.s3_keys(layout.complaint_report(ses_id(24)))
+    # The owner's reply to Jo on a new account: SES's sandbox holds it (Jo is not verified).
+    [fwd] = [m for m in stack.peek(cfg.forward_queue) if m.conversation_id == cid]
+    new_account("owner@example.net")
+    try:
+        reply = mail(sender=OWNER, to=fwd.reply_to, subject=f"Re: {SUBJECT}", text=f"Thanks {NAME}")
+        queued = replies.invoke(stack.receipt(reply, ses_id(25), to=fwd.reply_to, source="owner@example.net"))
+        assert queued["status"] == "queued", queued
+        # held out of sight longer than forget runs: forget cannot delete it from the queue
+        sender = rie_function("reply-sender", env={**WAIT, "SANDBOX_WAIT_SECONDS": "45"})
+        [batch] = stack.run_sender(sender, cfg.reply_queue)
+        assert batch.failed and stack.sent() == []
+        assert (sendstatus.get_record(cfg, f"reply-{ses_id(25)}") or {})["status"] == "held"
+
+        done = forget_cli(JO, "--json", "--endpoint", stack.url)
+        assert done.returncode == 0, done.stdout + done.stderr
+        removed = json.loads(done.stdout)
+        assert layout.released_original(held["messageId"]) in removed["objects"]
+        assert layout.complaint_report(ses_id(24)) in removed["objects"]
+        assert [c for c in removed["cancelled"] if f"reply-{ses_id(25)}" in c and "held" in c], removed
+        assert any("ack-budget#" in r and "corp.example" in r for r in removed["records"]), removed
+        assert not [m for m in removed["messages"] if cfg.reply_queue + "/" in m]  # it was out of sight
+
+        fresh.grant_production()  # `email-handler model grant-production`: the sandbox lets it through now
+        deadline = time.monotonic() + 120
+        while not (batches := stack.run_sender(sender, cfg.reply_queue)) and time.monotonic() < deadline:
+            time.sleep(1)  # until SANDBOX_WAIT_SECONDS is over and the held reply is visible again
+        [again] = batches
+        assert again.failed == [] and again.deleted
+        stack.run_sender(rie_function("forward-sender", env=WAIT), cfg.forward_queue)
+        assert [m for m in stack.sent() if JO in m.destinations] == []
+        cancelled = [
+            json.loads(line)
+            for line in sender.output().splitlines()
+            if line.startswith("{") and '"send cancelled"' in line
+        ]
+        assert cancelled and "forgotten" in cancelled[0]["reason"]
+    finally:
+        fresh.set_fresh(False)
+    assert found(stack, JO) == [] and found(stack, cid) == []
+    budget = [i for i in dynamodb.scan(cfg.send_status_table) if str(i["id"]).startswith("ack-budget#")]
+    assert not any("domain:corp.example" in i for i in budget), budget

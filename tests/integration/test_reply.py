@@ -75,9 +75,12 @@ def reply(
 ) -> Any:
     raw = mail(sender=sender, to=to, subject=kw.pop("subject", "Re: Role"), **kw)
     # SES lists only the recipients its receipt rule matched (the thread domain), never the Cc.
-    return fns["reply-handler"].invoke(
-        stack.receipt(raw, mid, to=to.split(",")[0], source=source, verdicts=verdicts)
-    )
+    event = stack.receipt(raw, mid, to=to.split(",")[0], source=source, verdicts=verdicts)
+    result = fns["reply-handler"].invoke(event)
+    # The public rule names the thread domain too: SES hands inbound-handler the same recipients,
+    # and it leaves the mail to reply-handler (common/store/staging.py).
+    assert fns["inbound-handler"].invoke(event)["status"] == "thread-only"
+    return result
 
 
 def send_all(stack: Stack, fns: dict[str, RieProcess]) -> list[SentMail]:

@@ -56,7 +56,12 @@ def deliver(
     mid: str = "",
 ) -> Any:
     mid = mid or f"{next(_ids):040d}"
-    return fns["reply-handler"].invoke(stack.receipt(raw, mid, to=thread, source=source, verdicts=verdicts))
+    event = stack.receipt(raw, mid, to=thread, source=source, verdicts=verdicts)
+    result = fns["reply-handler"].invoke(event)
+    # The public rule names the thread domain too: SES hands inbound-handler the same recipients,
+    # and it leaves the mail to reply-handler (common/store/staging.py).
+    assert fns["inbound-handler"].invoke(event)["status"] == "thread-only"
+    return result
 
 
 def raw_reply(

@@ -102,7 +102,9 @@ def test_a_reply_to_an_unverified_contact_waits_tells_the_owner_and_goes_out_onc
     assert fresh.click(OWNER)
     fn = rie_function("reply-sender", env=WAIT)
     enqueue(cfg.reply_queue, outbound("reply", CONTACT), cfg.bucket, cfg.claim_check_bytes)
-    stack.run_sender(fn, cfg.reply_queue)  # held; its notice to the owner goes out in the same run
+    stack.run_sender(fn, cfg.reply_queue)  # held; its notice to the owner waits on the forward queue
+    assert stack.sent() == []
+    stack.run_sender(rie_function("forward-sender", env=WAIT), cfg.forward_queue)
     [notice] = stack.sent()
     assert notice.destinations == [OWNER]
     text = notice.message.get_body(("plain",)).get_content()
@@ -117,6 +119,33 @@ def test_a_reply_to_an_unverified_contact_waits_tells_the_owner_and_goes_out_onc
     assert [m.destinations for m in stack.sent()] == [[OWNER], [CONTACT]]
     time.sleep(1.2)
     assert stack.run_sender(fn, cfg.reply_queue) == [] and len(stack.sent()) == 2  # exactly once
+    assert dlq_depths(stack) == [0, 0, 0]
+
+
+@pytest.mark.parametrize("kind", ["smime", "pgp"])
+def test_the_notice_of_a_held_reply_is_encrypted_to_the_owner_key_by_forward_sender(
+    sandbox: Stack, rie_function: Callable[..., RieProcess], kind: str
+) -> None:
+    """With an owner key, the owner's "Not sent yet" notice goes through forward-sender, the sender
+    that holds the key: encrypted to it, never sent in clear by the sender that held the reply (which,
+    as deployed, has no key)."""
+    from tests.support.ownerkeys import body_text, pgp_owner, smime_owner
+
+    stack, cfg = sandbox, sandbox.cfg
+    assert fresh.click(OWNER)
+    owner = smime_owner() if kind == "smime" else pgp_owner()
+    key = owner.pem if kind == "smime" else owner.armored  # type: ignore[union-attr]
+    replies = rie_function("reply-sender", env=WAIT)  # as deployed: no owner key
+    forwards = rie_function("forward-sender", env={**WAIT, "OWNER_KEY": key})
+    enqueue(cfg.reply_queue, outbound("reply", CONTACT), cfg.bucket, cfg.claim_check_bytes)
+    stack.run_sender(replies, cfg.reply_queue)
+    assert stack.sent() == [] and stack.depth(cfg.forward_queue) == 1
+    stack.run_sender(forwards, cfg.forward_queue)
+    [notice] = stack.sent()
+    assert notice.destinations == [OWNER] and b"Not sent yet" not in notice.raw
+    inner = owner.decrypt(notice.raw)
+    assert inner["Subject"] == "Not sent yet: reply 1"
+    assert f"Your reply to {CONTACT}" in body_text(inner)
     assert dlq_depths(stack) == [0, 0, 0]
 
 

@@ -80,6 +80,22 @@ def test_functions_run_with_their_role_credentials_and_moto_enforces_iam_by_defa
     for f in FUNCTIONS:  # local.env first: the role session's keys override its placeholder keys
         assert found[f.name]["env_file"] == ["local.env", f"../.build/local/roles/{f.name}.env"], f.name
     for tool in ("init", "wiring", "smtp"):  # the local admin (local.env.admin_credentials)
-        assert found[tool]["env_file"] == "local.env"
+        assert found[tool]["env_file"] == ["local.env", "../.build/local/emulator.env"]
     moto = yaml.safe_load((COMPOSE / "emulator-moto.yml").read_text())["services"]["aws"]
     assert moto["environment"]["IAM"] == "${IAM:-on}"
+
+
+def test_the_stack_secret_reaches_the_emulator_and_the_tools_never_a_function_or_an_image() -> None:
+    """local/secret.py: the moto emulators and the tools read the stack's secret from the file
+    scripts/compose.sh makes; a function container gets only its role session's keys."""
+    found = services()
+    secret_file = "../.build/local/emulator.env"
+    assert not any(secret_file in found[f.name]["env_file"] for f in FUNCTIONS)
+    for extra in ("emulator-moto.yml", "dynamodb-moto.yml"):
+        for name, service in yaml.safe_load((COMPOSE / extra).read_text())["services"].items():
+            if "image" in service:  # a moto server of the local tools image
+                assert service["env_file"] == secret_file, (extra, name)
+    dockerfile = (COMPOSE / "local.Dockerfile").read_text()
+    assert "emulator.env" not in dockerfile and "LOCAL_EMULATOR_SECRET" not in dockerfile
+    script = (COMPOSE.parent / "scripts" / "compose.sh").read_text()
+    assert "python -m local.env /out" in script  # the stack makes it, before compose reads the env_files

@@ -110,3 +110,25 @@ def test_a_conversation_id_in_free_text_and_a_raised_exception_name_no_one() -> 
         # what the runtime reports (errorType, errorMessage) and what an except clause sees stay
         assert isinstance(stand_in, type(exc)) and type(stand_in).__name__ == type(exc).__name__
         assert "jane" not in str(stand_in) and "jane" not in repr(stand_in)
+
+
+def test_internationalised_addresses_are_scrubbed_as_ascii_ones_are() -> None:
+    """SMTPUTF8 local parts (RFC 6531), IDN domains in U-labels with any IDNA dot (UTS 46), and the
+    full-width at sign: each becomes the pseudonym of the whole address."""
+    for address in (
+        "josé@exämple.com",
+        "用户@例子.广告",
+        "ñandú@correo.example",
+        "jo@bücher.example",
+        "δοκιμή@παράδειγμα.δοκιμή",
+        "user@例え。テスト",
+        "jo＠corp.example",
+    ):
+        text = scrub(f"mail from {address}, then nothing")
+        assert text == f"mail from {pseudonym(address)}, then nothing", (address, text)
+    fields = safe_fields({"reason": "sender josé@exämple.com. is suppressed", "detail": ["müller@ö.example"]})
+    assert fields == {
+        "reason": f"sender {pseudonym('josé@exämple.com')}. is suppressed",
+        "detail": [pseudonym("müller@ö.example")],
+    }
+    assert scrub("sent at 10:00 to the team @ the office.") == "sent at 10:00 to the team @ the office."
