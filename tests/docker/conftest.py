@@ -146,8 +146,10 @@ def run_image(docker_client: Any, local_defaults: dict[str, str]) -> Iterator[Ca
         else:
             options["ports"] = {"8080/tcp": ("127.0.0.1", port)}
         options.update(kwargs)
-        container = docker_client.containers.run(image, **options)
+        # Created, then started: `containers.run` leaves a container whose start fails behind, unnamed.
+        container = docker_client.containers.create(image, **options)
         containers.append(container)
+        container.start()
         if wait:
             wait_for_http(f"http://127.0.0.1:{port}/", timeout=30)
         return RunningImage(container, f"http://127.0.0.1:{port}")

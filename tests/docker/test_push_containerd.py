@@ -4,6 +4,11 @@ unpacked by scripts/containerd-engine.sh) with its own data root and socket, rea
 OrbStack users reach theirs -- a `docker context` -- builds the function images with BuildKit's
 defaults and pushes them. That push is an OCI image index (the image plus an attestation manifest),
 which Lambda refuses; the deploy gives Lambda the image's own single-platform manifest.
+
+The second daemon and its containerd run in a network namespace of their own: a dockerd started with
+``--bridge none`` in the host's namespace deletes the host's ``docker0`` (moby's daemon_unix.go,
+removeDefaultBridgeInterface), which breaks every container the host's own engine starts. They reach
+the test's loopback registry through tests/docker/relay.py.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -71,10 +78,51 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], log: Path, timeout: flo
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def containerd_engine() -> Iterator[Engine]:
-    """dockerd with the containerd image store on its own socket, data root and containerd; killed on
-    teardown, and by the kernel if this process dies first."""
+def _has_link(name: str) -> bool:
+    """Whether this process's network namespace (the host's) has an interface of that name."""
+    try:
+        socket.if_nametoindex(name)
+    except OSError:
+        return False
+    return True
+
+
+def _namespace(
+    work: Path, registry: str, env: dict[str, str], procs: list[subprocess.Popen[bytes]]
+) -> list[str]:
+    """Start a process holding a network and mount namespace of their own, with only ``lo`` up, where
+    ``registry`` (the host's loopback address) is relayed to the host's registry over a unix socket on
+    the shared filesystem. Returns the argv prefix that runs a program inside both namespaces."""
+    relay = [sys.executable, str(Path(__file__).with_name("relay.py"))]
+    bridge = work / "registry.sock"
+    procs.append(_start([*relay, f"unix:{bridge}", f"tcp:{registry}"], work / "relay-host.log", env))
+    _wait_for(bridge, procs[-1], work / "relay-host.log")
+    procs.append(
+        _start(
+            # Private propagation: dockerd bind-mounts its data root, and a daemon killed with the test
+            # would otherwise leave that mount on the host.
+            [*("unshare", "--net", "--mount", "--propagation", "private", "--")]
+            + ["sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+            + [*relay, f"tcp:{registry}", f"unix:{bridge}", str(work / "relay.ready")],
+            work / "relay-namespace.log",
+            env,
+        )
+    )
+    _wait_for(work / "relay.ready", procs[-1], work / "relay-namespace.log")
+    holder = procs[-1].pid  # unshare, sh and the relay each exec the next: one process throughout
+    return ["nsenter", f"--net=/proc/{holder}/ns/net", f"--mount=/proc/{holder}/ns/mnt", "--"]
+
+
+def _own_network(pid: int) -> bool:
+    return os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+
+
+@pytest.fixture
+def containerd_engine(registry: str) -> Iterator[Engine]:
+    """dockerd with the containerd image store on its own socket, data root, containerd and network
+    namespace, which reaches ``registry``; killed on teardown, and by the kernel if this process dies
+    first. The host's ``docker0`` is still there afterwards."""
+    had_bridge = _has_link("docker0")
     found = subprocess.run(
         [str(REPO / "scripts" / "containerd-engine.sh")], capture_output=True, text=True, timeout=600
     )
@@ -99,9 +147,10 @@ def containerd_engine() -> Iterator[Engine]:
     (work / "daemon.json").write_text(json.dumps({"features": {"containerd-snapshotter": True}}))
     procs: list[subprocess.Popen[bytes]] = []
     try:
+        inside = _namespace(work, registry, env, procs)
         procs.append(
             _start(
-                [f"{root}/usr/bin/containerd", "--config", str(work / "containerd.toml")],
+                [*inside, f"{root}/usr/bin/containerd", "--config", str(work / "containerd.toml")],
                 work / "containerd.log",
                 env,
             )
@@ -110,15 +159,13 @@ def containerd_engine() -> Iterator[Engine]:
         procs.append(
             _start(
                 [
-                    # A mount namespace of its own: dockerd bind-mounts its data root, and a daemon
-                    # killed with the test would otherwise leave that mount on the host.
-                    *("unshare", "--mount", "--propagation", "private"),
+                    *inside,
                     f"{root}/usr/sbin/dockerd",
                     *("--config-file", str(work / "daemon.json")),
                     *("--containerd", str(work / "containerd.sock")),
                     *("--data-root", str(work / "docker"), "--exec-root", str(work / "exec")),
                     *("--pidfile", str(work / "docker.pid"), "-H", f"unix://{work}/docker.sock"),
-                    # No networks of its own: it builds and pushes only, to the loopback registry.
+                    # No bridge: it builds and pushes only, to the registry relayed into its namespace.
                     *("--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false"),
                 ],
                 work / "dockerd.log",
@@ -126,7 +173,8 @@ def containerd_engine() -> Iterator[Engine]:
             )
         )
         _wait_for(work / "docker.sock", procs[-1], work / "dockerd.log")
-        socket = f"unix://{work}/docker.sock"
+        assert _own_network(procs[-1].pid), "dockerd runs in the host's network namespace"
+        address = f"unix://{work}/docker.sock"
         # The user's side: a CLI config whose current context is this engine, with the buildx plugin.
         config = work / "cli"
         (config / "cli-plugins").mkdir(parents=True)
@@ -135,20 +183,21 @@ def containerd_engine() -> Iterator[Engine]:
         )
         cli_env = {**env, "DOCKER_CONFIG": str(config)}
         for argv in (
-            ["context", "create", CONTEXT, "--docker", f"host={socket}"],
+            ["context", "create", CONTEXT, "--docker", f"host={address}"],
             ["context", "use", CONTEXT],
         ):
             subprocess.run(["docker", *argv], env=cli_env, check=True, capture_output=True, timeout=30)
         import docker
 
-        client = docker.DockerClient(base_url=socket)  # type: ignore[attr-defined]  # mypy: the repo's docker/
+        client = docker.DockerClient(base_url=address)  # type: ignore[attr-defined]  # mypy: the repo's docker/
         store = dict(client.info().get("DriverStatus") or [])
         assert store.get("driver-type") == "io.containerd.snapshotter.v1", client.info().get("DriverStatus")
-        yield Engine(socket, cli_env, client)
+        yield Engine(address, cli_env, client)
     finally:
         for proc in reversed(procs):
             _stop(proc)
         shutil.rmtree(work, ignore_errors=True)
+    assert _has_link("docker0") or not had_bridge, "the host's docker0 went away with the second daemon"
 
 
 def _docker(engine: Engine, *argv: str, stdin: Any = None) -> str:
