@@ -228,15 +228,16 @@ class Export:
         return self.tally
 
     def write_records(self) -> dict[str, str]:
-        """``conversations.jsonl`` (the records in scope merged into what an earlier run wrote, replaced
-        whole); returns each conversation's public address, from every record."""
+        """``conversations.jsonl``, replaced whole: every record as it is now, or with ``--since`` the
+        records in scope merged into what an earlier run wrote (an increment keeps the rest). Returns each
+        conversation's public address, from every record."""
         from common.aws import dynamodb
         from common.runtime import parse_iso
 
         items = dynamodb.scan(self.cfg.conversations_table)
         path = self.directory / RECORDS
         kept: dict[str, dict[str, Any]] = {}
-        if path.exists():
+        if self.since is not None and path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 record = json.loads(line)
                 kept[str(record["conversationId"])] = record
@@ -291,7 +292,7 @@ class Export:
         between writing a mail and journalling it left that mail at the end)."""
         if name not in self._mboxes:
             path = self.directory / name
-            if path.exists():
+            if self.since is not None and path.exists():
                 with path.open("r+b") as f:
                     f.truncate(journal.sizes.get(name, 0))
             self._mboxes[name] = mailbox.mbox(path, create=True)

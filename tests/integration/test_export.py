@@ -20,9 +20,12 @@ from urllib.parse import quote_plus
 import pytest
 
 from common.aws import client, dynamodb
+from common.runtime.config import Config
 from local.rie import RieProcess
 from ops.export import STATE, Export, mboxrd_unquoted, plain
 from tests.conftest import REPO, load_event
+from tests.integration.test_admin_aws import cli as aws_cli
+from tests.integration.test_admin_aws import prd  # noqa: F401 (the fixture: env prd provisioned on moto)
 from tests.support import docgen
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
@@ -255,3 +258,23 @@ def test_since_exports_only_newer_mail_and_adds_it_to_an_earlier_export(
         json.loads(line)["conversationId"] for line in (full / "conversations.jsonl").read_text().splitlines()
     }
     assert ids == {i["conversationId"] for i in dynamodb.scan(stack.cfg.conversations_table)}
+
+
+def test_export_from_a_deployment_on_aws(prd: Config, moto_server: str, tmp_path: Path) -> None:  # noqa: F811
+    """`--env prd --region us-east-1`: the deployment's bucket and table, and its default public address
+    (read from the deployed inbound-handler) names the mbox of a record that has none."""
+    client("s3").create_bucket(Bucket=prd.bucket)
+    raw = mail(sender="X <x@y.example>", to="hi@mail.example", text="From afar.\n")
+    client("s3").put_object(Bucket=prd.bucket, Key="conversations/x-at-y.example/m1.eml", Body=raw)
+    dynamodb.put(
+        prd.conversations_table,
+        {
+            "conversationId": "x-at-y.example",
+            "senderEmail": "x@y.example",
+            "timestamp": "2026-11-24T07:00:00Z",
+        },
+    )
+    done = aws_cli(moto_server, "export", str(tmp_path / "out"), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["mboxes"] == {"hi@mail.example.mbox": 1}
+    assert imported(tmp_path / "out" / "hi@mail.example.mbox") == [raw]
