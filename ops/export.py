@@ -292,7 +292,7 @@ class Export:
         between writing a mail and journalling it left that mail at the end)."""
         if name not in self._mboxes:
             path = self.directory / name
-            if self.since is not None and path.exists():
+            if path.exists():
                 with path.open("r+b") as f:
                     f.truncate(journal.sizes.get(name, 0))
             self._mboxes[name] = mailbox.mbox(path, create=True)

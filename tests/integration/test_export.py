@@ -214,7 +214,7 @@ def test_an_interrupted_export_resumes_and_writes_each_mail_once(
         Export(stack.cfg, out, None).run()
     monkeypatch.setattr(s3, "get", real_get)
     journal = (out / STATE).read_text().splitlines()
-    assert len(journal) == 2
+    assert len(journal) == 2, journal
 
     # A run that died after writing a mail to its mbox and before journalling it (the journal's last
     # line lost, a torn line in its place) leaves that mail at the mbox's end: the rerun cuts it off.
