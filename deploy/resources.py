@@ -179,6 +179,7 @@ def lifecycle(cfg: Config) -> list[dict[str, Any]]:
         ("queue-payloads", layout.QUEUE_PAYLOADS, MESSAGE_LIFETIME_DAYS),
         ("staging", layout.STAGING, STAGING_DAYS),
         ("archive", layout.CONVERSATIONS, cfg.retention_archive_days),
+        ("sent", layout.SENT, cfg.retention_archive_days),
         ("attachments", layout.ATTACHMENTS, cfg.retention_attachments_days),
         ("withheld", layout.WITHHELD, cfg.retention_attachments_days),
         ("reply-attachments", layout.REPLY_ATTACHMENTS, cfg.retention_attachments_days),

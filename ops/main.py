@@ -3,8 +3,8 @@
 :data:`COMMANDS` is the one table of its commands (``"quarantine list"`` is ``list`` inside the group
 ``quarantine``, whose help is in :data:`GROUPS`); each is a :class:`~cli.Command`
 defined where its work is: local/commands.py (the local modes and their tools),
-ops/deployment.py (deploy, status, destroy, replay) and ops/admin.py (the owner and
-operator commands).
+ops/deployment.py (deploy, status, destroy, replay), ops/admin.py (the owner and
+operator commands) and ops/export.py (export).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from cli import Command, SafeStream
 from local import admin_credentials
 from local import commands as local
-from ops import addresses, admin, deployment
+from ops import addresses, admin, deployment, export
 
 COMMANDS: dict[str, Command] = {
     "invoke": local.cmd_invoke,
@@ -52,6 +52,7 @@ COMMANDS: dict[str, Command] = {
     "dlq redrive": admin.cmd_dlq_redrive,
     "conversations": admin.cmd_conversations,
     "forget": admin.cmd_forget,
+    "export": export.cmd_export,
     "address add": addresses.cmd_address_add,
     "address disable": addresses.cmd_address_disable,
     "address list": addresses.cmd_address_list,

@@ -68,9 +68,15 @@ def delete(bucket: str, key: str) -> None:
 
 def keys(bucket: str, prefix: str) -> list[str]:
     """Every key under ``prefix`` (all pages): operator tools, and one conversation's archive."""
-    out: list[str] = []
+    return [str(o["Key"]) for o in listing(bucket, prefix)]
+
+
+def listing(bucket: str, prefix: str) -> list[dict[str, Any]]:
+    """ListObjectsV2's entry (``Key``, ``LastModified``, ``Size``, ``ETag``) of every object under
+    ``prefix``, all pages."""
+    out: list[dict[str, Any]] = []
     for page in client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        out += [str(o["Key"]) for o in page.get("Contents", [])]
+        out += page.get("Contents", [])
     return out
 
 

@@ -40,6 +40,8 @@ log = get_logger("sender")
 MAX_DELAY_S = 900
 DAILY_QUOTA = "DailyQuotaExceeded"
 SANDBOX_HELD = "SandboxHeld"
+# The owner's own words to a contact (common/reply/handler.py): kept as sent under sent/<cid>/.
+OWNER_WORDS = frozenset({"reply", "new"})
 
 
 class SendFailedError(EmailHandlerError):
@@ -404,6 +406,7 @@ class Sender:
                     "rate_slot": round(slot, 6),
                 },
             )
+            self._keep_sent(msg, ses_id, raw)
             # Recorded by the idempotency completion that follows (common.senders.idempotency).
             return {
                 "status": SendStatus.SENT,
@@ -412,6 +415,26 @@ class Sender:
                 "sentAt": sendstatus.now_iso(),
             }
         raise SendFailedError(code, attempts, "retries exhausted")
+
+    def _keep_sent(self, msg: OutboundMessage, ses_id: str, raw: bytes) -> None:
+        """The owner's reply as SES took it, beside the contact's mails (``email-handler export`` gives
+        both). After the send, never before: an archived reply was sent. A failed write is logged and
+        the send stands: raising here would send the reply again (the idempotency key is released)."""
+        if (
+            self.cfg.function not in layout.KEEPS_SENT
+            or msg.kind not in OWNER_WORDS
+            or not msg.conversation_id
+        ):
+            return
+        from common.store import rawmail
+
+        try:
+            rawmail.keep_sent(self.cfg.bucket, msg.conversation_id, ses_id, raw)
+        except Exception as exc:
+            log.error(
+                "sent reply not archived",
+                extra={"ses_message_id": ses_id, "error": f"{type(exc).__name__}: {exc}"},
+            )
 
     def _encrypted_for_owner(self, msg: OutboundMessage, built: EmailMessage) -> EmailMessage:
         """Mail to the owner only, encrypted to the owner's key when one is configured. Here, inside the

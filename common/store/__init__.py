@@ -20,7 +20,8 @@ suppression and mailbox hold (suppression)    ``sendstatus`` (suppression), ``ho
 ``rate#ses`` (send-status)                    ``ratewindow``
 send record (idempotency)                     common/senders/idempotency.py (powertools)
 ``staging/``                                  SES (``staging`` deletes)
-``conversations/ spam/ bounces/ rejected/``   ``rawmail``
+``conversations/ sent/ spam/ bounces/``       ``rawmail``
+``rejected/``                                 ``rawmail``
 ``attachments/ withheld/ reply-attachments/``  ``attachments``
 ``queue-payloads/``                           ``sendqueue``
 ``extracted-text/`` (texts and error records)  ``extracted``

@@ -5,8 +5,8 @@ whole token (``jo@corp.example`` never matches ``banjo@corp.example``), case and
 ignored, or an id that belongs to the contact (a conversation id, an SES message id of their mail).
 
 * Their conversations (by ``senderEmail``, so one with an opaque-relay id is found too): the record
-  and everything stored under ``<prefix><cid>/`` (archive, attachments, withheld parts, extracted text,
-  the owner's reply attachments).
+  and everything stored under ``<prefix><cid>/`` (archive, the owner's replies as sent, attachments,
+  withheld parts, extracted text, the owner's reply attachments).
 * The mail bucket's other prefixes, read object by object: a received mail (``staging/``, ``spam/``,
   ``rejected/``) when a header field that says who wrote or received it (From, Sender, Reply-To,
   Return-Path, To, Cc) names the contact, or it is one of their mails; delivery reports
@@ -51,6 +51,7 @@ from common.store import ackbudget, forgotten, layout
 # Per conversation: everything stored under <prefix><cid>/.
 CONVERSATION_PREFIXES = (
     layout.CONVERSATIONS,
+    layout.SENT,
     layout.ATTACHMENTS,
     layout.WITHHELD,
     layout.EXTRACTED,

@@ -12,6 +12,9 @@ from typing import Literal
 
 STAGING = "staging/"  # raw mail as SES's S3 action wrote it; deleted when handled
 CONVERSATIONS = "conversations/"  # the archive: conversations/<cid>/<sesMessageId>.eml
+# The owner's replies as sent, beside the archive of what the contact sent (read by `email-handler
+# export`): sent/<cid>/<sesMessageId of the send>.eml
+SENT = "sent/"
 ATTACHMENTS = "attachments/"  # attachments/<cid>/<sesMessageId>/<file>
 # attachments not forwarded (deny-list, SES-unsupported): withheld/<cid>/<sesMessageId>/<file>
 WITHHELD = "withheld/"
@@ -50,10 +53,12 @@ ACCESS: dict[str, dict[Access, tuple[str, ...]]] = {
     "attachment-extractor": {"read": (ATTACHMENTS,), "write": (EXTRACTED,), "delete": (EXTRACTED,)},
     "ack-sender": {"read": (QUEUE_PAYLOADS,)},
     "forward-sender": {"read": (QUEUE_PAYLOADS, ATTACHMENTS)},
-    "reply-sender": {"read": (QUEUE_PAYLOADS, REPLY_ATTACHMENTS)},
+    "reply-sender": {"read": (QUEUE_PAYLOADS, REPLY_ATTACHMENTS), "write": (SENT,)},
 }
 # The only prefix each sender may attach files from (a queue message naming any other key is refused).
 SENDER_ATTACHMENTS = {"ack-sender": "", "forward-sender": ATTACHMENTS, "reply-sender": REPLY_ATTACHMENTS}
+# The one sender that keeps what it sent (the owner's replies, under SENT; ACCESS grants it that prefix).
+KEEPS_SENT = frozenset({"reply-sender"})
 
 
 def day(moment: datetime) -> str:
@@ -66,6 +71,10 @@ def staging(mid: str) -> str:
 
 def archive(cid: str, mid: str) -> str:
     return f"{CONVERSATIONS}{cid}/{mid}.eml"
+
+
+def sent(cid: str, ses_id: str) -> str:
+    return f"{SENT}{cid}/{ses_id}.eml"
 
 
 def attachment(cid: str, mid: str, name: str) -> str:

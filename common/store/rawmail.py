@@ -1,6 +1,7 @@
 """The raw mails the bucket keeps, byte for byte as SES received them (one writer per prefix).
 
 * ``conversations/<cid>/<id>.eml``: the archive of every delivered mail;
+* ``sent/<cid>/<id>.eml``: every reply of the owner as reply-sender sent it (``<id>``: SES's id of the send);
 * ``bounces/<day>/<id>.eml``: delivery reports and automatic replies, kept without forward or ack;
 * ``spam/<day>/<id>.eml``: quarantined mail, read back when it is released;
 * ``rejected/<day>/<id>.eml``: mail to a thread address that is not an authorised owner reply.
@@ -28,6 +29,12 @@ def reason_metadata(reason: str, limit: int = 1024) -> dict[str, str]:
 def archive(cfg: Delivery, cid: str, mid: str, raw: bytes) -> str:
     key = layout.archive(cid, mid)
     s3.put(cfg.bucket, key, raw, RFC822)
+    return key
+
+
+def keep_sent(bucket: str, cid: str, ses_id: str, raw: bytes) -> str:
+    key = layout.sent(cid, ses_id)
+    s3.put(bucket, key, raw, RFC822)
     return key
 
 

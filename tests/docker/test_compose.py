@@ -191,3 +191,90 @@ def test_compose_each_function_runs_as_its_role_and_may_do_only_what_it_allows(
     ):
         with pytest.raises(Exception, match="AccessDenied"):
             denied()
+
+
+def test_compose_export_reimports_with_mailbox(stack: dict[str, int], tmp_path: Path) -> None:
+    """`email-handler export` against the stack after a mail over SMTP and the owner's reply to it:
+    Python's ``mailbox`` reads every archived mail and every reply as sent back byte for byte (mboxrd
+    quoting undone), the mail's "From " line included, and the conversation records parse."""
+    import email
+    import email.policy
+    import json
+    import mailbox
+    import sys
+
+    from common.runtime import config
+    from local.env import local_env
+    from ops.export import mboxrd_unquoted
+    from tests.support.mailgen import mail
+    from tests.support.scenario import wait_for
+
+    cfg = config.load(local_env())
+    system = LocalSystem(smtp_port=stack["smtp"], endpoint=f"http://127.0.0.1:{stack['aws']}")
+    mia = "mia@export.example"
+    text = "Hi,\nFrom the top: an export.\n"
+    system.send(
+        mia,
+        cfg.public_email,
+        mail(sender=f"Mia Box <{mia}>", to=cfg.public_email, subject="Export me", text=text),
+    )
+    forward = wait_for(
+        "Mia's forward",
+        lambda: next(
+            (
+                email.message_from_string(i["raw"], policy=email.policy.default)
+                for i in system.outbox()
+                if i["destinations"] == [cfg.private_email] and i["subject"] == "Export me"
+            ),
+            None,
+        ),
+    )
+    thread = forward["Reply-To"].addresses[0].addr_spec
+    owner_text = "Hi Mia,\nFrom Monday on.\n"
+    system.send(
+        cfg.private_email,
+        thread,
+        mail(sender=f"Owner <{cfg.private_email}>", to=thread, subject="Re: Export me", text=owner_text),
+    )
+    s3, bucket = admin_client("s3", stack["aws"]), cfg.bucket
+
+    def archived() -> dict[str, bytes]:
+        keys = [
+            o["Key"]
+            for prefix in ("conversations/", "sent/")
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            for o in page.get("Contents", [])
+            if o["Key"].endswith(".eml") and o["Key"].count("/") == 2
+        ]
+        return {k: s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
+
+    wait_for(
+        "the reply kept as sent", lambda: any(k.startswith("sent/mia-at-export.example/") for k in archived())
+    )
+    before = archived()
+    out = tmp_path / "export"
+    done = subprocess.run(
+        [sys.executable, "-m", "ops.main", "export", str(out), "--endpoint", system.endpoint],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    exported = []
+    for path in out.glob("*.mbox"):
+        box = mailbox.mbox(path, create=False)
+        exported += [mboxrd_unquoted(box.get_bytes(key)) for key in box.iterkeys()]
+        box.close()
+    assert len(before) <= len(exported) <= len(archived())
+    assert all(body in exported for body in before.values())  # nothing missing, each byte-identical
+    [received] = [b for k, b in before.items() if k.startswith("conversations/mia-at-export.example/")]
+    [sent] = [b for k, b in before.items() if k.startswith("sent/mia-at-export.example/")]
+    assert b"\nFrom the top: an export." in received.replace(b"\r\n", b"\n")
+    assert b"\nFrom Monday on." in sent.replace(b"\r\n", b"\n")
+    mine = [m for m in exported if m in (received, sent)]
+    assert mine == [received, sent]  # in the order they happened, in the public address's mbox
+    box_text = (out / f"{cfg.public_email}.mbox").read_bytes().replace(b"\r\n", b"\n")
+    assert b"\n>From the top: an export." in box_text and b"\n>From Monday on." in box_text
+    records = [json.loads(line) for line in (out / "conversations.jsonl").read_text().splitlines()]
+    assert "mia-at-export.example" in {r["conversationId"] for r in records}

@@ -28,6 +28,7 @@ def test_provisioning_applies_retention_and_reconciles_a_change(
         "queue-payloads": ("queue-payloads/", resources.MESSAGE_LIFETIME_DAYS),
         "staging": ("staging/", 15),
         "archive": ("conversations/", 730),
+        "sent": ("sent/", 730),
         "attachments": ("attachments/", 730),
         "withheld": ("withheld/", 730),
         "reply-attachments": ("reply-attachments/", 730),
@@ -60,7 +61,7 @@ def test_provisioning_applies_retention_and_reconciles_a_change(
     )
     assert [c.action for c in changes if c.kind == "s3-bucket"] == ["update"]
     now = rules(cfg.bucket)
-    assert "archive" not in now and now["quarantine"] == ("spam/", 7)
+    assert "archive" not in now and "sent" not in now and now["quarantine"] == ("spam/", 7)
 
 
 def epoch(iso: object) -> int:

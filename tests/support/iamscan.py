@@ -76,6 +76,11 @@ ONLY_FOR: dict[tuple[str, str], tuple[str, ...]] = {
     # config.with_secrets reads THREAD_SECRET from SSM only for the functions that require it
     ("common.aws.ssm", "get_parameter"): ("inbound-handler", "reply-handler"),
 }
+# Shipped code (module, function) that only these functions run, by a check on their own name: the
+# scan does not follow it for any other (common/store/layout.py's KEEPS_SENT decides this one).
+ONLY_CODE_FOR: dict[tuple[str, str], tuple[str, ...]] = {
+    ("common.store.rawmail", "keep_sent"): ("reply-sender",),
+}
 AWS_PACKAGE = "common.aws"
 SERVICES = ("dynamodb", "logs", "s3", "sesv2", "ses", "sns", "sqs", "ssm", "sts")
 
@@ -184,15 +189,16 @@ class Scan:
                         out.add((target[0], ""))
         return {r for r in out if r[0].startswith("common")}
 
-    def reachable(self, entry: Path) -> set[tuple[str, str]]:
-        """Every (module, top-level name) the entry script can reach; (module, "") = its top level ran."""
+    def reachable(self, entry: Path, skip: frozenset[tuple[str, str]] = frozenset()) -> set[tuple[str, str]]:
+        """Every (module, top-level name) the entry script can reach, never following ``skip``; (module, "")
+        = its top level ran."""
         entry_name = "__entry__"
         self.sources.setdefault(entry_name, entry.read_text())
         seen: set[tuple[str, str]] = set()
         todo = [(entry_name, "")]
         while todo:
             key = todo.pop()
-            if key in seen:
+            if key in seen or key in skip:
                 continue
             seen.add(key)
             module_name, name = key
@@ -312,7 +318,8 @@ class Needs:
 
 def needs(function: str, scan: Scan | None = None) -> Needs:
     scan = scan or Scan()
-    reached = scan.reachable(REPO / "images" / function / "app.py")
+    skip = frozenset(k for k, only in ONLY_CODE_FOR.items() if function not in only)
+    reached = scan.reachable(REPO / "images" / function / "app.py", skip)
     actions: set[str] = set()
     unmapped: set[tuple[str, str]] = set()
     for module_name, name in reached:
