@@ -133,7 +133,11 @@ def test_a_quarantined_mail_puts_mail_quarantined_with_its_reason(
     assert definition["Namespace"] == NAMESPACE
     assert definition["Dimensions"] == [["Environment"], ["Environment", "Reason"]]
     assert definition["Metrics"] == [{"Name": "MailQuarantined", "Unit": "Count"}]
-    assert (doc["Environment"], doc["Reason"], doc["MailQuarantined"]) == (stack.cfg.env, "spam-verdict", [1.0])
+    assert (doc["Environment"], doc["Reason"], doc["MailQuarantined"]) == (
+        stack.cfg.env,
+        "spam-verdict",
+        [1.0],
+    )
 
 
 def test_the_count_of_a_forward_is_in_the_functions_log_as_emf(stack: Stack, inbound: RieProcess) -> None:
