@@ -16,8 +16,11 @@ import pytest
 from common.aws import client
 from common.runtime.log import pseudonym
 from common.runtime.outcomes import NAMESPACE, SOURCE
+from common.store.sendqueue import enqueue
+from local import fresh
 from local.env import function_credentials
 from local.rie import RieProcess, free_port
+from tests.integration.test_sandbox import CONTACT, OWNER, WAIT, later, outbound, sandbox  # noqa: F401
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 from tests.support.sesproxy import SesProxy
@@ -189,6 +192,32 @@ def test_a_send_that_fails_for_good_puts_mail_send_failed(
     assert detail["function"] == "forward-sender" and detail["publicAddress"] == stack.cfg.public_email
     assert stack.cfg.private_email not in json.dumps(event)  # the forward's recipient is not named either
     assert [d["SendsFailed"] for d in emf(sender) if "SendsFailed" in d] == [[1.0]]
+
+
+def test_a_reply_the_sandbox_holds_is_held_once_then_replied(
+    sandbox: Stack,  # noqa: F811 (the fixture imported above)
+    rie_function: Callable[..., RieProcess],
+    bus: Callable[[], list[dict[str, Any]]],
+) -> None:
+    stack, cfg = sandbox, sandbox.cfg
+    assert fresh.click(OWNER)
+    fn = rie_function("reply-sender", env=WAIT)
+    enqueue(cfg.reply_queue, outbound("reply", CONTACT), cfg.bucket, cfg.claim_check_bytes)
+    stack.run_sender(fn, cfg.reply_queue)
+    later(stack, fn, cfg.reply_queue)  # held again: reported once
+    fresh.grant_production()
+    later(stack, fn, cfg.reply_queue)
+    assert [m.destinations for m in stack.sent()] == [[CONTACT]]
+    events = bus()
+    assert [e["detail-type"] for e in events] == ["Mail held", "Mail replied"]
+    held, replied = (e["detail"] for e in events)
+    assert (
+        held["reason"] == "SandboxHeld" and held["correlationId"] == replied["correlationId"] == "reply-mid1"
+    )
+    assert replied["function"] == "reply-sender" and replied["sesMessageId"]
+    assert CONTACT not in json.dumps(events)
+    counts = [d for d in emf(fn) if "SendsHeld" in d or "RepliesSent" in d]
+    assert [(d.get("SendsHeld"), d.get("RepliesSent")) for d in counts] == [([1.0], None), (None, [1.0])]
 
 
 @pytest.mark.parametrize("fault", ["unreachable", "denied"])
