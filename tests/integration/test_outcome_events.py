@@ -21,6 +21,8 @@ from local import fresh
 from local.env import function_credentials
 from local.rie import RieProcess, free_port
 from tests.integration.test_sandbox import CONTACT, OWNER, WAIT, later, outbound, sandbox  # noqa: F401
+from tests.support import docgen
+from tests.support.extraction import FUNCTION_ENV, PREFIX, upload
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
 from tests.support.sesproxy import SesProxy
@@ -192,6 +194,27 @@ def test_a_send_that_fails_for_good_puts_mail_send_failed(
     assert detail["function"] == "forward-sender" and detail["publicAddress"] == stack.cfg.public_email
     assert stack.cfg.private_email not in json.dumps(event)  # the forward's recipient is not named either
     assert [d["SendsFailed"] for d in emf(sender) if "SendsFailed" in d] == [[1.0]]
+
+
+def test_an_attachments_text_puts_text_ready_and_a_refused_one_extraction_error(
+    stack: Stack, rie_function: Callable[..., RieProcess], bus: Callable[[], list[dict[str, Any]]]
+) -> None:
+    assert stack.cfg.bucket == "service-email-handler-local-mail"  # where upload() puts them
+    files = {"Invoice 0047.pdf": docgen.make_pdf(["Invoice 0047", "Total due"]), "not really.pdf": b"text"}
+    extractor = rie_function("attachment-extractor", env=FUNCTION_ENV)
+    result = extractor.invoke(upload(client("s3"), files))
+    assert sorted(r["status"] for r in result["results"]) == ["extracted", "rejected"]
+    events = {e["detail-type"]: e["detail"] for e in bus()}
+    assert set(events) == {"Mail text-ready", "Mail extraction-error"}
+    ready, error = events["Mail text-ready"], events["Mail extraction-error"]
+    _, cid, mid, _ = PREFIX.split("/")
+    assert ready["sesMessageId"] == error["sesMessageId"] == mid
+    assert ready["conversationId"] == pseudonym(cid)
+    assert ready["sizes"]["pages"] == 2 and ready["sizes"]["bytes"] == len(files["Invoice 0047.pdf"])
+    assert ready["sizes"]["characters"] > 0 and error["sizes"] == {"bytes": 4}
+    assert error["reason"] and "Invoice" not in json.dumps(events) and "attachment" not in ready
+    counts = [d for d in emf(extractor) if "AttachmentTextReady" in d]
+    assert [(d["AttachmentTextReady"], d["ExtractionErrors"]) for d in counts] == [([1.0], [1.0])]
 
 
 def test_a_reply_the_sandbox_holds_is_held_once_then_replied(
