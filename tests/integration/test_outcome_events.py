@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from local import fresh
 from local.env import function_credentials
 from local.rie import RieProcess, free_port
 from tests.integration.test_sandbox import CONTACT, OWNER, WAIT, later, outbound, sandbox  # noqa: F401
+from tests.integration.test_senders import proxy  # noqa: F401 (the SES fault proxy fixture)
 from tests.support import docgen
 from tests.support.extraction import FUNCTION_ENV, PREFIX, upload
 from tests.support.harness import Stack
@@ -61,19 +62,6 @@ def bus(stack: Stack) -> Callable[[], list[dict[str, Any]]]:
         return got
 
     return drain
-
-
-@pytest.fixture
-def proxy(moto_server: str) -> Iterator[Callable[..., SesProxy]]:
-    running: list[SesProxy] = []
-
-    def start(plan: Any = None) -> SesProxy:
-        running.append(SesProxy(moto_server, plan))
-        return running[-1]
-
-    yield start
-    for p in running:
-        p.close()
 
 
 def receive(stack: Stack, fn: RieProcess, raw: bytes | None = None, **kwargs: Any) -> Any:
@@ -178,7 +166,7 @@ def test_a_send_that_fails_for_good_puts_mail_send_failed(
     stack: Stack,
     inbound: RieProcess,
     rie_function: Callable[..., RieProcess],
-    proxy: Callable[..., SesProxy],
+    proxy: Callable[..., SesProxy],  # noqa: F811 (the fixture imported above)
     bus: Callable[[], list[dict[str, Any]]],
 ) -> None:
     assert receive(stack, inbound)["status"] == "forwarded"
