@@ -193,3 +193,13 @@ def test_each_role_may_put_this_services_events_on_its_bus_only(function: str) -
 
     assert put(bus, "service-email-handler")
     assert not put(bus, "aws.ec2") and not put(bus.replace("mail-events", "default"), "service-email-handler")
+
+
+def test_what_waits_without_a_handler_is_capped() -> None:
+    """The logic run in one process without the handler (the benchmarks) never sends: no growth."""
+    outcomes.discard()
+    for _ in range(outcomes.MAX_PENDING + 5):
+        outcomes.record(CFG, Outcome.ACKED, ABOUT)
+    assert len(outcomes._EVENTS) == outcomes.MAX_PENDING
+    outcomes.discard()
+    assert outcomes._EVENTS == [] and not outcomes._COUNTS
