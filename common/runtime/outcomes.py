@@ -105,15 +105,18 @@ _COUNTS: Counter[tuple[str, str, str]] = Counter()  # (metric, environment, reas
 
 
 def record(cfg: Deployment, outcome: Outcome, mail: Mail, reason: str = "") -> None:
-    """Note an outcome that is now stored: counted and put on the bus when the invocation ends."""
-    kind = reason_kind(reason) if outcome is Outcome.QUARANTINED else ""
-    _COUNTS[(METRICS[outcome], cfg.env, kind)] += 1
-    if len(_EVENTS) < MAX_PENDING:
-        _EVENTS.append(
-            eventbridge.entry(
+    """Note an outcome that is now stored: counted and put on the bus when the invocation ends. Never
+    raises: it is called inside the mail's own path, whose result must not depend on it."""
+    try:
+        kind = reason_kind(reason) if outcome is Outcome.QUARANTINED else ""
+        _COUNTS[(METRICS[outcome], cfg.env, kind)] += 1
+        if len(_EVENTS) < MAX_PENDING:
+            entry = eventbridge.entry(
                 cfg.event_bus_name, SOURCE, f"Mail {outcome}", detail(cfg, outcome, mail, reason)
             )
-        )
+            _EVENTS.append(entry)
+    except Exception as exc:
+        log.warning("outcome not recorded", extra={"reason": type(exc).__name__, "outcome": str(outcome)})
 
 
 def detail(cfg: Deployment, outcome: Outcome, mail: Mail, reason: str = "") -> dict[str, Any]:

@@ -203,3 +203,9 @@ def test_what_waits_without_a_handler_is_capped() -> None:
     assert len(outcomes._EVENTS) == outcomes.MAX_PENDING
     outcomes.discard()
     assert outcomes._EVENTS == [] and not outcomes._COUNTS
+
+
+def test_recording_never_raises_into_the_mails_path() -> None:
+    outcomes.discard()
+    outcomes.record(CFG, Outcome.ACKED, Mail(sizes=5))  # type: ignore[arg-type]  # not a mapping
+    assert outcomes._EVENTS == []  # dropped, and said so in the log
