@@ -40,9 +40,6 @@ log = get_logger("sender")
 MAX_DELAY_S = 900
 DAILY_QUOTA = "DailyQuotaExceeded"
 SANDBOX_HELD = "SandboxHeld"
-# What a send SES accepted is, by sender (common/runtime/outcomes.py); a forward's outcome was reported
-# when inbound-handler queued it, and the owner's notices and digests are none of a mail's outcomes.
-SENT_OUTCOMES = {"ack-sender": outcomes.Outcome.ACKED, "reply-sender": outcomes.Outcome.REPLIED}
 
 
 class SendFailedError(EmailHandlerError):
@@ -74,6 +71,11 @@ class SandboxHeldError(SendFailedError):
             "it is, or until production access (email-handler ses request-production-access)",
         )
         self.refused = refused
+
+
+# What a send SES accepted is, by sender (common/runtime/outcomes.py); a forward's outcome was reported
+# when inbound-handler queued it, and the owner's notices and digests are none of a mail's outcomes.
+SENT_OUTCOMES = {"ack-sender": outcomes.Outcome.ACKED, "reply-sender": outcomes.Outcome.REPLIED}
 
 
 def handle(cfg: SenderConfig, event: Any, context: LambdaContext) -> dict[str, Any]:
