@@ -259,6 +259,24 @@ def test_an_unreachable_or_denied_bus_changes_nothing_of_the_mail(
     assert [d["MailForwarded"] for d in emf(fn)] == [[1.0]]  # the count does not depend on the bus
 
 
+def test_a_denied_bus_leaves_a_send_as_it_was(
+    stack: Stack,
+    inbound: RieProcess,
+    rie_function: Callable[..., RieProcess],
+    bus: Callable[[], list[dict[str, Any]]],
+) -> None:
+    assert receive(stack, inbound)["status"] == "forwarded"
+    bus()
+    client("events").create_event_bus(Name="somebody-elses")
+    sender = rie_function("ack-sender", env={"RETRY_DELAYS_SECONDS": "0", "EVENT_BUS_NAME": "somebody-elses"})
+    [result] = stack.run_sender(sender, stack.cfg.ack_queue)
+    assert result.failed == [] and len(stack.sent()) == 1 and stack.depth(stack.cfg.ack_queue) == 0
+    [record] = [r for r in stack.send_records() if r["data"].get("correlationId") == f"ack-{SES_ID}"]
+    assert record["data"]["status"] == "sent"
+    assert [w["reason"] for w in logged(sender, "outcome events not sent")] == ["AccessDeniedException"]
+    assert bus() == []
+
+
 def test_the_emulator_lets_a_role_put_only_this_services_events_on_its_bus(stack: Stack) -> None:
     """As AWS evaluates the events:source condition key and the bus each entry names."""
     import boto3
