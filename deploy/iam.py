@@ -11,7 +11,7 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from common.runtime import Config, dlq_name
+from common.runtime import Config, dlq_name, outcomes
 from common.store import layout
 from deploy.plan import Run, canonical
 from deploy.resources import attachment_queue
@@ -66,6 +66,14 @@ class Arns:
     def log_group(self, name: str) -> str:
         return f"arn:aws:logs:{self.region}:{self.account}:log-group:{name}:*"
 
+    def event_bus(self, name: str) -> str:
+        """EVENT_BUS_NAME: a bus of this account and Region by name, or any bus by its ARN."""
+        return (
+            name
+            if name.startswith("arn:")
+            else f"arn:aws:events:{self.region}:{self.account}:event-bus/{name}"
+        )
+
 
 def _allow(
     actions: list[str], resources: list[str], condition: dict[str, Any] | None = None
@@ -104,6 +112,17 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
         statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.thread_secret_parameter)]))
     if spec.owner_key and cfg.encrypts_to_owner:  # the owner's public key, read at cold start (String)
         statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.owner_key_parameter)]))
+    # Every function reports the outcomes it decides (common/runtime/outcomes.py): on that bus only, and
+    # only as this service's source. PutEvents takes the event-bus resource and the events:source
+    # condition key (Service Authorization Reference, Amazon EventBridge; EventBridge User Guide, "Using
+    # IAM policy conditions in Amazon EventBridge").
+    statements.append(
+        _allow(
+            ["events:PutEvents"],
+            [a.event_bus(cfg.event_bus_name)],
+            {"StringEquals": {"events:source": outcomes.SOURCE}},
+        )
+    )
     if (
         not spec.queue_field
     ):  # invoked asynchronously: Lambda sends a failed event to the async DLQ as the role

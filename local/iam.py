@@ -429,8 +429,10 @@ _TRANSACTION_ACTIONS = {
 
 
 def contexts(response: Any, service: str, action: str) -> list[Request]:
-    """What AWS authorizes for a request: :func:`context`, or one request per action of a DynamoDB
-    transaction."""
+    """What AWS authorizes for a request: :func:`context`, one request per action of a DynamoDB
+    transaction, or one per entry of an EventBridge PutEvents."""
+    if service == "events" and action == "PutEvents":
+        return _put_events(response)
     if service != "dynamodb" or action not in ("TransactWriteItems", "TransactGetItems"):
         return [context(response, service, action)]
     arn = f"arn:aws:dynamodb:{response.region}:{response.current_account}:table"
@@ -440,6 +442,25 @@ def contexts(response: Any, service: str, action: str) -> list[Request]:
         for kind, body in item.items()
     ]
     return checked or [Request(f"dynamodb:{action}", ["*"])]
+
+
+def _put_events(response: Any) -> list[Request]:
+    """PutEvents takes the event bus each entry names (the default bus when it names none) and the
+    condition keys of that entry: events:source and events:detail-type (Service Authorization
+    Reference, Amazon EventBridge, PutEvents; EventBridge User Guide, "Using IAM policy conditions in
+    Amazon EventBridge"). Every entry must be allowed."""
+    arn = f"arn:aws:events:{response.region}:{response.current_account}:event-bus"
+    requests = []
+    for entry in _params(response).get("Entries", []) or [{}]:
+        bus = str(entry.get("EventBusName") or "default")
+        conditions = {
+            "events:source": [str(entry.get("Source", ""))],
+            "events:detail-type": [str(entry.get("DetailType", ""))],
+        }
+        requests.append(
+            Request("events:PutEvents", [bus if bus.startswith("arn:") else f"{arn}/{bus}"], conditions)
+        )
+    return requests
 
 
 # S3's API names as moto reports them -> the IAM action AWS checks.

@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "Link": "s3",
     "account_id": "sts",
     "dynamodb": "dynamodb",
+    "events": "events",
     "logs": "logs",
     "s3": "s3",
     "ses": "ses",
@@ -44,6 +45,7 @@ __all__ = [
     "control_client",
     "dynamodb",
     "error_code",
+    "events",
     "logs",
     "or_none",
     "reset_clients",
@@ -56,7 +58,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from common.aws import dynamodb, logs, s3, ses, sns, sqs, ssm, sts
+    from common.aws import dynamodb, events, logs, s3, ses, sns, sqs, ssm, sts
     from common.aws.s3 import Link
     from common.aws.sts import account_id
 else:
@@ -91,9 +93,11 @@ def client(
     mode: str = "standard",
     signature_version: str | None = None,
     addressing_style: str | None = None,
+    timeouts: tuple[float, float] = (5, 30),
 ) -> BaseClient:
     """A cached client; ``max_attempts=1`` when the caller owns retries (the SES sender does);
-    ``signature_version`` and ``addressing_style`` shape S3's presigned URLs (common.aws.s3)."""
+    ``signature_version`` and ``addressing_style`` shape S3's presigned URLs (common.aws.s3);
+    ``timeouts`` (connect, read) shorter where a call must never hold up the mail (common.aws.events)."""
     from botocore.config import Config as BotoConfig
 
     with _CREATING:
@@ -105,8 +109,8 @@ def client(
             or "us-east-1",
             config=BotoConfig(
                 retries={"mode": mode, "total_max_attempts": max_attempts},
-                connect_timeout=5,
-                read_timeout=30,
+                connect_timeout=timeouts[0],
+                read_timeout=timeouts[1],
                 max_pool_connections=20,
                 signature_version=signature_version,
                 s3={"addressing_style": addressing_style} if addressing_style else None,

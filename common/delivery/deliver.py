@@ -17,7 +17,7 @@ from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.results import InboundResult
 from common.errors import EmailHandlerError
 from common.mail import ParsedMail, conversation_id, htmlsafe, parse, thread_address, trackers, unbuildable
-from common.runtime import Delivery, PublicAddress, addresses, bind, events, get_logger
+from common.runtime import Delivery, PublicAddress, addresses, bind, events, get_logger, outcomes
 from common.store import attachments, conversations, enqueue, intake, layout, rawmail
 
 log = get_logger("inbound-handler")  # the logger name log queries know, whichever function delivers
@@ -103,6 +103,16 @@ def deliver(
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
     if ack_message is not None:
         enqueue(cfg.ack_queue, ack_message, cfg.bucket, cfg.claim_check_bytes)
+    about = outcomes.Mail(
+        mid,
+        cid,
+        forward.correlation_id,
+        public.address,
+        {"bytes": len(raw), "attachments": len(kept.attachments)},
+        contact=mail.from_address,
+        subject=mail.subject,
+    )
+    outcomes.record(cfg, outcomes.Outcome.FORWARDED, about, "" if receipt else "released from quarantine")
     return _forwarded(mail, mid, cid, first_contact, ack_reason, kept, warnings)
 
 

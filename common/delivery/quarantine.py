@@ -23,7 +23,7 @@ from common.aws import logs
 from common.delivery.compose import build_digest
 from common.delivery.results import DigestResult, InboundResult
 from common.mail import ParsedMail, header_text, limits, parse_mailbox
-from common.runtime import Delivery, SesReceipt, addresses, get_logger, iso_z, scrub
+from common.runtime import Delivery, SesReceipt, addresses, get_logger, iso_z, outcomes, scrub
 from common.store import enqueue, rawmail, staging
 from common.store import quarantine as records
 
@@ -123,5 +123,14 @@ def quarantined(
         sender, subject = envelope_sender(receipt), header_text(receipt.subject[:2000])
     key = hold(cfg, receipt, raw, reason, when, sender, shown, subject)
     log.warning("mail quarantined", extra={**fields, "reason": reason, "key": key})
+    public = addresses.of(cfg).written_to(receipt.recipients)
+    about = outcomes.Mail(
+        receipt.message_id,
+        public_address=public.address if public else "",
+        sizes={"bytes": len(raw)},
+        contact=sender,
+        subject=subject,
+    )
+    outcomes.record(cfg, outcomes.Outcome.QUARANTINED, about, reason)
     staging.done(cfg, receipt)
     return {"status": "quarantined", "reason": reason, "key": key, "messageId": receipt.message_id}

@@ -17,7 +17,7 @@ from common.errors import EventError
 from common.extractor import isolate
 from common.extractor import text as textextract
 from common.extractor.errors import loggable
-from common.runtime import ExtractorConfig, events, get_logger
+from common.runtime import ExtractorConfig, events, get_logger, outcomes
 from common.store import extracted, layout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,10 +159,11 @@ def extract_object(
         finally:
             del data
     except textextract.RejectedError as rejected:
-        return _rejected(bucket, key, rejected.reason, size, etag)
+        return _rejected(cfg, bucket, key, rejected.reason, size, etag)
 
     ms = int((time.perf_counter() - started) * 1000)
     extracted.record_text(bucket, key, result.text, _text_metadata(result, ms, etag))
+    outcomes.record(cfg, outcomes.Outcome.TEXT_READY, _about(key, size, result))
     details: dict[str, Any] = {
         "key": key,
         "pages": result.pages,
@@ -201,7 +202,19 @@ def _frames(exc: BaseException) -> list[str]:
     return [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)][-8:]
 
 
-def _rejected(bucket: str, key: str, reason: str, size: int, etag: str) -> dict[str, Any]:
+def _about(key: str, size: int, result: textextract.Extraction | None = None) -> outcomes.Mail:
+    """An attachment's outcome: its mail's ids from its key (``attachments/<cid>/<id>/<file>``), its
+    size and, once extracted, its text's."""
+    _, cid, mid, filename = key.split("/", 3)
+    sizes = {"bytes": size}
+    if result is not None:
+        sizes |= {"characters": len(result.text), "pages": result.pages or 0}
+    return outcomes.Mail(mid, cid, sizes={k: v for k, v in sizes.items() if v}, attachment=filename)
+
+
+def _rejected(
+    cfg: ExtractorConfig, bucket: str, key: str, reason: str, size: int, etag: str
+) -> dict[str, Any]:
     """The error record of an attachment that was not extracted, beside where its text would be."""
     record = {
         "source": key,
@@ -212,6 +225,8 @@ def _rejected(bucket: str, key: str, reason: str, size: int, etag: str) -> dict[
     }
     error_key = extracted.record_rejection(bucket, key, record)
     log.warning("attachment rejected", extra={"key": key, "reason": loggable(reason)})
+    # The reason's head only: what follows it quotes the document (common/extractor/errors.py).
+    outcomes.record(cfg, outcomes.Outcome.EXTRACTION_ERROR, _about(key, size), loggable(reason))
     return {
         "key": key,
         "status": "rejected",

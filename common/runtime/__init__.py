@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "get_logger": "log",
     "iso_z": "clock",
     "make_handler": "handler",
+    "outcomes": "outcomes",
     "parse_iso": "clock",
     "parse_iso_or_now": "clock",
     "receiving_function": "addresses",
@@ -88,6 +89,7 @@ __all__ = [
     "get_logger",
     "iso_z",
     "make_handler",
+    "outcomes",
     "parse_iso",
     "parse_iso_or_now",
     "receiving_function",
@@ -99,7 +101,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from common.runtime import addresses, config, events
+    from common.runtime import addresses, config, events, outcomes
     from common.runtime.addresses import PublicAddress, from_command, receiving_function, sending
     from common.runtime.clock import iso_z, parse_iso, parse_iso_or_now
     from common.runtime.config import DEV_THREAD_SECRET, SECRET_PARAMETERS, Config, env_name, with_secrets

@@ -31,6 +31,11 @@ ENCRYPTION_GROWTH = 1.4
 _EMAIL = re.compile(r"^[!-;=?A-~]+@[A-Za-z0-9.-]+\.[A-Za-z0-9-]+$")
 EMAIL_ADDRESS = _EMAIL  # the same rule for an address a host command is given (ses verify-address)
 _DOMAIN = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9-]{1,63}\.)+[A-Za-z0-9-]{2,63}$")
+# PutEventsRequestEntry's EventBusName: "The name or ARN of the event bus", 1-256 characters of
+# [/\.\-_A-Za-z0-9]+ for a name (EventBridge API reference, EventBus, Name).
+_EVENT_BUS = re.compile(
+    r"(?=.{1,256}$)(?:[/.\-_A-Za-z0-9]+|arn:aws[a-z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/[/.\-_A-Za-z0-9]+)"
+)
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -151,6 +156,10 @@ class Config:
         "on"  # "off" forwards HTML with its tracking pixels and redirects (common/mail/trackers.py)
     )
     encrypted_subject: str = "[...]"  # outer Subject of encrypted mail ("original" keeps the real one)
+    # --- outcome events (docs/owner.md, "Events"): the bus every mail's outcome is put on, and whether
+    # an event may name the contact and the mail's subject (never by default)
+    event_bus_name: str = "default"
+    events_include_contacts: bool = False
     _env_names: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -312,8 +321,11 @@ def _parse(name: str, typ: object, raw: str) -> object:
             return int(raw)
         if typ == "float":
             return float(raw)
-    except ValueError:
-        raise ConfigError(f"{env_name(name)}={raw!r} is not a valid {typ}") from None
+        if typ == "bool":
+            return {"true": True, "false": False}[raw.strip().lower()]
+    except (ValueError, KeyError):
+        kind = "true or false" if typ == "bool" else f"a valid {typ}"
+        raise ConfigError(f"{env_name(name)}={raw!r} is not {kind}") from None
     return raw.strip()
 
 
@@ -419,6 +431,11 @@ def _validate(cfg: Config) -> None:  # noqa: C901, PLR0912
     ):
         if getattr(cfg, name) < 0:
             raise ConfigError(f"{env_name(name)} must not be negative")
+    if not _EVENT_BUS.fullmatch(cfg.event_bus_name):
+        raise ConfigError(
+            f"EVENT_BUS_NAME={cfg.event_bus_name!r} is not an event bus name (letters, digits, . - _ /) "
+            "or an event bus ARN"
+        )
     if not re.fullmatch(r"[a-z0-9-]+", cfg.env):
         raise ConfigError(f"ENVIRONMENT={cfg.env!r} must be lowercase letters, digits or hyphens")
 

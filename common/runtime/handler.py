@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from common.aws import sts
 from common.errors import ConfigError, EventError
 from common.runtime import config as config_mod
+from common.runtime import outcomes
 from common.runtime.coldstart import pause_collector, resume_collector
 from common.runtime.config import Config
 from common.runtime.functions import BY_NAME
@@ -55,6 +56,7 @@ def make_handler(
     def handler(event: Any, context: LambdaContext) -> Mapping[str, Any]:
         started = time.perf_counter()
         bind(function=function_name, request_id=getattr(context, "aws_request_id", ""))
+        outcomes.discard()
         outcome = "error"
         try:
             result = logic(cfg, event, context)
@@ -68,11 +70,15 @@ def make_handler(
             log.exception("invocation failed")
             raise scrubbed_exception(exc) from None
         finally:
+            # The mail's outcomes are stored by now: their events go out, then their counts, after the
+            # last log line (common/runtime/outcomes.py). Neither raises.
+            outcomes.send_events()
             log.info(
                 "invocation finished",
                 extra={"outcome": outcome, "duration_ms": round((time.perf_counter() - started) * 1000, 1)},
             )
             flush(log)
+            outcomes.write_metrics()
             clear_bindings()
             resume_collector()  # after the first invocation (of any handler made in this process)
 

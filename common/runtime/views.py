@@ -61,6 +61,13 @@ class Deployment(Protocol):
 
     def name(self, resource: str) -> str: ...
 
+    # Every function reports the outcomes it decides (common/runtime/outcomes.py): where, and how much.
+    @property
+    def event_bus_name(self) -> str: ...
+
+    @property
+    def events_include_contacts(self) -> bool: ...
+
     # Config is frozen, so hashable: a cache may key on the view it is given.
     def __hash__(self) -> int: ...
 

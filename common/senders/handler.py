@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from common.aws import error_code, ses, sqs
 from common.errors import EmailHandlerError, EventError
 from common.mail import OutboundMessage
-from common.runtime import SenderConfig, SqsRecord, bind, dlq_name, events, get_logger
+from common.runtime import SenderConfig, SqsRecord, bind, dlq_name, events, get_logger, outcomes
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus
 from common.store import alerts, forgotten, holds, layout, sendqueue, sendstatus
@@ -73,6 +73,11 @@ class SandboxHeldError(SendFailedError):
             "it is, or until production access (email-handler ses request-production-access)",
         )
         self.refused = refused
+
+
+# What a send SES accepted is, by sender (common/runtime/outcomes.py); a forward's outcome was reported
+# when inbound-handler queued it, and the owner's notices and digests are none of a mail's outcomes.
+SENT_OUTCOMES = {"ack-sender": outcomes.Outcome.ACKED, "reply-sender": outcomes.Outcome.REPLIED}
 
 
 def handle(cfg: SenderConfig, event: Any, context: LambdaContext) -> dict[str, Any]:
@@ -159,7 +164,10 @@ class Sender:
             msg = sendqueue.load(doc, self.cfg.bucket)
             bind(correlation_id=msg.correlation_id, idempotency_key=msg.idempotency_key, kind=msg.kind)
             self.sent_ms = int(str(record.attributes.get("SentTimestamp") or 0) or 0)
-            return self.deliver(msg)
+            result = self.deliver(msg)
+            if result.get("status") == SendStatus.SENT and self.cfg.function in SENT_OUTCOMES:
+                self._report(SENT_OUTCOMES[self.cfg.function], msg, result)
+            return result
         except IdempotencyAlreadyInProgressError:
             # Another copy is sending this key right now: not a failure of the send, so no alert even
             # on the last receive (a DLQ copy of a key that then completes is skipped on redrive).
@@ -255,10 +263,27 @@ class Sender:
         )
         raise exc
 
+    def _report(
+        self, outcome: outcomes.Outcome, msg: OutboundMessage | None, result: dict[str, Any], reason: str = ""
+    ) -> None:
+        """A send's outcome, once stored (SES's answer in the idempotency record, the hold or the failure
+        in the send record): from the public address it goes out from, to the contact."""
+        about = outcomes.Mail(
+            str(result.get("sesMessageId") or ""),
+            msg.conversation_id if msg else "",
+            msg.correlation_id if msg else "",
+            (msg.from_address or self.cfg.public_email) if msg else "",
+            {"bytes": int(result["bytes"])} if "bytes" in result else {},
+            contact=msg.to[0] if msg else "",
+            subject=msg.subject if msg else "",
+        )
+        outcomes.record(self.cfg, outcome, about, reason)
+
     def _held_in_sandbox(self, msg: OutboundMessage, exc: SandboxHeldError) -> None:
-        """The send record says why the message waits; the first time a message to someone other than the
-        owner is held, the owner is told at once (a notice on the forward queue, sent once by its
-        idempotency key). A held forward to the owner tells no one: it could not reach them either."""
+        """The send record says why the message waits; the first time a message is held it is reported
+        (common/runtime/outcomes.py) and, when it is to someone other than the owner, the owner is told
+        at once (a notice on the forward queue, sent once by its idempotency key). A held forward to the
+        owner tells no one: it could not reach them either."""
         sendstatus.record_attempts(
             self.cfg,
             msg.correlation_id,
@@ -269,10 +294,13 @@ class Sender:
             lastError=SANDBOX_HELD,
             heldReason=exc.detail,
         )
+        first = sendstatus.first_hold(self.cfg, msg.correlation_id)
+        if first:
+            self._report(outcomes.Outcome.HELD, msg, {}, SANDBOX_HELD)
         if {a.lower() for a in exc.refused} <= self.cfg.owner_addresses or not self.cfg.private_email:
             log.warning("send held by the sandbox", extra={"recipient": exc.refused, "notice": False})
             return
-        if not sendstatus.first_hold(self.cfg, msg.correlation_id):
+        if not first:
             return
         notice = sandbox_notice(self.cfg, msg, exc.refused)  # a few hundred bytes: never a claim check
         # Through forward-sender, the one sender that holds the owner's key: every mail to the owner is
@@ -413,6 +441,7 @@ class Sender:
                 "sesMessageId": ses_id,
                 "attempts": attempts,
                 "sentAt": sendstatus.now_iso(),
+                "bytes": len(raw),
             }
         raise SendFailedError(code, attempts, "retries exhausted")
 
@@ -522,6 +551,7 @@ class Sender:
             alerts.publish_throttled(
                 self.cfg, f"send-failed#{self.cfg.send_queue}#{exc.code}", subject, alert
             )
+            self._report(outcomes.Outcome.SEND_FAILED, msg, {}, exc.code)
 
 
 def _sandbox_refused(recipients: list[str]) -> list[str]:

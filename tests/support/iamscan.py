@@ -37,6 +37,7 @@ OPS: dict[tuple[str, str], tuple[str, ...]] = {
     ("dynamodb", "transact_write_items"): ("dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"),
     ("dynamodb", "query"): ("dynamodb:Query",),
     ("dynamodb", "scan"): ("dynamodb:Scan",),
+    ("events", "put_events"): ("events:PutEvents",),
     ("logs", "put_log_events"): ("logs:PutLogEvents",),
     ("logs", "create_log_stream"): ("logs:CreateLogStream",),
     ("logs", "filter_log_events"): ("logs:FilterLogEvents",),  # `forget` (an administrator), no function

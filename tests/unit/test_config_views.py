@@ -218,7 +218,9 @@ def _every_variable() -> dict[str, str]:
         ):
             continue
         default = getattr(Config(), f.name)
-        if isinstance(default, bool | int | float):
+        if isinstance(default, bool):
+            source[name] = str(not default).lower()
+        elif isinstance(default, int | float):
             source[name] = str(default + 1 if f.name != "forward_link_days" else 6)
         elif isinstance(default, tuple):
             source[name] = ",".join(str(v) for v in default) or "x"
