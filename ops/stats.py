@@ -120,7 +120,7 @@ def collect(cfg: Config) -> dict[str, Any]:
 
 
 def table(report: dict[str, Any], where: str) -> str:
-    width = max(len(o) for o in OUTCOMES) + 2
+    width = max([len(o) for o in OUTCOMES] + [len(r) + 2 for r in report["quarantined_by_reason"]]) + 2
     lines = [f"{report['deployment']} ({where}), counted from the stores"]
     for outcome, count in report["counts"].items():
         lines.append(f"  {outcome:<{width}}{count:>8}")
