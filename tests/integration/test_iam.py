@@ -3,6 +3,7 @@ checks every request the way AWS does, so a permission missing from a role fails
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -344,7 +345,7 @@ def test_dashboard_actions_are_authorized_against_the_dashboards_global_arn(stac
     cw.put_dashboard(DashboardName="ours", DashboardBody=body)
     assert json.loads(cw.get_dashboard(DashboardName="ours")["DashboardBody"]) == {"widgets": []}
     for name in ("other", "regional"):
-        denied(lambda name=name: cw.put_dashboard(DashboardName=name, DashboardBody=body))
+        denied(functools.partial(cw.put_dashboard, DashboardName=name, DashboardBody=body))
     client("cloudwatch").put_dashboard(DashboardName="other", DashboardBody=body)
     denied(lambda: cw.get_dashboard(DashboardName="other"))
     denied(lambda: cw.delete_dashboards(DashboardNames=["ours", "other"]))  # every named dashboard is checked
