@@ -204,6 +204,9 @@ NO_RESOURCE_ACTIONS = frozenset(
         "events:ListRules",
         "iam:ListRoles",
         "sts:GetCallerIdentity",
+        # CloudWatch metrics: no resource type on list_amazoncloudwatch.html (email-handler stats --since)
+        "cloudwatch:GetMetricData",
+        "cloudwatch:ListMetrics",
         # Route 53 (list_amazonroute53.html): finding and creating zones takes no resource
         "route53:ListHostedZones",
         "route53:ListHostedZonesByName",

@@ -4,7 +4,11 @@ real moto server, counted exactly from the stores (ops/stats.py, docs/owner.md "
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,8 +18,10 @@ from common.mail.outbound import OutboundMessage
 from common.store.sendqueue import enqueue
 from deploy.resources import attachment_queue
 from local import fresh
+from local.env import admin_credentials
 from local.rie import RieProcess
 from ops.main import main as cli
+from tests.conftest import REPO
 from tests.support.extraction import sample_files
 from tests.support.harness import Stack
 from tests.support.mailgen import mail
@@ -154,3 +160,80 @@ def test_stats_counts_a_send_the_sandbox_holds(
     assert len(batch.failed) == 1 and stack.sent() == []  # waits in the queue for the sandbox
     counts: dict[str, Any] = json.loads(stats(stack, capsys, "--json"))["counts"]
     assert (counts["held"], counts["replied"], counts["send-failed"]) == (1, 0, 0)
+
+
+def aws_stats(moto_server: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`email-handler stats` as a user's shell runs it against a deployment (`--env prd`): AWS is the
+    session's moto server, the credentials an administrator's."""
+    env = {**os.environ, "AWS_ENDPOINT_URL": moto_server, **admin_credentials()}
+    return subprocess.run(
+        [sys.executable, "-m", "ops.main", "stats", "--env", "prd", "--region", "us-east-1", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_stats_since_sums_the_deployments_metrics_over_the_window(
+    stack: Stack, moto_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What CloudWatch makes of the functions' embedded metric format on AWS, put as metric data: only this
+    deployment's (dimension Environment), only inside the window, quarantines also by Reason."""
+    now = datetime.now(UTC)
+
+    def put(name: str, value: float, minutes_ago: int, env: str = "prd", reason: str = "") -> None:
+        dimensions = [{"Name": "Environment", "Value": env}] + (
+            [{"Name": "Reason", "Value": reason}] * bool(reason)
+        )
+        client("cloudwatch").put_metric_data(
+            Namespace="service-email-handler",
+            MetricData=[
+                {
+                    "MetricName": name,
+                    "Dimensions": dimensions,
+                    "Timestamp": now - timedelta(minutes=minutes_ago),
+                    "Value": value,
+                    "Unit": "Count",
+                }
+            ],
+        )
+
+    put("MailForwarded", 2, 10)
+    put("MailForwarded", 1, 5)
+    put("MailForwarded", 5, 180)  # before the window
+    put("MailForwarded", 7, 5, env="stg")  # another deployment
+    put("MailQuarantined", 3, 5)
+    put("MailQuarantined", 2, 5, reason="spam verdict FAIL")
+    put("MailQuarantined", 1, 5, reason="blocked by the owner (@spam.example)")
+    put("SendsFailed", 1, 20)
+    put("ExtractionErrors", 1, 30)
+
+    done = aws_stats(moto_server, "--since", "1h", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["source"] == "metrics" and report["deployment"] == "service-email-handler-prd"
+    assert report["counts"] == {
+        "forwarded": 3,
+        "quarantined": 3,
+        "acked": 0,
+        "replied": 0,
+        "held": 0,
+        "send-failed": 1,
+        "text-ready": 0,
+        "extraction-error": 1,
+    }
+    assert report["quarantined_by_reason"] == {
+        "blocked by the owner (@spam.example)": 1,
+        "spam verdict FAIL": 2,
+    }
+    wider = json.loads(
+        aws_stats(moto_server, "--since", (now - timedelta(hours=4)).isoformat(), "--json").stdout
+    )
+    assert wider["counts"]["forwarded"] == 8
+    refused = aws_stats(moto_server, "--since", "tomorrow")
+    assert refused.returncode == 2 and "give 30m, 24h, 7d or an ISO 8601 date" in refused.stderr
+    # The local modes publish no metrics: --since is refused there, never a row of zeros.
+    assert cli(["stats", "--since", "1h", "--endpoint", stack.url]) == 2
+    assert "the local modes publish none" in capsys.readouterr().err
