@@ -79,8 +79,10 @@ def widgets(cfg: Config) -> list[dict[str, Any]]:
         for outcome, metric in OUTCOME_METRICS.items()
     ]
     # A SEARCH finds every reason the functions have reported, without a list of reasons to keep in step.
+    # The namespace has hyphens, and a schema name with characters other than letters and digits goes in
+    # double quotes (CloudWatch User Guide, "CloudWatch search expression syntax").
     by_reason = (
-        f'SEARCH(\'{{{NAMESPACE},{DIMENSION},Reason}} MetricName="{OUTCOME_METRICS["quarantined"]}" '
+        f'SEARCH(\'{{"{NAMESPACE}",{DIMENSION},Reason}} MetricName="{OUTCOME_METRICS["quarantined"]}" '
         f"{DIMENSION}=\"{cfg.env}\"', 'Sum', {PERIOD_S})"
     )
     dlqs = [dlq_name(q) for q in event_queues(cfg)] + [async_dlq(cfg)]
@@ -89,7 +91,7 @@ def widgets(cfg: Config) -> list[dict[str, Any]]:
         _metric_widget(
             cfg,
             "Quarantined by reason (count per 5 minutes)",
-            [[{"expression": by_reason, "id": "reasons", "label": ""}]],
+            [[{"expression": by_reason, "id": "reasons"}]],
             "Sum",
         ),
         _metric_widget(
