@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING
 _EXPORTS: dict[str, str] = {
     "ALIAS": "lambdas",
     "Change": "plan",
+    "DIMENSION": "dashboard",
     "DeployError": "errors",
     "LAMBDA_MANIFESTS": "images",
+    "NAMESPACE": "dashboard",
+    "OUTCOME_METRICS": "dashboard",
     "Options": "main",
     "Run": "plan",
     "SUPPRESSED_REASONS": "resources",
@@ -58,8 +61,11 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ALIAS",
     "Change",
+    "DIMENSION",
     "DeployError",
     "LAMBDA_MANIFESTS",
+    "NAMESPACE",
+    "OUTCOME_METRICS",
     "Options",
     "Run",
     "SUPPRESSED_REASONS",
@@ -101,6 +107,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from deploy import cloudformation, dashboard, destroy, dns, iam, replay, resources, route53, saved
+    from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
     from deploy.errors import DeployError
     from deploy.iam import deployer_policies, deployer_policy_names, role_arn
     from deploy.images import LAMBDA_MANIFESTS, manifest_media_type

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cli import arg, command
+from common.errors import EmailHandlerError
 from common.runtime import Config
 from ops.admin import TARGET, fail, target
 
@@ -132,6 +133,10 @@ UNITS = {"m": "minutes", "h": "hours", "d": "days"}
 MAX_QUERIES = 500
 
 
+class SinceError(EmailHandlerError, ValueError):
+    """A --since the command cannot read as a moment in the past."""
+
+
 def parse_since(text: str, now: datetime) -> datetime:
     """``30m``, ``24h``, ``7d`` before ``now``, or an ISO 8601 date or time (UTC unless it names a zone)."""
     ago = AGO.fullmatch(text.strip())
@@ -140,12 +145,12 @@ def parse_since(text: str, now: datetime) -> datetime:
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(
+        raise SinceError(
             f"--since {text!r}: give 30m, 24h, 7d or an ISO 8601 date such as 2026-11-01"
         ) from None
     when = when if when.tzinfo else when.replace(tzinfo=UTC)
     if when >= now:
-        raise ValueError(f"--since {text!r} is not in the past")
+        raise SinceError(f"--since {text!r} is not in the past")
     return when
 
 
@@ -160,7 +165,7 @@ def period(since: datetime, now: datetime) -> int:
 def _reason_metrics(cw: Any, cfg: Config) -> dict[str, dict[str, Any]]:
     """The MailQuarantined metrics with a Reason (ListMetrics lists those with data in the last two weeks:
     CloudWatch API reference, ListMetrics)."""
-    from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
+    from deploy import DIMENSION, NAMESPACE, OUTCOME_METRICS
 
     found: dict[str, dict[str, Any]] = {}
     pages = cw.get_paginator("list_metrics").paginate(
@@ -194,7 +199,7 @@ def metric_sums(cw: Any, metrics: list[dict[str, Any]], since: datetime, now: da
 
 def collect_metrics(cfg: Config, since: datetime, now: datetime) -> dict[str, Any]:
     from common.aws import client
-    from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
+    from deploy import DIMENSION, NAMESPACE, OUTCOME_METRICS
 
     cw = client("cloudwatch")
     dimensions = [{"Name": DIMENSION, "Value": cfg.env}]
@@ -251,7 +256,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         now = datetime.now(UTC)
         try:
             since = parse_since(args.since, now)
-        except ValueError as exc:
+        except SinceError as exc:
             return fail(f"stats: {exc}")
         report = collect_metrics(t.cfg, since, now)
     else:
