@@ -47,6 +47,7 @@ OUTCOMES = (
 )
 SENT_KINDS = {"forward": "forwarded", "ack": "acked", "reply": "replied", "new": "replied"}
 SENT = "sent"  # common.senders.status.SendStatus.SENT, as the stored result holds it
+FAILED = "failed"  # the status common/senders/handler.py records for a failed send
 COMPLETED = "COMPLETED"  # powertools' status of a completed idempotency record
 STATUS_RECORD = "corr#"  # a send-status record's key (common/store/sendstatus.py)
 
@@ -88,7 +89,7 @@ def send_records(cfg: Config, sent_ids: set[str]) -> Counter[str]:
         if item.get("heldReason"):
             counts["held"] += 1
         if (
-            item.get("status") == "failed"
+            item.get("status") == FAILED
             and item.get("finalFailure")
             and correlation.removeprefix(STATUS_RECORD) not in sent_ids
         ):
