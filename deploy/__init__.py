@@ -1,8 +1,8 @@
 """`email-handler deploy`, `destroy` and `replay`: the function images to ECR and a wired production stack.
 
 deploy.plan is the one converge step (describe -> compare -> note -> apply, dry run); deploy.main runs
-preflight, images, resources, iam, lambdas, triggers, receiving and alarms in dependency order;
-deploy.destroy removes it all again; deploy.replay re-invokes failed asynchronous events. Nothing here
+preflight, images, resources, iam, lambdas, triggers, receiving, alarms and the dashboard in dependency
+order; deploy.destroy removes it all again; deploy.replay re-invokes failed asynchronous events. Nothing here
 knows the local modes: local/provision.py runs this package's plan on the emulator.
 """
 
@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING
 _EXPORTS: dict[str, str] = {
     "ALIAS": "lambdas",
     "Change": "plan",
+    "DIMENSION": "dashboard",
     "DeployError": "errors",
     "LAMBDA_MANIFESTS": "images",
+    "NAMESPACE": "dashboard",
+    "OUTCOME_METRICS": "dashboard",
     "Options": "main",
     "Run": "plan",
     "SUPPRESSED_REASONS": "resources",
@@ -26,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "async_dlq": "lambdas",
     "cloudformation": "cloudformation",
     "connect": "main",
+    "dashboard": "dashboard",
     "deploy": "main",
     "deployer_policies": "iam",
     "deployer_policy_names": "iam",
@@ -57,8 +61,11 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ALIAS",
     "Change",
+    "DIMENSION",
     "DeployError",
     "LAMBDA_MANIFESTS",
+    "NAMESPACE",
+    "OUTCOME_METRICS",
     "Options",
     "Run",
     "SUPPRESSED_REASONS",
@@ -69,6 +76,7 @@ __all__ = [
     "async_dlq",
     "cloudformation",
     "connect",
+    "dashboard",
     "deploy",
     "deployer_policies",
     "deployer_policy_names",
@@ -98,7 +106,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from deploy import cloudformation, destroy, dns, iam, replay, resources, route53, saved
+    from deploy import cloudformation, dashboard, destroy, dns, iam, replay, resources, route53, saved
+    from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
     from deploy.errors import DeployError
     from deploy.iam import deployer_policies, deployer_policy_names, role_arn
     from deploy.images import LAMBDA_MANIFESTS, manifest_media_type

@@ -1,7 +1,7 @@
 """`email-handler deploy --export cloudformation DIR`: the deploy's stack as a CloudFormation template.
 
 The template is rendered from the deploy's own declarations (deploy/resources.py, iam.py, lambdas.py,
-triggers.py, receiving.py, alarms.py), never from a second list of names and policies: the
+triggers.py, receiving.py, alarms.py, dashboard.py), never from a second list of names and policies: the
 configuration is loaded as the deploy loads it, but with a marker in place of each value that becomes
 a template parameter (the environment, the domain, the owner's address, the secret's parameter name,
 the six image URIs) or a pseudo parameter (account, Region). Every string that holds a marker becomes
@@ -26,7 +26,7 @@ from typing import Any
 from common.aws import sts
 from common.runtime import FUNCTIONS, Config, dlq_name
 from common.store import layout
-from deploy import alarms, dns, iam, lambdas, preflight, receiving, resources, triggers
+from deploy import alarms, dashboard, dns, iam, lambdas, preflight, receiving, resources, triggers
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.plan import Run
@@ -469,6 +469,11 @@ def _alarms(t: Template) -> None:
         t.add(_logical("Alarm", alarm["AlarmName"]), "AWS::CloudWatch::Alarm", properties)
 
 
+def _dashboard(t: Template) -> None:
+    wanted = dashboard.wanted(t.cfg)
+    t.add(_logical("Dashboard", wanted["DashboardName"]), "AWS::CloudWatch::Dashboard", dict(wanted))
+
+
 # --- the document: references, then markers -------------------------------------------------------
 
 
@@ -632,6 +637,7 @@ def _document(real: Config, cfg: Config, values: dict[str, str]) -> dict[str, An
     _functions(t, values)
     _receiving(t, rule_set, _invocations(t, rule_set))
     _alarms(t)
+    _dashboard(t)
     _policies(t)
     images = {f.name: image_parameter(f.name) for f in FUNCTIONS}
     names = _substitutions({IMAGE_MARKS[f]: p for f, p in images.items()})

@@ -16,7 +16,7 @@ from typing import Any
 
 from common.aws import control_client, or_none
 from common.runtime import FUNCTIONS, dlq_name
-from deploy import alarms, iam, receiving, triggers
+from deploy import alarms, dashboard, iam, receiving, triggers
 from deploy.images import repository_name
 from deploy.lambdas import alias_arn, async_dlq, function_name
 from deploy.main import Options, connect, summarize
@@ -42,6 +42,7 @@ def destroy(
     _receiving(run)
     _schedule(run)
     _alarms(run)
+    dashboard.remove(run)
     _event_sources(run, control_client("lambda"), target.account)
     _functions(run)
     _queues_and_topics(run)

@@ -17,7 +17,7 @@ from typing import Any
 
 from common.aws import reset_clients
 from common.runtime import FUNCTIONS, Config
-from deploy import alarms, dns, iam, lambdas, preflight, receiving, regions, saved, triggers
+from deploy import alarms, dashboard, dns, iam, lambdas, preflight, receiving, regions, saved, triggers
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.plan import UNCHANGED, Change, Run
@@ -277,6 +277,7 @@ def wire(
     receiving.receipt_rules(run, account, rule_set)
     receiving.mail_from(run, verified)
     alarms.alarms(run)
+    dashboard.dashboard(run)
 
 
 def summarize(run: Run, report: Callable[[str], None]) -> None:

@@ -204,6 +204,9 @@ NO_RESOURCE_ACTIONS = frozenset(
         "events:ListRules",
         "iam:ListRoles",
         "sts:GetCallerIdentity",
+        # CloudWatch metrics: no resource type on list_amazoncloudwatch.html (email-handler stats --since)
+        "cloudwatch:GetMetricData",
+        "cloudwatch:ListMetrics",
         # Route 53 (list_amazonroute53.html): finding and creating zones takes no resource
         "route53:ListHostedZones",
         "route53:ListHostedZonesByName",
@@ -382,6 +385,8 @@ def context(response: Any, service: str, action: str) -> Request:
         return _ses_request(action, params, region, account)
     if service == "route53":
         return _route53_request(response, action)
+    if service == "cloudwatch":
+        return _cloudwatch_request(response, action, account)
     if service == "sts" and action == "AssumeRole":
         return Request("sts:AssumeRole", [str(params.get("RoleArn", "*"))])
     if service == "iam" and params.get("RoleName"):
@@ -392,6 +397,21 @@ def context(response: Any, service: str, action: str) -> Request:
 # API operations whose IAM action has another name ("API operations defined by AWS Lambda" table of the
 # Service Authorization Reference, list_awslambda.html: Invoke authorizes lambda:InvokeFunction).
 _IAM_ACTIONS = {"lambda:Invoke": "lambda:InvokeFunction"}
+
+
+def _cloudwatch_request(response: Any, action: str, account: str) -> Request:
+    """A dashboard's actions take the dashboard, whose ARN has no Region: dashboards are global
+    (list_amazoncloudwatch.html, resource type dashboard: ``arn:aws:cloudwatch::ACCOUNT:dashboard/NAME``).
+    The alarm actions are still checked against every statement's action only (:func:`evaluate`)."""
+    if action in ("GetDashboard", "PutDashboard"):
+        names = [str(response._get_param("DashboardName") or "")]
+    elif action == "DeleteDashboards":
+        names = [str(n) for n in response._get_param("DashboardNames") or []]
+    else:
+        return Request(f"cloudwatch:{action}", [])
+    return Request(
+        f"cloudwatch:{action}", [f"arn:aws:cloudwatch::{account}:dashboard/{n}" for n in names] or ["*"]
+    )
 
 
 def _route53_request(response: Any, action: str) -> Request:

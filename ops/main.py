@@ -18,7 +18,7 @@ from typing import Any
 from cli import Command, SafeStream
 from local import admin_credentials
 from local import commands as local
-from ops import addresses, admin, deployment, export
+from ops import addresses, admin, deployment, export, stats
 
 COMMANDS: dict[str, Command] = {
     "invoke": local.cmd_invoke,
@@ -51,6 +51,7 @@ COMMANDS: dict[str, Command] = {
     "dlq list": admin.cmd_dlq_list,
     "dlq redrive": admin.cmd_dlq_redrive,
     "conversations": admin.cmd_conversations,
+    "stats": stats.cmd_stats,
     "forget": admin.cmd_forget,
     "export": export.cmd_export,
     "address add": addresses.cmd_address_add,

@@ -15,8 +15,9 @@ which of these work and what to do next:
    lists it as ``PendingConfirmation`` until the link in its mail is clicked). Not part of ``ready``
    (mail flows without it) but reported with what to do.
 
-Besides: DKIM, MAIL FROM, the sending quota and rate, the DLQ depths and the alarms (ALARM is a
-fault; INSUFFICIENT_DATA is how every alarm starts on AWS and stays until its metric has data).
+Besides: DKIM, MAIL FROM, the sending quota and rate, the DLQ depths, the dashboard's link and the
+alarms (ALARM is a fault; INSUFFICIENT_DATA is how every alarm starts on AWS and stays until its
+metric has data).
 """
 
 from __future__ import annotations
@@ -178,6 +179,28 @@ def _alarm_check(cfg: Config) -> tuple[dict[str, Any], list[str]]:
     return _check("alarms", counts, not firing, False, detail), firing
 
 
+def _dashboard(cfg: Config) -> dict[str, Any]:
+    """The operator's dashboard (deploy/dashboard.py) and its console link; the local modes make none."""
+    from deploy import dashboard
+
+    found = or_none(
+        lambda: control_client("cloudwatch").get_dashboard(DashboardName=dashboard.name(cfg)),
+        dashboard.NOT_FOUND,
+    )
+    return {"name": dashboard.name(cfg), "url": dashboard.console_url(cfg), "exists": found is not None}
+
+
+def _dashboard_check(board: dict[str, Any]) -> dict[str, Any]:
+    found = bool(board["exists"])
+    return _check(
+        "dashboard",
+        board["url"] if found else "missing",
+        found,
+        False,
+        "" if found else "email-handler deploy makes it",
+    )
+
+
 def _flow(name: str, ok: bool, next_step: str) -> dict[str, Any]:
     return {"flow": name, "ok": ok, "next": "" if ok else next_step}
 
@@ -224,6 +247,9 @@ def collect(
     checks.append(alarm_check)
     subscription_check, subscribed = _subscription_check(cfg)
     checks.append(subscription_check)
+    board = _dashboard(cfg) if local is None else None
+    if board is not None:
+        checks.append(_dashboard_check(board))
     flows = _flows(checks)
     reasons = [
         f"{c['check']}: {c['value']} ({c['detail']})" if c["detail"] else f"{c['check']}: {c['value']}"
@@ -253,6 +279,7 @@ def collect(
         "versions": versions,
         "dlq_depths": depths,
         "alarms": alarms,
+        "dashboard": board,  # None in the local modes (email-handler stats counts there)
         "checks": checks,
     }
 

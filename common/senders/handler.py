@@ -501,6 +501,7 @@ class Sender:
     ) -> None:
         recipient = msg.to[0] if msg else "(unreadable message)"
         total = exc.attempts
+        final = exc.permanent or receive_count >= self.cfg.max_receive_count
         if msg is not None:
             try:
                 total = int(
@@ -512,6 +513,7 @@ class Sender:
                         recipient=recipient,
                         kind=msg.kind,
                         lastError=exc.code,
+                        finalFailure=final,  # in the DLQ: what `email-handler stats` counts as send-failed
                     ).get("attempts", 0)
                 )
             except Exception as record_error:  # the alert below matters more than the record
@@ -519,7 +521,6 @@ class Sender:
                     "send record not updated",
                     extra={"error": f"{type(record_error).__name__}: {record_error}"},
                 )
-        final = exc.permanent or receive_count >= self.cfg.max_receive_count
         log.error(
             "send failed",
             extra={

@@ -4,7 +4,8 @@
   same request that completes the key, with the SES message id and the correlation id beside
   powertools' fields, so the record SES feedback correlates with costs a send no request of its own.
 * The send-status table keeps what happens after or instead of a send, per correlation id (SES
-  feedback, failed attempts and their last error), the shared rate-limit item and duplicate SNS ids.
+  feedback, failed attempts and their last error, ``finalFailure`` when that failure put the message in
+  its DLQ), the shared rate-limit item and duplicate SNS ids.
 * The suppression table: addresses never to mail again (bounces, complaints).
 """
 

@@ -83,6 +83,8 @@ def template_names(t: Resolver) -> dict[str, set[str]]:  # noqa: C901, PLR0912 (
         out["log-group"].add(props["LogGroupName"])
     for props in t.resources("AWS::CloudWatch::Alarm").values():
         out["cloudwatch-alarm"].add(props["AlarmName"])
+    for props in t.resources("AWS::CloudWatch::Dashboard").values():
+        out["cloudwatch-dashboard"].add(props["DashboardName"])
     for props in t.resources("AWS::SSM::Parameter").values():
         out["ssm-parameter"].add(props["Name"])
     for props in t.resources("AWS::SES::EmailIdentity").values():
@@ -240,10 +242,25 @@ def check_wiring(t: Resolver) -> None:
         assert [canonical(t) for t in targets] == [canonical(t) for t in props["Targets"]]
 
 
+def check_cloudwatch(t: Resolver) -> None:
+    cw = client("cloudwatch")
+    alarms = t.resources("AWS::CloudWatch::Alarm")
+    found = {
+        a["AlarmName"]: a
+        for a in cw.describe_alarms(AlarmNames=[p["AlarmName"] for p in alarms.values()])["MetricAlarms"]
+    }
+    for props in alarms.values():
+        have = found[props["AlarmName"]]
+        for key, value in props.items():
+            assert canonical(have[key]) == canonical(value), (props["AlarmName"], key)
+        assert have.get("OKActions", []) == []
+    for props in t.resources("AWS::CloudWatch::Dashboard").values():  # region and names filled in
+        have = cw.get_dashboard(DashboardName=props["DashboardName"])["DashboardBody"]
+        assert json.loads(have) == json.loads(props["DashboardBody"])
+
+
 def check_settings(t: Resolver) -> None:
-    sqs, ddb, s3, sns, ses, logs, cw = (
-        client(s) for s in ("sqs", "dynamodb", "s3", "sns", "ses", "logs", "cloudwatch")
-    )
+    sqs, ddb, s3, sns, ses, logs = (client(s) for s in ("sqs", "dynamodb", "s3", "sns", "ses", "logs"))
     policies = {p["Queues"][0]: p["PolicyDocument"] for p in t.resources("AWS::SQS::QueuePolicy").values()}
     for logical, props in t.resources("AWS::SQS::Queue").items():
         url = sqs.get_queue_url(QueueName=props["QueueName"])["QueueUrl"]
@@ -307,16 +324,7 @@ def check_settings(t: Resolver) -> None:
             if g["logGroupName"] == props["LogGroupName"]
         ]
         assert group["retentionInDays"] == props["RetentionInDays"]
-    alarms = t.resources("AWS::CloudWatch::Alarm")
-    found = {
-        a["AlarmName"]: a
-        for a in cw.describe_alarms(AlarmNames=[p["AlarmName"] for p in alarms.values()])["MetricAlarms"]
-    }
-    for props in alarms.values():
-        have = found[props["AlarmName"]]
-        for key, value in props.items():
-            assert canonical(have[key]) == canonical(value), (props["AlarmName"], key)
-        assert have.get("OKActions", []) == []
+    check_cloudwatch(t)
     for props in t.resources("AWS::SSM::Parameter").values():
         have = client("ssm").get_parameter(Name=props["Name"])["Parameter"]
         assert (have["Type"], have["Value"]) == (props["Type"], props["Value"])

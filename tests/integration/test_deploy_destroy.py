@@ -37,6 +37,7 @@ def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(en
     assert not [r for r in client("iam").list_roles()["Roles"] if r["RoleName"].startswith(PREFIX)]
     assert client("ses").describe_active_receipt_rule_set().get("Metadata") is None
     assert client("events").list_rules(NamePrefix=PREFIX)["Rules"] == []
+    assert client("cloudwatch").list_dashboards()["DashboardEntries"] == []
     client("s3").head_bucket(Bucket=BUCKET)  # the mail is kept
     assert any("kept" in line and BUCKET in line for line in lines)
     destroy(Options(), delete_data=True, environ=env, report=lines.append)

@@ -42,6 +42,7 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
     changes, _ = run(env)
     assert plan_lines(plan) == plan_lines(changes)
     assert [c for c in changes if c.action != "create"] == []  # everything is new
+    assert ("cloudwatch-dashboard", PREFIX, "create") in plan_lines(plan)  # the dry run shows it
 
     lam = client("lambda")
     for f in FUNCTIONS:
@@ -291,6 +292,19 @@ def test_a_changed_setting_is_converged(env: dict[str, str]) -> None:
     assert [(c.kind, c.name, c.action, c.detail) for c in changes if c.action != "unchanged"] == [
         ("sqs-queue", f"{PREFIX}-reply", "update", "VisibilityTimeout")
     ]
+
+
+def test_a_dashboard_edited_by_hand_is_put_back(env: dict[str, str]) -> None:
+    run(env)
+    cw = client("cloudwatch")
+    wanted = json.loads(cw.get_dashboard(DashboardName=PREFIX)["DashboardBody"])
+    assert wanted["widgets"] and {w["properties"]["region"] for w in wanted["widgets"]} == {"us-east-1"}
+    cw.put_dashboard(DashboardName=PREFIX, DashboardBody=json.dumps({"widgets": []}))
+    changes, _ = run(env)
+    assert [(c.kind, c.action, c.detail) for c in changes if c.action != "unchanged"] == [
+        ("cloudwatch-dashboard", "update", "DashboardBody")
+    ]
+    assert json.loads(cw.get_dashboard(DashboardName=PREFIX)["DashboardBody"]) == wanted
 
 
 def test_drifted_suppression_options_and_schedule_are_converged(env: dict[str, str]) -> None:

@@ -259,6 +259,12 @@ def test_every_command_the_docs_give_the_deployer_runs_under_exactly_the_printed
     report = json.loads(out)
     assert code == 1 and report["alert_subscription"] == "confirmed"  # read; not ready: the sandbox
     assert [r for r in report["reasons"] if r.startswith("production access")]
+    console = "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1"
+    assert report["dashboard"] == {
+        "name": PREFIX,
+        "url": f"{console}#dashboards/dashboard/{PREFIX}",
+        "exists": True,
+    }
 
     code, out = as_deployer("ses", "request-production-access", "--yes")
     assert code == 0 and "review PENDING" in out

@@ -3,6 +3,7 @@ checks every request the way AWS does, so a permission missing from a role fails
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -314,3 +315,41 @@ def test_function_credentials_restore_a_role_only_when_asked_and_say_so(
     current = client("iam").get_role_policy(RoleName=name, PolicyName=iam.POLICY_NAME)["PolicyDocument"]
     assert iam.canonical(iam._document(current)) == iam.canonical(doc)
     assert "updated to its production policy" in capsys.readouterr().err
+
+
+def test_dashboard_actions_are_authorized_against_the_dashboards_global_arn(stack: Stack) -> None:
+    """As AWS: a dashboard's ARN has no Region (the deployer policy's statement, deploy/dashboard.py), so a
+    statement naming it allows exactly that dashboard, and one written with a Region matches nothing."""
+    iam_api = client("iam")
+    iam_api.create_user(UserName="dashboards")
+    actions = ["cloudwatch:GetDashboard", "cloudwatch:PutDashboard", "cloudwatch:DeleteDashboards"]
+    statements = [
+        {"Effect": "Allow", "Action": actions, "Resource": f"arn:aws:cloudwatch::{ACCOUNT}:dashboard/ours"},
+        {
+            "Effect": "Allow",
+            "Action": actions,
+            "Resource": f"arn:aws:cloudwatch:{stack.cfg.region}:{ACCOUNT}:dashboard/regional",
+        },
+    ]
+    document = {"Version": "2012-10-17", "Statement": statements}
+    iam_api.put_user_policy(UserName="dashboards", PolicyName="d", PolicyDocument=json.dumps(document))
+    key = iam_api.create_access_key(UserName="dashboards")["AccessKey"]
+    cw = boto3.client(
+        "cloudwatch",
+        endpoint_url=stack.url,
+        region_name=stack.cfg.region,
+        aws_access_key_id=key["AccessKeyId"],
+        aws_secret_access_key=key["SecretAccessKey"],
+    )
+    body = json.dumps({"widgets": []})
+    cw.put_dashboard(DashboardName="ours", DashboardBody=body)
+    assert json.loads(cw.get_dashboard(DashboardName="ours")["DashboardBody"]) == {"widgets": []}
+    for name in ("other", "regional"):
+        denied(functools.partial(cw.put_dashboard, DashboardName=name, DashboardBody=body))
+    client("cloudwatch").put_dashboard(DashboardName="other", DashboardBody=body)
+    denied(lambda: cw.get_dashboard(DashboardName="other"))
+    denied(lambda: cw.delete_dashboards(DashboardNames=["ours", "other"]))  # every named dashboard is checked
+    cw.delete_dashboards(DashboardNames=["ours"])
+    assert [d["DashboardName"] for d in client("cloudwatch").list_dashboards()["DashboardEntries"]] == [
+        "other"
+    ]
