@@ -791,7 +791,7 @@ def cmd_conversations_show(args: argparse.Namespace) -> int:
         raw = s3.head_bytes(t.cfg.bucket, str(o["Key"]), SHOW_MAIL_CAP)
         if raw is None:
             continue
-        mail = parse(raw)
+        mail = parse.parse(raw)
         messages.append(
             {
                 "key": o["Key"],

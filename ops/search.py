@@ -307,7 +307,7 @@ def mail_row(raw: bytes) -> dict[str, Any]:
     """What a mail contributes, read by the project's own parser (common/mail/parse.py)."""
     from common.mail import parse
 
-    mail = parse(raw)
+    mail = parse.parse(raw)
     who = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     recipients = " ".join(
         a.lower()
