@@ -158,7 +158,7 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 def query_times(db: Any) -> tuple[dict[str, float], dict[str, int]]:
-    from ops import search
+    from ops import index as search
 
     samples, hits = [], {}
     for _ in range(ROUNDS):
@@ -187,7 +187,7 @@ def grep_times(folder: Path) -> tuple[dict[str, float], dict[str, int]]:
 
 def run() -> dict[str, Any]:
     from local.env import local_env
-    from ops import search
+    from ops import index as search
     from tests.support.sendload import emulator_process
 
     with emulator_process(local_env()) as cfg, tempfile.TemporaryDirectory() as tmp:

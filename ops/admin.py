@@ -834,9 +834,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
     t = target(args)
     result = forget(t.cfg, args.address, deployment_queues(t.cfg))
     unreachable = result.pop("unreachable")
-    from ops.search import forget_locally
+    from ops.index import forget_locally
 
-    # this machine's search index (ops/search.py) forgets them now, not at its next sync
+    # this machine's search index (ops/index.py) forgets them now, not at its next sync
     forget_locally(t.cfg, normalise(args.address), result.get("conversations", []))
     if args.json:
         print(json.dumps({**result, "unreachable": unreachable}, indent=2, ensure_ascii=False))

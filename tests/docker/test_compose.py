@@ -203,7 +203,7 @@ def test_compose_search_finds_a_mail_and_its_pdf_text_sent_over_smtp(
 
     from common.runtime import config
     from local.env import local_env
-    from ops.search import DIR_VARIABLE
+    from ops.index import DIR_VARIABLE
     from tests.support.docgen import make_pdf
     from tests.support.mailgen import mail
     from tests.support.scenario import wait_for

@@ -18,7 +18,7 @@ import pytest
 
 from common.aws import client
 from local.rie import RieProcess
-from ops.search import DIR_VARIABLE, TEXT_CAP
+from ops.index import DIR_VARIABLE, TEXT_CAP
 from tests.conftest import REPO
 from tests.support import docgen
 from tests.support.extraction import FUNCTION_ENV

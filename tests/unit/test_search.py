@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ops import search
-from ops.search import Listed, QueryError, fts_query
+from ops import index as search
+from ops.index import Listed, QueryError, fts_query
 
 
 @pytest.fixture
