@@ -49,6 +49,9 @@ CHUNK_CHARS = 4_000
 CHUNK_OVERLAP = 200
 CHUNKS_PER_DOCUMENT = 1024  # > TEXT_CAP / (CHUNK_CHARS / 2 - CHUNK_OVERLAP): room for every chunk
 FETCHERS = 8  # concurrent GETs: a sync is bound by round trips to S3, not by this machine
+# What the index keeps of each conversation record: the filters' fallbacks for a text whose mail is
+# not indexed (`conversations show` reads the whole record from the table).
+RECORD_FIELDS = ("conversationId", "senderEmail", "publicAddress", "timestamp")
 COMMIT_EVERY = 500
 SCHEMA_VERSION = "1"
 
@@ -172,7 +175,7 @@ def listing(cfg: Config) -> dict[str, Listed]:
 def sync_conversations(db: sqlite3.Connection, cfg: Config) -> int:
     from common.aws import dynamodb
 
-    items = dynamodb.scan(cfg.conversations_table)
+    items = dynamodb.scan(cfg.conversations_table, RECORD_FIELDS)
     db.execute("DELETE FROM conversations")
     db.executemany(
         "INSERT OR REPLACE INTO conversations VALUES (?, ?, ?, ?)",
@@ -194,8 +197,11 @@ def sync(
 ) -> SyncReport:
     """Bring the index to what the stores hold now, reading only what it has not indexed."""
     report = SyncReport()
-    report.conversations = sync_conversations(db, cfg)
-    listed = listing(cfg)
+    # the table's scan and the bucket's listing wait on two services: side by side
+    with ThreadPoolExecutor(1) as pool:
+        listed_later = pool.submit(listing, cfg)
+        report.conversations = sync_conversations(db, cfg)
+        listed = listed_later.result()
     report.listed = len(listed)
     known = {str(k): str(e) for k, e in db.execute("SELECT key, etag FROM objects")}
     gone = [k for k in known if k not in listed]
