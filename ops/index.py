@@ -210,11 +210,7 @@ def sync(
     report.removed = len(gone)
     tombs = dict(db.execute("SELECT cid, at FROM forgotten").fetchall())
     todo = sorted(
-        (
-            item
-            for item in listed.values()
-            if known.get(item.key) != item.etag and item.received > tombs.get(item.cid, "")
-        ),
+        (item for item in listed.values() if wanted(item, known, tombs)),
         key=lambda item: item.key,  # conversations/ before extracted-text/: a mail before its texts
     )
     for n, (item, body) in enumerate(fetch_all(cfg, todo), 1):
@@ -233,6 +229,13 @@ def sync(
     )
     db.commit()
     return report
+
+
+def wanted(item: Listed, known: dict[str, str], forgotten: dict[str, str]) -> bool:
+    """Read ``item``? Not when the index holds it with this ETag, nor when its conversation was
+    forgotten here and it is no newer than what the index held then (an object the stores should no
+    longer have)."""
+    return known.get(item.key) != item.etag and item.received > forgotten.get(item.cid, "")
 
 
 def fetch_all(cfg: Config, todo: list[Listed]) -> Iterator[tuple[Listed, bytes | None]]:
@@ -330,7 +333,9 @@ def mail_row(raw: bytes) -> dict[str, Any]:
 
 def forget_locally(cfg: Config, address: str, cids: Iterable[str], folder: Path | None = None) -> int:
     """Remove a forgotten contact's rows from this machine's index now (when there is one), and
-    remember the conversations so that no object of theirs older than now is indexed again."""
+    remember each conversation with the newest time the index held of it (S3's clock, not this
+    machine's), so that no object of theirs from before the forget is indexed again, while a mail
+    they send later is."""
     path = index_path(cfg, folder)
     if not path.exists():
         return 0
@@ -347,11 +352,12 @@ def forget_locally(cfg: Config, address: str, cids: Iterable[str], folder: Path 
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         removed = 0
         for cid in cids:
+            newest = db.execute("SELECT max(received) FROM objects WHERE cid = ?", (cid,)).fetchone()[0]
             for row in db.execute("SELECT key FROM objects WHERE cid = ?", (cid,)).fetchall():
                 delete_key(db, str(row["key"]))
                 removed += 1
             db.execute("DELETE FROM conversations WHERE cid = ?", (cid,))
-            db.execute("INSERT OR REPLACE INTO forgotten VALUES (?, ?)", (cid, now))
+            db.execute("INSERT OR REPLACE INTO forgotten VALUES (?, ?)", (cid, newest or now))
         db.commit()
         return removed
     finally:

@@ -117,3 +117,30 @@ def test_the_separator_of_unspaced_scripts_is_a_separator_to_unicode61() -> None
     conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
     conn.execute("INSERT INTO t VALUES (?)", (search.spaced("東京"),))
     assert [r[0] for r in conn.execute("SELECT term FROM v")] == ["京", "東"]
+
+
+def test_forget_removes_the_contact_now_and_only_newer_mail_of_theirs_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from common.runtime import config
+    from local.env import local_env
+
+    cfg = config.load(local_env())
+    monkeypatch.setenv(search.DIR_VARIABLE, str(tmp_path))
+    db = search.connect(search.index_path(cfg))
+    attachment(db, "jane-at-corp.example", "cv.pdf", "quokka")
+    attachment(db, "bob-at-other.example", "cv.pdf", "quokka")
+    db.close()
+    assert search.forget_locally(cfg, "jane@corp.example", ["jane-at-corp.example"]) == 1
+    db = search.connect(search.index_path(cfg))
+    assert found(db, "quokka") == ["bob-at-other.example"]
+    tombs = dict(db.execute("SELECT cid, at FROM forgotten").fetchall())
+    assert tombs == {"jane-at-corp.example": "2026-01-02T03:04:05Z"}  # the newest time the index held
+
+    def listed(received: str) -> Listed:
+        cid = "jane-at-corp.example"
+        return Listed(f"conversations/{cid}/m2.eml", "e9", received, cid, "m2", "")
+
+    assert not search.wanted(listed("2026-01-02T03:04:05Z"), {}, tombs)  # from before the forget
+    assert search.wanted(listed("2026-01-02T03:04:06Z"), {}, tombs)  # written to us since
+    assert not search.wanted(listed("2026-01-02T03:04:06Z"), {listed("").key: "e9"}, {})  # indexed already
