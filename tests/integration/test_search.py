@@ -17,9 +17,12 @@ from pathlib import Path
 import pytest
 
 from common.aws import client
+from common.runtime.config import Config
+from local.env import admin_credentials
 from local.rie import RieProcess
 from ops.index import DIR_VARIABLE, TEXT_CAP
 from tests.conftest import REPO
+from tests.integration.test_admin_aws import prd  # noqa: F401 (the fixture: environment prd on moto)
 from tests.support import docgen
 from tests.support.extraction import FUNCTION_ENV
 from tests.support.harness import Stack
@@ -182,3 +185,47 @@ def test_non_latin_text_accents_hostile_text_and_query_syntax(
         search(stack, tmp_path, query)  # words, never FTS5 syntax: no error
     refused = cli(stack, tmp_path, "search", "* ( ) :", "--no-sync")
     assert refused.returncode == 2 and "nothing to search for" in refused.stderr, refused.stderr
+
+
+def test_search_on_a_deployment_reads_its_bucket_and_table(
+    prd: Config,  # noqa: F811 (the fixture imported above)
+    moto_server: str,
+    tmp_path: Path,
+) -> None:
+    """`--env prd --region R`, as on AWS: the deployment's bucket and table (names from its settings and
+    the account), the default credential chain; the index is named after that bucket."""
+    client("s3").create_bucket(Bucket=prd.bucket)
+    raw = mail(
+        sender="Ann <ann@x.example>", to="hi@mail.example", subject="Offer", text="Pelicanmarmot on AWS"
+    )
+    client("s3").put_object(Bucket=prd.bucket, Key=f"conversations/ann-at-x.example/{'a' * 40}.eml", Body=raw)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DOMAIN_NAME", "PUBLIC_EMAIL", "PRIVATE_EMAIL"))
+    }
+    env |= {"AWS_ENDPOINT_URL": moto_server, **admin_credentials(), DIR_VARIABLE: str(tmp_path)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ops.main",
+            "search",
+            "pelicanmarmot",
+            "--json",
+            "--env",
+            "prd",
+            "--region",
+            "us-east-1",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [hit] = json.loads(done.stdout)
+    assert (hit["conversationId"], hit["subject"], hit["attachment"]) == ("ann-at-x.example", "Offer", "")
+    assert "AWS env prd in us-east-1" in done.stderr
+    assert [p.name for p in tmp_path.glob("*.sqlite3")] == [f"{prd.bucket}.sqlite3"]
