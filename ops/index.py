@@ -400,25 +400,31 @@ def moment(value: str, end: bool = False) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Ranked first, joined after: each document's best chunk (SQLite gives a bare column of a min()
+# aggregate the values of the row holding the minimum: SQLite's SELECT documentation, "Bare columns in
+# an aggregate query"). With no filter the best documents are cut to the limit before any join, so a
+# word in thousands of documents joins only the few shown; a filter needs the join to decide.
 SELECT = f"""
 WITH hits AS MATERIALIZED (
     SELECT rowid AS chunk, bm25(text, 4.0, 2.0, 1.0, 2.0) AS score FROM text WHERE text MATCH :q
+),
+best AS MATERIALIZED (
+    SELECT chunk / {CHUNKS_PER_DOCUMENT} AS doc, chunk, min(score) AS score FROM hits GROUP BY doc {{cut}}
 )
 SELECT o.key, o.kind, o.cid, o.mid, o.filename, o.received,
        coalesce(m.received, o.received) AS date,
        coalesce(nullif(m.sender, ''), c.sender, '') AS sender,
        coalesce(m.subject, '') AS subject,
-       hits.chunk AS chunk,
-       min(hits.score) AS score
-FROM hits
-JOIN objects o ON o.id = hits.chunk / {CHUNKS_PER_DOCUMENT}
+       best.chunk AS chunk,
+       best.score AS score
+FROM best
+JOIN objects o ON o.id = best.doc
 LEFT JOIN objects m ON m.mid = o.mid AND m.cid = o.cid AND m.kind = 'mail'
 LEFT JOIN conversations c ON c.cid = o.cid
 WHERE 1
 """
-# SQLite gives a bare column of a min() aggregate the values of the row holding the minimum
-# (SQLite's SELECT documentation, "Bare columns in an aggregate query"): `chunk` is the best chunk.
-GROUP = " GROUP BY o.id ORDER BY score LIMIT :limit"
+CUT = "ORDER BY score LIMIT :limit"
+ORDER = " ORDER BY score LIMIT :limit"
 SNIPPET = "SELECT snippet(text, -1, '[', ']', '…', 12) FROM text WHERE text MATCH :q AND rowid = :chunk"
 FILTERS = {
     "sender": " AND instr(lower(coalesce(nullif(m.sender, ''), c.sender, '')), :sender) > 0",
@@ -463,7 +469,7 @@ def search(
 ) -> list[Hit]:
     expression, _ = fts_query(query)
     params: dict[str, Any] = {"q": expression, "limit": max(1, min(limit, MAX_LIMIT))}
-    sql = SELECT
+    sql = ""
     for name, value in (
         ("sender", sender.lower()),
         ("address", address.lower()),
@@ -475,7 +481,7 @@ def search(
             params[name] = value
     if has_attachment:
         sql += FILTERS["attached"]
-    sql += GROUP
+    sql = SELECT.format(cut="" if sql else CUT) + sql + ORDER
     deadline = time.monotonic() + QUERY_BUDGET_S
     db.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
     try:
