@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,6 +37,20 @@ def exists(bucket: str, key: str, denial: BaseException) -> bool:
     return any(o.get("Key") == key for o in listed.get("Contents", []))
 
 
+def head_bytes(bucket: str, key: str, limit: int) -> bytes | None:
+    """The first ``limit`` bytes of ``key`` (a ranged GetObject: S3 sends no more); None when it is gone."""
+    try:
+        response = client("s3").get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit - 1}")
+    except Exception as exc:
+        code = error_code(exc)
+        if code == "InvalidRange":  # S3 answers a range over an empty object with 416
+            return b""
+        if code == "NoSuchKey":
+            return None
+        raise
+    return bytes(response["Body"].read())
+
+
 def put(
     bucket: str, key: str, body: bytes, content_type: str, metadata: dict[str, str] | None = None
 ) -> None:
@@ -69,31 +82,16 @@ def delete(bucket: str, key: str) -> None:
 
 def keys(bucket: str, prefix: str) -> list[str]:
     """Every key under ``prefix`` (all pages): operator tools, and one conversation's archive."""
-    out: list[str] = []
+    return [str(o["Key"]) for o in listing(bucket, prefix)]
+
+
+def listing(bucket: str, prefix: str) -> list[dict[str, Any]]:
+    """ListObjectsV2's entry (``Key``, ``LastModified``, ``Size``, ``ETag``) of every object under
+    ``prefix``, all pages."""
+    out: list[dict[str, Any]] = []
     for page in client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        out += [str(o["Key"]) for o in page.get("Contents", [])]
+        out += page.get("Contents", [])
     return out
-
-
-def listing(bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
-    """Every object under ``prefix`` as ListObjectsV2 gives it (``Key``, ``ETag``, ``LastModified``,
-    ``Size``), page by page: an index on the owner's machine compares ETags to read only what changed."""
-    for page in client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        yield from page.get("Contents", [])
-
-
-def head_bytes(bucket: str, key: str, limit: int) -> bytes | None:
-    """The first ``limit`` bytes of ``key`` (a ranged GetObject: S3 sends no more); None when it is gone."""
-    try:
-        response = client("s3").get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit - 1}")
-    except Exception as exc:
-        code = error_code(exc)
-        if code == "InvalidRange":  # S3 answers a range over an empty object with 416
-            return b""
-        if code == "NoSuchKey":
-            return None
-        raise
-    return bytes(response["Body"].read())
 
 
 # SigV4 query-string authentication takes X-Amz-Expires up to 604,800 s, seven days (S3 API reference,
