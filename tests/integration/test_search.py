@@ -146,6 +146,12 @@ def test_a_stale_index_is_pruned_and_a_changed_object_is_read_again(
     client("s3").delete_object(Bucket=stack.cfg.bucket, Key=key)
     hits, read = search(stack, tmp_path, "narwhal")
     assert hits == [] and read == 0
+    # an empty text (a PDF of images): S3 answers a ranged GET of an empty object 416 InvalidRange
+    cid = outcome["conversationId"]
+    empty = f"extracted-text/{cid}/{3:040d}/scan.pdf.txt"
+    client("s3").put_object(Bucket=stack.cfg.bucket, Key=empty, Body=b"")
+    hits, read = search(stack, tmp_path, "walrus")
+    assert hits == [] and read == 1
 
 
 def test_non_latin_text_accents_hostile_text_and_query_syntax(
