@@ -31,6 +31,7 @@ from bench import (
     replies,
     reply_passes,
     report,
+    search,
     senders,
 )
 
@@ -72,6 +73,11 @@ SECTIONS: dict[str, Section] = {
         "HTML to text: our tokenizer vs the stdlib's html.parser (time, peak allocations)",
         html_text.run,
         html_text.table,
+    ),
+    "search": (
+        "search: sync of 10,000 conversations and 2,000 attachment texts, query p95 beside grep -r",
+        search.run,
+        search.table,
     ),
     "size": (
         "large mail and SESv2's 40 MB forward: time and peak RSS of inbound-handler and forward-sender",

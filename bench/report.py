@@ -81,6 +81,21 @@ def _floor(results: dict[str, Any]) -> str | None:
     return f"{ratio}" + (f" ({per_s} sends/s against a floor of {floor}/s)" if per_s and floor else "")
 
 
+def _search(results: dict[str, Any]) -> str | None:
+    s = _get(results, "search")
+    if not isinstance(s, dict) or "query_p95_s" not in s:
+        return None
+    return (
+        f"query p95 {s['query_p95_s']} s; sync of {s['conversations']:,} conversations and "
+        f"{s['attachments']:,} texts {s['sync_s']} s, again {s['resync_s']} s ({s['resync_read']} read)"
+    )
+
+
+def _grep(results: dict[str, Any]) -> str:
+    p95 = _get(results, "search.grep.p95_s")
+    return f"p95 ≤ 0.2 s; grep -r over the same text: {NOT_MEASURED if p95 is None else f'p95 {p95} s'}"
+
+
 Value = Callable[[dict[str, Any]], str | None]  # None: the run did not produce the figure
 Target = Callable[[dict[str, Any]], str]
 # (what, key, its value, its target or baseline, the sections the figure comes from)
@@ -127,6 +142,13 @@ ROWS: tuple[Row, ...] = (
         _floor,
         lambda r: "≥ 0.9",
         ("senders",),
+    ),
+    (
+        "search: query time on the owner's index, and its sync from the local stack",
+        "search.query_p95_s|sync_s|resync_s",
+        _search,
+        _grep,
+        ("search",),
     ),
 )
 

@@ -769,6 +769,57 @@ def cmd_conversations(args: argparse.Namespace) -> int:
 
 
 @command(
+    "one conversation: its record and its messages (the mail archived under it, oldest first)",
+    arg("id", help="the conversation id (as `conversations` and `search` print it)"),
+    *TARGET,
+)
+def cmd_conversations_show(args: argparse.Namespace) -> int:
+    from common.aws import dynamodb, s3
+    from common.mail import parse
+    from common.store import layout
+
+    t = target(args)
+    record = dynamodb.get(t.cfg.conversations_table, {"conversationId": args.id})
+    listed = sorted(
+        s3.listing(t.cfg.bucket, f"{layout.CONVERSATIONS}{args.id}/"),
+        key=lambda o: (o["LastModified"], o["Key"]),
+    )
+    if record is None and not listed:
+        return fail(f"no conversation {args.id!r} ({t.where})", 1)
+    messages = []
+    for o in listed:
+        raw = s3.head_bytes(t.cfg.bucket, str(o["Key"]), SHOW_MAIL_CAP)
+        if raw is None:
+            continue
+        mail = parse.parse(raw)
+        messages.append(
+            {
+                "key": o["Key"],
+                "received": utc(int(o["LastModified"].timestamp())),
+                "from": mail.from_address,
+                "subject": mail.subject,
+                "attachments": [a.filename for a in mail.attachments if a.role == "file"],
+                "text": mail.body_text[:SHOW_TEXT_CHARS],
+            }
+        )
+    if args.json:
+        print(json.dumps({"record": record, "messages": messages}, indent=2, ensure_ascii=False, default=str))
+        return 0
+    for key, value in sorted((record or {}).items()):
+        print(f"{key + ':':<20} {' '.join(str(value).split())}")
+    for m in messages:
+        print(f"\n--- {m['received']}  {m['from']}  {m['subject']}")
+        if m["attachments"]:
+            print(f"attachments: {', '.join(m['attachments'])}")
+        print(m["text"].rstrip())
+    return 0
+
+
+SHOW_MAIL_CAP = 40 * 1024 * 1024  # SES receives at most 40 MB
+SHOW_TEXT_CHARS = 20_000  # of each message's text on the terminal; the archive keeps it whole
+
+
+@command(
     "remove everything of a contact: conversations, mail, attachments, text, records, queued messages",
     arg("address", help="the contact's exact address (one address; matched whole, never as a part)"),
     *TARGET,
@@ -783,6 +834,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
     t = target(args)
     result = forget(t.cfg, args.address, deployment_queues(t.cfg))
     unreachable = result.pop("unreachable")
+    from ops.index import forget_locally
+
+    # this machine's search index (ops/index.py) forgets them now, not at its next sync
+    forget_locally(t.cfg, normalise(args.address), result.get("conversations", []))
     if args.json:
         print(json.dumps({**result, "unreachable": unreachable}, indent=2, ensure_ascii=False))
         return 0

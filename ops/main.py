@@ -18,7 +18,7 @@ from typing import Any
 from cli import Command, SafeStream
 from local import admin_credentials
 from local import commands as local
-from ops import addresses, admin, deployment, export, stats
+from ops import addresses, admin, deployment, export, search, stats
 
 COMMANDS: dict[str, Command] = {
     "invoke": local.cmd_invoke,
@@ -51,6 +51,8 @@ COMMANDS: dict[str, Command] = {
     "dlq list": admin.cmd_dlq_list,
     "dlq redrive": admin.cmd_dlq_redrive,
     "conversations": admin.cmd_conversations,
+    "conversations show": admin.cmd_conversations_show,
+    "search": search.cmd_search,
     "stats": stats.cmd_stats,
     "forget": admin.cmd_forget,
     "export": export.cmd_export,
@@ -68,6 +70,7 @@ GROUPS: dict[str, str] = {
     "suppression": "addresses sends are skipped for (bounces, complaints): list, remove",
     "dlq": "dead-letter queues: list what failed, redrive it",
     "address": "public addresses a catch-all covers, without a redeploy: add, disable, list",
+    "conversations": "every conversation, most recent first; show ID: one conversation and its messages",
 }
 
 
@@ -83,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
                     dest="action", required=True
                 )
             p = groups[outer].add_parser(inner, help=cmd.help)
+        elif name in GROUPS:
+            # a command that is also a group (`conversations`, `conversations show ID`): the group's
+            # parser runs the command when no action follows
+            p = sub.add_parser(name, help=GROUPS[name])
+            groups[name] = p.add_subparsers(dest="action", required=False)
         else:
             p = sub.add_parser(name, help=cmd.help)
         for a in cmd.args:

@@ -254,10 +254,20 @@ def query_index(
     return [i for i in (from_item(item) for item in response.get("Items", [])) if i is not None]
 
 
-def scan(table: str) -> list[dict[str, Any]]:
-    """Every item of a (small) table: operator tools only, never a handler's per-mail path."""
+def scan(table: str, attributes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Every item of a (small) table: operator tools only, never a handler's per-mail path.
+    ``attributes``: only those (a ProjectionExpression; each name through ExpressionAttributeNames, so
+    a reserved word such as ``timestamp`` works)."""
     items: list[dict[str, Any]] = []
-    for page in client("dynamodb").get_paginator("scan").paginate(TableName=table):
+    projection: dict[str, Any] = (
+        {
+            "ProjectionExpression": ", ".join(f"#a{n}" for n in range(len(attributes))),
+            "ExpressionAttributeNames": {f"#a{n}": a for n, a in enumerate(attributes)},
+        }
+        if attributes
+        else {}
+    )
+    for page in client("dynamodb").get_paginator("scan").paginate(TableName=table, **projection):
         items += [i for i in (from_item(item) for item in page.get("Items", [])) if i is not None]
     return items
 

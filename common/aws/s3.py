@@ -37,6 +37,20 @@ def exists(bucket: str, key: str, denial: BaseException) -> bool:
     return any(o.get("Key") == key for o in listed.get("Contents", []))
 
 
+def head_bytes(bucket: str, key: str, limit: int) -> bytes | None:
+    """The first ``limit`` bytes of ``key`` (a ranged GetObject: S3 sends no more); None when it is gone."""
+    try:
+        response = client("s3").get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit - 1}")
+    except Exception as exc:
+        code = error_code(exc)
+        if code == "InvalidRange":  # S3 answers a range over an empty object with 416
+            return b""
+        if code == "NoSuchKey":
+            return None
+        raise
+    return bytes(response["Body"].read())
+
+
 def put(
     bucket: str, key: str, body: bytes, content_type: str, metadata: dict[str, str] | None = None
 ) -> None:

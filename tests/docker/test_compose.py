@@ -278,3 +278,47 @@ def test_compose_export_reimports_with_mailbox(stack: dict[str, int], tmp_path: 
     assert b"\n>From the top: an export." in box_text and b"\n>From Monday on." in box_text
     records = [json.loads(line) for line in (out / "conversations.jsonl").read_text().splitlines()]
     assert "mia-at-export.example" in {r["conversationId"] for r in records}
+
+
+def test_compose_search_finds_a_mail_and_its_pdf_text_sent_over_smtp(
+    stack: dict[str, int], tmp_path: Path
+) -> None:
+    """`email-handler search` against the compose stack: a mail sent over SMTP, its body and its PDF's
+    extracted text found from an index synced from the stack (DynamoDB wherever `make up` routed it)."""
+    import json
+    import sys
+
+    from common.runtime import config
+    from local.env import local_env
+    from ops.index import DIR_VARIABLE
+    from tests.support.docgen import make_pdf
+    from tests.support.mailgen import mail
+    from tests.support.scenario import wait_for
+
+    endpoint = f"http://127.0.0.1:{stack['aws']}"
+    system = LocalSystem(smtp_port=stack["smtp"], endpoint=endpoint)
+    pdf = make_pdf(["Quotation Xylophonequartz 5512"])
+    raw = mail(
+        sender="Quinn Search <quinn@search.example>",
+        subject="Searchable hello",
+        text="Walrusmarmalade is in the body",
+        attachments=[("quote.pdf", pdf, "application/pdf")],
+    )
+    system.send("quinn@search.example", config.load(local_env()).public_email, raw)
+
+    def hits(word: str) -> list[dict[str, Any]]:
+        done = subprocess.run(
+            [sys.executable, "-m", "ops.main", "search", word, "--json", "--endpoint", endpoint],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, DIR_VARIABLE: str(tmp_path)},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return list(json.loads(done.stdout))
+
+    [body] = wait_for("the mail in the index", lambda: hits("walrusmarmalade"), timeout=120)
+    assert body["conversationId"] == "quinn-at-search.example" and body["attachment"] == ""
+    [text] = wait_for("the PDF's text in the index", lambda: hits("xylophonequartz"), timeout=120)
+    assert text["conversationId"] == "quinn-at-search.example" and text["attachment"] == "quote.pdf"

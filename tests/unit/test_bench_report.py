@@ -57,9 +57,30 @@ def test_what_a_run_did_not_produce_is_not_measured_yet() -> None:
     cold = next(line for line in section.splitlines() if "cold_net_vs_baseline" in line)
     assert f"| {report.NOT_MEASURED} | handlers ≤ 1.3, senders ≤ 1.2 | — |" in cold
     empty = report.render({})
-    assert empty.count(report.NOT_MEASURED) == 7  # six figures and the plain forwarder's cost
+    # seven figures, the plain forwarder's cost and grep's time beside search
+    assert empty.count(report.NOT_MEASURED) == 9
     partial = report.render({"images": {"functions": {"ack-sender": {"cold_net_vs_baseline": 1.1}}}})
     assert f"inbound-handler {report.NOT_MEASURED}" in partial and "ack-sender 1.1" in partial
+
+
+def test_the_search_figure_shows_the_query_the_sync_and_grep() -> None:
+    run = {
+        "measured": {"search": "2026-12-03T08:00:00Z"},
+        "search": {
+            "query_p95_s": 0.01,
+            "conversations": 10000,
+            "attachments": 2000,
+            "sync_s": 50.5,
+            "resync_s": 0.9,
+            "resync_read": 0,
+            "grep": {"p95_s": 0.3},
+        },
+    }
+    line = next(x for x in report.render(run).splitlines() if "search.query_p95_s" in x)
+    assert (
+        "query p95 0.01 s; sync of 10,000 conversations and 2,000 texts 50.5 s, again 0.9 s (0 read)" in line
+    )
+    assert "grep -r over the same text: p95 0.3 s | 2026-12-03 |" in line
 
 
 def test_a_page_without_the_markers_is_refused() -> None:
