@@ -322,6 +322,13 @@ CASES: dict[tuple[str, str], Case] = {
     ("common.runtime.config", '_validate:r"[@\\x00-\\x1f\\x7f<>\\"]"'): case("a"),
     ("common.runtime.config", '_validate:r"[a-z0-9-]+"'): case("a", tail="!", how="fullmatch"),
     ("common.runtime.config", '_validate:r"[0-9]{12}"'): case("1", how="fullmatch"),
+    ("common.runtime.config", "_EVENT_BUS"): case("a", tail="!", how="fullmatch"),
+    ("ops.export", "_FROM_LINE"): case(b">", tail=b"x\n"),
+    ("ops.export", "_ENVELOPE"): case("a", tail=" ", how="fullmatch"),
+    ("ops.export", "_SEGMENT"): case("a", tail="/", how="fullmatch"),
+    ("ops.export", 'mboxrd_unquoted:rb"^>(>*From )"'): case(b">", tail=b"x\n"),
+    ("ops.export", 'safe_name:r"[^A-Za-z0-9@._+-]"'): case("a", "!"),
+    ("ops.stats", "AGO"): case("1", tail="x", how="fullmatch"),
     ("common.store.senderlists", "_DOMAIN"): case("a.", "a-", how="fullmatch"),
     ("common.store.senderlists", "_LOCAL"): case("a", how="fullmatch"),
 }
