@@ -329,6 +329,9 @@ CASES: dict[tuple[str, str], Case] = {
     ("ops.export", 'mboxrd_unquoted:rb"^>(>*From )"'): case(b">", tail=b"x\n"),
     ("ops.export", 'safe_name:r"[^A-Za-z0-9@._+-]"'): case("a", "!"),
     ("ops.stats", "AGO"): case("1", tail="x", how="fullmatch"),
+    ("ops.index", "_CJK"): case("東", "a"),
+    ("ops.index", "_QUERY_PART"): case('"a', " a"),
+    ("ops.index", "_CONTROL"): case("a", "\x00"),
     ("common.store.senderlists", "_DOMAIN"): case("a.", "a-", how="fullmatch"),
     ("common.store.senderlists", "_LOCAL"): case("a", how="fullmatch"),
 }
