@@ -120,7 +120,13 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
         _allow(
             ["events:PutEvents"],
             [a.event_bus(cfg.event_bus_name)],
-            {"StringEquals": {"events:source": outcomes.SOURCE}},
+            # events:source is multivalued (ArrayOfString): a set operator, and Null so that an
+            # entry without the key is not allowed by ForAllValues' empty-set truth (IAM User Guide,
+            # "Single-valued vs. multivalued context keys").
+            {
+                "ForAllValues:StringEquals": {"events:source": [outcomes.SOURCE]},
+                "Null": {"events:source": "false"},
+            },
         )
     )
     if (

@@ -104,6 +104,7 @@ def deploy(
     preflight.receiving_available(cfg.region, lookup, report)
     preflight.bucket_available(cfg)
     preflight.environment_fits(cfg, environ)
+    preflight.receipt_rule_fits(cfg)
     production = preflight.production_access()
     given = dict(environ)  # before send_rate lowers MAX_SEND_RATE to the sandbox's: saved as given
     preflight.send_rate(environ, report)

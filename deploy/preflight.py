@@ -117,6 +117,25 @@ def environment_fits(cfg: Config, environ: Mapping[str, str]) -> None:
             )
 
 
+# Recipient conditions in one receipt rule (SES DG, "Service quotas in Amazon SES": 100 per rule).
+RULE_RECIPIENTS_LIMIT = 100
+
+
+def receipt_rule_fits(cfg: Config) -> None:
+    """The public rule names each listed address and the thread domain (deploy.receiving.rules): more
+    than SES takes would fail half-way through the deploy, so it is refused before any change."""
+    from deploy.receiving import public_recipients
+
+    count = len(public_recipients(cfg)) + 1
+    if count > RULE_RECIPIENTS_LIMIT:
+        raise DeployError(
+            f"the public receipt rule would name {count} recipients ({count - 1} public addresses and "
+            f"{cfg.thread_domain}); SES allows {RULE_RECIPIENTS_LIMIT} in one rule",
+            f"add the catch-all *@{cfg.domain_name} to PUBLIC_EMAIL and manage the addresses with "
+            "`email-handler address add|disable` (no redeploy)",
+        )
+
+
 def _parameter_exists(name: str) -> bool:
     return or_none(lambda: control_client("ssm").get_parameter(Name=name), "ParameterNotFound") is not None
 

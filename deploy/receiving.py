@@ -96,7 +96,8 @@ def _rule_view(rule: dict[str, Any]) -> dict[str, Any]:
 def public_recipients(cfg: Config) -> list[str]:
     """The public rule's recipient conditions: every listed address, or with a catch-all the domain
     itself (SES: a domain matches every address at it, not its subdomains, so thread.DOMAIN is named
-    beside them: :func:`_rules`). One rule holds up to 100 recipients (SES quotas)."""
+    beside them: :func:`_rules`). One rule holds up to 100 recipients (SES quotas; checked before any
+    change by :func:`deploy.preflight.receipt_rule_fits`)."""
     from common.runtime import addresses
 
     table = addresses.of(cfg)

@@ -885,8 +885,9 @@ def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str)
     # An e-mail subscription is listed as PendingConfirmation until its link is clicked, and SNS deletes it
     # unconfirmed after 48 hours ("Amazon SNS now supports automatic deletion of unconfirmed subscriptions",
     # AWS What's New, 2023-05): a lost or expired mail is never sent again unless someone subscribes again.
-    # Subscribe on the pending endpoint makes SNS mail a new confirmation (what the console's "Request
-    # confirmation" does); once deleted, the subscription is created anew.
+    # Subscribe on the pending endpoint asks SNS for a new confirmation (what the console's "Request
+    # confirmation" does; the API reference does not say so in words, hence "requested" below, not
+    # "sent"); once deleted, the subscription is created anew.
     pending = (
         found is not None
         and protocol == "email"
@@ -903,8 +904,9 @@ def subscription(run: Run, topic: str, protocol: str, endpoint: str, label: str)
     )
     if pending and run.apply:
         run.say(
-            f"SNS mailed {endpoint} a new confirmation link for the alert topic: click it within 48 hours "
-            "('AWS Notification - Subscription Confirmation'), or alarms and alerts reach no one"
+            f"SNS was asked to mail {endpoint} a new confirmation link for the alert topic: click it within "
+            "48 hours ('AWS Notification - Subscription Confirmation'), or alarms and alerts reach no one; "
+            "if none arrives, `email-handler status` keeps saying so and the next deploy asks again"
         )
 
 

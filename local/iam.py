@@ -120,6 +120,10 @@ def _conditions_hold(condition: dict[str, dict[str, Any]], context: dict[str, li
     for operator, keys in condition.items():
         for key, expected in keys.items():
             actual = context.get(key.lower())
+            if operator == "Null":  # "true": the key must be absent; "false": present (IAM User Guide)
+                if (actual is None) != (str(expected).lower() == "true"):
+                    return False
+                continue
             if actual is None:
                 # IAM: a missing key satisfies ...IfExists, ForAllValues and the negated operators.
                 if operator.endswith("IfExists") or operator.startswith("ForAllValues:") or "Not" in operator:

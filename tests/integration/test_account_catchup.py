@@ -92,7 +92,9 @@ def test_a_pending_alert_subscription_is_requested_again_by_the_next_deploy_and_
     assert fresh.confirmation_mails(OWNER) == 2  # SNS mailed the link again
     [again] = [line for line in lines if "sns-subscription" in line]
     assert again.split()[1] == "update" and "still PendingConfirmation" in again
-    assert any(line.startswith(f"[deploy] SNS mailed {OWNER} a new confirmation link") for line in lines)
+    assert any(
+        line.startswith(f"[deploy] SNS was asked to mail {OWNER} a new confirmation link") for line in lines
+    )
 
     assert fresh.confirm_subscriptions() == 1
     lines.clear()

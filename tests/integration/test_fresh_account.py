@@ -44,6 +44,9 @@ def account(
     reset_clients()
     yield env
     fresh.set_fresh(False)
+    # A test may have deployed to another Region: the next file on this worker must not inherit its
+    # clients (the environment itself is restored by monkeypatch).
+    reset_clients()
 
 
 def run(env: dict[str, str], build: Path, lines: list[str]) -> Any:

@@ -193,6 +193,8 @@ def test_each_role_may_put_this_services_events_on_its_bus_only(function: str) -
 
     assert put(bus, "service-email-handler")
     assert not put(bus, "aws.ec2") and not put(bus.replace("mail-events", "default"), "service-email-handler")
+    # The key is multivalued: without the Null guard ForAllValues would allow a request lacking it.
+    assert not evaluate([doc], Request("events:PutEvents", [bus], {}))
 
 
 def test_what_waits_without_a_handler_is_capped() -> None:

@@ -7,7 +7,7 @@ import secrets
 import pytest
 
 from deploy.errors import DeployError
-from deploy.preflight import BUCKET_NAME, load_config
+from deploy.preflight import BUCKET_NAME, RULE_RECIPIENTS_LIMIT, load_config, receipt_rule_fits
 from local.env import local_env
 
 ACCOUNT = "123456789012"
@@ -40,3 +40,18 @@ def test_a_default_bucket_name_over_63_characters_is_refused_with_a_shorter_one_
     )
     with pytest.raises(DeployError, match="not a valid S3 bucket name"):
         load_config(environ(EMAIL_BUCKET="My_Bucket"), "prd", "us-east-1", ACCOUNT)
+
+
+def test_a_public_rule_over_ses_recipient_quota_is_refused_before_any_change() -> None:
+    """The public rule names each listed address and the thread domain: 99 addresses fit, 100 do not."""
+
+    def addresses(n: int) -> dict[str, str]:
+        listed = ",".join(f"a{i}@example.com" for i in range(n))
+        return environ(PUBLIC_EMAIL=listed, PUBLIC_ADDRESSES="{}")
+
+    receipt_rule_fits(load_config(addresses(RULE_RECIPIENTS_LIMIT - 1), "prd", "us-east-1", ACCOUNT))
+    with pytest.raises(DeployError) as err:
+        receipt_rule_fits(load_config(addresses(RULE_RECIPIENTS_LIMIT), "prd", "us-east-1", ACCOUNT))
+    assert "101 recipients" in str(err.value) and "*@example.com" in err.value.fix
+    # a catch-all is one recipient, whatever the number of addresses
+    receipt_rule_fits(load_config(environ(), "prd", "us-east-1", ACCOUNT))
