@@ -86,21 +86,29 @@ def stack_routes(url: str) -> dict[str, str]:
 
 
 def admin_credentials(path: Path = CREDENTIALS_FILE) -> dict[str, str]:
-    """The ``local-admin`` profile of ``.build/local/credentials``, else the emulator's derived admin keys."""
+    """The local admin's keys, derived from the stack's secret (local/secret.py). The ``local-admin``
+    profile of ``path`` (what the AWS CLI reads) is written again when it holds other keys: a file left
+    by an earlier secret, or from before there was one, would give keys the emulator refuses."""
+    from local.iam import admin_credentials as derived
+
+    keys = derived()
+    if path.exists() and _profile(path) != keys:
+        write_admin_credentials(path)
+    return keys
+
+
+def _profile(path: Path) -> dict[str, str]:
     import configparser
 
     parser = configparser.ConfigParser()
-    if path.exists():
-        parser.read(path)
-    if parser.has_section(ADMIN_PROFILE):
-        section = parser[ADMIN_PROFILE]
-        return {
-            "AWS_ACCESS_KEY_ID": section["aws_access_key_id"],
-            "AWS_SECRET_ACCESS_KEY": section["aws_secret_access_key"],
-        }
-    from local.iam import admin_credentials as derived
-
-    return derived()
+    parser.read(path)
+    if not parser.has_section(ADMIN_PROFILE):
+        return {}
+    section = parser[ADMIN_PROFILE]
+    return {
+        "AWS_ACCESS_KEY_ID": section.get("aws_access_key_id", ""),
+        "AWS_SECRET_ACCESS_KEY": section.get("aws_secret_access_key", ""),
+    }
 
 
 def _write(path: Path, text: str) -> None:

@@ -32,19 +32,10 @@ from typing import Any
 
 from cli import arg, command
 from common.errors import EmailHandlerError
-from common.runtime import Config
+from common.runtime import Config, Outcome
 from ops.admin import TARGET, fail, target
 
-OUTCOMES = (
-    "forwarded",
-    "quarantined",
-    "acked",
-    "replied",
-    "held",
-    "send-failed",
-    "text-ready",
-    "extraction-error",
-)
+OUTCOMES = tuple(str(outcome) for outcome in Outcome)  # the functions' own vocabulary, in its order
 SENT_KINDS = {"forward": "forwarded", "ack": "acked", "reply": "replied", "new": "replied"}
 SENT = "sent"  # common.senders.status.SendStatus.SENT, as the stored result holds it
 FAILED = "failed"  # the status common/senders/handler.py records for a failed send

@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "FUNCTIONS": "functions",
     "Function": "functions",
     "InboundHandlerConfig": "views",
+    "Outcome": "outcomes",
     "PublicAddress": "addresses",
     "QUEUE_VISIBILITY_S": "functions",
     "ReplyHandlerConfig": "views",
@@ -66,6 +67,7 @@ __all__ = [
     "FUNCTIONS",
     "Function",
     "InboundHandlerConfig",
+    "Outcome",
     "PublicAddress",
     "QUEUE_VISIBILITY_S",
     "ReplyHandlerConfig",
@@ -120,6 +122,7 @@ if TYPE_CHECKING:
     )
     from common.runtime.handler import make_handler
     from common.runtime.log import bind, get_logger, scrub, set_level
+    from common.runtime.outcomes import Outcome
     from common.runtime.views import (
         VIEWS,
         Delivery,

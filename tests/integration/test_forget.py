@@ -16,7 +16,7 @@ import pytest
 from common.aws import client, dynamodb
 from local.rie import RieProcess
 from tests.conftest import REPO
-from tests.support.harness import Stack
+from tests.support.harness import Stack, verify_domain_on_fresh_model
 from tests.support.mailgen import mail
 
 OWNER = "Owner Name <owner@example.net>"
@@ -328,13 +328,7 @@ def new_account(owner: str) -> None:
     from local import fresh
 
     fresh.set_fresh(True)
-    ses = client("ses")
-    ses.verify_domain_identity(Domain="example.com")
-    token = ses.get_identity_verification_attributes(Identities=["example.com"])["VerificationAttributes"][
-        "example.com"
-    ]["VerificationToken"]
-    fresh.publish(f'_amazonses.example.com. 1800 IN TXT "{token}"\n')
-    ses.get_identity_verification_attributes(Identities=["example.com"])  # SES's next poll
+    verify_domain_on_fresh_model()
     client("sesv2").create_email_identity(EmailIdentity=owner)
     assert fresh.click(owner)
 

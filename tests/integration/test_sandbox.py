@@ -20,7 +20,7 @@ from common.store import sendstatus
 from common.store.sendqueue import enqueue
 from local import fresh
 from local.rie import RieProcess
-from tests.support.harness import Stack
+from tests.support.harness import Stack, verify_domain_on_fresh_model
 from tests.support.mailgen import mail
 
 OWNER = "owner@example.net"
@@ -33,14 +33,7 @@ def sandbox(stack: Stack) -> Iterator[Stack]:
     """The provisioned stack on a new account: example.com verified (so the public address may send),
     the owner's and the contact's addresses not."""
     fresh.set_fresh(True)
-    ses = client("ses")
-    ses.verify_domain_identity(Domain="example.com")
-    token = ses.get_identity_verification_attributes(Identities=["example.com"])["VerificationAttributes"][
-        "example.com"
-    ]["VerificationToken"]
-    fresh.publish(f'_amazonses.example.com. 1800 IN TXT "{token}"\n')
-    status = ses.get_identity_verification_attributes(Identities=["example.com"])  # SES's next poll
-    assert status["VerificationAttributes"]["example.com"]["VerificationStatus"] == "Success"
+    assert verify_domain_on_fresh_model() == "Success"
     client("sesv2").create_email_identity(EmailIdentity=OWNER)  # what the deploy does: SES mails the link
     yield stack
     fresh.set_fresh(False)

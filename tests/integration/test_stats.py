@@ -23,7 +23,7 @@ from local.rie import RieProcess
 from ops.main import main as cli
 from tests.conftest import REPO
 from tests.support.extraction import sample_files
-from tests.support.harness import Stack
+from tests.support.harness import Stack, verify_domain_on_fresh_model
 from tests.support.mailgen import mail
 
 OWNER = "owner@example.net"
@@ -48,13 +48,7 @@ def sandbox_for_new_contacts(stack: Stack) -> Iterator[None]:
     """From here on the account is in SES's sandbox (local/fresh.py): the domain and the owner verified,
     a contact who is not is held. tests/integration/test_sandbox.py sets it up the same way."""
     fresh.set_fresh(True)
-    ses = client("ses")
-    ses.verify_domain_identity(Domain="example.com")
-    token = ses.get_identity_verification_attributes(Identities=["example.com"])["VerificationAttributes"][
-        "example.com"
-    ]["VerificationToken"]
-    fresh.publish(f'_amazonses.example.com. 1800 IN TXT "{token}"\n')
-    ses.get_identity_verification_attributes(Identities=["example.com"])  # SES's next poll verifies it
+    verify_domain_on_fresh_model()
     client("sesv2").create_email_identity(EmailIdentity=OWNER)
     assert fresh.click(OWNER)
     yield

@@ -187,3 +187,17 @@ class Stack:
             return got
 
         return drain
+
+
+def verify_domain_on_fresh_model(domain: str = "example.com") -> str:
+    """On the fresh-account model (local/fresh.py, already switched on): create ``domain``'s SES
+    identity, publish its verification TXT record as `email-handler dns publish` would, and let SES's
+    next poll see it. Returns the status that poll reports."""
+    from local import fresh
+
+    ses = client("ses")
+    ses.verify_domain_identity(Domain=domain)
+    attributes = ses.get_identity_verification_attributes(Identities=[domain])["VerificationAttributes"]
+    fresh.publish(f'_amazonses.{domain}. 1800 IN TXT "{attributes[domain]["VerificationToken"]}"\n')
+    polled = ses.get_identity_verification_attributes(Identities=[domain])["VerificationAttributes"]
+    return str(polled[domain]["VerificationStatus"])

@@ -4,6 +4,7 @@ this machine, and only when none are configured (ops/main.py emulator_credential
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +44,22 @@ def test_configured_credentials_and_aws_endpoints_are_left_alone(
         clean.setenv(name, value)
     cli.emulator_credentials()
     assert os.environ.get("AWS_ACCESS_KEY_ID") == kept
+
+
+def test_a_credentials_file_left_by_an_earlier_secret_is_written_again(tmp_path: Path) -> None:
+    """A checkout upgraded from before the per-stack secret keeps the old `local-admin` profile: the
+    emulator refuses its keys, so the CLI uses the derived ones and the file is brought up to date."""
+
+    from local.env import ADMIN_PROFILE, write_admin_credentials
+
+    path = Path(tmp_path) / "credentials"
+    path.write_text(f"[{ADMIN_PROFILE}]\naws_access_key_id = AKIASTALE\naws_secret_access_key = stale\n")
+    keys = admin_credentials(path)
+    assert keys["AWS_ACCESS_KEY_ID"] != "AKIASTALE"
+    assert f"aws_access_key_id = {keys['AWS_ACCESS_KEY_ID']}" in path.read_text()
+    written = path.read_text()
+    assert admin_credentials(path) == keys and path.read_text() == written  # current: left alone
+    missing = Path(tmp_path) / "none"
+    assert admin_credentials(missing) == keys and not missing.exists()  # only an existing file is mended
+    write_admin_credentials(missing)
+    assert admin_credentials(missing) == keys
