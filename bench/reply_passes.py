@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common.mail import html_to_text, parse
+from common.mail import parse
+from common.mail.htmltext import html_to_text
 from common.reply.scrub import hide_addresses, hide_names
 from common.reply.text import (
     Evidence,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from common.runtime import EMULATOR_PORT
+from common.runtime.functions import EMULATOR_PORT
 
 DEFAULT_ENDPOINT = f"http://127.0.0.1:{EMULATOR_PORT}"
 Run = Callable[[argparse.Namespace], int]

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from common.aws import sts
-from common.runtime import FUNCTIONS, Config, dlq_name
+from common.runtime.config import Config
+from common.runtime.functions import FUNCTIONS, dlq_name
 from common.store import layout
 from deploy import alarms, dashboard, dns, iam, lambdas, preflight, receiving, resources, triggers
 from deploy.errors import DeployError

@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any
 
 from common.aws import control_client, or_none
-from common.runtime import FUNCTIONS, dlq_name
+from common.runtime.functions import FUNCTIONS, dlq_name
 from deploy import alarms, dashboard, iam, receiving, triggers
 from deploy.images import repository_name
 from deploy.lambdas import alias_arn, async_dlq, function_name

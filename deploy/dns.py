@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from common.aws import control_client
-from common.runtime import Config
+from common.runtime.config import Config
 
 BUILD_DIR = Path(__file__).resolve().parents[1] / ".build" / "deploy"
 TTL = 1800

@@ -11,7 +11,9 @@ import json
 from importlib.resources import files
 from typing import Any
 
-from common.runtime import Config, dlq_name, outcomes
+from common.runtime import outcomes
+from common.runtime.config import Config
+from common.runtime.functions import dlq_name
 from common.store import layout
 from deploy.plan import Run, canonical
 from deploy.resources import attachment_queue
@@ -86,7 +88,7 @@ def _allow(
 
 def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     """The inline policy document of ``function``'s role."""
-    from common.runtime import BY_NAME
+    from common.runtime.functions import BY_NAME
 
     a = Arns(cfg, account)
     spec = BY_NAME[function]

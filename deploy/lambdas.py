@@ -13,7 +13,10 @@ from dataclasses import fields
 from typing import Any
 
 from common.aws import control_client, or_none
-from common.runtime import FUNCTIONS, VIEWS, Config, Function, addresses, env_name, view_fields
+from common.runtime import addresses
+from common.runtime.config import Config, env_name
+from common.runtime.functions import FUNCTIONS, Function
+from common.runtime.views import VIEWS, view_fields
 from deploy import propagation
 from deploy.images import Published
 from deploy.plan import Run

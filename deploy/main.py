@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from common.aws import reset_clients
-from common.runtime import FUNCTIONS, Config
+from common.runtime.config import Config
+from common.runtime.functions import FUNCTIONS
 from deploy import alarms, dashboard, dns, iam, lambdas, preflight, receiving, regions, saved, triggers
 from deploy.errors import DeployError
 from deploy.images import Published

@@ -11,7 +11,8 @@ from typing import Any
 from common.aws import control_client, error_code, or_none
 from common.errors import ConfigError
 from common.mail import encrypt
-from common.runtime import DEV_THREAD_SECRET, Config, config
+from common.runtime import config
+from common.runtime.config import DEV_THREAD_SECRET, Config
 from deploy.errors import DeployError
 
 REQUIRED = ("domain_name", "public_email", "private_email")
@@ -102,7 +103,7 @@ LAMBDA_ENVIRONMENT_LIMIT = 4096
 def environment_fits(cfg: Config, environ: Mapping[str, str]) -> None:
     """Each function's variables fit Lambda's 4 KB, checked before CreateFunction would refuse them
     half-way."""
-    from common.runtime import FUNCTIONS
+    from common.runtime.functions import FUNCTIONS
     from deploy.lambdas import environment
 
     for spec in FUNCTIONS:
@@ -160,7 +161,7 @@ def account() -> str:
     """The caller's account, which also proves the credentials work."""
     from botocore.exceptions import BotoCoreError, NoCredentialsError
 
-    from common.aws import account_id
+    from common.aws.sts import account_id
 
     try:
         return account_id()  # cached: the ARNs derived later reuse it
@@ -228,7 +229,7 @@ def new_identity_verified_at_once() -> bool:
 
     import boto3
 
-    from common.runtime import EMULATOR_ACCOUNT_PATH, emulator_token
+    from common.runtime.functions import EMULATOR_ACCOUNT_PATH, emulator_token
 
     credentials = boto3.Session().get_credentials()
     request = urllib.request.Request(endpoint.rstrip("/") + EMULATOR_ACCOUNT_PATH)

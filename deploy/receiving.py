@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from common.aws import control_client, or_none
-from common.runtime import Config
+from common.runtime.config import Config
 from common.store import layout
 from deploy import propagation
 from deploy.dns import MAIL_FROM_LABEL

@@ -17,8 +17,10 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any, NamedTuple
 
-from common.aws import account_id, control_client, error_code, or_none
-from common.runtime import BY_NAME, QUEUE_VISIBILITY_S, SECRET_PARAMETERS, Config, dlq_name, env_name
+from common.aws import control_client, error_code, or_none
+from common.aws.sts import account_id
+from common.runtime.config import SECRET_PARAMETERS, Config, env_name
+from common.runtime.functions import BY_NAME, QUEUE_VISIBILITY_S, dlq_name
 from common.store import layout
 from deploy import propagation
 from deploy.errors import DeployError

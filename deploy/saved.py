@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 
-from common.runtime import Config, env_name
+from common.runtime.config import Config, env_name
 
 DIR = Path(__file__).resolve().parents[1] / ".email-handler"
 VERSION = 1

@@ -7,7 +7,8 @@ import json
 from typing import Any, NamedTuple
 
 from common.aws import control_client, or_none
-from common.runtime import FUNCTIONS, Config, Function
+from common.runtime.config import Config
+from common.runtime.functions import FUNCTIONS, Function
 from deploy import propagation, receiving
 from deploy.lambdas import ALIAS, alias_arn, function_name
 from deploy.plan import Run

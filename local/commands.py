@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli import ENDPOINT, arg, command, endpoint, run_until_signalled
-from common.runtime import BY_NAME, EMULATOR_PORT, FUNCTIONS, SMTP_PORT, Config, config
+from cli.command import ENDPOINT, arg, command, endpoint, run_until_signalled
+from common.runtime import config
+from common.runtime.config import Config
+from common.runtime.functions import BY_NAME, EMULATOR_PORT, FUNCTIONS, SMTP_PORT
 from local.env import admin_credentials, use_endpoint
 from local.env import local_env as local_defaults
 
@@ -95,7 +97,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_dev(args: argparse.Namespace) -> int:
-    from common.runtime import set_level
+    from common.runtime.log import set_level
     from local import pyversion
     from local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailableError, SignalGuard
 
@@ -188,7 +190,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_inject(args: argparse.Namespace) -> int:
-    from common.runtime import set_level
+    from common.runtime.log import set_level
     from local import ingress
     from local.events import envelope_sender
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import EmailHandlerError
-from common.runtime import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
+from common.runtime.functions import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
 from local.env import cli_hint
 from local.rie import INVOKE_PATH, REPO, free_port
 
@@ -222,7 +222,7 @@ class DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailableError` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
         from common.runtime import config
-        from deploy import with_owner_key_file
+        from deploy.preflight import with_owner_key_file
         from local import provision
         from local.concurrency import AccountConcurrency
         from local.emulator import EmbeddedMoto
@@ -283,7 +283,7 @@ class DevStack:
     def _start_functions(self, roles: dict[str, dict[str, str]]) -> dict[str, Any]:
         """The six functions under the RIE, each with its role's credentials; started together, then
         waited for."""
-        from common.aws import account_id
+        from common.aws.sts import account_id
         from local.env import without_secrets
         from local.rie import RieProcess, wait_for_port
 

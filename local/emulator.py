@@ -13,7 +13,7 @@ import functools
 from typing import Any
 
 from common.errors import ConfigError
-from common.runtime import EMULATOR_PORT
+from common.runtime.functions import EMULATOR_PORT
 
 
 def route_cache() -> None:

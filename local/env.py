@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from common.runtime import DEV_THREAD_SECRET, Config
+from common.runtime.config import DEV_THREAD_SECRET, Config
 from local.iam import ACCOUNT, ADMIN_PROFILE
 
 ENV_FILE = Path(__file__).resolve().parents[1] / "compose" / "local.env"
@@ -156,7 +156,7 @@ def _restored(change: Any) -> None:
 def without_secrets(env: dict[str, str]) -> dict[str, str]:
     """A function's environment without the secrets it reads from SSM at cold start, as on AWS ("" also
     masks a variable the process would inherit; the configuration treats it as unset)."""
-    from common.runtime import SECRET_PARAMETERS, env_name
+    from common.runtime.config import SECRET_PARAMETERS, env_name
 
     return {**env, **{env_name(secret): "" for secret in SECRET_PARAMETERS}}
 
@@ -169,8 +169,9 @@ def function_credentials(cfg: Config, function: str, ensure_role: bool = False) 
 
     The emulator derives a session's keys from the role and the session name, so assuming again
     after a reset gives the same keys: functions started earlier keep working."""
-    from common.aws import account_id, client
-    from deploy import role_arn
+    from common.aws import client
+    from common.aws.sts import account_id
+    from deploy.iam import role_arn
     from local import provision
 
     arn = (
@@ -236,7 +237,7 @@ def function_env_files(cfg: Config, directory: Path) -> list[Path]:
     """``<directory>/<function>.env`` with the credentials of the function's role session (the
     compose stack's function containers read them). The keys are derived from the role and the
     session name, so this needs no emulator; ``email-handler provision --local`` opens the sessions."""
-    from common.runtime import FUNCTIONS
+    from common.runtime.functions import FUNCTIONS
     from local.iam import derived_key
 
     out = []

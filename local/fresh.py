@@ -31,7 +31,7 @@ import time
 from collections import deque
 from typing import Any
 
-from common.runtime import EMULATOR_ACCOUNT_PATH
+from common.runtime.functions import EMULATOR_ACCOUNT_PATH
 from local import concurrency
 
 # Where the model's control endpoints live on the emulator (POST): the zone to publish, and the switch.
@@ -165,7 +165,7 @@ def route53_records() -> set[tuple[str, str, str]]:
     FILE.zone` does."""
     from moto.route53.models import route53_backends
 
-    from deploy import txt_text
+    from deploy.route53 import txt_text
 
     found = set()
     for partitions in list(route53_backends.values()):
@@ -843,7 +843,7 @@ def image_refused(image_uri: str) -> str:
     Docker image manifest V2, schema 2 and the OCI image manifest: Lambda DG, "Create a Lambda function
     using a container image", https://docs.aws.amazon.com/lambda/latest/dg/images-create.html; the
     message is what AWS answers, as users report it, boto/boto3#3255)."""
-    from deploy import LAMBDA_MANIFESTS, manifest_media_type
+    from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
 
     host, _, rest = image_uri.partition("/")
     repository, _, digest = rest.partition("@")
@@ -948,7 +948,7 @@ def _patch_route53() -> None:
     from moto.route53.exceptions import Route53ClientError
     from moto.route53.models import Route53Backend
 
-    from deploy import TXT_STRING_MAX, txt_strings
+    from deploy.route53 import TXT_STRING_MAX, txt_strings
 
     change = Route53Backend.change_resource_record_sets
 

@@ -38,7 +38,7 @@ _FOREIGN_SITES = ("cross-site", "same-site")
 
 def admin_token() -> str:
     """The bearer token for ``/moto-api/*``: derived from the local admin's secret key."""
-    from common.runtime import emulator_token
+    from common.runtime.functions import emulator_token
     from local.iam import admin_credentials
 
     return emulator_token(admin_credentials()["AWS_SECRET_ACCESS_KEY"])

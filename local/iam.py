@@ -423,7 +423,7 @@ def _route53_request(response: Any, action: str) -> Request:
     also carries the condition keys of its changes, each holding every change's value: the record
     names normalized, the record types, the actions (Route 53 DG, "Using IAM policy conditions for
     fine-grained access control")."""
-    from deploy import normalized_name
+    from deploy.route53 import normalized_name
 
     zone = str(response._get_param("HostedZoneId") or response._get_param("Id") or "")
     resources = [f"arn:aws:route53:::hostedzone/{zone.rsplit('/', 1)[-1]}"] if zone else []

@@ -21,7 +21,10 @@ from email.utils import getaddresses
 from typing import Any
 
 from common.aws import s3, sqs
-from common.runtime import SMTP_PORT, Config, get_logger, receiving_function
+from common.runtime.addresses import receiving_function
+from common.runtime.config import Config
+from common.runtime.functions import SMTP_PORT
+from common.runtime.log import get_logger
 from common.store import layout
 from local import events as localevents
 from local.provision import wiring_queue

@@ -20,7 +20,7 @@ from email.message import EmailMessage
 from email.utils import getaddresses, parsedate_to_datetime
 from typing import Any
 
-from common.runtime import iso_z, parse_iso
+from common.runtime.clock import iso_z, parse_iso
 
 
 def _get_json(url: str, timeout: float = 30, attempts: int = 1, headers: dict[str, str] | None = None) -> Any:

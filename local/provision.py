@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from common.aws import account_id
-from common.runtime import FUNCTIONS, Config
-from deploy import Change, Run, iam, resources
+from common.aws.sts import account_id
+from common.runtime.config import Config
+from common.runtime.functions import FUNCTIONS
+from deploy import iam, resources
+from deploy.plan import Change, Run
 
 # Lambda retries an asynchronous invocation twice: three receives, then the local DLQ.
 ASYNC_ATTEMPTS = 3

@@ -216,7 +216,7 @@ class RieProcess:
 
     def start(self, wait: bool = True) -> RieProcess:
         task_root = REPO / "images" / self.function
-        from common.runtime import BY_NAME
+        from common.runtime.functions import BY_NAME
 
         spec = BY_NAME[self.function]
         # What Lambda sets from the function's configuration (the RIE reads the timeout; the

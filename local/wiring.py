@@ -32,8 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.aws import sqs
-from common.runtime import BY_NAME, FUNCTIONS, Config, get_logger
-from deploy import resources, source_queue
+from common.runtime.config import Config
+from common.runtime.functions import BY_NAME, FUNCTIONS
+from common.runtime.log import get_logger
+from deploy import resources
+from deploy.triggers import source_queue
 from local.concurrency import AccountConcurrency, ThrottledError, requeue_throttled
 from local.events import sns_event, sqs_event
 from local.provision import ASYNC_ATTEMPTS, wiring_queue
@@ -270,10 +273,11 @@ class Wiring:
     ) -> None:
         """Lambda's invocation record for an asynchronous invocation (the shape its destinations get),
         kept under layout.local_invocation(<SQS message id>) for `email-handler inject` to read."""
-        from common.aws import account_id, s3
-        from common.runtime import iso_z
+        from common.aws import s3
+        from common.aws.sts import account_id
+        from common.runtime.clock import iso_z
         from common.store import layout
-        from deploy import alias_arn
+        from deploy.lambdas import alias_arn
         from local.rie import InvokeError
 
         if error is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cli import arg, command
+from cli.command import arg, command
 from ops.admin import TARGET, emit, fail, operator, target
 
 COLUMNS = [

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cli import ENDPOINT, arg, command, endpoint
+from cli.command import ENDPOINT, arg, command, endpoint
 from common.errors import EmailHandlerError
-from common.runtime import Config
-from local import local_config, wiring_queue
+from common.runtime.config import Config
+from local.commands import local_config
+from local.provision import wiring_queue
 
 TARGET = (
     arg("--env", help="a deployment on AWS: its environment name (e.g. prd); default: the local emulator"),
@@ -129,7 +130,7 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> st
 
 
 def utc(epoch_s: int) -> str:
-    from common.runtime import iso_z
+    from common.runtime.clock import iso_z
 
     return iso_z(datetime.fromtimestamp(epoch_s, UTC)) if epoch_s else ""
 
@@ -191,7 +192,7 @@ def report(args: argparse.Namespace, outcome: dict[str, Any], ok: tuple[str, ...
 
 
 def task_event(detail_type: str, source: str, detail: dict[str, Any]) -> dict[str, Any]:
-    from common.runtime import iso_z
+    from common.runtime.clock import iso_z
 
     return {
         "version": "0",
@@ -242,7 +243,8 @@ def cmd_quarantine_list(args: argparse.Namespace) -> int:
 )
 def cmd_quarantine_show(args: argparse.Namespace) -> int:
     from common.aws import s3
-    from common.mail import limits, parse, release_address
+    from common.mail import limits, parse
+    from common.mail.threads import release_address
     from common.store import quarantine
 
     if args.raw and sys.stdout.isatty():
@@ -347,8 +349,10 @@ def cmd_quarantine_digest(args: argparse.Namespace) -> int:
     """On AWS inbound-handler's schedule entry answers the task; locally this process runs the function
     the schedule entry runs (common/delivery/quarantine.py send_digest): the same digest queued for the
     forward-sender and the same records marked, and its own result printed."""
-    from common.delivery import send_digest
-    from common.runtime import BY_NAME, set_level, with_secrets
+    from common.delivery.quarantine import send_digest
+    from common.runtime.config import with_secrets
+    from common.runtime.functions import BY_NAME
+    from common.runtime.log import set_level
 
     t = target(args)
     if t.aws:
@@ -825,7 +829,7 @@ SHOW_TEXT_CHARS = 20_000  # of each message's text on the terminal; the archive 
     *TARGET,
 )
 def cmd_forget(args: argparse.Namespace) -> int:
-    from common.store import InvalidAddressError, forget, normalise
+    from common.store.erasure import InvalidAddressError, forget, normalise
 
     try:
         normalise(args.address)

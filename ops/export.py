@@ -36,7 +36,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
-from cli import arg, command
+from cli.command import arg, command
 from common.errors import EmailHandlerError
 from ops.admin import TARGET, fail, target
 
@@ -232,7 +232,7 @@ class Export:
         records in scope merged into what an earlier run wrote (an increment keeps the rest). Returns each
         conversation's public address, from every record."""
         from common.aws import dynamodb
-        from common.runtime import parse_iso
+        from common.runtime.clock import parse_iso
 
         items = dynamodb.scan(self.cfg.conversations_table)
         path = self.directory / RECORDS

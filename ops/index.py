@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import EmailHandlerError
-from common.runtime import Config
+from common.runtime.config import Config
 
 DIR = Path(__file__).resolve().parents[1] / ".build" / "search"
 DIR_VARIABLE = "EMAIL_HANDLER_SEARCH_DIR"
@@ -141,7 +141,7 @@ class Listed:
 
 def classify(key: str, etag: str, modified: datetime) -> Listed | None:
     """An archived mail or an extracted text of the bucket's layout (common/store/layout.py), or None."""
-    from common.runtime import iso_z
+    from common.runtime.clock import iso_z
     from common.store import layout
 
     parts = key.split("/")

@@ -15,9 +15,10 @@ import sys
 import urllib.parse
 from typing import Any
 
-from cli import Command, SafeStream
-from local import admin_credentials
+from cli.command import Command
+from cli.termsafe import SafeStream
 from local import commands as local
+from local.env import admin_credentials
 from ops import addresses, admin, deployment, export, search, stats
 
 COMMANDS: dict[str, Command] = {

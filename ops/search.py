@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cli import arg, command
+from cli.command import arg, command
 from ops.admin import TARGET, fail, target
 from ops.index import MAX_LIMIT, MAX_TERMS, QueryError, connect, fts_query, index_path, search, sync
 

@@ -30,9 +30,10 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cli import arg, command
+from cli.command import arg, command
 from common.errors import EmailHandlerError
-from common.runtime import Config, Outcome
+from common.runtime.config import Config
+from common.runtime.outcomes import Outcome
 from ops.admin import TARGET, fail, target
 
 OUTCOMES = tuple(str(outcome) for outcome in Outcome)  # the functions' own vocabulary, in its order
@@ -157,7 +158,7 @@ def period(since: datetime, now: datetime) -> int:
 def _reason_metrics(cw: Any, cfg: Config) -> dict[str, dict[str, Any]]:
     """The MailQuarantined metrics with a Reason (ListMetrics lists those with data in the last two weeks:
     CloudWatch API reference, ListMetrics)."""
-    from deploy import DIMENSION, NAMESPACE, OUTCOME_METRICS
+    from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
 
     found: dict[str, dict[str, Any]] = {}
     pages = cw.get_paginator("list_metrics").paginate(
@@ -191,7 +192,7 @@ def metric_sums(cw: Any, metrics: list[dict[str, Any]], since: datetime, now: da
 
 def collect_metrics(cfg: Config, since: datetime, now: datetime) -> dict[str, Any]:
     from common.aws import client
-    from deploy import DIMENSION, NAMESPACE, OUTCOME_METRICS
+    from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
 
     cw = client("cloudwatch")
     dimensions = [{"Name": DIMENSION, "Value": cfg.env}]

@@ -35,8 +35,11 @@ from __future__ import annotations
 
 import re
 
-from common.mail import ParsedMail, automatic, reports
-from common.runtime import VERDICTS, Delivery, SesReceipt
+from common.mail import reports
+from common.mail.autoreply import automatic
+from common.mail.parse import ParsedMail
+from common.runtime.events import VERDICTS, SesReceipt
+from common.runtime.views import Delivery
 from common.store import ackbudget
 
 # RFC 3834 5.2 / common practice: a no-reply marker anywhere in the local part ("gmail-noreply").
@@ -74,7 +77,7 @@ def sandbox_refusal(address: str) -> str:
     then the ack is queued, and its sender holds it if SES refuses it). Asked only for an ack that passed
     every other check, after the budget was taken (a unit of one hour's budget is all a refusal costs)."""
     from common.aws import ses
-    from common.runtime import get_logger
+    from common.runtime.log import get_logger
 
     try:
         refused = ses.sandbox_refused([address])

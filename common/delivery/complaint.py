@@ -10,8 +10,11 @@ be anything, so it is never shown inline).
 from __future__ import annotations
 
 from common.delivery.compose import fits_attached
-from common.mail import MAX_SUBJECT_CHARS, OutboundMessage, ParsedMail, clean_header_text
-from common.runtime import Delivery
+from common.mail.limits import MAX_SUBJECT_CHARS
+from common.mail.outbound import OutboundMessage
+from common.mail.parse import ParsedMail
+from common.mail.sanitize import clean_header_text
+from common.runtime.views import Delivery
 from common.store import attachments as stored
 
 REPORT_NAME = "abuse report.eml"

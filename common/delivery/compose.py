@@ -11,20 +11,13 @@ from typing import Any
 from urllib.parse import quote
 
 from common.delivery.ack import greeting_name
-from common.mail import (
-    ORIGINAL_NAME,
-    OutboundMessage,
-    ParsedMail,
-    clean_header_text,
-    htmlsafe,
-    limits,
-    outbound,
-    parse,
-    release_address,
-    trackers,
-)
-from common.runtime import Delivery
-from common.store import Link, Stored
+from common.mail import htmlsafe, limits, outbound, parse, trackers
+from common.mail.outbound import OutboundMessage
+from common.mail.parse import ORIGINAL_NAME, ParsedMail
+from common.mail.sanitize import clean_header_text
+from common.mail.threads import release_address
+from common.runtime.views import Delivery
+from common.store.attachments import Link, Stored
 
 # reply-handler cuts the owner's reply at these lines, so they must survive plain-text quoting. Both
 # hold MARKER_TEXT; the forward opens with FORWARD_MARKER (text and HTML), so whatever follows it in a

@@ -16,9 +16,16 @@ from common.delivery.compose import build_ack, build_forward, unconverted_html
 from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.results import InboundResult
 from common.errors import EmailHandlerError
-from common.mail import ParsedMail, conversation_id, htmlsafe, parse, thread_address, trackers, unbuildable
-from common.runtime import Delivery, PublicAddress, addresses, bind, events, get_logger, outcomes
-from common.store import attachments, conversations, enqueue, intake, layout, rawmail
+from common.mail import htmlsafe, parse, trackers
+from common.mail.build import unbuildable
+from common.mail.parse import ParsedMail
+from common.mail.threads import conversation_id, thread_address
+from common.runtime import addresses, events, outcomes
+from common.runtime.addresses import PublicAddress
+from common.runtime.log import bind, get_logger
+from common.runtime.views import Delivery
+from common.store import attachments, conversations, intake, layout, rawmail
+from common.store.sendqueue import enqueue
 
 log = get_logger("inbound-handler")  # the logger name log queries know, whichever function delivers
 

@@ -22,10 +22,17 @@ from typing import Any
 from common.aws import logs
 from common.delivery.compose import build_digest
 from common.delivery.results import DigestResult, InboundResult
-from common.mail import ParsedMail, header_text, limits, parse_mailbox
-from common.runtime import Delivery, SesReceipt, addresses, get_logger, iso_z, outcomes, scrub
-from common.store import enqueue, rawmail, staging
+from common.mail import limits
+from common.mail.headers import header_text, parse_mailbox
+from common.mail.parse import ParsedMail
+from common.runtime import addresses, outcomes
+from common.runtime.clock import iso_z
+from common.runtime.events import SesReceipt
+from common.runtime.log import get_logger, scrub
+from common.runtime.views import Delivery
 from common.store import quarantine as records
+from common.store import rawmail, staging
+from common.store.sendqueue import enqueue
 
 log = get_logger("quarantine")
 

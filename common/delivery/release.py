@@ -17,9 +17,13 @@ from common.delivery.deliver import UndeliverableError, deliver
 from common.delivery.results import ReleaseResult
 from common.errors import EmailHandlerError
 from common.mail import limits, parse
-from common.runtime import Delivery, addresses, bind, get_logger, parse_iso_or_now
-from common.store import attachments, enqueue, intake, rawmail
+from common.runtime import addresses
+from common.runtime.clock import parse_iso_or_now
+from common.runtime.log import bind, get_logger
+from common.runtime.views import Delivery
+from common.store import attachments, intake, rawmail
 from common.store import quarantine as records
+from common.store.sendqueue import enqueue
 
 log = get_logger("quarantine")
 

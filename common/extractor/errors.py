@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from common.errors import EmailHandlerError
-from common.mail import well_formed
+from common.mail.charsets import well_formed
 
 MAX_REASON = 300
 # Object ids and reprs carry memory addresses that differ per run and mean nothing to a reader.

@@ -17,7 +17,9 @@ from common.errors import EventError
 from common.extractor import isolate
 from common.extractor import text as textextract
 from common.extractor.errors import loggable
-from common.runtime import ExtractorConfig, events, get_logger, outcomes
+from common.runtime import events, outcomes
+from common.runtime.log import get_logger
+from common.runtime.views import ExtractorConfig
 from common.store import extracted, layout
 
 if TYPE_CHECKING:  # pragma: no cover

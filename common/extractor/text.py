@@ -18,7 +18,8 @@ from typing import Any
 
 from common.extractor import isolate, ooxml, pdf
 from common.extractor.errors import RejectedError
-from common.mail import extension, well_formed
+from common.mail.charsets import well_formed
+from common.mail.sanitize import extension
 
 __all__ = ["Extraction", "Limits", "RejectedError", "detect", "extension", "extract"]
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 from email.utils import parseaddr
 from typing import Any, Literal, TypedDict
 
-from common.mail import verify_thread_address
-from common.runtime import InboundHandlerConfig, events, get_logger
+from common.mail.threads import verify_thread_address
+from common.runtime import events
+from common.runtime.log import get_logger
+from common.runtime.views import InboundHandlerConfig
 from common.store import alerts, conversations, holds, layout, sendstatus
 
 log = get_logger("feedback")

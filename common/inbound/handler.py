@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from common.delivery import DigestResult, InboundResult, ReleaseResult
+from common.delivery.results import DigestResult, InboundResult, ReleaseResult
 from common.inbound import feedback, receipt, schedule
 from common.inbound.feedback import FeedbackResult
-from common.runtime import InboundHandlerConfig, events
+from common.runtime import events
+from common.runtime.views import InboundHandlerConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -15,9 +15,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from common.mail import ParsedMail, automatic, limits, parse, reports
-from common.runtime import InboundHandlerConfig, SesReceipt, addresses, get_logger
-from common.store import ALLOW, BLOCK, Listing, spamrules
+from common.mail import limits, parse, reports
+from common.mail.autoreply import automatic
+from common.mail.parse import ParsedMail
+from common.runtime import addresses
+from common.runtime.events import SesReceipt
+from common.runtime.log import get_logger
+from common.runtime.views import InboundHandlerConfig
+from common.store import spamrules
+from common.store.senderlists import ALLOW, BLOCK, Listing
 
 log = get_logger("spam")
 SECTIONS = ("blocked_sender_domains", "subject_patterns", "body_patterns")

@@ -13,29 +13,21 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from common.delivery import (
-    InboundResult,
-    ack,
-    build_complaint,
-    deliver,
-    envelope_fields,
-    log_fields,
-    quarantined,
-)
+from common.delivery import ack, deliver
+from common.delivery.complaint import build_complaint
+from common.delivery.quarantine import envelope_fields, log_fields, quarantined
+from common.delivery.results import InboundResult
 from common.inbound import policy
-from common.mail import ParsedMail, unbuildable
-from common.runtime import (
-    Delivery,
-    InboundHandlerConfig,
-    addresses,
-    bind,
-    events,
-    get_logger,
-    parse_iso_or_now,
-    receiving_function,
-)
+from common.mail.build import unbuildable
+from common.mail.parse import ParsedMail
+from common.runtime import addresses, events
+from common.runtime.addresses import receiving_function
+from common.runtime.clock import parse_iso_or_now
+from common.runtime.log import bind, get_logger
+from common.runtime.views import Delivery, InboundHandlerConfig
 from common.store import addresses as registry
-from common.store import enqueue, intake, layout, rawmail, senderlists, staging
+from common.store import intake, layout, rawmail, senderlists, staging
+from common.store.sendqueue import enqueue
 
 log = get_logger("inbound-handler")
 

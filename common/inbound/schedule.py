@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.delivery import DigestResult, ReleaseResult, quarantine, release
-from common.runtime import InboundHandlerConfig, events
+from common.delivery import quarantine, release
+from common.delivery.results import DigestResult, ReleaseResult
+from common.runtime import events
+from common.runtime.views import InboundHandlerConfig
 
 
 def handle(cfg: InboundHandlerConfig, event: Any) -> DigestResult | ReleaseResult:

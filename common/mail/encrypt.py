@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from common.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from common.runtime import Config
+    from common.runtime.config import Config
 
 # The obscured Subject of RFC 9788 section 2.1.1 (hcp_baseline); ENCRYPTED_SUBJECT changes it.
 NEUTRAL_SUBJECT = "[...]"

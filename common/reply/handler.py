@@ -24,18 +24,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.delivery import release
-from common.mail import (
-    OutboundMessage,
-    ParsedMail,
-    automatic,
-    clean_header_text,
-    conversation_id,
-    encrypted_kind,
-    html_to_text,
-    limits,
-    parse,
-    safe_filename,
-)
+from common.mail import limits, parse
+from common.mail.autoreply import automatic
+from common.mail.encrypt import encrypted_kind
+from common.mail.htmltext import html_to_text
+from common.mail.outbound import OutboundMessage
+from common.mail.parse import ParsedMail
+from common.mail.sanitize import clean_header_text, safe_filename
+from common.mail.threads import conversation_id
 from common.reply import auth, notice, owner, signed
 from common.reply.auth import NotAuthorisedError, NoticedRefusalError, OwnMailboxError, UnreadableReplyError
 from common.reply.owner import TargetKind
@@ -52,26 +48,13 @@ from common.reply.text import (
     reply_text,
     unread_html_lines,
 )
-from common.runtime import (
-    ReplyHandlerConfig,
-    addresses,
-    bind,
-    events,
-    from_command,
-    get_logger,
-    parse_iso_or_now,
-)
-from common.store import (
-    alerts,
-    attachments,
-    conversations,
-    enqueue,
-    layout,
-    rawmail,
-    replies,
-    sendstatus,
-    staging,
-)
+from common.runtime import addresses, events
+from common.runtime.addresses import from_command
+from common.runtime.clock import parse_iso_or_now
+from common.runtime.log import bind, get_logger
+from common.runtime.views import ReplyHandlerConfig
+from common.store import alerts, attachments, conversations, layout, rawmail, replies, sendstatus, staging
+from common.store.sendqueue import enqueue
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -9,9 +9,11 @@ reply's SES message id, so Lambda's retry of the same event sends it once.
 
 from __future__ import annotations
 
-from common.mail import OutboundMessage, clean_header_text
-from common.runtime import ReplyHandlerConfig, get_logger
-from common.store import enqueue
+from common.mail.outbound import OutboundMessage
+from common.mail.sanitize import clean_header_text
+from common.runtime.log import get_logger
+from common.runtime.views import ReplyHandlerConfig
+from common.store.sendqueue import enqueue
 
 log = get_logger("reply-handler")
 

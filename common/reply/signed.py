@@ -17,7 +17,8 @@ import hashlib
 from dataclasses import dataclass
 
 from common.errors import EmailHandlerError
-from common.mail import ParsedMail, parse
+from common.mail import parse
+from common.mail.parse import ParsedMail
 from common.reply.auth import UnreadableReplyError
 
 MAX_DEPTH = 32  # CMS nests a handful of levels; anything deeper is not a signature

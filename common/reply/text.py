@@ -13,8 +13,8 @@ import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
-from common.delivery import FOOTER_MARKER, FORWARD_MARKER
-from common.mail import convert
+from common.delivery.compose import FOOTER_MARKER, FORWARD_MARKER
+from common.mail.htmltext import convert
 from common.reply.scrub import hide_addresses
 
 # [key: value] command lines -> conversation attributes (docs/CONTRACT.md)

@@ -23,8 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from common.aws import error_code, ses, sqs
 from common.errors import EmailHandlerError, EventError
-from common.mail import OutboundMessage
-from common.runtime import SenderConfig, SqsRecord, bind, dlq_name, events, get_logger, outcomes
+from common.mail.outbound import OutboundMessage
+from common.runtime import events, outcomes
+from common.runtime.events import SqsRecord
+from common.runtime.functions import dlq_name
+from common.runtime.log import bind, get_logger
+from common.runtime.views import SenderConfig
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus
 from common.store import alerts, forgotten, holds, layout, sendqueue, sendstatus
@@ -34,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from common.mail import OwnerKey
+    from common.mail.encrypt import OwnerKey
 
 log = get_logger("sender")
 MAX_DELAY_S = 900
@@ -375,7 +379,7 @@ class Sender:
 
     def send_with_retries(self, msg: OutboundMessage) -> dict[str, Any]:
         from common.mail import build
-        from common.runtime import sending
+        from common.runtime.addresses import sending
 
         sender = sending(self.cfg, msg.from_address)  # a public address this deployment serves, or refused
         built = build.build(msg, sender, self.cfg.domain_name, self.prefix, self._fetch)
@@ -471,7 +475,8 @@ class Sender:
         second copy; a forward cut to the size budget (common/delivery/compose.py) fits once encrypted."""
         if not self.cfg.encrypts_to_owner or not {a.lower() for a in msg.to} <= self.cfg.owner_addresses:
             return built
-        from common.mail import OwnerKeyError, encrypt
+        from common.mail import encrypt
+        from common.mail.encrypt import OwnerKeyError
 
         if not self.cfg.owner_key:  # never send the owner's mail in clear when encryption is configured
             raise SendFailedError(

@@ -21,7 +21,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
-from common.runtime import SenderConfig, get_logger
+from common.runtime.log import get_logger
+from common.runtime.views import SenderConfig
 from common.senders.status import SendStatus
 
 if TYPE_CHECKING:  # pragma: no cover

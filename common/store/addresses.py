@@ -18,7 +18,10 @@ from typing import Any
 
 from common.aws import dynamodb
 from common.errors import EmailHandlerError
-from common.runtime import Delivery, PublicAddress, addresses, iso_z
+from common.runtime import addresses
+from common.runtime.addresses import PublicAddress
+from common.runtime.clock import iso_z
+from common.runtime.views import Delivery
 
 KIND = "address"  # the ``list`` value that marks an address item in the sender-lists table
 ACTIVE, DISABLED = "active", "disabled"

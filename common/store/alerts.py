@@ -13,7 +13,8 @@ import time
 from typing import Any
 
 from common.aws import dynamodb, sns
-from common.runtime import Sending, get_logger
+from common.runtime.log import get_logger
+from common.runtime.views import Sending
 
 log = get_logger("alerts")
 

@@ -14,17 +14,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from common.aws import Link, s3
-from common.mail import (
-    MAX_STORED_ATTACHMENTS,
-    SES_UNSUPPORTED,
-    charsets,
-    extension,
-    outbound,
-    parse,
-    withhold_reason,
-)
-from common.runtime import Delivery, Sending
+from common.aws import s3
+from common.aws.s3 import Link
+from common.mail import charsets, outbound, parse
+from common.mail.limits import MAX_STORED_ATTACHMENTS
+from common.mail.sanitize import extension
+from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
+from common.runtime.views import Delivery, Sending
 from common.store import layout
 from common.store.rawmail import reason_metadata
 

@@ -11,8 +11,9 @@ from typing import Any
 
 from common.aws import dynamodb
 from common.errors import EmailHandlerError
-from common.mail import ParsedMail
-from common.runtime import Delivery, iso_z
+from common.mail.parse import ParsedMail
+from common.runtime.clock import iso_z
+from common.runtime.views import Delivery
 
 BODY_RECORD_CHARS = 1000
 

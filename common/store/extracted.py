@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.aws import s3
-from common.mail import well_formed
+from common.mail.charsets import well_formed
 from common.store import layout
 
 __all__ = ["attachment", "record_rejection", "record_text"]

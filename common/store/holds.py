@@ -15,7 +15,8 @@ import time
 from typing import Any, TypeGuard
 
 from common.aws import dynamodb
-from common.runtime import Delivery, Sending, iso_z
+from common.runtime.clock import iso_z
+from common.runtime.views import Delivery, Sending
 
 HELD = "RecipientHeld"  # the error code of a send failed on purpose because its recipient is held
 

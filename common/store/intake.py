@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from common.aws import dynamodb
-from common.mail import ParsedMail
-from common.runtime import Delivery
+from common.mail.parse import ParsedMail
+from common.runtime.views import Delivery
 from common.store import ackbudget, conversations, senderlists
 
 CHECKED = ("None", "ConditionalCheckFailed")  # codes that say whether a condition held

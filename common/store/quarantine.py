@@ -18,8 +18,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from common.aws import dynamodb
-from common.mail import DIGEST_WINDOW_DAYS
-from common.runtime import Delivery, iso_z
+from common.mail.limits import DIGEST_WINDOW_DAYS
+from common.runtime.clock import iso_z
+from common.runtime.views import Delivery
 from common.store import layout
 
 PENDING_INDEX = "pendingDigest"

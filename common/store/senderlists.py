@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from common.aws import dynamodb
 from common.errors import EmailHandlerError
-from common.runtime import Delivery, iso_z
+from common.runtime.clock import iso_z
+from common.runtime.views import Delivery
 
 BLOCK: Literal["block"] = "block"
 ALLOW: Literal["allow"] = "allow"

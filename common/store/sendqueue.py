@@ -15,7 +15,7 @@ from typing import Any
 
 from common.aws import s3, sqs
 from common.errors import EventError
-from common.mail import SCHEMA, OutboundMessage
+from common.mail.outbound import SCHEMA, OutboundMessage
 from common.store import layout
 
 

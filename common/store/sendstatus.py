@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from common.aws import dynamodb
-from common.runtime import Delivery, Sending, iso_z
+from common.runtime.clock import iso_z
+from common.runtime.views import Delivery, Sending
 
 RECORD_TTL_S = 90 * 24 * 3600
 

@@ -1,6 +1,6 @@
 """inbound-handler: Lambda entry point. Wiring only; the logic is common.inbound.handler."""
 
-from common.inbound import handle
-from common.runtime import make_handler
+from common.inbound.handler import handle
+from common.runtime.handler import make_handler
 
 handler = make_handler("inbound-handler", handle)

@@ -1,6 +1,6 @@
 """reply-sender: Lambda entry point. Wiring only; the logic is common.senders.handler."""
 
-from common.runtime import make_handler
-from common.senders import handle
+from common.runtime.handler import make_handler
+from common.senders.handler import handle
 
 handler = make_handler("reply-sender", handle)

@@ -1,31 +1,20 @@
-"""The repository's shape, read from the source with the stdlib (ast, tokenize, tomllib).
+"""The import graph's real properties, read from the source with the stdlib (ast).
 
-The rules are the layout docs/development.md describes: reply-handler never reaches into inbound
-code, the delivery core both share lives in common/delivery, the mail layer owns the queue contract
-(so it needs nothing from store), host tools that act on a deployment live in ops (not in
-local, which is emulation only), one command table in the CLI, a package is imported from another
-only through its face (its __init__ exports exactly what the others use), one exception family,
-mypy checks the tests, and comments cite something a reader can open.
+common/ (what the images ship) imports no host code; no two modules and no two packages need each
+other; reply-handler never reaches into inbound code; the mail layer owns the queue contract (so it
+needs nothing from store); only common/store opens tables and buckets; host tools that act on a
+deployment live in ops, not local; one command table in the CLI; one exception family.
 
 The import graph counts every import a module runs: at module level and inside functions alike
 (an import moved into a function to dodge a circle is still the circle). Imports under
 ``if TYPE_CHECKING:`` are not counted: they never run, so they cannot close a circle at import time.
-A name imported from a face counts as an import of the submodule the face maps it to (the face
-loads that module when the name is read), so circles and layering are seen through the faces.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import importlib
-import io
 import re
-import subprocess
-import sys
-import tokenize
-import tomllib
-import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -35,22 +24,6 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("common", "deploy", "cli", "local", "ops")  # the code whose import graph is checked
 # Host-only top-level packages: beside deploy/, never copied into an image (docs/development.md).
 HOST_PACKAGES = ("deploy", "cli", "local", "ops")
-# The packages that have a face (their __init__.py): each role under common/, and the host packages.
-FACES = (
-    *(f"common.{p.parent.name}" for p in sorted((REPO / "common").glob("*/__init__.py"))),
-    *HOST_PACKAGES,
-)
-COMMENTED = (
-    "common",
-    "deploy",
-    "cli",
-    "local",
-    "ops",
-    "images",
-    "tests",
-    "bench",
-    "scripts",
-)  # where comments are read
 BASE_ERROR = "common.errors.EmailHandlerError"
 # Exceptions that are control flow, not errors, each with its reason. Empty: every signal the code
 # raises today can be an *Error of the family; add one here only with the reason it cannot.
@@ -62,14 +35,6 @@ SIGNAL_ALLOWLIST: dict[str, str] = {
 }
 # The console script's fixed command names (docs/CONTRACT.md, "Command line").
 CONTRACT_COMMANDS = ("dev", "inject", "outbox", "invoke", "deploy", "status", "emulator", "forget")
-# A tracker's issue number, a review finding's code, a requirement's id: labels a reader cannot look up.
-# Also the plural, the possessive, and either word after "the" (one tracker entry or one review,
-# unnamed, is no easier to look up); SES's review status of a production access request is not one.
-LABEL = re.compile(
-    r"\bissues?\s+#?\d+|\breview(?:'s)?\s+[A-Z]{1,2}\d+[a-z]?\b|\bN?FR-\d+"
-    r"|\bthe\s+issue\b|\bthe\s+review\b(?!'?s?\s+status)",
-    re.IGNORECASE,
-)
 
 
 # --- reading the source ---------------------------------------------------------------------------
@@ -121,43 +86,9 @@ def _resolve(module: Module, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def face_package(name: str) -> str | None:
-    """The package (in the sense of the faces: a subpackage of common, or a host package) of a module."""
-    return next((p for p in FACES if name == p or name.startswith(p + ".")), None)
-
-
-@cache
-def face(package: str) -> dict[str, str]:
-    """What a package's face exports: name -> the submodule that defines it (the name itself for a
-    submodule exported whole), read from its lazy ``_EXPORTS`` table or, for an eager face, from its
-    imports; a name the ``__init__`` defines itself is not in it."""
-    tree = modules()[package].tree
-    table: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "_EXPORTS" and node.value:
-            table.update(ast.literal_eval(node.value))
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package + "."):
-            table.update({a.asname or a.name: (node.module or "").rpartition(".")[2] for a in node.names})
-    return table
-
-
-def _is_lazy(package: str) -> bool:
-    """Whether the face loads its names on use (common.lazy) rather than importing them (cli)."""
-    body = modules()[package].tree.body
-    return any(isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "_EXPORTS" for n in body)
-
-
-def through_face(source: str, name: str) -> str:
-    """The module that defines ``name`` imported from ``source``: a face's name is its submodule's."""
-    if source in FACES and name in face(source):
-        return f"{source}.{face(source)[name]}"
-    return source
-
-
 def imports_of(module: Module) -> Iterator[tuple[str, int]]:
     """(imported module, line) for each import the module runs, module-level and in functions;
-    ``from pkg import name`` yields ``pkg.name`` when that is a module, the submodule a face maps
-    ``name`` to, else ``pkg``."""
+    ``from pkg import name`` yields ``pkg.name`` when that is a module, else ``pkg``."""
     known = modules()
     skipped = _type_checking_only(module.tree)
     for node in ast.walk(module.tree):
@@ -170,7 +101,7 @@ def imports_of(module: Module) -> Iterator[tuple[str, int]]:
             source = _resolve(module, node)
             for alias in node.names:
                 candidate = f"{source}.{alias.name}"
-                yield (candidate if candidate in known else through_face(source, alias.name)), node.lineno
+                yield (candidate if candidate in known else source), node.lineno
 
 
 @cache
@@ -381,10 +312,6 @@ def test_store_is_the_only_door_to_tables_and_buckets() -> None:
     assert not bad, "outside common/store:\n" + "\n".join(sorted(bad))
 
 
-def test_the_delivery_core_is_a_package() -> None:
-    assert (REPO / "common" / "delivery" / "__init__.py").is_file(), "common/delivery/ is not a package"
-
-
 def _flags(call: ast.Call) -> list[str]:
     return [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
 
@@ -402,201 +329,6 @@ def test_nothing_under_common_local_takes_a_deployment_by_env() -> None:
     assert not bad, "local declares --env (acts on a deployment):\n" + "\n".join(bad)
 
 
-def _names_defined(tree: ast.Module) -> set[str]:
-    """The public names an ``__init__`` defines itself (common/aws/__init__.py: ``client`` and friends)."""
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-    return {n for n in names if not n.startswith("_")}
-
-
-def _all_of(tree: ast.Module) -> list[str] | None:
-    for node in tree.body:
-        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
-                return [str(v) for v in ast.literal_eval(node.value)]
-    return None
-
-
-def _consumers() -> dict[str, Module]:
-    """The production modules and the images' entry scripts: what must import through the faces."""
-    found = dict(modules())
-    for path in sorted(REPO.glob("images/*/app.py")):
-        name = str(path.relative_to(REPO))
-        found[name] = Module(name, path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
-    return found
-
-
-def _cross_package_imports() -> Iterator[tuple[Module, ast.ImportFrom | ast.Import, str]]:
-    """(importer, import node, imported package) of each import of one package from another (those
-    under ``if TYPE_CHECKING:`` too: a type's home is the face as well)."""
-    for module in _consumers().values():
-        home = face_package(module.name)
-        for node in ast.walk(module.tree):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                targets = [_resolve(module, node)]
-            else:
-                continue
-            for target in targets:
-                package = face_package(target)
-                if package is not None and package != home:
-                    yield module, node, package
-
-
-def test_cross_package_imports_go_through_the_faces() -> None:
-    """An import from another package names its package and a name that package's face exports
-    (``from common.mail import OutboundMessage``), never one of its modules: the face is the API,
-    the modules behind it are the package's own business (tests and bench may still reach in)."""
-    bad = []
-    for module, node, package in _cross_package_imports():
-        where = f"{module.path.relative_to(REPO)}:{node.lineno}"
-        exported = _all_of(modules()[package].tree) or []
-        if isinstance(node, ast.Import):
-            bad.append(
-                f"{where} import {', '.join(a.name for a in node.names)}: import from {package}'s face"
-            )
-        elif _resolve(module, node) != package:
-            bad.append(f"{where} from {_resolve(module, node)} import …: reaches past {package}'s face")
-        else:
-            bad += [
-                f"{where} {a.name} is not in {package}.__all__" for a in node.names if a.name not in exported
-            ]
-    assert not bad, f"{len(bad)} import(s) around a face:\n" + "\n".join(bad)
-
-
-def _type_checking_names(tree: ast.Module, package: str) -> dict[str, str]:
-    """name -> submodule, from a face's ``if TYPE_CHECKING:`` imports."""
-    found: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for stmt in node.body:
-                if isinstance(stmt, ast.ImportFrom) and stmt.module == package:
-                    found.update({a.name: a.name for a in stmt.names})
-                elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith(package + "."):
-                    found.update({a.name: (stmt.module or "").rpartition(".")[2] for a in stmt.names})
-    return found
-
-
-def test_each_face_agrees_with_itself() -> None:
-    """A lazy face's three lists say the same: ``__all__`` is ``_EXPORTS`` plus what the ``__init__``
-    defines itself, and the ``if TYPE_CHECKING:`` block imports each ``_EXPORTS`` name from the
-    submodule the table names (mypy reads that block, the running code the table). A name that is a
-    submodule's name can only be that submodule: importing a submodule binds its name on the package."""
-    problems = []
-    for package in FACES:
-        module = modules()[package]
-        where = module.path.relative_to(REPO)
-        exported = _all_of(module.tree)
-        if exported is None:
-            problems.append(f"{where}: no literal __all__")
-            continue
-        table = face(package)
-        defined = _names_defined(module.tree) - {"__all__"}
-        if set(exported) != set(table) | (defined & set(exported)) or len(exported) != len(set(exported)):
-            problems.append(f"{where}: __all__ is not the face's names: {sorted(set(exported) ^ set(table))}")
-        if not _is_lazy(package) or not table:
-            continue
-        checked = _type_checking_names(module.tree, package)
-        if checked != table:
-            differ = sorted(n for n in set(checked) | set(table) if checked.get(n) != table.get(n))
-            problems.append(f"{where}: the TYPE_CHECKING imports and _EXPORTS differ on {differ}")
-        submodules = {p.stem for p in module.path.parent.glob("*.py")} - {"__init__"}
-        shadowed = sorted(n for n, sub in table.items() if n in submodules and sub != n)
-        if shadowed:
-            problems.append(f"{where}: {shadowed} name submodules but map elsewhere")
-    assert not problems, "\n".join(problems)
-
-
-def test_each_face_name_resolves() -> None:
-    """Importing each face and reading each of its names works, gives the module itself for a
-    submodule exported whole, and ``dir()`` lists them (PEP 562 ``__dir__``)."""
-    problems = []
-    for package in FACES:
-        loaded = importlib.import_module(package)
-        for name in loaded.__all__:
-            try:
-                value = getattr(loaded, name)
-            except Exception as exc:  # the report names every broken name, not only the first
-                problems.append(f"{package}.{name}: {type(exc).__name__}: {exc}")
-                continue
-            whole = _is_lazy(package) and face(package).get(name) == name
-            if whole and not isinstance(value, types.ModuleType):
-                problems.append(f"{package}.{name} is exported as a module but is {type(value).__name__}")
-        missing = sorted(set(loaded.__all__) - set(dir(loaded)))
-        if missing:
-            problems.append(f"{package}: dir() lacks {missing}")
-    assert not problems, "\n".join(problems)
-
-
-def test_a_face_exports_only_what_other_packages_use() -> None:
-    """``__all__`` is exactly the names imported from outside the package (the images count): a face
-    is the API others use, not a list of what the package holds. scripts/faces.py keeps it so."""
-    used: dict[str, set[str]] = {package: set() for package in FACES}
-    for _module, node, package in _cross_package_imports():
-        if isinstance(node, ast.ImportFrom):
-            used[package].update(a.name for a in node.names)
-    problems = []
-    for package in FACES:
-        exported = set(_all_of(modules()[package].tree) or [])
-        if exported != used[package]:
-            unused, missing = sorted(exported - used[package]), sorted(used[package] - exported)
-            problems.append(f"{package}: exported, unused outside: {unused}; used, not exported: {missing}")
-    assert not problems, "\n".join(problems)
-
-
-def test_mypy_checks_the_tests() -> None:
-    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    files = config["tool"]["mypy"]["files"]
-    assert "tests" in files, f"[tool.mypy] files = {files}: tests/ is not type-checked"
-
-
-def _comments(path: Path) -> Iterator[tuple[int, str]]:
-    """(line, text) of each comment and docstring of a Python file; of each ``#`` comment elsewhere."""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if path.suffix != ".py":
-        for number, line in enumerate(text.splitlines(), 1):
-            if "#" in line:
-                yield number, line[line.index("#") :]
-        return
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        if token.type == tokenize.COMMENT:
-            yield token.start[0], token.string
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            doc = ast.get_docstring(node, clean=False)
-            if doc is not None:
-                yield node.body[0].lineno, doc
-
-
-def _commented_files() -> Iterator[Path]:
-    for top in COMMENTED:
-        for path in sorted((REPO / top).rglob("*")):
-            if not path.is_file() or "fixtures" in path.parts or "__pycache__" in path.parts:
-                continue
-            if path.suffix == ".py" or (top == "scripts" and path.suffix in ("", ".sh")):
-                yield path
-    yield from sorted(REPO.glob("images/*/Dockerfile"))
-
-
-def test_no_comment_cites_a_label() -> None:
-    """A comment or docstring says why, citing a doc, a test or an RFC a reader can open; a label
-    from a tracker or a review ("issue", "review" and a number) names nothing in the repository."""
-    found = []
-    for path in _commented_files():
-        for line, text in _comments(path):
-            for match in LABEL.finditer(text):
-                found.append(f"{path.relative_to(REPO)}:{line}: {match.group(0)!r}")
-    assert not found, f"{len(found)} comment(s) cite a label:\n" + "\n".join(found)
-
-
 def _bases(node: ast.ClassDef) -> list[str]:
     return [ast.unparse(b) for b in node.bases]
 
@@ -611,7 +343,7 @@ def classes() -> dict[str, tuple[str, list[str]]]:
             if isinstance(node, ast.ImportFrom):
                 source = _resolve(module, node)
                 for alias in node.names:
-                    imported[alias.asname or alias.name] = f"{through_face(source, alias.name)}.{alias.name}"
+                    imported[alias.asname or alias.name] = f"{source}.{alias.name}"
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     imported[alias.asname or alias.name] = alias.name
@@ -671,7 +403,6 @@ def test_every_exception_is_an_error_of_the_one_family() -> None:
 # Raises of a builtin exception that stay builtin: (module, enclosing function, exception) -> why.
 RAISE_ALLOWLIST: dict[tuple[str, str, str], str] = {
     ("common.mail.charsets", "encode", "UnicodeError"): "the codecs protocol: an encoder raises UnicodeError",
-    ("common", "attribute", "AttributeError"): "PEP 562: a module __getattr__ raises AttributeError",
     ("common.runtime.launch", "main", "SystemExit"): "a `python -m` entry's usage line ends the process",
     ("ops.admin", "_queue_arg", "SystemExit"): "ends the command with fail()'s exit status, not an error",
     ("local.outbox", "_get_json", "AssertionError"): "after a loop whose last pass returns or raises (mypy)",
@@ -879,15 +610,3 @@ def test_the_import_graph_sees_imports_inside_functions_and_skips_type_checking(
         ("common.runtime.config", 5),
         ("typing", 1),
     ]
-
-
-def test_the_faces_are_what_scripts_faces_writes() -> None:
-    """scripts/faces.py writes each face from what other packages import; a face edited by hand, or a
-    reach-in import it would rewrite, shows here with the command that fixes it."""
-    run = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "faces.py"), "--check", str(REPO)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, f"run `.venv/bin/python scripts/faces.py`:\n{run.stdout}{run.stderr}"

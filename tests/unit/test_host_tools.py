@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from cli import Command
+from cli.command import Command
 from ops import main as cli
 
 REPO = Path(__file__).resolve().parents[2]

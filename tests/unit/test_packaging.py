@@ -92,11 +92,11 @@ def test_every_common_package_is_a_role_from_the_contract() -> None:
 
 def test_the_functions_that_use_the_owners_key_load_it_at_cold_start() -> None:
     """Function.owner_key (which also grants the SSM read, deploy/iam.py) and the image's wiring agree:
-    exactly those functions pass common.mail.with_owner_key (common/mail/encrypt.py) to make_handler,
+    exactly those functions pass common.mail.encrypt.with_owner_key to make_handler,
     so a key that cannot encrypt stops their start and no other function reads it."""
     for fn in FUNCTIONS:
         imported = _imports(REPO / "images" / fn.name / "app.py")
-        assert ("common.mail.with_owner_key" in imported) == fn.owner_key, fn.name
+        assert ("common.mail.encrypt.with_owner_key" in imported) == fn.owner_key, fn.name
 
 
 def test_the_base_image_copies_common_whole_and_checks_its_imports() -> None:
