@@ -5,4 +5,3 @@ preflight, images, resources, iam, lambdas, triggers, receiving, alarms and the 
 order; deploy.destroy removes it all again; deploy.replay re-invokes failed asynchronous events. Nothing here
 knows the local modes: local/provision.py runs this package's plan on the emulator.
 """
-

@@ -14,6 +14,7 @@ from typing import Any
 
 from common.aws import control_client
 from common.runtime.config import Config
+from deploy.regions import endpoint
 
 BUILD_DIR = Path(__file__).resolve().parents[1] / ".build" / "deploy"
 TTL = 1800
@@ -90,7 +91,6 @@ def listed(
         Record(bounce, "TXT", "v=spf1 include:amazonses.com ~all", "MAIL FROM SPF", status),
     ]
     # The deploy refuses a Region whose inbound-smtp endpoint does not exist (deploy/regions.py).
-    from deploy.regions import endpoint
 
     inbound = f"10 {endpoint(cfg.region)}"
     out += [

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 from typing import Any
+from urllib.parse import unquote
 
-from common.runtime import outcomes
+from common.aws import control_client, or_none
+from common.runtime import addresses, outcomes
 from common.runtime.config import Config
-from common.runtime.functions import dlq_name
+from common.runtime.functions import BY_NAME, dlq_name
 from common.store import layout
 from deploy.plan import Run, canonical
 from deploy.resources import attachment_queue
@@ -88,7 +90,6 @@ def _allow(
 
 def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
     """The inline policy document of ``function``'s role."""
-    from common.runtime.functions import BY_NAME
 
     a = Arns(cfg, account)
     spec = BY_NAME[function]
@@ -240,7 +241,6 @@ def from_addresses(cfg: Config) -> dict[str, Any]:
     with a catch-all any address at DOMAIN_NAME (never the thread domain: ``*@example.com`` does not
     match ``x@thread.example.com``), which also lets a removed or added address's conversations be
     answered. Which address a message uses is the sender's check (common/runtime/addresses.py)."""
-    from common.runtime import addresses
 
     table = addresses.of(cfg)
     listed = [a.address for a in table.listed]
@@ -262,7 +262,6 @@ def role_arn(cfg: Config, account: str, function: str) -> str:
 
 def converge_role(run: Run, account: str, function: str, trust: str = TRUST) -> str:
     """The function's role with its trust policy and :func:`policy` inline; returns the role ARN."""
-    from common.aws import control_client, or_none
 
     cfg, name = run.cfg, role_name(run.cfg, function)
     wanted = policy(cfg, account, function)
@@ -304,7 +303,6 @@ def converge_role(run: Run, account: str, function: str, trust: str = TRUST) -> 
 
 def _document(doc: Any) -> Any:
     """IAM answers policy documents URL-encoded (AWS) or as objects (boto3 decodes some)."""
-    from urllib.parse import unquote
 
     return json.loads(unquote(doc)) if isinstance(doc, str) else doc
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from common.aws import control_client, or_none
+from common.aws.sts import account_id
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS
 from deploy.errors import DeployError
@@ -159,7 +160,6 @@ def _repository(run: Run, name: str) -> str:
         update=lambda _: ecr.put_lifecycle_policy(repositoryName=name, lifecyclePolicyText=_lifecycle()),
         create_detail=f"scan on push, immutable tags, keep {KEEP_IMAGES} images",
     )
-    from common.aws.sts import account_id
 
     return (
         str(found["repositories"][0]["repositoryUri"])

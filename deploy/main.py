@@ -18,7 +18,20 @@ from typing import Any
 from common.aws import reset_clients
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS
-from deploy import alarms, dashboard, dns, iam, lambdas, preflight, receiving, regions, saved, triggers
+from deploy import (
+    alarms,
+    dashboard,
+    dns,
+    iam,
+    lambdas,
+    preflight,
+    receiving,
+    regions,
+    route53,
+    saved,
+    triggers,
+)
+from deploy import images as publishing
 from deploy.errors import DeployError
 from deploy.images import Published
 from deploy.plan import UNCHANGED, Change, Run
@@ -130,8 +143,6 @@ def deploy(
         summarize(run, report)
         return run.changes
     if images is None:
-        from deploy import images as publishing
-
         engine = engine or publishing.docker_client()  # a dry run: only when its plan reaches the images
         if not options.skip_build and not options.dry_run:
             publishing.build(report)
@@ -152,7 +163,6 @@ def deploy(
 
 
 def _docker() -> Any:
-    from deploy import images as publishing
 
     return publishing.docker_client()
 
@@ -228,7 +238,6 @@ def publish_route53(cfg: Config, options: Options, report: Callable[[str], None]
     A record set holding other values is left alone and said, with the command that replaces it."""
     if not options.route53 or options.dry_run:
         return
-    from deploy import route53
 
     _, changes = route53.publish(options.build_dir / cfg.env / "dns.json", False, False, report)
     conflicts = [f"{c.type} {c.name}" for c in changes if c.action == "conflict"]

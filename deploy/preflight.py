@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from common.aws import control_client, error_code, or_none
+from common.aws.sts import account_id
 from common.errors import ConfigError
 from common.mail import encrypt
 from common.runtime import config
 from common.runtime.config import DEV_THREAD_SECRET, Config
+from common.runtime.functions import EMULATOR_ACCOUNT_PATH, FUNCTIONS, emulator_token
+from deploy import regions
 from deploy.errors import DeployError
+from deploy.lambdas import environment
+from deploy.receiving import public_recipients
+from deploy.resources import preflight_production
 
 REQUIRED = ("domain_name", "public_email", "private_email")
 BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3 general purpose bucket naming rules
@@ -103,8 +113,6 @@ LAMBDA_ENVIRONMENT_LIMIT = 4096
 def environment_fits(cfg: Config, environ: Mapping[str, str]) -> None:
     """Each function's variables fit Lambda's 4 KB, checked before CreateFunction would refuse them
     half-way."""
-    from common.runtime.functions import FUNCTIONS
-    from deploy.lambdas import environment
 
     for spec in FUNCTIONS:
         variables = environment(cfg, spec, dict(environ))
@@ -125,7 +133,6 @@ RULE_RECIPIENTS_LIMIT = 100
 def receipt_rule_fits(cfg: Config) -> None:
     """The public rule names each listed address and the thread domain (deploy.receiving.rules): more
     than SES takes would fail half-way through the deploy, so it is refused before any change."""
-    from deploy.receiving import public_recipients
 
     count = len(public_recipients(cfg)) + 1
     if count > RULE_RECIPIENTS_LIMIT:
@@ -161,8 +168,6 @@ def account() -> str:
     """The caller's account, which also proves the credentials work."""
     from botocore.exceptions import BotoCoreError, NoCredentialsError
 
-    from common.aws.sts import account_id
-
     try:
         return account_id()  # cached: the ARNs derived later reuse it
     except NoCredentialsError:
@@ -196,7 +201,6 @@ def receiving_available(
 ) -> None:
     """Refuse a Region where SES does not receive mail, before anything changes: by DNS's evidence
     (deploy/regions.py); when neither DNS nor the table can say, warn with what to check and go on."""
-    from deploy import regions
 
     found = regions.receiving(region, lookup)
     if found.receives is False:
@@ -219,17 +223,12 @@ def new_identity_verified_at_once() -> bool:
     """Whether a domain identity created now is verified at once: never on AWS ("As Amazon SES searches for
     the TXT record, the domain's verification status is Pending", SES API reference, VerifyDomainIdentity);
     on an emulator, unless it models a fresh account (local/fresh.py), which is as AWS is."""
-    import os
-    import urllib.request
 
     endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
     if not endpoint:
         return False
-    import urllib.error
 
     import boto3
-
-    from common.runtime.functions import EMULATOR_ACCOUNT_PATH, emulator_token
 
     credentials = boto3.Session().get_credentials()
     request = urllib.request.Request(endpoint.rstrip("/") + EMULATOR_ACCOUNT_PATH)
@@ -257,7 +256,6 @@ def identity_status(cfg: Config) -> str:
 
 def production_access() -> bool | None:
     """SES production access (False: the sandbox), or None when the endpoint cannot say."""
-    from deploy.resources import preflight_production
 
     return preflight_production()
 
@@ -332,7 +330,6 @@ def request_production(request: dict[str, Any]) -> dict[str, Any]:
 def with_owner_key_file(cfg: Config) -> Config:
     """Host tools (the deploy, `email-handler dev`): the owner's key read from the file OWNER_SMIME_CERT or
     OWNER_PGP_KEY names and checked, so a key that cannot encrypt stops the start, not a send."""
-    from dataclasses import replace
 
     variable = "OWNER_SMIME_CERT" if cfg.owner_smime_cert else "OWNER_PGP_KEY" if cfg.owner_pgp_key else ""
     if not variable:

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from common.aws import control_client, or_none
+from common.runtime import addresses
 from common.runtime.config import Config
 from common.store import layout
 from deploy import propagation
@@ -98,7 +99,6 @@ def public_recipients(cfg: Config) -> list[str]:
     itself (SES: a domain matches every address at it, not its subdomains, so thread.DOMAIN is named
     beside them: :func:`_rules`). One rule holds up to 100 recipients (SES quotas; checked before any
     change by :func:`deploy.preflight.receipt_rule_fits`)."""
-    from common.runtime import addresses
 
     table = addresses.of(cfg)
     if table.catch_all is not None:

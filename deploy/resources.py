@@ -17,7 +17,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any, NamedTuple
 
-from common.aws import control_client, error_code, or_none
+from common.aws import control_client, error_code, or_none, sns
 from common.aws.sts import account_id
 from common.runtime.config import SECRET_PARAMETERS, Config, env_name
 from common.runtime.functions import BY_NAME, QUEUE_VISIBILITY_S, dlq_name
@@ -149,7 +149,6 @@ def queue_arn(cfg: Config, name: str) -> str:
 
 
 def topic_arn(cfg: Config, name: str) -> str:
-    from common.aws import sns
 
     return sns.topic_arn(name, cfg.region)
 

@@ -21,6 +21,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from common.runtime.config import Config, env_name
+from deploy.errors import DeployError
 
 DIR = Path(__file__).resolve().parents[1] / ".email-handler"
 VERSION = 1
@@ -50,8 +51,6 @@ def load(env: str, folder: Path | None = None) -> dict[str, str]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        from deploy.errors import DeployError
-
         raise DeployError(
             f"the saved deployment {file} cannot be read ({exc})",
             f"fix or delete {file}, export the settings and deploy again",

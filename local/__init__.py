@@ -5,4 +5,3 @@ Host-only: never imported by the Lambda handlers and never copied into an image;
 heavier dependencies (moto, aiosmtpd, docker) are the `local` extra and are imported lazily. Nothing
 here acts on a deployment by ``--env``: that is ops/.
 """
-

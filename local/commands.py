@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,19 @@ from cli.command import ENDPOINT, arg, command, endpoint, run_until_signalled
 from common.runtime import config
 from common.runtime.config import Config
 from common.runtime.functions import BY_NAME, EMULATOR_PORT, FUNCTIONS, SMTP_PORT
-from local.env import admin_credentials, use_endpoint
+from common.runtime.log import set_level
+from local import ingress, outbox, provision, pyversion
+from local.concurrency import AccountConcurrency
+from local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailableError, SignalGuard
+from local.emulator import EmbeddedMoto, RemoteHostError
+from local.env import admin_credentials, function_credentials, use_endpoint
 from local.env import local_env as local_defaults
+from local.events import envelope_sender
+from local.fresh import CONFIRM_SUBSCRIPTIONS_PATH, DNS_PATH, GRANT_PRODUCTION_PATH, VERIFY_ADDRESS_PATH
+from local.guard import admin_request
+from local.ingress import SmtpIngress
+from local.rie import InvokeError, invoke
+from local.wiring import Endpoint, Wiring
 
 
 def _env_int(name: str) -> int | None:
@@ -52,7 +65,6 @@ def local_config(args: argparse.Namespace) -> Config:
     arg("--timeout", type=float, default=120.0),
 )
 def cmd_invoke(args: argparse.Namespace) -> int:
-    from local.rie import InvokeError, invoke
 
     fn = BY_NAME[args.function]
     url = args.url or f"http://{args.host}:{fn.port}"
@@ -97,9 +109,6 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_dev(args: argparse.Namespace) -> int:
-    from common.runtime.log import set_level
-    from local import pyversion
-    from local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailableError, SignalGuard
 
     print(f"[dev] functions run on {pyversion.describe()}", flush=True)
     if problems := pyversion.differences():
@@ -190,9 +199,6 @@ def cmd_dev(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_inject(args: argparse.Namespace) -> int:
-    from common.runtime.log import set_level
-    from local import ingress
-    from local.events import envelope_sender
 
     set_level("WARNING", "ingress")  # stdout carries the JSON result
     cfg = local_config(args)
@@ -246,7 +252,6 @@ def cmd_inject(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_outbox(args: argparse.Namespace) -> int:
-    from local import outbox
 
     try:
         items = outbox.sent(endpoint(args))
@@ -268,7 +273,6 @@ def cmd_outbox(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_provision(args: argparse.Namespace) -> int:
-    from local import provision
 
     cfg = local_config(args)
     deadline = time.monotonic() + args.wait
@@ -289,8 +293,6 @@ def cmd_provision(args: argparse.Namespace) -> int:
     if (
         args.local and not args.dry_run
     ):  # open the functions' role sessions (compose: function containers use them)
-        from local.env import function_credentials
-
         for f in FUNCTIONS:
             function_credentials(cfg, f.name, ensure_role=False)
     changed = sum(c.action != "unchanged" for c in changes)
@@ -319,9 +321,6 @@ def cmd_provision(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_wiring(args: argparse.Namespace) -> int:
-    from local.concurrency import AccountConcurrency
-    from local.env import function_credentials
-    from local.wiring import Endpoint, Wiring
 
     cfg = local_config(args)
     endpoints = {
@@ -360,7 +359,6 @@ def cmd_wiring(args: argparse.Namespace) -> int:
     ENDPOINT,
 )
 def cmd_smtp(args: argparse.Namespace) -> int:
-    from local.ingress import SmtpIngress
 
     cfg = local_config(args)
     ingress = SmtpIngress(cfg, args.host, args.port).start()
@@ -397,7 +395,6 @@ def cmd_smtp(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_emulator(args: argparse.Namespace) -> int:
-    from local.emulator import EmbeddedMoto, RemoteHostError
 
     try:
         server = EmbeddedMoto(
@@ -422,7 +419,6 @@ def cmd_emulator(args: argparse.Namespace) -> int:
 def dns_publish_to_model(args: argparse.Namespace) -> int:
     """`email-handler dns publish FILE.zone`: the zone file (as the deploy writes it) into the emulator's
     model of DNS (the command itself: ops/deployment.py, beside its --route53 form)."""
-    from local.fresh import DNS_PATH
 
     url = endpoint(args)
     try:
@@ -448,10 +444,6 @@ def dns_publish_to_model(args: argparse.Namespace) -> int:
 
 def _post(url: str, body: bytes, content_type: str) -> tuple[dict[str, Any] | None, str]:
     """POST to one of the fresh-account model's control endpoints: its JSON answer, or None and why."""
-    import urllib.error
-    import urllib.request
-
-    from local.guard import admin_request
 
     request = admin_request(url, data=body, method="POST")  # the control endpoints need the admin's token
     request.add_header("Content-Type", content_type)
@@ -486,7 +478,6 @@ def _model_call(
     ENDPOINT,
 )
 def cmd_model_verify_address(args: argparse.Namespace) -> int:
-    from local.fresh import VERIFY_ADDRESS_PATH
 
     if _model_call(args, VERIFY_ADDRESS_PATH, {"address": args.address}, f"verify {args.address}") is None:
         return 2
@@ -496,7 +487,6 @@ def cmd_model_verify_address(args: argparse.Namespace) -> int:
 
 @command("stand in for AWS granting SES production access (fresh-account model)", ENDPOINT)
 def cmd_model_grant_production(args: argparse.Namespace) -> int:
-    from local.fresh import GRANT_PRODUCTION_PATH
 
     if _model_call(args, GRANT_PRODUCTION_PATH, {}, "grant production access") is None:
         return 2
@@ -508,7 +498,6 @@ def cmd_model_grant_production(args: argparse.Namespace) -> int:
     "stand in for clicking the link of every pending e-mail subscription (fresh-account model)", ENDPOINT
 )
 def cmd_model_confirm_subscriptions(args: argparse.Namespace) -> int:
-    from local.fresh import CONFIRM_SUBSCRIPTIONS_PATH
 
     answer = _model_call(args, CONFIRM_SUBSCRIPTIONS_PATH, {}, "confirm the subscriptions")
     if answer is None:

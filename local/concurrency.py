@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from common.aws import client
 from common.errors import EmailHandlerError
 
 DEFAULT_CONCURRENCY = 1000
@@ -135,7 +136,6 @@ class AccountConcurrency:
     def of_account(cls, api: Any = None) -> AccountConcurrency:
         """The limit the account reports (Lambda GetAccountSettings), as the wiring stands in for
         Lambda's own scaling; the default quota when the emulator does not answer."""
-        from common.aws import client
 
         try:
             settings = (api or client("lambda")).get_account_settings()

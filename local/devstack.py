@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -19,10 +20,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from common.aws.sts import account_id
 from common.errors import EmailHandlerError
+from common.runtime import config
 from common.runtime.functions import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
-from local.env import cli_hint
-from local.rie import INVOKE_PATH, REPO, free_port
+from deploy import dns
+from deploy.preflight import with_owner_key_file
+from local import provision
+from local.concurrency import AccountConcurrency
+from local.emulator import EmbeddedMoto
+from local.env import (
+    admin_credentials,
+    cli_hint,
+    function_credentials,
+    use_endpoint,
+    without_secrets,
+    write_admin_credentials,
+)
+from local.ingress import SmtpIngress
+from local.rie import INVOKE_PATH, REPO, RieProcess, free_port, rie_binary, wait_for_port
+from local.wiring import Endpoint, Wiring
 
 HOST = "127.0.0.1"
 
@@ -168,7 +185,6 @@ def check_ports(ports: DevPorts) -> None:
 
 def ensure_rie() -> None:
     """Fetch the RIE binary on first use (it comes from the pinned aws-sam-cli wheel)."""
-    from local.rie import rie_binary
 
     try:
         rie_binary()
@@ -176,7 +192,6 @@ def ensure_rie() -> None:
         script = REPO / "scripts" / "wheelhouse.sh"
         if not script.exists():
             raise
-        import subprocess
 
         subprocess.run([str(script)], check=True, cwd=REPO)
 
@@ -221,14 +236,6 @@ class DevStack:
     def start(self) -> DevStack:
         """Check every port, then start each part. Raises :class:`PortsUnavailableError` before anything
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
-        from common.runtime import config
-        from deploy.preflight import with_owner_key_file
-        from local import provision
-        from local.concurrency import AccountConcurrency
-        from local.emulator import EmbeddedMoto
-        from local.env import admin_credentials, function_credentials, use_endpoint, write_admin_credentials
-        from local.ingress import SmtpIngress
-        from local.wiring import Endpoint, Wiring
 
         # The owner's key first: one that cannot encrypt stops the start before anything runs.
         owner_key = with_owner_key_file(config.load(self.env)).owner_key
@@ -269,7 +276,6 @@ class DevStack:
 
     def _fresh_account_note(self, cfg: Any) -> None:
         """The new account's first steps: the zone file to publish, then the owner's and AWS's clicks."""
-        from deploy import dns
 
         zone = dns.write(cfg, dns.records(cfg), Path(".build/dev"))
         print(
@@ -283,9 +289,6 @@ class DevStack:
     def _start_functions(self, roles: dict[str, dict[str, str]]) -> dict[str, Any]:
         """The six functions under the RIE, each with its role's credentials; started together, then
         waited for."""
-        from common.aws.sts import account_id
-        from local.env import without_secrets
-        from local.rie import RieProcess, wait_for_port
 
         account = account_id()
         procs = {

@@ -10,10 +10,26 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from email.utils import getaddresses
 from typing import Any
+from urllib.parse import unquote
 
 from common.errors import ConfigError
 from common.runtime.functions import EMULATOR_PORT
+from local import fresh, iam
+from local.fresh import account_details, put_account_details, sent_last_24_hours
+from local.guard import Guard, is_loopback
+from local.iam import SES_SANDBOX
+from local.rie import wait_for_port
 
 
 def route_cache() -> None:
@@ -38,7 +54,6 @@ def sqs_retention_check() -> None:
     the largest single cost in the emulator under the chaos test (py-spy, moto 5.2.5). Reading
     the one attribute it needs gives the same answer.
     """
-    import time
 
     from moto.sqs.models import SQSBackend
 
@@ -59,7 +74,6 @@ def dynamodb_atomic() -> None:
     rate slots). One lock around every DynamoDB action restores it; the backend is CPU-bound
     under the GIL anyway, so nothing is lost.
     """
-    import threading
 
     from moto.dynamodb.responses import DynamoHandler
 
@@ -98,8 +112,6 @@ def sesv2_suppression_options() -> None:
     The deploy sets a configuration set's suppression options (SES DG, configuration set-level
     suppression); moto already stores and returns ``SuppressionOptions`` in GetConfigurationSet, so
     the call only has to store them, as SES does (NotFoundException for an unknown set)."""
-    import json
-    from urllib.parse import unquote
 
     from moto.sesv2 import urls
     from moto.sesv2.responses import SESV2Response
@@ -126,16 +138,11 @@ def ses_sandbox() -> None:
     the check in region ...: <address>" (SES DG, "Request production access"); sesv2 GetAccount,
     which moto 5.2.5 lacks, says ``ProductionAccessEnabled`` false. The IAM side (SES also
     authorises the send against each recipient's identity) is in local.iam."""
-    import json
-    from email.utils import getaddresses
 
     from moto.ses.exceptions import MessageRejectedError
     from moto.ses.models import SESBackend
     from moto.sesv2 import urls
     from moto.sesv2.responses import SESV2Response
-
-    from local.fresh import account_details, put_account_details, sent_last_24_hours
-    from local.iam import SES_SANDBOX
 
     def refuse_unverified(backend: Any, recipients: list[str]) -> None:
         if not SES_SANDBOX["on"]:
@@ -215,7 +222,6 @@ def sqs_message_characters() -> None:
     """Refuse a message body SQS refuses: a character outside XML 1.0's set (SendMessage and
     SendMessageBatch: InvalidMessageContents). moto 5.2.5 stores anything, so a body with U+FFFF from
     a stranger's subject passed every local test and failed on AWS."""
-    import re
 
     from moto.sqs.exceptions import SQSException
     from moto.sqs.models import SQSBackend
@@ -260,7 +266,6 @@ def dynamodb_read_key_sizes() -> None:
 @functools.cache  # once per process: the patches wrap what they replace
 def patch_moto() -> None:
     """What the embedded server changes in moto: fidelity fixes and two measured speed-ups."""
-    from local import fresh
 
     dynamodb_atomic()
     dynamodb_read_key_sizes()
@@ -297,7 +302,6 @@ class EmbeddedMoto:
         account: str = "default",
         allow_remote: bool = False,
     ):
-        from local.guard import is_loopback
 
         if not (allow_remote or is_loopback(host)):
             raise RemoteHostError(
@@ -313,8 +317,6 @@ class EmbeddedMoto:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> EmbeddedMoto:
-        import logging
-        import threading
 
         from moto.moto_server.werkzeug_app import (
             DomainDispatcherApplication,
@@ -324,8 +326,6 @@ class EmbeddedMoto:
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
-        from local import fresh, iam
-        from local.guard import Guard, is_loopback
 
         patch_moto()
         iam.set_enforced(self.iam)
@@ -365,10 +365,6 @@ class MotoProcess:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> MotoProcess:
-        import subprocess
-        import sys
-
-        from local.rie import wait_for_port
 
         self._proc = subprocess.Popen(
             [
@@ -396,9 +392,6 @@ class MotoProcess:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import os
-    import signal
-    import sys
 
     parser = argparse.ArgumentParser(description="moto server with the route cache and enforced IAM")
     parser.add_argument("-H", "--host", default="127.0.0.1")

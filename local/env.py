@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
+import configparser
 import contextlib
 import json
 import os
 import socket
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from common.runtime.config import DEV_THREAD_SECRET, Config
-from local.iam import ACCOUNT, ADMIN_PROFILE
+from common.aws import client, reset_clients
+from common.aws.sts import account_id
+from common.runtime import config
+from common.runtime.config import DEV_THREAD_SECRET, SECRET_PARAMETERS, Config, env_name
+from common.runtime.functions import FUNCTIONS
+from deploy.iam import role_arn
+from local import provision, secret
+from local.iam import ACCOUNT, ADMIN_PROFILE, derived_key
+from local.iam import admin_credentials as derived
 
 ENV_FILE = Path(__file__).resolve().parents[1] / "compose" / "local.env"
 # scripts/compose.sh writes one file per running `make up` stack: its endpoint and, when DynamoDB
@@ -89,7 +100,6 @@ def admin_credentials(path: Path = CREDENTIALS_FILE) -> dict[str, str]:
     """The local admin's keys, derived from the stack's secret (local/secret.py). The ``local-admin``
     profile of ``path`` (what the AWS CLI reads) is written again when it holds other keys: a file left
     by an earlier secret, or from before there was one, would give keys the emulator refuses."""
-    from local.iam import admin_credentials as derived
 
     keys = derived()
     if path.exists() and _profile(path) != keys:
@@ -98,7 +108,6 @@ def admin_credentials(path: Path = CREDENTIALS_FILE) -> dict[str, str]:
 
 
 def _profile(path: Path) -> dict[str, str]:
-    import configparser
 
     parser = configparser.ConfigParser()
     parser.read(path)
@@ -113,7 +122,6 @@ def _profile(path: Path) -> dict[str, str]:
 
 def _write(path: Path, text: str) -> None:
     """Whole or not at all: two stacks starting side by side write the same files."""
-    import tempfile
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
@@ -124,7 +132,6 @@ def _write(path: Path, text: str) -> None:
 
 def write_admin_credentials(path: Path = CREDENTIALS_FILE) -> Path:
     """Write the local admin's keys as profile ``local-admin`` (for the AWS CLI and the tools)."""
-    from local.iam import admin_credentials as derived
 
     creds = derived()
     _write(
@@ -143,7 +150,6 @@ def cli_hint(endpoint: str, path: Path = CREDENTIALS_FILE) -> str:
 
 
 def _restored(change: Any) -> None:
-    import sys
 
     if change.action != "unchanged":
         print(
@@ -156,7 +162,6 @@ def _restored(change: Any) -> None:
 def without_secrets(env: dict[str, str]) -> dict[str, str]:
     """A function's environment without the secrets it reads from SSM at cold start, as on AWS ("" also
     masks a variable the process would inherit; the configuration treats it as unset)."""
-    from common.runtime.config import SECRET_PARAMETERS, env_name
 
     return {**env, **{env_name(secret): "" for secret in SECRET_PARAMETERS}}
 
@@ -169,10 +174,6 @@ def function_credentials(cfg: Config, function: str, ensure_role: bool = False) 
 
     The emulator derives a session's keys from the role and the session name, so assuming again
     after a reset gives the same keys: functions started earlier keep working."""
-    from common.aws import client
-    from common.aws.sts import account_id
-    from deploy.iam import role_arn
-    from local import provision
 
     arn = (
         provision.ensure_role(cfg, function, report=_restored)
@@ -201,7 +202,6 @@ AWS_CLIENT_VARIABLES = (
 def use_endpoint(url: str, env: dict[str, str]) -> None:
     """Point this process's AWS clients at ``url``, with credentials and region from ``env``; DynamoDB
     goes where the `make up` stack at ``url`` routes it, unless ``env`` says otherwise."""
-    from common.aws import reset_clients
 
     settings = {k: env[k] for k in AWS_CLIENT_VARIABLES if k in env} | {"AWS_ENDPOINT_URL": url}
     routes = stack_routes(url)
@@ -218,7 +218,6 @@ def use_endpoint(url: str, env: dict[str, str]) -> None:
 @contextlib.contextmanager
 def aws_endpoint(url: str, env: dict[str, str]) -> Iterator[None]:
     """:func:`use_endpoint` for the duration of the block, then the previous environment again."""
-    from common.aws import reset_clients
 
     saved = {k: os.environ.get(k) for k in AWS_CLIENT_VARIABLES}
     use_endpoint(url, env)
@@ -237,8 +236,6 @@ def function_env_files(cfg: Config, directory: Path) -> list[Path]:
     """``<directory>/<function>.env`` with the credentials of the function's role session (the
     compose stack's function containers read them). The keys are derived from the role and the
     session name, so this needs no emulator; ``email-handler provision --local`` opens the sessions."""
-    from common.runtime.functions import FUNCTIONS
-    from local.iam import derived_key
 
     out = []
     for f in FUNCTIONS:
@@ -257,10 +254,6 @@ def main(argv: list[str] | None = None) -> None:
     (the stack's secret, made once: the emulator's and the tools' env_file, local/secret.py),
     DIR/credentials (profile local-admin, for the host CLI) and DIR/roles/<function>.env (each function
     container's role-session credentials, its second env_file)."""
-    import argparse
-
-    from common.runtime import config
-    from local import secret
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("directory", type=Path)

@@ -9,6 +9,9 @@ import hashlib
 import time
 from typing import Any
 
+from common.mail.headers import parse_mailbox
+from common.mail.limits import header_block
+from common.mail.parse import raw_fields
 from common.runtime.clock import iso_z
 from common.runtime.events import VERDICTS
 
@@ -25,9 +28,6 @@ def envelope_sender(raw: bytes) -> str | None:
     (``<>`` is a bounce: ''), else the From mailbox's address (the angle-addr when there is one);
     None when neither names an address, so the caller asks for one instead of inventing a null
     sender (which would make an ordinary mail look like a bounce)."""
-    from common.mail.headers import parse_mailbox
-    from common.mail.limits import header_block
-    from common.mail.parse import raw_fields
 
     fields = {name.lower(): value for name, value in reversed(raw_fields(header_block(raw)))}
     return_path = fields.get("return-path", "").strip()
@@ -55,8 +55,6 @@ def receipt_event(
 
     Only the top header block is read (no MIME parse, so no message can break the tooling), and the
     header list is cut after 10 KB with ``headersTruncated``, as SES does."""
-    from common.mail.limits import header_block
-    from common.mail.parse import raw_fields
 
     fields = [
         (k, v.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))

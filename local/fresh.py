@@ -28,11 +28,18 @@ import json
 import re
 import threading
 import time
+import uuid
 from collections import deque
+from email.parser import HeaderParser
+from email.utils import parseaddr
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 from common.runtime.functions import EMULATOR_ACCOUNT_PATH
+from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
+from deploy.route53 import TXT_STRING_MAX, txt_strings, txt_text
 from local import concurrency
+from local.iam import SES_SANDBOX, Request, after_reset, evaluate
 
 # Where the model's control endpoints live on the emulator (POST): the zone to publish, and the switch.
 DNS_PATH = "/moto-api/service-email-handler/dns"
@@ -96,7 +103,6 @@ def fresh() -> bool:
 
 def set_fresh(on: bool) -> None:
     """Model a new account from the next request on (off: moto's own kind account)."""
-    from local.iam import SES_SANDBOX
 
     STATE["fresh"] = on
     SES_SANDBOX["on"] = on
@@ -105,7 +111,6 @@ def set_fresh(on: bool) -> None:
 
 
 def reset() -> None:
-    from local.iam import SES_SANDBOX
 
     with _lock:
         _zone.clear()
@@ -164,8 +169,6 @@ def route53_records() -> set[tuple[str, str, str]]:
     one its domain delegates to, so `email-handler dns publish --route53` publishes as `dns publish
     FILE.zone` does."""
     from moto.route53.models import route53_backends
-
-    from deploy.route53 import txt_text
 
     found = set()
     for partitions in list(route53_backends.values()):
@@ -348,7 +351,6 @@ def _patch_ses_identities() -> None:
         domain. Off the model, moto's rule (the identity exists)."""
         if not fresh():
             return bool(is_verified(self, source))
-        from email.utils import parseaddr
 
         address = parseaddr(source)[1]
         domain = address.rpartition("@")[2].lower()
@@ -394,7 +396,6 @@ def _check_send(backend: Any, source: str, recipients: int) -> None:
     makes a condition, the sandbox's daily quota and rate."""
     if not fresh():
         return
-    from email.utils import parseaddr
 
     address = parseaddr(source)[1]
     domain = address.split("@")[-1]
@@ -500,7 +501,6 @@ def _patch_sesv2() -> None:
         says nothing of a configuration set's SuppressionOptions in the sandbox: the model is stricter than
         AWS may be and refuses them too, so the deploy is proven to go on without them (and to set them on
         a later run)."""
-        from local.iam import SES_SANDBOX
 
         if fresh() and SES_SANDBOX["on"]:
             raise _ses_error(
@@ -579,7 +579,6 @@ def _publish_event(
 
 
 def _raw_from(raw: str) -> str:
-    from email.parser import HeaderParser
 
     return str(HeaderParser().parsestr(raw, headersonly=True).get("From", ""))
 
@@ -600,7 +599,6 @@ def ses_may_publish(policy: str | dict[str, Any] | None, topic_arn: str, source_
 def ses_may(policy: str | bytes | dict[str, Any] | None, action: str, resource: str, source_arn: str) -> bool:
     """Would a resource policy let ``ses.amazonaws.com`` do ``action`` on ``resource`` for ``source_arn``
     (its configuration set or receipt rule), with the account as ``aws:SourceAccount``?"""
-    from local.iam import Request, evaluate
 
     if not policy:
         return False
@@ -682,7 +680,6 @@ def put_account_details(request: dict[str, Any]) -> None:
     PutAccountDetails, https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_PutAccountDetails.html);
     a request for production access puts it under review ("Details.ReviewDetails.Status" PENDING, GetAccount)
     until AWS answers (`email-handler model grant-production`)."""
-    import uuid
 
     missing = [k for k in ("MailType", "WebsiteURL") if not request.get(k)]
     if missing:
@@ -703,7 +700,6 @@ def account_details() -> dict[str, Any]:
 
 def grant_production() -> None:
     """AWS grants production access: sends to any address, the production quotas."""
-    from local.iam import SES_SANDBOX
 
     SES_SANDBOX["on"] = False
     with _lock:
@@ -843,7 +839,6 @@ def image_refused(image_uri: str) -> str:
     Docker image manifest V2, schema 2 and the OCI image manifest: Lambda DG, "Create a Lambda function
     using a container image", https://docs.aws.amazon.com/lambda/latest/dg/images-create.html; the
     message is what AWS answers, as users report it, boto/boto3#3255)."""
-    from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
 
     host, _, rest = image_uri.partition("/")
     repository, _, digest = rest.partition("@")
@@ -895,7 +890,6 @@ def _routes() -> None:
     from moto.moto_api._internal import urls
 
     def dns(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
-        from urllib.parse import parse_qs, urlparse
 
         if request.method not in ("POST", "GET"):
             return 400, {}, json.dumps({"Error": "POST a zone file, or GET ?name=NAME for its MX hosts"})
@@ -948,8 +942,6 @@ def _patch_route53() -> None:
     from moto.route53.exceptions import Route53ClientError
     from moto.route53.models import Route53Backend
 
-    from deploy.route53 import TXT_STRING_MAX, txt_strings
-
     change = Route53Backend.change_resource_record_sets
 
     def change_resource_record_sets(self: Any, zoneid: str, change_list: list[dict[str, Any]]) -> None:
@@ -986,6 +978,5 @@ def install() -> None:
     _patch_lambda_images()
     concurrency.install()
     _routes()
-    from local.iam import after_reset
 
     after_reset(reset)  # the zone and the counters, not the switch

@@ -31,6 +31,9 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from common.runtime.functions import emulator_token
+from local.iam import admin_credentials
+
 CONTROL_PREFIX = "/moto-api"
 # Browsers mark requests from another site, including ones they send without an Origin (Fetch Metadata).
 _FOREIGN_SITES = ("cross-site", "same-site")
@@ -38,8 +41,6 @@ _FOREIGN_SITES = ("cross-site", "same-site")
 
 def admin_token() -> str:
     """The bearer token for ``/moto-api/*``: derived from the local admin's secret key."""
-    from common.runtime.functions import emulator_token
-    from local.iam import admin_credentials
 
     return emulator_token(admin_credentials()["AWS_SECRET_ACCESS_KEY"])
 

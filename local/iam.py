@@ -20,7 +20,9 @@ assumed their roles again; another stack's keys open nothing here.
 
 from __future__ import annotations
 
+import base64
 import datetime
+import email
 import fnmatch
 import functools
 import hashlib
@@ -29,10 +31,14 @@ import json
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from email.utils import parseaddr
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlparse
+from xml.etree import ElementTree
 
 from common.errors import EmailHandlerError
+from deploy.route53 import normalized_name
+from local import secret
 
 ACCOUNT = "123456789012"  # moto's default account
 ADMIN_USER = "local-admin"
@@ -46,7 +52,6 @@ ADMIN_POLICY = json.dumps(
 def _seed() -> bytes:
     """The stack's random secret (local/secret.py), never a constant: whoever reads the source must not
     hold the keys of every local stack."""
-    from local import secret
 
     return b"service-email-handler local emulator:" + secret.current().encode()
 
@@ -290,7 +295,6 @@ def _indexed(params: dict[str, Any], prefix: str) -> list[str]:
 
 
 def _address(value: str) -> str:
-    from email.utils import parseaddr
 
     return parseaddr(value)[1] or value
 
@@ -329,9 +333,6 @@ def _ses_request(action: str, params: dict[str, Any], region: str, account: str)
         action = "SendRawEmail" if "Raw" in params.get("Content", {}) else "SendEmail"
         config_set = str(params.get("ConfigurationSetName", ""))
         if not source and "Raw" in params.get("Content", {}):
-            import base64
-            import email
-
             raw = email.message_from_bytes(base64.b64decode(params["Content"]["Raw"]["Data"]))
             source = str(raw.get("From", ""))
     else:
@@ -423,7 +424,6 @@ def _route53_request(response: Any, action: str) -> Request:
     also carries the condition keys of its changes, each holding every change's value: the record
     names normalized, the record types, the actions (Route 53 DG, "Using IAM policy conditions for
     fine-grained access control")."""
-    from deploy.route53 import normalized_name
 
     zone = str(response._get_param("HostedZoneId") or response._get_param("Id") or "")
     resources = [f"arn:aws:route53:::hostedzone/{zone.rsplit('/', 1)[-1]}"] if zone else []
@@ -506,7 +506,6 @@ _S3_ACTIONS = {
 
 
 def _caller(response: Any, iam_request_cls: type) -> Any:
-    from urllib.parse import urlparse
 
     parsed = urlparse(response.uri)
     path = response.raw_path + ("?" + parsed.query if parsed.query else "")
@@ -672,8 +671,6 @@ def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> No
         action=f"{checked.action} on resource: {', '.join(checked.resources)}",
     )
     if checked.action.startswith("route53:"):  # REST-XML: the error element directly in ErrorResponse
-        from xml.etree import ElementTree
-
         root = ElementTree.Element("ErrorResponse")
         inner = ElementTree.SubElement(root, "Error")
         for tag, text in (("Type", "Sender"), ("Code", "AccessDenied"), ("Message", denied.message)):

@@ -15,7 +15,11 @@ Verdicts: the ingress cannot check SPF/DKIM/DMARC, so every verdict is PASS (SES
 
 from __future__ import annotations
 
+import asyncio
+import email
+import email.policy
 import json
+import time
 from dataclasses import dataclass
 from email.utils import getaddresses
 from typing import Any
@@ -107,7 +111,6 @@ def deliver(
 def await_handled(cfg: Config, delivery: Delivery, timeout: float) -> dict[str, Any]:
     """Wait for the handler's outcome, as the wiring records it for each asynchronous invocation
     (Lambda's invocation record): its result, or its error as soon as one attempt failed."""
-    import time
 
     deadline = time.monotonic() + timeout
     key = layout.local_invocation(delivery.invocation_id)
@@ -169,8 +172,6 @@ def outcome(delivery: Delivery, record: dict[str, Any]) -> dict[str, Any]:
 
 def recipients_of(raw: bytes) -> list[str]:
     """To and Cc addresses of a message file (``inject`` without ``--to``)."""
-    import email
-    import email.policy
 
     msg = email.message_from_bytes(raw, policy=email.policy.compat32)
     return [
@@ -199,7 +200,6 @@ class SesHandler:
         return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
-        import asyncio
 
         raw = envelope.original_content or envelope.content
         if not isinstance(raw, bytes):

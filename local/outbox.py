@@ -21,6 +21,7 @@ from email.utils import getaddresses, parsedate_to_datetime
 from typing import Any
 
 from common.runtime.clock import iso_z, parse_iso
+from local.guard import admin_headers
 
 
 def _get_json(url: str, timeout: float = 30, attempts: int = 1, headers: dict[str, str] | None = None) -> Any:
@@ -77,7 +78,6 @@ def _item(mid: str, source: str, destinations: list[str], raw: str, timestamp: s
 
 
 def from_moto(endpoint: str) -> list[dict[str, Any]]:
-    from local.guard import admin_headers
 
     data = _get_json(endpoint.rstrip("/") + "/moto-api/data.json", attempts=3, headers=admin_headers())
     raws = (data.get("ses") or {}).get("RawMessage") or []

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from common.errors import EmailHandlerError
+from common.runtime.functions import BY_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRYPOINT = REPO / "docker" / "lambda-entrypoint.sh"
@@ -216,7 +217,6 @@ class RieProcess:
 
     def start(self, wait: bool = True) -> RieProcess:
         task_root = REPO / "images" / self.function
-        from common.runtime.functions import BY_NAME
 
         spec = BY_NAME[self.function]
         # What Lambda sets from the function's configuration (the RIE reads the timeout; the

@@ -31,15 +31,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.aws import sqs
+from common.aws import s3, sqs
+from common.aws.sts import account_id
+from common.runtime.clock import iso_z
 from common.runtime.config import Config
 from common.runtime.functions import BY_NAME, FUNCTIONS
 from common.runtime.log import get_logger
+from common.store import layout
 from deploy import resources
+from deploy.lambdas import alias_arn
 from deploy.triggers import source_queue
+from local import rie
 from local.concurrency import AccountConcurrency, ThrottledError, requeue_throttled
 from local.events import sns_event, sqs_event
 from local.provision import ASYNC_ATTEMPTS, wiring_queue
+from local.rie import InvokeError
 
 Invoke = Callable[[dict[str, Any]], Any]
 log = get_logger("wiring")
@@ -103,7 +109,6 @@ class Endpoint:
         invoke: Callable[[str, Any, float], Any] | None = None,
         account: AccountConcurrency | None = None,
     ) -> None:
-        from local import rie
 
         self.function, self.url = function, url
         self.timeout_s = BY_NAME[function].timeout_s + 30
@@ -273,12 +278,6 @@ class Wiring:
     ) -> None:
         """Lambda's invocation record for an asynchronous invocation (the shape its destinations get),
         kept under layout.local_invocation(<SQS message id>) for `email-handler inject` to read."""
-        from common.aws import s3
-        from common.aws.sts import account_id
-        from common.runtime.clock import iso_z
-        from common.store import layout
-        from deploy.lambdas import alias_arn
-        from local.rie import InvokeError
 
         if error is None:
             condition, response = "Success", result

@@ -7,6 +7,7 @@ import argparse
 import json
 
 from cli.command import arg, command
+from common.store import addresses
 from ops.admin import TARGET, emit, fail, operator, target
 
 COLUMNS = [
@@ -37,7 +38,6 @@ def _changed(args: argparse.Namespace, item: dict[str, object], said: str) -> in
     *TARGET,
 )
 def cmd_address_add(args: argparse.Namespace) -> int:
-    from common.store import addresses
 
     t = target(args)
     try:
@@ -54,7 +54,6 @@ def cmd_address_add(args: argparse.Namespace) -> int:
     *TARGET,
 )
 def cmd_address_disable(args: argparse.Namespace) -> int:
-    from common.store import addresses
 
     t = target(args)
     try:
@@ -66,7 +65,6 @@ def cmd_address_disable(args: argparse.Namespace) -> int:
 
 @command("every public address: listed, added, the catch-all, with their counts", *TARGET)
 def cmd_address_list(args: argparse.Namespace) -> int:
-    from common.store import addresses
 
     t = target(args)
     rows = addresses.listing(t.cfg)

@@ -24,10 +24,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cli.command import ENDPOINT, arg, command, endpoint
+from common.aws import client, dynamodb, error_code, reset_clients, s3, sqs
+from common.delivery.quarantine import send_digest
 from common.errors import EmailHandlerError
-from common.runtime.config import Config
+from common.mail import limits, parse
+from common.mail.threads import release_address
+from common.runtime import config
+from common.runtime.clock import iso_z
+from common.runtime.config import Config, with_secrets
+from common.runtime.functions import BY_NAME
+from common.runtime.log import set_level
+from common.store import layout, quarantine, senderlists, sendstatus
+from common.store.erasure import InvalidAddressError, forget, normalise
 from local.commands import local_config
 from local.provision import wiring_queue
+from ops.index import forget_locally
 
 TARGET = (
     arg("--env", help="a deployment on AWS: its environment name (e.g. prd); default: the local emulator"),
@@ -51,11 +62,9 @@ class Target:
 
 def target(args: argparse.Namespace) -> Target:
     """Point this process's AWS clients at the chosen stack and return its configuration."""
-    from common.runtime import config
 
     if not (args.env or args.region):
         return Target(local_config(args), False, f"local emulator at {endpoint(args)}")
-    from common.aws import reset_clients
 
     env, region = (
         args.env or "prd",
@@ -70,7 +79,6 @@ def target(args: argparse.Namespace) -> Target:
 
 def deployed_environment(cfg: Config) -> dict[str, str]:
     """inbound-handler's configuration as deployed (addresses and names; never its secret), or {}."""
-    from common.aws import client, error_code
 
     try:
         described = client("lambda").get_function_configuration(FunctionName=cfg.name(INBOUND))
@@ -130,7 +138,6 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> st
 
 
 def utc(epoch_s: int) -> str:
-    from common.runtime.clock import iso_z
 
     return iso_z(datetime.fromtimestamp(epoch_s, UTC)) if epoch_s else ""
 
@@ -151,7 +158,6 @@ def run_task(t: Target, event: dict[str, Any], done: Callable[[], dict[str, Any]
     """Give inbound-handler ``event``: on AWS a synchronous invoke of its ``live`` alias (its answer);
     locally a message for the wiring (what an asynchronous invocation is there), then ``done()``
     until it returns the outcome."""
-    from common.aws import client
 
     if t.aws:
         response = client("lambda").invoke(
@@ -161,7 +167,6 @@ def run_task(t: Target, event: dict[str, Any], done: Callable[[], dict[str, Any]
         if response.get("FunctionError"):
             raise TaskFailedError(f"{t.cfg.name(INBOUND)} failed: {json.dumps(payload)}")
         return dict(payload or {})
-    from common.aws import sqs
 
     sqs.send(wiring_queue(t.cfg, "invocations"), json.dumps({"function": INBOUND, "event": event}))
     deadline = time.monotonic() + TASK_TIMEOUT_S
@@ -192,7 +197,6 @@ def report(args: argparse.Namespace, outcome: dict[str, Any], ok: tuple[str, ...
 
 
 def task_event(detail_type: str, source: str, detail: dict[str, Any]) -> dict[str, Any]:
-    from common.runtime.clock import iso_z
 
     return {
         "version": "0",
@@ -224,7 +228,6 @@ QUARANTINE_COLUMNS = [
     arg("--all", action="store_true", help="released mail too"),
 )
 def cmd_quarantine_list(args: argparse.Namespace) -> int:
-    from common.store import quarantine
 
     t = target(args)
     items = [i for i in quarantine.everything(t.cfg) if args.all or i.get("status") == quarantine.HELD]
@@ -242,10 +245,6 @@ def cmd_quarantine_list(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_quarantine_show(args: argparse.Namespace) -> int:
-    from common.aws import s3
-    from common.mail import limits, parse
-    from common.mail.threads import release_address
-    from common.store import quarantine
 
     if args.raw and sys.stdout.isatty():
         # The sender's bytes unfiltered: escape sequences in them would drive the operator's terminal.
@@ -312,7 +311,6 @@ def cmd_quarantine_show(args: argparse.Namespace) -> int:
     *TARGET,
 )
 def cmd_quarantine_release(args: argparse.Namespace) -> int:
-    from common.store import quarantine
 
     t = target(args)
     item = quarantine.get(t.cfg, args.id)
@@ -349,10 +347,6 @@ def cmd_quarantine_digest(args: argparse.Namespace) -> int:
     """On AWS inbound-handler's schedule entry answers the task; locally this process runs the function
     the schedule entry runs (common/delivery/quarantine.py send_digest): the same digest queued for the
     forward-sender and the same records marked, and its own result printed."""
-    from common.delivery.quarantine import send_digest
-    from common.runtime.config import with_secrets
-    from common.runtime.functions import BY_NAME
-    from common.runtime.log import set_level
 
     t = target(args)
     if t.aws:
@@ -380,7 +374,6 @@ LIST_COLUMNS = [
 
 
 def _set(args: argparse.Namespace, list_name: str) -> int:
-    from common.store import senderlists
 
     t = target(args)
     if args.entry and args.to:  # only for mail to that public address
@@ -436,7 +429,6 @@ def cmd_allow(args: argparse.Namespace) -> int:
     *TARGET,
 )
 def cmd_unblock(args: argparse.Namespace) -> int:
-    from common.store import senderlists
 
     t = target(args)
     if args.to:
@@ -466,7 +458,6 @@ def cmd_unblock(args: argparse.Namespace) -> int:
     *TARGET,
 )
 def cmd_suppression_list(args: argparse.Namespace) -> int:
-    from common.store import sendstatus
 
     t = target(args)
     items = sendstatus.stopped_entries(t.cfg)
@@ -500,7 +491,6 @@ def cmd_suppression_list(args: argparse.Namespace) -> int:
     *TARGET,
 )
 def cmd_suppression_remove(args: argparse.Namespace) -> int:
-    from common.store import sendstatus
 
     t = target(args)
     old = sendstatus.clear(t.cfg, args.address)
@@ -530,7 +520,6 @@ def dead_letter_queues(cfg: Config) -> list[str]:
 
 def deployment_queues(cfg: Config) -> list[str]:
     """Every queue of the deployment (its name prefix), dead-letter queues included."""
-    from common.aws import client
 
     urls = client("sqs").list_queues(QueueNamePrefix=cfg.prefix).get("QueueUrls", [])
     return sorted(u.rsplit("/", 1)[1] for u in urls)
@@ -575,7 +564,6 @@ def _summary(body: str) -> dict[str, Any]:
     *TARGET,
 )
 def cmd_dlq_list(args: argparse.Namespace) -> int:
-    from common.aws import sqs
 
     t = target(args)
     queues = _queue_arg(t.cfg, args.queue)
@@ -618,7 +606,6 @@ def peek(queue: str, limit: int = 1000) -> list[dict[str, Any]]:
     the same first messages again (on AWS a sample of servers), so a deep DLQ listed as its first ~10: each
     receive here hides what it returned for ``PEEK_HIDE_S`` so the next returns others, and everything is
     shown again at the end, also when the listing fails half-way."""
-    from common.aws import sqs
 
     seen: dict[str, dict[str, Any]] = {}
     hidden: list[str] = []
@@ -705,7 +692,6 @@ def redrive(
 
     It ends on an empty long poll only when SQS also counts no message visible or in flight; messages
     in flight are waited for up to ``patience_s``."""
-    from common.aws import client, sqs
 
     sources = client("sqs").list_dead_letter_source_queues(QueueUrl=sqs.queue_url(dlq)).get("queueUrls", [])
     if not sources:
@@ -752,7 +738,6 @@ def redrive(
 
 @command("every conversation, most recent first", *TARGET)
 def cmd_conversations(args: argparse.Namespace) -> int:
-    from common.aws import dynamodb
 
     t = target(args)
     items = sorted(
@@ -778,9 +763,6 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     *TARGET,
 )
 def cmd_conversations_show(args: argparse.Namespace) -> int:
-    from common.aws import dynamodb, s3
-    from common.mail import parse
-    from common.store import layout
 
     t = target(args)
     record = dynamodb.get(t.cfg.conversations_table, {"conversationId": args.id})
@@ -829,7 +811,6 @@ SHOW_TEXT_CHARS = 20_000  # of each message's text on the terminal; the archive 
     *TARGET,
 )
 def cmd_forget(args: argparse.Namespace) -> int:
-    from common.store.erasure import InvalidAddressError, forget, normalise
 
     try:
         normalise(args.address)
@@ -838,7 +819,6 @@ def cmd_forget(args: argparse.Namespace) -> int:
     t = target(args)
     result = forget(t.cfg, args.address, deployment_queues(t.cfg))
     unreachable = result.pop("unreachable")
-    from ops.index import forget_locally
 
     # this machine's search index (ops/index.py) forgets them now, not at its next sync
     forget_locally(t.cfg, normalise(args.address), result.get("conversations", []))

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from cli.command import arg, command
+from common.aws import error_code
+from common.aws.sts import account_id
 from common.runtime import config
+from deploy import cloudformation, destroy, dns, replay, route53, saved
+from deploy.errors import DeployError
+from deploy.iam import deployer_policies, deployer_policy_names
+from deploy.main import Options, WaitingOnDnsError, connect, deploy
+from deploy.preflight import production_request, request_production, resolve_region, verify_address
+from local.commands import dns_publish_to_model, local_config
+from ops.status import LocalStack, collect, table
 
 # The local modes' environment name (CONTRACT.md, "Local defaults").
 LOCAL_ENV = "local"
@@ -72,8 +81,6 @@ AWS_TARGET = (
     ),
 )
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from deploy.errors import DeployError
-    from deploy.main import Options, WaitingOnDnsError, deploy
 
     options = Options(
         env=args.env,
@@ -102,10 +109,6 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 
 def _export(options: Any, kind: str, directory: str) -> int:
-    from pathlib import Path
-
-    from deploy import cloudformation, saved
-    from deploy.preflight import resolve_region
 
     if kind != cloudformation.FORMAT:
         print(f"[deploy] error: --export {kind}: the one format is {cloudformation.FORMAT}", file=sys.stderr)
@@ -121,7 +124,6 @@ def _print_deployer_policy(options: Any) -> int:
     """The policy documents on stdout (one JSON object, or one per line when split), and on stderr how
     to create them as managed policies and attach them: an inline user policy may hold only 2,048
     characters."""
-    from deploy.iam import deployer_policy_names
 
     cfg, account, documents = _deployer_policy(options)
     names = deployer_policy_names(cfg, len(documents))
@@ -153,15 +155,10 @@ def _print_deployer_policy(options: Any) -> int:
 def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
     """For the account of the current credentials, or placeholders when there are none; the settings
     from the shell over the saved deployment's (deploy.saved), as the deploy reads them."""
-    from deploy import saved
-    from deploy.iam import deployer_policies
-    from deploy.preflight import resolve_region
 
     environ = saved.merged(options.env, os.environ, options.region)
     region = resolve_region(options.region, environ)
     try:
-        from common.aws.sts import account_id
-
         account = account_id()
     except Exception:
         account = "ACCOUNT_ID"
@@ -184,15 +181,9 @@ def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
     arg("--smtp-port", type=int, help="with --env local: the SMTP ingress port (default 2525)"),
 )
 def cmd_status(args: argparse.Namespace) -> int:
-    from deploy.errors import DeployError
-    from deploy.main import Options, connect
-    from ops.status import LocalStack, collect, table
 
     try:
         if args.env == LOCAL_ENV:  # the local stack, read as a deployment is (its functions run under RIEs)
-            from common.aws.sts import account_id
-            from local.commands import local_config
-
             cfg = local_config(args)
             report = collect(
                 cfg, account_id(), dict(os.environ), local=LocalStack.at(args.function_port, args.smtp_port)
@@ -209,8 +200,6 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"[status] error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
-        from common.aws import error_code
-
         if error_code(exc) not in ("AccessDenied", "AccessDeniedException", "AuthorizationError"):
             raise
         # A read the credentials' policy lacks: say which, not a traceback.
@@ -235,9 +224,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     arg("--yes", action="store_true", help="ask nothing: submit what the configuration fills in"),
 )
 def cmd_ses_request_production_access(args: argparse.Namespace) -> int:
-    from deploy.errors import DeployError
-    from deploy.main import Options, connect
-    from deploy.preflight import production_request, request_production
 
     try:
         target = connect(
@@ -274,9 +260,6 @@ def cmd_ses_request_production_access(args: argparse.Namespace) -> int:
     *AWS_TARGET,
 )
 def cmd_ses_verify_address(args: argparse.Namespace) -> int:
-    from deploy.errors import DeployError
-    from deploy.main import Options, connect
-    from deploy.preflight import verify_address
 
     try:
         target = connect(
@@ -326,14 +309,11 @@ def cmd_ses_verify_address(args: argparse.Namespace) -> int:
     arg("--endpoint", help="the emulator (default: $AWS_ENDPOINT_URL or 127.0.0.1:4566)"),
 )
 def cmd_dns_publish(args: argparse.Namespace) -> int:
-    from deploy import dns, route53
-    from deploy.errors import DeployError
 
     if not args.route53:
         if not args.zone:
             print("[dns] give FILE.zone (the emulator's model), or --route53", file=sys.stderr)
             return 2
-        from local.commands import dns_publish_to_model
 
         return dns_publish_to_model(args)
     path = Path(args.zone) if args.zone else dns.BUILD_DIR / args.env / "dns.json"
@@ -367,9 +347,6 @@ def cmd_dns_publish(args: argparse.Namespace) -> int:
     ),
 )
 def cmd_destroy(args: argparse.Namespace) -> int:
-    from deploy import destroy
-    from deploy.errors import DeployError
-    from deploy.main import Options
 
     try:
         destroy.destroy(
@@ -389,9 +366,6 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     arg("--dry-run", action="store_true", help="list them, invoke nothing"),
 )
 def cmd_replay(args: argparse.Namespace) -> int:
-    from deploy import replay
-    from deploy.errors import DeployError
-    from deploy.main import Options
 
     try:
         replay.replay(

@@ -37,7 +37,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from cli.command import arg, command
+from common.aws import dynamodb, s3
 from common.errors import EmailHandlerError
+from common.runtime.clock import parse_iso
+from common.store import layout
 from ops.admin import TARGET, fail, target
 
 STATE = ".export-state.jsonl"
@@ -231,8 +234,6 @@ class Export:
         """``conversations.jsonl``, replaced whole: every record as it is now, or with ``--since`` the
         records in scope merged into what an earlier run wrote (an increment keeps the rest). Returns each
         conversation's public address, from every record."""
-        from common.aws import dynamodb
-        from common.runtime.clock import parse_iso
 
         items = dynamodb.scan(self.cfg.conversations_table)
         path = self.directory / RECORDS
@@ -254,8 +255,6 @@ class Export:
     def mails(self) -> list[Stored]:
         """Every archived mail and sent reply in scope, oldest first (a received mail before a reply
         stored in the same second: S3 keeps whole seconds)."""
-        from common.aws import s3
-        from common.store import layout
 
         found = []
         for rank, prefix in enumerate((layout.CONVERSATIONS, layout.SENT)):
@@ -266,7 +265,6 @@ class Export:
         return [obj for *_, obj in sorted(found, key=lambda f: f[:3])]
 
     def write_mails(self, journal: Journal, addresses: dict[str, str]) -> None:
-        from common.aws import s3
 
         todo = self.mails()
         progress = Progress(len(todo), "mail")
@@ -300,8 +298,6 @@ class Export:
 
     def files(self) -> list[tuple[Stored, Path]]:
         """Attachments and their texts in scope, each with where it goes under DIR/attachments."""
-        from common.aws import s3
-        from common.store import layout
 
         out = []
         for prefix in (layout.ATTACHMENTS, layout.EXTRACTED):
@@ -313,8 +309,6 @@ class Export:
         return sorted(out, key=lambda f: (f[0].when, f[0].key))
 
     def write_attachments(self, journal: Journal) -> None:
-        from common.aws import s3
-        from common.store import layout
 
         todo = self.files()
         progress = Progress(len(todo), "file")
@@ -338,7 +332,6 @@ def _place(obj: Stored, prefix: str) -> str | None:
     """``<cid>/<id>/<file>`` for an attachment or an extracted text (``<file>.txt``); None for anything
     else under the prefix (the raw copies beside the conversations, error records) or a segment that
     would leave the directory."""
-    from common.store import layout
 
     parts = obj.parts
     if len(parts) != 4 or obj.key.startswith((layout.COMPLAINT_REPORTS, layout.RELEASED_ORIGINALS)):

@@ -30,8 +30,12 @@ from email.utils import getaddresses
 from pathlib import Path
 from typing import Any
 
+from common.aws import dynamodb, s3
 from common.errors import EmailHandlerError
+from common.mail import parse
+from common.runtime.clock import iso_z
 from common.runtime.config import Config
+from common.store import layout
 
 DIR = Path(__file__).resolve().parents[1] / ".build" / "search"
 DIR_VARIABLE = "EMAIL_HANDLER_SEARCH_DIR"
@@ -141,8 +145,6 @@ class Listed:
 
 def classify(key: str, etag: str, modified: datetime) -> Listed | None:
     """An archived mail or an extracted text of the bucket's layout (common/store/layout.py), or None."""
-    from common.runtime.clock import iso_z
-    from common.store import layout
 
     parts = key.split("/")
     received = iso_z(modified.astimezone(UTC))
@@ -160,8 +162,6 @@ def classify(key: str, etag: str, modified: datetime) -> Listed | None:
 
 
 def listing(cfg: Config) -> dict[str, Listed]:
-    from common.aws import s3
-    from common.store import layout
 
     out: dict[str, Listed] = {}
     for prefix in (layout.CONVERSATIONS, layout.EXTRACTED):
@@ -173,7 +173,6 @@ def listing(cfg: Config) -> dict[str, Listed]:
 
 
 def sync_conversations(db: sqlite3.Connection, cfg: Config) -> int:
-    from common.aws import dynamodb
 
     items = dynamodb.scan(cfg.conversations_table, RECORD_FIELDS)
     db.execute("DELETE FROM conversations")
@@ -241,7 +240,6 @@ def wanted(item: Listed, known: dict[str, str], forgotten: dict[str, str]) -> bo
 def fetch_all(cfg: Config, todo: list[Listed]) -> Iterator[tuple[Listed, bytes | None]]:
     """Each object's first bytes (a mail whole up to :data:`MAIL_CAP`, a text up to four bytes a
     character of :data:`TEXT_CAP`), fetched :data:`FETCHERS` at a time, in ``todo``'s order."""
-    from common.aws import s3
 
     def get(item: Listed) -> bytes | None:
         return s3.head_bytes(cfg.bucket, item.key, MAIL_CAP if not item.filename else 4 * TEXT_CAP)
@@ -311,7 +309,6 @@ def chunks(text: str) -> Iterator[str]:
 
 def mail_row(raw: bytes) -> dict[str, Any]:
     """What a mail contributes, read by the project's own parser (common/mail/parse.py)."""
-    from common.mail import parse
 
     mail = parse.parse(raw)
     who = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address

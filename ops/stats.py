@@ -31,9 +31,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cli.command import arg, command
+from common.aws import client, dynamodb, s3
 from common.errors import EmailHandlerError
 from common.runtime.config import Config
 from common.runtime.outcomes import Outcome
+from common.store import layout, quarantine
+from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
 from ops.admin import TARGET, fail, target
 
 OUTCOMES = tuple(str(outcome) for outcome in Outcome)  # the functions' own vocabulary, in its order
@@ -54,7 +57,6 @@ def _stored_result(item: dict[str, Any]) -> dict[str, Any]:
 
 def sent(cfg: Config) -> tuple[Counter[str], set[str]]:
     """Sends SES accepted, by outcome, and their correlation ids."""
-    from common.aws import dynamodb
 
     counts: Counter[str] = Counter()
     correlations: set[str] = set()
@@ -71,7 +73,6 @@ def sent(cfg: Config) -> tuple[Counter[str], set[str]]:
 
 def send_records(cfg: Config, sent_ids: set[str]) -> Counter[str]:
     """Sends held by the sandbox, and sends that failed for good and were not sent since."""
-    from common.aws import dynamodb
 
     counts: Counter[str] = Counter()
     for item in dynamodb.scan(cfg.send_status_table):
@@ -90,8 +91,6 @@ def send_records(cfg: Config, sent_ids: set[str]) -> Counter[str]:
 
 
 def extraction(cfg: Config) -> Counter[str]:
-    from common.aws import s3
-    from common.store import layout
 
     counts: Counter[str] = Counter()
     for key in s3.keys(cfg.bucket, layout.EXTRACTED):
@@ -103,7 +102,6 @@ def extraction(cfg: Config) -> Counter[str]:
 
 
 def collect(cfg: Config) -> dict[str, Any]:
-    from common.store import quarantine
 
     counts, sent_ids = sent(cfg)
     counts += send_records(cfg, sent_ids)
@@ -158,7 +156,6 @@ def period(since: datetime, now: datetime) -> int:
 def _reason_metrics(cw: Any, cfg: Config) -> dict[str, dict[str, Any]]:
     """The MailQuarantined metrics with a Reason (ListMetrics lists those with data in the last two weeks:
     CloudWatch API reference, ListMetrics)."""
-    from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
 
     found: dict[str, dict[str, Any]] = {}
     pages = cw.get_paginator("list_metrics").paginate(
@@ -191,8 +188,6 @@ def metric_sums(cw: Any, metrics: list[dict[str, Any]], since: datetime, now: da
 
 
 def collect_metrics(cfg: Config, since: datetime, now: datetime) -> dict[str, Any]:
-    from common.aws import client
-    from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
 
     cw = client("cloudwatch")
     dimensions = [{"Name": DIMENSION, "Value": cfg.env}]

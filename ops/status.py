@@ -34,6 +34,13 @@ from typing import Any
 from common.aws import control_client, or_none
 from common.runtime.config import Config
 from common.runtime.functions import FUNCTIONS, SENDERS, SMTP_PORT, dlq_name
+from deploy import dashboard
+from deploy.lambdas import ALIAS, async_dlq, function_name
+from deploy.preflight import allowed_send_rate
+from deploy.receiving import rule_names
+from deploy.resources import SUPPRESSED_REASONS, event_queues, queue_url, topic_arn
+from local.fresh import DNS_PATH
+from local.guard import admin_request
 
 RECEIVING, FORWARDING, ANSWERING, ALERTS = (
     "receiving",
@@ -52,8 +59,6 @@ def _check(name: str, value: Any, ok: bool, blocks: bool, detail: str = "") -> d
 
 def _mx_model(endpoint: str, name: str) -> list[str] | None:
     """The MX hosts the emulator's fresh-account model publishes for ``name`` (None: no model to ask)."""
-    from local.fresh import DNS_PATH
-    from local.guard import admin_request
 
     try:
         with urllib.request.urlopen(
@@ -132,7 +137,6 @@ def alert_subscription(cfg: Config) -> str:
     """The state of the alert topic's e-mail subscription to PRIVATE_EMAIL: ``confirmed``,
     ``PendingConfirmation`` (SNS lists an unconfirmed subscription with that in place of its ARN,
     SNS API reference, ListSubscriptionsByTopic/Subscribe), ``none`` or ``no topic``."""
-    from deploy.resources import topic_arn
 
     sns = control_client("sns")
     arn = topic_arn(cfg, cfg.alert_topic)
@@ -183,7 +187,6 @@ def _alarm_check(cfg: Config) -> tuple[dict[str, Any], list[str]]:
 
 def _dashboard(cfg: Config) -> dict[str, Any]:
     """The operator's dashboard (deploy/dashboard.py) and its console link; the local modes make none."""
-    from deploy import dashboard
 
     found = or_none(
         lambda: control_client("cloudwatch").get_dashboard(DashboardName=dashboard.name(cfg)),
@@ -432,8 +435,6 @@ def _test_contact_check(contacts: dict[str, str]) -> dict[str, Any]:
 
 def _dlq_depths(cfg: Config) -> dict[str, int]:
     """Messages waiting in each dead-letter queue that exists: the event queues' and the async one."""
-    from deploy.lambdas import async_dlq
-    from deploy.resources import event_queues, queue_url
 
     depths = {}
     for queue in [dlq_name(q) for q in event_queues(cfg)] + [async_dlq(cfg)]:
@@ -465,8 +466,6 @@ def _subscription_check(cfg: Config) -> tuple[dict[str, Any], str]:
 
 def _deployed_checks(cfg: Config, max_rate: float) -> tuple[list[dict[str, Any]], dict[str, str | None], Any]:
     """On a deployment: the functions' ``live`` aliases, the senders' configured rate, the receipt rules."""
-    from deploy.lambdas import ALIAS, function_name
-    from deploy.receiving import rule_names
 
     ses = control_client("ses")
     checks: list[dict[str, Any]] = []
@@ -520,7 +519,6 @@ def _send_rate_check(cfg: Config, rate: str | None, max_rate: float) -> dict[str
     """The senders' MAX_SEND_RATE against what a deploy would give them now (deploy.preflight
     .allowed_send_rate: MAX_SEND_RATE within the account's MaxSendRate): above the account's rate SES
     throttles; below it, the deploy ran when the account's rate was lower (the sandbox's 1/s)."""
-    from deploy.preflight import allowed_send_rate
 
     if rate is None:
         return _check("send rate", "-/s configured", False, False, "")
@@ -541,7 +539,6 @@ def _suppression_check(cfg: Config, production: bool) -> dict[str, Any]:
     """The configuration set's suppression options as the deploy sets them (deploy.resources
     .suppression_options). SES refuses them in the sandbox (the fresh-account model does); until they are
     set, SES's account-level list also suppresses sends, the owner's forwards included."""
-    from deploy.resources import SUPPRESSED_REASONS
 
     found = or_none(
         lambda: control_client("sesv2").get_configuration_set(ConfigurationSetName=cfg.ses_configuration_set),

@@ -7,7 +7,7 @@ passed as built; the SDK base64-encodes it for the request.
 
 from __future__ import annotations
 
-from common.aws import client
+from common.aws import client, error_code
 
 # The largest message SESv2 sends, headers and encoded attachments included (decimal MB: the
 # smaller reading of "40 MB"; SES adds its own headers, DKIM signature and Message-ID on top).
@@ -67,7 +67,6 @@ def sandbox_refused(recipients: list[str]) -> list[str]:
     "Verified identities", https://docs.aws.amazon.com/ses/latest/dg/verify-addresses-and-domains.html).
     SESv2 reads (GetAccount, GetEmailIdentity's ``VerifiedForSendingStatus``), asked only when they
     matter: before an ack, and after SES refused a send."""
-    from common.aws import error_code
 
     sesv2 = client("sesv2")
     if sesv2.get_account().get("ProductionAccessEnabled"):

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from common.aws import client, learnt
+from common.aws.sts import account_id
 
 
 @learnt
 def queue_url(name: str) -> str:
-    from common.aws.sts import account_id
 
     return f"{str(client('sqs').meta.endpoint_url).rstrip('/')}/{account_id()}/{name}"
 

@@ -3,4 +3,3 @@ imports neither): ``deliver`` (record, archive, ack a first contact, forward), `
 mail, the daily digest), ``release`` (forward a held mail), ``compose`` (the ack, the forwards and the
 digest as queue messages), ``ack`` (who gets an automatic acknowledgement), ``results`` (what each
 returns)."""
-

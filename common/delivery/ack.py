@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import re
 
+from common.aws import ses
 from common.mail import reports
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
 from common.runtime.events import VERDICTS, SesReceipt
+from common.runtime.log import get_logger
 from common.runtime.views import Delivery
 from common.store import ackbudget
 
@@ -76,8 +78,6 @@ def sandbox_refusal(address: str) -> str:
     """Why SES's sandbox would refuse an ack to ``address`` ('' when it would not, or when SES cannot say:
     then the ack is queued, and its sender holds it if SES refuses it). Asked only for an ack that passed
     every other check, after the budget was taken (a unit of one hour's budget is all a refusal costs)."""
-    from common.aws import ses
-    from common.runtime.log import get_logger
 
     try:
         refused = ses.sandbox_refused([address])

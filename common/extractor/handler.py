@@ -10,7 +10,9 @@ no document can exhaust the function's memory or time.
 
 from __future__ import annotations
 
+import json
 import time
+import traceback
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from common.errors import EventError
@@ -60,7 +62,6 @@ def _batch(cfg: ExtractorConfig, event: Any, context: LambdaContext | None) -> B
     """Each SQS record on its own: an S3 error fails that record alone, which SQS redelivers and after
     maxReceiveCount moves to the DLQ ("Handling errors for an SQS event source in Lambda",
     https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html)."""
-    import json
 
     results: list[dict[str, Any]] = []
     failures: list[dict[str, str]] = []
@@ -199,7 +200,6 @@ def extract_object(
 
 def _frames(exc: BaseException) -> list[str]:
     """Where ``exc`` was raised: file, line and function of each frame, no source line or message."""
-    import traceback
 
     return [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)][-8:]
 

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from re import _constants as const  # type: ignore[attr-defined]  # the parser's own opcodes
+from re import _parser as parser  # type: ignore[attr-defined]
 from typing import Any
 
 from common.mail import limits, parse, reports
@@ -64,8 +66,6 @@ MAX_RULE_STEPS = 1000
 def backtracking_bound(source: str) -> float:
     """An upper bound of the positions one match attempt of ``source`` can try: repeats multiply by
     their maximum count plus one (an unbounded one is infinite), alternatives add up."""
-    from re import _constants as const  # type: ignore[attr-defined]  # the parser's own opcodes
-    from re import _parser as parser  # type: ignore[attr-defined]
 
     def items(seq: Any) -> float:
         total = 1.0

@@ -2,4 +2,3 @@
 ``headers``, ``charsets``, ``htmltext``, ``limits``, ``filetypes``, ``withhold``, ``trackers``,
 ``autoreply``), the queue contract (``outbound``), building and encrypting outgoing MIME (``build``,
 ``encrypt``), thread addresses and conversation ids (``threads``) and safe names (``sanitize``)."""
-

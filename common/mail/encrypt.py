@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import email.policy
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any
 
+from common.aws import error_code, ssm
 from common.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -311,8 +312,6 @@ def status(cfg: Any) -> dict[str, Any] | None:
         return None
     text = cfg.owner_key
     if not text:
-        from common.aws import error_code, ssm
-
         try:
             text = ssm.get_parameter(cfg.owner_key_parameter)
         except Exception as exc:
@@ -333,11 +332,8 @@ def with_owner_key(cfg: Config) -> Config:
     owner's opaque-signed replies): the key from SSM at cold start, checked.
     Fails closed: with encryption configured and no usable key the function does not start, and the
     forwards wait in their queue instead of going out in clear."""
-    from dataclasses import replace
 
     if cfg.owner_key_parameter and not cfg.owner_key:
-        from common.aws import error_code, ssm
-
         try:
             cfg = replace(cfg, owner_key=ssm.get_parameter(cfg.owner_key_parameter, decrypt=False))
         except Exception as exc:

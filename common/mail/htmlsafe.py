@@ -25,6 +25,9 @@ rest is left out and ``Sanitized.left_unread`` says how much, for the banner.
 
 from __future__ import annotations
 
+import email
+import email.encoders
+import email.policy
 import html as htmllib
 import re
 from collections import Counter
@@ -306,9 +309,6 @@ def clean_part(
 def clean_message(data: bytes, *, remove_trackers: bool = True) -> tuple[bytes, int, int]:
     """An attached message (message/rfc822) with each HTML part in it sanitised (``clean_part``), at
     any depth; unchanged when it has none. The same counts as ``clean_part``."""
-    import email
-    import email.encoders
-    import email.policy
 
     msg = email.message_from_bytes(data, policy=email.policy.compat32)
     removed = unread = changed = 0

@@ -25,6 +25,7 @@ Nothing is decompressed except a nested ``.zip`` member, within the byte budget.
 from __future__ import annotations
 
 import io
+import zipfile
 from typing import TYPE_CHECKING
 
 from common.mail import limits
@@ -185,7 +186,6 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
     if entries > limits.MAX_ARCHIVE_NAMES:  # 0xFFFF: a zip64 count, also far more than anyone mails; unread
         return f"archive lists more than {limits.MAX_ARCHIVE_NAMES} files"
     # here, not at module level: it pulls in bz2, lzma and shutil on every cold start; few parts are zips
-    import zipfile
 
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -207,7 +207,6 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
 
 def _nested_archives(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], deny: frozenset[str]) -> str:
     """One level down: the central directories of the ``.zip`` members, within the byte budget."""
-    import zipfile  # imported already by archive_reason, which calls this
 
     budget = limits.MAX_NESTED_ARCHIVE_BYTES
     for info in infos:

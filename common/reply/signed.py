@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from email import message_from_bytes
+from email import policy as email_policy
 
 from common.errors import EmailHandlerError
 from common.mail import parse
@@ -216,8 +218,6 @@ def open_reply(raw: bytes, owner_key: str) -> ParsedMail:
     authenticated From, Subject, Message-ID and Date stay what SES and DKIM saw). An encrypted body is
     returned as it is (the caller refuses it); a signature that cannot be read or does not verify
     against the owner's certificate raises UnreadableReplyError."""
-    from email import message_from_bytes
-    from email import policy as email_policy
 
     message = message_from_bytes(raw, policy=email_policy.compat32)
     der = message.get_payload(decode=True)

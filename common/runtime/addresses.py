@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common.errors import ConfigError
+from common.errors import ConfigError, EventError
 
 if TYPE_CHECKING:  # pragma: no cover
     from common.runtime.config import Config
@@ -211,7 +211,6 @@ def sending(cfg: PublicAddresses, from_address: str) -> str:
     """The address a queued message goes out from (common/senders/handler.py): the default for ''
     (schema 1), else ``from_address`` only if this deployment serves it. A message naming any other
     address is refused (EventError: dead-lettered, never sent), whoever queued it."""
-    from common.errors import EventError
 
     if not from_address:
         return cfg.public_email

@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
+from common.aws import error_code, ssm
 from common.errors import ConfigError
+from common.runtime import addresses
 
 PROJECT = "service-email-handler"
 DEFAULT_ENV = "prd"
@@ -296,8 +298,6 @@ def load(environ: Mapping[str, str] | None = None, require: Iterable[str] = ()) 
     if region:
         values["region"] = region
     if "public_email" in values or "public_addresses" in values:  # several addresses, a catch-all
-        from common.runtime import addresses
-
         listed, inline = addresses.split(
             str(values.get("public_email", "")), str(values.get("public_addresses", ""))
         )
@@ -330,7 +330,6 @@ def _parse(name: str, typ: object, raw: str) -> object:
 
 
 def _with_defaults(cfg: Config) -> Config:
-    from dataclasses import replace
 
     derived = {
         "bucket": cfg.name("mail"),
@@ -377,11 +376,10 @@ def _validate(cfg: Config) -> None:  # noqa: C901, PLR0912
         and not cfg.public_email.lower().endswith("@" + cfg.domain_name.lower())
     ):
         raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({cfg.domain_name})")
-    if cfg.public_emails:
-        from common.runtime import addresses
-
-        if why := addresses.problem(cfg.public_emails, cfg.domain_name, cfg.public_addresses):
-            raise ConfigError(why)
+    if cfg.public_emails and (
+        why := addresses.problem(cfg.public_emails, cfg.domain_name, cfg.public_addresses)
+    ):
+        raise ConfigError(why)
     if cfg.account_id and not re.fullmatch(r"[0-9]{12}", cfg.account_id):
         raise ConfigError(f"ACCOUNT_ID={cfg.account_id!r} is not an AWS account id (12 digits)")
     if cfg.thread_secret and len(cfg.thread_secret) < 16:
@@ -450,7 +448,6 @@ def with_secrets(cfg: Config, require: Iterable[str] = ()) -> Config:
     """Each required secret of SECRET_PARAMETERS from its SSM SecureString when the environment does not
     carry it (neither on AWS nor in the local modes: the functions get no secret in their variables).
     Called once, at cold start."""
-    from dataclasses import replace
 
     wanted = [
         (s, p)
@@ -458,8 +455,6 @@ def with_secrets(cfg: Config, require: Iterable[str] = ()) -> Config:
         if s in require and not getattr(cfg, s) and getattr(cfg, p)
     ]
     if wanted:
-        from common.aws import error_code, ssm
-
         for secret, parameter in wanted:
             try:
                 found: dict[str, object] = {secret: ssm.get_parameter(getattr(cfg, parameter), decrypt=True)}

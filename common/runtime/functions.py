@@ -4,6 +4,9 @@ concurrency)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 from dataclasses import dataclass
 
 
@@ -43,7 +46,6 @@ def dlq_name(queue: str) -> str:
 def image_ref(name: str) -> str:
     """``service-email-handler/<name>:<IMAGE_TAG or latest>``: the tag lets several trees build side by
     side."""
-    import os
 
     return f"service-email-handler/{name}:{os.environ.get('IMAGE_TAG') or 'latest'}"
 
@@ -64,8 +66,6 @@ EMULATOR_ACCOUNT_PATH = "/moto-api/service-email-handler/account"
 def emulator_token(secret_key: str) -> str:
     """The bearer token the local emulator asks of ``/moto-api/*`` (local/guard.py), derived from
     the local admin's secret key, so a host tool holding the admin's credentials can compute it."""
-    import hashlib
-    import hmac
 
     return hmac.new(secret_key.encode(), b"service-email-handler moto-api", hashlib.sha256).hexdigest()
 

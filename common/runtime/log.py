@@ -30,6 +30,8 @@ from typing import Any
 
 import mypylogger
 
+from common import __version__
+
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
@@ -227,7 +229,6 @@ def get_logger(name: str | None = None) -> SafeLogger:
 
 def configure(service: str, environment: str) -> None:
     """Set the process-wide static fields (mypylogger reads APP_NAME only at import)."""
-    from common import __version__
 
     mypylogger.get_logger(
         "service-email-handler",

@@ -23,15 +23,19 @@ from typing import TYPE_CHECKING, Any
 
 from common.aws import error_code, ses, sqs
 from common.errors import EmailHandlerError, EventError
+from common.mail import build, encrypt
+from common.mail.encrypt import OwnerKeyError
 from common.mail.outbound import OutboundMessage
 from common.runtime import events, outcomes
+from common.runtime.addresses import sending
 from common.runtime.events import SqsRecord
 from common.runtime.functions import dlq_name
 from common.runtime.log import bind, get_logger
 from common.runtime.views import SenderConfig
+from common.senders.idempotency import send_exactly_once
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus
-from common.store import alerts, forgotten, holds, layout, sendqueue, sendstatus
+from common.store import alerts, attachments, forgotten, holds, layout, rawmail, sendqueue, sendstatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from email.message import EmailMessage
@@ -378,8 +382,6 @@ class Sender:
         return {**self.send_with_retries(replace(msg, to=allowed)), **record}
 
     def send_with_retries(self, msg: OutboundMessage) -> dict[str, Any]:
-        from common.mail import build
-        from common.runtime.addresses import sending
 
         sender = sending(self.cfg, msg.from_address)  # a public address this deployment serves, or refused
         built = build.build(msg, sender, self.cfg.domain_name, self.prefix, self._fetch)
@@ -459,7 +461,6 @@ class Sender:
             or not msg.conversation_id
         ):
             return
-        from common.store import rawmail
 
         try:
             rawmail.keep_sent(self.cfg.bucket, msg.conversation_id, ses_id, raw)
@@ -475,8 +476,6 @@ class Sender:
         second copy; a forward cut to the size budget (common/delivery/compose.py) fits once encrypted."""
         if not self.cfg.encrypts_to_owner or not {a.lower() for a in msg.to} <= self.cfg.owner_addresses:
             return built
-        from common.mail import encrypt
-        from common.mail.encrypt import OwnerKeyError
 
         if not self.cfg.owner_key:  # never send the owner's mail in clear when encryption is configured
             raise SendFailedError(
@@ -494,7 +493,6 @@ class Sender:
     def _fetch(self, key: str) -> bytes:
         # Imported here: the attachment store brings the mail parser (about 50 ms of a cold start), and
         # acks and most replies carry no attachment (docs/development.md, "imports").
-        from common.store import attachments
 
         data = attachments.read(self.cfg, key)
         if data is None:
@@ -593,7 +591,6 @@ def sandbox_notice(cfg: SenderConfig, held: OutboundMessage, refused: list[str])
 @functools.cache
 def _owner_key(text: str) -> OwnerKey:
     """Parsed once per sandbox (with_owner_key checked it at cold start)."""
-    from common.mail import encrypt
 
     return encrypt.parse(text)
 
@@ -607,7 +604,6 @@ def _limiter(table: str, rate: float) -> RateLimiter:
 @functools.cache
 def _idempotent(cfg: SenderConfig) -> Any:
     """The idempotent send for this configuration (built once per sandbox)."""
-    from common.senders.idempotency import send_exactly_once
 
     def send_once(message: OutboundMessage, sender: Sender) -> dict[str, Any]:
         return sender.send_unless_suppressed(message)

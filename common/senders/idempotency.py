@@ -21,6 +21,7 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
+from common.aws import client
 from common.runtime.log import get_logger
 from common.runtime.views import SenderConfig
 from common.senders.status import SendStatus
@@ -73,7 +74,6 @@ def send_exactly_once(
 ) -> Callable[..., dict[str, Any]]:
     """``send(message=doc, sender=...)`` wrapped in powertools' idempotency, keyed by the message's
     ``idempotency_key``; a completed key returns its stored result with ``status: duplicate``."""
-    from common.aws import client
 
     persistence = SendRecordPersistence(table_name=cfg.idempotency_table, boto3_client=client("dynamodb"))
 

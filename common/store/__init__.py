@@ -28,4 +28,3 @@ send record (idempotency)                     common/senders/idempotency.py (pow
 ``config/``                                   the deploy and the owner (``spamrules`` reads)
 ============================================  ==============================================
 """
-

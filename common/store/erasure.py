@@ -45,6 +45,7 @@ from urllib.parse import unquote_plus
 from common.aws import dynamodb, error_code, logs, s3, sqs
 from common.errors import EmailHandlerError
 from common.mail.threads import conversation_id, thread_address
+from common.runtime.functions import FUNCTIONS
 from common.runtime.views import Delivery
 from common.store import ackbudget, forgotten, layout
 
@@ -301,7 +302,6 @@ def _queue(job: Erasure, queue: str) -> None:
 def _logs(job: Erasure) -> None:
     """CloudWatch Logs cannot delete one event: say where the address is still written, and what no
     one can search from here."""
-    from common.runtime.functions import FUNCTIONS
 
     cfg = job.cfg
     groups = [cfg.spam_log_group] + [f"/aws/lambda/{cfg.name(f.name)}" for f in FUNCTIONS]

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from common.aws import dynamodb
 from common.errors import EmailHandlerError
+from common.runtime import addresses
 from common.runtime.clock import iso_z
 from common.runtime.views import Delivery
 
@@ -89,11 +90,8 @@ def candidates(address: str, public: str = "") -> list[str]:
 def protected(cfg: Delivery, entry: str) -> str:
     """Why ``entry`` may not be listed ('' if it may): it would catch the owner's own mail."""
     entry, _, public = entry.partition(SCOPE)
-    if public:
-        from common.runtime import addresses
-
-        if addresses.served(cfg, public) is None:
-            return f"{public} is not one of this system's public addresses"
+    if public and addresses.served(cfg, public) is None:
+        return f"{public} is not one of this system's public addresses"
     hit = next((a for a in sorted(cfg.own_addresses) if covers(entry, a)), "")
     if hit:
         return f"{entry} covers the owner's address {hit}"
