@@ -35,9 +35,9 @@ from common.runtime.config import Config, with_secrets
 from common.runtime.functions import BY_NAME
 from common.runtime.log import set_level
 from common.store import layout, quarantine, senderlists, sendstatus
-from common.store.erasure import InvalidAddressError, forget, normalise
 from local.commands import local_config
 from local.provision import wiring_queue
+from ops.erasure import InvalidAddressError, forget, normalise
 from ops.index import forget_locally
 
 TARGET = (

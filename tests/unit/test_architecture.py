@@ -391,7 +391,6 @@ def test_every_exception_is_an_error_of_the_one_family() -> None:
 # Raises of a builtin exception that stay builtin: (module, enclosing function, exception) -> why.
 RAISE_ALLOWLIST: dict[tuple[str, str, str], str] = {
     ("common.mail.charsets", "encode", "UnicodeError"): "the codecs protocol: an encoder raises UnicodeError",
-    ("common.runtime.launch", "main", "SystemExit"): "a `python -m` entry's usage line ends the process",
     ("ops.admin", "_queue_arg", "SystemExit"): "ends the command with fail()'s exit status, not an error",
     ("local.outbox", "_get_json", "AssertionError"): "after a loop whose last pass returns or raises (mypy)",
     (
