@@ -14,8 +14,8 @@ What is read is capped twice, and past either cap the rest is left out as before
   a ``<p>`` is open "in button scope", walking the stack of open elements: n nested ``<div>`` cost
   n²/2 steps in every spec-compliant parser (lexbor, html5lib, html5ever; browsers cap DOM depth
   but walk the stack too). The number of open elements can never exceed the number of "<" read, so
-  this bounds the worst case (about 2 s of CPU on the benchmark host at 40,000 nested elements)
-  while a real mail of that many tags is 1-2 MB of markup. Counting a character is not reading
+  this bounds the worst case (about 1 s of CPU on the benchmark host at 25,000 nested elements)
+  while a real mail of that many tags is about 1 MB of markup. Counting a character is not reading
   HTML: the parser alone decides what is markup.
 """
 
@@ -31,7 +31,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 # (bench/html_text.py); real HTML mail is far smaller. Past it, the forward carries the text read so
 # far and the whole HTML attached (common.delivery.compose).
 MAX_HTML_CHARS = 2_000_000
-MAX_HTML_TAGS = 40_000
+MAX_HTML_TAGS = 25_000
 
 
 @dataclass(slots=True)
