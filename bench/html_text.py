@@ -1,12 +1,15 @@
-"""HTML to text: our tokenizer (common.mail.htmltext) against the stdlib's html.parser, on this Python;
-and the forward's sanitiser (common.mail.htmlsafe: the same tokenizer, trackers removed) beside it.
+"""The contact's HTML read as the system reads it: parsed once by lexbor (common.mail.htmldoc), then
+converted to text (common.mail.htmltext) and sanitised for the forward (common.mail.htmlsafe: trackers
+removed, CSS scoped, written out by the library), each pass timed on the same tree.
 
-Each case is converted by both, in this process: wall time, and the peak of Python allocations
-(tracemalloc) in a second run. The stdlib reader is the one common.mail.htmltext replaced; on Python 3.13.0
-its
-unclosed-comment case grows with the square of the input (CVE-2025-6069, fixed in 3.13.5), so that
-case is kept small here. The last row is our reader at the bound (MAX_HTML_CHARS of the densest
-markup); the whole-path figure for a 38 MB mail is in the "caps" section.
+Two tables. The cases: real-looking mail and the densest markup, wall time of each pass and the peak
+of Python allocations of the whole path (tracemalloc, in a second run). The scaling: the security
+issue's worst shapes at 1x, 2x and 4x, CPU seconds of the whole path and the 2x/1x and 4x/2x ratios
+(linear: about 2; quadratic: about 4). Two shapes are quadratic in every HTML5 parser measured
+(lexbor, html5lib, html5ever): nested elements (the "p in button scope" walk of the stack of open
+elements), bounded by the tag cap (MAX_HTML_TAGS: its sizes stop there, past it nothing more is
+read); and distinct attributes on one element (the duplicate-name check), bounded only by
+MAX_HTML_CHARS (docs/decisions.md, "Reading HTML mail": an open risk).
 """
 
 from __future__ import annotations
@@ -15,29 +18,13 @@ import platform
 import time
 import tracemalloc
 from collections.abc import Callable
-from html.parser import HTMLParser
 from typing import Any
 
-from common.mail import htmltoken, trackers
-from common.mail.cssscope import rewrite
+from common.mail import htmldoc
+from common.mail.htmldoc import MAX_HTML_CHARS, MAX_HTML_TAGS
 from common.mail.htmlsafe import sanitize
-from common.mail.htmltext import MAX_HTML_CHARS, convert
-
-
-class _StdlibText(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
-
-
-def _stdlib(html: str) -> str:
-    parser = _StdlibText()
-    parser.feed(html)
-    parser.close()
-    return "".join(parser.parts)
+from common.mail.htmltext import convert
+from common.reply.text import read_reply, reply_text, unread_html_lines
 
 
 def _newsletter(size: int) -> str:
@@ -56,77 +43,104 @@ def _newsletter(size: int) -> str:
 CASES: tuple[tuple[str, Callable[[], str]], ...] = (
     ("newsletter-style HTML, 200 KB", lambda: _newsletter(200_000)),
     ("<b>x</b> repeated, 1 MB", lambda: "<b>x</b>" * 125_000),
-    ("'<!--' repeated, unclosed, 10 KB", lambda: "<!--" * 2_500),
+    ("'<!--' repeated, unclosed, 1 MB", lambda: "<!--" * 250_000),
+    ("nested <div>, 100,000 deep", lambda: "<div>" * 100_000 + "x"),
+    ("nested tables, 20,000 deep", lambda: "<table><tr><td>" * 20_000 + "x"),
     (
-        f"<b>x</b> repeated, {MAX_HTML_CHARS // 1_000_000} MB (ours only: the bound)",
+        f"<b>x</b> repeated, {MAX_HTML_CHARS // 1_000_000} MB (the bound)",
         lambda: "<b>x</b>" * (MAX_HTML_CHARS // 8),
     ),
     (
-        f"nested <blockquote>, {MAX_HTML_CHARS // 1_000_000} MB (ours only: the bound)",
-        lambda: "<blockquote>" * (MAX_HTML_CHARS // 12),
-    ),
-    (
-        f"<img> with attributes, {MAX_HTML_CHARS // 1_000_000} MB (ours only: the bound)",
+        f"<img> with attributes, {MAX_HTML_CHARS // 1_000_000} MB (the bound)",
         lambda: _IMG * (MAX_HTML_CHARS // len(_IMG)),
     ),
 )
 _IMG = '<img src="https://a.example/p.jpg" width=600 style="width:600px">'
 
 
-def _measure(fn: Callable[[str], Any], html: str) -> tuple[float, float]:
-    """Wall time of one run, then the allocation peak of another (tracemalloc slows every allocation)."""
+def _passes(html: str) -> tuple[float, float, float, int]:
+    """Wall seconds of the parse, the text conversion and the sanitiser on that one tree; chars read."""
     started = time.perf_counter()
-    fn(html)
-    seconds = time.perf_counter() - started
+    doc = htmldoc.read(html)
+    parsed = time.perf_counter()
+    convert(doc)
+    converted = time.perf_counter()
+    sanitize(doc, scope="s")
+    done = time.perf_counter()
+    return parsed - started, converted - parsed, done - converted, doc.read
+
+
+def _peak(html: str) -> float:
     tracemalloc.start()
-    fn(html)
+    sanitize(htmldoc.read(html), scope="s")
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return round(seconds, 3), round(peak / 1e6, 1)
+    return round(peak / 1e6, 1)
 
 
-# Each pass of the HTML stack over mail-supplied text, on the shapes it finds hardest, at 1x, 2x and 4x
-# SCALE_BASE characters: linear work takes about 2x and 4x as long (quadratic: 4x and 16x). The last
-# shape at 4x is the 1.5 MB mail whose <style> repeats a root selector. tests/unit/test_css.py counts
-# the same passes' work without timing it.
-SCALE_BASE = 384_000
-PASSES: dict[str, Callable[[str], object]] = {
-    "tokenizer": lambda h: sum(1 for _ in htmltoken.tokens(h)),
-    "sanitiser": lambda h: sanitize(h, scope="s"),
-    "CSS scoper": lambda h: rewrite(h, "s"),
-    "text": convert,
-    "trackers": lambda h: trackers.clean_stylesheet(h, "s"),
-}
-SHAPES: dict[str, tuple[str, str, str]] = {
-    "nested CSS blocks": ("<style>p{", "{(", "</style>"),
-    "CSS declarations with URLs": ("<style>p{", "a:url(https://x.example/a.png);", "}</style>"),
-    "nested CSS rules with &": ("<style>p{", "& a{b:c}", "}</style>"),
-    "tags with style attributes": ("", '<img src="https://x.example/a.png" style="width:0.1em">', ""),
-    "repeated root selector": ("<style>", "html ", "{color:red}</style>"),
+def _reply(size: int) -> str:
+    """The owner's HTML reply quoting a contact's mail of ``size`` characters."""
+    return f"<div>Thanks, see below.</div><hr><blockquote type=cite>{_newsletter(size)}</blockquote>"
+
+
+def _reply_path(html: str) -> None:
+    doc = htmldoc.read(html)
+    reading = read_reply(reply_text("", doc))
+    unread_html_lines("", doc, reading)
+
+
+def _forward_path(html: str) -> None:
+    doc = htmldoc.read(html)
+    convert(doc)
+    sanitize(doc, scope="s")
+
+
+# The security issue's worst shapes, each built at a scale (1, 2, 4) and run through the path that
+# reads it: the forward's (parse, text, sanitise) or the reply's (parse, own text, unread lines).
+SHAPES: dict[str, tuple[Callable[[int], str], Callable[[str], None]]] = {
+    "repeated root selector in <style>, 1.5 MB at 4x": (
+        lambda k: "<style>" + "html " * (75_000 * k) + "{color:red}</style><p>Hi",
+        _forward_path,
+    ),
+    "nested <div>, 25,000 deep at 4x (the tag cap)": (
+        lambda k: "<div>" * (MAX_HTML_TAGS // 4 * k) + "x",
+        _forward_path,
+    ),
+    "one element with 20,000 attributes at 4x": (
+        lambda k: "<p " + " ".join(f"a{i}=x" for i in range(5_000 * k)) + ">x",
+        _forward_path,
+    ),
+    "tags with style attributes, 1 MB at 4x": (
+        lambda k: '<img src="https://x.example/a.png" style="width:0.1em;height:1pt">' * (4_000 * k),
+        _forward_path,
+    ),
+    "unclosed '<!--', 1.5 MB at 4x": (lambda k: "<!--" * (96_000 * k), _forward_path),
+    "a reply quoting a mail, 500 KB at 4x": (lambda k: _reply(125_000 * k), _reply_path),
 }
 
 
 def scaling() -> list[dict[str, Any]]:
     rows = []
-    for shape, (head, unit, tail) in SHAPES.items():
-        for name, fn in PASSES.items():
-            seconds = []
-            for times in (1, 2, 4):
-                html = head + unit * (SCALE_BASE * times // len(unit)) + tail
-                started = time.process_time()
-                fn(html)
-                seconds.append(round(time.process_time() - started, 3))
-            rows.append(
-                {
-                    "shape": shape,
-                    "pass": name,
-                    "chars_1x": SCALE_BASE,
-                    "s_1x": seconds[0],
-                    "s_2x": seconds[1],
-                    "s_4x": seconds[2],
-                    "ratio_4x": round(seconds[2] / max(seconds[0], 1e-3), 1),
-                }
-            )
+    for shape, (build, path) in SHAPES.items():
+        seconds, chars = [], []
+        for k in (1, 2, 4):
+            html = build(k)
+            chars.append(len(html))
+            started = time.process_time()
+            path(html)
+            seconds.append(round(time.process_time() - started, 3))
+        rows.append(
+            {
+                "shape": shape,
+                "chars_1x": chars[0],
+                "chars_4x": chars[2],
+                "s_1x": seconds[0],
+                "s_2x": seconds[1],
+                "s_4x": seconds[2],
+                "ratio_2x_1x": round(seconds[1] / max(seconds[0], 1e-3), 1),
+                "ratio_4x_2x": round(seconds[2] / max(seconds[1], 1e-3), 1),
+            }
+        )
     return rows
 
 
@@ -134,24 +148,22 @@ def run() -> dict[str, Any]:
     rows = []
     for name, build in CASES:
         html = build()
-        ours = _measure(lambda h: convert(h), html)
-        safe = _measure(lambda h: sanitize(h), html)
-        stdlib = _measure(_stdlib, html) if "ours only" not in name else (None, None)
+        parse_s, text_s, safe_s, read = _passes(html)
         rows.append(
             {
                 "case": name,
                 "chars": len(html),
-                "ours_s": ours[0],
-                "ours_peak_mb": ours[1],
-                "sanitize_s": safe[0],
-                "sanitize_peak_mb": safe[1],
-                "stdlib_s": stdlib[0],
-                "stdlib_peak_mb": stdlib[1],
+                "read": read,
+                "parse_s": round(parse_s, 3),
+                "text_s": round(text_s, 3),
+                "sanitize_s": round(safe_s, 3),
+                "peak_mb": _peak(html),
             }
         )
     return {
         "python": platform.python_version(),
         "max_html_chars": MAX_HTML_CHARS,
+        "max_html_tags": MAX_HTML_TAGS,
         "cases": rows,
         "scaling": scaling(),
     }
@@ -159,28 +171,23 @@ def run() -> dict[str, Any]:
 
 def table(r: dict[str, Any]) -> str:
     lines = [
-        f"Python {r['python']}; HTML read up to {r['max_html_chars']:,} characters",
-        f"{'case':<52} {'chars':>10} {'ours s':>8} {'ours MB':>8} {'safe s':>7} {'safe MB':>8} "
-        f"{'stdlib s':>9} {'stdlib MB':>10}",
+        f"Python {r['python']}; HTML read up to {r['max_html_chars']:,} characters and "
+        f"{r.get('max_html_tags', 0):,} tags",
+        f"{'case':<46} {'chars':>10} {'read':>10} {'parse s':>8} {'text s':>7} {'safe s':>7} {'peak MB':>8}",
     ]
     for c in r["cases"]:
-        std = (
-            f"{c['stdlib_s']:>9} {c['stdlib_peak_mb']:>10}"
-            if c["stdlib_s"] is not None
-            else f"{'-':>9} {'-':>10}"
-        )
         lines.append(
-            f"{c['case']:<52} {c['chars']:>10,} {c['ours_s']:>8} {c['ours_peak_mb']:>8} "
-            f"{c['sanitize_s']:>7} {c['sanitize_peak_mb']:>8} {std}"
+            f"{c['case']:<46} {c['chars']:>10,} {c.get('read', 0):>10,} {c.get('parse_s', '-'):>8} "
+            f"{c.get('text_s', '-'):>7} {c.get('sanitize_s', '-'):>7} {c.get('peak_mb', '-'):>8}"
         )
     lines += [
         "",
-        "Each pass at 1x, 2x, 4x (CPU s; linear: 4x takes about 4 times 1x, quadratic 16 times)",
-        f"{'shape':<30} {'pass':<11} {'chars 1x':>9} {'1x s':>7} {'2x s':>7} {'4x s':>7} {'4x/1x':>6}",
+        "Worst shapes at 1x, 2x, 4x (CPU s of the whole path; linear: each ratio about 2, quadratic 4)",
+        f"{'shape':<50} {'chars 4x':>10} {'1x s':>7} {'2x s':>7} {'4x s':>7} {'2x/1x':>6} {'4x/2x':>6}",
     ]
     for row in r.get("scaling", []):
         lines.append(
-            f"{row['shape']:<30} {row['pass']:<11} {row['chars_1x']:>9,} {row['s_1x']:>7} {row['s_2x']:>7} "
-            f"{row['s_4x']:>7} {row['ratio_4x']:>6}"
+            f"{row['shape']:<50} {row.get('chars_4x', 0):>10,} {row['s_1x']:>7} {row['s_2x']:>7} "
+            f"{row['s_4x']:>7} {row.get('ratio_2x_1x', '-'):>6} {row.get('ratio_4x_2x', '-'):>6}"
         )
     return "\n".join(lines)

@@ -4,9 +4,9 @@ The images run Debian trixie's python3.13: the suite and the minor version are p
 (scripts/os-image.sh), the Debian revision is whatever the mirrors offered at the build, recorded in
 the images' ``org.service-email-handler.python`` label. Dev runs the functions on the host's Python
 instead, so a host Python whose standard library reads mail differently would make the same mail
-behave differently locally. HTML is read by our own tokenizer (common.mail.htmltext) for exactly that
-reason; what is left is checked here by behaviour, not by version number, so a vendor's backport
-counts as the fix it is.
+behave differently locally. HTML is parsed by lexbor (common.mail.htmldoc), not the stdlib's
+html.parser, for exactly that reason; what is left is checked here by behaviour, not by version
+number, so a vendor's backport counts as the fix it is.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from common.delivery.ack import greeting_name
 from common.mail import htmlsafe, limits, outbound, parse, trackers
+from common.mail.htmldoc import HtmlDoc
 from common.mail.outbound import OutboundMessage
 from common.mail.parse import ORIGINAL_NAME, ParsedMail
 from common.mail.sanitize import clean_header_text
@@ -116,7 +117,7 @@ def build_forward(
     original of a mail that had withheld parts (they are inside it)."""
     sender = f"{mail.display_name} <{mail.from_address}>" if mail.display_name else mail.from_address
     text = mail.body_text
-    html, warnings = _safe_html(cfg, mail.html, warnings)
+    html, warnings = _safe_html(cfg, mail.html_doc if mail.html else "", warnings)
     notes = [
         f"{w.name} ({w.reason}{f'; stored at s3://{cfg.bucket}/{w.key}' if w.key else ''})"
         for w in stored.withheld
@@ -179,11 +180,12 @@ def build_forward(
     )
 
 
-def _safe_html(cfg: Delivery, html: str, warnings: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-    """The contact's HTML as a closed fragment (the banner around it cannot be hidden), trackers out
-    if on; with the banner's notes on what was removed or left unread."""
+def _safe_html(cfg: Delivery, html: str | HtmlDoc, warnings: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The contact's HTML (or the mail's parsed body, which this rewrites) as a closed fragment (the
+    banner around it cannot be hidden), trackers out if on; with the banner's notes on what was
+    removed or left unread."""
     if not html:
-        return html, warnings
+        return "", warnings
     safe = htmlsafe.sanitize(html, remove_trackers=cfg.remove_trackers == "on", scope=CONTACT_SCOPE)
     if safe.removed:
         warnings = (*warnings, trackers.banner(safe.removed))
@@ -490,7 +492,7 @@ HTML_ORIGINAL_NAME = "message.html"
 def unconverted_html(
     cfg: Delivery, mail: ParsedMail, archive_key: str
 ) -> tuple[parse.Attachment | None, str] | None:
-    """For an HTML-only mail longer than the text conversion reads (common.mail.htmltext.MAX_HTML_CHARS):
+    """For an HTML-only mail longer than the text conversion reads (common.mail.htmldoc's caps):
     the whole HTML as a file for the forward and the note saying so, or, when it could never fit a
     forward (SES's size limit), only a note naming the archived original that holds it (no second
     copy of up to 40 MB is made). None for every other mail."""

@@ -16,7 +16,7 @@ from common.delivery.compose import build_ack, build_forward, unconverted_html
 from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.results import InboundResult
 from common.errors import EmailHandlerError
-from common.mail import htmlsafe, parse, trackers
+from common.mail import htmldoc, htmlsafe, parse, trackers
 from common.mail.build import unbuildable
 from common.mail.parse import ParsedMail
 from common.mail.threads import conversation_id, thread_address
@@ -208,7 +208,8 @@ def _safe_parts(
     if unread:
         warnings = (
             *warnings,
-            f"The attached HTML was read for trackers up to {htmlsafe.MAX_HTML_CHARS:,} characters per "
-            f"part; the {unread:,} characters past that were left out (the archived original has them).",
+            f"The attached HTML was read for trackers up to {htmldoc.MAX_HTML_CHARS:,} characters "
+            f"({htmldoc.MAX_HTML_TAGS:,} tags) per part; the {unread:,} characters past that were left "
+            "out (the archived original has them).",
         )
     return out, warnings

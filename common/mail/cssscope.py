@@ -13,7 +13,8 @@ the scoper did not read it (docs/security.md, "The contact's CSS"):
 - a style rule keeps only its declarations (``name: value``); a nested rule or at-rule inside it is
   dropped, since a nested selector with ``&`` (``body:has(&) #x``) is not under the scope;
 - a declaration holding a ``{}`` block, a bad string or a bad URL is dropped (a browser would read
-  it as a nested rule, or cut it elsewhere);
+  it as a nested rule, or cut it elsewhere), and so is one calling ``expression()`` or naming a
+  ``javascript:`` or ``vbscript:`` URL;
 - inside ``@media``, ``@supports``, ``@container`` and ``@layer`` the rules are scoped the same way, at
   most MAX_GROUP_DEPTH deep; ``@font-face``, ``@page``, ``@counter-style`` and ``@property`` keep their
   declarations, ``@keyframes`` its keyframes' declarations; every other at-rule (``@import``,
@@ -39,6 +40,8 @@ from common.mail.csstoken import (
     IDENT,
     OPEN,
     SEMI,
+    STRING,
+    URL,
     WS,
     Token,
     skip,
@@ -160,6 +163,8 @@ class _Walk:
             colon += 1
         if colon >= stop or t[colon].kind != COLON or _unsafe(t, colon + 1, stop):
             return ""
+        if _scripted(t, colon + 1, stop):
+            return ""
         if self.loads is not None and (found := self.loads(t[i:stop])):
             self.removed += found
             return ""
@@ -211,6 +216,24 @@ def _unsafe(t: list[Token], i: int, stop: int) -> bool:
             return True
         if tok.eof:
             return True
+    return False
+
+
+_SCRIPT_SCHEMES = ("javascript:", "vbscript:")
+_URL_NOISE = "".join(chr(c) for c in range(0x21))
+
+
+def _scripted(t: list[Token], i: int, stop: int) -> bool:
+    """Whether a declaration's value calls ``expression()`` (old Internet Explorer ran it as script)
+    or names a ``javascript:``/``vbscript:`` URL: dropped, whatever the client."""
+    for k in range(i, stop):
+        tok = t[k]
+        if tok.kind == FUNCTION and tok.value == "expression":
+            return True
+        if tok.kind in (URL, STRING):
+            head = tok.value.strip(_URL_NOISE).replace("\t", "").replace("\n", "").replace("\r", "")
+            if head[:11].lower().startswith(_SCRIPT_SCHEMES):
+                return True
     return False
 
 

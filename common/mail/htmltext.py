@@ -1,26 +1,22 @@
 """Plain text from HTML mail bodies: for previews, records, forwards and the owner's HTML-only replies.
 
-Read by the one tokenizer the forward's sanitiser and tracker removal also use
-(``common.mail.htmltoken``, HTML5's tokenizer states, linear on any input), not the stdlib's
-``html.parser``: that parser changed between the Python versions this code runs on (CVE-2025-6069's
-fix for quadratic time on unclosed comments, and HTML5 end-of-file handling, came in 3.13.5 and
-3.12.11), so the host's Python and the image's read the same mail differently, and an older one took
-minutes on 100 KB (``bench/html_text.py`` measures it against the stdlib).
-At most ``MAX_HTML_CHARS`` are read; the caller attaches the whole HTML when that was not all of it.
+Read from the tree the HTML5 parser builds (``common.mail.htmldoc``: lexbor, as a browser builds its
+DOM, the same tree the forward's sanitiser then rewrites), not by the stdlib's ``html.parser``: that
+parser changed between the Python versions this code runs on (CVE-2025-6069's fix for quadratic time
+on unclosed comments, and HTML5 end-of-file handling, came in 3.13.5 and 3.12.11), so the host's
+Python and the image's read the same mail differently. At most what ``common.mail.htmldoc`` reads is
+converted; the caller attaches the whole HTML when that was not all of it.
 """
 
 from __future__ import annotations
 
-import html as htmllib
 import re
 from dataclasses import dataclass
 
-from common.mail.htmltoken import RAW, START, TEXT, tokens
+from selectolax.lexbor import LexborNode
 
-# HTML read for the text body: 2 M characters of the densest markup ("<b>x</b>" repeated) take
-# about 1.5 s and 60 MB (bench/html_text.py); real HTML mail is far smaller. Past it, the forward
-# carries the text read so far and the whole HTML attached (common.delivery.compose).
-MAX_HTML_CHARS = 2_000_000
+from common.mail import htmldoc
+from common.mail.htmldoc import MAX_HTML_CHARS, HtmlDoc
 
 _BLOCK = frozenset(
     {
@@ -47,24 +43,10 @@ _BLOCK = frozenset(
         "hr",
     }
 )
-# Raw-text elements whose content is never shown (common.mail.htmltoken reads them to their end tag
-# or the end of the input); and <head>, whose text is never shown either.
-_HIDDEN_RAW = frozenset({"script", "style", "title", "iframe", "noembed", "noframes"})
-_HEAD_CONTENT = frozenset(
-    {
-        "head",
-        "meta",
-        "link",
-        "base",
-        "title",
-        "style",
-        "script",
-        "noscript",
-        "template",
-        "basefont",
-        "bgsound",
-    }
-)
+# Elements whose content a mail client never shows (and the head, where the parser keeps only what
+# is not shown); void elements, which have no end to write a line break for.
+_HIDDEN = frozenset({"head", "script", "style", "title", "iframe", "noembed", "noframes", "template"})
+_VOID = frozenset({"br", "hr", "img", "input", "wbr", "area", "col", "embed", "source", "track", "param"})
 # Where a mail client puts the quoted or forwarded original of a reply written in HTML: any
 # <blockquote>, and the wrappers Gmail (gmail_quote), Yahoo (yahoo_quoted), Thunderbird
 # (moz-cite-prefix, moz-forward-container), Outlook (divRplyFwdMsg, appendonsend, OutlookMessageHeader)
@@ -78,6 +60,10 @@ MAX_QUOTE_MARKS = 20
 _SPACE = re.compile(r"[ \t\r\f\v\u00a0]+")
 
 
+MAX_RULES = 1000  # horizontal rules shown in one conversion
+RULE = "_" * 32  # a horizontal rule as text: common.reply.text reads it as a separator
+
+
 @dataclass(frozen=True, slots=True)
 class HtmlText:
     text: str
@@ -86,55 +72,66 @@ class HtmlText:
     total: int
 
 
-def convert(html: str, limit: int = MAX_HTML_CHARS, *, own_text_only: bool = False) -> HtmlText:
-    """``html`` as text, a line written inside a <blockquote> starting with "> " per level (as mail
-    clients quote plain text). ``own_text_only``: only what stands before the first quote or
-    forward wrapper (an owner's HTML-only reply: nothing below it is the owner's own text, however
-    the quotes inside are nested or closed)."""
-    source = html[:limit] if len(html) > limit else html
-    parts: list[tuple[str, int]] = []
-    quoted = 0
-    in_head = False
-    shown_raw = True  # whether the next RAW token is shown (xmp, plaintext, textarea) or not
-    for kind, data, attrs in tokens(source):
-        if kind == TEXT:
-            if in_head and data.strip(" \t\n\f\r"):
-                in_head = False  # text a browser shows ends the head, as an unclosed <head> would
-            if not in_head:
-                parts.append((htmllib.unescape(data) if "&" in data else data, quoted))
-        elif kind == RAW:
-            if shown_raw and not in_head:
-                parts.append((data if data.isascii() and "&" not in data else htmllib.unescape(data), quoted))
-        elif kind == START:
-            assert attrs is not None
-            shown_raw = data not in _HIDDEN_RAW
-            in_head = _in_head_after(data, in_head)
-            if own_text_only and (
-                data == "blockquote" or (attrs and _QUOTE_MARK.search(" ".join(attrs.values())))
-            ):
-                break
-            if data in _BLOCK:
-                parts.append(("\n", quoted))
-                if data == "blockquote":
-                    # Real depth, never capped: a capped count that still falls by one per
-                    # </blockquote> let text after 25 nested quotes come out unquoted.
-                    quoted += 1
-        else:  # END
-            if data == "head":
-                in_head = False
-            elif data in _BLOCK:
-                parts.append(("\n", quoted))
-                if data == "blockquote":
-                    quoted = max(0, quoted - 1)
-    return HtmlText(_text(parts), complete=len(source) == len(html), read=len(source), total=len(html))
+def convert(
+    html: str | HtmlDoc, limit: int = MAX_HTML_CHARS, *, own_text_only: bool = False, rules: bool = False
+) -> HtmlText:
+    """``html`` (or its parsed tree) as text, a line written inside a <blockquote> starting with
+    "> " per level (as mail clients quote plain text). ``own_text_only``: only what stands before
+    the first quote or forward wrapper (an owner's HTML-only reply: nothing below it is the owner's
+    own text). ``rules``: a line of underscores (RULE) before every ``<hr>`` and every element drawn
+    with a top border, how HTML clients separate a quoted original from the reply."""
+    doc = html if isinstance(html, HtmlDoc) else htmldoc.read(html, limit)
+    reader = _Reader(own_text_only, rules)
+    root = doc.tree.root
+    if root is not None:
+        htmldoc.walk([root], reader.enter, reader.leave)
+    return HtmlText(_text(reader.parts), complete=doc.complete, read=doc.read, total=doc.total)
 
 
-def _in_head_after(start_tag: str, in_head: bool) -> bool:
-    """Whether the document is in its head after ``start_tag``: <body>, or any element of the body,
-    ends the head (HTML5 "in head")."""
-    if start_tag == "head":
+class _Reader:
+    def __init__(self, own_text_only: bool, rules: bool) -> None:
+        self.parts: list[tuple[str, int]] = []
+        self.quoted = 0
+        self.stopped = False
+        self.own_text_only = own_text_only
+        self.rules = MAX_RULES if rules else 0
+
+    def enter(self, node: LexborNode) -> bool:
+        if self.stopped:
+            return False
+        if node.is_text_node:
+            self.parts.append((node.text_content or "", self.quoted))
+            return False
+        if not node.is_element_node:
+            return False  # a comment
+        tag = node.tag or ""
+        if tag in _HIDDEN:
+            return False
+        attrs = node.attributes
+        if self.own_text_only and (
+            tag == "blockquote" or (attrs and _QUOTE_MARK.search(" ".join(v for v in attrs.values() if v)))
+        ):
+            self.stopped = True
+            return False
+        if self.rules and (tag == "hr" or "border-top" in (attrs.get("style") or "").lower()):
+            self.rules -= 1
+            self.parts += [("\n", self.quoted), (RULE, self.quoted), ("\n", self.quoted)]
+        if tag in _BLOCK:
+            self.parts.append(("\n", self.quoted))
+            if tag == "blockquote":
+                # Real depth, never capped: a capped count that still falls by one per
+                # </blockquote> let text after 25 nested quotes come out unquoted.
+                self.quoted += 1
         return True
-    return in_head and start_tag in _HEAD_CONTENT
+
+    def leave(self, node: LexborNode) -> None:
+        if self.stopped:
+            return
+        tag = node.tag or ""
+        if tag in _BLOCK and tag not in _VOID:
+            self.parts.append(("\n", self.quoted))
+            if tag == "blockquote":
+                self.quoted = max(0, self.quoted - 1)
 
 
 def _text(parts: list[tuple[str, int]]) -> str:
@@ -163,5 +160,5 @@ def _prefix(depth: int) -> str:
     return "> " * min(max(depth, 0), MAX_QUOTE_MARKS)
 
 
-def html_to_text(html: str) -> str:
+def html_to_text(html: str | HtmlDoc) -> str:
     return convert(html).text

@@ -39,8 +39,9 @@ from email.parser import BytesFeedParser
 from io import BytesIO
 
 from common.errors import EmailHandlerError
-from common.mail import charsets, filetypes, limits
+from common.mail import charsets, filetypes, htmldoc, limits
 from common.mail.headers import address_problem, decode_words, header_text, parse_mailbox, unfold
+from common.mail.htmldoc import HtmlDoc
 from common.mail.htmltext import HtmlText, convert
 from common.mail.sanitize import MESSAGE_ID, clean_header_text, display_filename, safe_filename
 
@@ -95,15 +96,24 @@ class ParsedMail:
     charset: str = ""  # the body's declared charset (the hint for undeclared 8-bit header bytes)
     parse_failed: str = ""  # why the full parse failed and this is the minimal fallback ('' normally)
     _html_text: HtmlText | None = field(default=None, init=False, repr=False, compare=False)
+    _html_doc: HtmlDoc | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def html_doc(self) -> HtmlDoc:
+        """The HTML body parsed, once (common.mail.htmldoc, within its caps): the text conversion
+        reads it, then the forward's sanitiser rewrites it (common.mail.htmlsafe)."""
+        if self._html_doc is None or self._html_doc.sanitized:  # a second forward built: read again
+            self._html_doc = htmldoc.read(self.html)
+        return self._html_doc
 
     @property
     def html_text(self) -> HtmlText | None:
         """The HTML body as text when the mail has no text body (None when it has one); converted
-        once, within common.mail.htmltext.MAX_HTML_CHARS, and kept."""
+        once from ``html_doc`` and kept."""
         if self._has_text():
             return None
         if self._html_text is None:
-            self._html_text = convert(self.html)
+            self._html_text = convert(self.html_doc)
         return self._html_text
 
     @property
@@ -116,7 +126,7 @@ class ParsedMail:
     def own_text(self) -> str:
         """What the writer of a reply wrote: the text body, or for an HTML-only mail the text before
         the first quote or forward wrapper (nothing inside or after a quote is the writer's own)."""
-        return self.text if self._has_text() else convert(self.html, own_text_only=True).text
+        return self.text if self._has_text() else convert(self.html_doc, own_text_only=True).text
 
     def _has_text(self) -> bool:
         return bool(self.text) and not self.text.isspace()  # (not strip(): that copies a 38 MB body)

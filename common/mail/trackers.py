@@ -1,7 +1,8 @@
 """What is a tracker in a forward's HTML: the rules (``common/data/trackers.json``, host and path
 together), URLs read as a browser reads them, pixels by size and visibility, CSS ``url()`` and
-``@import``, ``srcset``. The HTML itself is read and rewritten by ``common.mail.htmlsafe`` (one
-tokenizer for text and trackers; ``htmlsafe.clean`` removes trackers from a body).
+``@import``, ``srcset``. The HTML itself is parsed once (``common.mail.htmldoc``) and rewritten by
+``common.mail.htmlsafe``, which asks these functions about each element of the tree
+(``htmlsafe.clean`` removes trackers from a body).
 
 URLs are normalised the way the WHATWG URL parser does before any rule sees them: leading and
 trailing controls and spaces stripped, tabs and newlines removed anywhere, the scheme lowercased,
@@ -292,6 +293,11 @@ def _loads(remove_all_remote: bool) -> cssscope.Filter:
         )
 
     return loads
+
+
+def may_load(css: str) -> bool:
+    """Whether CSS text can hold a URL or a function at all (else it loads nothing and runs nothing)."""
+    return bool(_MAY_LOAD.search(css))
 
 
 def clean_css(css: str, remove_all_remote: bool = False) -> tuple[str, int]:

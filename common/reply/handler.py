@@ -109,7 +109,9 @@ def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = 
         if goal.kind == TargetKind.NEW:
             # Every command, [to:] and [from:] too, from the owner's own lines only (command_lines):
             # never from a mail the owner forwards here.
-            first = read_reply(reply_text(mail.text, mail.html), evidence(cfg, "", {}, new=True))
+            first = read_reply(
+                reply_text(mail.text, mail.html_doc if mail.html else ""), evidence(cfg, "", {}, new=True)
+            )
             ours = command_lines(first)
             to = new_conversation_recipient(ours)
             problem = owner.recipient_problem(cfg, to)
@@ -231,7 +233,7 @@ def evidence(
         if limits.screen(raw):
             continue
         sent = parse.parse(raw)
-        more = [sent.body_text, sent.text, html_to_text(sent.html) if sent.html and sent.text else ""]
+        more = [sent.body_text, sent.text, html_to_text(sent.html_doc) if sent.html and sent.text else ""]
         texts += more
         size += sum(len(t) for t in more)
     lines: set[str] = set()
@@ -356,7 +358,7 @@ def send_reply(
         return hide_names(hide_addresses(text, owners, public), names, cfg.public_name)
 
     ev = evidence(cfg, cid, record, new)
-    reading = read_reply(reply_text(mail.text, mail.html), ev)
+    reading = read_reply(reply_text(mail.text, mail.html_doc if mail.html else ""), ev)
     body = re.sub(r"\n{3,}", "\n\n", extract_metadata(reading.own)[0]).strip()
     body = hide(body) + "\n" if body else ""
     ours = command_lines(reading)  # the one answer to "which lines are the owner's", for every command
@@ -371,7 +373,7 @@ def send_reply(
     files = [a for a in mail.attachments if a.role in ("file", "message")]
     if not body.strip() and not files:
         return _nothing_sent(cfg, mid, cid, mail, metadata, controls)
-    removed = reading.removed + unread_html_lines(mail.text, mail.html, reading, ev)
+    removed = reading.removed + unread_html_lines(mail.text, mail.html_doc if mail.html else "", reading, ev)
     if removed or not ev.complete:
         _removed_notice(cfg, mid, cid, mail.subject, removed, ev, body)
     for att in files:  # a file name is shown to the contact too

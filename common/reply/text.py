@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from common.delivery.compose import FOOTER_MARKER, FORWARD_MARKER
+from common.mail.htmldoc import HtmlDoc
 from common.mail.htmltext import convert
 from common.reply.scrub import hide_addresses
 
@@ -654,58 +655,25 @@ def reply_subject(subject: str) -> str:
     return f"Re: {rest}" if rest else "Re: your message"
 
 
-MAX_RULES = 1000  # horizontal rules marked in one HTML reply
-MAX_RULE_TRIES = 20_000  # "border-top" occurrences examined (each looks back at most RULE_TAG_CHARS)
-RULE_TAG_CHARS = 2048  # a style attribute's start is this close to its border-top
-_RULE = "<div>" + "_" * 32 + "</div>"
-
-
-def _mark_rules(html: str) -> str:
-    """``html`` with a text rule before every horizontal rule (``<hr>``) and every element drawn with
-    a top border (``style="border-top:…"``): how HTML clients separate the quoted original from the
-    reply, whatever their language. The text conversion shows them as a line of underscores, which
-    :func:`read_reply` reads as a separator. A plain scan, no regular expression."""
-    low = html.lower()
-    found: list[int] = []
-    pos = 0
-    while len(found) < MAX_RULES and (pos := low.find("<hr", pos)) >= 0:
-        if pos + 3 >= len(low) or not low[pos + 3].isalnum():
-            found.append(pos)
-        pos += 3
-    pos, tries = 0, 0
-    while len(found) < MAX_RULES and tries < MAX_RULE_TRIES and (pos := low.find("border-top", pos)) >= 0:
-        # The tag it stands in: a "<" at most RULE_TAG_CHARS before it, with no ">" in between.
-        floor = max(0, pos - RULE_TAG_CHARS)
-        tag = low.rfind("<", floor, pos)
-        if tag > low.rfind(">", floor, pos) and low[tag + 1 : tag + 2].isalpha() and "style" in low[tag:pos]:
-            found.append(tag)
-        pos, tries = pos + 10, tries + 1
-    if not found:
-        return html
-    out, last = [], 0
-    for at in sorted(set(found)):
-        out += [html[last:at], _RULE]
-        last = at
-    out.append(html[last:])
-    return "".join(out)
-
-
-def reply_text(text: str, html: str) -> str:
+def reply_text(text: str, html: str | HtmlDoc) -> str:
     """What the owner wrote, as text to read with :func:`read_reply`: the text body, or for an
-    HTML-only reply the text before its first quote or quote wrapper (common.mail.htmltext), with
-    horizontal rules and top-bordered blocks shown as separators. Text below an HTML quote is not
-    read: the quote holds the contact's markup, which may close it early (docs/reply.md)."""
+    HTML-only reply (its HTML or the parsed tree, ``ParsedMail.html_doc``) the text before its first
+    quote or quote wrapper (common.mail.htmltext), with horizontal rules and top-bordered blocks shown
+    as separators. Text below an HTML quote is not read: the quote holds the contact's markup, which
+    may close it early (docs/reply.md)."""
     if text and not text.isspace():
         return text
-    return convert(_mark_rules(html), own_text_only=True).text if html else ""
+    return convert(html, own_text_only=True, rules=True).text if html else ""
 
 
-def unread_html_lines(text: str, html: str, reading: Reading, ev: Evidence | None = None) -> tuple[str, ...]:
+def unread_html_lines(
+    text: str, html: str | HtmlDoc, reading: Reading, ev: Evidence | None = None
+) -> tuple[str, ...]:
     """For an HTML-only reply, the unquoted lines below its first HTML quote that :func:`reply_text`
     does not read (the owner's answers typed under a quote, or the contact's markup that closed the
-    quote early): never sent, so shown to the owner (no silent loss). One more linear reading."""
+    quote early): never sent, so shown to the owner (no silent loss). One more reading of the tree."""
     if (text and not text.isspace()) or not html:
         return ()
     sent = set(reading.own.split("\n"))
-    below = read_reply(convert(_mark_rules(html)).text, ev).own
+    below = read_reply(convert(html, rules=True).text, ev).own
     return tuple(line for line in below.split("\n") if line.strip() and line not in sent)

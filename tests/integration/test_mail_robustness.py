@@ -336,15 +336,18 @@ def test_stored_attachments_are_capped(stack: Stack, inbound: RieProcess) -> Non
 
 def test_html_past_the_conversion_bound_is_forwarded_whole(stack: Stack, inbound: RieProcess) -> None:
     from common.aws import client
-    from common.mail import htmlsafe
-    from common.mail.htmltext import MAX_HTML_CHARS
+    from common.mail import htmldoc, htmlsafe
+    from common.mail.htmldoc import MAX_HTML_CHARS, MAX_HTML_TAGS
+    from common.mail.parse import parse
 
     raw = g.bold_html(MAX_HTML_CHARS + 500_000)
+    read = htmldoc.cut(parse(raw).html)  # the tag cap comes first on the densest markup
     result = deliver(stack, inbound, raw)
     assert result["status"] == "forwarded", result
     [fwd] = stack.peek(stack.cfg.forward_queue)
-    assert "the text below was converted from its first 2,000,000 only" in fwd.text
-    assert fwd.text.count("x" * 124 + "\n") >= 2000  # what was converted (the first 2 M characters) is there
+    assert f"the text below was converted from its first {read:,} only" in fwd.text
+    # What was converted (the first MAX_HTML_TAGS tags, 124 bold x to a line) is there.
+    assert fwd.text.count("x" * 124 + "\n") >= MAX_HTML_TAGS // 2 // 124 - 1
     [html] = [a for a in fwd.attachments if a.filename == "message.html"]
     stored = client("s3").get_object(Bucket=stack.cfg.bucket, Key=html.key)["Body"].read()
     # Made safe like the body (trackers out, closed) as far as it is read; the archived original has the rest.

@@ -257,3 +257,69 @@ def test_every_style_rule_html5lib_finds_is_confined(html: str) -> None:
             elif rule.type == "qualified-rule":
                 for sel in tinycss2.serialize(rule.prelude).split(","):
                     assert sel.strip() == ".seh-contact" or sel.strip().startswith(".seh-contact "), out
+
+
+# --- the whole forward, read by html5lib: hostile shapes a parser differential has used ---------------
+
+PARSER_DIFFERENTIALS = [
+    "<b><i>mis</b>nested</i><a href=https://a.example/><div><a href=https://b.example/>x</a></div></a>",
+    "<noscript><style></noscript><img src=x onerror=alert(1)></style>",
+    '<noscript><p title="</noscript><img src=x onerror=alert(1)>"></noscript>',
+    "<template><script>alert(1)</script><img src=x onerror=alert(1)></template>",
+    "<!-- <script>alert(1)</script>",
+    "<!--><script>alert(1)</script>-->",
+    '<img title="</script><script>alert(1)</script>"><p title="</style><script>alert(1)</script>">',
+    '<math><mtext><table><mglyph><style><!--</style><img title="--&gt;&lt;img src=1 onerror=alert(1)&gt;">',
+    '<math><mi><mglyph><svg><mtext><textarea><path id="</textarea><img onerror=alert(1) src=1>">',
+    '<svg></p><style><a id="</style><img src=1 onerror=alert(1)>">',
+    "<form><math><mtext></form><form><mglyph><style></math><img src onerror=alert(1)>",
+    "<svg><![CDATA[><img src=x onerror=alert(1)>]]></svg><![CDATA[<script>alert(1)</script>]]>",
+    "<scr\x00ipt>alert(1)</script><img src=x o\x00nerror=alert(1)><a href='java\x00script:alert(1)'>x</a>",
+    "<base href='javascript:alert(1)//'><meta http-equiv=refresh content='0;url=javascript:alert(1)'>",
+    "<img srcset='javascript:alert(1) 1x, https://a.example/p.png 2x'><source srcset=javascript:alert(1)>",
+    "<p style='width:expression(alert(1));color:red'>a</p>"
+    "<p style=\"background:url('javascript:alert(1)')\">b",
+    "<style>p{background:url(javascript:alert(1));color:red} a{width:expression(alert(1))}</style><p>c",
+    "<a href='&#106;avascript:alert(1)'>x</a><a href='\tjavascript:alert(1)'>y</a><a href=vbscript:x>z</a>",
+    "<table><td><select><option><iframe src=javascript:alert(1)></iframe><xmp><script></xmp>",
+    "<plaintext></div></body><script>alert(1)</script>",
+    "<frameset onload=alert(1)><frame src=javascript:alert(1)>",
+    "<body onload=alert(1) style='display:none'><html hidden><p>Hi",
+]
+
+
+def _active(value: str) -> bool:
+    head = "".join(c for c in value if c > " ").lower()
+    return head.startswith(("javascript:", "vbscript:"))
+
+
+@pytest.mark.parametrize("html", PARSER_DIFFERENTIALS + HOSTILE_HTML)
+def test_the_forward_read_by_html5lib_shows_the_banner_first_and_runs_nothing(html: str) -> None:
+    """The forward as the owner's client gets it (the system's block, then the contact's sanitised
+    HTML in its box), read by html5lib, never by the parser under test: no script, no event handler,
+    no script URL or CSS expression anywhere; the banner present, first in the body, not hidden."""
+    from common.delivery.compose import CONTACT_SCOPE, _html_with
+    from tests.support import judge
+
+    banner = "DMARC check failed: this mail may be forged"
+    contact = htmlsafe.sanitize(html, scope=CONTACT_SCOPE).html
+    doc = judge.tree(_html_with(contact, (banner,), [("From", "Eve <eve@corp.example>")], ["-- f --"], []))
+    assert "script" not in judge.tags(doc), contact
+    for el in doc.iter():
+        if not isinstance(el.tag, str):
+            continue
+        for name, value in el.attrib.items():
+            assert not name.lower().startswith("on"), contact
+            assert not _active(value), contact
+            if name in ("srcset", "imagesrcset"):
+                assert not any(_active(c) for c in value.split(",")), contact
+        css = el.attrib.get("style", "") + (el.text or "" if el.tag == judge.NS + "style" else "")
+        assert "expression(" not in css.lower() and not any(_active(u) for u in judge.css_urls(css)), contact
+    body = next(el for el in doc.iter() if el.tag == judge.NS + "body")
+    first = body[0]
+    assert first.get("id") == "ehs-system" and banner in "".join(first.itertext()), contact
+    assert len(body) == 2 and CONTACT_SCOPE in "".join(body[1][0].get("class", "")), contact
+    for el in (doc, body, first, *first.iter()):
+        style = el.get("style", "").replace(" ", "").lower()
+        assert "hidden" not in el.attrib and "display:none" not in style, contact
+        assert "visibility:visible!important" in style, contact

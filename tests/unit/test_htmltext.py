@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from common.mail.htmltext import MAX_HTML_CHARS, MAX_QUOTE_MARKS, convert, html_to_text
+from common.mail.htmldoc import MAX_HTML_CHARS, MAX_HTML_TAGS, cut
+from common.mail.htmltext import MAX_QUOTE_MARKS, convert, html_to_text
 from common.mail.parse import parse
 from common.reply.text import clean_reply, owner_controls
 from tests.support import mailgen as g
@@ -40,16 +41,22 @@ def test_quoted_attribute_values_may_hold_angle_brackets() -> None:
     ],
 )
 def test_unclosed_constructs_end_at_the_end_of_the_input(html: str) -> None:
-    # The stdlib parser of Python 3.13.0 took minutes on an unclosed comment; these end in one pass.
+    # The stdlib parser of Python 3.13.0 took minutes on an unclosed comment; these are read to the
+    # end, or to the tag cap (common.mail.htmldoc) when they hold more "<" than it allows.
     result = convert(html)
-    assert result.complete and result.read == len(html)
+    assert result.read == cut(html) and result.total == len(html)
+    assert result.complete is (html.count("<") <= MAX_HTML_TAGS)
 
 
-def test_reading_stops_at_the_bound_and_says_so() -> None:
+def test_reading_stops_at_the_bounds_and_says_so() -> None:
     html = "<b>x</b>" * (MAX_HTML_CHARS // 8 + 1000)
     result = convert(html)
-    assert not result.complete and result.read == MAX_HTML_CHARS and result.total == len(html)
-    assert result.text == "x" * (MAX_HTML_CHARS // 8)
+    assert not result.complete and result.read == MAX_HTML_TAGS // 2 * 8 and result.total == len(html)
+    assert result.text == "x" * (MAX_HTML_TAGS // 2)  # the last "<" read would open a tag: left out
+    text = "<p>" + "x" * MAX_HTML_CHARS
+    result = convert(text)
+    assert not result.complete and result.read == MAX_HTML_CHARS
+    assert result.text == "x" * (MAX_HTML_CHARS - 3)
 
 
 def test_an_html_only_mail_is_converted_once() -> None:
@@ -60,7 +67,8 @@ def test_an_html_only_mail_is_converted_once() -> None:
 
 
 def test_deep_nesting_is_counted_but_marked_within_a_limit() -> None:
-    text = html_to_text("<blockquote>" * 50_000 + "deep" + "</blockquote>" * 49_999 + "<p>still quoted</p>")
+    deep = MAX_HTML_TAGS // 3  # within the tag cap, far past any quote depth shown
+    text = html_to_text("<blockquote>" * deep + "deep" + "</blockquote>" * (deep - 1) + "<p>still quoted</p>")
     assert text.splitlines()[0] == "> " * MAX_QUOTE_MARKS + "deep"
     assert text.splitlines()[-1] == "> still quoted"
 
@@ -159,7 +167,7 @@ def test_html_past_the_bound_is_attached_when_it_fits_and_named_in_the_archive_w
     assert unconverted_html(cfg, parse(g.mail(text=None, html="<p>short</p>")), "a.eml") is None
     part, note = unconverted_html(cfg, mail, "conversations/c/m.eml") or (None, "")
     assert part is not None and part.filename == HTML_ORIGINAL_NAME and part.data.startswith(b"<b>x</b>")
-    assert f"converted from its first {MAX_HTML_CHARS:,} only" in note
+    assert f"converted from its first {cut(mail.html):,} only" in note
     part, note = unconverted_html(
         replace(cfg, max_forward_bytes=2_000_000), mail, "conversations/c/m.eml"
     ) or (None, "")

@@ -102,12 +102,6 @@ def case(*units: str | bytes, **kw: Any) -> Case:
     return Case(units, **kw)
 
 
-def _tokenize(html: str) -> object:
-    from common.mail import htmltoken
-
-    return sum(1 for _ in htmltoken.tokens(html))
-
-
 def _css_tokenize(css: str) -> object:
     from common.mail import csstoken
 
@@ -233,14 +227,6 @@ CASES: dict[tuple[str, str], Case] = {
     ("common.mail.threads", 'readable_id:r"(?=-at-)"'): case("-at", "-"),
     ("common.mail.htmlsafe", "_ATTR_NAME"): case("a", "-", how="fullmatch"),
     ("common.mail.htmlsafe", "_TAG_NAME"): case("a", "-", how="fullmatch"),
-    ("common.mail.htmltoken", "_DATA"): case(
-        "<!--", "<!", "<a", "</a", "<", "<!-- -", "<?", "</", "<a>", run=_tokenize
-    ),
-    ("common.mail.htmltoken", "_ATTR"): case(
-        " b", "x", "/", "=", " ", ' b="', " b='", " b=c", head="<a", run=_tokenize
-    ),
-    ("common.mail.htmltoken", "_RAW_END"): case("</style", "</styl", "<", head="<style>", run=_tokenize),
-    ("common.mail.htmltoken", "_REF"): case("&a", "&#1", "&#x", "&"),
     ("common.mail.csstoken", "_TOKEN"): case(
         "/*",
         "/**",
