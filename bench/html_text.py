@@ -98,8 +98,10 @@ def _forward_path(html: str) -> None:
 # The security issue's worst shapes, each built at a scale (1, 2, 4) and run through the path that
 # reads it: the forward's (parse, text, sanitise) or the reply's (parse, own text, unread lines).
 SHAPES: dict[str, tuple[Callable[[int], str], Callable[[str], None]]] = {
+    # A list of root selectors (no white space: a stretch of more than MAX_TAG_SEPARATORS is cut
+    # before the parser, and this shape is about the CSS scoper behind it).
     "repeated root selector in <style>, 1.5 MB at 4x": (
-        lambda k: "<style>" + "html " * (75_000 * k) + "{color:red}</style><p>Hi",
+        lambda k: "<style>" + "html," * (75_000 * k) + "p{color:red}</style><p>Hi",
         _forward_path,
     ),
     "nested <div>, 25,000 deep at 4x (the tag cap)": (
@@ -108,6 +110,16 @@ SHAPES: dict[str, tuple[Callable[[int], str], Callable[[str], None]]] = {
     ),
     "one element with 20,000 attributes at 4x": (
         lambda k: "<p " + " ".join(f"a{i}=x" for i in range(5_000 * k)) + ">x",
+        _forward_path,
+    ),
+    "one element with 400,000 attributes at 4x (past MAX_TAG_SEPARATORS)": (
+        lambda k: "<p>x</p><p " + " ".join(f"a{i}" for i in range(100_000 * k)) + ">x",
+        _forward_path,
+    ),
+    "unterminated tags and quotes, many attribute starts, 8 MB at 4x": (
+        lambda k: (
+            ('<img src="x a=" b=\'c <a href="https://www.google.com/url?q=' + 'a="' * 50) * (10_000 * k)
+        ),
         _forward_path,
     ),
     "tags with style attributes, 1 MB at 4x": (

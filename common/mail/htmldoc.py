@@ -15,8 +15,17 @@ What is read is capped twice, and past either cap the rest is left out as before
   n²/2 steps in every spec-compliant parser (lexbor, html5lib, html5ever; browsers cap DOM depth
   but walk the stack too). The number of open elements can never exceed the number of "<" read, so
   this bounds the worst case (about 1 s of CPU on the benchmark host at 25,000 nested elements)
-  while a real mail of that many tags is about 1 MB of markup. Counting a character is not reading
-  HTML: the parser alone decides what is markup.
+  while a real mail of that many tags is about 1 MB of markup;
+- ``MAX_TAG_SEPARATORS`` characters that can separate one attribute from the next (white space, "/",
+  quotes) between a "<" and the next "<". Every HTML5 parser checks each new attribute's name against
+  the element's others: n distinct attributes on one element cost n²/2 comparisons (lexbor: 2.4 s of
+  CPU at 40,000, about 130 s at the 2 M-character cap). An element's attributes all lie between its
+  "<" and the next "<" (one inside a quoted value only starts a new stretch, which is counted too), and
+  each attribute after the first needs one of these characters before it, so this bounds every
+  element's attributes. A stretch of text or CSS with more than 20,000 white-space characters and no
+  tag in it is cut there as well (the test corpora's largest: 1,775): the rest is attached, as past
+  the other caps.
+Counting characters is not reading HTML: the parser alone decides what is markup.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 # far and the whole HTML attached (common.delivery.compose).
 MAX_HTML_CHARS = 2_000_000
 MAX_HTML_TAGS = 25_000
+MAX_TAG_SEPARATORS = 20_000
+SEPARATORS = " \t\n\f\r/\"'"
 
 
 @dataclass(slots=True)
@@ -53,15 +64,23 @@ class HtmlDoc:
 
 
 def cut(html: str, limit: int = MAX_HTML_CHARS, tags: int = MAX_HTML_TAGS) -> int:
-    """How many characters of ``html`` are read: at most ``limit``, and no further than just before
-    the (``tags`` + 1)-th "<"."""
+    """How many characters of ``html`` are read: at most ``limit``, no further than just before the
+    (``tags`` + 1)-th "<", and no further than just before a "<" whose stretch to the next "<" holds
+    more than ``MAX_TAG_SEPARATORS`` attribute separators. Linear: each character is counted once per
+    separator kind."""
     end = min(len(html), limit)
-    if html.count("<", 0, end) <= tags:
-        return end
-    pos = -1
-    for _ in range(tags + 1):
-        pos = html.find("<", pos + 1, end)
-    return pos
+    pos = html.find("<", 0, end)
+    seen = 0
+    while pos != -1:
+        seen += 1
+        if seen > tags:
+            return pos
+        after = html.find("<", pos + 1, end)
+        stop = end if after == -1 else after
+        if sum(html.count(c, pos, stop) for c in SEPARATORS) > MAX_TAG_SEPARATORS:
+            return pos
+        pos = after
+    return end
 
 
 def read(html: str, limit: int = MAX_HTML_CHARS, tags: int = MAX_HTML_TAGS) -> HtmlDoc:

