@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from selectolax.lexbor import LexborNode
 
+from common.errors import EmailHandlerError
 from common.mail import htmldoc, trackers
 from common.mail.cssscope import declarations, rewrite
 from common.mail.htmldoc import MAX_HTML_CHARS, MAX_HTML_TAGS, HtmlDoc
@@ -282,7 +283,7 @@ def sanitize(
     the contact's CSS cannot hide, move or cover what the forward puts around it."""
     doc = html if isinstance(html, HtmlDoc) else htmldoc.read(html, limit, MAX_HTML_TAGS)
     if doc.sanitized:
-        raise ValueError("this tree was sanitised already")
+        raise EmailHandlerError("this tree was sanitised already: parse the body again for a second forward")
     rewrite = _Rewrite(remove_trackers, scope)
     for section in htmldoc.sections(doc):  # html, head, body: their tags go, what they load is counted
         attrs = {k: v or "" for k, v in section.attributes.items()}

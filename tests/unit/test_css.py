@@ -284,6 +284,6 @@ def test_every_pass_does_linear_work_on_its_worst_shapes(pass_name: str, shape: 
 def test_the_repeated_root_selector_mail_is_scoped_whole() -> None:
     from common.mail import htmlsafe
 
-    html = "<style>" + "html " * 60_000 + "{color:red} p{color:blue}</style><p>Hi"
+    html = "<style>" + "html " * 15_000 + "{color:red} p{color:blue}</style><p>Hi"
     out = htmlsafe.sanitize(html, scope="S").html
     assert "<style>.S{color:red}.S p{color:blue}</style>" in out
