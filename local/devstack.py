@@ -32,8 +32,8 @@ from local.env import (
     admin_credentials,
     cli_hint,
     function_credentials,
+    function_environment,
     use_endpoint,
-    without_secrets,
     write_admin_credentials,
 )
 from local.ingress import SmtpIngress
@@ -297,7 +297,7 @@ class DevStack:
                 RieProcess(
                     name,
                     port,
-                    without_secrets(
+                    function_environment(
                         {
                             **self.env,
                             **roles[name],

@@ -167,6 +167,17 @@ def without_secrets(env: dict[str, str]) -> dict[str, str]:
     return {**env, **{env_name(secret): "" for secret in secret_parameters(Config)}}
 
 
+def function_environment(env: dict[str, str]) -> dict[str, str]:
+    """What the local modes give every function of ``env`` before narrowing it to the function's own
+    variables (deploy.functions.narrowed): no secret, and the name of the owner key's parameter when
+    a key file is configured, as the deploy sets it (the functions read the key from SSM, where the
+    provisioning stored it; the file is the host's)."""
+
+    cfg = config.load(env)
+    key = {env_name("owner_key_parameter"): cfg.owner_key_parameter} if cfg.encrypts_to_owner else {}
+    return without_secrets({**env, **key})
+
+
 def function_credentials(cfg: Config, function: str, ensure_role: bool = False) -> dict[str, str]:
     """What Lambda gives the function: credentials of its own role, from sts:AssumeRole (this
     process's clients must hold the admin's credentials). Only with ``ensure_role`` is the role created
@@ -243,7 +254,7 @@ def function_env_files(env: Mapping[str, str], directory: Path) -> list[Path]:
     out = []
     for f in FUNCTIONS:
         key_id, secret, token = derived_key(f"arn:aws:iam::{ACCOUNT}:role/{cfg.name(f.name)}/{f.name}")
-        own = narrowed(f.name, env) | {
+        own = narrowed(f.name, function_environment(dict(env))) | {
             "AWS_ACCESS_KEY_ID": f"ASIA{key_id}",
             "AWS_SECRET_ACCESS_KEY": secret,
             "AWS_SESSION_TOKEN": token,

@@ -596,8 +596,8 @@ def _parse(name: str, typ: str, raw: str) -> object:
 
 def with_secrets[C: Deployment](cfg: C) -> C:
     """Each required secret of the class from its SSM SecureString when the environment does not carry it
-    (neither on AWS nor in the local modes: the functions get no secret in their variables). Called once,
-    at cold start."""
+    (neither on AWS nor in the local modes: the functions get no secret in their variables), then every
+    required setting of the class checked. Called once, at cold start."""
 
     secrets = [(f.name, s) for f, s in settings(type(cfg)) if s.parameter and s.required]
     wanted = [(n, s.parameter) for n, s in secrets if not getattr(cfg, n) and getattr(cfg, s.parameter)]
@@ -610,7 +610,7 @@ def with_secrets[C: Deployment](cfg: C) -> C:
                 raise
     if wanted:
         cfg.check()
-    return cfg.require(*(n for n, _ in secrets))
+    return cfg.require(*required(type(cfg)))  # one message naming every missing one, secrets too
 
 
 # The secrets kept out of every function's configuration (each field -> the field naming its SSM

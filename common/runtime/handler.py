@@ -38,7 +38,8 @@ def make_handler[C: Deployment](
     configure(service=function_name, environment=os.environ.get("ENVIRONMENT", DEFAULT_ENV))
     log = get_logger(function_name)
     try:
-        cfg: C = with_secrets(CONFIGS[function_name].load())  # type: ignore[assignment]
+        # parse, not load: a missing variable and a missing secret are named in one message
+        cfg: C = with_secrets(CONFIGS[function_name].parse())  # type: ignore[assignment]
         if prepare is not None:
             cfg = prepare(cfg)
     except ConfigError as exc:

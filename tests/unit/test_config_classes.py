@@ -259,7 +259,7 @@ def test_make_up_gives_each_function_container_only_its_own_variables(
 ) -> None:
     """The compose stack's function containers read one env_file each (compose/docker-compose.yml),
     written by `python -m local.env`: their own variables of compose/local.env and their role's keys."""
-    files = function_env_files(local_defaults, tmp_path)
+    files = function_env_files({**local_defaults, "OWNER_SMIME_CERT": "/keys/owner.pem"}, tmp_path)
     every = variables(Config) | SECRETS
     for fn, path in zip(FUNCTIONS, files, strict=True):
         assert path.name == f"{fn.name}.env"
@@ -268,3 +268,6 @@ def test_make_up_gives_each_function_container_only_its_own_variables(
         assert env["AWS_ACCESS_KEY_ID"].startswith("ASIA") and env["AWS_SESSION_TOKEN"]
         assert "THREAD_SECRET" not in env and env["ENVIRONMENT"] == "local"
         assert ("PUBLIC_EMAIL" in env) == (fn.name != "attachment-extractor")
+        # the key file is the host's: a function is told the parameter the provisioning stored it in
+        assert "OWNER_SMIME_CERT" not in env
+        assert ("OWNER_KEY_PARAMETER" in env) == (fn.name != "attachment-extractor")
