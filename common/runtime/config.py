@@ -145,7 +145,6 @@ class Deployment:
     (``{project}-{env}-…``), and every function reports the outcomes it decides
     (common/runtime/outcomes.py): where, and how much."""
 
-    # A function's variables must name a required field's variable; a class lists none of its own.
     project: str = setting(PROJECT, "PROJECT_NAME")
     env: str = setting(
         DEFAULT_ENV,
