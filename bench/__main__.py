@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bench import (
+    coldstart,
     cost,
     extract,
     flow,
@@ -42,6 +43,11 @@ LOG = REPO / ".build" / "bench" / "bench.log"
 Section = tuple[str, Callable[[], dict[str, Any]], Callable[[dict[str, Any]], str]]
 SECTIONS: dict[str, Section] = {
     "images": ("images: size, cold start, warm invoke", images.run, images.table),
+    "coldstart": (
+        "cold starts against a reference build (BENCH_REFERENCE_TAG) and without the collector's pause",
+        coldstart.run,
+        coldstart.table,
+    ),
     "extract": ("PDF extraction: pypdf vs peers", extract.run, extract.table),
     "cost": (
         "cost per mail: AWS calls per inbound mail and per send, sender CPU per send",

@@ -134,12 +134,32 @@ def run(rounds: int = 0, warm_n: int = 50) -> dict[str, Any]:
     rounds = rounds or int(os.environ.get("BENCH_ROUNDS") or 3)
 
     with emulator_process(local_env()):  # the functions do their real AWS calls against it
-        _EMULATOR["AWS_ENDPOINT_URL"] = os.environ["AWS_ENDPOINT_URL"]
-        _EMULATOR["ACCOUNT_ID"] = account_id()  # as the deploy sets it for every function
+        attach_emulator()
         try:
             return _run(rounds, warm_n)
         finally:
-            _EMULATOR.clear()
+            detach_emulator()
+
+
+def attach_emulator() -> None:
+    """The functions' containers talk to the emulator the caller started (``emulator_process``)."""
+    _EMULATOR["AWS_ENDPOINT_URL"] = os.environ["AWS_ENDPOINT_URL"]
+    _EMULATOR["ACCOUNT_ID"] = account_id()  # as the deploy sets it for every function
+
+
+def detach_emulator() -> None:
+    _EMULATOR.clear()
+
+
+def function_images() -> list[tuple[str, str]]:
+    """(function, image of this tree) for each of the six."""
+    return [(fn.name, fn.image) for fn in FUNCTIONS]
+
+
+def cheap_event(fn_name: str) -> Event:
+    """The function's cheap event: the same work whatever the code's shape (a staged mail that is not
+    there, a duplicate send, a calendar file)."""
+    return _cheap(fn_name)
 
 
 def _cheap(fn_name: str) -> Event:

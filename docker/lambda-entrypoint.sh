@@ -8,11 +8,7 @@
 # works exactly as documented. `exec` keeps the PID and lets signals reach the
 # process that owns them (RIE forwards SIGTERM to the runtime).
 #
-# The runtime client is `python -m awslambdaric`, started through
-# common.runtime.launch: the same module and arguments, run inside one large
-# interpreter frame so that no call loop of a cold start sits on a frame-stack
-# chunk boundary (CPython before 3.13.13 frees and maps the chunk again on every
-# such call; see that module).
+# The runtime client is `python -m awslambdaric`.
 #
 # Overridable for the host: RIE_BIN, PYTHON, RIE_ADDRESS, RIE_RUNTIME_API_ADDRESS.
 set -eu
@@ -20,10 +16,10 @@ set -eu
 PYTHON="${PYTHON:-python}"
 
 if [ -n "${AWS_LAMBDA_RUNTIME_API:-}" ]; then
-  exec "$PYTHON" -m common.runtime.launch awslambdaric "$@"
+  exec "$PYTHON" -m awslambdaric "$@"
 fi
 
 exec "${RIE_BIN:-/usr/local/bin/aws-lambda-rie}" \
   --runtime-interface-emulator-address "${RIE_ADDRESS:-0.0.0.0:8080}" \
   --runtime-api-address "${RIE_RUNTIME_API_ADDRESS:-127.0.0.1:9001}" \
-  "$PYTHON" -m common.runtime.launch awslambdaric "$@"
+  "$PYTHON" -m awslambdaric "$@"

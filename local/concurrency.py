@@ -41,6 +41,7 @@ from typing import Any
 
 from common.aws import client
 from common.errors import EmailHandlerError
+from local import motoadapter
 
 DEFAULT_CONCURRENCY = 1000
 FRESH_CONCURRENCY = 10
@@ -168,10 +169,10 @@ class AccountConcurrency:
 def install() -> None:
     """Into moto (called by local.fresh.install): GetAccountSettings, which moto 5.2.5 answers
     with 404, and the reservation rule above on PutFunctionConcurrency."""
-    from moto.awslambda import urls
-    from moto.awslambda.exceptions import InvalidParameterValueException
-    from moto.awslambda.models import LambdaBackend
-    from moto.awslambda.responses import LambdaResponse
+    urls = motoadapter.awslambda_urls()
+    awslambda_exceptions = motoadapter.awslambda_exceptions()
+    awslambda_models = motoadapter.awslambda_models()
+    awslambda_responses = motoadapter.awslambda_responses()
 
     def reservations(backend: Any, but: str = "") -> list[int]:
         return [
@@ -180,14 +181,14 @@ def install() -> None:
             if f.reserved_concurrency and f.function_name != but and not but.endswith(f":{f.function_name}")
         ]
 
-    original = LambdaBackend.put_function_concurrency
+    original = awslambda_models.LambdaBackend.put_function_concurrency
 
     def put_function_concurrency(self: Any, function_name: str, reserved_concurrency: str) -> str:
         refused = check_reservation(
             account_limit(), reservations(self, function_name), int(reserved_concurrency)
         )
         if refused:
-            raise InvalidParameterValueException(refused)
+            raise awslambda_exceptions.InvalidParameterValueException(refused)
         return str(original(self, function_name, reserved_concurrency))
 
     def get_account_settings(self: Any) -> str:
@@ -195,6 +196,8 @@ def install() -> None:
         sizes = [int(getattr(f, "code_size", 0) or 0) for f in functions]
         return json.dumps(account_settings(account_limit(), reservations(self.backend), sizes))
 
-    LambdaBackend.put_function_concurrency = put_function_concurrency  # type: ignore[method-assign]
-    LambdaResponse.get_account_settings = get_account_settings  # type: ignore[attr-defined]
-    urls.url_paths["{0}/(?P<api_version>[^/]+)/account-settings/?$"] = LambdaResponse.dispatch
+    awslambda_models.LambdaBackend.put_function_concurrency = put_function_concurrency
+    awslambda_responses.LambdaResponse.get_account_settings = get_account_settings
+    urls.url_paths["{0}/(?P<api_version>[^/]+)/account-settings/?$"] = (
+        awslambda_responses.LambdaResponse.dispatch
+    )

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 from cli.command import EMULATOR_PORT
 from common.errors import ConfigError
-from local import fresh, iam
+from local import fresh, iam, motoadapter
 from local.fresh import account_details, put_account_details, sent_last_24_hours
 from local.guard import Guard, is_loopback
 from local.iam import SES_SANDBOX
@@ -40,7 +40,7 @@ def route_cache() -> None:
     sender load tests (cProfile of moto 5.2.5). The directory does not change while the server
     runs, so the list is computed once.
     """
-    from moto import backends
+    backends = motoadapter.moto_backends()
 
     modules = tuple(backends.list_of_moto_modules())
     backends.list_of_moto_modules = lambda: modules
@@ -55,13 +55,13 @@ def sqs_retention_check() -> None:
     the one attribute it needs gives the same answer.
     """
 
-    from moto.sqs.models import SQSBackend
+    sqs_models = motoadapter.sqs_models()
 
     def is_valid(self: Any, queue_name: str, message: Any) -> bool:
         retention = int(self.get_queue(queue_name).message_retention_period)
         return bool(retention + message.sent_timestamp / 1000 > time.time())
 
-    SQSBackend.is_message_valid_based_on_retention_period = is_valid  # type: ignore[method-assign]
+    sqs_models.SQSBackend.is_message_valid_based_on_retention_period = is_valid
 
 
 def dynamodb_atomic() -> None:
@@ -75,10 +75,10 @@ def dynamodb_atomic() -> None:
     under the GIL anyway, so nothing is lost.
     """
 
-    from moto.dynamodb.responses import DynamoHandler
+    dynamodb_responses = motoadapter.dynamodb_responses()
 
     lock = threading.Lock()
-    original = DynamoHandler.call_action
+    original = dynamodb_responses.DynamoHandler.call_action
 
     def call_action(self: Any) -> Any:
         # IAM (signature and policies, when enforced) is checked before taking the lock: it reads no table.
@@ -90,7 +90,7 @@ def dynamodb_atomic() -> None:
         with lock:
             return original(self)
 
-    DynamoHandler.call_action = call_action  # type: ignore[method-assign]
+    dynamodb_responses.DynamoHandler.call_action = call_action
 
 
 def _error_response(handler: Any, error: Any) -> Any:
@@ -113,8 +113,8 @@ def sesv2_suppression_options() -> None:
     suppression); moto already stores and returns ``SuppressionOptions`` in GetConfigurationSet, so
     the call only has to store them, as SES does (NotFoundException for an unknown set)."""
 
-    from moto.sesv2 import urls
-    from moto.sesv2.responses import SESV2Response
+    urls = motoadapter.sesv2_urls()
+    sesv2_responses = motoadapter.sesv2_responses()
 
     def put_configuration_set_suppression_options(self: Any) -> str:
         name = unquote(self.path.rstrip("/").split("/")[-2])
@@ -124,9 +124,11 @@ def sesv2_suppression_options() -> None:
         }
         return "{}"
 
-    SESV2Response.put_configuration_set_suppression_options = put_configuration_set_suppression_options  # type: ignore[attr-defined]
+    sesv2_responses.SESV2Response.put_configuration_set_suppression_options = (
+        put_configuration_set_suppression_options
+    )
     urls.url_paths["{0}/v2/email/configuration-sets/(?P<ConfigurationSetName>[^/]+)/suppression-options$"] = (
-        SESV2Response.dispatch
+        sesv2_responses.SESV2Response.dispatch
     )
 
 
@@ -139,22 +141,22 @@ def ses_sandbox() -> None:
     which moto 5.2.5 lacks, says ``ProductionAccessEnabled`` false. The IAM side (SES also
     authorises the send against each recipient's identity) is in local.iam."""
 
-    from moto.ses.exceptions import MessageRejectedError
-    from moto.ses.models import SESBackend
-    from moto.sesv2 import urls
-    from moto.sesv2.responses import SESV2Response
+    ses_exceptions = motoadapter.ses_exceptions()
+    ses_models = motoadapter.ses_models()
+    urls = motoadapter.sesv2_urls()
+    sesv2_responses = motoadapter.sesv2_responses()
 
     def refuse_unverified(backend: Any, recipients: list[str]) -> None:
         if not SES_SANDBOX["on"]:
             return
         failed = [a for _, a in getaddresses(recipients) if a and not backend._is_verified_address(a)]
         if failed:
-            raise MessageRejectedError(
+            raise ses_exceptions.MessageRejectedError(
                 "Email address is not verified. The following identities failed the check in "
                 f"region {backend.region_name.upper()}: {', '.join(failed)}"
             )
 
-    send_raw, send = SESBackend.send_raw_email, SESBackend.send_email
+    send_raw, send = ses_models.SESBackend.send_raw_email, ses_models.SESBackend.send_email
 
     def send_raw_email(self: Any, source: str, destinations: list[str], raw_data: str) -> Any:
         refuse_unverified(self, list(destinations))
@@ -183,17 +185,17 @@ def ses_sandbox() -> None:
             }
         )
 
-    SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
-    SESBackend.send_email = send_email  # type: ignore[method-assign]
+    ses_models.SESBackend.send_raw_email = send_raw_email
+    ses_models.SESBackend.send_email = send_email
 
     def put_account_details_(self: Any) -> str:
         put_account_details(json.loads(self.body or "{}"))
         return "{}"
 
-    SESV2Response.get_account = get_account  # type: ignore[attr-defined]
-    SESV2Response.put_account_details = put_account_details_  # type: ignore[attr-defined]
-    urls.url_paths["{0}/v2/email/account$"] = SESV2Response.dispatch
-    urls.url_paths["{0}/v2/email/account/details$"] = SESV2Response.dispatch
+    sesv2_responses.SESV2Response.get_account = get_account
+    sesv2_responses.SESV2Response.put_account_details = put_account_details_
+    urls.url_paths["{0}/v2/email/account$"] = sesv2_responses.SESV2Response.dispatch
+    urls.url_paths["{0}/v2/email/account/details$"] = sesv2_responses.SESV2Response.dispatch
 
 
 def ses_event_destination_names() -> None:
@@ -201,21 +203,23 @@ def ses_event_destination_names() -> None:
     (CreateConfigurationSetEventDestination: EventDestinationAlreadyExists "the event destination
     already exists" for that set); moto 5.2.5 keeps one name space for the whole account, so a second
     deployment's set (prd beside local, one account) could not have its own "feedback" destination."""
-    from moto.ses.exceptions import ConfigurationSetDoesNotExist, EventDestinationAlreadyExists
-    from moto.ses.models import SESBackend
+    ses_exceptions = motoadapter.ses_exceptions()
+    ses_models = motoadapter.ses_models()
 
     def create_configuration_set_event_destination(
         self: Any, configuration_set_name: str, event_destination: dict[str, Any]
     ) -> None:
         if self.config_sets.get(configuration_set_name) is None:
-            raise ConfigurationSetDoesNotExist("Invalid Configuration Set Name.")
+            raise ses_exceptions.ConfigurationSetDoesNotExist("Invalid Configuration Set Name.")
         current = self.config_set_event_destination.get(configuration_set_name) or {}
         if current.get("Name") == event_destination["Name"]:
-            raise EventDestinationAlreadyExists("Duplicate Event destination Name.")
+            raise ses_exceptions.EventDestinationAlreadyExists("Duplicate Event destination Name.")
         self.config_set_event_destination[configuration_set_name] = event_destination
         self.event_destinations[event_destination["Name"]] = 1
 
-    SESBackend.create_configuration_set_event_destination = create_configuration_set_event_destination  # type: ignore[method-assign]
+    ses_models.SESBackend.create_configuration_set_event_destination = (
+        create_configuration_set_event_destination
+    )
 
 
 def sqs_message_characters() -> None:
@@ -223,31 +227,31 @@ def sqs_message_characters() -> None:
     SendMessageBatch: InvalidMessageContents). moto 5.2.5 stores anything, so a body with U+FFFF from
     a stranger's subject passed every local test and failed on AWS."""
 
-    from moto.sqs.exceptions import SQSException
-    from moto.sqs.models import SQSBackend
+    sqs_exceptions = motoadapter.sqs_exceptions()
+    sqs_models = motoadapter.sqs_models()
 
     outside = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-    original = SQSBackend._validate_message
+    original = sqs_models.SQSBackend._validate_message
 
     def validate(self: Any, queue: Any, message_body: str, *args: Any, **kwargs: Any) -> None:
         if outside.search(message_body):
-            raise SQSException(
+            raise sqs_exceptions.SQSException(
                 "InvalidMessageContents",
                 "Invalid characters found. Valid unicode characters are #x9 | "
                 "#xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
             )
         original(self, queue, message_body, *args, **kwargs)
 
-    SQSBackend._validate_message = validate  # type: ignore[method-assign]
+    sqs_models.SQSBackend._validate_message = validate
 
 
 def dynamodb_read_key_sizes() -> None:
     """Refuse an over-long key on GetItem, BatchGetItem, UpdateItem and DeleteItem as DynamoDB does
     (ValidationException: partition key over 2,048 bytes, sort key over 1,024); moto checks PutItem only."""
-    from moto.dynamodb.models import DynamoDBBackend
+    dynamodb_models = motoadapter.dynamodb_models()
 
     for name in ("get_item", "update_item", "delete_item"):
-        original = getattr(DynamoDBBackend, name)
+        original = getattr(dynamodb_models.DynamoDBBackend, name)
 
         def checked(
             self: Any,
@@ -260,7 +264,7 @@ def dynamodb_read_key_sizes() -> None:
             self.get_table(table_name)._validate_key_sizes(key)
             return _original(self, table_name, key, *args, **kwargs)
 
-        setattr(DynamoDBBackend, name, checked)
+        setattr(dynamodb_models.DynamoDBBackend, name, checked)
 
 
 @functools.cache  # once per process: the patches wrap what they replace
@@ -318,11 +322,8 @@ class EmbeddedMoto:
 
     def start(self) -> EmbeddedMoto:
 
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
+        server_app = motoadapter.server_app()
+        create_backend_app = server_app.create_backend_app
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns everything else
@@ -334,10 +335,12 @@ class EmbeddedMoto:
             self.host,
             self.port,
             Guard(
-                DomainDispatcherApplication(create_backend_app), self.port, check_host=is_loopback(self.host)
+                server_app.DomainDispatcherApplication(create_backend_app),
+                self.port,
+                check_host=is_loopback(self.host),
             ),
             threaded=True,
-            request_handler=MotoRequestHandler,
+            request_handler=server_app.MotoRequestHandler,
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
         self._thread.start()

@@ -38,7 +38,7 @@ from urllib.parse import parse_qs, urlparse
 from deploy.emulator import EMULATOR_ACCOUNT_PATH
 from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
 from deploy.route53 import TXT_STRING_MAX, txt_strings, txt_text
-from local import concurrency
+from local import concurrency, motoadapter
 from local.iam import SES_SANDBOX, Request, after_reset, evaluate
 
 # Where the model's control endpoints live on the emulator (POST): the zone to publish, and the switch.
@@ -168,7 +168,7 @@ def route53_records() -> set[tuple[str, str, str]]:
     :func:`parse_zone` gives a zone file's. The model has no registrar: every public zone counts as the
     one its domain delegates to, so `email-handler dns publish --route53` publishes as `dns publish
     FILE.zone` does."""
-    from moto.route53.models import route53_backends
+    route53_backends = motoadapter.route53_models().route53_backends
 
     found = set()
     for partitions in list(route53_backends.values()):
@@ -208,9 +208,9 @@ def mx_hosts(name: str) -> list[str]:
 
 
 def _ses_error(code: str, message: str) -> Exception:
-    from moto.ses.exceptions import SesError
+    ses_exceptions = motoadapter.ses_exceptions()
 
-    error = SesError(message)
+    error = ses_exceptions.SesError(message)
     error.code = code
     return error
 
@@ -272,12 +272,12 @@ def _patch_ses() -> None:
 
 def _patch_ses_attributes() -> None:
     """The identity attribute reads answer Pending until the DNS records (or the click) are there."""
-    from moto.ses.models import SESBackend
+    ses_models = motoadapter.ses_models()
 
     verification, dkim, mail_from_attrs = (
-        SESBackend.get_identity_verification_attributes,
-        SESBackend.get_identity_dkim_attributes,
-        SESBackend.get_identity_mail_from_domain_attributes,
+        ses_models.SESBackend.get_identity_verification_attributes,
+        ses_models.SESBackend.get_identity_dkim_attributes,
+        ses_models.SESBackend.get_identity_mail_from_domain_attributes,
     )
 
     def poll(self: Any, identity: str) -> set[str]:
@@ -317,17 +317,17 @@ def _patch_ses_attributes() -> None:
                     )
         return found
 
-    SESBackend.get_identity_verification_attributes = get_identity_verification_attributes  # type: ignore[method-assign]
-    SESBackend.get_identity_dkim_attributes = get_identity_dkim_attributes  # type: ignore[method-assign]
-    SESBackend.get_identity_mail_from_domain_attributes = get_identity_mail_from_domain_attributes  # type: ignore[method-assign]
+    ses_models.SESBackend.get_identity_verification_attributes = get_identity_verification_attributes
+    ses_models.SESBackend.get_identity_dkim_attributes = get_identity_dkim_attributes
+    ses_models.SESBackend.get_identity_mail_from_domain_attributes = get_identity_mail_from_domain_attributes
 
 
 def _patch_ses_identities() -> None:
     """Setting a MAIL FROM domain, the verified-address rule and deleting an identity, as on AWS."""
-    from moto.ses.models import SESBackend
+    ses_models = motoadapter.ses_models()
 
-    set_mail_from = SESBackend.set_identity_mail_from_domain
-    is_verified, delete = SESBackend._is_verified_address, SESBackend.delete_identity
+    set_mail_from = ses_models.SESBackend.set_identity_mail_from_domain
+    is_verified, delete = ses_models.SESBackend._is_verified_address, ses_models.SESBackend.delete_identity
 
     def set_identity_mail_from_domain(
         self: Any,
@@ -364,16 +364,16 @@ def _patch_ses_identities() -> None:
             _clicked.discard(identity.lower())
             _verified.pop(identity, None)
 
-    SESBackend._is_verified_address = is_verified_address  # type: ignore[method-assign]
-    SESBackend.delete_identity = delete_identity  # type: ignore[method-assign]
-    SESBackend.set_identity_mail_from_domain = set_identity_mail_from_domain  # type: ignore[method-assign]
+    ses_models.SESBackend._is_verified_address = is_verified_address
+    ses_models.SESBackend.delete_identity = delete_identity
+    ses_models.SESBackend.set_identity_mail_from_domain = set_identity_mail_from_domain
 
 
 def _patch_ses_sending() -> None:
     """SendRawEmail and SendEmail pass ``_check_send`` first and count what SES accepted."""
-    from moto.ses.models import SESBackend
+    ses_models = motoadapter.ses_models()
 
-    send_raw, send = SESBackend.send_raw_email, SESBackend.send_email
+    send_raw, send = ses_models.SESBackend.send_raw_email, ses_models.SESBackend.send_email
 
     def send_raw_email(self: Any, source: str, destinations: list[str], raw_data: str) -> Any:
         recipients = max(1, len(destinations))
@@ -387,8 +387,8 @@ def _patch_ses_sending() -> None:
         _check_send(self, source, recipients)
         return _count_sent(recipients, send(self, source, subject, body, destinations))
 
-    SESBackend.send_raw_email = send_raw_email  # type: ignore[method-assign]
-    SESBackend.send_email = send_email  # type: ignore[method-assign]
+    ses_models.SESBackend.send_raw_email = send_raw_email
+    ses_models.SESBackend.send_email = send_email
 
 
 def _check_send(backend: Any, source: str, recipients: int) -> None:
@@ -449,7 +449,7 @@ def address_clicked(address: str) -> bool:
 def click(address: str) -> bool:
     """Stand in for the owner of ``address`` clicking SES's verification link; False when no identity of
     that address exists (no link was sent)."""
-    from moto.ses.models import ses_backends
+    ses_backends = motoadapter.ses_models().ses_backends
 
     found = any(
         address in backend.email_identities
@@ -466,10 +466,10 @@ def _patch_sesv2() -> None:
     """GetEmailIdentity tells an address identity's state as SESv2 does: ``VerifiedForSendingStatus`` and
     ``VerificationStatus`` (PENDING until the link is clicked, SES API v2 reference, GetEmailIdentity,
     https://docs.aws.amazon.com/ses/latest/APIReference-V2/API_GetEmailIdentity.html)."""
-    from moto.sesv2.responses import SESV2Response
+    sesv2_responses = motoadapter.sesv2_responses()
 
-    original = SESV2Response.get_email_identity
-    send = SESV2Response.send_email
+    original = sesv2_responses.SESV2Response.get_email_identity
+    send = sesv2_responses.SESV2Response.send_email
 
     def send_email(self: Any) -> str:
         answer = send(self)
@@ -490,9 +490,9 @@ def _patch_sesv2() -> None:
             )
         return str(answer)
 
-    SESV2Response.send_email = send_email  # type: ignore[method-assign]
+    sesv2_responses.SESV2Response.send_email = send_email
 
-    suppression = SESV2Response.put_configuration_set_suppression_options  # type: ignore[attr-defined]
+    suppression = sesv2_responses.SESV2Response.put_configuration_set_suppression_options
 
     def put_configuration_set_suppression_options(self: Any) -> str:
         """The suppression-list settings in the sandbox. Documented: "To bulk add or remove addresses,
@@ -510,7 +510,9 @@ def _patch_sesv2() -> None:
             )
         return str(suppression(self))
 
-    SESV2Response.put_configuration_set_suppression_options = put_configuration_set_suppression_options  # type: ignore[attr-defined]
+    sesv2_responses.SESV2Response.put_configuration_set_suppression_options = (
+        put_configuration_set_suppression_options
+    )
 
     def get_email_identity(self: Any) -> str:
         body = json.loads(original(self))
@@ -527,7 +529,7 @@ def _patch_sesv2() -> None:
             body["VerifiedForSendingStatus"] = True
         return json.dumps(body)
 
-    SESV2Response.get_email_identity = get_email_identity  # type: ignore[method-assign]
+    sesv2_responses.SESV2Response.get_email_identity = get_email_identity
 
 
 def ses_events() -> list[dict[str, Any]]:
@@ -548,7 +550,7 @@ def _publish_event(
     recorded, not invoked (the model runs no image). A topic whose policy refuses SES gets nothing, and the
     drop is recorded; the documentation does not say what SES does then, so the model drops silently as
     AWS does for a misconfigured destination."""
-    from moto.sns.models import sns_backends
+    sns_backends = motoadapter.sns_models().sns_backends
 
     destination = backend.config_set_event_destination.get(config_set) or {}
     wanted = [t.lower() for t in destination.get("MatchingEventTypes", [])]
@@ -627,16 +629,16 @@ def _patch_receipt_rules() -> None:
     evaluated as the bucket policy and the function policy would be for ``ses.amazonaws.com`` with the
     rule as ``aws:SourceArn`` (SES DG, "Giving permissions to Amazon SES for email receiving",
     https://docs.aws.amazon.com/ses/latest/dg/receiving-email-permissions.html)."""
-    from moto.ses.exceptions import InvalidLambdaFunctionException, InvalidS3ConfigurationException
-    from moto.ses.models import SESBackend
+    ses_exceptions = motoadapter.ses_exceptions()
+    ses_models = motoadapter.ses_models()
 
-    create, update = SESBackend.create_receipt_rule, SESBackend.update_receipt_rule
+    create, update = ses_models.SESBackend.create_receipt_rule, ses_models.SESBackend.update_receipt_rule
 
     def check(backend: Any, rule_set: str, rule: dict[str, Any]) -> None:
         if not fresh():
             return
-        from moto.awslambda.models import lambda_backends
-        from moto.s3.models import s3_backends
+        lambda_backends = motoadapter.awslambda_models().lambda_backends
+        s3_backends = motoadapter.s3_models().s3_backends
 
         account, region = backend.account_id, backend.region_name
         source = f"arn:aws:ses:{region}:{account}:receipt-rule-set/{rule_set}:receipt-rule/{rule.get('Name')}"
@@ -647,7 +649,9 @@ def _patch_receipt_rules() -> None:
                     continue  # moto's own check answers for a bucket that does not exist
                 key = f"{s3.get('ObjectKeyPrefix', '')}AMAZON_SES_SETUP_NOTIFICATION"
                 if not ses_may(bucket.policy, "s3:PutObject", f"arn:aws:s3:::{bucket.name}/{key}", source):
-                    raise InvalidS3ConfigurationException(f"Could not write to bucket: {bucket.name}")
+                    raise ses_exceptions.InvalidS3ConfigurationException(
+                        f"Could not write to bucket: {bucket.name}"
+                    )
                 s3_backends[account]["aws"].put_object(bucket.name, key, b"Amazon SES setup notification\n")
             if lam := action.get("LambdaAction"):
                 arn = lam["FunctionArn"]
@@ -656,7 +660,7 @@ def _patch_receipt_rules() -> None:
                 except Exception:
                     policy = None
                 if not ses_may(policy, "lambda:InvokeFunction", arn, source):
-                    raise InvalidLambdaFunctionException(
+                    raise ses_exceptions.InvalidLambdaFunctionException(
                         f"Could not invoke Lambda function: {arn} (no permission for ses.amazonaws.com)"
                     )
 
@@ -668,8 +672,8 @@ def _patch_receipt_rules() -> None:
         check(self, rule_set_name, rule)
         update(self, rule_set_name, rule)
 
-    SESBackend.create_receipt_rule = create_receipt_rule  # type: ignore[method-assign]
-    SESBackend.update_receipt_rule = update_receipt_rule  # type: ignore[method-assign]
+    ses_models.SESBackend.create_receipt_rule = create_receipt_rule
+    ses_models.SESBackend.update_receipt_rule = update_receipt_rule
 
 
 # --- production access, subscriptions, alarms -------------------------------------------------------
@@ -715,7 +719,7 @@ def confirmation_mails(endpoint: str) -> int:
 
 def confirm_subscriptions() -> int:
     """Stand in for clicking every pending e-mail subscription's link; returns how many were confirmed."""
-    from moto.sns.models import sns_backends
+    sns_backends = motoadapter.sns_models().sns_backends
 
     confirmed = 0
     for regions in sns_backends.values():
@@ -732,9 +736,9 @@ def _patch_sns() -> None:
     """An e-mail subscription made on the model waits for its confirmation: GetSubscriptionAttributes says
     ``PendingConfirmation`` "true" and ListSubscriptions* list ``PendingConfirmation`` for its ARN, as SNS
     does for a subscription "pending confirmation" (SNS API reference, Subscribe, ReturnSubscriptionArn)."""
-    from moto.sns.models import SNSBackend, Subscription
+    sns_models = motoadapter.sns_models()
 
-    subscribe = SNSBackend.subscribe
+    subscribe = sns_models.SNSBackend.subscribe
 
     def subscribe_pending(self: Any, topic_arn: str, endpoint: str, protocol: str) -> Any:
         existing = self._find_subscription(topic_arn, endpoint, protocol)
@@ -750,8 +754,8 @@ def _patch_sns() -> None:
     def subscription_arn(self: Any) -> str:
         return "PendingConfirmation" if self.attributes.get("PendingConfirmation") is True else str(self.arn)
 
-    SNSBackend.subscribe = subscribe_pending  # type: ignore[method-assign]
-    Subscription.subscription_arn = property(subscription_arn)  # type: ignore[attr-defined]
+    sns_models.SNSBackend.subscribe = subscribe_pending
+    sns_models.Subscription.subscription_arn = property(subscription_arn)
 
 
 def _patch_cloudwatch() -> None:
@@ -760,9 +764,9 @@ def _patch_cloudwatch() -> None:
     available" ("Monitor with CloudWatch alarms",
     https://docs.aws.amazon.com/autoscaling/application/userguide/cloudwatch-alarm-notifications.html);
     moto starts it OK. The model leaves it there (it evaluates no metric)."""
-    from moto.cloudwatch.models import CloudWatchBackend
+    cloudwatch_models = motoadapter.cloudwatch_models()
 
-    put = CloudWatchBackend.put_metric_alarm
+    put = cloudwatch_models.CloudWatchBackend.put_metric_alarm
 
     def put_metric_alarm(self: Any, name: str, *args: Any, **kwargs: Any) -> Any:
         new = name not in self.alarms
@@ -771,21 +775,21 @@ def _patch_cloudwatch() -> None:
             self.alarms[name].state_value = "INSUFFICIENT_DATA"
         return alarm
 
-    CloudWatchBackend.put_metric_alarm = put_metric_alarm  # type: ignore[method-assign]
+    cloudwatch_models.CloudWatchBackend.put_metric_alarm = put_metric_alarm
 
 
 # --- IAM and Lambda quotas -------------------------------------------------------------------------
 
 
 def _patch_iam() -> None:
-    from moto.iam.exceptions import LimitExceededException
-    from moto.iam.models import IAMBackend
+    iam_exceptions = motoadapter.iam_exceptions()
+    iam_models = motoadapter.iam_models()
 
     put_user, put_role, create, version = (
-        IAMBackend.put_user_policy,
-        IAMBackend.put_role_policy,
-        IAMBackend.create_policy,
-        IAMBackend.create_policy_version,
+        iam_models.IAMBackend.put_user_policy,
+        iam_models.IAMBackend.put_role_policy,
+        iam_models.IAMBackend.create_policy,
+        iam_models.IAMBackend.create_policy_version,
     )
 
     def inline_total(entity: Any, name: str, document: str) -> int:
@@ -794,21 +798,23 @@ def _patch_iam() -> None:
 
     def put_user_policy(self: Any, user_name: str, policy_name: str, policy_json: str) -> None:
         if fresh() and inline_total(self.get_user(user_name), policy_name, policy_json) > USER_INLINE_LIMIT:
-            raise LimitExceededException(
+            raise iam_exceptions.LimitExceededException(
                 f"Maximum policy size of {USER_INLINE_LIMIT} bytes exceeded for user {user_name}"
             )
         put_user(self, user_name, policy_name, policy_json)
 
     def put_role_policy(self: Any, role_name: str, policy_name: str, policy_json: str) -> None:
         if fresh() and inline_total(self.get_role(role_name), policy_name, policy_json) > ROLE_INLINE_LIMIT:
-            raise LimitExceededException(
+            raise iam_exceptions.LimitExceededException(
                 f"Maximum policy size of {ROLE_INLINE_LIMIT} bytes exceeded for role {role_name}"
             )
         put_role(self, role_name, policy_name, policy_json)
 
     def managed(document: str) -> None:
         if fresh() and policy_size(document) > MANAGED_LIMIT:
-            raise LimitExceededException(f"Cannot exceed quota for PolicySize: {MANAGED_LIMIT}")
+            raise iam_exceptions.LimitExceededException(
+                f"Cannot exceed quota for PolicySize: {MANAGED_LIMIT}"
+            )
 
     def create_policy(
         self: Any, description: str, path: str, policy_document: str, policy_name: str, tags: Any
@@ -820,10 +826,10 @@ def _patch_iam() -> None:
         managed(policy_document)
         return version(self, policy_arn, policy_document, set_as_default)
 
-    IAMBackend.put_user_policy = put_user_policy  # type: ignore[method-assign]
-    IAMBackend.put_role_policy = put_role_policy  # type: ignore[method-assign]
-    IAMBackend.create_policy = create_policy  # type: ignore[method-assign]
-    IAMBackend.create_policy_version = create_policy_version  # type: ignore[method-assign]
+    iam_models.IAMBackend.put_user_policy = put_user_policy
+    iam_models.IAMBackend.put_role_policy = put_role_policy
+    iam_models.IAMBackend.create_policy = create_policy
+    iam_models.IAMBackend.create_policy_version = create_policy_version
 
 
 # The registries the model can ask: the local push path's (`email-handler deploy --registry HOST:PORT`).
@@ -856,15 +862,18 @@ def image_refused(image_uri: str) -> str:
 
 
 def _patch_lambda_images() -> None:
-    from moto.awslambda.exceptions import InvalidParameterValueException
-    from moto.awslambda.models import LambdaBackend
+    awslambda_exceptions = motoadapter.awslambda_exceptions()
+    awslambda_models = motoadapter.awslambda_models()
 
-    create, update = LambdaBackend.create_function, LambdaBackend.update_function_code
+    create, update = (
+        awslambda_models.LambdaBackend.create_function,
+        awslambda_models.LambdaBackend.update_function_code,
+    )
 
     # Every account refuses an index, not only a new one: this rule is on whatever the switch says.
     def refuse(image_uri: str | None) -> None:
         if image_uri and (why := image_refused(image_uri)):
-            raise InvalidParameterValueException(why)
+            raise awslambda_exceptions.InvalidParameterValueException(why)
 
     def create_function(self: Any, spec: dict[str, Any]) -> Any:
         refuse((spec.get("Code") or {}).get("ImageUri"))
@@ -874,8 +883,8 @@ def _patch_lambda_images() -> None:
         refuse(body.get("ImageUri"))
         return update(self, function_name, qualifier, body)
 
-    LambdaBackend.create_function = create_function  # type: ignore[method-assign]
-    LambdaBackend.update_function_code = update_function_code  # type: ignore[method-assign]
+    awslambda_models.LambdaBackend.create_function = create_function
+    awslambda_models.LambdaBackend.update_function_code = update_function_code
 
 
 # --- the control endpoints -------------------------------------------------------------------------
@@ -887,7 +896,7 @@ def _body(request: Any) -> bytes:
 
 
 def _routes() -> None:
-    from moto.moto_api._internal import urls
+    urls = motoadapter.moto_api_urls()
 
     def dns(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
 
@@ -939,10 +948,10 @@ def _patch_route53() -> None:
     characters, as Route 53 does ("A TXT record contains one or more strings that are enclosed in double
     quotation marks", each "up to 255 characters", Route 53 DG, "Supported DNS record types", TXT; AWS
     answers InvalidChangeBatch). moto stores any text."""
-    from moto.route53.exceptions import Route53ClientError
-    from moto.route53.models import Route53Backend
+    route53_exceptions = motoadapter.route53_exceptions()
+    route53_models = motoadapter.route53_models()
 
-    change = Route53Backend.change_resource_record_sets
+    change = route53_models.Route53Backend.change_resource_record_sets
 
     def change_resource_record_sets(self: Any, zoneid: str, change_list: list[dict[str, Any]]) -> None:
         if fresh():
@@ -955,14 +964,14 @@ def _patch_route53() -> None:
                     strings = txt_strings(value)
                     if strings is None or max(map(len, strings)) > TXT_STRING_MAX:
                         problem = "TXTRDATATooLong" if strings else "InvalidCharacterString"
-                        raise Route53ClientError(
+                        raise route53_exceptions.Route53ClientError(
                             "InvalidChangeBatch",
                             f"[Invalid Resource Record: 'FATAL problem: {problem} encountered with "
                             f"'{value[:80]}'']",
                         )
         change(self, zoneid, change_list)
 
-    Route53Backend.change_resource_record_sets = change_resource_record_sets  # type: ignore[method-assign]
+    route53_models.Route53Backend.change_resource_record_sets = change_resource_record_sets
 
 
 def install() -> None:

@@ -38,7 +38,7 @@ from xml.etree import ElementTree
 
 from common.errors import EmailHandlerError
 from deploy.route53 import normalized_name
-from local import secret
+from local import motoadapter, secret
 
 ACCOUNT = "123456789012"  # moto's default account
 ADMIN_USER = "local-admin"
@@ -301,7 +301,7 @@ def _address(value: str) -> str:
 
 def _ses_identity(region: str, account: str, address: str) -> str:
     """The identity SES authorizes a send against: the address if it is verified itself, else its domain."""
-    from moto.ses.models import ses_backends
+    ses_backends = motoadapter.ses_models().ses_backends
 
     backend = ses_backends[account][region]
     name = address if address in backend.email_identities else address.rpartition("@")[2]
@@ -587,22 +587,23 @@ def presigned_problem(
 
 def _presigned_caller(response: Any) -> _Presigned:
     """The caller of a presigned S3 request, once its signature and expiry hold (else S3's 403)."""
-    from moto.iam.access_control import CreateAccessKeyFailure, create_access_key
-    from moto.s3.exceptions import S3AccessDeniedError, S3SignatureDoesNotMatchError
+    iam_access_control = motoadapter.iam_access_control()
+    create_access_key = iam_access_control.create_access_key
+    s3_exceptions = motoadapter.s3_exceptions()
 
     query = urlparse(response.uri).query
     q = dict(parse_qsl(query, keep_blank_values=True))
     if "X-Amz-Algorithm" not in q:
         # Anonymous, or Signature Version 2 (AWSAccessKeyId=…&Signature=…), which S3 no longer accepts
         # (https://docs.aws.amazon.com/AmazonS3/latest/API/Appendix-Sigv2.html): 403, as for a private bucket.
-        raise S3AccessDeniedError()
+        raise s3_exceptions.S3AccessDeniedError()
     token = {"X-Amz-Security-Token": q["X-Amz-Security-Token"]} if "X-Amz-Security-Token" in q else {}
     try:
         key = create_access_key(
             response.current_account, "aws", q.get("X-Amz-Credential", "").split("/")[0], token
         )
-    except CreateAccessKeyFailure:
-        raise S3AccessDeniedError() from None
+    except iam_access_control.CreateAccessKeyFailure:
+        raise s3_exceptions.S3AccessDeniedError() from None
     now = datetime.datetime.now(datetime.UTC)
     problem = presigned_problem(
         response.method,
@@ -613,18 +614,19 @@ def _presigned_caller(response: Any) -> _Presigned:
         now,
     )
     if problem == "SignatureDoesNotMatch":
-        raise S3SignatureDoesNotMatchError()
+        raise s3_exceptions.S3SignatureDoesNotMatchError()
     if problem:
-        raise S3AccessDeniedError()  # S3 answers an expired or malformed presigned URL with 403 AccessDenied
+        # S3 answers an expired or malformed presigned URL with 403 AccessDenied
+        raise s3_exceptions.S3AccessDeniedError()
     return _Presigned(key)
 
 
 def _documents(request: Any) -> list[dict[str, Any]]:
-    from moto.iam.models import Policy
+    iam_models = motoadapter.iam_models()
 
     out = []
     for policy in request._access_key.collect_policies():
-        if isinstance(policy, Policy):
+        if isinstance(policy, iam_models.Policy):
             document = next(v.document for v in policy.versions if v.is_default)
         elif isinstance(policy, str):
             document = policy
@@ -640,21 +642,21 @@ def _parsed(document: str) -> dict[str, Any]:
 
 
 def _enforcing() -> bool:
-    from moto import settings
-    from moto.core.authorization import ActionAuthenticatorMixin
+    settings = motoadapter.moto_settings()
+    core_authorization = motoadapter.core_authorization()
 
-    if ActionAuthenticatorMixin.request_count >= settings.INITIAL_NO_AUTH_ACTION_COUNT:
+    if core_authorization.ActionAuthenticatorMixin.request_count >= settings.INITIAL_NO_AUTH_ACTION_COUNT:
         return True
-    ActionAuthenticatorMixin.request_count += 1
+    core_authorization.ActionAuthenticatorMixin.request_count += 1
     return False
 
 
 def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> None:
-    from moto.core.exceptions import AccessDeniedError, JsonRESTError
-    from moto.s3.exceptions import S3AccessDeniedError
+    core_exceptions = motoadapter.core_exceptions()
+    s3_exceptions = motoadapter.s3_exceptions()
 
     if s3:
-        raise S3AccessDeniedError()
+        raise s3_exceptions.S3AccessDeniedError()
     message = (
         f"User: {request._access_key.arn} is not authorized to perform: {checked.action} "
         f"on resource: {', '.join(checked.resources)} because no identity-based policy allows the "
@@ -663,10 +665,10 @@ def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> No
     if "json" in str(
         response.headers.get("Content-Type", "")
     ):  # JSON protocols: AccessDeniedException, as AWS
-        error = JsonRESTError("AccessDeniedException", message)
+        error = core_exceptions.JsonRESTError("AccessDeniedException", message)
         error.code = 400
         raise error
-    denied = AccessDeniedError(
+    denied = core_exceptions.AccessDeniedError(
         user_arn=request._access_key.arn,
         action=f"{checked.action} on resource: {', '.join(checked.resources)}",
     )
@@ -680,13 +682,13 @@ def _deny(response: Any, request: Any, checked: Request, s3: bool = False) -> No
 
 
 def _authorize_normal(self: Any, resource: str = "*") -> None:
-    from moto.iam.access_control import IAMRequest
+    iam_access_control = motoadapter.iam_access_control()
 
     if getattr(self, "authorized", False):  # checked already, outside the DynamoDB lock (emulator.py)
         return
     if not _enforcing():
         return
-    request = _caller(self, IAMRequest)
+    request = _caller(self, iam_access_control.IAMRequest)
     service = request._service
     action = self._get_action()
     if f"{service}:{action}" == "sts:GetCallerIdentity":  # needs no permission (STS API reference)
@@ -707,7 +709,7 @@ def _authorize_normal(self: Any, resource: str = "*") -> None:
 
 
 def _role_trusts(response: Any, role_arn: str, principal: str) -> bool:
-    from moto.iam.models import iam_backends
+    iam_backends = motoadapter.iam_models().iam_backends
 
     try:
         role = iam_backends[response.current_account]["aws"].get_role_by_arn(role_arn)
@@ -717,11 +719,15 @@ def _role_trusts(response: Any, role_arn: str, principal: str) -> bool:
 
 
 def _authorize_s3(self: Any, bucket_name: str | None = None, key_name: str | None = None) -> None:
-    from moto.iam.access_control import S3IAMRequest
+    iam_access_control = motoadapter.iam_access_control()
 
     if not _enforcing():
         return
-    request = _caller(self, S3IAMRequest) if "Authorization" in self.headers else _presigned_caller(self)
+    request = (
+        _caller(self, iam_access_control.S3IAMRequest)
+        if "Authorization" in self.headers
+        else _presigned_caller(self)
+    )
     api = str(self.data.get("Action", ""))
     action = "s3:" + _S3_ACTIONS.get(api, api)
     bucket = bucket_name or "*"
@@ -760,9 +766,9 @@ def _key_exists(response: Any, bucket: str, key: str) -> bool:
 
 
 def _deterministic_sessions() -> None:
-    from moto.sts.models import AssumedRole
+    sts_models = motoadapter.sts_models()
 
-    original = AssumedRole.__init__
+    original = sts_models.AssumedRole.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
@@ -771,12 +777,12 @@ def _deterministic_sessions() -> None:
         self.access_key.secret_access_key = self.secret_access_key = secret
         self.session_token = token
 
-    AssumedRole.__init__ = init  # type: ignore[method-assign]
+    sts_models.AssumedRole.__init__ = init
 
 
 def bootstrap_admin() -> None:
     """The local admin user (all actions) with its derived keys, in every region's IAM (IAM is global)."""
-    from moto.iam.models import iam_backends
+    iam_backends = motoadapter.iam_models().iam_backends
 
     backend = iam_backends[ACCOUNT]["aws"]
     if ADMIN_USER in backend.users:
@@ -791,24 +797,24 @@ def bootstrap_admin() -> None:
 
 def after_reset(hook: Any) -> None:
     """Run ``hook()`` after every ``/moto-api/reset`` (state the emulator keeps outside moto's backends)."""
-    from moto.moto_api._internal.models import MotoAPIBackend
+    moto_api_models = motoadapter.moto_api_models()
 
-    original = MotoAPIBackend.reset
+    original = moto_api_models.MotoAPIBackend.reset
 
     def reset(self: Any) -> None:
         original(self)
         hook()
 
-    MotoAPIBackend.reset = reset  # type: ignore[method-assign]
+    moto_api_models.MotoAPIBackend.reset = reset
 
 
 @functools.cache  # once per process: the hooks wrap what they replace
 def install() -> None:
     """Replace moto's authorization hooks; enforcement itself follows INITIAL_NO_AUTH_ACTION_COUNT."""
-    from moto.core.authorization import ActionAuthenticatorMixin
+    core_authorization = motoadapter.core_authorization()
 
-    ActionAuthenticatorMixin._authenticate_and_authorize_normal_action = _authorize_normal  # type: ignore[method-assign]
-    ActionAuthenticatorMixin._authenticate_and_authorize_s3_action = _authorize_s3  # type: ignore[method-assign]
+    core_authorization.ActionAuthenticatorMixin._authenticate_and_authorize_normal_action = _authorize_normal
+    core_authorization.ActionAuthenticatorMixin._authenticate_and_authorize_s3_action = _authorize_s3
     _deterministic_sessions()
     after_reset(bootstrap_admin)
     bootstrap_admin()
@@ -816,9 +822,9 @@ def install() -> None:
 
 def set_enforced(on: bool) -> None:
     """In this process: enforce IAM from the next request on (or stop enforcing)."""
-    from moto import settings
-    from moto.core.authorization import ActionAuthenticatorMixin
+    settings = motoadapter.moto_settings()
+    core_authorization = motoadapter.core_authorization()
 
     install()
     settings.INITIAL_NO_AUTH_ACTION_COUNT = 0 if on else float("inf")
-    ActionAuthenticatorMixin.request_count = 0
+    core_authorization.ActionAuthenticatorMixin.request_count = 0

@@ -33,11 +33,11 @@ from common.runtime.clock import iso_z
 from common.runtime.config import with_secrets
 from common.runtime.log import set_level
 from common.store import layout, quarantine, senderlists, sendstatus
-from common.store.erasure import InvalidAddressError, forget, normalise
 from deploy import config
 from deploy.config import Config
 from local.commands import local_config
 from local.provision import wiring_queue
+from ops.erasure import InvalidAddressError, forget, normalise
 from ops.index import forget_locally
 
 TARGET = (

@@ -33,7 +33,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         reqs = pathlib.Path(tmp, "req.txt")
         reqs.write_text("".join(f"{n}=={v}\n" for n, v in pins))
-        for platform in ("manylinux2014_x86_64", "manylinux2014_aarch64"):
+        for arch in ("x86_64", "aarch64"):
             subprocess.run(
                 [
                     sys.executable,
@@ -43,9 +43,13 @@ def main() -> None:
                     "-q",
                     "--no-deps",
                     "-d",
-                    f"{tmp}/{platform}",
-                    "--platform",
-                    platform,
+                    f"{tmp}/{arch}",
+                    # google-re2 publishes manylinux_2_28 wheels only; the rest are manylinux2014.
+                    *(
+                        a
+                        for tag in (f"manylinux_2_28_{arch}", f"manylinux2014_{arch}")
+                        for a in ("--platform", tag)
+                    ),
                     "--python-version",
                     "3.13",
                     "--implementation",

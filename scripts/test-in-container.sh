@@ -21,7 +21,7 @@ print(" ".join(d for d in deps if not d.startswith("service-email-handler")))
 PY
 )
   rm -rf .build/wheelhouse-test && mkdir -p .build/wheelhouse-test
-  "$HOST_PY" -m pip download -q -d .build/wheelhouse-test --platform manylinux2014_x86_64 \
+  "$HOST_PY" -m pip download -q -d .build/wheelhouse-test --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
     --python-version 3.13 --implementation cp --only-binary=:all: $deps
   docker build -t "$RUNNER" --network host --build-arg "OS_IMAGE=$OS_IMAGE" -f - . <<'DOCKERFILE'
 ARG OS_IMAGE

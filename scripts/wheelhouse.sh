@@ -49,8 +49,11 @@ fi
 
 echo "[wheelhouse] downloading image wheels for $PLATFORM / CPython 3.13"
 rm -rf "$WH" && mkdir -p "$WH" .build/rie .build/cache
+# google-re2 publishes manylinux_2_28 wheels only (glibc 2.28; the images' Debian trixie has 2.41).
+arch=${PLATFORM#manylinux2014_}
 "$PY" -m pip download -q --disable-pip-version-check --no-deps --require-hashes -d "$WH" \
-  --platform "$PLATFORM" --python-version 3.13 --implementation cp --only-binary=:all: \
+  --platform "manylinux_2_28_$arch" --platform "manylinux_2_17_$arch" --platform "$PLATFORM" \
+  --python-version 3.13 --implementation cp --only-binary=:all: \
   -r requirements/image.txt
 cp requirements/image.txt "$WH/image.lock"
 

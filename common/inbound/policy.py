@@ -3,20 +3,25 @@
 The keyword lists are a sectioned text file in S3 whose key is in an SSM parameter, so the owner
 edits them without a deploy. They are cached for ``spam_rules_ttl_s``; a pattern that does not
 compile is logged and skipped, and a failed reload keeps the last good lists.
+
+The owner's patterns run on a stranger's subject and body, so they are compiled with RE2 (google-re2),
+whose matching is linear in the text by construction: no pattern the owner writes can make one mail
+cost more than a scan. RE2 has no lookaround and no backreferences; a pattern that uses them is
+skipped with a message that says so.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from re import _constants as const  # type: ignore[attr-defined]  # the parser's own opcodes
-from re import _parser as parser  # type: ignore[attr-defined]
-from typing import Any
+from typing import Protocol
 
+import re2
+
+from common.errors import EmailHandlerError
 from common.mail import limits, parse, reports
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
@@ -42,11 +47,20 @@ class Action(StrEnum):
     FORWARD = "forward"
 
 
+class Pattern(Protocol):
+    """What the policy uses of a compiled RE2 pattern (the binding ships no type information)."""
+
+    @property
+    def pattern(self) -> str: ...
+
+    def search(self, text: str) -> object | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Rules:
     blocked_domains: tuple[str, ...] = ()
-    subject_patterns: tuple[re.Pattern[str], ...] = ()
-    body_patterns: tuple[re.Pattern[str], ...] = ()
+    subject_patterns: tuple[Pattern, ...] = ()
+    body_patterns: tuple[Pattern, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,45 +70,37 @@ class Decision:
     warnings: tuple[str, ...] = ()  # soft authentication failures, shown as a banner on the forward
 
 
-# The owner's patterns run on a stranger's subject and body (BODY_SCAN_CHARS): Python's engine
-# backtracks, so a pattern is kept only when the work it can do from one position is bounded. That
-# keeps every rule linear in the mail (at most MAX_RULE_STEPS x the characters scanned) without a
-# second regex engine in the images.
-MAX_RULE_STEPS = 1000
+# RE2's messages for what Python's engine has and RE2 refuses so that matching stays linear:
+# lookaround and named backreferences ("invalid perl operator: (?=", "(?<!", "(?P="), numbered
+# backreferences and \Z ("invalid escape sequence: \1"), repeats over {1000}.
+_UNSUPPORTED = ("invalid perl operator", "invalid escape sequence", "invalid repetition size")
+_WHY_UNSUPPORTED = (
+    "rules run on a linear-time engine (RE2), which does not support lookaround ((?=...), (?!...), "
+    "(?<=...), (?<!...)), backreferences (\\1, (?P=name)) or repeats over {1000}"
+)
 
 
-def backtracking_bound(source: str) -> float:
-    """An upper bound of the positions one match attempt of ``source`` can try: repeats multiply by
-    their maximum count plus one (an unbounded one is infinite), alternatives add up."""
+def _options() -> re2.Options:
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # RE2 would also print each refused pattern to stderr, unstructured
+    return options
 
-    def items(seq: Any) -> float:
-        total = 1.0
-        for op, av in seq:
-            total *= item(op, av)
-            if total > MAX_RULE_STEPS:
-                return float("inf")
-        return total
 
-    def item(op: Any, av: Any) -> float:
-        if op in (const.MAX_REPEAT, const.MIN_REPEAT, const.POSSESSIVE_REPEAT):
-            low, high, sub = av
-            if high == const.MAXREPEAT:
-                return float("inf")
-            inner = items(sub)
-            return float(high + 1) if inner <= 1 else inner ** min(high, 64) if high else 1.0
-        if op is const.SUBPATTERN:
-            return items(av[3])
-        if op is const.BRANCH:
-            return sum(items(branch) for branch in av[1])
-        if op is const.ATOMIC_GROUP:
-            return items(av)
-        if op in (const.ASSERT, const.ASSERT_NOT):
-            return items(av[1])
-        if op is const.GROUPREF_EXISTS:
-            return items(av[1]) + (items(av[2]) if av[2] else 1.0)
-        return 1.0
+class RuleError(EmailHandlerError, ValueError):
+    """An owner's pattern that is not kept; the message is the reason, written for the owner."""
 
-    return items(parser.parse(source, re.IGNORECASE))
+
+def compile_rule(source: str) -> Pattern:
+    """``source`` compiled case-insensitively with RE2; raises :class:`RuleError` with the reason."""
+    try:
+        return re2.compile(source, _options())
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else ""
+        detail = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+        if detail.startswith(_UNSUPPORTED):
+            raise RuleError(f"{detail}: not supported: {_WHY_UNSUPPORTED}") from None
+        raise RuleError(detail) from None
 
 
 def parse_rules(text: str) -> tuple[Rules, list[str]]:
@@ -115,23 +121,13 @@ def parse_rules(text: str) -> tuple[Rules, list[str]]:
             found[section].append(line)
         else:
             errors.append(f"line {number}: entry outside a known section")
-    patterns: dict[str, list[re.Pattern[str]]] = {"subject_patterns": [], "body_patterns": []}
+    patterns: dict[str, list[Pattern]] = {"subject_patterns": [], "body_patterns": []}
     for name, compiled in patterns.items():
         for source in found[name]:
             try:
-                pattern = re.compile(source, re.IGNORECASE)
-            except re.error as exc:
+                compiled.append(compile_rule(source))
+            except RuleError as exc:
                 errors.append(f"[{name}] pattern {source!r} skipped: {exc}")
-                continue
-            if backtracking_bound(source) > MAX_RULE_STEPS:
-                errors.append(
-                    f"[{name}] pattern {source!r} skipped: a mail could make it take more than "
-                    f"{MAX_RULE_STEPS:,} steps at each of its {BODY_SCAN_CHARS:,} characters (an "
-                    "unbounded repeat such as * or +, or nested repeats); bound each repeat, as in "
-                    ".{0,200} or \\s{1,20}"
-                )
-                continue
-            compiled.append(pattern)
     domains = tuple(d.lower().lstrip("@.") for d in found["blocked_sender_domains"])
     return Rules(domains, tuple(patterns["subject_patterns"]), tuple(patterns["body_patterns"])), errors
 

@@ -185,8 +185,6 @@ def archive_reason(data: bytes, deny: frozenset[str], nested: bool = True) -> st
         return ""
     if entries > limits.MAX_ARCHIVE_NAMES:  # 0xFFFF: a zip64 count, also far more than anyone mails; unread
         return f"archive lists more than {limits.MAX_ARCHIVE_NAMES} files"
-    # here, not at module level: it pulls in bz2, lzma and shutil on every cold start; few parts are zips
-
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()

@@ -34,7 +34,7 @@ from common.runtime.log import bind, get_logger
 from common.senders.idempotency import send_exactly_once
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus
-from common.store import alerts, attachments, forgotten, holds, layout, rawmail, sendqueue, sendstatus
+from common.store import alerts, forgotten, holds, layout, rawmail, sendqueue, sendstatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from email.message import EmailMessage
@@ -490,10 +490,7 @@ class Sender:
         return encrypted
 
     def _fetch(self, key: str) -> bytes:
-        # Imported here: the attachment store brings the mail parser (about 50 ms of a cold start), and
-        # acks and most replies carry no attachment (docs/development.md, "imports").
-
-        data = attachments.read(self.cfg, key)
+        data = sendqueue.attachment(self.cfg.bucket, key)
         if data is None:
             raise EventError(f"attachment {key} is missing from the bucket")
         return data

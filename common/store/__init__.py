@@ -1,7 +1,8 @@
 """The only code that reads and writes the tables and the mail bucket; the others ask it.
 
-Each item kind and each bucket prefix has one writing module (``erasure`` deletes across all of
-them for ``email-handler forget``; the prefixes and who may touch them are ``layout.ACCESS``).
+Each item kind and each bucket prefix has one writing module (the host's ops/erasure.py deletes
+across all of them for ``email-handler forget``; the prefixes and who may touch them are
+``layout.ACCESS``).
 ``intake`` sends the writes ``conversations`` and ``ackbudget`` build, with ``senderlists``'s block
 checks, as one transaction for a forwarded mail:
 

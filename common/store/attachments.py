@@ -20,7 +20,7 @@ from common.mail import charsets, outbound, parse
 from common.mail.limits import MAX_STORED_ATTACHMENTS
 from common.mail.sanitize import extension
 from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
-from common.runtime.config import Delivery, Sending
+from common.runtime.config import Delivery
 from common.store import layout
 from common.store.rawmail import reason_metadata
 
@@ -31,7 +31,6 @@ __all__ = [
     "Withheld",
     "as_utf8",
     "download_link",
-    "read",
     "store",
     "withhold_reason",
 ]
@@ -140,12 +139,6 @@ def attach_report(cfg: Delivery, mid: str, raw: bytes, name: str) -> outbound.At
     key = layout.complaint_report(mid)
     s3.put(cfg.bucket, key, raw, "application/octet-stream")
     return outbound.Attachment(key, name, "application/octet-stream")
-
-
-def read(cfg: Sending, key: str) -> bytes | None:
-    """A stored part's bytes (what a sender attaches), or None if it is not in the bucket."""
-    obj = s3.get(cfg.bucket, key)
-    return None if obj is None else bytes(obj["Body"].read())
 
 
 def download_link(cfg: Delivery, key: str, now: datetime | None = None) -> Link:

@@ -1,7 +1,8 @@
 """The sender queue and its claim check: common/mail/outbound.py's message on SQS, shared by producers
 and senders.
 
-Producers (inbound-handler, reply-handler) call :func:`enqueue`; senders call :func:`load`. A
+Producers (inbound-handler, reply-handler) call :func:`enqueue`; senders call :func:`load`, and
+:func:`attachment` for each stored part a message attaches (common/store/attachments.py wrote it). A
 message whose JSON exceeds ``claim_check_bytes`` (200 KB) is written to S3 under
 ``queue-payloads/`` and the queue carries a pointer with the idempotency key, so a duplicate can be
 recognised before the payload is fetched.
@@ -64,3 +65,9 @@ def load(body: str | dict[str, Any], bucket: str) -> OutboundMessage:
             raise EventError(f"claim check payload {pointer['key']} is missing")
         doc = json.loads(obj["Body"].read())
     return OutboundMessage.from_dict(doc)
+
+
+def attachment(bucket: str, key: str) -> bytes | None:
+    """A stored part's bytes, as a message's ``Attachment`` names it, or None if it is not in the bucket."""
+    obj = s3.get(bucket, key)
+    return None if obj is None else bytes(obj["Body"].read())

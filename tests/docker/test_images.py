@@ -113,8 +113,7 @@ def test_entrypoint_uses_awslambdaric_alone_when_runtime_api_is_set(
     running.container.reload()
     init_pid = str(running.container.attrs["State"]["Pid"])  # host PID of the container's PID 1
     assert [pid for pid, args in processes if "awslambdaric" in args] == [init_pid], processes  # exec'd
-    # ... through the launcher that keeps the cold start off a frame-stack chunk boundary
-    assert any("-m common.runtime.launch awslambdaric" in args for _, args in processes), processes
+    assert any("-m awslambdaric app.handler" in args for _, args in processes), processes
     assert not any("aws-lambda-rie" in args for _, args in processes), processes
 
 
@@ -132,13 +131,9 @@ def test_function_images_differ_from_base_only_by_the_handler_layer(docker_clien
         assert image.attrs["Config"]["Entrypoint"] == ["/usr/local/bin/lambda-entrypoint"]
 
 
-def test_the_images_record_the_python_they_run_and_the_launcher_is_still_needed(docker_client: Any) -> None:
+def test_the_images_record_the_python_they_run(docker_client: Any) -> None:
     """The Debian revision of python3.13 floats (scripts/os-image.sh): the base and every function image
-    name the exact interpreter in their labels. common/runtime/launch.py works around
-    python/cpython#142183 (fixed in 3.13.13); the day the images' interpreter has the fix this fails:
-    then delete the launcher, its tests and `-m common.runtime.launch` in docker/lambda-entrypoint.sh."""
-    from common.runtime import launch
-
+    name the exact interpreter in their labels."""
     labels = docker_client.images.get(BASE_IMAGE).labels
     python, deb = labels["org.service-email-handler.python"], labels["org.service-email-handler.python-deb"]
     running = docker_client.containers.run(
@@ -151,8 +146,6 @@ def test_the_images_record_the_python_they_run_and_the_launcher_is_still_needed(
     assert running.decode().strip() == python and deb.startswith(python + "-")
     for fn in FUNCTIONS:
         assert docker_client.images.get(fn.image).labels["org.service-email-handler.python"] == python
-    version = tuple(int(part) for part in python.split("."))
-    assert launch.needed(version), f"the images run Python {python}, which has the fix: delete the launcher"
 
 
 def test_base_runs_as_non_root_and_compiles_nothing_at_a_cold_start(docker_client: Any) -> None:

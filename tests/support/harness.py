@@ -24,7 +24,7 @@ from deploy import config
 from deploy.config import Config
 from deploy.functions import FUNCTIONS, SENDERS
 from local import events as localevents
-from local import provision
+from local import motoadapter, provision
 from local.env import function_credentials
 from local.guard import admin_request
 
@@ -131,7 +131,7 @@ class Stack:
         return lines
 
     def sent(self) -> list[SentMail]:
-        from moto.backends import get_backend
+        get_backend = motoadapter.moto_backends().get_backend
 
         backend = get_backend("ses")[ACCOUNT][self.cfg.region]
         return [

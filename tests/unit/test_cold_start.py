@@ -19,8 +19,9 @@ def _imported_by(module: str) -> set[str]:
     return set(out.split())
 
 
-def test_a_sender_imports_the_attachment_store_and_mail_parser_only_for_an_attachment() -> None:
-    """About 50 ms of a sender's `import app` (docs/development.md): acks and most replies carry none."""
+def test_a_sender_never_imports_the_attachment_store_or_the_mail_parser() -> None:
+    """About 50 ms of a sender's `import app`: a sender reads a stored part through the send queue's
+    claim check (common/store/sendqueue.py), never through the module that stores what inbound parsed."""
     loaded = _imported_by("common.senders.handler")
     assert "common.senders.handler" in loaded
     assert not {"common.store.attachments", "common.mail.parse"} & loaded

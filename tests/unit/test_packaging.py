@@ -73,24 +73,6 @@ def test_the_handlers_never_import_host_tooling() -> None:
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_every_common_package_is_a_role_from_the_contract() -> None:
-    rooms = {p.name for p in (REPO / "common").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert rooms == {
-        "runtime",
-        "aws",
-        "mail",
-        "store",
-        "delivery",
-        "inbound",
-        "reply",
-        "senders",
-        "extractor",
-    }
-    # One flat module: the exception family, a leaf every package imports (it imports nothing of
-    # ours), so that no package needs another only for its errors. Anything else has a role's room.
-    assert sorted(p.name for p in (REPO / "common").glob("*.py")) == ["__init__.py", "errors.py"]
-
-
 def test_the_functions_that_use_the_owners_key_load_it_at_cold_start() -> None:
     """Function.owner_key (which also grants the SSM read, deploy/iam.py) and the image's wiring agree:
     exactly those functions pass common.mail.encrypt.with_owner_key to make_handler,
@@ -98,14 +80,6 @@ def test_the_functions_that_use_the_owners_key_load_it_at_cold_start() -> None:
     for fn in FUNCTIONS:
         imported = _imports(REPO / "images" / fn.name / "app.py")
         assert ("common.mail.encrypt.with_owner_key" in imported) == fn.owner_key, fn.name
-
-
-def test_the_base_image_copies_common_whole_and_checks_its_imports() -> None:
-    """Dockerfile.base copies common/ with nothing to delete and runs docker/check-imports.py on it."""
-    dockerfile = (REPO / "Dockerfile.base").read_text()
-    assert "COPY common/ /opt/lib/common/" in dockerfile
-    assert "rm -rf /opt/lib" not in dockerfile
-    assert "check-imports.py /opt/lib" in dockerfile
 
 
 def test_the_import_check_names_a_host_import(tmp_path: Path) -> None:

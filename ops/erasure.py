@@ -45,8 +45,9 @@ from urllib.parse import unquote_plus
 from common.aws import dynamodb, error_code, logs, s3, sqs
 from common.errors import EmailHandlerError
 from common.mail.threads import conversation_id, thread_address
-from common.runtime.config import CONFIGS, Delivery
+from common.runtime.config import Delivery
 from common.store import ackbudget, forgotten, layout
+from deploy.functions import FUNCTIONS
 
 # Per conversation: everything stored under <prefix><cid>/.
 CONVERSATION_PREFIXES = (
@@ -303,7 +304,7 @@ def _logs(job: Erasure) -> None:
     one can search from here."""
 
     cfg = job.cfg
-    groups = [cfg.spam_log_group] + [f"/aws/lambda/{cfg.name(f)}" for f in CONFIGS]
+    groups = [cfg.spam_log_group] + [f"/aws/lambda/{cfg.name(f.name)}" for f in FUNCTIONS]
     for group in groups:
         try:
             found = logs.count_events(group, job.address)
