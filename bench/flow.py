@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from common.runtime.functions import BY_NAME, FUNCTIONS
+from deploy.functions import BY_NAME, FUNCTIONS
 from local.rie import free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,7 +129,7 @@ def stack(probe: Probe) -> Iterator[tuple[Any, Any]]:
             probe.time_endpoint(endpoint)
         undo = probe.install_ses()
         try:
-            from common.runtime import config
+            from deploy import config
 
             yield dev, config.load(dev.env)
         finally:

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common.runtime.functions import BY_NAME
+from deploy.functions import BY_NAME
 from local.env import local_env
 from local.rie import RieProcess, free_port
 from tests.support import caps

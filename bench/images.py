@@ -23,7 +23,7 @@ from typing import Any
 
 from common.aws.sts import account_id
 from common.mail.outbound import OutboundMessage
-from common.runtime.functions import FUNCTIONS, image_ref
+from deploy.functions import FUNCTIONS, image_ref
 from local.env import local_env
 from local.rie import free_port, invoke
 
@@ -174,7 +174,7 @@ def _first_contact() -> Any:
     """A first-contact mail staged in the bucket as SES's S3 action leaves it, and the receipt event
     that names it: a sender never seen before, so the whole first-contact path runs."""
     from common.aws import s3
-    from common.runtime import config
+    from deploy import config
     from local import events
     from tests.support import mailgen
 

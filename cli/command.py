@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from common.runtime.functions import EMULATOR_PORT
-
+# The local modes' AWS emulator (CONTRACT.md "Command line"): the endpoint every host command defaults to.
+EMULATOR_PORT = 4566
 DEFAULT_ENDPOINT = f"http://127.0.0.1:{EMULATOR_PORT}"
 Run = Callable[[argparse.Namespace], int]
 

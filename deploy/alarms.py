@@ -7,7 +7,8 @@ from functools import partial
 from typing import Any
 
 from common.aws import control_client
-from common.runtime.functions import FUNCTIONS, dlq_name
+from common.runtime.config import dlq_name
+from deploy.functions import FUNCTIONS
 from deploy.lambdas import async_dlq, function_name
 from deploy.plan import Run, differing
 from deploy.resources import attachment_queue, sender_queues, topic_arn

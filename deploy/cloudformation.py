@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from common.aws import sts
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS, dlq_name
+from common.runtime.config import dlq_name
 from common.store import layout
 from deploy import alarms, dashboard, dns, iam, lambdas, preflight, receiving, resources, triggers
+from deploy.config import Config
 from deploy.errors import DeployError
+from deploy.functions import FUNCTIONS
 from deploy.images import Published
 from deploy.plan import Run
 

@@ -15,8 +15,8 @@ from functools import partial
 from typing import Any
 
 from common.aws import control_client, or_none
-from common.runtime.config import Config
-from common.runtime.functions import dlq_name
+from common.runtime.config import dlq_name
+from deploy.config import Config
 from deploy.lambdas import async_dlq
 from deploy.plan import Run
 from deploy.resources import attachment_queue, event_queues, sender_queues

@@ -15,8 +15,9 @@ from functools import partial
 from typing import Any
 
 from common.aws import control_client, or_none
-from common.runtime.functions import FUNCTIONS, dlq_name
+from common.runtime.config import dlq_name
 from deploy import alarms, dashboard, iam, receiving, triggers
+from deploy.functions import FUNCTIONS
 from deploy.images import repository_name
 from deploy.lambdas import alias_arn, async_dlq, function_name
 from deploy.main import Options, connect, summarize

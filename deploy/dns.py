@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from common.aws import control_client
-from common.runtime.config import Config
+from deploy.config import Config
 from deploy.regions import endpoint
 
 BUILD_DIR = Path(__file__).resolve().parents[1] / ".build" / "deploy"

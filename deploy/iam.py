@@ -14,9 +14,10 @@ from urllib.parse import unquote
 
 from common.aws import control_client, or_none
 from common.runtime import addresses, outcomes
-from common.runtime.config import Config
-from common.runtime.functions import BY_NAME, dlq_name
+from common.runtime.config import dlq_name
 from common.store import layout
+from deploy.config import Config
+from deploy.functions import BY_NAME
 from deploy.plan import Run, canonical
 from deploy.resources import attachment_queue
 from deploy.route53 import normalized_name
@@ -111,7 +112,7 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
                 {"StringLike": {"s3:prefix": sorted(f"{p}*" for p in reads)}},
             )
         )
-    if "thread_secret" in spec.requires:  # the HMAC secret, read at cold start (SecureString, aws/ssm key)
+    if spec.reads_thread_secret:  # the HMAC secret, read at cold start (SecureString, aws/ssm key)
         statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.thread_secret_parameter)]))
     if spec.owner_key and cfg.encrypts_to_owner:  # the owner's public key, read at cold start (String)
         statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.owner_key_parameter)]))

@@ -24,9 +24,9 @@ from typing import Any
 
 from common.aws import control_client, or_none
 from common.aws.sts import account_id
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS
+from deploy.config import Config
 from deploy.errors import DeployError
+from deploy.functions import FUNCTIONS
 from deploy.plan import CREATE, UNCHANGED, Run
 
 REPO = Path(__file__).resolve().parents[1]

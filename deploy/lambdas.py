@@ -14,10 +14,10 @@ from typing import Any
 
 from common.aws import control_client, or_none
 from common.runtime import addresses
-from common.runtime.config import Config, env_name
-from common.runtime.functions import FUNCTIONS, Function
-from common.runtime.views import VIEWS, view_fields
+from common.runtime.config import variables
 from deploy import propagation
+from deploy.config import Config, env_name
+from deploy.functions import FUNCTIONS, Function
 from deploy.images import Published
 from deploy.plan import Run
 from deploy.resources import log_group, queue_arn, topic_arn
@@ -62,7 +62,7 @@ def async_dlq(cfg: Config) -> str:
 
 def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str, str]:
     """The function's variables: the configuration the deploy was given, minus what it must not see,
-    and only what its view of the configuration reads (common/runtime/views.py): a sender gets no
+    and only the variables its configuration class reads (common/runtime/config.py): a sender gets no
     extractor limit, no retention and no spam setting, the extractor no address."""
     env = {
         "PROJECT_NAME": cfg.project,
@@ -80,15 +80,13 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
             env[name] = source[name]
     if cfg.account_id:  # the deploy's account: queue URLs and topic ARNs without STS at each cold start
         env[env_name("account_id")] = cfg.account_id
-    if "thread_secret" in spec.requires:  # only the two handlers may read the HMAC secret
+    if spec.reads_thread_secret:  # only the two handlers may read the HMAC secret
         env[env_name("thread_secret_parameter")] = cfg.thread_secret_parameter
-    else:
-        env.pop(env_name("thread_secret_parameter"), None)
     if cfg.encrypts_to_owner and spec.name in _KNOW_OWNER_KEY:
         env[env_name("owner_key_parameter")] = cfg.owner_key_parameter
     if spec.queue_field:  # a sender is told the queue it consumes, not every queue's name
         env[env_name("send_queue")] = getattr(cfg, spec.queue_field)
-    wanted = {env_name(f) for f in view_fields(VIEWS[spec.name])} | {"LOG_LEVEL"}
+    wanted = variables(spec.config) | {"LOG_LEVEL"}
     return dict(sorted((k, v) for k, v in env.items() if k in wanted))
 
 

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from common.aws import reset_clients
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS
 from deploy import (
     alarms,
     dashboard,
@@ -32,7 +30,9 @@ from deploy import (
     triggers,
 )
 from deploy import images as publishing
+from deploy.config import Config
 from deploy.errors import DeployError
+from deploy.functions import FUNCTIONS
 from deploy.images import Published
 from deploy.plan import UNCHANGED, Change, Run
 from deploy.resources import (

@@ -17,10 +17,13 @@ from common.aws.sts import account_id
 from common.errors import ConfigError
 from common.mail import encrypt
 from common.runtime import config
-from common.runtime.config import DEV_THREAD_SECRET, Config
-from common.runtime.functions import EMULATOR_ACCOUNT_PATH, FUNCTIONS, emulator_token
+from common.runtime.config import DEV_THREAD_SECRET
+from deploy import config as host_config
 from deploy import regions
+from deploy.config import Config
+from deploy.emulator import EMULATOR_ACCOUNT_PATH, emulator_token
 from deploy.errors import DeployError
+from deploy.functions import FUNCTIONS
 from deploy.lambdas import environment
 from deploy.receiving import public_recipients
 from deploy.resources import preflight_production
@@ -62,7 +65,7 @@ def load_config(
     if not values.get("EMAIL_BUCKET"):
         values["EMAIL_BUCKET"] = f"{project}-{env}-{account}-{region}-mail"
     try:
-        cfg = config.load(values, require=REQUIRED)
+        cfg = host_config.load(values, require=REQUIRED)
     except ConfigError as exc:
         raise DeployError(
             f"configuration: {exc}", "export the variables named above (README, Configuration)"
@@ -269,7 +272,7 @@ def send_rate(environ: dict[str, str], report: Any) -> None:
     except Exception:
         return  # an endpoint without sesv2 GetAccount: keep what was configured
     account_rate = float(quota.get("MaxSendRate") or 0)
-    configured = float(environ.get("MAX_SEND_RATE") or config.load({}).max_send_rate)
+    configured = float(environ.get("MAX_SEND_RATE") or host_config.load({}).max_send_rate)
     if allowed_send_rate(configured, account_rate) != configured:
         environ["MAX_SEND_RATE"] = f"{account_rate:g}"
         report(

@@ -13,9 +13,9 @@ from typing import Any
 
 from common.aws import control_client, or_none
 from common.runtime import addresses
-from common.runtime.config import Config
 from common.store import layout
 from deploy import propagation
+from deploy.config import Config
 from deploy.dns import MAIL_FROM_LABEL
 from deploy.errors import DeployError
 from deploy.lambdas import alias_arn

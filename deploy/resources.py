@@ -19,11 +19,12 @@ from typing import Any, NamedTuple
 
 from common.aws import control_client, error_code, or_none, sns
 from common.aws.sts import account_id
-from common.runtime.config import SECRET_PARAMETERS, Config, env_name
-from common.runtime.functions import BY_NAME, QUEUE_VISIBILITY_S, dlq_name
+from common.runtime.config import dlq_name, secret_parameters
 from common.store import layout
 from deploy import propagation
+from deploy.config import Config, env_name
 from deploy.errors import DeployError
+from deploy.functions import BY_NAME, QUEUE_VISIBILITY_S
 from deploy.plan import CREATE, UNCHANGED, UPDATE, Change, Run, canonical  # noqa: F401 (re-exported)
 
 MAIN_RETENTION_S = 24 * 3600  # main queues 1 day
@@ -776,10 +777,11 @@ def _spam_rules(run: Run, cfg: Config) -> None:
 
 
 def secrets(run: Run) -> None:
-    """Each secret of SECRET_PARAMETERS as an SSM SecureString (AWS-managed key), never in a function's
-    configuration: the functions read it at cold start (config.with_secrets), locally as on AWS."""
+    """Each secret setting (common.runtime.config.secret_parameters) as an SSM SecureString (AWS-managed
+    key), never in a function's configuration: the functions read it at cold start
+    (common.runtime.config.with_secrets), locally as on AWS."""
     cfg, ssm = run.cfg, control_client("ssm")
-    for secret, parameter in SECRET_PARAMETERS.items():
+    for secret, parameter in secret_parameters(Config).items():
         name, value = getattr(cfg, parameter), getattr(cfg, secret)
         if not value:  # not given: keep the stored one (the deploy's preflight checked it exists)
             run.converge("ssm-parameter", name, True, detail="SecureString, kept")

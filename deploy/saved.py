@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 
-from common.runtime.config import Config, env_name
+from deploy.config import Config, env_name
 from deploy.errors import DeployError
 
 DIR = Path(__file__).resolve().parents[1] / ".email-handler"
 VERSION = 1
-# Held in SSM by the deploy (common.runtime.config.SECRET_PARAMETERS), never written to a file.
+# Held in SSM by the deploy (a secret setting of common.runtime.config), never written to a file.
 SECRETS = frozenset({"THREAD_SECRET"})
 # Derived by every command from its own credentials or flags, never a setting to carry over.
 _NOT_SAVED = frozenset({"ENVIRONMENT", "ACCOUNT_ID", "AWS_REGION", "AWS_DEFAULT_REGION"})

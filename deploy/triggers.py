@@ -7,9 +7,9 @@ import json
 from typing import Any, NamedTuple
 
 from common.aws import control_client, or_none
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS, Function
 from deploy import propagation, receiving
+from deploy.config import Config
+from deploy.functions import FUNCTIONS, Function
 from deploy.lambdas import ALIAS, alias_arn, function_name
 from deploy.plan import Run
 from deploy.resources import attachment_queue, queue_arn, topic_arn

@@ -19,11 +19,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from cli.command import ENDPOINT, arg, command, endpoint, run_until_signalled
-from common.runtime import config
-from common.runtime.config import Config
-from common.runtime.functions import BY_NAME, EMULATOR_PORT, FUNCTIONS, SMTP_PORT
+from cli.command import EMULATOR_PORT, ENDPOINT, arg, command, endpoint, run_until_signalled
 from common.runtime.log import set_level
+from deploy import config
+from deploy.config import Config
+from deploy.functions import BY_NAME, FUNCTIONS
 from local import ingress, outbox, provision, pyversion
 from local.concurrency import AccountConcurrency
 from local.devstack import DevPorts, DevStack, Interrupted, PortsUnavailableError, SignalGuard
@@ -34,6 +34,7 @@ from local.events import envelope_sender
 from local.fresh import CONFIRM_SUBSCRIPTIONS_PATH, DNS_PATH, GRANT_PRODUCTION_PATH, VERIFY_ADDRESS_PATH
 from local.guard import admin_request
 from local.ingress import SmtpIngress
+from local.ports import FIRST_FUNCTION_PORT, PORTS, SMTP_PORT
 from local.rie import InvokeError, invoke
 from local.wiring import Endpoint, Wiring
 
@@ -67,7 +68,7 @@ def local_config(args: argparse.Namespace) -> Config:
 def cmd_invoke(args: argparse.Namespace) -> int:
 
     fn = BY_NAME[args.function]
-    url = args.url or f"http://{args.host}:{fn.port}"
+    url = args.url or f"http://{args.host}:{PORTS[fn.name]}"
     event = json.loads(Path(args.event).read_text()) if args.event != "-" else json.load(sys.stdin)
     try:
         result = invoke(url, event, timeout=args.timeout)
@@ -89,7 +90,7 @@ def cmd_invoke(args: argparse.Namespace) -> int:
     "the whole system locally without Docker (moto + host RIE + wiring + SMTP)",
     arg("--emulator-port", type=int, default=EMULATOR_PORT),
     arg("--smtp-port", type=int, default=SMTP_PORT),
-    arg("--function-port", type=int, default=FUNCTIONS[0].port, help="first of six consecutive RIE ports"),
+    arg("--function-port", type=int, default=FIRST_FUNCTION_PORT, help="first of six consecutive RIE ports"),
     arg("--log-dir", default=".build/dev/logs"),
     arg(
         "--visibility-timeout",
@@ -324,7 +325,7 @@ def cmd_wiring(args: argparse.Namespace) -> int:
 
     cfg = local_config(args)
     endpoints = {
-        f.name: Endpoint(f.name, args.rie_url_template.format(function=f.name, port=f.port))
+        f.name: Endpoint(f.name, args.rie_url_template.format(function=f.name, port=PORTS[f.name]))
         for f in FUNCTIONS
     }
     # As Lambda's event-source mapping: each SQS-fed function's queue is polled with its role session.

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cli.command import EMULATOR_PORT
 from common.aws.sts import account_id
 from common.errors import EmailHandlerError
-from common.runtime import config
-from common.runtime.functions import EMULATOR_PORT, FUNCTIONS, SMTP_PORT
-from deploy import dns
+from deploy import config, dns
 from deploy.preflight import with_owner_key_file
 from local import provision
 from local.concurrency import AccountConcurrency
@@ -33,11 +32,12 @@ from local.env import (
     admin_credentials,
     cli_hint,
     function_credentials,
+    function_environment,
     use_endpoint,
-    without_secrets,
     write_admin_credentials,
 )
 from local.ingress import SmtpIngress
+from local.ports import PORTS, SMTP_PORT
 from local.rie import INVOKE_PATH, REPO, RieProcess, free_port, rie_binary, wait_for_port
 from local.wiring import Endpoint, Wiring
 
@@ -58,7 +58,7 @@ def free_ports(count: int, avoid: set[int]) -> list[int]:
 class DevPorts:
     emulator: int = EMULATOR_PORT
     smtp: int = SMTP_PORT
-    functions: dict[str, int] = field(default_factory=lambda: {f.name: f.port for f in FUNCTIONS})
+    functions: dict[str, int] = field(default_factory=lambda: dict(PORTS))
     # Each RIE's internal Runtime API (its default, 9001, is a function port): picked free when not given.
     runtime_apis: dict[str, int] = field(default_factory=dict)
 
@@ -297,7 +297,7 @@ class DevStack:
                 RieProcess(
                     name,
                     port,
-                    without_secrets(
+                    function_environment(
                         {
                             **self.env,
                             **roles[name],

@@ -23,8 +23,8 @@ from email.utils import getaddresses
 from typing import Any
 from urllib.parse import unquote
 
+from cli.command import EMULATOR_PORT
 from common.errors import ConfigError
-from common.runtime.functions import EMULATOR_PORT
 from local import fresh, iam, motoadapter
 from local.fresh import account_details, put_account_details, sent_last_24_hours
 from local.guard import Guard, is_loopback

@@ -10,16 +10,17 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from common.aws import client, reset_clients
 from common.aws.sts import account_id
-from common.runtime import config
-from common.runtime.config import DEV_THREAD_SECRET, SECRET_PARAMETERS, Config, env_name
-from common.runtime.functions import FUNCTIONS
+from common.runtime.config import DEV_THREAD_SECRET, secret_parameters
+from deploy import config
+from deploy.config import Config, env_name
+from deploy.functions import FUNCTIONS, narrowed
 from deploy.iam import role_arn
 from local import provision, secret
 from local.iam import ACCOUNT, ADMIN_PROFILE, derived_key
@@ -163,7 +164,18 @@ def without_secrets(env: dict[str, str]) -> dict[str, str]:
     """A function's environment without the secrets it reads from SSM at cold start, as on AWS ("" also
     masks a variable the process would inherit; the configuration treats it as unset)."""
 
-    return {**env, **{env_name(secret): "" for secret in SECRET_PARAMETERS}}
+    return {**env, **{env_name(secret): "" for secret in secret_parameters(Config)}}
+
+
+def function_environment(env: dict[str, str]) -> dict[str, str]:
+    """What the local modes give every function of ``env`` before narrowing it to the function's own
+    variables (deploy.functions.narrowed): no secret, and the name of the owner key's parameter when
+    a key file is configured, as the deploy sets it (the functions read the key from SSM, where the
+    provisioning stored it; the file is the host's)."""
+
+    cfg = config.load(env)
+    key = {env_name("owner_key_parameter"): cfg.owner_key_parameter} if cfg.encrypts_to_owner else {}
+    return without_secrets({**env, **key})
 
 
 def function_credentials(cfg: Config, function: str, ensure_role: bool = False) -> dict[str, str]:
@@ -232,19 +244,23 @@ def aws_endpoint(url: str, env: dict[str, str]) -> Iterator[None]:
         reset_clients()
 
 
-def function_env_files(cfg: Config, directory: Path) -> list[Path]:
-    """``<directory>/<function>.env`` with the credentials of the function's role session (the
-    compose stack's function containers read them). The keys are derived from the role and the
-    session name, so this needs no emulator; ``email-handler provision --local`` opens the sessions."""
+def function_env_files(env: Mapping[str, str], directory: Path) -> list[Path]:
+    """``<directory>/<function>.env``, each function container's one env_file: its own variables of
+    ``env`` (deploy.functions.narrowed: no other function's setting, no secret, as the deploy gives
+    them) and the credentials of its role session. The keys are derived from the role and the session
+    name, so this needs no emulator; ``email-handler provision --local`` opens the sessions."""
 
+    cfg = config.load(env)
     out = []
     for f in FUNCTIONS:
         key_id, secret, token = derived_key(f"arn:aws:iam::{ACCOUNT}:role/{cfg.name(f.name)}/{f.name}")
+        own = narrowed(f.name, function_environment(dict(env))) | {
+            "AWS_ACCESS_KEY_ID": f"ASIA{key_id}",
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_SESSION_TOKEN": token,
+        }
         path = directory / f"{f.name}.env"
-        _write(
-            path,
-            f"AWS_ACCESS_KEY_ID=ASIA{key_id}\nAWS_SECRET_ACCESS_KEY={secret}\nAWS_SESSION_TOKEN={token}\n",
-        )
+        _write(path, "".join(f"{k}={v}\n" for k, v in own.items()))
         out.append(path)
     return out
 
@@ -252,8 +268,9 @@ def function_env_files(cfg: Config, directory: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> None:
     """``python -m local.env DIR`` (scripts/compose.sh, in the local tools image): DIR/emulator.env
     (the stack's secret, made once: the emulator's and the tools' env_file, local/secret.py),
-    DIR/credentials (profile local-admin, for the host CLI) and DIR/roles/<function>.env (each function
-    container's role-session credentials, its second env_file)."""
+    DIR/credentials (profile local-admin, for the host CLI) and DIR/functions/<function>.env (each
+    function container's env_file: its own variables of compose/local.env and its role session's
+    credentials)."""
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("directory", type=Path)
@@ -261,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     # The stack's secret first (made once, kept across `make down`): every key below derives from it.
     os.environ[secret.VARIABLE] = secret.ensure(args.directory / secret.SECRET_FILE.name)
     write_admin_credentials(args.directory / "credentials")
-    function_env_files(config.load(local_env()), args.directory / "roles")
+    function_env_files(local_env(), args.directory / "functions")  # the admin's keys are replaced
 
 
 if __name__ == "__main__":

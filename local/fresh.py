@@ -35,7 +35,7 @@ from email.utils import parseaddr
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from common.runtime.functions import EMULATOR_ACCOUNT_PATH
+from deploy.emulator import EMULATOR_ACCOUNT_PATH
 from deploy.images import LAMBDA_MANIFESTS, manifest_media_type
 from deploy.route53 import TXT_STRING_MAX, txt_strings, txt_text
 from local import concurrency, motoadapter

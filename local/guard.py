@@ -31,7 +31,7 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from common.runtime.functions import emulator_token
+from deploy.emulator import emulator_token
 from local.iam import admin_credentials
 
 CONTROL_PREFIX = "/moto-api"

@@ -26,11 +26,11 @@ from typing import Any
 
 from common.aws import s3, sqs
 from common.runtime.addresses import receiving_function
-from common.runtime.config import Config
-from common.runtime.functions import SMTP_PORT
 from common.runtime.log import get_logger
 from common.store import layout
+from deploy.config import Config
 from local import events as localevents
+from local.ports import SMTP_PORT
 from local.provision import wiring_queue
 
 log = get_logger("ingress")

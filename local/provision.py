@@ -14,9 +14,9 @@ import json
 from collections.abc import Callable
 
 from common.aws.sts import account_id
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS
 from deploy import iam, resources
+from deploy.config import Config
+from deploy.functions import FUNCTIONS
 from deploy.plan import Change, Run
 
 # Lambda retries an asynchronous invocation twice: three receives, then the local DLQ.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from common.errors import EmailHandlerError
-from common.runtime.functions import BY_NAME
+from deploy.functions import BY_NAME, narrowed
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRYPOINT = REPO / "docker" / "lambda-entrypoint.sh"
@@ -221,12 +221,17 @@ class RieProcess:
         spec = BY_NAME[self.function]
         # What Lambda sets from the function's configuration (the RIE reads the timeout; the
         # extractor sizes its parser child by the memory). Callers may shorten them for a test.
-        env = {
-            "AWS_LAMBDA_FUNCTION_TIMEOUT": str(spec.timeout_s),
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
-            **os.environ,
-            **self.env,
-        }
+        # Only its own configuration variables, as the deploy gives them (deploy.functions.narrowed):
+        # what this process inherits or was given of another function's, or a secret, is left out.
+        env = narrowed(
+            self.function,
+            {
+                "AWS_LAMBDA_FUNCTION_TIMEOUT": str(spec.timeout_s),
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+                **os.environ,
+                **self.env,
+            },
+        )
         env.pop("AWS_LAMBDA_RUNTIME_API", None)
         env.update(
             RIE_BIN=str(rie_binary()),

@@ -34,11 +34,11 @@ from typing import Any
 from common.aws import s3, sqs
 from common.aws.sts import account_id
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
-from common.runtime.functions import BY_NAME, FUNCTIONS
 from common.runtime.log import get_logger
 from common.store import layout
 from deploy import resources
+from deploy.config import Config
+from deploy.functions import BY_NAME, FUNCTIONS
 from deploy.lambdas import alias_arn
 from deploy.triggers import source_queue
 from local import rie

@@ -29,12 +29,12 @@ from common.delivery.quarantine import send_digest
 from common.errors import EmailHandlerError
 from common.mail import limits, parse
 from common.mail.threads import release_address
-from common.runtime import config
 from common.runtime.clock import iso_z
-from common.runtime.config import Config, with_secrets
-from common.runtime.functions import BY_NAME
+from common.runtime.config import with_secrets
 from common.runtime.log import set_level
 from common.store import layout, quarantine, senderlists, sendstatus
+from deploy import config
+from deploy.config import Config
 from local.commands import local_config
 from local.provision import wiring_queue
 from ops.erasure import InvalidAddressError, forget, normalise
@@ -354,7 +354,7 @@ def cmd_quarantine_digest(args: argparse.Namespace) -> int:
         outcome = run_task(t, event, lambda: None)
     else:
         set_level("WARNING", "quarantine")  # stdout carries the outcome
-        outcome = dict(send_digest(with_secrets(t.cfg, BY_NAME[INBOUND].requires)))
+        outcome = dict(send_digest(with_secrets(t.cfg)))
     return report(
         args,
         outcome,

@@ -21,6 +21,7 @@ from common.aws import error_code
 from common.aws.sts import account_id
 from common.runtime import config
 from deploy import cloudformation, destroy, dns, replay, route53, saved
+from deploy import config as host_config
 from deploy.errors import DeployError
 from deploy.iam import deployer_policies, deployer_policy_names
 from deploy.main import Options, WaitingOnDnsError, connect, deploy
@@ -168,7 +169,7 @@ def _deployer_policy(options: Any) -> tuple[Any, str, list[dict[str, Any]]]:
         f"{values.get('PROJECT_NAME') or config.PROJECT}-{options.env}-{account}-{region}-mail",
     )
     values.setdefault("DOMAIN_NAME", "example.com")
-    cfg = config.load(values)
+    cfg = host_config.load(values)
     return cfg, account, deployer_policies(cfg, account)
 
 

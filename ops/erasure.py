@@ -45,9 +45,9 @@ from urllib.parse import unquote_plus
 from common.aws import dynamodb, error_code, logs, s3, sqs
 from common.errors import EmailHandlerError
 from common.mail.threads import conversation_id, thread_address
-from common.runtime.functions import FUNCTIONS
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 from common.store import ackbudget, forgotten, layout
+from deploy.functions import FUNCTIONS
 
 # Per conversation: everything stored under <prefix><cid>/.
 CONVERSATION_PREFIXES = (

@@ -34,8 +34,8 @@ from common.aws import dynamodb, s3
 from common.errors import EmailHandlerError
 from common.mail import parse
 from common.runtime.clock import iso_z
-from common.runtime.config import Config
 from common.store import layout
+from deploy.config import Config
 
 DIR = Path(__file__).resolve().parents[1] / ".build" / "search"
 DIR_VARIABLE = "EMAIL_HANDLER_SEARCH_DIR"

@@ -33,9 +33,9 @@ from typing import Any
 from cli.command import arg, command
 from common.aws import client, dynamodb, s3
 from common.errors import EmailHandlerError
-from common.runtime.config import Config
 from common.runtime.outcomes import Outcome
 from common.store import layout, quarantine
+from deploy.config import Config
 from deploy.dashboard import DIMENSION, NAMESPACE, OUTCOME_METRICS
 from ops.admin import TARGET, fail, target
 

@@ -32,15 +32,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.aws import control_client, or_none
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS, SENDERS, SMTP_PORT, dlq_name
+from common.runtime.config import dlq_name
 from deploy import dashboard
+from deploy.config import Config
+from deploy.functions import FUNCTIONS, SENDERS
 from deploy.lambdas import ALIAS, async_dlq, function_name
 from deploy.preflight import allowed_send_rate
 from deploy.receiving import rule_names
 from deploy.resources import SUPPRESSED_REASONS, event_queues, queue_url, topic_arn
 from local.fresh import DNS_PATH
 from local.guard import admin_request
+from local.ports import PORTS, SMTP_PORT
 
 RECEIVING, FORWARDING, ANSWERING, ALERTS = (
     "receiving",
@@ -568,14 +570,14 @@ class LocalStack:
     or receipt rules on the emulator)."""
 
     host: str = "127.0.0.1"
-    ports: Mapping[str, int] = field(default_factory=lambda: {f.name: f.port for f in FUNCTIONS})
+    ports: Mapping[str, int] = field(default_factory=lambda: dict(PORTS))
     smtp_port: int = SMTP_PORT
 
     @classmethod
     def at(cls, first_function_port: int | None, smtp_port: int | None) -> LocalStack:
         """The ports `email-handler dev --function-port/--smtp-port` chose (the functions are consecutive)."""
         ports = {
-            f.name: (first_function_port + i if first_function_port else f.port)
+            f.name: (first_function_port + i if first_function_port else PORTS[f.name])
             for i, f in enumerate(FUNCTIONS)
         }
         return cls(ports=ports, smtp_port=smtp_port or SMTP_PORT)

@@ -71,22 +71,24 @@ PY
 
 # .build/local/emulator.env (the stack's random secret, made once and kept: the emulator's and the
 # tools' env_file), .build/local/credentials (profile local-admin: the host CLI and the AWS CLI) and
-# .build/local/roles/<function>.env (each function container's second env_file). The keys are
+# .build/local/functions/<function>.env (each function container's env_file: its own variables of
+# compose/local.env, mounted for it, and its role session's keys). The keys are
 # derived from the identities and the secret (local/iam.py, local/secret.py), so no emulator is
 # needed; the init service opens the role sessions they belong to.
 write_credentials() {
   mkdir -p .build/local
   docker run --rm --network none --user "$(id -u):$(id -g)" -v "$PWD/.build/local:/out" \
+    -v "$PWD/compose/local.env:/opt/lib/compose/local.env:ro" \
     "service-email-handler/local:${IMAGE_TAG:-latest}" python -m local.env /out
 }
 
 # down/logs read the compose files too, which name the role env files: an empty one will do there.
 ensure_env_files() {
-  mkdir -p .build/local/roles
+  mkdir -p .build/local/functions
   # an empty placeholder only: `up` (python -m local.env) writes the stack's secret into it once
   [ -e .build/local/emulator.env ] || (umask 077 && : > .build/local/emulator.env)
   for f in inbound-handler reply-handler attachment-extractor ack-sender forward-sender reply-sender; do
-    [ -e ".build/local/roles/$f.env" ] || : > ".build/local/roles/$f.env"
+    [ -e ".build/local/functions/$f.env" ] || : > ".build/local/functions/$f.env"
   done
 }
 

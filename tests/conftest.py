@@ -83,7 +83,7 @@ def role_exists(function: str) -> bool:
     """Its role is there: starting a function never restores a policy a test changed (only creates a missing
     role)."""
     from common.aws import client, or_none
-    from common.runtime import config
+    from deploy import config
 
     name = config.load(local_env()).name(function)
     return or_none(lambda: client("iam").get_role(RoleName=name), "NoSuchEntity") is not None
@@ -97,7 +97,7 @@ def _rie_starter(
         if "AWS_ENDPOINT_URL" in os.environ:
             merged.setdefault("AWS_ENDPOINT_URL", os.environ["AWS_ENDPOINT_URL"])
             if "AWS_ACCESS_KEY_ID" not in (env or {}):  # as on Lambda: the credentials of its own role
-                from common.runtime import config
+                from deploy import config
                 from local.env import function_credentials, without_secrets
 
                 merged.update(

@@ -39,9 +39,9 @@ from common.aws import ses
 from common.mail import reports
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
+from common.runtime.config import Delivery
 from common.runtime.events import VERDICTS, SesReceipt
 from common.runtime.log import get_logger
-from common.runtime.views import Delivery
 from common.store import ackbudget
 
 # RFC 3834 5.2 / common practice: a no-reply marker anywhere in the local part ("gmail-noreply").

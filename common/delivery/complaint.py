@@ -14,7 +14,7 @@ from common.mail.limits import MAX_SUBJECT_CHARS
 from common.mail.outbound import OutboundMessage
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 from common.store import attachments as stored
 
 REPORT_NAME = "abuse report.eml"

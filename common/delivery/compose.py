@@ -17,7 +17,7 @@ from common.mail.outbound import OutboundMessage
 from common.mail.parse import ORIGINAL_NAME, ParsedMail
 from common.mail.sanitize import clean_header_text
 from common.mail.threads import release_address
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 from common.store.attachments import Link, Stored
 
 # reply-handler cuts the owner's reply at these lines, so they must survive plain-text quoting. Both

@@ -22,8 +22,8 @@ from common.mail.parse import ParsedMail
 from common.mail.threads import conversation_id, thread_address
 from common.runtime import addresses, events, outcomes
 from common.runtime.addresses import PublicAddress
+from common.runtime.config import Delivery
 from common.runtime.log import bind, get_logger
-from common.runtime.views import Delivery
 from common.store import attachments, conversations, intake, layout, rawmail
 from common.store.sendqueue import enqueue
 

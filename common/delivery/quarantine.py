@@ -27,9 +27,9 @@ from common.mail.headers import header_text, parse_mailbox
 from common.mail.parse import ParsedMail
 from common.runtime import addresses, outcomes
 from common.runtime.clock import iso_z
+from common.runtime.config import Delivery
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger, scrub
-from common.runtime.views import Delivery
 from common.store import quarantine as records
 from common.store import rawmail, staging
 from common.store.sendqueue import enqueue

@@ -19,8 +19,8 @@ from common.errors import EmailHandlerError
 from common.mail import limits, parse
 from common.runtime import addresses
 from common.runtime.clock import parse_iso_or_now
+from common.runtime.config import Delivery
 from common.runtime.log import bind, get_logger
-from common.runtime.views import Delivery
 from common.store import attachments, intake, rawmail
 from common.store import quarantine as records
 from common.store.sendqueue import enqueue

@@ -20,8 +20,8 @@ from common.extractor import isolate
 from common.extractor import text as textextract
 from common.extractor.errors import loggable
 from common.runtime import events, outcomes
+from common.runtime.config import ExtractorConfig
 from common.runtime.log import get_logger
-from common.runtime.views import ExtractorConfig
 from common.store import extracted, layout
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -25,8 +25,8 @@ from typing import Any, Literal, TypedDict
 
 from common.mail.threads import verify_thread_address
 from common.runtime import events
+from common.runtime.config import InboundHandlerConfig
 from common.runtime.log import get_logger
-from common.runtime.views import InboundHandlerConfig
 from common.store import alerts, conversations, holds, layout, sendstatus
 
 log = get_logger("feedback")

@@ -14,7 +14,7 @@ from common.delivery.results import DigestResult, InboundResult, ReleaseResult
 from common.inbound import feedback, receipt, schedule
 from common.inbound.feedback import FeedbackResult
 from common.runtime import events
-from common.runtime.views import InboundHandlerConfig
+from common.runtime.config import InboundHandlerConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext

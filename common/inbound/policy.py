@@ -26,9 +26,9 @@ from common.mail import limits, parse, reports
 from common.mail.autoreply import automatic
 from common.mail.parse import ParsedMail
 from common.runtime import addresses
+from common.runtime.config import InboundHandlerConfig
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
-from common.runtime.views import InboundHandlerConfig
 from common.store import spamrules
 from common.store.senderlists import ALLOW, BLOCK, Listing
 

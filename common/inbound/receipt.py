@@ -23,8 +23,8 @@ from common.mail.parse import ParsedMail
 from common.runtime import addresses, events
 from common.runtime.addresses import receiving_function
 from common.runtime.clock import parse_iso_or_now
+from common.runtime.config import Delivery, InboundHandlerConfig
 from common.runtime.log import bind, get_logger
-from common.runtime.views import Delivery, InboundHandlerConfig
 from common.store import addresses as registry
 from common.store import intake, layout, rawmail, senderlists, staging
 from common.store.sendqueue import enqueue

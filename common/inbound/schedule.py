@@ -11,7 +11,7 @@ from typing import Any
 from common.delivery import quarantine, release
 from common.delivery.results import DigestResult, ReleaseResult
 from common.runtime import events
-from common.runtime.views import InboundHandlerConfig
+from common.runtime.config import InboundHandlerConfig
 
 
 def handle(cfg: InboundHandlerConfig, event: Any) -> DigestResult | ReleaseResult:

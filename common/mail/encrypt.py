@@ -25,7 +25,7 @@ from common.aws import error_code, ssm
 from common.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from common.runtime.config import Config
+    from common.runtime.config import OwnerAddresses
 
 # The obscured Subject of RFC 9788 section 2.1.1 (hcp_baseline); ENCRYPTED_SUBJECT changes it.
 NEUTRAL_SUBJECT = "[...]"
@@ -327,7 +327,7 @@ def status(cfg: Any) -> dict[str, Any] | None:
         return {"parameter": cfg.owner_key_parameter, "problem": str(exc)}
 
 
-def with_owner_key(cfg: Config) -> Config:
+def with_owner_key[O: OwnerAddresses](cfg: O) -> O:
     """The functions that use the owner's key (forward-sender encrypts, reply-handler verifies the
     owner's opaque-signed replies): the key from SSM at cold start, checked.
     Fails closed: with encryption configured and no usable key the function does not start, and the

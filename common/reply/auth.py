@@ -32,8 +32,8 @@ from email.utils import parsedate_to_datetime
 from common.errors import EmailHandlerError
 from common.mail.parse import ParsedMail
 from common.mail.threads import verify_thread_address
+from common.runtime.config import ReplyHandlerConfig
 from common.runtime.events import SesReceipt
-from common.runtime.views import ReplyHandlerConfig
 
 FROM_MAX_CHARS = 1000  # an owner's From is short; anything longer is not worth parsing
 HEADER_BLOCK_MAX = 256 * 1024  # an owner's header block is a few KB; Gmail's, with ARC and DKIM, under 20 KB

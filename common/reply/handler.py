@@ -51,8 +51,8 @@ from common.reply.text import (
 from common.runtime import addresses, events
 from common.runtime.addresses import from_command
 from common.runtime.clock import parse_iso_or_now
+from common.runtime.config import ReplyHandlerConfig
 from common.runtime.log import bind, get_logger
-from common.runtime.views import ReplyHandlerConfig
 from common.store import alerts, attachments, conversations, layout, rawmail, replies, sendstatus, staging
 from common.store.sendqueue import enqueue
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from common.mail.outbound import OutboundMessage
 from common.mail.sanitize import clean_header_text
+from common.runtime.config import ReplyHandlerConfig
 from common.runtime.log import get_logger
-from common.runtime.views import ReplyHandlerConfig
 from common.store.sendqueue import enqueue
 
 log = get_logger("reply-handler")

@@ -24,9 +24,9 @@ from common.errors import EmailHandlerError
 from common.mail.threads import is_new_conversation_address, verify_release_address, verify_thread_address
 from common.reply.auth import NotAuthorisedError
 from common.reply.text import Control, ControlAction
+from common.runtime.config import ReplyHandlerConfig
 from common.runtime.events import SesReceipt
 from common.runtime.log import get_logger
-from common.runtime.views import ReplyHandlerConfig
 from common.store import senderlists
 
 log = get_logger("reply-handler")

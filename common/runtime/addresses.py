@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any
 from common.errors import ConfigError, EventError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from common.runtime.config import Config
-    from common.runtime.views import PublicAddresses
+    from common.runtime.config import PublicAddresses
 
 CATCH_ALL_LABEL = "to: unknown address"
 SETTINGS = frozenset({"label", "ack", "ack_subject", "ack_template", "keywords"})
@@ -240,7 +239,7 @@ def from_command(text: str) -> str:
     return match.group(1).strip().strip("<>").strip() if match else ""
 
 
-def environment(cfg: Config) -> dict[str, str]:
+def environment(cfg: PublicAddresses) -> dict[str, str]:
     """The variables that carry the addresses to a function (deploy/lambdas.py)."""
     listed = cfg.public_emails or (cfg.public_email,)
     return {"PUBLIC_EMAIL": ",".join(listed), "PUBLIC_ADDRESSES": cfg.public_addresses}

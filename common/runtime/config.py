@@ -1,10 +1,17 @@
-"""One typed configuration object, read from the environment and validated at start.
+"""Each function's configuration: one frozen dataclass per function, each setting declared once.
 
-Every function calls :func:`load` at import time (cold start) with the variables
-it cannot work without; a missing or malformed value raises :class:`ConfigError`
-naming the variable, which the runtime reports as the init error.
+The classes are layered as the code is: :class:`Deployment` (every function) <- :class:`PublicAddresses`
+<- :class:`OwnerAddresses` <- :class:`Sending` (every path to SES) <- :class:`SenderConfig` (the three
+senders, one class each for the queue it consumes) and :class:`Delivery` (what both handlers share
+through common/delivery) <- :class:`InboundHandlerConfig`, :class:`ReplyHandlerConfig`; the extractor's
+:class:`ExtractorConfig` is Deployment and its limits. A field is declared in the layer where it first
+belongs, with its environment variable, its check and its derived default (:func:`setting`); logic is
+typed with the layer it needs, so mypy rejects a read of another function's setting.
 
-Resource names follow ``{project}-{env}-{name}`` and are derived from
+``cls.load(environ)`` reads exactly that class's variables at cold start (common/runtime/handler.py):
+a missing required or malformed value raises :class:`ConfigError` naming the variable, which the runtime
+reports as the init error. The deploy and the local modes give each function only the variables of its
+class (:func:`variables`). Resource names follow ``{project}-{env}-{name}`` and are derived from
 ``PROJECT_NAME`` / ``ENVIRONMENT`` unless a variable overrides one.
 """
 
@@ -12,8 +19,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import Field, dataclass, field, fields, replace
+from typing import Any, ClassVar, Self
 
 from common.aws import error_code, ssm
 from common.errors import ConfigError
@@ -38,131 +46,135 @@ _DOMAIN = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9-]{1,63}\.)+[A-Za-z0-9-]{2,63}$"
 _EVENT_BUS = re.compile(
     r"(?=.{1,256}$)(?:[/.\-_A-Za-z0-9]+|arn:aws[a-z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/[/.\-_A-Za-z0-9]+)"
 )
+_ACCOUNT_ID = re.compile(r"[0-9]{12}")
+_ENVIRONMENT = re.compile(r"[a-z0-9-]+")
+_PUBLIC_NAME_FORBIDDEN = re.compile(r"[@\x00-\x1f\x7f<>\"]")
+
+# "The maximum [visibility timeout] is 12 hours" (SQS Developer Guide, "Amazon SQS visibility timeout",
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-visibility-timeout.html).
+MAX_VISIBILITY_S = 12 * 3600
+
+# A check is given the variable's name and the parsed value; it returns what is wrong, or None.
+Check = Callable[[str, Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a field's metadata says about its variable."""
+
+    env: str = ""  # the variable; "" = the field's name in upper case
+    check: Check | None = None
+    derive: Callable[[Any], object] | None = None  # the default when the variable is empty, from the others
+    required: bool = False  # the function does not start without it
+    from_env: bool = True  # False: the code sets it (make_handler), never the environment
+    # A secret: never in a function's variables, read at cold start from the SSM SecureString that the
+    # named field holds (with_secrets); the deploy and the local provisioning store it there.
+    parameter: str = ""
+    fallbacks: tuple[str, ...] = ()  # further variables read, in order, when ``env`` is unset
+
+
+def setting[T](
+    default: T,
+    env: str = "",
+    *,
+    check: Check | None = None,
+    derive: Callable[[Any], object] | None = None,
+    required: bool = False,
+    from_env: bool = True,
+    parameter: str = "",
+    fallbacks: tuple[str, ...] = (),
+) -> T:
+    """A configuration field: its default and what :class:`Setting` says (typed as its value)."""
+    meta = Setting(env, check, derive, required, from_env, parameter, fallbacks)
+    return field(default=default, metadata={"setting": meta})
 
 
 def _csv(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
-    project: str = PROJECT
-    env: str = DEFAULT_ENV
-    region: str = "us-east-1"
-    domain_name: str = ""
-    public_email: str = ""  # the default public address (PUBLIC_EMAIL's first; common/runtime/addresses.py)
-    public_emails: tuple[str, ...] = ()  # every address PUBLIC_EMAIL and PUBLIC_ADDRESSES list, *@DOMAIN too
-    public_addresses: str = ""  # PUBLIC_ADDRESSES: each address's settings, as inline JSON
-    private_email: str = ""
-    owner_emails: tuple[str, ...] = ()
-    owner_names: tuple[str, ...] = ()  # the owner's names (comma-separated): hidden in all a contact receives
-    thread_secret: str = ""
-    thread_secret_parameter: str = ""  # SSM SecureString holding THREAD_SECRET on AWS (read at cold start)
-    bucket: str = ""
-    conversations_table: str = ""
-    idempotency_table: str = ""
-    send_status_table: str = ""
-    suppression_table: str = ""
-    sender_lists_table: str = ""  # the owner's block/allow lists (common/store/senderlists.py)
-    quarantine_table: str = (
-        ""  # one record per quarantined mail: digest and release (common/store/quarantine.py)
+# --- checks (one rule each; the messages name the variable)
+def _email(name: str, value: str) -> str | None:
+    if value and not _EMAIL.match(value):
+        return f"{name}={value!r} is not an ASCII email address (use the domain's punycode form)"
+    return None
+
+
+def _emails(name: str, value: tuple[str, ...]) -> str | None:
+    bad = next((v for v in value if not _EMAIL.match(v)), None)
+    return None if bad is None else f"{name} contains {bad!r}, which is not an ASCII email address"
+
+
+def _domain(name: str, value: str) -> str | None:
+    return f"{name}={value!r} is not a domain name" if value and not _DOMAIN.match(value) else None
+
+
+def _not_negative(name: str, value: float) -> str | None:
+    return f"{name} must not be negative" if value < 0 else None
+
+
+def retention_days(name: str, value: int) -> str | None:
+    return f"{name} must be a number of days (0 keeps for ever)" if value < 0 else None
+
+
+def _visibility(name: str, value: int) -> str | None:
+    if not 1 <= value <= MAX_VISIBILITY_S:
+        return f"{name} must be between 1 and {MAX_VISIBILITY_S} (SQS's 12-hour visibility maximum)"
+    return None
+
+
+def _one_of(*allowed: str) -> Check:
+    def check(name: str, value: str) -> str | None:
+        return None if value in allowed else f"{name}={value!r} must be {' or '.join(allowed)}"
+
+    return check
+
+
+def _rule(test: Callable[[Any], bool], message: str) -> Check:
+    """A check whose message is fixed (it names its variable itself)."""
+
+    def check(name: str, value: Any) -> str | None:
+        return None if test(value) else message
+
+    return check
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Every function: which deployment it is part of. Every resource name derives from these
+    (``{project}-{env}-…``), and every function reports the outcomes it decides
+    (common/runtime/outcomes.py): where, and how much."""
+
+    project: str = setting(PROJECT, "PROJECT_NAME")
+    env: str = setting(
+        DEFAULT_ENV,
+        "ENVIRONMENT",
+        check=lambda n, v: (
+            None if _ENVIRONMENT.fullmatch(v) else f"{n}={v!r} must be lowercase letters, digits or hyphens"
+        ),
     )
-    ack_queue: str = ""
-    forward_queue: str = ""
-    reply_queue: str = ""
-    send_queue: str = ""  # the queue a sender function consumes
-    # The function this process runs (common.runtime.functions): make_handler sets it, never the environment.
-    function: str = ""
-    alert_topic: str = ""  # SNS topic name for owner alerts (final send failures, rejected replies)
-    alert_topic_arn: str = ""  # resolved from alert_topic and the account when empty
+    region: str = setting("us-east-1", "AWS_REGION", fallbacks=("AWS_DEFAULT_REGION",))
     # The account the functions run in, set by the deploy: queue URLs and topic ARNs are built from it
     # without an sts:GetCallerIdentity call at cold start (common/aws/sts.py). Empty: asked of STS.
-    account_id: str = ""
-    feedback_topic: str = ""  # SNS topic SES publishes Delivery/Bounce/Complaint to
-    ses_configuration_set: str = ""  # every send names it, so SES publishes its events to feedback_topic
-    spam_rules_parameter: str = ""
-    spam_log_group: str = ""
-    opaque_relay_domains: tuple[str, ...] = ("bounce.linkedin.com",)
-    # Executables and scripts: withheld (stored under withheld/, named in the forward), also inside zips.
-    attachment_deny_types: tuple[str, ...] = (
-        "exe",
-        "scr",
-        "com",
-        "bat",
-        "cmd",
-        "js",
-        "vbs",
-        "jse",
-        "wsf",
-        "ps1",
-        "msi",
-        "jar",
-        "lnk",
-        "hta",
+    account_id: str = setting(
+        "",
+        check=lambda n, v: (
+            f"{n}={v!r} is not an AWS account id (12 digits)" if v and not _ACCOUNT_ID.fullmatch(v) else None
+        ),
     )
-    ack_subject: str = "Thanks for your message"
-    ack_template: str = (
-        "Hello{name},\n\nThanks for getting in touch. This is an automatic acknowledgement: "
-        "your message has arrived and I will reply personally soon.\n\nBest regards\n"
-    )
-    max_send_rate: float = 14.0  # SES MaxSendRate shared by all senders (messages/second)
-    retry_delays: tuple[float, ...] = (0.0, 5.0, 30.0, 120.0)  # in-Lambda SES retries (docs/senders.md)
-    attempt_reserve_s: float = 10.0  # time kept free after the last retry's sleep for the send itself
-    max_receive_count: int = 5  # queue redrive; the last receive raises the alert
-    # How long a message waits (its visibility timeout) when SES says the daily quota is used up. The
-    # quota is a rolling 24 h window, so room comes back as the oldest sends age out; SQS caps a
-    # visibility timeout at 12 h (common/senders/handler.py).
-    quota_wait_s: int = 3600
-    # How long a send SES's sandbox refused waits before it is tried again (its recipient may have been
-    # verified, or production access granted, meanwhile): common/senders/handler.py.
-    sandbox_wait_s: int = 900
-    # A send's record must outlive every copy of its message: main queue (1 d) + DLQ (14 d) from the
-    # first enqueue, and a DLQ redrive starts that clock again ("redriven messages are treated as new
-    # messages", SQS DG), so two full cycles: a copy redriven once, late, is still recognised as sent
-    # (tests/unit/test_config.py).
-    idempotency_ttl_s: int = 30 * 24 * 3600
-    claim_check_bytes: int = 200 * 1024  # queue messages above this go to S3 (claim check)
-    max_forward_bytes: int = 40_000_000  # SESv2 SendEmail's message limit (common.aws.ses.MAX_MESSAGE_BYTES)
-    # How long the download links of a shortened forward work (S3 allows 7 days at most;
-    # common.aws.s3.presign_get)
-    forward_link_days: int = 7
-    spam_rules_ttl_s: float = 300.0
-    transient_bounce_limit: int = 5
-    # --- security (docs/security.md): who is acked, what a contact sees, how the owner's mail is protected
-    public_name: str = ""  # display name on replies and acks; the owner's own name never goes out
-    ack_limit_per_hour: int = 20  # acks per rolling clock hour, all senders (backscatter budget); 0 = no acks
-    ack_limit_per_domain_per_hour: int = 5  # acks per hour to one sender domain
-    transient_suppression_s: int = 3 * 24 * 3600  # a suppression from transient bounces expires after this
-    owner_hold_probe_s: int = 6 * 3600  # while forwards are held, one forward per interval probes the mailbox
-    reply_max_age_s: int = 30 * 24 * 3600  # an owner message with an older Date is treated as a replay
-    max_input_bytes: int = 25 * 1024 * 1024
-    max_pages: int = 500
-    max_output_chars: int = 2_000_000
-    extract_time_budget_s: float = 50.0
-    # --- the owner's key (docs/owner.md): mail to the owner is encrypted to it when one is configured
-    owner_smime_cert: str = ""  # host tools: path of a PEM X.509 certificate (S/MIME, RFC 8551)
-    owner_pgp_key: str = ""  # host tools: path of an ASCII-armored OpenPGP public key (PGP/MIME, RFC 3156)
-    owner_key: str = ""  # the key's text; functions read it from owner_key_parameter at cold start
-    owner_key_parameter: str = (
-        ""  # SSM parameter holding the key; set = encryption on (common/mail/encrypt.py)
-    )
-    # --- retention (docs/owner.md "What is stored, for how long"): days; 0 keeps for ever
-    retention_archive_days: int = 730  # conversations/ and the conversation records (DynamoDB TTL)
-    retention_attachments_days: int = 730  # attachments/, withheld/, reply-attachments/
-    retention_text_days: int = 730  # extracted-text/
-    retention_quarantine_days: int = (
-        30  # spam/ and the quarantine records: digests offer a week, release after
-    )
-    retention_rejected_days: int = 90  # rejected/ and bounces/: evidence for the owner's alerts
-    remove_trackers: str = (
-        "on"  # "off" forwards HTML with its tracking pixels and redirects (common/mail/trackers.py)
-    )
-    encrypted_subject: str = "[...]"  # outer Subject of encrypted mail ("original" keeps the real one)
+    # The function this process runs: make_handler sets it, never the environment.
+    function: str = setting("", from_env=False)
     # --- outcome events (docs/owner.md, "Events"): the bus every mail's outcome is put on, and whether
     # an event may name the contact and the mail's subject (never by default)
-    event_bus_name: str = "default"
-    events_include_contacts: bool = False
-    _env_names: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    event_bus_name: str = setting(
+        "default",
+        check=lambda n, v: (
+            None
+            if _EVENT_BUS.fullmatch(v)
+            else f"{n}={v!r} is not an event bus name (letters, digits, . - _ /) or an event bus ARN"
+        ),
+    )
+    events_include_contacts: bool = setting(False)
 
     @property
     def prefix(self) -> str:
@@ -173,9 +185,119 @@ class Config:
         (docs/CONTRACT.md)."""
         return f"{self.prefix}-{resource}"
 
+    # --- reading
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None) -> Self:
+        """This class's variables from ``environ`` (os.environ by default), checked; every required
+        one but the secrets (with_secrets) must be set."""
+        return cls.parse(environ).require(*(n for n in required(cls) if n not in secret_parameters(cls)))
+
+    @classmethod
+    def parse(cls, environ: Mapping[str, str] | None = None) -> Self:
+        """This class's variables, parsed, completed with the derived defaults and checked (nothing
+        required)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f, s in settings(cls):
+            raw = next((env[v] for v in (env_name(cls, f.name), *s.fallbacks) if env.get(v)), "")
+            if s.from_env and raw:
+                values[f.name] = _parse(env_name(cls, f.name), str(f.type), raw)
+        cls._read(values)
+        cfg = cls(**values)
+        derived: dict[str, Any] = {
+            f.name: s.derive(cfg) for f, s in settings(cls) if s.derive and not values.get(f.name)
+        }
+        cfg = replace(cfg, **derived) if derived else cfg
+        cfg.check()
+        return cfg
+
+    @classmethod
+    def _read(cls, values: dict[str, Any]) -> None:
+        """Adjust the parsed values before the class is made (a layer overrides it, calling super())."""
+
+    def check(self) -> None:
+        """Every field's check, then each layer's checks across fields (``_check`` of each class)."""
+        for f, s in settings(type(self)):
+            if s.check is not None and (why := s.check(env_name(type(self), f.name), getattr(self, f.name))):
+                raise ConfigError(why)
+        for klass in reversed(type(self).__mro__):
+            across = vars(klass).get("_check")
+            if across is not None:
+                across(self)
+
+    def require(self, *names: str) -> Self:
+        """Raise ConfigError naming the variable of every field of ``names`` that is empty."""
+        missing = [env_name(type(self), n) for n in names if not getattr(self, n)]
+        if missing:
+            raise ConfigError(
+                f"missing required environment variable(s): {', '.join(missing)} "
+                "(see the configuration table in README.md)"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class PublicAddresses(Deployment):
+    """The public addresses, their acks and the thread domain (common/runtime/addresses.py)."""
+
+    domain_name: str = setting("", check=_domain, required=True)
+    # The default public address (PUBLIC_EMAIL's first; common/runtime/addresses.py)
+    public_email: str = setting("", check=_email, required=True)
+    # Every address PUBLIC_EMAIL and PUBLIC_ADDRESSES list, *@DOMAIN too (set from those two).
+    public_emails: tuple[str, ...] = setting((), from_env=False)
+    public_addresses: str = setting("")  # PUBLIC_ADDRESSES: each address's settings, as inline JSON
+    ack_subject: str = setting("Thanks for your message")
+    ack_template: str = setting(
+        "Hello{name},\n\nThanks for getting in touch. This is an automatic acknowledgement: "
+        "your message has arrived and I will reply personally soon.\n\nBest regards\n"
+    )
+
     @property
     def thread_domain(self) -> str:
         return f"thread.{self.domain_name}"
+
+    @classmethod
+    def _read(cls, values: dict[str, Any]) -> None:
+        super()._read(values)
+        if "public_email" in values or "public_addresses" in values:  # several addresses, a catch-all
+            listed, inline = addresses.split(
+                str(values.get("public_email", "")), str(values.get("public_addresses", ""))
+            )
+            values["public_emails"], values["public_addresses"] = listed, inline
+            values["public_email"] = next((a for a in listed if not a.startswith("*@")), "")
+
+    def _check(self) -> None:
+        if (
+            self.domain_name
+            and self.public_email
+            and not self.public_email.lower().endswith("@" + self.domain_name.lower())
+        ):
+            raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({self.domain_name})")
+        if self.public_emails and (
+            why := addresses.problem(self.public_emails, self.domain_name, self.public_addresses)
+        ):
+            raise ConfigError(why)
+
+
+@dataclass(frozen=True)
+class OwnerAddresses(PublicAddresses):
+    """Who the owner is and whether mail to the owner is encrypted: what decides our own addresses."""
+
+    private_email: str = setting("", check=_email, required=True)
+    owner_emails: tuple[str, ...] = setting(
+        (), check=_emails, derive=lambda c: (c.private_email,) if c.private_email else ()
+    )
+    # --- the owner's key (docs/owner.md): mail to the owner is encrypted to it when one is configured
+    owner_key: str = setting("")  # the key's text; functions read it from owner_key_parameter at cold start
+    # SSM parameter holding the key; set = encryption on (common/mail/encrypt.py)
+    owner_key_parameter: str = setting(
+        "", derive=lambda c: f"/{c.project}/{c.env}/owner-key" if c.has_owner_key_source else ""
+    )
+
+    @property
+    def has_owner_key_source(self) -> bool:
+        """A key is configured here (its text; the host's configuration adds its files)."""
+        return bool(self.owner_key)
 
     @property
     def owner_addresses(self) -> frozenset[str]:
@@ -221,6 +343,144 @@ class Config:
         """Whether mail to the owner is encrypted (a key configured: its text, its file or its parameter)."""
         return bool(self.owner_key_parameter or self.owner_key)
 
+
+@dataclass(frozen=True)
+class Sending(OwnerAddresses):
+    """What every path to SES shares: the bucket, the send records, suppression and alerts."""
+
+    bucket: str = setting("", "EMAIL_BUCKET", derive=lambda c: c.name("mail"))
+    # SNS topic name for owner alerts (final send failures, rejected replies)
+    alert_topic: str = setting("", "ALERT_TOPIC_NAME", derive=lambda c: c.name("alerts"))
+    alert_topic_arn: str = setting("")  # resolved from alert_topic and the account when empty
+    # Executables and scripts: withheld (stored under withheld/, named in the forward), also inside zips.
+    attachment_deny_types: tuple[str, ...] = setting(
+        ("exe", "scr", "com", "bat", "cmd", "js", "vbs", "jse", "wsf", "ps1", "msi", "jar", "lnk", "hta")
+    )
+    # How long the download links of a shortened forward work (S3 allows 7 days at most;
+    # common.aws.s3.presign_get)
+    forward_link_days: int = setting(
+        7, check=_rule(lambda v: 1 <= v <= 7, "FORWARD_LINK_DAYS must be 1 to 7")
+    )
+    forward_queue: str = setting(
+        "", "FORWARD_QUEUE_NAME", derive=lambda c: c.name("forward")
+    )  # owner notices
+    idempotency_table: str = setting("", derive=lambda c: c.name("idempotency"))
+    # While forwards are held, one forward per interval probes the mailbox
+    owner_hold_probe_s: int = setting(6 * 3600, "OWNER_HOLD_PROBE_SECONDS", check=_not_negative)
+    # --- security (docs/security.md): display name on replies and acks; the owner's own name never goes out
+    public_name: str = setting(
+        "",
+        check=_rule(
+            lambda v: not _PUBLIC_NAME_FORBIDDEN.search(v) and len(v) <= 64,
+            "PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or "
+            "control characters",
+        ),
+    )
+    send_status_table: str = setting("", derive=lambda c: c.name("send-status"))
+    suppression_table: str = setting("", derive=lambda c: c.name("suppression"))
+
+
+@dataclass(frozen=True)
+class SenderConfig(Sending):
+    """ack-sender, forward-sender and reply-sender (one logic, common/senders): the queue they consume,
+    backoff, rate, quota and idempotency. Each sender's class names the queue it consumes."""
+
+    # The host configuration's field naming the queue this sender consumes (deploy/functions.py).
+    queue_field: ClassVar[str] = ""
+    queue: ClassVar[str] = ""  # that queue's default resource name
+
+    send_queue: str = setting(
+        "", "SEND_QUEUE_NAME", derive=lambda c: c.name(c.queue) if c.queue else ""
+    )  # the queue this sender consumes
+    attempt_reserve_s: float = setting(10.0, "ATTEMPT_RESERVE_SECONDS")  # kept after the last retry's sleep
+    encrypted_subject: str = setting(
+        "[...]"
+    )  # outer Subject of encrypted mail ("original" keeps the real one)
+    # A send's record must outlive every copy of its message: main queue (1 d) + DLQ (14 d) from the
+    # first enqueue, and a DLQ redrive starts that clock again ("redriven messages are treated as new
+    # messages", SQS DG), so two full cycles: a copy redriven once, late, is still recognised as sent
+    # (tests/unit/test_config.py).
+    idempotency_ttl_s: int = setting(30 * 24 * 3600, "IDEMPOTENCY_TTL_SECONDS")
+    # Queue redrive; the last receive raises the alert
+    max_receive_count: int = setting(5, check=_rule(lambda v: v >= 1, "MAX_RECEIVE_COUNT must be at least 1"))
+    # SES MaxSendRate shared by all senders (messages/second)
+    max_send_rate: float = setting(14.0, check=_rule(lambda v: v > 0, "MAX_SEND_RATE must be positive"))
+    # How long a message waits (its visibility timeout) when SES says the daily quota is used up. The
+    # quota is a rolling 24 h window, so room comes back as the oldest sends age out; SQS caps a
+    # visibility timeout at 12 h (common/senders/handler.py).
+    quota_wait_s: int = setting(3600, "QUOTA_WAIT_SECONDS", check=_visibility)
+    # In-Lambda SES retries (docs/senders.md)
+    retry_delays: tuple[float, ...] = setting(
+        (0.0, 5.0, 30.0, 120.0),
+        "RETRY_DELAYS_SECONDS",
+        check=_rule(
+            lambda v: bool(v) and all(d >= 0 for d in v),
+            "RETRY_DELAYS_SECONDS must be a comma-separated list of non-negative seconds",
+        ),
+    )
+    # How long a send SES's sandbox refused waits before it is tried again (its recipient may have been
+    # verified, or production access granted, meanwhile): common/senders/handler.py.
+    sandbox_wait_s: int = setting(900, "SANDBOX_WAIT_SECONDS", check=_visibility)
+    # Every send names it, so SES publishes its events to the feedback topic
+    ses_configuration_set: str = setting("", derive=lambda c: c.prefix)
+
+
+@dataclass(frozen=True)
+class AckSenderConfig(SenderConfig):
+    queue_field: ClassVar[str] = "ack_queue"
+    queue: ClassVar[str] = "ack"
+
+
+@dataclass(frozen=True)
+class ForwardSenderConfig(SenderConfig):
+    queue_field: ClassVar[str] = "forward_queue"
+    queue: ClassVar[str] = "forward"
+
+
+@dataclass(frozen=True)
+class ReplySenderConfig(SenderConfig):
+    queue_field: ClassVar[str] = "reply_queue"
+    queue: ClassVar[str] = "reply"
+
+
+@dataclass(frozen=True)
+class Delivery(Sending):
+    """What inbound-handler and reply-handler share through common/delivery: the tables, the queues they
+    fill, the thread secret, acks, quarantine, withholding and retention of what they record."""
+
+    # The HMAC secret of the thread addresses: from its SSM SecureString at cold start (with_secrets).
+    thread_secret: str = setting(
+        "",
+        check=_rule(lambda v: not v or len(v) >= 16, "THREAD_SECRET must be at least 16 characters"),
+        required=True,
+        parameter="thread_secret_parameter",
+    )
+    thread_secret_parameter: str = setting("", derive=lambda c: f"/{c.project}/{c.env}/thread-secret")
+    # --- security (docs/security.md): who is acked
+    # Acks per rolling clock hour, all senders (backscatter budget); 0 = no acks
+    ack_limit_per_hour: int = setting(20, check=_not_negative)
+    ack_limit_per_domain_per_hour: int = setting(5, check=_not_negative)  # acks per hour to one sender domain
+    ack_queue: str = setting("", "ACK_QUEUE_NAME", derive=lambda c: c.name("ack"))
+    claim_check_bytes: int = setting(200 * 1024)  # queue messages above this go to S3 (claim check)
+    conversations_table: str = setting("", derive=lambda c: c.name("conversations"))
+    # SESv2 SendEmail's message limit (common.aws.ses.MAX_MESSAGE_BYTES)
+    max_forward_bytes: int = setting(40_000_000)
+    opaque_relay_domains: tuple[str, ...] = setting(("bounce.linkedin.com",))
+    # One record per quarantined mail: digest and release (common/store/quarantine.py)
+    quarantine_table: str = setting("", derive=lambda c: c.name("quarantine"))
+    # "off" forwards HTML with its tracking pixels and redirects (common/mail/trackers.py)
+    remove_trackers: str = setting("on", check=_one_of("on", "off"))
+    # --- retention (docs/owner.md "What is stored, for how long"): days; 0 keeps for ever
+    retention_archive_days: int = setting(
+        730, check=retention_days
+    )  # conversations/ and the records (DynamoDB TTL)
+    # spam/ and the quarantine records: digests offer a week, release after
+    retention_quarantine_days: int = setting(30, check=retention_days)
+    sender_lists_table: str = setting(
+        "", derive=lambda c: c.name("sender-lists")
+    )  # common/store/senderlists.py
+    spam_log_group: str = setting("", derive=lambda c: f"/{c.project}/{c.env}/spam")
+
     @property
     def forward_budget(self) -> int:
         """The size a forward may have before the sender encrypts it: encryption base64-encodes the whole
@@ -232,86 +492,90 @@ class Config:
             else self.max_forward_bytes
         )
 
-    def require(self, *names: str) -> Config:
-        """Raise ConfigError naming every required field that is empty."""
-        missing = [self._env_names.get(n, n.upper()) for n in names if not getattr(self, n)]
-        if missing:
-            raise ConfigError(
-                f"missing required environment variable(s): {', '.join(missing)} "
-                "(see the configuration table in README.md)"
-            )
-        return self
+
+@dataclass(frozen=True)
+class InboundHandlerConfig(Delivery):
+    """inbound-handler: the spam rules and SES feedback besides delivery."""
+
+    spam_rules_parameter: str = setting("", derive=lambda c: f"/{c.project}/{c.env}/spam-rules-key")
+    spam_rules_ttl_s: float = setting(300.0, "SPAM_RULES_TTL_SECONDS")
+    transient_bounce_limit: int = setting(5)
+    # A suppression from transient bounces expires after this
+    transient_suppression_s: int = setting(
+        3 * 24 * 3600, "TRANSIENT_SUPPRESSION_SECONDS", check=_not_negative
+    )
 
 
-# field name -> environment variable (only where the two differ by more than case)
-_ENV = {
-    "project": "PROJECT_NAME",
-    "env": "ENVIRONMENT",
-    "bucket": "EMAIL_BUCKET",
-    "ack_queue": "ACK_QUEUE_NAME",
-    "forward_queue": "FORWARD_QUEUE_NAME",
-    "reply_queue": "REPLY_QUEUE_NAME",
-    "send_queue": "SEND_QUEUE_NAME",
-    "max_input_bytes": "EXTRACT_MAX_INPUT_BYTES",
-    "max_pages": "EXTRACT_MAX_PAGES",
-    "max_output_chars": "EXTRACT_MAX_OUTPUT_CHARS",
-    "extract_time_budget_s": "EXTRACT_TIME_BUDGET_SECONDS",
-    "alert_topic": "ALERT_TOPIC_NAME",
-    "feedback_topic": "FEEDBACK_TOPIC_NAME",
-    "retry_delays": "RETRY_DELAYS_SECONDS",
-    "attempt_reserve_s": "ATTEMPT_RESERVE_SECONDS",
-    "quota_wait_s": "QUOTA_WAIT_SECONDS",
-    "sandbox_wait_s": "SANDBOX_WAIT_SECONDS",
-    "idempotency_ttl_s": "IDEMPOTENCY_TTL_SECONDS",
-    "spam_rules_ttl_s": "SPAM_RULES_TTL_SECONDS",
-    "transient_suppression_s": "TRANSIENT_SUPPRESSION_SECONDS",
-    "owner_hold_probe_s": "OWNER_HOLD_PROBE_SECONDS",
-    "reply_max_age_s": "REPLY_MAX_AGE_SECONDS",
+@dataclass(frozen=True)
+class ReplyHandlerConfig(Delivery):
+    """reply-handler: the owner's names it removes, how old a reply may be, the queue it fills."""
+
+    owner_names: tuple[str, ...] = setting(
+        ()
+    )  # the owner's names (comma-separated): hidden in all a contact receives
+    # An owner message with an older Date is treated as a replay
+    reply_max_age_s: int = setting(30 * 24 * 3600, "REPLY_MAX_AGE_SECONDS", check=_not_negative)
+    reply_queue: str = setting("", "REPLY_QUEUE_NAME", derive=lambda c: c.name("reply"))
+
+
+@dataclass(frozen=True)
+class ExtractorConfig(Deployment):
+    """attachment-extractor: its limits, and nothing of mail, owner or sending."""
+
+    max_input_bytes: int = setting(25 * 1024 * 1024, "EXTRACT_MAX_INPUT_BYTES")
+    max_pages: int = setting(500, "EXTRACT_MAX_PAGES")
+    max_output_chars: int = setting(2_000_000, "EXTRACT_MAX_OUTPUT_CHARS")
+    extract_time_budget_s: float = setting(50.0, "EXTRACT_TIME_BUDGET_SECONDS")
+
+
+# The function -> its class: what make_handler loads at cold start and what the deploy and the local modes
+# give each function (its class's variables, deploy/functions.py).
+CONFIGS: dict[str, type[Deployment]] = {
+    "inbound-handler": InboundHandlerConfig,
+    "reply-handler": ReplyHandlerConfig,
+    "attachment-extractor": ExtractorConfig,
+    "ack-sender": AckSenderConfig,
+    "forward-sender": ForwardSenderConfig,
+    "reply-sender": ReplySenderConfig,
 }
 
 
-# Fields the code sets, not the environment.
-_NOT_FROM_ENV = frozenset({"function", "public_emails"})
+def dlq_name(queue: str) -> str:
+    """Every queue's dead-letter queue (provisioning creates it; a sender moves a message there itself
+    when retrying cannot help)."""
+    return f"{queue}-dlq"
 
 
-def env_name(field_name: str) -> str:
-    return _ENV.get(field_name, field_name.upper())
+def settings(cls: type) -> tuple[tuple[Field[Any], Setting], ...]:
+    """The class's fields with what they say about their variables."""
+    return tuple((f, f.metadata["setting"]) for f in fields(cls) if "setting" in f.metadata)
 
 
-# "The maximum [visibility timeout] is 12 hours" (SQS Developer Guide, "Amazon SQS visibility timeout",
-# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-visibility-timeout.html).
-MAX_VISIBILITY_S = 12 * 3600
+def required(cls: type) -> tuple[str, ...]:
+    """The fields the class's function does not start without (its secrets included)."""
+    return tuple(f.name for f, s in settings(cls) if s.required)
 
 
-def load(environ: Mapping[str, str] | None = None, require: Iterable[str] = ()) -> Config:
-    """Read and validate the configuration; ``require`` names fields that must be non-empty."""
-    env = os.environ if environ is None else environ
-    values: dict[str, object] = {}
-    for f in fields(Config):
-        if f.name.startswith("_") or f.name in _NOT_FROM_ENV:
-            continue
-        raw = env.get(env_name(f.name))
-        if raw is None or raw == "":
-            continue
-        values[f.name] = _parse(f.name, f.type, raw)
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    if region:
-        values["region"] = region
-    if "public_email" in values or "public_addresses" in values:  # several addresses, a catch-all
-        listed, inline = addresses.split(
-            str(values.get("public_email", "")), str(values.get("public_addresses", ""))
-        )
-        values["public_emails"], values["public_addresses"] = listed, inline
-        values["public_email"] = next((a for a in listed if not a.startswith("*@")), "")
-
-    cfg = Config(**values, _env_names={f.name: env_name(f.name) for f in fields(Config)})  # type: ignore[arg-type]
-    cfg = _with_defaults(cfg)
-    _validate(cfg)
-    return cfg.require(*require)
+def env_name(cls: type, field_name: str) -> str:
+    """The variable of one of the class's fields."""
+    found = next((s for f, s in settings(cls) if f.name == field_name), None)
+    if found is None:
+        raise ConfigError(f"{cls.__name__} has no setting {field_name}")
+    return found.env or field_name.upper()
 
 
-def _parse(name: str, typ: object, raw: str) -> object:
-    typ = str(typ)
+def variables(cls: type) -> frozenset[str]:
+    """Every variable the class reads: what the deploy and the local modes give the function whose class
+    it is, and nothing of another function (deploy/functions.py)."""
+    return frozenset(
+        name
+        for f, s in settings(cls)
+        if s.from_env and not s.parameter
+        for name in (env_name(cls, f.name), *s.fallbacks)
+    )
+
+
+def _parse(name: str, typ: str, raw: str) -> object:
     try:
         if typ.startswith("tuple[float"):
             return tuple(float(v) for v in _csv(raw))
@@ -325,142 +589,30 @@ def _parse(name: str, typ: object, raw: str) -> object:
             return {"true": True, "false": False}[raw.strip().lower()]
     except (ValueError, KeyError):
         kind = "true or false" if typ == "bool" else f"a valid {typ}"
-        raise ConfigError(f"{env_name(name)}={raw!r} is not {kind}") from None
+        raise ConfigError(f"{name}={raw!r} is not {kind}") from None
     return raw.strip()
 
 
-def _with_defaults(cfg: Config) -> Config:
+def with_secrets[C: Deployment](cfg: C) -> C:
+    """Each required secret of the class from its SSM SecureString when the environment does not carry it
+    (neither on AWS nor in the local modes: the functions get no secret in their variables), then every
+    required setting of the class checked. Called once, at cold start."""
 
-    derived = {
-        "bucket": cfg.name("mail"),
-        "conversations_table": cfg.name("conversations"),
-        "idempotency_table": cfg.name("idempotency"),
-        "send_status_table": cfg.name("send-status"),
-        "suppression_table": cfg.name("suppression"),
-        "sender_lists_table": cfg.name("sender-lists"),
-        "quarantine_table": cfg.name("quarantine"),
-        "ack_queue": cfg.name("ack"),
-        "forward_queue": cfg.name("forward"),
-        "reply_queue": cfg.name("reply"),
-        "spam_rules_parameter": f"/{cfg.project}/{cfg.env}/spam-rules-key",
-        "thread_secret_parameter": f"/{cfg.project}/{cfg.env}/thread-secret",
-        "spam_log_group": f"/{cfg.project}/{cfg.env}/spam",
-        "alert_topic": cfg.name("alerts"),
-        "feedback_topic": cfg.name("ses-feedback"),
-        "ses_configuration_set": cfg.prefix,
-    }
-    if cfg.owner_smime_cert or cfg.owner_pgp_key or cfg.owner_key:
-        derived["owner_key_parameter"] = f"/{cfg.project}/{cfg.env}/owner-key"
-    changes: dict[str, object] = {k: v for k, v in derived.items() if not getattr(cfg, k)}
-    if not cfg.owner_emails and cfg.private_email:
-        changes["owner_emails"] = (cfg.private_email,)
-    return replace(cfg, **changes) if changes else cfg  # type: ignore[arg-type]
-
-
-# One flat list of independent checks, one `if` per rule: a split would only add names.
-def _validate(cfg: Config) -> None:  # noqa: C901, PLR0912
-    for name in ("public_email", "private_email"):
-        value = getattr(cfg, name)
-        if value and not _EMAIL.match(value):
-            raise ConfigError(
-                f"{env_name(name)}={value!r} is not an ASCII email address (use the domain's punycode form)"
-            )
-    for value in cfg.owner_emails:
-        if not _EMAIL.match(value):
-            raise ConfigError(f"OWNER_EMAILS contains {value!r}, which is not an ASCII email address")
-    if cfg.domain_name and not _DOMAIN.match(cfg.domain_name):
-        raise ConfigError(f"DOMAIN_NAME={cfg.domain_name!r} is not a domain name")
-    if (
-        cfg.domain_name
-        and cfg.public_email
-        and not cfg.public_email.lower().endswith("@" + cfg.domain_name.lower())
-    ):
-        raise ConfigError(f"PUBLIC_EMAIL must be an address at DOMAIN_NAME ({cfg.domain_name})")
-    if cfg.public_emails and (
-        why := addresses.problem(cfg.public_emails, cfg.domain_name, cfg.public_addresses)
-    ):
-        raise ConfigError(why)
-    if cfg.account_id and not re.fullmatch(r"[0-9]{12}", cfg.account_id):
-        raise ConfigError(f"ACCOUNT_ID={cfg.account_id!r} is not an AWS account id (12 digits)")
-    if cfg.thread_secret and len(cfg.thread_secret) < 16:
-        raise ConfigError("THREAD_SECRET must be at least 16 characters")
-    for name in (
-        "retention_archive_days",
-        "retention_attachments_days",
-        "retention_text_days",
-        "retention_quarantine_days",
-        "retention_rejected_days",
-    ):
-        if getattr(cfg, name) < 0:
-            raise ConfigError(f"{env_name(name)} must be a number of days (0 keeps for ever)")
-    if cfg.remove_trackers not in ("on", "off"):
-        raise ConfigError(f"REMOVE_TRACKERS={cfg.remove_trackers!r} must be on or off")
-    if cfg.owner_smime_cert and cfg.owner_pgp_key:
-        raise ConfigError(
-            "set OWNER_SMIME_CERT or OWNER_PGP_KEY, not both: mail to the owner is encrypted to one key"
-        )
-    if cfg.max_send_rate <= 0:
-        raise ConfigError("MAX_SEND_RATE must be positive")
-    if not cfg.retry_delays or any(d < 0 for d in cfg.retry_delays):
-        raise ConfigError("RETRY_DELAYS_SECONDS must be a comma-separated list of non-negative seconds")
-    if cfg.max_receive_count < 1:
-        raise ConfigError("MAX_RECEIVE_COUNT must be at least 1")
-    if not 1 <= cfg.forward_link_days <= 7:  # SigV4 presigned URLs last seven days at most (common.aws.s3)
-        raise ConfigError("FORWARD_LINK_DAYS must be 1 to 7")
-    for name, value in (
-        ("QUOTA_WAIT_SECONDS", cfg.quota_wait_s),
-        ("SANDBOX_WAIT_SECONDS", cfg.sandbox_wait_s),
-    ):
-        if not 1 <= value <= MAX_VISIBILITY_S:
-            raise ConfigError(
-                f"{name} must be between 1 and {MAX_VISIBILITY_S} (SQS's 12-hour visibility maximum)"
-            )
-    if re.search(r"[@\x00-\x1f\x7f<>\"]", cfg.public_name) or len(cfg.public_name) > 64:
-        raise ConfigError(
-            "PUBLIC_NAME must be at most 64 characters without '@', quotes, angle brackets or "
-            "control characters"
-        )
-    for name in (
-        "ack_limit_per_hour",
-        "ack_limit_per_domain_per_hour",
-        "transient_suppression_s",
-        "owner_hold_probe_s",
-        "reply_max_age_s",
-    ):
-        if getattr(cfg, name) < 0:
-            raise ConfigError(f"{env_name(name)} must not be negative")
-    if not _EVENT_BUS.fullmatch(cfg.event_bus_name):
-        raise ConfigError(
-            f"EVENT_BUS_NAME={cfg.event_bus_name!r} is not an event bus name (letters, digits, . - _ /) "
-            "or an event bus ARN"
-        )
-    if not re.fullmatch(r"[a-z0-9-]+", cfg.env):
-        raise ConfigError(f"ENVIRONMENT={cfg.env!r} must be lowercase letters, digits or hyphens")
-
-
-# Secrets kept out of every function's configuration, each in an SSM SecureString: the field -> the field
-# naming its parameter. Provisioning (local) and the deploy store them (deploy/resources.py); a function
-# reads those it requires at cold start (with_secrets), locally as on AWS.
-SECRET_PARAMETERS: dict[str, str] = {"thread_secret": "thread_secret_parameter"}
-
-
-def with_secrets(cfg: Config, require: Iterable[str] = ()) -> Config:
-    """Each required secret of SECRET_PARAMETERS from its SSM SecureString when the environment does not
-    carry it (neither on AWS nor in the local modes: the functions get no secret in their variables).
-    Called once, at cold start."""
-
-    wanted = [
-        (s, p)
-        for s, p in SECRET_PARAMETERS.items()
-        if s in require and not getattr(cfg, s) and getattr(cfg, p)
-    ]
+    secrets = [(f.name, s) for f, s in settings(type(cfg)) if s.parameter and s.required]
+    wanted = [(n, s.parameter) for n, s in secrets if not getattr(cfg, n) and getattr(cfg, s.parameter)]
+    for secret, parameter in wanted:
+        try:
+            found: dict[str, Any] = {secret: ssm.get_parameter(getattr(cfg, parameter), decrypt=True)}
+            cfg = replace(cfg, **found)
+        except Exception as exc:
+            if error_code(exc) != "ParameterNotFound":
+                raise
     if wanted:
-        for secret, parameter in wanted:
-            try:
-                found: dict[str, object] = {secret: ssm.get_parameter(getattr(cfg, parameter), decrypt=True)}
-                cfg = replace(cfg, **found)  # type: ignore[arg-type]
-            except Exception as exc:
-                if error_code(exc) != "ParameterNotFound":
-                    raise
-        _validate(cfg)
-    return cfg.require(*require)
+        cfg.check()
+    return cfg.require(*required(type(cfg)))  # one message naming every missing one, secrets too
+
+
+# The secrets kept out of every function's configuration (each field -> the field naming its SSM
+# parameter): provisioning (local) and the deploy store them (deploy/resources.py).
+def secret_parameters(cls: type) -> dict[str, str]:
+    return {f.name: s.parameter for f, s in settings(cls) if s.parameter}

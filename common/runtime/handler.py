@@ -13,33 +13,33 @@ from typing import TYPE_CHECKING, Any
 
 from common.aws import sts
 from common.errors import ConfigError, EventError
-from common.runtime import config as config_mod
 from common.runtime import outcomes
 from common.runtime.coldstart import pause_collector, resume_collector
-from common.runtime.config import Config
-from common.runtime.functions import BY_NAME
+from common.runtime.config import CONFIGS, DEFAULT_ENV, Deployment, with_secrets
 from common.runtime.log import bind, clear_bindings, configure, flush, get_logger, scrubbed_exception
 
 if TYPE_CHECKING:  # pragma: no cover
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-# A pipeline's entry point: configuration first, then what Lambda passes (the event, the context).
-Logic = Callable[[Config, Any, "LambdaContext"], Mapping[str, Any]]
 
-
-def make_handler(
-    function_name: str, logic: Logic, prepare: Callable[[Config], Config] | None = None
+def make_handler[C: Deployment](
+    function_name: str,
+    logic: Callable[[C, Any, LambdaContext], Mapping[str, Any]],
+    prepare: Callable[[C], C] | None = None,
 ) -> Callable[[Any, LambdaContext], Mapping[str, Any]]:
-    """``prepare`` completes the configuration at cold start where a function needs more than its
-    variables and secrets (the owner's key: common.mail.encrypt.with_owner_key); a ConfigError it
-    raises stops the start as a missing variable does."""
-    spec = BY_NAME[function_name]
+    """The handler of ``function_name``: its own configuration class (common.runtime.config.CONFIGS)
+    loaded from the environment at cold start, then ``logic`` (configuration first, then what Lambda
+    passes: the event, the context) per invocation. ``prepare`` completes the configuration where a
+    function needs more than its variables and secrets (the owner's key:
+    common.mail.encrypt.with_owner_key); a ConfigError it raises stops the start as a missing variable
+    does."""
     pause_collector()
     # Logging first, so a configuration error is itself logged in the same shape.
-    configure(service=function_name, environment=os.environ.get("ENVIRONMENT", config_mod.DEFAULT_ENV))
+    configure(service=function_name, environment=os.environ.get("ENVIRONMENT", DEFAULT_ENV))
     log = get_logger(function_name)
     try:
-        cfg = config_mod.with_secrets(config_mod.load(), spec.requires)
+        # parse, not load: a missing variable and a missing secret are named in one message
+        cfg: C = with_secrets(CONFIGS[function_name].parse())  # type: ignore[assignment]
         if prepare is not None:
             cfg = prepare(cfg)
     except ConfigError as exc:
@@ -50,8 +50,6 @@ def make_handler(
         raise ConfigError(f"{function_name}: {exc}") from None
     cfg = replace(cfg, function=function_name)
     sts.use_account(cfg.account_id)
-    if spec.queue_field and not cfg.send_queue:
-        cfg = replace(cfg, send_queue=getattr(cfg, spec.queue_field))
 
     def handler(event: Any, context: LambdaContext) -> Mapping[str, Any]:
         started = time.perf_counter()

@@ -25,8 +25,8 @@ from typing import IO, Any
 
 from common.aws import error_code
 from common.aws import events as eventbridge
+from common.runtime.config import Deployment
 from common.runtime.log import get_logger, scrub
-from common.runtime.views import Deployment
 
 log = get_logger("outcomes")
 

@@ -28,10 +28,9 @@ from common.mail.encrypt import OwnerKeyError
 from common.mail.outbound import OutboundMessage
 from common.runtime import events, outcomes
 from common.runtime.addresses import sending
+from common.runtime.config import SenderConfig, dlq_name
 from common.runtime.events import SqsRecord
-from common.runtime.functions import dlq_name
 from common.runtime.log import bind, get_logger
-from common.runtime.views import SenderConfig
 from common.senders.idempotency import send_exactly_once
 from common.senders.ratelimit import BatchPacer, RateLimiter
 from common.senders.status import SendStatus

@@ -22,8 +22,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
 from common.aws import client
+from common.runtime.config import SenderConfig
 from common.runtime.log import get_logger
-from common.runtime.views import SenderConfig
 from common.senders.status import SendStatus
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from common.aws import dynamodb
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 
 HOUR_S = 3600
 PREFIX = "ack-budget#"

@@ -21,7 +21,7 @@ from common.errors import EmailHandlerError
 from common.runtime import addresses
 from common.runtime.addresses import PublicAddress
 from common.runtime.clock import iso_z
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 
 KIND = "address"  # the ``list`` value that marks an address item in the sender-lists table
 ACTIVE, DISABLED = "active", "disabled"

@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from common.aws import dynamodb, sns
+from common.runtime.config import Sending
 from common.runtime.log import get_logger
-from common.runtime.views import Sending
 
 log = get_logger("alerts")
 

@@ -20,7 +20,7 @@ from common.mail import charsets, outbound, parse
 from common.mail.limits import MAX_STORED_ATTACHMENTS
 from common.mail.sanitize import extension
 from common.mail.withhold import SES_UNSUPPORTED, withhold_reason
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 from common.store import layout
 from common.store.rawmail import reason_metadata
 

@@ -13,7 +13,7 @@ from common.aws import dynamodb
 from common.errors import EmailHandlerError
 from common.mail.parse import ParsedMail
 from common.runtime.clock import iso_z
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 
 BODY_RECORD_CHARS = 1000
 

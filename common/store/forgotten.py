@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from common.aws import dynamodb
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 
 PREFIX = "forgotten#"
 SQS_MAX_RETENTION_S = 14 * 24 * 3600

@@ -16,7 +16,7 @@ from typing import Any, TypeGuard
 
 from common.aws import dynamodb
 from common.runtime.clock import iso_z
-from common.runtime.views import Delivery, Sending
+from common.runtime.config import Delivery, Sending
 
 HELD = "RecipientHeld"  # the error code of a send failed on purpose because its recipient is held
 

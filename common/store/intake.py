@@ -32,7 +32,7 @@ from datetime import datetime
 
 from common.aws import dynamodb
 from common.mail.parse import ParsedMail
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 from common.store import ackbudget, conversations, senderlists
 
 CHECKED = ("None", "ConditionalCheckFailed")  # codes that say whether a condition held

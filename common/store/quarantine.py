@@ -20,7 +20,7 @@ from typing import Any
 from common.aws import dynamodb
 from common.mail.limits import DIGEST_WINDOW_DAYS
 from common.runtime.clock import iso_z
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 from common.store import layout
 
 PENDING_INDEX = "pendingDigest"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from common.aws import s3
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 from common.store import layout
 
 RFC822 = "message/rfc822"

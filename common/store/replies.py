@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from common.aws import dynamodb
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 
 # Outlives REPLY_MAX_AGE_SECONDS by far: an older signed Date is refused before this is consulted.
 MEMORY_TTL_S = 400 * 24 * 3600

@@ -20,7 +20,7 @@ from common.aws import dynamodb
 from common.errors import EmailHandlerError
 from common.runtime import addresses
 from common.runtime.clock import iso_z
-from common.runtime.views import Delivery
+from common.runtime.config import Delivery
 
 BLOCK: Literal["block"] = "block"
 ALLOW: Literal["allow"] = "allow"

@@ -17,7 +17,7 @@ from typing import Any
 
 from common.aws import dynamodb
 from common.runtime.clock import iso_z
-from common.runtime.views import Delivery, Sending
+from common.runtime.config import Delivery, Sending
 
 RECORD_TTL_S = 90 * 24 * 3600
 

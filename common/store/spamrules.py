@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from common.aws import s3, ssm
 from common.errors import EmailHandlerError
-from common.runtime.views import InboundHandlerConfig
+from common.runtime.config import InboundHandlerConfig
 from common.store import layout
 
 

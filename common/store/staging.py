@@ -10,8 +10,8 @@ import time
 
 from common.aws import dynamodb, s3
 from common.runtime.addresses import receiving_function
+from common.runtime.config import Delivery
 from common.runtime.events import SesReceipt
-from common.runtime.views import Delivery
 from common.store import layout
 
 SHARED_MEMORY_S = 7 * 24 * 3600  # who handled a shared mail: longer than SES's and Lambda's retries

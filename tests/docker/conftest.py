@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from common.runtime.functions import FUNCTIONS, image_ref
+from deploy.functions import FUNCTIONS, image_ref
 from local.rie import free_port, invoke, wait_for_http, wait_for_port
 from tests.conftest import IN_CI, require_docker
 from tests.docker.pushing import die_with_parent

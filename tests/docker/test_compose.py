@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from common.runtime.functions import FUNCTIONS
+from deploy.functions import FUNCTIONS
 from local.rie import free_port, invoke
 from tests.support.cases import CASES, Case, event_for
 from tests.support.scenario import LocalSystem, run_scenario
@@ -203,7 +203,7 @@ def test_compose_export_reimports_with_mailbox(stack: dict[str, int], tmp_path: 
     import mailbox
     import sys
 
-    from common.runtime import config
+    from deploy import config
     from local.env import local_env
     from ops.export import mboxrd_unquoted
     from tests.support.mailgen import mail
@@ -288,7 +288,7 @@ def test_compose_search_finds_a_mail_and_its_pdf_text_sent_over_smtp(
     import json
     import sys
 
-    from common.runtime import config
+    from deploy import config
     from local.env import local_env
     from ops.index import DIR_VARIABLE
     from tests.support.docgen import make_pdf

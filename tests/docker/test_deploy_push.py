@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from common.runtime.functions import FUNCTIONS
+from deploy.functions import FUNCTIONS
 from deploy.images import architecture
 from local.guard import admin_request
 from tests.docker.pushing import OCI_INDEX, PREFIX, SINGLE_PLATFORM, deploy_cli, manifest, put_manifest

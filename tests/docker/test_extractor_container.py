@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from common.runtime.functions import image_ref
+from deploy.functions import image_ref
 from local.rie import RieProcess
 from tests.docker.conftest import RunningImage
 from tests.support import docgen

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from common.runtime.functions import FUNCTIONS, image_ref
+from deploy.functions import FUNCTIONS, image_ref
 from local.rie import free_port
 from tests.docker.conftest import BASE_IMAGE, RunningImage
 from tests.support.cases import CASES, Case, event_for

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from common.runtime.functions import FUNCTIONS
+from deploy.functions import FUNCTIONS
 from local.guard import admin_request
 from tests.conftest import IN_CI, REPO
 from tests.docker.conftest import BASE_IMAGE

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from common.aws import client, dynamodb
-from common.runtime import config
-from common.runtime.config import Config
-from deploy import resources
+from deploy import config, resources
+from deploy.config import Config
 from local.env import admin_credentials
 from tests.conftest import REPO
 from tests.support.harness import Stack

@@ -12,7 +12,7 @@ import pytest
 
 from common.aws import sqs
 from common.mail.outbound import OutboundMessage
-from common.runtime.config import Config
+from deploy.config import Config
 from tests.support.sendload import (
     Faults,
     emulator_process,

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from common.aws import client, or_none
-from common.runtime.functions import FUNCTIONS
 from deploy.cloudformation import export, image_parameter
+from deploy.functions import FUNCTIONS
 from deploy.iam import POLICY_NAME
 from deploy.plan import canonical
 from tests.support.cfn import Resolver

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from common.aws import client
-from common.runtime.functions import FUNCTIONS, SENDERS
+from deploy.functions import FUNCTIONS, SENDERS
 from deploy.main import Options, plan_lines
 from tests.support.deploy import (
     ACCOUNT,

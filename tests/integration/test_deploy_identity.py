@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from common.aws import client, reset_clients
-from common.runtime.functions import FUNCTIONS, SENDERS
+from deploy.functions import FUNCTIONS, SENDERS
 from deploy.main import Options
 from tests.support.deploy import (
     ACCOUNT,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from common.aws import client
-from common.runtime.functions import BY_NAME, FUNCTIONS, SENDERS
 from deploy.errors import DeployError
+from deploy.functions import BY_NAME, FUNCTIONS, SENDERS
 from deploy.main import plan_lines
 from local.iam import takes_no_resource
 from local.rie import RieProcess
@@ -54,12 +54,12 @@ def test_first_deploy_plan_equals_run_and_creates_everything_with_the_right_sett
         assert (config["MemorySize"], config["Timeout"]) == (f.memory_mb, f.timeout_s)
         variables = config["Environment"]["Variables"]
         assert variables["ENVIRONMENT"] == "prd"
-        # each function's variables are its view's (common/runtime/views.py): the senders' rate is theirs
+        # each function's variables are its class's (common/runtime/config.py): the senders' rate is theirs
         assert variables.get("MAX_SEND_RATE") == ("14" if f in SENDERS else None)
         queue = f"{PREFIX}-{f.name.removesuffix('-sender')}"
         assert variables.get("SEND_QUEUE_NAME") == (queue if f.queue_field else None)
         assert "THREAD_SECRET" not in variables  # the secret is in SSM (a SecureString), read at cold start
-        assert ("THREAD_SECRET_PARAMETER" in variables) == ("thread_secret" in f.requires)
+        assert ("THREAD_SECRET_PARAMETER" in variables) == f.reads_thread_secret
         if f.name == "attachment-extractor":  # the bucket comes with each event; it alerts no one
             assert "EMAIL_BUCKET" not in variables and "ALERT_TOPIC_ARN" not in variables
         else:

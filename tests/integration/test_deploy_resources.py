@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from common.aws import client, reset_clients
-from common.runtime.functions import SENDERS
+from deploy.functions import SENDERS
 from tests.support.deploy import (
     ACCOUNT,
     BUCKET,

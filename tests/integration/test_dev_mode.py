@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from common.runtime.functions import FUNCTIONS
+from deploy.functions import FUNCTIONS
 from tests.conftest import REPO
 from tests.support.devproc import DevProcess
 from tests.support.scenario import LocalSystem, run_scenario

@@ -177,7 +177,7 @@ def test_the_stack_secret_is_made_once_0600_and_differs_between_two_fresh_stacks
         assert secret.ensure(path) == value  # made once: kept across restarts
         keys = (out / "credentials").read_text()
         assert stat.S_IMODE((out / "credentials").stat().st_mode) == 0o600
-        made.append((value, keys, (out / "roles" / "reply-sender.env").read_text()))
+        made.append((value, keys, (out / "functions" / "reply-sender.env").read_text()))
     (one, two) = made
     assert one[0] != two[0] and one[1] != two[1] and one[2] != two[2]
     placeholder = tmp_path / "three" / "emulator.env"  # `make down` before any `up`: an empty file

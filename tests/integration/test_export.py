@@ -20,7 +20,7 @@ from urllib.parse import quote_plus
 import pytest
 
 from common.aws import client, dynamodb
-from common.runtime.config import Config
+from deploy.config import Config
 from local.rie import RieProcess
 from ops.export import STATE, Export, mboxrd_unquoted, plain
 from tests.conftest import REPO, load_event

@@ -429,7 +429,7 @@ def test_the_first_hour_on_a_new_account(
     step."""
     import time
 
-    from common.runtime.functions import dlq_name
+    from common.runtime.config import dlq_name
     from tests.support.mailgen import mail
 
     env = new_account(local_defaults, monkeypatch)

@@ -110,7 +110,7 @@ def test_ses_sandbox_refuses_unverified_recipients_and_the_deployed_sender_polic
     recipient's identity: the forward to the verified owner goes out under forward-sender's deployed
     policy; the ack to an unverified contact is not attempted (common/inbound/receipt.py), so no DLQ
     fills."""
-    from common.runtime.functions import dlq_name
+    from common.runtime.config import dlq_name
     from local.iam import SES_SANDBOX
 
     cfg = stack.cfg
@@ -158,7 +158,7 @@ def test_the_wiring_polls_each_sender_queue_with_the_senders_role(stack: Stack) 
     import time
 
     from common.aws import sqs
-    from common.runtime.functions import FUNCTIONS, SENDERS
+    from deploy.functions import FUNCTIONS, SENDERS
     from local.wiring import Endpoint, Wiring
 
     cfg = stack.cfg

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from common.runtime.config import Config
+from deploy.config import Config
 from local import provision
 from local.ingress import SmtpIngress
 from local.rie import free_port

@@ -12,8 +12,8 @@ import pytest
 
 from common.aws import dynamodb
 from common.mail.parse import parse
-from common.runtime.config import Config
 from common.store import conversations, intake, senderlists
+from deploy.config import Config
 from tests.conftest import IAM_ENFORCED
 from tests.integration.test_iam import as_role, denied
 from tests.support.awscalls import CallCounter

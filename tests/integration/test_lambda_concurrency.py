@@ -14,7 +14,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from common.aws import client, sqs
-from common.runtime.functions import FUNCTIONS, dlq_name
+from common.runtime.config import dlq_name
+from deploy.functions import FUNCTIONS
 from local import fresh, provision
 from local.concurrency import THROTTLE_KEY, AccountConcurrency
 from local.wiring import Endpoint, Wiring, invocation_route

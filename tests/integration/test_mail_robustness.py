@@ -12,7 +12,7 @@ import pytest
 
 from common.mail import limits
 from common.mail.threads import MAX_ID, conversation_id, thread_address
-from common.runtime.functions import BY_NAME
+from deploy.functions import BY_NAME
 from local.rie import RieProcess
 from tests.support import caps
 from tests.support import mailgen as g

@@ -15,9 +15,8 @@ import pytest
 
 from common.aws import client
 from common.delivery.compose import FORWARD_MARKER
-from common.runtime import config
-from common.runtime.config import Config
-from deploy import resources
+from deploy import config, resources
+from deploy.config import Config
 from local.env import aws_endpoint, local_env
 from tests.conftest import REPO
 from tests.support.devproc import DevProcess

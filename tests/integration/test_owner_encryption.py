@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from common.mail.encrypt import ENCRYPTED_TYPES, NEUTRAL_SUBJECT, parse, status
-from common.runtime import config
+from deploy import config
 from local.env import aws_endpoint, local_env
 from tests.conftest import REPO
 from tests.support.devproc import DevProcess

@@ -47,7 +47,7 @@ def test_missing_config_is_a_clear_init_error(
     rie_function: Callable[..., RieProcess], moto_server: str
 ) -> None:
     from common.aws import client
-    from common.runtime import config
+    from deploy import config
     from local.env import local_env
 
     # no secret in its variables (as always) and none stored in SSM either (provisioning stores one)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from common.aws import client
-from common.runtime.config import Config
+from deploy.config import Config
 from local.env import admin_credentials
 from local.rie import RieProcess
 from ops.index import DIR_VARIABLE, TEXT_CAP

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from common.aws import client, reset_clients
-from common.runtime.functions import FUNCTIONS
+from deploy.functions import FUNCTIONS
 from deploy.images import Published
 from deploy.main import Options, deploy
 

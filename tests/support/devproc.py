@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.runtime.functions import FUNCTIONS
+from deploy.functions import FUNCTIONS
 from local.rie import free_port
 
 REPO = Path(__file__).resolve().parents[2]

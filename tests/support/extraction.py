@@ -22,7 +22,7 @@ from tests.support import docgen
 BUCKET = "service-email-handler-local-mail"
 PREFIX = "attachments/jane-smith-linkedin-a1b2c3/0000msg1/"
 TEXT_PREFIX = "extracted-text/" + PREFIX[len("attachments/") :]
-# As on AWS: the function's memory and timeout (common/runtime/functions.py), which the
+# As on AWS: the function's memory and timeout (deploy/functions.py), which the
 # extractor reads to size its child (the RIE would otherwise report 3008 MB and 300 s).
 FUNCTION_ENV = {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256", "AWS_LAMBDA_FUNCTION_TIMEOUT": "60"}
 # The corpus checks what each document comes out as, and with the production budget (50 s) that depends

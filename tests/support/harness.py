@@ -19,10 +19,10 @@ from typing import Any
 from common.aws import client, forget_learnt, sqs
 from common.inbound import policy
 from common.mail.outbound import OutboundMessage
-from common.runtime import config
-from common.runtime.config import Config
-from common.runtime.functions import FUNCTIONS, SENDERS
 from common.store.sendqueue import load
+from deploy import config
+from deploy.config import Config
+from deploy.functions import FUNCTIONS, SENDERS
 from local import events as localevents
 from local import motoadapter, provision
 from local.env import function_credentials

@@ -21,9 +21,8 @@ from email.message import EmailMessage
 from typing import Any
 
 from common.aws import client, dynamodb
-from common.runtime import config
 from common.store import sendstatus
-from deploy import resources
+from deploy import config, resources
 from local.env import aws_endpoint, local_env
 from tests.support.docgen import make_pdf
 from tests.support.mailgen import mail

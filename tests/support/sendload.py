@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from common.aws import client, ses
 from common.mail.outbound import OutboundMessage
-from common.runtime.config import Config
 from common.senders import handler as sender
+from deploy.config import Config
 from local.wiring import poll_queue_once
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -206,7 +206,7 @@ def queue_empty(cfg: Config, feeder: threading.Thread | None = None) -> Callable
 @contextlib.contextmanager
 def emulator_process(env: dict[str, str]) -> Iterator[Config]:
     """A provisioned stack on a moto server in its own process; AWS_ENDPOINT_URL points at it meanwhile."""
-    from common.runtime import config
+    from deploy import config
     from local import provision
     from local.emulator import MotoProcess
     from local.env import aws_endpoint

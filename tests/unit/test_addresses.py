@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError
-from common.runtime import addresses, config
+from common.runtime import addresses
+from deploy import config
 
 BASE = {"DOMAIN_NAME": "example.com", "PRIVATE_EMAIL": "owner@example.net"}
 SEVERAL = {

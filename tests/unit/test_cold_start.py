@@ -32,7 +32,7 @@ def test_the_deploy_gives_every_function_its_own_account_never_the_shells(
 ) -> None:
     """ACCOUNT_ID spares each cold start an sts:GetCallerIdentity call (common/aws/sts.py); the value is the
     account the deploy runs in, whatever a shell exported under that common name."""
-    from common.runtime.functions import FUNCTIONS
+    from deploy.functions import FUNCTIONS
     from deploy.lambdas import environment
     from deploy.preflight import load_config
 
@@ -61,7 +61,7 @@ def test_a_lambda_cold_start_runs_without_the_cyclic_collector_until_the_first_i
     from common.aws import sts
     from common.runtime import coldstart
     from common.runtime import handler as handler_mod
-    from common.runtime.config import Config, load
+    from common.runtime.config import SenderConfig
     from local.env import local_env
 
     class Node:
@@ -70,14 +70,15 @@ def test_a_lambda_cold_start_runs_without_the_cyclic_collector_until_the_first_i
     seen: list[bool] = []
     garbage: list[weakref.ref[Node]] = []
 
-    def logic(cfg: Config, event: object, context: object) -> dict[str, str]:
+    def logic(cfg: SenderConfig, event: object, context: object) -> dict[str, str]:
         seen.append(gc.isenabled())
         cycle = Node()
         cycle.self = cycle  # type: ignore[attr-defined]  # unreachable once this returns, but for the collector
         garbage.append(weakref.ref(cycle))
         return {"status": "ok"}
 
-    monkeypatch.setattr(handler_mod.config_mod, "load", lambda: load(local_env()))
+    for name, value in local_env().items():  # what the function's class reads at cold start
+        monkeypatch.setenv(name, value)
     try:
         monkeypatch.setenv("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001")
         fn = handler_mod.make_handler("ack-sender", logic)

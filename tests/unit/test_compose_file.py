@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from common.runtime.functions import FUNCTIONS
+from deploy.functions import FUNCTIONS
+from local.ports import PORTS
 
 COMPOSE = Path(__file__).resolve().parents[2] / "compose"
 
@@ -23,7 +24,7 @@ def test_every_function_is_a_service_with_its_image_port_and_timeout() -> None:
         assert svc["image"] == f"{f.repository}:${{IMAGE_TAG:-latest}}"
         [port] = svc["ports"]
         assert re.fullmatch(
-            rf"127\.0\.0\.1:\$\{{{f.name.upper().replace('-', '_')}_PORT:-{f.port}\}}:8080", port
+            rf"127\.0\.0\.1:\$\{{{f.name.upper().replace('-', '_')}_PORT:-{PORTS[f.name]}\}}:8080", port
         )
         env = svc["environment"]
         assert env["AWS_LAMBDA_FUNCTION_TIMEOUT"] == str(f.timeout_s), f.name  # what the RIE enforces locally
@@ -77,8 +78,8 @@ def test_localstack_keeps_the_token_and_mounts_its_init_hooks() -> None:
 
 def test_functions_run_with_their_role_credentials_and_moto_enforces_iam_by_default() -> None:
     found = services()
-    for f in FUNCTIONS:  # local.env first: the role session's keys override its placeholder keys
-        assert found[f.name]["env_file"] == ["local.env", f"../.build/local/roles/{f.name}.env"], f.name
+    for f in FUNCTIONS:  # its own variables and its role session's keys only (local.env.function_env_files)
+        assert found[f.name]["env_file"] == [f"../.build/local/functions/{f.name}.env"], f.name
     for tool in ("init", "wiring", "smtp"):  # the local admin (local.env.admin_credentials)
         assert found[tool]["env_file"] == ["local.env", "../.build/local/emulator.env"]
     moto = yaml.safe_load((COMPOSE / "emulator-moto.yml").read_text())["services"]["aws"]

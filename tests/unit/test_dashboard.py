@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 
-from common.runtime import config
-from deploy import dashboard
+from deploy import config, dashboard
 
 CFG = config.load(
     {

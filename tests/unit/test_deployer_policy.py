@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.runtime import config
-from common.runtime.functions import FUNCTIONS
+from deploy import config
+from deploy.functions import FUNCTIONS
 from deploy.iam import deployer_policy, policy
 from local.env import local_env
 from local.iam import NO_RESOURCE_ACTIONS, Request, as_aws_evaluates, evaluate, takes_no_resource

@@ -16,9 +16,10 @@ from common.errors import ConfigError
 from common.mail.build import build
 from common.mail.encrypt import ENCRYPTED_TYPES, NEUTRAL_SUBJECT, OwnerKeyError, encrypt, parse
 from common.mail.outbound import Attachment, OutboundMessage
-from common.runtime.config import ENCRYPTION_GROWTH, load
-from common.runtime.functions import BY_NAME
+from common.runtime.config import ENCRYPTION_GROWTH
+from deploy.config import load
 from deploy.errors import DeployError
+from deploy.functions import BY_NAME
 from deploy.iam import policy as policy_document
 from deploy.lambdas import environment
 from deploy.preflight import load_config

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from common.runtime import config
-from deploy import dns, iam
+from deploy import config, dns, iam
 from local import fresh
 
 CFG = config.load(

@@ -15,8 +15,8 @@ from common.aws import reset_clients, s3
 from common.delivery.compose import TEMPORARY_LINKS_NOTE, build_forward
 from common.mail.outbound import Attachment
 from common.mail.parse import parse
-from common.runtime import config
 from common.store.attachments import Stored, Withheld
+from deploy import config
 from local.env import local_env
 from tests.support.mailgen import mail
 

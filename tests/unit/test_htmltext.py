@@ -165,7 +165,7 @@ def test_html_past_the_bound_is_attached_when_it_fits_and_named_in_the_archive_w
     from dataclasses import replace
 
     from common.delivery.compose import HTML_ORIGINAL_NAME, unconverted_html
-    from common.runtime import config
+    from deploy import config
 
     cfg = config.load(
         {

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from common.runtime import config
-from common.runtime.functions import FUNCTIONS, SENDERS
+from deploy import config
+from deploy.functions import FUNCTIONS, SENDERS
 from deploy.iam import SENDER_QUEUE_ACTIONS, policy
 from local.env import local_env
 from tests.support import iamscan

@@ -9,9 +9,9 @@ from common.delivery import ack
 from common.inbound import policy
 from common.mail.parse import parse
 from common.mail.sanitize import safe_filename
-from common.runtime import config
-from common.runtime.config import Config
 from common.runtime.events import SesReceipt
+from deploy import config
+from deploy.config import Config
 from local.events import receipt_event
 from tests.support.mailgen import mail
 

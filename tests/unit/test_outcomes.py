@@ -11,10 +11,11 @@ from dataclasses import replace
 import pytest
 
 from common.errors import ConfigError
-from common.runtime import config, outcomes
-from common.runtime.functions import FUNCTIONS
+from common.runtime import outcomes
 from common.runtime.log import pseudonym
 from common.runtime.outcomes import Mail, Outcome
+from deploy import config
+from deploy.functions import FUNCTIONS
 from deploy.iam import policy
 from local.iam import Request, evaluate
 

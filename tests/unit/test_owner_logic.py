@@ -7,9 +7,10 @@ import pytest
 from common.errors import EventError
 from common.mail.threads import release_address, thread_address, verify_release_address, verify_thread_address
 from common.reply.text import Control, ControlAction, clean_reply, new_conversation_recipient, owner_controls
-from common.runtime import config, events
+from common.runtime import events
 from common.store import senderlists
 from common.store.quarantine import quarantine_id
+from deploy import config
 
 CFG = config.load(
     {

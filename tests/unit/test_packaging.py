@@ -6,7 +6,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from common.runtime.functions import FUNCTIONS
+from deploy.functions import FUNCTIONS
+from local.ports import PORTS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,7 @@ def test_each_function_has_a_thin_image_and_a_screenful_handler() -> None:
 
 
 def test_local_ports_are_9001_to_9006_in_contract_order() -> None:
-    assert [f.port for f in FUNCTIONS] == list(range(9001, 9007))
+    assert [PORTS[f.name] for f in FUNCTIONS] == list(range(9001, 9007))
     assert [f.name for f in FUNCTIONS] == [
         "inbound-handler",
         "reply-handler",

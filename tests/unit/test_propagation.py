@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from common.runtime import config
-from deploy import propagation
+from deploy import config, propagation
 from deploy.plan import Run
 from local.env import local_env
 

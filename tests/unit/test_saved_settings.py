@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from common.runtime import config
-from deploy import saved
+from deploy import config, saved
 from deploy.errors import DeployError
 
 GIVEN = {

@@ -122,7 +122,7 @@ def test_the_separator_of_unspaced_scripts_is_a_separator_to_unicode61() -> None
 def test_forget_removes_the_contact_now_and_only_newer_mail_of_theirs_is_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from common.runtime import config
+    from deploy import config
     from local.env import local_env
 
     cfg = config.load(local_env())

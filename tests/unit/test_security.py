@@ -9,9 +9,9 @@ import pytest
 from common.errors import ConfigError
 from common.reply import auth
 from common.reply.scrub import hide_addresses
-from common.runtime import config
 from common.runtime.events import SesReceipt
 from common.store import sendstatus
+from deploy import config
 from local.events import receipt_event
 
 ENV = {

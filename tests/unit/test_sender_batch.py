@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from common.runtime.config import Config
 from common.senders import handler as sender
 from common.senders.status import SendStatus
 from common.store import layout
+from deploy.config import Config
 
 EVENT = json.loads((Path(__file__).parents[1] / "fixtures" / "events" / "sqs-send.json").read_text())
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from cli.termsafe import clean
-from common.runtime import config
+from deploy import config
 from ops import admin
 from ops import main as cli
 from tests.support.mailgen import mail

@@ -414,8 +414,8 @@ def test_every_string_the_pdf_parser_may_return_reaches_storage(monkeypatch: pyt
     from common.aws import s3
     from common.extractor import handler
     from common.mail.charsets import well_formed
-    from common.runtime import config
     from common.store import extracted
+    from deploy import config
 
     rng = random.Random(20261127)
     pages = 40

@@ -12,8 +12,8 @@ from common.delivery.compose import build_forward
 from common.errors import ConfigError
 from common.mail import htmlsafe, trackers
 from common.mail.parse import parse
-from common.runtime.config import load
 from common.store.attachments import Stored
+from deploy.config import load
 
 DATA = json.loads(resources.files("common").joinpath("data/trackers.json").read_text())
 

@@ -1,0 +1,73 @@
+"""The whole deployment's configuration, as the host tools read it (deploy, local modes, owner and
+operator commands): every function's class of common/runtime/config.py at once, plus what only the host
+holds (the owner's key files, the retention of what no function writes). Nothing here ships in an image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from common.errors import ConfigError
+from common.runtime import config as runtime
+from common.runtime.config import (
+    AckSenderConfig,
+    ExtractorConfig,
+    ForwardSenderConfig,
+    InboundHandlerConfig,
+    ReplyHandlerConfig,
+    ReplySenderConfig,
+    retention_days,
+    setting,
+)
+
+
+@dataclass(frozen=True)
+class Config(
+    InboundHandlerConfig,
+    ReplyHandlerConfig,
+    AckSenderConfig,
+    ForwardSenderConfig,
+    ReplySenderConfig,
+    ExtractorConfig,
+):
+    """Every setting of every function, and the host's own."""
+
+    # The host consumes no queue: a sender's own class says which one it does.
+    queue_field: ClassVar[str] = ""
+    queue: ClassVar[str] = ""
+
+    # SNS topic SES publishes Delivery/Bounce/Complaint to (the deploy subscribes inbound-handler to it)
+    feedback_topic: str = setting("", "FEEDBACK_TOPIC_NAME", derive=lambda c: c.name("ses-feedback"))
+    # --- the owner's key files (docs/owner.md): the deploy stores the key's text in SSM
+    owner_smime_cert: str = setting("")  # path of a PEM X.509 certificate (S/MIME, RFC 8551)
+    owner_pgp_key: str = setting("")  # path of an ASCII-armored OpenPGP public key (PGP/MIME, RFC 3156)
+    # --- retention of what the functions write but never read again (lifecycle rules, deploy/resources.py)
+    retention_attachments_days: int = setting(
+        730, check=retention_days
+    )  # attachments/, withheld/, reply-attachments/
+    retention_text_days: int = setting(730, check=retention_days)  # extracted-text/
+    retention_rejected_days: int = setting(
+        90, check=retention_days
+    )  # rejected/ and bounces/: evidence for alerts
+
+    @property
+    def has_owner_key_source(self) -> bool:
+        return bool(self.owner_smime_cert or self.owner_pgp_key or self.owner_key)
+
+    def _check(self) -> None:
+        if self.owner_smime_cert and self.owner_pgp_key:
+            raise ConfigError(
+                "set OWNER_SMIME_CERT or OWNER_PGP_KEY, not both: mail to the owner is encrypted to one key"
+            )
+
+
+def load(environ: Mapping[str, str] | None = None, require: Iterable[str] = ()) -> Config:
+    """The host's configuration; ``require`` names fields that must be non-empty."""
+    return Config.parse(environ).require(*require)
+
+
+def env_name(field_name: str) -> str:
+    """The variable of a setting."""
+    return runtime.env_name(Config, field_name)
