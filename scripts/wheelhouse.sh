@@ -36,8 +36,12 @@ if [ "${1:-image}" = local ]; then
   if [ -f "$WH/.stamp" ] && [ "$(cat "$WH/.stamp")" = "$stamp" ]; then echo "[wheelhouse] local tools up to date"; exit 0; fi
   echo "[wheelhouse] downloading the local tools' wheels for $PLATFORM / CPython 3.13"
   rm -rf "$WH" && mkdir -p "$WH"
+  arch=${PLATFORM#manylinux2014_}
+  # The tools import common/ (the mail parser among it), so its wheels are here too; google-re2 has
+  # manylinux_2_28 wheels only, as for the images below.
   "$PY" -m pip download -q --disable-pip-version-check --no-deps -d "$WH" \
-    --platform "$PLATFORM" --python-version 3.13 --implementation cp --only-binary=:all: -r requirements/local.txt
+    --platform "manylinux_2_28_$arch" --platform "manylinux_2_17_$arch" --platform "$PLATFORM" \
+    --python-version 3.13 --implementation cp --only-binary=:all: -r requirements/local.txt
   cp requirements/local.txt "$WH/local.txt"; echo "$stamp" > "$WH/.stamp"; exit 0
 fi
 
