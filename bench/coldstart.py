@@ -56,6 +56,30 @@ def _pairs(
     return out
 
 
+def _init_cpu_ms(client: Any, image: str) -> float:
+    """CPU time of ``import app`` (the function's init: its imports, its configuration, its handler) in a
+    fresh container: a process's own CPU time moves far less with the machine's load than the wall clock."""
+    code = "import time; t=time.process_time(); import app; print((time.process_time()-t)*1000)"
+    out = client.containers.run(
+        image,
+        entrypoint=["python", "-c", code],
+        environment=local_env(),
+        remove=True,
+        read_only=True,
+        network_mode="none",
+    )
+    return float(out.decode().strip())
+
+
+def _init_pairs(client: Any, first: str, second: str, rounds: int) -> list[tuple[float, float]]:
+    out = []
+    for i in range(rounds):
+        order = [first, second] if i % 2 == 0 else [second, first]
+        ms = {ref: _init_cpu_ms(client, ref) for ref in order}
+        out.append((ms[first] / 1000, ms[second] / 1000))
+    return out
+
+
 def _row(pairs: list[tuple[float, float]]) -> dict[str, float]:
     return {
         "ms": round(statistics.median(a for a, _ in pairs) * 1000, 1),
@@ -81,10 +105,14 @@ def run(rounds: int = 0) -> dict[str, Any]:
                 if reference:
                     ref_image = image.rsplit(":", 1)[0] + f":{reference}"
                     row = _row(_pairs(client, image, ref_image, event, rounds))
+                    init = _row(_init_pairs(client, image, ref_image, rounds))
                     results["reference"][name] = {
                         "this_ms": row["ms"],
                         "reference_ms": row["other_ms"],
                         "ratio": row["ratio"],
+                        "init_cpu_ms": init["ms"],
+                        "reference_init_cpu_ms": init["other_ms"],
+                        "init_cpu_ratio": init["ratio"],
                     }
                 variant = _no_pause_variant(image)
                 row = _row(_pairs(client, image, variant, event, rounds))
@@ -99,13 +127,20 @@ def run(rounds: int = 0) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = [f"cold start, docker run -> first response, median of {results['rounds']} alternated pairs"]
+    lines = [
+        f"cold start, docker run -> first response, and init CPU (import app), median of {results['rounds']}"
+        " alternated pairs"
+    ]
     if results["reference"]:
         lines.append(
-            f"{'function':22} {'this ms':>8} {'ref ms':>8} {'this/ref':>9}  ref {results['reference_tag']}"
+            f"{'function':22} {'this ms':>8} {'ref ms':>8} {'this/ref':>9} {'init CPU':>9} {'ref':>7} "
+            f"{'this/ref':>9}  ref {results['reference_tag']}"
         )
         for name, r in results["reference"].items():
-            lines.append(f"{name:22} {r['this_ms']:>8} {r['reference_ms']:>8} {r['ratio']:>9}")
+            lines.append(
+                f"{name:22} {r['this_ms']:>8} {r['reference_ms']:>8} {r['ratio']:>9} "
+                f"{r['init_cpu_ms']:>9} {r['reference_init_cpu_ms']:>7} {r['init_cpu_ratio']:>9}"
+            )
     lines.append(f"{'function':22} {'paused':>8} {'no pause':>8} {'ratio':>9}  (the collector's pause)")
     for name, r in results["gc_pause"].items():
         lines.append(f"{name:22} {r['paused_ms']:>8} {r['not_paused_ms']:>8} {r['ratio']:>9}")

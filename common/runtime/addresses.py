@@ -11,7 +11,10 @@ read and inline) gives an address its own settings, and may list addresses by it
 
 Settings: ``label`` (what the owner sees: the forward's banner, `conversations`, `quarantine`, the
 digest), ``ack`` (on/off), ``ack_subject`` and ``ack_template`` (default ACK_SUBJECT, ACK_TEMPLATE),
-``keywords`` (the owner's keyword lists on/off). A catch-all defaults to no ack and the label
+``keywords`` (the owner's keyword lists on/off), ``forward_to`` (the mailboxes the address's mail
+goes to, default PRIVATE_EMAIL), ``screener`` (a first-time sender's mail waits for the owner's
+approval) and ``hide_correspondent`` (an encrypted forward shows the mailbox provider nothing of the
+contact: docs/owner.md). A catch-all defaults to no ack and the label
 "to: unknown address". One address and no PUBLIC_ADDRESSES is the configuration of before, unchanged.
 
 Which address a mail was written to comes only from SES's receipt ``recipients`` (the envelope SES
@@ -36,7 +39,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from common.runtime.config import PublicAddresses
 
 CATCH_ALL_LABEL = "to: unknown address"
-SETTINGS = frozenset({"label", "ack", "ack_subject", "ack_template", "keywords"})
+SETTINGS = frozenset(
+    {"label", "ack", "ack_subject", "ack_template", "keywords"}
+    | {"forward_to", "screener", "hide_correspondent"}
+)
+# 7-bit ASCII only: "Amazon SES does not support the SMTPUTF8 extension ... the email address string must be
+# 7-bit ASCII" (SES API, Destination), domains in punycode.
+EMAIL = re.compile(r"^[!-;=?A-~]+@[A-Za-z0-9.-]+\.[A-Za-z0-9-]+$")
 # An address this system may write from: SES needs 7-bit ASCII (no SMTPUTF8) and a dot-atom local part
 # keeps the From header unquoted; a catch-all recipient outside this is forwarded but never written from.
 _LOCAL = re.compile(r"[a-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
@@ -54,6 +63,9 @@ class PublicAddress:
     ack_template: str
     keywords: bool
     catch_all: bool = False  # reached through ``*@DOMAIN``, not listed itself
+    forward_to: tuple[str, ...] = ()  # the address's own mailboxes; () = the owner's (PRIVATE_EMAIL)
+    screener: bool = False
+    hide_correspondent: bool = False
 
     @property
     def described(self) -> str:
@@ -137,12 +149,29 @@ def _settings(text: str) -> dict[str, dict[str, Any]]:
                 f"PUBLIC_ADDRESSES: {address}: unknown setting(s) {sorted(unknown)} "
                 f"(known: {sorted(SETTINGS)})"
             )
-        for name, kind in (("ack", bool), ("keywords", bool), ("label", str)):
+        for name, kind in (
+            ("ack", bool),
+            ("keywords", bool),
+            ("label", str),
+            ("screener", bool),
+            ("hide_correspondent", bool),
+        ):
             if name in settings and not isinstance(settings[name], kind):
                 raise ConfigError(f"PUBLIC_ADDRESSES: {address}: {name} must be {kind.__name__}")
         for name in ("ack_subject", "ack_template"):
             if name in settings and not (isinstance(settings[name], str) and settings[name].strip()):
                 raise ConfigError(f"PUBLIC_ADDRESSES: {address}: {name} must be a non-empty string")
+        if "forward_to" in settings:
+            boxes = settings["forward_to"]
+            if not (
+                isinstance(boxes, list)
+                and boxes
+                and all(isinstance(b, str) and EMAIL.match(b.strip()) for b in boxes)
+            ):
+                raise ConfigError(
+                    f"PUBLIC_ADDRESSES: {address}: forward_to must be a non-empty list of ASCII email "
+                    "addresses"
+                )
         out[address.strip()] = settings
     return out
 
@@ -186,6 +215,9 @@ def _table(
             str(s.get("ack_template", ack_template)),
             bool(s.get("keywords", True)),
             catch,
+            tuple(dict.fromkeys(b.strip() for b in s.get("forward_to", ()))),
+            bool(s.get("screener", False)),
+            bool(s.get("hide_correspondent", False)),
         )
 
     every = [one(a) for a in listed]

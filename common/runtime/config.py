@@ -35,10 +35,9 @@ DEV_THREAD_SECRET = "dev-only-thread-secret-do-not-deploy"
 # and the envelope's own few hundred bytes, rounded up.
 ENCRYPTION_GROWTH = 1.4
 
-# 7-bit ASCII only: "Amazon SES does not support the SMTPUTF8 extension ... the email address string must be
-# 7-bit ASCII" (SES API, Destination), domains in punycode. A Unicode owner address would never match
-# SES's envelope, so every owner reply would be refused; say so at start instead.
-_EMAIL = re.compile(r"^[!-;=?A-~]+@[A-Za-z0-9.-]+\.[A-Za-z0-9-]+$")
+# 7-bit ASCII only (common/runtime/addresses.py): a Unicode owner address would never match SES's
+# envelope, so every owner reply would be refused; say so at start instead.
+_EMAIL = addresses.EMAIL
 EMAIL_ADDRESS = _EMAIL  # the same rule for an address a host command is given (ses verify-address)
 _DOMAIN = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9-]{1,63}\.)+[A-Za-z0-9-]{2,63}$")
 # PutEventsRequestEntry's EventBusName: "The name or ARN of the event bus", 1-256 characters of

@@ -290,7 +290,7 @@ CASES: dict[tuple[str, str], Case] = {
     # --- configuration (the operator's values, checked at start) ---
     ("common.runtime.addresses", "_LOCAL"): case("a.", "a", "!", tail="..", how="fullmatch"),
     ("common.runtime.addresses", "_FROM"): case("\n", " ", "[from: ", "[from: a ", "\n[from:"),
-    ("common.runtime.config", "_EMAIL"): case("a.", "a@", head="a@", how="match"),
+    ("common.runtime.addresses", "EMAIL"): case("a.", "a@", head="a@", how="match"),
     ("common.runtime.config", "_DOMAIN"): case("a.", "a", how="match"),
     ("common.runtime.config", "_PUBLIC_NAME_FORBIDDEN"): case("a"),
     ("common.runtime.config", "_ENVIRONMENT"): case("a", tail="!", how="fullmatch"),
