@@ -44,7 +44,7 @@ Section = tuple[str, Callable[[], dict[str, Any]], Callable[[dict[str, Any]], st
 SECTIONS: dict[str, Section] = {
     "images": ("images: size, cold start, warm invoke", images.run, images.table),
     "coldstart": (
-        "cold starts against a reference build (BENCH_REFERENCE_TAG) and without the collector's pause",
+        "cold starts against a reference build (BENCH_REFERENCE_TAG), alternated pairs in one run",
         coldstart.run,
         coldstart.table,
     ),

@@ -1,83 +1,60 @@
-"""Cold starts against a reference build, and the one cold-start measure the images keep, in one run.
+"""Cold starts against a reference build, in one run.
 
-Two questions a change to the code's shape must answer with figures taken side by side, on the same
-machine and the same emulator, the order alternated from pair to pair (a start right after another's
-removal is slower, so a fixed order would favour whichever goes first):
+A change to the code's shape (its imports, its configuration, a new dependency) must answer with
+figures taken side by side: ``BENCH_REFERENCE_TAG=<tag>`` names function images built from another
+commit (``IMAGE_TAG=<tag> scripts/images.sh --functions`` in a worktree of it). Each function starts on
+the same cheap event from its image of this tree and from the reference's, the order alternated from
+pair to pair (a start right after another's removal is slower, so a fixed order would favour whichever
+goes first), on the same machine and the same emulator. Two figures per start: docker run -> first
+response, and the CPU time the container used by then (the RIE, the runtime's init and the first
+event), which moves far less with the machine's load than the wall clock. The ratios are medians of
+the pairs' ratios. Without the variable the section says what it needs and measures nothing.
 
-- **against a reference build**: ``BENCH_REFERENCE_TAG=<tag>`` names function images built from
-  another commit (``IMAGE_TAG=<tag> scripts/images.sh --functions`` in a worktree of it). Each
-  function starts on the same cheap event from its image of this tree and from the reference's; the
-  ratio is the median of the pairs' ratios. Without the variable the section measures only the pause.
-- **the collector's pause** (common/runtime/coldstart.py): each function's image beside a variant of
-  it whose ``pause_collector`` and ``resume_collector`` do nothing, built here from the image itself, so
-  the two differ in exactly that. docs/decisions.md keeps a cold-start measure only while its gain,
-  measured this way, is 10 % or more.
+docs/decisions.md keeps a cold-start measure only while its gain, measured this way against the code
+without it, is 10 % or more (the collector's pause went that way).
 """
 
 from __future__ import annotations
 
 import os
 import statistics
-import subprocess
-import tempfile
-from pathlib import Path
+import time
 from typing import Any
 
 from bench import images
 from local.env import local_env
 
-# The variant's coldstart.py: the same two functions, doing nothing.
-NO_PAUSE = "def pause_collector():\n    pass\n\n\ndef resume_collector():\n    pass\n"
-COLDSTART_PY = "/opt/lib/common/runtime/coldstart.py"
+# The container's CPU time so far, in ns: cgroup v1's cpuacct, or v2's cpu.stat (usage_usec).
+CPU_USAGE = (
+    "cat /sys/fs/cgroup/cpuacct/cpuacct.usage 2>/dev/null"
+    " || awk '/^usage_usec/{print $2 * 1000}' /sys/fs/cgroup/cpu.stat"
+)
 
 
-def _no_pause_variant(image: str) -> str:
-    tag = image.replace(":", ":nopause-", 1) if ":" in image else f"{image}:nopause"
-    with tempfile.TemporaryDirectory() as ctx:
-        Path(ctx, "coldstart.py").write_text(NO_PAUSE)
-        Path(ctx, "Dockerfile").write_text(
-            f"FROM {image}\nUSER root\nCOPY coldstart.py {COLDSTART_PY}\n"
-            f"RUN python3 -m compileall -q --invalidation-mode unchecked-hash {COLDSTART_PY}\n"
-        )
-        subprocess.run(
-            ["docker", "build", "-q", "--network", "none", "-t", tag, ctx], check=True, capture_output=True
-        )
-    return tag
+def _cold(client: Any, image: str, event: Any) -> tuple[float, float]:
+    """(seconds from `docker run` to the first response, CPU seconds the container used by then)."""
+    t0 = time.perf_counter()
+    container, url = images._start(client, image)
+    try:
+        images._first_response(url, event)
+        wall = time.perf_counter() - t0
+        out = container.exec_run(["sh", "-c", CPU_USAGE]).output.decode().strip()
+        return wall, float(out) / 1e9
+    finally:
+        container.remove(force=True)
 
 
 def _pairs(
     client: Any, first: str, second: str, event: images.Event, rounds: int
-) -> list[tuple[float, float]]:
-    out = []
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(wall, cpu) pairs (first, second), the order alternated."""
+    wall, cpu = [], []
     for i in range(rounds):
         order = [first, second] if i % 2 == 0 else [second, first]
-        seconds = {ref: images._cold_start(client, ref, event()) for ref in order}
-        out.append((seconds[first], seconds[second]))
-    return out
-
-
-def _init_cpu_ms(client: Any, image: str) -> float:
-    """CPU time of ``import app`` (the function's init: its imports, its configuration, its handler) in a
-    fresh container: a process's own CPU time moves far less with the machine's load than the wall clock."""
-    code = "import time; t=time.process_time(); import app; print((time.process_time()-t)*1000)"
-    out = client.containers.run(
-        image,
-        entrypoint=["python", "-c", code],
-        environment=local_env(),
-        remove=True,
-        read_only=True,
-        network_mode="none",
-    )
-    return float(out.decode().strip())
-
-
-def _init_pairs(client: Any, first: str, second: str, rounds: int) -> list[tuple[float, float]]:
-    out = []
-    for i in range(rounds):
-        order = [first, second] if i % 2 == 0 else [second, first]
-        ms = {ref: _init_cpu_ms(client, ref) for ref in order}
-        out.append((ms[first] / 1000, ms[second] / 1000))
-    return out
+        got = {ref: _cold(client, ref, event()) for ref in order}
+        wall.append((got[first][0], got[second][0]))
+        cpu.append((got[first][1], got[second][1]))
+    return wall, cpu
 
 
 def _row(pairs: list[tuple[float, float]]) -> dict[str, float]:
@@ -94,32 +71,25 @@ def run(rounds: int = 0) -> dict[str, Any]:
 
     rounds = rounds or int(os.environ.get("BENCH_ROUNDS") or 5)
     reference = os.environ.get("BENCH_REFERENCE_TAG", "")
+    results: dict[str, Any] = {"rounds": rounds, "reference_tag": reference, "functions": {}}
+    if not reference:
+        return results
     client = docker.from_env()  # type: ignore[attr-defined]  # mypy sees the repo's docker/ folder
-    results: dict[str, Any] = {"rounds": rounds, "reference_tag": reference, "reference": {}, "gc_pause": {}}
     with emulator_process(local_env()):
         images.attach_emulator()
         try:
             for name, image in images.function_images():
                 event = images.cheap_event(name)
                 images._cold_start(client, image, event())  # untimed: moto loads each backend on first use
-                if reference:
-                    ref_image = image.rsplit(":", 1)[0] + f":{reference}"
-                    row = _row(_pairs(client, image, ref_image, event, rounds))
-                    init = _row(_init_pairs(client, image, ref_image, rounds))
-                    results["reference"][name] = {
-                        "this_ms": row["ms"],
-                        "reference_ms": row["other_ms"],
-                        "ratio": row["ratio"],
-                        "init_cpu_ms": init["ms"],
-                        "reference_init_cpu_ms": init["other_ms"],
-                        "init_cpu_ratio": init["ratio"],
-                    }
-                variant = _no_pause_variant(image)
-                row = _row(_pairs(client, image, variant, event, rounds))
-                results["gc_pause"][name] = {
-                    "paused_ms": row["ms"],
-                    "not_paused_ms": row["other_ms"],
-                    "ratio": row["ratio"],
+                ref_image = image.rsplit(":", 1)[0] + f":{reference}"
+                wall, cpu = (_row(p) for p in _pairs(client, image, ref_image, event, rounds))
+                results["functions"][name] = {
+                    "this_ms": wall["ms"],
+                    "reference_ms": wall["other_ms"],
+                    "ratio": wall["ratio"],
+                    "cpu_ms": cpu["ms"],
+                    "reference_cpu_ms": cpu["other_ms"],
+                    "cpu_ratio": cpu["ratio"],
                 }
         finally:
             images.detach_emulator()
@@ -127,21 +97,17 @@ def run(rounds: int = 0) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> str:
+    if not results["reference_tag"]:
+        return "no reference: set BENCH_REFERENCE_TAG to the tag of images built from another commit"
     lines = [
-        f"cold start, docker run -> first response, and init CPU (import app), median of {results['rounds']}"
-        " alternated pairs"
+        "cold start: docker run -> first response, and the container's CPU time by then; median of "
+        f"{results['rounds']} alternated pairs against {results['reference_tag']}",
+        f"{'function':22} {'this ms':>8} {'ref ms':>8} {'this/ref':>9} {'CPU ms':>9} {'ref':>7} "
+        f"{'this/ref':>9}",
     ]
-    if results["reference"]:
+    for name, r in results["functions"].items():
         lines.append(
-            f"{'function':22} {'this ms':>8} {'ref ms':>8} {'this/ref':>9} {'init CPU':>9} {'ref':>7} "
-            f"{'this/ref':>9}  ref {results['reference_tag']}"
+            f"{name:22} {r['this_ms']:>8} {r['reference_ms']:>8} {r['ratio']:>9} "
+            f"{r['cpu_ms']:>9} {r['reference_cpu_ms']:>7} {r['cpu_ratio']:>9}"
         )
-        for name, r in results["reference"].items():
-            lines.append(
-                f"{name:22} {r['this_ms']:>8} {r['reference_ms']:>8} {r['ratio']:>9} "
-                f"{r['init_cpu_ms']:>9} {r['reference_init_cpu_ms']:>7} {r['init_cpu_ratio']:>9}"
-            )
-    lines.append(f"{'function':22} {'paused':>8} {'no pause':>8} {'ratio':>9}  (the collector's pause)")
-    for name, r in results["gc_pause"].items():
-        lines.append(f"{name:22} {r['paused_ms']:>8} {r['not_paused_ms']:>8} {r['ratio']:>9}")
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 The cold-start figure is net of what every container pays: each function start is measured in a
 triple with a bare ``hello`` (no AWS call) and the one-call baseline ``hello-boto``, all three on the
-same base with the same entry script and the collector's pause (common/runtime/coldstart.py), the order
+same base with the same entry script, the order
 rotated from triple to triple; ``cold_net_vs_baseline`` is the median of (function - hello) /
 (baseline - hello). A function's cheap event (a staged mail that is not there, a duplicate send, a
 calendar file) compares like with like; ``cold_real_first_event_ms`` is the same start on the event a

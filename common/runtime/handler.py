@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from common.aws import sts
 from common.errors import ConfigError, EventError
 from common.runtime import outcomes
-from common.runtime.coldstart import pause_collector, resume_collector
 from common.runtime.config import CONFIGS, DEFAULT_ENV, Deployment, with_secrets
 from common.runtime.log import bind, clear_bindings, configure, flush, get_logger, scrubbed_exception
 
@@ -33,7 +32,6 @@ def make_handler[C: Deployment](
     function needs more than its variables and secrets (the owner's key:
     common.mail.encrypt.with_owner_key); a ConfigError it raises stops the start as a missing variable
     does."""
-    pause_collector()
     # Logging first, so a configuration error is itself logged in the same shape.
     configure(service=function_name, environment=os.environ.get("ENVIRONMENT", DEFAULT_ENV))
     log = get_logger(function_name)
@@ -46,7 +44,6 @@ def make_handler[C: Deployment](
         # Raised at import: the runtime reports it as the init error (errorType ConfigError).
         log.error("configuration invalid", extra={"function": function_name, "error": str(exc)})
         flush(log)
-        resume_collector()
         raise ConfigError(f"{function_name}: {exc}") from None
     cfg = replace(cfg, function=function_name)
     sts.use_account(cfg.account_id)
@@ -78,7 +75,6 @@ def make_handler[C: Deployment](
             flush(log)
             outcomes.write_metrics()
             clear_bindings()
-            resume_collector()  # after the first invocation (of any handler made in this process)
 
     handler.config = cfg  # type: ignore[attr-defined]
     return handler
