@@ -102,7 +102,6 @@ class Module:
     imported: dict[str, tuple[str, str]] = field(
         default_factory=dict
     )  # local name -> (module, name) ("" = the module)
-    exports: dict[str, str] = field(default_factory=dict)  # a package face's name -> its submodule
 
 
 @functools.cache
@@ -135,13 +134,6 @@ class Scan:
         for statement in m.tree.body:
             if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 m.top[statement.name] = statement
-            elif (
-                isinstance(statement, ast.AnnAssign)
-                and isinstance(statement.target, ast.Name)
-                and statement.target.id == "_EXPORTS"
-                and statement.value is not None
-            ):
-                m.exports = ast.literal_eval(statement.value)  # the lazy face (common/lazy.py)
         package = (
             name
             if module_path(name, self.sources)
@@ -207,13 +199,8 @@ class Scan:
             if m is None:
                 continue
             if not name:
-                # a face's ``if TYPE_CHECKING:`` imports never run: its names load when used
-                body: list[ast.AST] = [
-                    n
-                    for n in m.tree.body
-                    if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                    and not (m.exports and isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test))
-                ]
+                defs = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                body: list[ast.AST] = [n for n in m.tree.body if not isinstance(n, defs)]
                 # a package's parents run first
                 parent = module_name.rpartition(".")[0]
                 if parent:
@@ -221,10 +208,6 @@ class Scan:
             elif name in m.top:
                 body = [m.top[name]]
                 todo.append((module_name, ""))
-            elif name in m.exports:  # a face's name: its submodule's, or the submodule itself
-                submodule = f"{module_name}.{m.exports[name]}"
-                todo.append((submodule, "" if m.exports[name] == name else name))
-                continue
             else:  # a submodule reached as an attribute of its package
                 todo.append((f"{module_name}.{name}", ""))
                 continue
