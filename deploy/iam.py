@@ -166,6 +166,9 @@ def _inbound_statements(cfg: Config, a: Arns) -> list[dict[str, Any]]:
         _allow(
             ["dynamodb:Query"], [a.table(cfg.idempotency_table) + "/index/sesMessageId"]
         ),  # feedback fallback
+        # the owner's complaint: the reported send's record, read by the key the index gives
+        # (common/inbound/spamblock.py)
+        _allow(["dynamodb:GetItem"], [a.table(cfg.idempotency_table)]),
         _allow(["sqs:SendMessage"], [a.queue(cfg.ack_queue), a.queue(cfg.forward_queue)]),
         _allow(["logs:CreateLogStream", "logs:PutLogEvents"], [a.log_group(cfg.spam_log_group)]),
         _allow(["sns:Publish"], [a.topic(cfg.alert_topic)]),  # the owner's mailbox bounced or complained
@@ -173,6 +176,8 @@ def _inbound_statements(cfg: Config, a: Arns) -> list[dict[str, Any]]:
         *sandbox_reads(a.region, account),
         # the owner's block/allow lists: read, and checked in the record's transaction (intake.py)
         _allow(["dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem"], [a.table(cfg.sender_lists_table)]),
+        # the owner's complaint about a forward blocks its sender for that address (spamblock.py)
+        _allow(["dynamodb:PutItem"], [a.table(cfg.sender_lists_table)]),
         # quarantine records: hold, digest (the pendingDigest index), release by an operator
         _allow(
             ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"],

@@ -8,8 +8,11 @@ Contacts: permanent bounces and complaints suppress at once; transient bounces c
 resets the count.
 
 The owner's mailboxes and the public address are never suppressed (docs/security.md):
-* a complaint about a forward (the owner pressed "spam") marks the contact's conversation as a
-  spam candidate and alerts the owner;
+* a complaint about a forward (the owner pressed "spam") blocks the contact for the public address
+  the forward was for and tells the owner once, by mail, how to undo it (common/inbound/spamblock.py:
+  the forward is found from SES's message id and the forward-sender's record, never from the
+  complaint's text); when it cannot be found that way, the contact's conversation is marked as a spam
+  candidate and the owner alerted, as for a complaint about any other message;
 * a permanent bounce, or the transient-bounce limit, holds mail to that mailbox
   (common/store/holds.py: forwards wait in the queue and its DLQ) and alerts the owner; a delivery
   releases the hold and says so; a bounce about one message's content or size only alerts;
@@ -23,6 +26,7 @@ from __future__ import annotations
 from email.utils import parseaddr
 from typing import Any, Literal, TypedDict
 
+from common.inbound import spamblock
 from common.mail.threads import verify_thread_address
 from common.runtime import events
 from common.runtime.config import InboundHandlerConfig
@@ -124,6 +128,7 @@ def _apply(cfg: InboundHandlerConfig, kind: str, message: dict[str, Any]) -> dic
     corr = correlation_id(cfg, message)
     suppressed: list[str] = []
     owner: list[str] = []  # protected recipients: alerted, never suppressed
+    blocked: list[str] = []  # sender-list entries an owner's complaint made
     if kind == "Delivery":
         recipients = [str(r) for r in (message.get("delivery") or {}).get("recipients") or []]
         for r in recipients:
@@ -173,7 +178,7 @@ def _apply(cfg: InboundHandlerConfig, kind: str, message: dict[str, Any]) -> dic
         for r in recipients:
             if sendstatus.protected(cfg, r):
                 owner.append(r)
-                _owner_complained(cfg, r, detail, origin(cfg, corr, message))
+                blocked += _owner_complained(cfg, r, detail, origin(cfg, corr, message), message)
             else:
                 sendstatus.suppress(cfg, r, "complaint")
                 suppressed.append(r)
@@ -191,9 +196,11 @@ def _apply(cfg: InboundHandlerConfig, kind: str, message: dict[str, Any]) -> dic
             "recipients": recipients,
             "suppressed": suppressed,
             "owner_mailboxes": owner,
+            "blocked": blocked,
         },
     )
-    return {"type": kind, "status": status, "correlationId": corr, "suppressed": suppressed, "owner": owner}
+    done = {"suppressed": suppressed, "owner": owner, "blocked": blocked}
+    return {"type": kind, "status": status, "correlationId": corr, **done}
 
 
 def _owner_alert(
@@ -273,8 +280,17 @@ def _owner_bounced(
     )
 
 
-def _owner_complained(cfg: InboundHandlerConfig, address: str, detail: str, found: dict[str, str]) -> None:
-    """The owner marked our mail as spam: never suppress their mailbox; flag the contact instead."""
+def _owner_complained(
+    cfg: InboundHandlerConfig, address: str, detail: str, found: dict[str, str], message: dict[str, Any]
+) -> list[str]:
+    """The owner marked our mail as spam: never suppress their mailbox. A forward SES's own message id
+    (``mail.messageId``) names blocks its contact for its public address, with one notice; otherwise
+    the contact is flagged and the owner alerted. Returns the entries blocked."""
+    taken = spamblock.act(cfg, address, detail, str((message.get("mail") or {}).get("messageId", "")))
+    if taken.block is not None:  # blocked now, or by an earlier notification of the same complaint
+        if taken.status == "blocked":
+            conversations.mark_spam_candidate(cfg, taken.block.conversation_id, detail)
+        return [taken.block.entry]
     cid = found.get("conversationId", "")
     marked = (
         bool(cid) and found.get("kind") == "forward" and conversations.mark_spam_candidate(cfg, cid, detail)
@@ -287,6 +303,7 @@ def _owner_complained(cfg: InboundHandlerConfig, address: str, detail: str, foun
             "feedback_type": detail,
             "spam_candidate": marked,
             "contact": contact or None,
+            "not_blocked": taken.reason,
             **found,
         },
     )
@@ -310,3 +327,4 @@ def _owner_complained(cfg: InboundHandlerConfig, address: str, detail: str, foun
             ),
         },
     )
+    return []

@@ -376,6 +376,9 @@ class Sender:
             else:
                 allowed.append(addr)
         record = {"correlationId": msg.correlation_id, "kind": msg.kind, "recipients": msg.to}
+        # SES feedback about this send finds which conversation and public address it was for from
+        # this record alone (the owner's complaint about a forward: common/inbound/spamblock.py).
+        record |= {"conversationId": msg.conversation_id, "fromAddress": msg.from_address}
         if not allowed:
             return {"status": SendStatus.SUPPRESSED, **record}
         return {**self.send_with_retries(replace(msg, to=allowed)), **record}

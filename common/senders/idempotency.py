@@ -4,7 +4,9 @@ send record written by the same request that completes the key.
 Powertools makes two writes per key: a conditional PutItem (in progress) before the send and an
 UpdateItem (completed, with the send's result) after it. :class:`SendRecordPersistence` adds the
 send's correlation id and SES message id to that completion, as top-level attributes, so the SES-id
-index (``sesMessageId``, projecting ``correlationId``) finds the send SES feedback is about. Nothing
+index (``sesMessageId``, projecting ``correlationId``) finds the send SES feedback is about; its
+conversation id and public address (``conversationId``, ``fromAddress``, when it has them) are
+read from the item itself (common.store.sendstatus.sent_record). Nothing
 else changes: same table layout, conditions, expiry and replay; the subclass only overrides the
 completion write.
 """
@@ -34,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = get_logger("sender")
 KEY_PREFIX = "send"
 # Result fields copied beside powertools' attributes on completion (the SES-id index reads them).
-RECORD_FIELDS = ("correlationId", "sesMessageId")
+RECORD_FIELDS = ("correlationId", "sesMessageId", "conversationId", "fromAddress")
 
 
 class SendRecordPersistence(DynamoDBPersistenceLayer):

@@ -4,10 +4,11 @@ One item per entry, keyed ``entry``: an address (``jane@corp.example``) or a dom
 (``@corp.example``, which covers its subdomains too). ``list`` is ``block`` (later mail is
 quarantined without forward or ack) or ``allow`` (exempt from the owner's keyword lists; SES's
 spam, virus and DMARC verdicts still apply). The most specific entry decides: an allowed address
-inside a blocked domain gets through. Written by owner commands in replies (``[block]`` …) and by
-the CLI. inbound-handler checks them in the write that records a mail it forwards (no block entry
-may apply: ConditionChecks, common/store/intake.py) and reads them (one BatchGetItem) only for a
-mail its keyword lists would quarantine, which an allow entry releases, or when that check failed.
+inside a blocked domain gets through. Written by owner commands in replies (``[block]`` …), by
+the CLI and by the owner's spam complaint about a forward (common/inbound/spamblock.py).
+inbound-handler checks them in the write that records a mail it forwards (no block entry may apply:
+ConditionChecks, common/store/intake.py) and reads them (one BatchGetItem) only for a mail its
+keyword lists would quarantine, which an allow entry releases, or when that check failed.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ SCOPE = " to "
 class Listing:
     entry: str  # "jane@corp.example" | "@corp.example"
     list: str  # block | allow
-    source: str = ""  # "reply:<conversation id>" | "cli"
+    source: str = ""  # "reply:<conversation id>" | "cli:<who>" | "complaint:<SES message id>"
     created_at: str = ""
 
 

@@ -83,6 +83,38 @@ def correlation_for(cfg: Delivery, ses_message_id: str) -> str:
     return str(items[0].get("correlationId", "")) if items else ""
 
 
+MAX_SES_ID_CHARS = 200  # SES's ids are about 60 characters; a longer one was no send of ours
+
+
+def sent_record(cfg: Delivery, ses_message_id: str) -> dict[str, Any] | None:
+    """The completed send SES gave ``ses_message_id``, as the sender recorded it (``correlationId``,
+    ``conversationId``, ``fromAddress``, ``data``: the send's result), or None (unknown, or expired
+    ``IDEMPOTENCY_TTL_SECONDS`` after the send). The index projects only the correlation id, so the
+    item is read by the key the index gives: two requests, only for a complaint from the owner."""
+    if not ses_message_id or len(ses_message_id) > MAX_SES_ID_CHARS:
+        return None
+    items = dynamodb.query_index(cfg.idempotency_table, SES_ID_INDEX, "sesMessageId", ses_message_id)
+    if not items or not items[0].get("id"):
+        return None
+    item = dynamodb.get(cfg.idempotency_table, {"id": items[0]["id"]})
+    # the index is eventually consistent: the item read must still be that send
+    return item if item is not None and item.get("sesMessageId") == ses_message_id else None
+
+
+def claim_complaint(cfg: Delivery, ses_message_id: str) -> bool:
+    """True the first time the owner's complaint about the send ``ses_message_id`` is acted on: SES
+    can report one complaint in several notifications (each its own SNS id)."""
+    return dynamodb.put(
+        cfg.send_status_table,
+        {"id": f"complaint#{ses_message_id}", "expiresAt": _ttl()},
+        condition="attribute_not_exists(id)",
+    )
+
+
+def release_complaint(cfg: Delivery, ses_message_id: str) -> None:
+    dynamodb.delete(cfg.send_status_table, {"id": f"complaint#{ses_message_id}"})
+
+
 def get_record(cfg: Delivery, correlation_id: str) -> dict[str, Any] | None:
     return dynamodb.get(cfg.send_status_table, {"id": f"corr#{correlation_id}"})
 
