@@ -32,8 +32,9 @@ class HeldMailMissingError(EmailHandlerError, FileNotFoundError):
     """The quarantine record names a held mail the bucket no longer has."""
 
 
-def release(cfg: Delivery, qid: str, by: str) -> ReleaseResult:
-    """Forward a held mail (parsed, or whole when it is over a parsing cap) and mark it released."""
+def release(cfg: Delivery, qid: str, by: str, note: str = "") -> ReleaseResult:
+    """Forward a held mail (parsed, or whole when it is over a parsing cap) and mark it released.
+    ``note``: the forward's banner line instead of the quarantine's (the screener's approval)."""
     bind(quarantine_id=qid)
     item = records.get(cfg, qid)
     if item is None:
@@ -52,7 +53,7 @@ def release(cfg: Delivery, qid: str, by: str) -> ReleaseResult:
     if over := limits.screen(raw):  # held unparsed: still not parsed, forwarded whole
         cid = release_unparsed(cfg, item, raw, mid, over)
     else:
-        note = (
+        note = note or (
             f"Released from quarantine by the owner (it was held because: {item.get('reason', 'unknown')})."
         )
         try:

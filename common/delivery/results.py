@@ -20,6 +20,7 @@ class InboundResult(TypedDict):
     ack: NotRequired[bool]
     attachments: NotRequired[list[str]]
     skipped: NotRequired[list[str]]
+    notice: NotRequired[bool]  # held by the screener: whether this mail sent the owner the sender's notice
 
 
 class ReleaseResult(TypedDict):

@@ -1,6 +1,7 @@
 """inbound-handler's SES receipt: a mail to the public address.
 
-parse -> spam policy -> conversation record -> archive -> attachments -> ack (first contact) ->
+parse -> spam policy -> the screener (an address that has one: common/delivery/screener.py) ->
+conversation record -> archive -> attachments -> ack (first contact) ->
 forward -> delete staging; the steps from the conversation record on are common/delivery/deliver.py.
 Every step is safe to repeat: a failure re-raises so SES or Lambda retries, and the senders'
 idempotency keys come from the SES message id, so a retry never sends a second ack or forward.
@@ -13,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from common.delivery import ack, deliver
+from common.delivery import ack, deliver, screener
 from common.delivery.complaint import build_complaint
 from common.delivery.quarantine import envelope_fields, log_fields, quarantined
 from common.delivery.results import InboundResult
@@ -92,6 +93,10 @@ def receive_mail(cfg: InboundHandlerConfig, receipt: events.SesReceipt) -> Inbou
             return quarantined(cfg, receipt, mail, raw, disabled, when)
     if decision.action == policy.Action.QUARANTINE or mail is None:
         return quarantined(cfg, receipt, mail, raw, decision.reason, when)
+    if public is not None and public.screener:  # a first-time sender waits for the owner's approval
+        held = screener.screen(cfg, receipt, mail, raw, when, public)
+        if held is not None:
+            return held
 
     # The record checks the owner's block list and takes the ack in one write (common/store/intake.py).
     taking = functools.partial(

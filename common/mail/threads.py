@@ -23,6 +23,7 @@ quarantined, never merged.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
@@ -138,3 +139,45 @@ def verify_release_address(address: str, secret: str, thread_domain: str) -> str
 
 def is_new_conversation_address(address: str, thread_domain: str) -> bool:
     return address.strip().lower() == f"{NEW_CONVERSATION_LOCAL}@{thread_domain.lower()}"
+
+
+# The screener's addresses (docs/owner.md, "Screener"): approve.<sid>.<tag>@thread.<domain> and
+# decline.<sid>.<tag>@thread.<domain>, where <sid> names one (public address, sender) pair.
+SCREENER_ACTIONS = ("approve", "decline")
+SCREENER_ID_CHARS = 16  # 80 bits of SHA-256, as a quarantine id: "decline.<16>.<16 hex>" is 41 characters
+
+
+def screener_id(public: str, sender: str) -> str:
+    """The id of a sender screened on a public address: SHA-256 of the pair, so the HMAC tag over the
+    id binds the address to that pair (another pair with the same id would be an 80-bit collision)."""
+    pair = f"screener\n{public.strip().lower()}\n{sender.strip().lower()}"
+    digest = hashlib.sha256(pair.encode("utf-8", "surrogatepass")).digest()
+    return base64.b32encode(digest).decode("ascii").lower()[:SCREENER_ID_CHARS]
+
+
+def _screener_tag(action: str, sid: str, secret: str) -> str:
+    # "screener:" cannot occur in a conversation id (no ':'), and the action is inside the tag: an
+    # approve address edited into a decline address (or back) does not verify.
+    return _tag(f"screener:{action}:{sid}", secret)
+
+
+def screener_address(action: str, public: str, sender: str, secret: str, thread_domain: str) -> str:
+    if action not in SCREENER_ACTIONS:
+        raise ValueError(f"unknown screener action {action!r}")
+    sid = screener_id(public, sender)
+    return f"{action}.{sid}.{_screener_tag(action, sid, secret)}@{thread_domain}"
+
+
+def verify_screener_address(address: str, secret: str, thread_domain: str) -> tuple[str, str] | None:
+    """(action, screener id) if ``address`` is a genuine approve or decline address, else None
+    (constant-time tag check). The caller checks the stored pair hashes to that id."""
+    local, _, domain = address.strip().lower().rpartition("@")
+    if domain != thread_domain.lower():
+        return None
+    action, _, rest = local.partition(".")
+    sid, _, tag = rest.rpartition(".")
+    if action not in SCREENER_ACTIONS or len(sid) != SCREENER_ID_CHARS:
+        return None
+    if not hmac.compare_digest(tag.encode(), _screener_tag(action, sid, secret).encode()):
+        return None
+    return action, sid

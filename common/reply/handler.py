@@ -23,7 +23,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from common.delivery import release
+from common.delivery import release, screener
 from common.mail import limits, parse
 from common.mail.autoreply import automatic
 from common.mail.encrypt import encrypted_kind
@@ -70,6 +70,8 @@ class ReplyResult(TypedDict):
         "not-sent",
         "released",
         "already-released",
+        "approved",
+        "declined",
         "rejected",
         "already-processed",
     ]
@@ -81,6 +83,7 @@ class ReplyResult(TypedDict):
     metadata: NotRequired[dict[str, str]]
     attachments: NotRequired[list[str]]
     controls: NotRequired[list[str]]
+    released: NotRequired[list[str]]  # the screener's approval: the quarantine ids forwarded, in order
 
 
 def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = None) -> ReplyResult:
@@ -101,11 +104,9 @@ def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = 
                 else {"owner_target": goal.kind}
             )
         )
-        mail, received = _owner_mail(cfg, receipt, raw, relayed=goal.kind != TargetKind.RELEASE)
-        if goal.kind == TargetKind.RELEASE:
-            result = release_held(cfg, goal.value, mid)
-            staging.done(cfg, receipt)
-            return result
+        if goal.kind in DECISIONS:
+            return owner_decision(cfg, receipt, raw, goal, mid)
+        mail, received = _owner_mail(cfg, receipt, raw, relayed=True)
         if goal.kind == TargetKind.NEW:
             # Every command, [to:] and [from:] too, from the owner's own lines only (command_lines):
             # never from a mail the owner forwards here.
@@ -302,6 +303,34 @@ def release_held(cfg: ReplyHandlerConfig, qid: str, mid: str) -> ReplyResult:
         "messageId": mid,
         "conversationId": released.get("conversationId", ""),
     }
+
+
+SCREENER_KINDS = (TargetKind.APPROVE, TargetKind.DECLINE)
+# The owner's mails that decide about held mail: the sender's authentication only, nothing of the text
+DECISIONS = (TargetKind.RELEASE, *SCREENER_KINDS)
+
+
+def owner_decision(
+    cfg: ReplyHandlerConfig, receipt: events.SesReceipt, raw: bytes, goal: owner.Target, mid: str
+) -> ReplyResult:
+    """A release, approve or decline address: its From and fields checked like a reply's, its text
+    never relayed; raises NotAuthorisedError."""
+    _owner_mail(cfg, receipt, raw, relayed=False)
+    if goal.kind == TargetKind.RELEASE:
+        result = release_held(cfg, goal.value, mid)
+    else:
+        result = screener_decision(cfg, goal.kind, goal.value, mid)
+    staging.done(cfg, receipt)
+    return result
+
+
+def screener_decision(cfg: ReplyHandlerConfig, kind: TargetKind, sid: str, mid: str) -> ReplyResult:
+    """The owner mailed an approve or decline address from a screener notice (authenticated as a reply:
+    the owner's envelope, DMARC, one owner mailbox in From; the address's tag verified)."""
+    decided = screener.decide(cfg, sid, kind.value, f"mail:{mid}")
+    if decided["status"] == "unknown":
+        raise NotAuthorisedError("screener address names no screened sender")
+    return {"status": decided["status"], "messageId": mid, "released": decided.get("released", [])}
 
 
 def reject(cfg: ReplyHandlerConfig, receipt: events.SesReceipt, raw: bytes, reason: str) -> ReplyResult:

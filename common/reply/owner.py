@@ -6,7 +6,9 @@ Addresses on the thread domain (docs/CONTRACT.md), all owner-only and authorised
 * ``<cid>.<tag>@thread.<domain>``: a reply in a conversation;
 * ``new@thread.<domain>`` with ``[to: ADDRESS]`` on the first line: a new conversation with ADDRESS,
   sent from ``PUBLIC_EMAIL`` through reply-sender; the contact's answers thread as usual;
-* ``release.<id>.<tag>@thread.<domain>``: release a quarantined mail (the digest lists these).
+* ``release.<id>.<tag>@thread.<domain>``: release a quarantined mail (the digest lists these);
+* ``approve.<sid>.<tag>@thread.<domain>`` / ``decline.<sid>.<tag>@thread.<domain>``: the screener's
+  notice about a new sender (common/delivery/screener.py).
 
 Controls in the owner's text (removed before it goes out): ``[block]`` / ``[allow]`` / ``[unblock]``
 act on the contact's address, ``[block: domain]`` … on the contact's domain, ``[block: ADDR]`` or
@@ -21,7 +23,12 @@ from enum import StrEnum
 
 from common.delivery.ack import address_problem
 from common.errors import EmailHandlerError
-from common.mail.threads import is_new_conversation_address, verify_release_address, verify_thread_address
+from common.mail.threads import (
+    is_new_conversation_address,
+    verify_release_address,
+    verify_screener_address,
+    verify_thread_address,
+)
 from common.reply.auth import NotAuthorisedError
 from common.reply.text import Control, ControlAction
 from common.runtime.config import ReplyHandlerConfig
@@ -38,12 +45,14 @@ class TargetKind(StrEnum):
     REPLY = "reply"  # a conversation's thread address
     NEW = "new"  # new@thread.<domain>: start a conversation
     RELEASE = "release"  # a release address from the quarantine digest
+    APPROVE = "approve"  # the screener's approve address: a new sender's held mail goes through
+    DECLINE = "decline"  # the screener's decline address: the new sender is blocked for that address
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
     kind: TargetKind
-    value: str = ""  # the conversation id (reply) or the quarantine id (release)
+    value: str = ""  # the conversation id (reply), the quarantine id (release) or the screener id
     address: str = ""  # the recipient SES delivered it to that says so
 
 
@@ -56,6 +65,9 @@ def target(receipt: SesReceipt, cfg: ReplyHandlerConfig) -> Target:
         qid = verify_release_address(recipient, cfg.thread_secret, cfg.thread_domain)
         if qid:
             return Target(TargetKind.RELEASE, qid)
+        screened = verify_screener_address(recipient, cfg.thread_secret, cfg.thread_domain)
+        if screened:
+            return Target(TargetKind(screened[0]), screened[1])
         if is_new_conversation_address(recipient, cfg.thread_domain):
             return Target(TargetKind.NEW)
     raise NotAuthorisedError("no thread address with a valid tag")

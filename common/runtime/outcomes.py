@@ -74,6 +74,7 @@ REASON_KINDS: tuple[tuple[str, str], ...] = (
     ("address disabled", "address-disabled"),
     ("conversation id", "id-collision"),
     ("forward cannot be built", "unbuildable"),
+    ("screener", "screener"),
 )
 OTHER = "other"
 

@@ -8,6 +8,14 @@ id: short enough for ``release.<id>.<tag>@thread.<domain>`` to stay within SMTP'
 local part), ``sesMessageId``, ``key``, ``receivedAt``, ``sender``, ``subject``, ``reason``,
 ``status`` (``held`` | ``released``), ``pendingDigest`` until a digest listed it, ``digestedAt``,
 ``releasedAt``, ``releasedBy``.
+
+The screener (common/delivery/screener.py) keeps one more kind of item here, beside the mails it holds:
+``id`` ``screener.<sid>`` (a dot, which no quarantine id has), ``kind`` ``screener``, ``sender`` (the
+contact's address, so `email-handler forget` finds it), ``publicAddress``, ``heldIds`` (the held mails'
+ids in the order they were held; a retried hold may repeat one), ``noticeMid`` (the SES message id of
+the mail whose notice went out: one per new sender), ``firstAt``, ``lastAt``, and after the owner
+decided ``decision``, ``decidedAt``, ``decidedBy``. It has no ``pendingDigest`` (never in a digest) and
+:func:`everything` leaves it out.
 """
 
 from __future__ import annotations
@@ -123,7 +131,72 @@ def mark_released(cfg: Delivery, qid: str, by: str) -> bool:
 
 
 def everything(cfg: Delivery) -> list[dict[str, Any]]:
-    """Every record, newest first (operator tools)."""
+    """Every record of a held mail, newest first (operator tools); the screener's items are not mails."""
     return sorted(
-        dynamodb.scan(cfg.quarantine_table), key=lambda i: str(i.get("receivedAt", "")), reverse=True
+        (i for i in dynamodb.scan(cfg.quarantine_table) if i.get("kind") != SCREENER),
+        key=lambda i: str(i.get("receivedAt", "")),
+        reverse=True,
+    )
+
+
+SCREENER = "screener"
+SCREENER_MAX_HELD = 500  # held mails an approval releases: bounds the item (DynamoDB's 400 KB)
+
+
+def screener_key(sid: str) -> dict[str, str]:
+    return {"id": f"{SCREENER}.{sid}"}
+
+
+def screen_hold(
+    cfg: Delivery, sid: str, public: str, sender: str, qid: str, mid: str, when: datetime
+) -> dict[str, Any]:
+    """Add a held mail to its sender's screener item (created by the first); returns the item as it
+    is now. ``noticeMid`` is set by the first mail only (if_not_exists): the one whose notice goes out,
+    also when its delivery is retried, and never again until the owner decides."""
+    values: dict[str, Any] = {
+        ":k": SCREENER,
+        ":e": sender,
+        ":p": public,
+        ":q": [qid],
+        ":none": [],
+        ":m": mid,
+        ":t": iso_z(when),
+    }
+    expression = (
+        "SET kind = :k, sender = :e, publicAddress = :p, "
+        "heldIds = list_append(if_not_exists(heldIds, :none), :q), "
+        "noticeMid = if_not_exists(noticeMid, :m), firstAt = if_not_exists(firstAt, :t), lastAt = :t"
+    )
+    if cfg.retention_quarantine_days > 0:  # goes with the last mail it holds
+        values[":x"] = int(when.timestamp()) + cfg.retention_quarantine_days * 86400
+        expression += ", expiresAt = :x"
+    key = screener_key(sid)
+    values[":cap"] = SCREENER_MAX_HELD
+    found = dynamodb.update(
+        cfg.quarantine_table,
+        key,
+        expression,
+        values,
+        condition="attribute_not_exists(heldIds) OR size(heldIds) < :cap",
+        return_values="ALL_NEW",
+    )
+    # Over the cap (a flood from one stranger): the mail is held all the same, listed in the digest and
+    # releasable by its own address; only an approval no longer releases it.
+    return found if found is not None else (screened(cfg, sid) or {})
+
+
+def screened(cfg: Delivery, sid: str) -> dict[str, Any] | None:
+    item = dynamodb.get(cfg.quarantine_table, screener_key(sid))
+    return item if item is not None and item.get("kind") == SCREENER else None
+
+
+def screen_decided(cfg: Delivery, sid: str, decision: str, by: str) -> None:
+    """The owner approved or declined: remembered, and ``noticeMid`` removed, so should the list entry
+    the decision wrote be removed later, the sender's next mail is a new sender's again (one notice)."""
+    dynamodb.update(
+        cfg.quarantine_table,
+        screener_key(sid),
+        "SET decision = :d, decidedAt = :t, decidedBy = :b REMOVE noticeMid",
+        {":d": decision, ":t": iso_z(), ":b": by},
+        condition="attribute_exists(id)",
     )
