@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import re
 import unicodedata
+from typing import Literal
 
 from common.errors import EmailHandlerError
 
@@ -161,9 +162,9 @@ def _screener_tag(action: str, sid: str, secret: str) -> str:
     return _tag(f"screener:{action}:{sid}", secret)
 
 
-def screener_address(action: str, public: str, sender: str, secret: str, thread_domain: str) -> str:
-    if action not in SCREENER_ACTIONS:
-        raise ValueError(f"unknown screener action {action!r}")
+def screener_address(
+    action: Literal["approve", "decline"], public: str, sender: str, secret: str, thread_domain: str
+) -> str:
     sid = screener_id(public, sender)
     return f"{action}.{sid}.{_screener_tag(action, sid, secret)}@{thread_domain}"
 

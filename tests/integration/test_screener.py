@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -67,7 +67,7 @@ def to(stack: Stack, address: str) -> list[SentMail]:
     return [m for m in stack.sent() if address in m.destinations]
 
 
-def address_of(stack: Stack, action: str, sender: str) -> str:
+def address_of(stack: Stack, action: Literal["approve", "decline"], sender: str) -> str:
     return screener_address(action, JOBS, sender, stack.cfg.thread_secret, stack.cfg.thread_domain)
 
 
