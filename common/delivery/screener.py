@@ -60,7 +60,7 @@ def known(cfg: Delivery, receipt: SesReceipt, mail: ParsedMail, public: PublicAd
         return "the owner's own mailbox"
     listing = senderlists.lookup(cfg, address, public.address)
     if listing is not None:
-        return f"{listing.list} entry {listing.entry}"
+        return f"{listing.list} entry"  # (the entry names the sender: not in the log)
     cid = conversation_id(address, mail.display_name, cfg.opaque_relay_domains)
     record = conversations.get(cfg, cid)
     if record is not None and record.get("senderEmail") == address and ack.authenticated(receipt, address):
