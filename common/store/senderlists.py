@@ -38,7 +38,7 @@ SCOPE = " to "
 class Listing:
     entry: str  # "jane@corp.example" | "@corp.example"
     list: str  # block | allow
-    source: str = ""  # "reply:<conversation id>" | "cli:<who>" | "complaint:<SES message id>"
+    source: str = ""  # "reply:<cid>" | "cli:<who>" | "complaint:<SES message id>" | "screener:mail:<id>"
     created_at: str = ""
 
 
