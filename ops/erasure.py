@@ -44,7 +44,7 @@ from urllib.parse import unquote_plus
 
 from common.aws import dynamodb, error_code, logs, s3, sqs
 from common.errors import EmailHandlerError
-from common.mail.threads import conversation_id, thread_address
+from common.mail.threads import conversation_id, opaque_thread_address, thread_address
 from common.runtime.config import Delivery
 from common.store import ackbudget, forgotten, layout
 from deploy.functions import FUNCTIONS
@@ -145,6 +145,8 @@ class Erasure:
             for cid in self.cids:
                 try:
                     found.append(thread_address(cid, self.cfg.thread_secret, self.cfg.thread_domain))
+                    # and the opaque one a hide_correspondent address's forwards carry
+                    found.append(opaque_thread_address(cid, self.cfg.thread_secret, self.cfg.thread_domain))
                 except ValueError:  # not a safe id: no thread address was ever made for it
                     pass
         return found

@@ -18,8 +18,9 @@ from common.delivery.results import InboundResult
 from common.errors import EmailHandlerError
 from common.mail import htmldoc, htmlsafe, parse, trackers
 from common.mail.build import unbuildable
+from common.mail.outbound import OutboundMessage
 from common.mail.parse import ParsedMail
-from common.mail.threads import conversation_id, thread_address
+from common.mail.threads import conversation_id, opaque_message_id, opaque_thread_address, thread_address
 from common.runtime import addresses, events, outcomes
 from common.runtime.addresses import PublicAddress
 from common.runtime.config import Delivery
@@ -94,9 +95,10 @@ def deliver(
         kept,
         warnings,
         archive_key,
-        thread_address(cid, cfg.thread_secret, cfg.thread_domain),
+        _thread_address(cfg, cid, public),
         lambda key: attachments.download_link(cfg, key),
     )
+    _hide_correspondent(cfg, forward, public)
     # A forward that can never be built is quarantined now, before any ack goes out.
     forward.from_address = public.address
     if problem := unbuildable(forward, public.address, cfg.domain_name):
@@ -121,6 +123,26 @@ def deliver(
     )
     outcomes.record(cfg, outcomes.Outcome.FORWARDED, about, "" if receipt else "released from quarantine")
     return _forwarded(mail, mid, cid, first_contact, ack_reason, kept, warnings)
+
+
+def _thread_address(cfg: Delivery, cid: str, public: PublicAddress) -> str:
+    """The forward's Reply-To: the opaque thread address for an address that hides its correspondents
+    (it shows nothing of the contact), the readable one otherwise (common/mail/threads.py)."""
+    made = opaque_thread_address if public.hide_correspondent else thread_address
+    return made(cid, cfg.thread_secret, cfg.thread_domain)
+
+
+def _hide_correspondent(cfg: Delivery, forward: OutboundMessage, public: PublicAddress) -> None:
+    """hide_correspondent (docs/owner.md): nothing of the contact outside the encryption. The forward's
+    thread address is already the opaque one; the contact's Message-IDs become keyed digests (the
+    owner's client still threads by them), and forward-sender sends it encrypted with generic outer
+    fields, or not at all."""
+    if not public.hide_correspondent:
+        return
+    forward.hide_correspondent = True
+    forward.references = [
+        opaque_message_id(r, cfg.thread_secret, cfg.thread_domain) for r in forward.references
+    ]
 
 
 def _forwarded(

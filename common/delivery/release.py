@@ -83,6 +83,8 @@ def release_unparsed(cfg: Delivery, item: dict[str, object], raw: bytes, mid: st
     if fits_attached(cfg, len(raw)):
         original = attachments.attach_original(cfg, str(item["key"]), mid)
     forward = build_unparsed_forward(cfg, mid, item, why, original, len(raw))
+    public = addresses.served(cfg, str(item.get("address") or ""))
+    forward.hide_correspondent = public is not None and public.hide_correspondent  # its subject stays inside
     enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
     log.info(
         "released mail forwarded unparsed",

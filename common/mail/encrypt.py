@@ -9,7 +9,14 @@ The encrypted part is the whole message the sender built, its header fields incl
 ``hp="cipher"`` (RFC 9788, Header Protection for Cryptographically Protected Email, section 2.1.1) and
 ``protected-headers="v1"`` (the older form Thunderbird reads): a client that decrypts shows the original
 Subject, From, To and Cc from inside. Outside stay the fields delivery and threading need, and a neutral
-Subject ("[...]", RFC 9788's obscured value) unless the owner chose to keep the original.
+Subject ("[...]", RFC 9788's obscured value) unless the owner chose to keep the original. The payload
+names each outer field in an ``HP-Outer`` field (RFC 9788 section 2.2), so a client that reads them knows
+which values outside were replaced.
+
+A forward of a public address with ``hide_correspondent`` (docs/owner.md) shows the provider no more
+than that: outside, From is the public address alone (no display name: the forward's names the contact)
+and the Subject is always the neutral one; its Reply-To is already an opaque thread address and its
+References keyed digests (common/delivery/deliver.py).
 """
 
 from __future__ import annotations
@@ -252,20 +259,31 @@ def _pgp_encrypt(key: OwnerKey, data: bytes) -> bytes:
     )
 
 
-def encrypt(message: EmailMessage, key: OwnerKey, outer_subject: str = NEUTRAL_SUBJECT) -> EmailMessage:
+def encrypt(
+    message: EmailMessage,
+    key: OwnerKey,
+    outer_subject: str = NEUTRAL_SUBJECT,
+    hide_correspondent: bool = False,
+) -> EmailMessage:
     """``message`` (as the sender built it) encrypted to ``key``: a new message whose only body is the
-    encrypted original, header fields included."""
+    encrypted original, header fields included. ``hide_correspondent``: the outer From is the bare
+    address and the outer Subject neutral whatever ENCRYPTED_SUBJECT says (docs/owner.md)."""
     inner = message
     inner.set_param("hp", "cipher")
     inner.set_param("protected-headers", "v1")
-    # Canonical form (CRLF) is what RFC 8551 section 3.1.1 and RFC 3156 section 3 encrypt.
-    payload = inner.as_bytes(policy=inner.policy.clone(linesep="\r\n"))
     outer = EmailMessage(policy=message.policy)
     for name in _OUTER:
         for value in message.get_all(name) or []:
-            outer[name] = value
-    subject = str(message.get("Subject", ""))
-    outer["Subject"] = subject if outer_subject == KEEP_SUBJECT else outer_subject or NEUTRAL_SUBJECT
+            # hidden: the public address SES sends from, without the display name naming the contact
+            outer[name] = value.addresses[0].addr_spec if hide_correspondent and name == "From" else value
+    if outer_subject == KEEP_SUBJECT and not hide_correspondent:
+        outer["Subject"] = str(message.get("Subject", ""))
+    else:  # the owner's ENCRYPTED_SUBJECT is a fixed text, never the mail's
+        outer["Subject"] = (outer_subject if outer_subject != KEEP_SUBJECT else "") or NEUTRAL_SUBJECT
+    for name, value in outer.items():  # RFC 9788 section 2.2: what the outer section shows
+        inner["HP-Outer"] = f"{name}: {value}"
+    # Canonical form (CRLF) is what RFC 8551 section 3.1.1 and RFC 3156 section 3 encrypt.
+    payload = inner.as_bytes(policy=inner.policy.clone(linesep="\r\n"))
     if key.kind == "smime":
         outer.set_content(
             _smime_envelope(key, payload),

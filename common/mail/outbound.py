@@ -14,13 +14,17 @@ from typing import Any
 
 from common.errors import EventError
 
-__all__ = ["ALLOWED_HEADERS", "SCHEMA", "Attachment", "OutboundMessage"]
+__all__ = ["ALLOWED_HEADERS", "HIDDEN_SCHEMA", "SCHEMA", "Attachment", "OutboundMessage"]
 
 SCHEMA = 2
 # Schema 1 had no from_address (one public address): such a message goes out from PUBLIC_EMAIL's
 # default, as it was built to. A sender of schema 1 refuses a schema 2 message (SQS keeps it) instead of
 # sending it from another address than the one it names.
-READABLE = frozenset({1, SCHEMA})
+# A forward that hides its correspondent (PUBLIC_ADDRESSES "hide_correspondent", docs/owner.md) is
+# written as schema 3: a sender that predates the setting refuses it (SQS keeps it) instead of sending it
+# with the contact's name outside the encryption.
+HIDDEN_SCHEMA = 3
+READABLE = frozenset({1, SCHEMA, HIDDEN_SCHEMA})
 # The only extra headers a queue message may ask for; everything else is built by the sender.
 ALLOWED_HEADERS = frozenset({"Auto-Submitted", "X-Auto-Response-Suppress", "Precedence"})
 
@@ -55,13 +59,18 @@ class OutboundMessage:
     attachments: list[Attachment] = field(default_factory=list)
     conversation_id: str = ""
     original_key: str = ""  # S3 key of the archived mail this message carries (forwards), for failure alerts
+    # Encrypted with generic outer From and Subject, or not sent at all (common/mail/encrypt.py)
+    hide_correspondent: bool = False
     schema: int = SCHEMA
 
     def to_json(self) -> str:
         # ASCII only: SQS refuses a body with a character outside XML's set (InvalidMessageContents), and
         # a stranger's mail can carry U+FFFE, U+FFFF or C0 controls in its subject, name or body. Escaped,
         # every character travels; the claim-check limit counts the escaped size.
-        return json.dumps(asdict(self), ensure_ascii=True, separators=(",", ":"))
+        doc = asdict(self)
+        if self.hide_correspondent:
+            doc["schema"] = HIDDEN_SCHEMA
+        return json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, doc: Any) -> OutboundMessage:
@@ -74,6 +83,10 @@ class OutboundMessage:
                 raise EventError(f"queue message field {name!r} missing or not a string")
         if not isinstance(doc.get("from_address", ""), str):
             raise EventError("queue message field 'from_address' is not a string")
+        if not isinstance(doc.get("hide_correspondent", False), bool):
+            raise EventError("queue message field 'hide_correspondent' is not a boolean")
+        if doc.get("schema") == HIDDEN_SCHEMA and doc.get("hide_correspondent") is not True:
+            raise EventError("queue message of schema 3 does not say hide_correspondent")
         if not doc["idempotency_key"]:
             raise EventError("queue message has an empty idempotency_key")
         to = doc.get("to")

@@ -24,6 +24,7 @@ quarantined, never merged.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import re
@@ -102,14 +103,98 @@ def thread_address(cid: str, secret: str, thread_domain: str) -> str:
 
 
 def verify_thread_address(address: str, secret: str, thread_domain: str) -> str | None:
-    """The conversation id if ``address`` is a genuine thread address, else None (constant-time tag check)."""
+    """The conversation id if ``address`` is a genuine thread address, readable or opaque
+    (:func:`opaque_thread_address`), else None (constant-time tag check)."""
     local, _, domain = address.strip().lower().rpartition("@")
-    if domain != thread_domain.lower() or "." not in local:
+    if domain != thread_domain.lower():
         return None
+    if "." not in local:  # a readable address always has its ".<tag>"; an opaque one never has a dot
+        return _open_opaque(local, secret)
     cid, _, tag = local.rpartition(".")
     if not cid or not hmac.compare_digest(tag.encode(), _tag(cid, secret).encode()):
         return None
     return cid
+
+
+# --- opaque thread addresses (PUBLIC_ADDRESSES "hide_correspondent": docs/owner.md) -----------------
+# The conversation id itself, encrypted and authenticated, so that the address shows nothing of the
+# contact and needs no lookup: deterministic authenticated encryption in the SIV form (RFC 5297
+# section 2: the tag over the plaintext is the IV of the encryption), built from HMAC-SHA256 under keys
+# derived from THREAD_SECRET. A conversation always gets the same address (its replies thread), two
+# conversations never share one (the id is recovered whole), nothing is stored (nothing grows, nothing
+# to enumerate), and forging one needs the secret: a changed character fails the 64-bit tag, as a
+# readable address's does. AES-SIV's 128-bit tag would not fit: 32 bytes of id + 8 of tag are exactly
+# the 64 base32 characters of a local part (RFC 5321 4.5.3.1.1).
+ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz._-"  # every character an id may hold (SAFE_ID)
+_ID_BASE = len(ID_ALPHABET) + 1  # digit 0 ends the id: 40**47 < 2**256, so every id packs into 32 bytes
+_PACKED = 32
+_OPAQUE_TAG = TAG_HEX // 2  # bytes: the same 64 bits as a readable address's tag
+OPAQUE_CHARS = (_PACKED + _OPAQUE_TAG) * 8 // 5  # 64: base32 without padding
+_BASE32 = re.compile(rf"[a-z2-7]{{{OPAQUE_CHARS}}}")
+
+
+def _opaque_keys(secret: str) -> tuple[bytes, bytes]:
+    """The tag's key and the encryption's, each its own (never THREAD_SECRET itself, which tags the
+    readable addresses)."""
+    key = secret.encode()
+    return (
+        hmac.new(key, b"opaque-thread-address:tag", hashlib.sha256).digest(),
+        hmac.new(key, b"opaque-thread-address:encrypt", hashlib.sha256).digest(),
+    )
+
+
+def _xor(data: bytes, key: bytes, tag: bytes) -> bytes:
+    stream = hmac.new(key, tag, hashlib.sha256).digest()  # 32 bytes: one block covers the packed id
+    return bytes(a ^ b for a, b in zip(data, stream, strict=True))
+
+
+def opaque_thread_address(cid: str, secret: str, thread_domain: str) -> str:
+    """The thread address of ``cid`` that shows nothing of it: 64 base32 characters, no dot (so it is
+    never read as a readable one), verified and opened by :func:`verify_thread_address`."""
+    if not is_safe_id(cid):
+        raise UnsafeIdError(
+            f"conversation id {cid!r} is not a safe id (lowercase [a-z0-9._-], at most {MAX_ID})"
+        )
+    number = 0
+    for char in reversed(cid):
+        number = number * _ID_BASE + ID_ALPHABET.index(char) + 1
+    packed = number.to_bytes(_PACKED, "big")
+    tag_key, encrypt_key = _opaque_keys(secret)
+    tag = hmac.new(tag_key, packed, hashlib.sha256).digest()[:_OPAQUE_TAG]
+    local = base64.b32encode(tag + _xor(packed, encrypt_key, tag)).decode("ascii").lower()
+    return f"{local}@{thread_domain}"
+
+
+def _open_opaque(local: str, secret: str) -> str | None:
+    """The conversation id inside an opaque local part, or None (constant-time tag check)."""
+    if not _BASE32.fullmatch(local):
+        return None
+    try:
+        data = base64.b32decode(local.upper())
+    except binascii.Error:
+        return None
+    tag, sealed = data[:_OPAQUE_TAG], data[_OPAQUE_TAG:]
+    tag_key, encrypt_key = _opaque_keys(secret)
+    packed = _xor(sealed, encrypt_key, tag)
+    if not hmac.compare_digest(tag, hmac.new(tag_key, packed, hashlib.sha256).digest()[:_OPAQUE_TAG]):
+        return None
+    number, chars = int.from_bytes(packed, "big"), []
+    while number:
+        number, digit = divmod(number, _ID_BASE)
+        if digit == 0:  # a 0 inside the id: not one this module packed (unreachable past the tag)
+            return None
+        chars.append(ID_ALPHABET[digit - 1])
+    cid = "".join(chars)
+    return cid if is_safe_id(cid) else None
+
+
+def opaque_message_id(message_id: str, secret: str, thread_domain: str) -> str:
+    """A contact's Message-ID as a forward that hides the correspondent carries it (References): keyed,
+    so the provider cannot match it to the contact's own copy, and the same for the same id, so the
+    owner's client still threads the forwards of a conversation."""
+    key = hmac.new(secret.encode(), b"opaque-message-id", hashlib.sha256).digest()
+    digest = hmac.new(key, message_id.strip().encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return f"<{digest.hexdigest()[:32]}@{thread_domain}>"
 
 
 # Owner-only addresses on the thread domain besides thread addresses (docs/CONTRACT.md):

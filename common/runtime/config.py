@@ -480,6 +480,22 @@ class Delivery(Sending):
     )  # common/store/senderlists.py
     spam_log_group: str = setting("", derive=lambda c: f"/{c.project}/{c.env}/spam")
 
+    def _check(self) -> None:
+        # Without the owner's key a forward goes out in clear: the setting could hide nothing, and it is
+        # refused here (the deploy, `email-handler dev`, and the handlers' start) rather than ignored.
+        if self.encrypts_to_owner or not (self.public_email or self.public_emails):
+            return
+        table = addresses.of(self)
+        hidden = [
+            a.address for a in (*table.listed, table.catch_all) if a is not None and a.hide_correspondent
+        ]
+        if hidden:
+            raise ConfigError(
+                f"PUBLIC_ADDRESSES: {', '.join(hidden)}: hide_correspondent needs the owner's key "
+                "(OWNER_SMIME_CERT or OWNER_PGP_KEY): only an encrypted forward can hide who wrote from the "
+                "mailbox provider (docs/owner.md)"
+            )
+
     @property
     def forward_budget(self) -> int:
         """The size a forward may have before the sender encrypts it: encryption base64-encodes the whole

@@ -475,8 +475,22 @@ class Sender:
     def _encrypted_for_owner(self, msg: OutboundMessage, built: EmailMessage) -> EmailMessage:
         """Mail to the owner only, encrypted to the owner's key when one is configured. Here, inside the
         idempotent send, so a retry re-encrypts the same message and the queue and S3 never hold a
-        second copy; a forward cut to the size budget (common/delivery/compose.py) fits once encrypted."""
+        second copy; a forward cut to the size budget (common/delivery/compose.py) fits once encrypted.
+        A forward that hides its correspondent is never sent in clear: without encryption it fails for
+        good (dead-lettered, the owner alerted) instead of showing the provider who wrote."""
         if not self.cfg.encrypts_to_owner or not {a.lower() for a in msg.to} <= self.cfg.owner_addresses:
+            if msg.hide_correspondent:
+                raise SendFailedError(
+                    "HideNeedsEncryption",
+                    0,
+                    "hide_correspondent needs the mail encrypted to the owner's key, and "
+                    + (
+                        "no key is configured"
+                        if not self.cfg.encrypts_to_owner
+                        else "a recipient is not the owner"
+                    ),
+                    permanent=True,
+                )
             return built
 
         if not self.cfg.owner_key:  # never send the owner's mail in clear when encryption is configured
@@ -488,8 +502,15 @@ class Sender:
             key.check()  # a key may expire while a sandbox is warm
         except OwnerKeyError as exc:
             raise SendFailedError("OwnerKeyUnusable", 0, str(exc)) from None
-        encrypted = encrypt.encrypt(built, key, self.cfg.encrypted_subject)
-        log.info("mail encrypted to the owner", extra={"key_kind": key.kind, "fingerprint": key.fingerprint})
+        encrypted = encrypt.encrypt(built, key, self.cfg.encrypted_subject, msg.hide_correspondent)
+        log.info(
+            "mail encrypted to the owner",
+            extra={
+                "key_kind": key.kind,
+                "fingerprint": key.fingerprint,
+                "hide_correspondent": msg.hide_correspondent,
+            },
+        )
         return encrypted
 
     def _fetch(self, key: str) -> bytes:

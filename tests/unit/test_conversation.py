@@ -5,8 +5,11 @@ import pytest
 
 from common.mail.threads import (
     MAX_ID,
+    UnsafeIdError,
     conversation_id,
     is_safe_id,
+    opaque_message_id,
+    opaque_thread_address,
     readable_id,
     slugify,
     thread_address,
@@ -122,3 +125,50 @@ def test_readable_form_only_when_unambiguous() -> None:
 def test_long_relay_names_are_cut_to_fit() -> None:
     cid = conversation_id("s-2kfv@bounce.linkedin.com", "A very long display name " * 5, RELAYS)
     assert len(cid) <= MAX_ID and re.fullmatch(r"[a-z-]+-linkedin-[0-9a-f]{6}", cid)
+
+
+# --- opaque thread addresses (hide_correspondent) ------------------------------------------
+
+
+@pytest.mark.parametrize("address", UNUSUAL)
+def test_an_opaque_thread_address_opens_to_its_conversation_and_shows_nothing_of_it(address: str) -> None:
+    cid = conversation_id(address, "Jane Smith", RELAYS)
+    opaque = opaque_thread_address(cid, "s" * 32, "thread.example.com")
+    local, _, domain = opaque.partition("@")
+    assert domain == "thread.example.com" and len(local) == 64 and "." not in local
+    assert re.fullmatch(r"[a-z2-7]{64}", local)
+    # nothing of the id (and so of the address) outside: no 6 characters of it are in it
+    assert not any(cid[i : i + 6] in local for i in range(len(cid) - 5))
+    assert verify_thread_address(opaque, "s" * 32, "thread.example.com") == cid
+    assert verify_thread_address(opaque.upper(), "s" * 32, "thread.example.com") == cid  # any case
+    assert opaque_thread_address(cid, "s" * 32, "thread.example.com") == opaque  # one per conversation
+
+
+def test_opaque_addresses_differ_per_conversation_and_a_forged_one_is_refused() -> None:
+    secret, domain = "s" * 32, "thread.example.com"
+    cids = [conversation_id(a, "", RELAYS) for a in UNUSUAL]
+    opaque = [opaque_thread_address(c, secret, domain) for c in cids]
+    assert len(set(opaque)) == len(set(cids))
+    one = opaque[0]
+    local = one.partition("@")[0]
+    assert verify_thread_address(one, "t" * 32, domain) is None  # another deployment's secret
+    assert verify_thread_address(one.replace(domain, "thread.evil.com"), secret, domain) is None
+    for i in range(64):  # every single changed character fails the tag
+        swapped = "b" if local[i] == "a" else "a"
+        assert verify_thread_address(f"{local[:i]}{swapped}{local[i + 1 :]}@{domain}", secret, domain) is None
+    assert verify_thread_address(f"{local[:-1]}@{domain}", secret, domain) is None  # 63 characters
+    assert verify_thread_address(f"{'a' * 64}@{domain}", secret, domain) is None
+    assert verify_thread_address(f"{local[:-1]}1@{domain}", secret, domain) is None  # not base32
+    # a readable address of the same conversation still opens; neither form is read as the other
+    readable = thread_address(cids[0], secret, domain)
+    assert verify_thread_address(readable, secret, domain) == cids[0] and readable != one
+
+
+def test_an_unsafe_id_gets_no_opaque_address_and_a_message_id_digest_is_keyed_and_stable() -> None:
+    with pytest.raises(UnsafeIdError):
+        opaque_thread_address("Jane@corp", "s" * 32, "thread.example.com")
+    digest = opaque_message_id("<first-contact-1@corp.example>", "s" * 32, "thread.example.com")
+    assert re.fullmatch(r"<[0-9a-f]{32}@thread\.example\.com>", digest)
+    assert digest == opaque_message_id("<first-contact-1@corp.example>", "s" * 32, "thread.example.com")
+    assert digest != opaque_message_id("<first-contact-1@corp.example>", "t" * 32, "thread.example.com")
+    assert digest != opaque_message_id("<first-contact-2@corp.example>", "s" * 32, "thread.example.com")

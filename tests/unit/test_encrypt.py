@@ -77,6 +77,33 @@ def test_the_owner_may_keep_the_original_subject_outside() -> None:
 
 
 @pytest.mark.parametrize("make", [smime_owner, pgp_owner], ids=["smime", "pgp"])
+@pytest.mark.parametrize("subject_setting", [NEUTRAL_SUBJECT, "original", "Message"])
+def test_a_hidden_correspondent_forward_shows_only_generic_fields_outside_and_the_real_ones_inside(
+    make: Callable[[], Any], subject_setting: str
+) -> None:
+    owner = make()
+    key = parse(owner.pem if hasattr(owner, "pem") else owner.armored)
+    hidden = forward()
+    hidden.reply_to = "a" * 64 + "@thread.example.com"  # what deliver gives it: an opaque thread address
+    raw = encrypt(built(hidden), key, subject_setting, hide_correspondent=True).as_bytes()
+    outer = message_from_bytes(raw, policy=policy.default)
+    assert outer["From"] == "hello@example.com"  # the bare public address: no display name at all
+    # ENCRYPTED_SUBJECT applies, but "original" cannot bring the real subject out
+    assert outer["Subject"] == ("Message" if subject_setting == "Message" else NEUTRAL_SUBJECT)
+    assert b"Jane" not in raw and b"Smith" not in raw and b"Job offer" not in raw
+    inner = owner.decrypt(raw)
+    # the protected header fields (RFC 9788): the forward as built, the contact named in From
+    [sender] = inner["From"].addresses
+    assert (sender.display_name, sender.addr_spec) == ("Jane Smith via example.com", "hello@example.com")
+    assert inner["Subject"] == "Job offer: senior engineer" and inner["To"] == "owner@example.net"
+    assert inner.get_param("hp") == "cipher" and inner.get_param("protected-headers") == "v1"
+    # and which outer values a client sees instead (RFC 9788 section 2.2)
+    shown = {str(v).partition(":")[0]: str(v).partition(": ")[2] for v in inner.get_all("HP-Outer") or []}
+    assert shown["From"] == "hello@example.com" and shown["Subject"] == outer["Subject"]
+    assert shown["To"] == "owner@example.net"
+
+
+@pytest.mark.parametrize("make", [smime_owner, pgp_owner], ids=["smime", "pgp"])
 def test_encryption_grows_a_large_forward_by_less_than_the_budget_allows(make: Callable[[], Any]) -> None:
     owner = make()
     key = parse(owner.pem if hasattr(owner, "pem") else owner.armored)
@@ -96,6 +123,29 @@ def test_config_derives_the_parameter_and_shrinks_the_forward_budget_when_a_key_
     assert cfg.forward_budget == int(40_000_000 / ENCRYPTION_GROWTH)
     with pytest.raises(ConfigError, match="not both"):
         load({**base, "OWNER_SMIME_CERT": "/a.pem", "OWNER_PGP_KEY": "/b.asc"})
+
+
+def test_hide_correspondent_without_an_owner_key_is_refused_where_the_configuration_is_read() -> None:
+    from common.runtime.config import AckSenderConfig, InboundHandlerConfig
+
+    hidden = {
+        "DOMAIN_NAME": "example.com",
+        "ENVIRONMENT": "local",
+        "PUBLIC_EMAIL": "hello@example.com,jobs@example.com",
+        "PUBLIC_ADDRESSES": '{"jobs@example.com": {"hide_correspondent": true}}',
+        "PRIVATE_EMAIL": "owner@example.net",
+    }
+    with pytest.raises(ConfigError, match=r"jobs@example\.com: hide_correspondent needs the owner's key"):
+        load(hidden)  # the deploy and `email-handler dev`
+    with pytest.raises(ConfigError, match="hide_correspondent needs the owner's key"):
+        InboundHandlerConfig.load({**hidden, "THREAD_SECRET": "s" * 32})  # a handler's start
+    assert load({**hidden, "OWNER_SMIME_CERT": "/keys/owner.pem"}).encrypts_to_owner  # with a key: served
+    handler = InboundHandlerConfig.load(
+        {**hidden, "THREAD_SECRET": "s" * 32, "OWNER_KEY_PARAMETER": "/service-email-handler/local/owner-key"}
+    )
+    assert handler.encrypts_to_owner
+    # a function that never forwards (and is not told of the key) reads the setting without refusing it
+    assert AckSenderConfig.load(hidden).public_addresses
 
 
 def test_only_forward_sender_and_reply_handler_read_the_key_and_inbound_handler_knows_of_it(

@@ -24,7 +24,9 @@ def test_round_trip_and_validation() -> None:
     m = msg(attachments=[Attachment("reply-attachments/c/m/a.pdf", "a.pdf", "application/pdf")])
     assert OutboundMessage.from_dict(json.loads(m.to_json())) == m
     for bad, why in [
-        ({"schema": 3}, "schema"),
+        ({"schema": 4}, "unsupported queue message schema"),
+        ({"schema": 3}, "schema 3 does not say hide_correspondent"),
+        ({"hide_correspondent": "yes"}, "not a boolean"),
         ({"from_address": ["jobs@example.com"]}, "from_address"),
         ({"to": []}, "'to'"),
         ({"to": ["nobody"]}, "'to'"),
@@ -42,6 +44,15 @@ def test_a_schema_1_message_is_read_as_one_from_the_default_address() -> None:
     old = OutboundMessage.from_dict(doc | {"schema": 1})
     assert old.from_address == "" and old == msg()
     assert json.loads(msg(from_address="jobs@example.com").to_json())["schema"] == 2
+
+
+def test_a_forward_that_hides_its_correspondent_is_schema_3_and_only_it() -> None:
+    hidden = msg(kind="forward", hide_correspondent=True)
+    doc = json.loads(hidden.to_json())
+    assert doc["schema"] == 3 and doc["hide_correspondent"] is True
+    assert OutboundMessage.from_dict(doc) == hidden
+    # every other message stays schema 2: a sender of before (schema 1 and 2) still sends them
+    assert json.loads(msg(kind="forward").to_json())["schema"] == 2
 
 
 def test_mime_cannot_be_given_extra_headers_or_foreign_attachments() -> None:

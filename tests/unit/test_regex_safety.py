@@ -223,6 +223,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("common.mail.threads", "_READABLE_LOCAL"): case("a.", "a", "."),
     ("common.mail.threads", "_LABEL"): case("a-", "-"),
     ("common.mail.threads", "SAFE_ID"): case("a.", "a", "."),
+    ("common.mail.threads", "_BASE32"): case("a", "2", ".", how="fullmatch"),
     ("common.mail.threads", 'slugify:r"[^a-z0-9]+"'): case("!", "a!"),
     ("common.mail.threads", 'readable_id:r"(?=-at-)"'): case("-at", "-"),
     ("common.mail.htmlsafe", "_ATTR_NAME"): case("a", "-", how="fullmatch"),
