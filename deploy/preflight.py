@@ -362,7 +362,7 @@ def verify_address(cfg: Config, address: str) -> str:
             f"{address!r} is not an ASCII email address",
             "give one mailbox, e.g. email-handler ses verify-address me@mailbox.example",
         )
-    if cfg.is_own(address) and address.lower() not in cfg.owner_addresses:
+    if cfg.is_own(address) and address.lower() not in cfg.senders:
         raise DeployError(
             f"{address} is one of this system's own addresses: mail to it comes back here",
             "verify a mailbox outside the domain, e.g. a second mailbox of yours",

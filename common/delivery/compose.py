@@ -414,7 +414,9 @@ def _cut(value: object, limit: int, empty: str) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def build_digest(cfg: Delivery, held: list[dict[str, Any]], idempotency_key: str) -> OutboundMessage:
+def build_digest(
+    cfg: Delivery, held: list[dict[str, Any]], idempotency_key: str, to: str = ""
+) -> OutboundMessage:
     """The owner's quarantine digest: the oldest ``DIGEST_MAX_ENTRIES`` held mails with their release
     addresses, each field cut short, and how many more there are (``held`` may be thousands after a
     flood; the digest stays a few hundred KB at most; the rest lead the next digests)."""
@@ -477,7 +479,7 @@ def build_digest(cfg: Delivery, held: list[dict[str, Any]], idempotency_key: str
         kind="digest",
         idempotency_key=idempotency_key,
         correlation_id=idempotency_key.replace(":", "-"),
-        to=[cfg.private_email],
+        to=[to or cfg.private_email],  # a mailbox of the addresses it lists (several mailboxes)
         subject=f"Quarantine: {count} message{'s' if count != 1 else ''} held",
         text="\n".join(text),
         html=html,

@@ -69,6 +69,13 @@ def deliver(
         warnings = (*warnings, f"Written to {public.described}")
     if cfg.is_owner(mail.from_address):  # the first test anyone tries; its answer would be a loop
         warnings = (*warnings, OWN_MAILBOX)
+    boxes = cfg.mailboxes(public)
+    if len(boxes) > 1:  # each mailbox reads who else has it, and that an answer is copied to them
+        warnings = (
+            *warnings,
+            f"Sent to every mailbox of {public.address}: {', '.join(boxes)}. A reply from any of them "
+            "goes out from the public address, and the others get a copy.",
+        )
 
     def refuse(reason: str) -> InboundResult:
         if receipt is None:
@@ -109,7 +116,8 @@ def deliver(
         ack_message.from_address = public.address
     if ack_message is not None and (problem := unbuildable(ack_message, public.address, cfg.domain_name)):
         ack_message, ack_reason = None, f"ack cannot be built: {problem}"
-    enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
+    for each in per_mailbox(forward, boxes):
+        enqueue(cfg.forward_queue, each, cfg.bucket, cfg.claim_check_bytes)
     if ack_message is not None:
         enqueue(cfg.ack_queue, ack_message, cfg.bucket, cfg.claim_check_bytes)
     about = outcomes.Mail(
@@ -142,6 +150,28 @@ def _hide_correspondent(cfg: Delivery, forward: OutboundMessage, public: PublicA
     forward.hide_correspondent = True
     forward.references = [
         opaque_message_id(r, cfg.thread_secret, cfg.thread_domain) for r in forward.references
+    ]
+
+
+# Between a forward's correlation id and its mailbox's number (``forward-<SES id>~2``): no SES message id
+# holds it, so common/inbound/feedback.py still reads the original's id from a forward's correlation id.
+MAILBOX_MARK = "~"
+
+
+def per_mailbox(forward: OutboundMessage, boxes: tuple[str, ...]) -> list[OutboundMessage]:
+    """One forward per mailbox, the same thread address in each (one conversation), each its own
+    queued message with its own idempotency key and send record: a mailbox that bounces or waits for
+    the sandbox holds up no other, and a retry sends each once. One mailbox keeps the keys of before."""
+    if len(boxes) <= 1:
+        return [dataclasses.replace(forward, to=list(boxes) or forward.to)]
+    return [
+        dataclasses.replace(
+            forward,
+            to=[box],
+            idempotency_key=f"{forward.idempotency_key}:to:{box.lower()}",
+            correlation_id=f"{forward.correlation_id}{MAILBOX_MARK}{n}",
+        )
+        for n, box in enumerate(boxes, 1)
     ]
 
 

@@ -107,13 +107,30 @@ def send_digest(cfg: Delivery) -> DigestResult:
     if not held:
         log.info("quarantine digest skipped", extra={"reason": "nothing quarantined since the last digest"})
         return {"status": "nothing-quarantined", "count": 0}
-    ids = [str(item["id"]) for item in held[: limits.DIGEST_MAX_ENTRIES]]
-    key = "digest:" + hashlib.sha256(",".join(ids).encode()).hexdigest()[:32]
-    enqueue(cfg.forward_queue, build_digest(cfg, held, key), cfg.bucket, cfg.claim_check_bytes)
-    records.mark_digested(cfg, ids, key)
-    log.info(
-        "quarantine digest queued", extra={"count": len(held), "listed": len(ids), "idempotency_key": key}
-    )
+    # Each mailbox gets the mail held for the addresses it is a mailbox of, and only that (an address's
+    # forward_to; PRIVATE_EMAIL for the others): one digest per mailbox, as the forwards go.
+    by_box: dict[str, list[dict[str, Any]]] = {}
+    for item in held:
+        for box in cfg.mailboxes(str(item.get("address") or "")):
+            by_box.setdefault(box, []).append(item)
+    ids: list[str] = []
+    marks: list[tuple[list[str], str]] = []
+    for box, items in by_box.items():
+        shown = [str(item["id"]) for item in items[: limits.DIGEST_MAX_ENTRIES]]
+        # one mailbox (the owner's alone): the key of before; several: each mailbox's own
+        seed = ",".join(shown) if len(by_box) == 1 else box.lower() + "\n" + ",".join(shown)
+        key = "digest:" + hashlib.sha256(seed.encode()).hexdigest()[:32]
+        enqueue(cfg.forward_queue, build_digest(cfg, items, key, box), cfg.bucket, cfg.claim_check_bytes)
+        marks.append((shown, key))
+        ids += [i for i in shown if i not in ids]
+        log.info(
+            "quarantine digest queued",
+            extra={"count": len(items), "listed": len(shown), "idempotency_key": key},
+        )
+    # Marked once every mailbox's digest is queued: a retry after a failure in between still finds every
+    # listed mail pending, and the queued digests' keys send each once.
+    for shown, key in marks:
+        records.mark_digested(cfg, shown, key)
     return {"status": "digest-sent", "count": len(held), "ids": ids}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from common.delivery.compose import build_unparsed_forward, fits_attached
-from common.delivery.deliver import UndeliverableError, deliver
+from common.delivery.deliver import UndeliverableError, deliver, per_mailbox
 from common.delivery.results import ReleaseResult
 from common.errors import EmailHandlerError
 from common.mail import limits, parse
@@ -85,7 +85,8 @@ def release_unparsed(cfg: Delivery, item: dict[str, object], raw: bytes, mid: st
     forward = build_unparsed_forward(cfg, mid, item, why, original, len(raw))
     public = addresses.served(cfg, str(item.get("address") or ""))
     forward.hide_correspondent = public is not None and public.hide_correspondent  # its subject stays inside
-    enqueue(cfg.forward_queue, forward, cfg.bucket, cfg.claim_check_bytes)
+    for each in per_mailbox(forward, cfg.mailboxes(str(item.get("address") or ""))):
+        enqueue(cfg.forward_queue, each, cfg.bucket, cfg.claim_check_bytes)
     log.info(
         "released mail forwarded unparsed",
         extra={"reason": why, "attached": original is not None, "size": len(raw), "key": item.get("key")},

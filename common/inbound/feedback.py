@@ -73,6 +73,7 @@ def origin(cfg: InboundHandlerConfig, corr: str, message: dict[str, Any]) -> dic
     A forward's correlation id is ``forward-<inbound SES id>`` and its Reply-To is the conversation's
     HMAC-tagged thread address, so both come from what SES echoes, with no lookup."""
     kind, _, mid = corr.partition("-")
+    mid = mid.partition("~")[0]  # one forward of several mailboxes' (common/delivery/deliver.py)
     cid = (
         verify_thread_address(
             parseaddr(_header(message, "reply-to"))[1], cfg.thread_secret, cfg.thread_domain

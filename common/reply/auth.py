@@ -106,7 +106,9 @@ def envelope_sender(receipt: SesReceipt) -> str:
 def check_sender(receipt: SesReceipt, cfg: ReplyHandlerConfig) -> None:
     """The owner's envelope sender and SES's verdicts (for any owner-only address). Never reads the
     message."""
-    if envelope_sender(receipt) not in cfg.owner_addresses:
+    # The owner's mailboxes and every address's own (forward_to): what each may act on is decided once
+    # the target is known (check_mailbox).
+    if envelope_sender(receipt) not in cfg.senders:
         raise NotAuthorisedError("envelope sender is not the owner")
     v = receipt.verdicts
     if v.get("spam") == "FAIL" or v.get("virus") == "FAIL":
@@ -175,7 +177,7 @@ def check_from(raw: bytes, receipt: SesReceipt, cfg: ReplyHandlerConfig) -> Owne
         raise NotAuthorisedError("From is not exactly one mailbox")
     mailbox = header.addresses[0]
     address = mailbox.addr_spec.strip().lower()
-    owners = cfg.owner_addresses
+    owners = cfg.senders
     if address not in owners:
         raise NotAuthorisedError("From is not the owner")
     # Every other spelling of an address (display name, comment, encoded word) must be the owner's too.
@@ -190,6 +192,29 @@ def check_from(raw: bytes, receipt: SesReceipt, cfg: ReplyHandlerConfig) -> Owne
     ):
         raise NotAuthorisedError("From domain differs from the SPF-authenticated envelope domain")
     return OwnerFrom(address, mailbox.display_name)
+
+
+class OtherAddressError(NoticedRefusalError):
+    """An address's mailbox (``forward_to``) acting on another address's conversation, quarantined mail
+    or name: refused, and the mailbox told why (docs/owner.md, "Several mailboxes")."""
+
+    kind = "other-address"
+    sender = ""  # the mailbox refused: its notice goes to it
+
+
+def check_mailbox(cfg: ReplyHandlerConfig, receipt: SesReceipt, sender: str, public: str, what: str) -> None:
+    """Both the authenticated From and the envelope sender may act for public address ``public`` (the
+    owner for every address, an address's own mailbox for that one only); ``what`` says what was
+    attempted, for the refusal."""
+    for who in (sender, envelope_sender(receipt)):
+        if not cfg.may_act_for(who, public):
+            refused = OtherAddressError(
+                f"{who} is not a mailbox of {public or 'the default address'}, so it cannot {what}",
+                f"Only the mailboxes of {public or 'that address'} (and the owner) can do that. Answer "
+                "the conversations forwarded to you, from the mailbox they were forwarded to.",
+            )
+            refused.sender = sender
+            raise refused
 
 
 def check_age(mail: ParsedMail, received: datetime, max_age_s: int) -> None:

@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from common.delivery import release, screener
+from common.delivery.compose import FORWARD_MARKER
+from common.delivery.deliver import MAILBOX_MARK
 from common.mail import limits, parse
 from common.mail.autoreply import automatic
 from common.mail.encrypt import encrypted_kind
@@ -31,7 +33,7 @@ from common.mail.htmltext import html_to_text
 from common.mail.outbound import OutboundMessage
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text, safe_filename
-from common.mail.threads import conversation_id
+from common.mail.threads import conversation_id, thread_address
 from common.reply import auth, notice, owner, signed
 from common.reply.auth import NotAuthorisedError, NoticedRefusalError, OwnMailboxError, UnreadableReplyError
 from common.reply.owner import TargetKind
@@ -53,7 +55,17 @@ from common.runtime.addresses import from_command
 from common.runtime.clock import parse_iso_or_now
 from common.runtime.config import ReplyHandlerConfig
 from common.runtime.log import bind, get_logger
-from common.store import alerts, attachments, conversations, layout, rawmail, replies, sendstatus, staging
+from common.store import (
+    alerts,
+    attachments,
+    conversations,
+    layout,
+    quarantine,
+    rawmail,
+    replies,
+    sendstatus,
+    staging,
+)
 from common.store.sendqueue import enqueue
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -94,6 +106,7 @@ def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = 
     if raw is None:
         log.warning("reply not processed", extra={"reason": "staging object missing (already processed)"})
         return {"status": "already-processed", "messageId": mid}
+    sender = ""  # the authenticated From: the owner, or an address's own mailbox
     try:
         auth.check_sender(receipt, cfg)
         goal = owner.target(receipt, cfg)
@@ -106,7 +119,7 @@ def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = 
         )
         if goal.kind in DECISIONS:
             return owner_decision(cfg, receipt, raw, goal, mid)
-        mail, received = _owner_mail(cfg, receipt, raw, relayed=True)
+        mail, received, sender = _owner_mail(cfg, receipt, raw, relayed=True)
         if goal.kind == TargetKind.NEW:
             # Every command, [to:] and [from:] too, from the owner's own lines only (command_lines):
             # never from a mail the owner forwards here.
@@ -118,16 +131,21 @@ def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = 
             problem = owner.recipient_problem(cfg, to)
             if problem:
                 raise NotAuthorisedError(problem)
+            public = chosen_address(cfg, ours, sender)  # [from: ADDR], else the default
+            auth.check_mailbox(cfg, receipt, sender, public, f"write from {public}")
             cid = conversation_id(to, "", cfg.opaque_relay_domains)
             bind(conversation_id=cid)
             check_contact(cfg, to)
-            public = chosen_address(cfg, ours)  # [from: ADDR], else the default
             record = None
         else:
             cid = goal.value
             record = conversations.get(cfg, cid)
             if not record or not record.get("senderEmail"):
                 raise NotAuthorisedError("unknown conversation")
+            # before anything of the conversation is said: a mailbox of another address learns nothing
+            auth.check_mailbox(
+                cfg, receipt, sender, str(record.get("publicAddress") or ""), "answer this conversation"
+            )
             check_contact(cfg, str(record["senderEmail"]))
         if (
             goal.kind == TargetKind.REPLY
@@ -147,26 +165,41 @@ def handle(cfg: ReplyHandlerConfig, event: Any, context: LambdaContext | None = 
         if goal.kind == TargetKind.NEW:
             record = conversations.start_outbound(cfg, cid, to, mail.subject, mid, received, public)
     except NoticedRefusalError as exc:
-        # The owner's own reply, authenticated, that is not sent: refused, and the owner told why and
-        # what to do instead.
-        result = reject(cfg, receipt, raw, str(exc))
-        notice.send(cfg, mid, exc.kind, _subject(raw), f"it was not sent: {exc}.", exc.how)
-        return result
+        # The owner's own reply, authenticated, that is not sent: refused, and the mailbox that wrote it
+        # told why and what to do instead.
+        return _refused(cfg, receipt, raw, exc, sender)
     except NotAuthorisedError as exc:
         return reject(cfg, receipt, raw, str(exc))
     assert record is not None
-    result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == TargetKind.NEW)
+    result = send_reply(cfg, mid, cid, identity, record, mail, new=goal.kind == TargetKind.NEW, sender=sender)
     staging.done(cfg, receipt)
+    return result
+
+
+def _refused(
+    cfg: ReplyHandlerConfig, receipt: events.SesReceipt, raw: bytes, exc: NoticedRefusalError, sender: str
+) -> ReplyResult:
+    result = reject(cfg, receipt, raw, str(exc))
+    notice.send(
+        cfg,
+        receipt.message_id,
+        exc.kind,
+        _subject(raw),
+        f"it was not sent: {exc}.",
+        exc.how,
+        to=cfg.notice_to(getattr(exc, "sender", "") or sender),
+    )
     return result
 
 
 def _owner_mail(
     cfg: ReplyHandlerConfig, receipt: events.SesReceipt, raw: bytes, relayed: bool
-) -> tuple[ParsedMail, datetime]:
-    """The owner's mail, read once its From and fields pass and it is within the caps, and the time
-    SES received it. ``relayed``: its text goes to a contact, so an opaque-signed reply is opened and
-    an encrypted one refused. Raises NotAuthorisedError or UnreadableReplyError."""
-    auth.check_from(raw, receipt, cfg)
+) -> tuple[ParsedMail, datetime, str]:
+    """The owner's mail, read once its From and fields pass and it is within the caps, the time SES
+    received it and the mailbox its From names. ``relayed``: its text goes to a contact, so an
+    opaque-signed reply is opened and an encrypted one refused. Raises NotAuthorisedError or
+    UnreadableReplyError."""
+    sender = auth.check_from(raw, receipt, cfg).address
     auth.check_single_fields(raw)
     if over := limits.screen(raw):  # even the owner's mail is parsed only within the caps (docs/security.md)
         raise NotAuthorisedError(f"not parsed: {over}")
@@ -185,7 +218,7 @@ def _owner_mail(
             "(signing is fine)",
             "Send it again unencrypted (signing is fine).",
         )
-    return mail, received
+    return mail, received, sender
 
 
 ARCHIVE_READ_MAILS = 20  # a conversation's archived mails read as quote evidence, the latest first
@@ -256,13 +289,20 @@ def _subject(raw: bytes) -> str:
     return next((v for n, v in fields if n.lower() == "subject"), "")
 
 
-def chosen_address(cfg: ReplyHandlerConfig, text: str) -> str:
+def chosen_address(cfg: ReplyHandlerConfig, text: str, sender: str = "") -> str:
     """The public address a conversation the owner starts is written from: ``[from: ADDR]`` on a line of
-    the owner's own text (one this deployment serves), else the default. Only the owner, authorised
-    above, gets here: a contact's mail never chooses an address."""
+    the owner's own text (one this deployment serves), else the default: for an address's own mailbox,
+    the first address (in PUBLIC_EMAIL's order) it is a mailbox of. Only the owner and the addresses'
+    mailboxes, authorised above, get here (the caller checks the sender may write from it: a contact's
+    mail never chooses an address)."""
     wanted = from_command(text)
     if not wanted:
-        return cfg.public_email
+        if not sender or cfg.may_act_for(sender, cfg.public_email):
+            return cfg.public_email
+        return next(
+            (a.address for a in addresses.of(cfg).listed if cfg.may_act_for(sender, a.address)),
+            cfg.public_email,
+        )
     found = addresses.served(cfg, wanted)
     if found is None:
         raise NotAuthorisedError(f"[from: {wanted[:100]}] is not one of this system's public addresses")
@@ -291,8 +331,15 @@ def check_contact(cfg: ReplyHandlerConfig, contact: str) -> None:
         )
 
 
-def release_held(cfg: ReplyHandlerConfig, qid: str, mid: str) -> ReplyResult:
-    """The owner mailed a release address from a quarantine digest."""
+def release_held(
+    cfg: ReplyHandlerConfig, qid: str, mid: str, receipt: events.SesReceipt, sender: str
+) -> ReplyResult:
+    """The owner, or a mailbox of the address the mail was written to, mailed a release address from
+    a quarantine digest (a mailbox of another address releases nothing)."""
+    held = quarantine.get(cfg, qid)
+    auth.check_mailbox(
+        cfg, receipt, sender, str(held.get("address") or "") if held else "", "release mail held for it"
+    )
     released = release.release(cfg, qid, f"mail:{mid}")
     if released["status"] == "unknown":
         raise NotAuthorisedError("release address names no quarantined mail")
@@ -315,10 +362,14 @@ def owner_decision(
 ) -> ReplyResult:
     """A release, approve or decline address: its From and fields checked like a reply's, its text
     never relayed; raises NotAuthorisedError."""
-    _owner_mail(cfg, receipt, raw, relayed=False)
+    sender = _owner_mail(cfg, receipt, raw, relayed=False)[2]
     if goal.kind == TargetKind.RELEASE:
-        result = release_held(cfg, goal.value, mid)
+        result = release_held(cfg, goal.value, mid, receipt, sender)
     else:
+        # a mailbox decides only about senders screened on its own address
+        screened = quarantine.screened(cfg, goal.value)
+        public = str(screened.get("publicAddress") or "") if screened else ""
+        auth.check_mailbox(cfg, receipt, sender, public, "decide about senders screened for it")
         result = screener_decision(cfg, goal.kind, goal.value, mid)
     staging.done(cfg, receipt)
     return result
@@ -374,10 +425,13 @@ def send_reply(
     record: dict[str, Any],
     mail: ParsedMail,
     new: bool = False,
+    sender: str = "",
 ) -> ReplyResult:
     """Queue the owner's text to the conversation's contact (``new``: the first mail of a conversation
-    the owner starts: its own subject, no threading headers); apply the owner's controls first."""
-    owners = tuple(cfg.owner_addresses)
+    the owner starts: its own subject, no threading headers); apply the owner's controls first.
+    ``sender``: the mailbox that wrote it (the owner's, or the address's own); the address's other
+    mailboxes get a copy."""
+    owners = tuple(cfg.senders)  # every mailbox's address is hidden from the contact, not only the owner's
     contact = str(record["senderEmail"])
     # From the address the contact wrote to (SES's recipients, kept on the record), never another.
     public = addresses.of(cfg).sending_from(str(record.get("publicAddress") or ""))
@@ -393,18 +447,21 @@ def send_reply(
     ours = command_lines(reading)  # the one answer to "which lines are the owner's", for every command
     metadata = extract_metadata(ours)[1]
     wanted = owner_controls_in(ours)
-    controls = owner.apply_controls(cfg, wanted, contact, cid)
+    # the owner's controls act on every address; an address's own mailbox's on that address only
+    scope = "" if not sender or sender.lower() in cfg.owner_addresses else public
+    controls = owner.apply_controls(cfg, wanted, contact, cid, scope)
+    told = cfg.notice_to(sender)
     conversations.set_attributes(cfg, cid, metadata)
     if reading.commands_withheld:
-        _withheld_notice(cfg, mid, cid, mail.subject)
+        _withheld_notice(cfg, mid, cid, mail.subject, told)
     # What the owner attached: files and messages, not the inline text fragments or S/MIME/PGP parts
     # of the owner's own client (a signature over the reply would not verify after cleaning anyway).
     files = [a for a in mail.attachments if a.role in ("file", "message")]
     if not body.strip() and not files:
-        return _nothing_sent(cfg, mid, cid, mail, metadata, controls)
+        return _nothing_sent(cfg, mid, cid, mail, metadata, controls, told)
     removed = reading.removed + unread_html_lines(mail.text, mail.html_doc if mail.html else "", reading, ev)
     if removed or not ev.complete:
-        _removed_notice(cfg, mid, cid, mail.subject, removed, ev, body)
+        _removed_notice(cfg, mid, cid, mail.subject, removed, ev, body, told)
     for att in files:  # a file name is shown to the contact too
         att.filename = hide(att.filename)
         att.safe_name = safe_filename(hide(att.safe_name))
@@ -438,7 +495,56 @@ def send_reply(
         conversation_id=cid,
     )
     enqueue(cfg.reply_queue, message, cfg.bucket, cfg.claim_check_bytes)
+    copy_to_mailboxes(cfg, message, mid, identity, sender, [a.filename for a in kept.attachments])
     return _queued(message, cid, new, metadata, controls, kept)
+
+
+def copy_to_mailboxes(
+    cfg: ReplyHandlerConfig,
+    message: OutboundMessage,
+    mid: str,
+    identity: str,
+    sender: str,
+    files: list[str],
+) -> None:
+    """What one mailbox of an address wrote to a contact, copied to the address's other mailboxes
+    (``forward_to``), marked as sent by whom, with the thread address to answer on (docs/owner.md,
+    "Several mailboxes"). An address without its own mailboxes has only the owner's: nothing to copy.
+    Through forward-sender (the owner's key, when a copy goes to the owner); its idempotency key is the
+    reply's, so a retry copies once."""
+    public = message.from_address
+    found = addresses.served(cfg, public)
+    if found is None or not found.forward_to:
+        return
+    others = [box for box in found.forward_to if box.lower() != sender.lower()]
+    thread = thread_address(message.conversation_id, cfg.thread_secret, cfg.thread_domain)
+    note = (
+        f"[!] Sent by {sender or 'the owner'} from {public} to {message.to[0]}: a copy for the other "
+        f"mailboxes of {public}. Reply to it to write to {message.to[0]} in this conversation.\n"
+        + (f"[!] Attached for the contact (not in this copy): {', '.join(files)}\n" if files else "")
+    )
+    for n, box in enumerate(others, 1):
+        copy = OutboundMessage(
+            kind="copy",
+            idempotency_key=f"copy:{message.conversation_id}:{identity}:{box.lower()}",
+            correlation_id=f"copy-{mid}{MAILBOX_MARK}{n}",
+            to=[box],
+            subject=message.subject,
+            text=f"{FORWARD_MARKER}\n{note}\n{message.text}",
+            from_name=clean_header_text(f"{sender or 'owner'} (sent) via {cfg.domain_name}", 200),
+            from_address=public,
+            reply_to=thread,
+            in_reply_to=message.in_reply_to,
+            references=message.references,
+            headers={"Auto-Submitted": "auto-generated"},
+            conversation_id=message.conversation_id,
+        )
+        enqueue(cfg.forward_queue, copy, cfg.bucket, cfg.claim_check_bytes)
+    if others:
+        log.info(
+            "reply copied to the address's other mailboxes",
+            extra={"conversation_id": message.conversation_id, "copies": len(others)},
+        )
 
 
 def _queued(
@@ -474,7 +580,14 @@ NOTICE_SHOWN_CHARS = 6000  # of what went out and what was removed, in the owner
 
 
 def _removed_notice(
-    cfg: ReplyHandlerConfig, mid: str, cid: str, subject: str, lines: tuple[str, ...], ev: Evidence, body: str
+    cfg: ReplyHandlerConfig,
+    mid: str,
+    cid: str,
+    subject: str,
+    lines: tuple[str, ...],
+    ev: Evidence,
+    body: str,
+    to: str = "",
 ) -> None:
     """No silent loss (docs/reply.md): unquoted lines of the reply were removed that nothing proves
     to be quote, or the conversation's mail could not all be read as evidence. The owner sees what
@@ -504,6 +617,7 @@ def _removed_notice(
         + ("\n\nLeft out:\n\n" + _shown(removed) if removed else "")
         + "\n\nIf something of yours is missing, reply again with it above the quoted mail.",
         cid,
+        to=to,
     )
 
 
@@ -512,7 +626,7 @@ def _shown(text: str) -> str:
     return text if len(text) <= NOTICE_SHOWN_CHARS else text[:NOTICE_SHOWN_CHARS] + "\n[…]"
 
 
-def _withheld_notice(cfg: ReplyHandlerConfig, mid: str, cid: str, subject: str) -> None:
+def _withheld_notice(cfg: ReplyHandlerConfig, mid: str, cid: str, subject: str, to: str = "") -> None:
     log.warning("reply commands withheld", extra={"reason": "quote without evidence", "conversation_id": cid})
     notice.send(
         cfg,
@@ -524,6 +638,7 @@ def _withheld_notice(cfg: ReplyHandlerConfig, mid: str, cid: str, subject: str) 
         "marker or the contact's own text), so a command line could have been the contact's. "
         "Send the commands again in a reply with the quoted text deleted.",
         cid,
+        to=to,
     )
 
 
@@ -534,6 +649,7 @@ def _nothing_sent(
     mail: ParsedMail,
     metadata: dict[str, str],
     controls: list[str],
+    to: str = "",
 ) -> ReplyResult:
     """A reply with no text and no file for the contact: the owner is told why, and what was applied."""
     applied = sorted(metadata) + controls
@@ -565,6 +681,7 @@ def _nothing_sent(
         if mail.parse_failed
         else "To write to the contact, reply again with your text above the quoted mail.",
         cid,
+        to=to,
     )
     return {
         "status": "commands-applied" if applied else "not-sent",

@@ -19,9 +19,17 @@ log = get_logger("reply-handler")
 
 
 def send(
-    cfg: ReplyHandlerConfig, mid: str, kind: str, subject: str, what: str, how: str, cid: str = ""
+    cfg: ReplyHandlerConfig,
+    mid: str,
+    kind: str,
+    subject: str,
+    what: str,
+    how: str,
+    cid: str = "",
+    to: str = "",
 ) -> None:
-    """Queue the notice ``kind`` (a short word for logs and the idempotency key) about reply ``mid``."""
+    """Queue the notice ``kind`` (a short word for logs and the idempotency key) about reply ``mid``, to
+    ``to`` (the mailbox that wrote it: ReplyHandlerConfig.notice_to), PRIVATE_EMAIL by default."""
     shown = clean_header_text(subject, 200) or "(no subject)"
     text = (
         f'Your reply "{shown}"{f" in conversation {cid}" if cid else ""}: {what}\n\n{how}\n\n'
@@ -31,7 +39,7 @@ def send(
         kind="notice",
         idempotency_key=f"notice:{kind}:{mid}",
         correlation_id=f"notice-{mid}",
-        to=[cfg.private_email],
+        to=[to or cfg.private_email],
         subject=f"About your reply: {shown}",
         text=text,
         from_name=f"Replies {cfg.domain_name}",

@@ -121,16 +121,32 @@ CONTROLS: dict[ControlAction, Callable[[ReplyHandlerConfig, ControlAction, str, 
 }
 
 
-def apply_controls(cfg: ReplyHandlerConfig, controls: list[Control], contact: str, cid: str) -> list[str]:
+def scoped(entry: str, scope: str) -> str:
+    """``entry`` for mail to public address ``scope`` only (an address's own mailbox commands for its
+    address alone: docs/owner.md, "Several mailboxes"); '' scope: as it is. An entry already scoped to
+    another address is refused."""
+    if not scope:
+        return entry
+    base, at, public = entry.partition(senderlists.SCOPE)
+    if at and public != scope.lower():
+        raise senderlists.SenderListError(f"a mailbox of {scope} may only list senders for {scope}")
+    return base + senderlists.SCOPE + scope.lower()
+
+
+def apply_controls(
+    cfg: ReplyHandlerConfig, controls: list[Control], contact: str, cid: str, scope: str = ""
+) -> list[str]:
     """Apply the owner's controls; returns what was done, e.g. ``["block @corp.example"]``, and what
-    was refused and why."""
+    was refused and why. ``scope``: a public address the controls act for alone (sent by that
+    address's own mailbox), '' for the owner's (every address)."""
     done = []
     for control in controls:
         try:
             handler = CONTROLS.get(control.action)
             if handler is None:
                 raise UnknownControlError(f"[{control.action}] has no handler")
-            done.append(handler(cfg, control.action, entry_for(cfg, control, contact), cid))
+            entry = scoped(entry_for(cfg, control, contact), scope)
+            done.append(handler(cfg, control.action, entry, cid))
         except ValueError as exc:
             log.warning(
                 "owner control refused",

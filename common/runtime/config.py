@@ -305,19 +305,65 @@ class OwnerAddresses(PublicAddresses):
 
     @property
     def own_addresses(self) -> frozenset[str]:
-        """The owner's mailboxes and every public address: never acked, suppressed, blocked or written
-        to as a contact (a catch-all's addresses are all at DOMAIN_NAME, which is_own covers)."""
+        """The owner's mailboxes, every address's own mailboxes (``forward_to``) and every public
+        address: never acked, suppressed, blocked or written to as a contact (a catch-all's addresses
+        are all at DOMAIN_NAME, which is_own covers)."""
         public = {a for a in (self.public_email, *self.public_emails) if a.strip() and "*" not in a}
-        return self.owner_addresses | {a.strip().lower() for a in public}
+        return self.senders | {a.strip().lower() for a in public}
+
+    # --- several mailboxes per public address (docs/owner.md, "Several mailboxes")
+    def mailboxes(self, public: str | addresses.PublicAddress) -> tuple[str, ...]:
+        """The mailboxes a public address's mail is forwarded to: its ``forward_to``, else PRIVATE_EMAIL
+        (an address no longer served, or '': PRIVATE_EMAIL)."""
+        found = public if isinstance(public, addresses.PublicAddress) else self._served(public)
+        if found is not None and found.forward_to:
+            return found.forward_to
+        return (self.private_email,) if self.private_email else ()
+
+    def _served(self, public: str) -> addresses.PublicAddress | None:
+        return addresses.served(self, public) if public.strip() else None
+
+    @property
+    def mailbox_addresses(self) -> frozenset[str]:
+        """Every address's own mailboxes (``forward_to`` of the listed addresses and the catch-all),
+        lowercase."""
+        if not (self.public_email or self.public_emails):
+            return frozenset()
+        table = addresses.of(self)
+        every = (*table.listed, *((table.catch_all,) if table.catch_all else ()))
+        return frozenset(b.lower() for a in every for b in a.forward_to)
+
+    @property
+    def senders(self) -> frozenset[str]:
+        """Who may write to the thread domain at all (authenticated like the owner): the owner's
+        mailboxes and every address's own mailboxes. What each may act on is :meth:`may_act_for`."""
+        return self.owner_addresses | self.mailbox_addresses
+
+    def may_act_for(self, sender: str, public: str) -> bool:
+        """Whether ``sender`` may reply on, and command for, conversations of public address ``public``:
+        the owner (PRIVATE_EMAIL, OWNER_EMAILS) for every address; an address's own mailbox
+        (``forward_to``) for that address only, never for another's (docs/owner.md, "Several
+        mailboxes")."""
+        who = sender.strip().strip("<>").strip().lower()
+        if who in self.owner_addresses:
+            return True
+        found = self._served(public)
+        return found is not None and who in {b.lower() for b in found.forward_to}
+
+    def notice_to(self, sender: str) -> str:
+        """Where a notice about ``sender``'s own mail goes: PRIVATE_EMAIL for the owner (as before), the
+        mailbox itself for an address's mailbox (it wrote; the owner may not read its mail)."""
+        who = sender.strip().lower()
+        return sender.strip() if who and who not in self.owner_addresses else self.private_email
 
     def is_owner(self, address: str) -> bool:
-        """One of the owner's own mailboxes (owner_addresses), in any case and with any ``+tag``: a
-        contact with such an address is the owner writing to the public address, whose answer would
-        mail the owner back (a loop)."""
+        """One of our own mailboxes (:attr:`senders`: the owner's and every address's ``forward_to``), in
+        any case and with any ``+tag``: a contact with such an address is a mailbox writing to the public
+        address, whose answer would mail that mailbox back (a loop)."""
         local, _, domain = address.strip().strip("<>").strip().lower().rpartition("@")
         domain = domain.rstrip(".")
         return bool(local) and bool(
-            {f"{local}@{domain}", f"{local.partition('+')[0]}@{domain}"} & self.owner_addresses
+            {f"{local}@{domain}", f"{local.partition('+')[0]}@{domain}"} & self.senders
         )
 
     def is_own(self, address: str) -> bool:
