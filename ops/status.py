@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.aws import control_client, or_none
+from common.runtime import addresses
 from common.runtime.config import dlq_name
+from common.store import holds, sendstatus
 from deploy import dashboard
 from deploy.config import Config
 from deploy.functions import FUNCTIONS, SENDERS
@@ -228,6 +230,8 @@ def collect(
     checks += _mx_checks(cfg, environ.get("AWS_ENDPOINT_URL", ""), resolve)
     account_checks, sending = _account_checks(cfg, ses)
     checks += account_checks
+    mailboxes = _mailboxes(cfg, ses)
+    checks += _mailbox_checks(mailboxes, sending["sandbox"])
     contacts = _test_contacts(cfg, ses) if sending["sandbox"] else {}
     if sending["sandbox"]:
         checks.append(_test_contact_check(contacts))
@@ -278,6 +282,7 @@ def collect(
         "owner_address": sending["owner_address"],
         "alert_subscription": subscribed,
         "test_contacts": contacts,
+        "mailboxes": mailboxes,
         "send_quota": quota,
         "daily_quota_used_percent": sending["daily_quota_used_percent"],
         "send_rate": rate,
@@ -405,11 +410,47 @@ def _account_checks(cfg: Config, ses: Any) -> tuple[list[dict[str, Any]], dict[s
     }
 
 
+def _mailboxes(cfg: Config, ses: Any) -> dict[str, dict[str, Any]]:
+    """Every address's own mailboxes (``forward_to``; docs/owner.md, "Several mailboxes"): the addresses
+    each reads, its SES verification (the sandbox sends only to verified mailboxes) and its hold, if
+    a bounce holds forwards to it (common/store/holds.py)."""
+    table = addresses.of(cfg)
+    every = (*table.listed, *((table.catch_all,) if table.catch_all else ()))
+    found: dict[str, dict[str, Any]] = {}
+    for public in every:
+        for box in public.forward_to:
+            found.setdefault(box.lower(), {"addresses": []})["addresses"].append(public.address)
+    for box, row in found.items():
+        row["status"] = _identity_status(ses, box, box.split("@")[-1])
+        entry = sendstatus.recipient_entry(cfg, box)
+        row["held"] = str(entry.get("heldReason") or "held") if holds.is_held(entry) else ""
+    return found
+
+
+def _mailbox_checks(mailboxes: dict[str, dict[str, Any]], sandbox: bool) -> list[dict[str, Any]]:
+    """One check per mailbox, not part of ``ready`` (the owner's mail flows without it): verified while
+    in the sandbox, and not held."""
+    return [
+        _check(
+            f"mailbox {box}",
+            f"{', '.join(m['addresses'])}: {m['status']}{'; held: ' + m['held'] if m['held'] else ''}",
+            (m["status"] == "Success" or not sandbox) and not m["held"],
+            False,
+            f"in the sandbox it needs verifying: email-handler ses verify-address {box}"
+            if sandbox and m["status"] != "Success"
+            else "forwards to it wait: fix the mailbox, then email-handler suppression remove " + box
+            if m["held"]
+            else "",
+        )
+        for box, m in mailboxes.items()
+    ]
+
+
 def _test_contacts(cfg: Config, ses: Any) -> dict[str, str]:
     """The address identities other than the owner's mailboxes (`email-handler ses verify-address`), each
     with SES's verification status: in the sandbox, the contacts acks and replies can reach."""
     listed = ses.list_identities(IdentityType="EmailAddress", MaxItems=1000).get("Identities", [])
-    others = sorted(a for a in listed if a.lower() not in cfg.owner_addresses)
+    others = sorted(a for a in listed if a.lower() not in cfg.senders)  # the mailboxes are listed above
     if not others:
         return {}
     found = ses.get_identity_verification_attributes(Identities=others).get("VerificationAttributes", {})

@@ -65,17 +65,8 @@ def deliver(
     # The public address written to (a release: the one its quarantine record names): the ack comes
     # from it, the forward's banner names it (several addresses), the forward is sent from it.
     public = public or addresses.of(cfg).primary
-    if addresses.of(cfg).several:
-        warnings = (*warnings, f"Written to {public.described}")
-    if cfg.is_owner(mail.from_address):  # the first test anyone tries; its answer would be a loop
-        warnings = (*warnings, OWN_MAILBOX)
     boxes = cfg.mailboxes(public)
-    if len(boxes) > 1:  # each mailbox reads who else has it, and that an answer is copied to them
-        warnings = (
-            *warnings,
-            f"Sent to every mailbox of {public.address}: {', '.join(boxes)}. A reply from any of them "
-            "goes out from the public address, and the others get a copy.",
-        )
+    warnings = _banner(cfg, public, boxes, mail, warnings)
 
     def refuse(reason: str) -> InboundResult:
         if receipt is None:
@@ -151,6 +142,23 @@ def _hide_correspondent(cfg: Delivery, forward: OutboundMessage, public: PublicA
     forward.references = [
         opaque_message_id(r, cfg.thread_secret, cfg.thread_domain) for r in forward.references
     ]
+
+
+def _banner(
+    cfg: Delivery, public: PublicAddress, boxes: tuple[str, ...], mail: ParsedMail, warnings: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The forward's banner lines about where it was written and who reads it."""
+    if addresses.of(cfg).several:
+        warnings = (*warnings, f"Written to {public.described}")
+    if cfg.is_owner(mail.from_address):  # the first test anyone tries; its answer would be a loop
+        warnings = (*warnings, OWN_MAILBOX)
+    if len(boxes) > 1:  # each mailbox reads who else has it, and that an answer is copied to them
+        warnings = (
+            *warnings,
+            f"Sent to every mailbox of {public.address}: {', '.join(boxes)}. A reply from any of them "
+            "goes out from the public address, and the others get a copy.",
+        )
+    return warnings
 
 
 # Between a forward's correlation id and its mailbox's number (``forward-<SES id>~2``): no SES message id

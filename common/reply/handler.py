@@ -33,7 +33,7 @@ from common.mail.htmltext import html_to_text
 from common.mail.outbound import OutboundMessage
 from common.mail.parse import ParsedMail
 from common.mail.sanitize import clean_header_text, safe_filename
-from common.mail.threads import conversation_id, thread_address
+from common.mail.threads import conversation_id, opaque_message_id, opaque_thread_address, thread_address
 from common.reply import auth, notice, owner, signed
 from common.reply.auth import NotAuthorisedError, NoticedRefusalError, OwnMailboxError, UnreadableReplyError
 from common.reply.owner import TargetKind
@@ -517,7 +517,16 @@ def copy_to_mailboxes(
     if found is None or not found.forward_to:
         return
     others = [box for box in found.forward_to if box.lower() != sender.lower()]
-    thread = thread_address(message.conversation_id, cfg.thread_secret, cfg.thread_domain)
+    # An address that hides its correspondents: the copy as its forwards are (the opaque thread address,
+    # keyed Message-IDs, encrypted with generic outer fields or not sent: common/delivery/deliver.py)
+    hidden = found.hide_correspondent
+    made = opaque_thread_address if hidden else thread_address
+    thread = made(message.conversation_id, cfg.thread_secret, cfg.thread_domain)
+    refs = (
+        [opaque_message_id(r, cfg.thread_secret, cfg.thread_domain) for r in message.references]
+        if hidden
+        else message.references
+    )
     note = (
         f"[!] Sent by {sender or 'the owner'} from {public} to {message.to[0]}: a copy for the other "
         f"mailboxes of {public}. Reply to it to write to {message.to[0]} in this conversation.\n"
@@ -534,10 +543,11 @@ def copy_to_mailboxes(
             from_name=clean_header_text(f"{sender or 'owner'} (sent) via {cfg.domain_name}", 200),
             from_address=public,
             reply_to=thread,
-            in_reply_to=message.in_reply_to,
-            references=message.references,
+            in_reply_to=refs[0] if hidden and message.in_reply_to else message.in_reply_to,
+            references=refs,
             headers={"Auto-Submitted": "auto-generated"},
             conversation_id=message.conversation_id,
+            hide_correspondent=hidden,
         )
         enqueue(cfg.forward_queue, copy, cfg.bucket, cfg.claim_check_bytes)
     if others:

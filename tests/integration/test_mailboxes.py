@@ -245,3 +245,17 @@ def test_the_digest_goes_to_each_addresss_mailboxes_for_its_own_mail(
     assert "Subject:  To jobs" in text and "To hello" not in text
     assert digests[OWNER] == []
     assert send_digest(boxes.cfg)["status"] == "nothing-quarantined"
+
+
+def test_status_lists_each_mailbox_with_its_verification_and_hold(boxes: Stack) -> None:
+    from common.aws import client
+    from common.store import holds
+    from ops.status import _mailboxes
+
+    ses = client("ses")
+    ses.verify_email_identity(EmailAddress=P1)  # moto verifies at once: SES would wait for the link
+    holds.hold(boxes.cfg, P2, "permanent bounce (General)")
+    found = _mailboxes(boxes.cfg, ses)
+    assert found[P1] == {"addresses": ["hello@example.com"], "status": "Success", "held": ""}
+    assert found[P2]["status"] == "not an identity" and found[P2]["held"] == "permanent bounce (General)"
+    assert found[RECRUITER]["addresses"] == ["jobs@example.com"] and OWNER not in found
