@@ -138,7 +138,10 @@ def _rule(test: Callable[[Any], bool], message: str) -> Check:
     return check
 
 
-@dataclass(frozen=True)
+# A layer only gathers fields for the classes a function loads: no methods of its own are generated
+# (dataclasses writes __init__, __repr__ and __eq__ by exec for each decorated class, over every inherited
+# field; doing it for each layer was most of this module's import time).
+@dataclass(frozen=True, init=False, repr=False, eq=False)
 class Deployment:
     """Every function: which deployment it is part of. Every resource name derives from these
     (``{project}-{env}-…``), and every function reports the outcomes it decides
@@ -235,7 +238,7 @@ class Deployment:
         return self
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)
 class PublicAddresses(Deployment):
     """The public addresses, their acks and the thread domain (common/runtime/addresses.py)."""
 
@@ -278,7 +281,7 @@ class PublicAddresses(Deployment):
             raise ConfigError(why)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)
 class OwnerAddresses(PublicAddresses):
     """Who the owner is and whether mail to the owner is encrypted: what decides our own addresses."""
 
@@ -389,7 +392,7 @@ class OwnerAddresses(PublicAddresses):
         return bool(self.owner_key_parameter or self.owner_key)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)
 class Sending(OwnerAddresses):
     """What every path to SES shares: the bucket, the send records, suppression and alerts."""
 
@@ -470,25 +473,22 @@ class SenderConfig(Sending):
     ses_configuration_set: str = setting("", derive=lambda c: c.prefix)
 
 
-@dataclass(frozen=True)
-class AckSenderConfig(SenderConfig):
+class AckSenderConfig(SenderConfig):  # a queue of its own, no field: SenderConfig's methods serve
     queue_field: ClassVar[str] = "ack_queue"
     queue: ClassVar[str] = "ack"
 
 
-@dataclass(frozen=True)
-class ForwardSenderConfig(SenderConfig):
+class ForwardSenderConfig(SenderConfig):  # a queue of its own, no field: SenderConfig's methods serve
     queue_field: ClassVar[str] = "forward_queue"
     queue: ClassVar[str] = "forward"
 
 
-@dataclass(frozen=True)
-class ReplySenderConfig(SenderConfig):
+class ReplySenderConfig(SenderConfig):  # a queue of its own, no field: SenderConfig's methods serve
     queue_field: ClassVar[str] = "reply_queue"
     queue: ClassVar[str] = "reply"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)
 class Delivery(Sending):
     """What inbound-handler and reply-handler share through common/delivery: the tables, the queues they
     fill, the thread secret, acks, quarantine, withholding and retention of what they record."""
