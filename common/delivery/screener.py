@@ -27,6 +27,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from common.delivery import ack
 from common.delivery.compose import build_ack
+from common.delivery.deliver import per_mailbox
 from common.delivery.quarantine import log_fields, quarantined
 from common.delivery.release import HeldMailMissingError, release
 from common.delivery.results import InboundResult
@@ -175,7 +176,7 @@ def build_notice(
         kind="notice",
         idempotency_key=f"screener:{mid}",
         correlation_id=f"screener-{mid}",
-        to=[cfg.private_email],
+        to=list(cfg.mailboxes(public)),  # the address's mailboxes (its forward_to, else PRIVATE_EMAIL)
         subject=f"Screener: a new sender wrote to {public.address}",
         text="\n".join(text) + "\n",
         from_name=f"Screener {cfg.domain_name}",
@@ -190,7 +191,9 @@ def notify(cfg: Delivery, mid: str, mail: ParsedMail, public: PublicAddress, whe
         # The mail is held all the same: the digest lists it, with its release address.
         log.error("screener notice cannot be built", extra={**log_fields(mail), "reason": problem})
         return
-    enqueue(cfg.forward_queue, notice, cfg.bucket, cfg.claim_check_bytes)
+    # One per mailbox, as forwards: a held or sandboxed mailbox holds up no other's notice.
+    for each in per_mailbox(notice, tuple(notice.to)):
+        enqueue(cfg.forward_queue, each, cfg.bucket, cfg.claim_check_bytes)
 
 
 class Decision(TypedDict):

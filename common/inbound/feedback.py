@@ -14,8 +14,10 @@ The owner's mailboxes and the public address are never suppressed (docs/security
   complaint's text); when it cannot be found that way, the contact's conversation is marked as a spam
   candidate and the owner alerted, as for a complaint about any other message;
 * a permanent bounce, or the transient-bounce limit, holds mail to that mailbox
-  (common/store/holds.py: forwards wait in the queue and its DLQ) and alerts the owner; a delivery
-  releases the hold and says so; a bounce about one message's content or size only alerts;
+  (common/store/holds.py: forwards wait in the queue and its DLQ) and alerts the owner; when the
+  mailbox is one of several of an address, the others are told once per hold, by mail
+  (common/inbound/heldmailbox.py); a delivery releases the hold and says so; a bounce about one
+  message's content or size only alerts;
 * every alert about an undelivered forward names where the original is archived in S3.
 Alerts go to the alert topic (SNS, which should reach the owner by a second channel: the mailbox
 they are about may be the broken one), at most one per mailbox and kind per hour.
@@ -26,7 +28,7 @@ from __future__ import annotations
 from email.utils import parseaddr
 from typing import Any, Literal, TypedDict
 
-from common.inbound import spamblock
+from common.inbound import heldmailbox, spamblock
 from common.mail.threads import verify_thread_address
 from common.runtime import events
 from common.runtime.config import InboundHandlerConfig
@@ -246,7 +248,7 @@ def _owner_bounced(
             if permanent
             else f"{cfg.transient_bounce_limit} transient bounces"
         )
-        holds.hold(cfg, address, reason)
+        told = heldmailbox.tell_others(cfg, address, holds.hold(cfg, address, reason), reason)
         action = (
             "Mail to this mailbox is held: forwards stay in the forward queue and then its DLQ, nothing is "
             f"dropped. A test forward goes out every {cfg.owner_hold_probe_s} s and its delivery lifts "
@@ -254,6 +256,8 @@ def _owner_bounced(
             f"email-handler suppression remove {address}, "
             f"then email-handler dlq redrive {cfg.forward_queue}."
         )
+        if told:
+            action += f" The address's other mailboxes were told: {', '.join(told)}."
     if subtype in ("OnAccountSuppressionList", "Suppressed"):
         action += (
             " SES itself suppressed this address (its account-level suppression list): remove it there too, "

@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from common.delivery.deliver import per_mailbox
 from common.mail.build import unbuildable
 from common.mail.outbound import OutboundMessage
 from common.mail.sanitize import clean_header_text
@@ -117,7 +118,7 @@ def decide(
         public.address,
         entry,
         original,
-        public.forward_to or (cfg.private_email,),
+        cfg.mailboxes(public),
         public.hide_correspondent,
     )
 
@@ -196,7 +197,9 @@ def act(cfg: Delivery, complainer: str, detail: str, ses_message_id: str) -> Out
         return Outcome("duplicate", block=found)
     try:
         senderlists.put(cfg, found.entry, senderlists.BLOCK, f"{SOURCE}{ses_message_id}")
-        enqueue(cfg.forward_queue, message, cfg.bucket, cfg.claim_check_bytes)
+        # One per mailbox, as forwards: a held or sandboxed mailbox holds up no other's notice.
+        for each in per_mailbox(message, found.to):
+            enqueue(cfg.forward_queue, each, cfg.bucket, cfg.claim_check_bytes)
     except Exception:
         sendstatus.release_complaint(cfg, ses_message_id)  # the retry blocks and tells the owner
         raise

@@ -12,6 +12,7 @@ senders read anyway, so checking it costs no extra request.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from common.aws import dynamodb
@@ -25,20 +26,51 @@ def is_held(item: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     return bool(item and item.get("held"))
 
 
-def hold(cfg: Delivery, address: str, reason: str) -> bool:
-    """Hold mail to ``address``; True if it was not held before. The next probe waits a full interval."""
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """One hold as :func:`hold` left it."""
+
+    new: bool  # it was not held before this call
+    since: str  # heldSince: names this hold (its notices' idempotency keys come from it)
+    told: bool  # the address's other mailboxes were told of this hold (:func:`mark_told`)
+
+
+def hold(cfg: Delivery, address: str, reason: str) -> Hold:
+    """Hold mail to ``address`` (the next probe waits a full interval); the hold as it now is."""
+    now = iso_z()
     old = (
         dynamodb.update(
             cfg.suppression_table,
             {"email": address.lower()},
             "SET held = :t, heldReason = :r, heldSince = if_not_exists(heldSince, :u), "
             "probeAfter = :p, updatedAt = :u",
-            {":t": True, ":r": reason, ":u": iso_z(), ":p": int(time.time()) + cfg.owner_hold_probe_s},
-            return_values="UPDATED_OLD",
+            {":t": True, ":r": reason, ":u": now, ":p": int(time.time()) + cfg.owner_hold_probe_s},
+            return_values="ALL_OLD",
         )
         or {}
     )
-    return not old.get("held")
+    was = bool(old.get("held"))
+    return Hold(
+        not was,
+        str(old.get("heldSince") or now) if was else now,
+        was and old.get("othersTold") == old.get("heldSince"),
+    )
+
+
+def mark_told(cfg: Delivery, address: str, since: str) -> bool:
+    """Record that the other mailboxes were told of the hold that began at ``since``; False when that
+    hold is gone (released meanwhile) or already marked."""
+    return (
+        dynamodb.update(
+            cfg.suppression_table,
+            {"email": address.lower()},
+            "SET othersTold = :s",
+            {":s": since, ":t": True},
+            condition="held = :t AND heldSince = :s "
+            "AND (attribute_not_exists(othersTold) OR othersTold <> :s)",
+        )
+        is not None
+    )
 
 
 def release(cfg: Delivery, address: str) -> bool:
@@ -47,7 +79,7 @@ def release(cfg: Delivery, address: str) -> bool:
         dynamodb.update(
             cfg.suppression_table,
             {"email": address.lower()},
-            "REMOVE held, heldReason, heldSince, probeAfter SET updatedAt = :u",
+            "REMOVE held, heldReason, heldSince, probeAfter, othersTold SET updatedAt = :u",
             {":u": iso_z(), ":t": True},
             condition="held = :t",
         )
