@@ -282,6 +282,17 @@ def _parameters(t: Template) -> None:
                 "Tier": "Intelligent-Tiering",
             },
         )
+    for n, (box, text) in enumerate(cfg.mailbox_key_texts, 1):  # deploy/resources.py mailbox_keys
+        t.add(
+            f"MailboxKeyParameter{n}",
+            "AWS::SSM::Parameter",
+            {
+                "Name": cfg.mailbox_key_parameter(box),
+                "Type": "String",
+                "Value": text,
+                "Tier": "Intelligent-Tiering",
+            },
+        )
 
 
 def _log_groups(t: Template) -> None:

@@ -27,6 +27,8 @@ class Function:
     # Reads the owner's key at cold start: forward-sender encrypts mail to the owner with it
     # (common/mail/encrypt.py), reply-handler verifies the owner's opaque-signed replies with it.
     owner_key: bool = False
+    # Reads each mailbox's own key at cold start (MAILBOX_KEYS): forward-sender encrypts to it.
+    mailbox_keys: bool = False
 
     @property
     def config(self) -> type[Deployment]:
@@ -86,7 +88,7 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("attachment-extractor", batch_concurrency=2),
     # Senders: 0+5+30+120 s of backoff plus the sends themselves fit in 180 s (docs/senders.md).
     Function("ack-sender", 180, batch_concurrency=2),
-    Function("forward-sender", 180, MAIL_MEMORY_MB, batch_concurrency=2, owner_key=True),
+    Function("forward-sender", 180, MAIL_MEMORY_MB, batch_concurrency=2, owner_key=True, mailbox_keys=True),
     Function("reply-sender", 180, MAIL_MEMORY_MB, batch_concurrency=2),
 )
 SENDERS = tuple(f for f in FUNCTIONS if f.queue_field)

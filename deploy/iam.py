@@ -116,6 +116,12 @@ def policy(cfg: Config, account: str, function: str) -> dict[str, Any]:
         statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.thread_secret_parameter)]))
     if spec.owner_key and cfg.encrypts_to_owner:  # the owner's public key, read at cold start (String)
         statements.append(_allow(["ssm:GetParameter"], [a.parameter(cfg.owner_key_parameter)]))
+    if spec.mailbox_keys and cfg.keyed_mailboxes:  # each mailbox's own public key, read at cold start
+        statements.append(
+            _allow(
+                ["ssm:GetParameter"], [a.parameter(cfg.mailbox_key_parameter(b)) for b in cfg.keyed_mailboxes]
+            )
+        )
     # Every function reports the outcomes it decides (common/runtime/outcomes.py): on that bus only, and
     # only as this service's source. PutEvents takes the event-bus resource and the events:source
     # condition key (Service Authorization Reference, Amazon EventBridge; EventBridge User Guide, "Using

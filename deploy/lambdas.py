@@ -41,6 +41,10 @@ _NOT_PASSED = {
     "owner_pgp_key",
     "owner_key",
     "owner_key_parameter",
+    # each mailbox's key: the files are the deploy's (MAILBOX_KEYS), the texts in SSM
+    "mailbox_key_files",
+    "mailbox_key_texts",
+    "keyed_mailboxes",
 }
 # Whoever must know that mail to the owner is encrypted: the sender that encrypts (and reads the key),
 # inbound-handler, which sizes forwards so that they fit SES's limit once encrypted, and reply-handler,
@@ -84,6 +88,8 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
         env[env_name("thread_secret_parameter")] = cfg.thread_secret_parameter
     if cfg.encrypts_to_owner and spec.name in _KNOW_OWNER_KEY:
         env[env_name("owner_key_parameter")] = cfg.owner_key_parameter
+    if cfg.keyed_mailboxes and spec.name in _KNOW_OWNER_KEY:  # which mailboxes' mail is encrypted
+        env[env_name("keyed_mailboxes")] = ",".join(cfg.keyed_mailboxes)
     if spec.queue_field:  # a sender is told the queue it consumes, not every queue's name
         env[env_name("send_queue")] = getattr(cfg, spec.queue_field)
     wanted = variables(spec.config) | {"LOG_LEVEL"}

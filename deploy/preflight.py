@@ -20,7 +20,7 @@ from common.runtime import config
 from common.runtime.config import DEV_THREAD_SECRET
 from deploy import config as host_config
 from deploy import regions
-from deploy.config import Config
+from deploy.config import Config, key_files
 from deploy.emulator import EMULATOR_ACCOUNT_PATH, emulator_token
 from deploy.errors import DeployError
 from deploy.functions import FUNCTIONS
@@ -77,6 +77,14 @@ def load_config(
             f"the owner's key: {exc}",
             "give a current public key that can encrypt, or unset "
             "OWNER_SMIME_CERT / OWNER_PGP_KEY to forward in clear",
+        ) from None
+    try:
+        cfg = with_mailbox_key_files(cfg)  # the same for each mailbox's own key (MAILBOX_KEYS)
+    except ConfigError as exc:
+        raise DeployError(
+            f"a mailbox's key: {exc}",
+            "give that mailbox a current public key that can encrypt, or remove it from MAILBOX_KEYS "
+            "to forward to it in clear",
         ) from None
     if not BUCKET_NAME.fullmatch(cfg.bucket):
         # CreateBucket would fail with InvalidBucketName after the run has started changing things.
@@ -345,6 +353,26 @@ def with_owner_key_file(cfg: Config) -> Config:
             f"{'OpenPGP key' if key.kind == 'pgp' else 'X.509 certificate'}"
         )
     return replace(cfg, owner_key=text)
+
+
+def with_mailbox_key_files(cfg: Config) -> Config:
+    """Host tools: each mailbox's key read from the file MAILBOX_KEYS names and checked like the owner's,
+    so a key that cannot encrypt stops the deploy (or `email-handler dev`) with the mailbox named."""
+
+    files = key_files(cfg.mailbox_key_files)
+    if not files:
+        return cfg
+    texts = dict(cfg.mailbox_key_texts)
+    for box, path in files.items():
+        text = encrypt.read_key_file(path, f"MAILBOX_KEYS ({box})")
+        encrypt.parse(text, whose=box)
+        texts[box] = text
+    return replace(cfg, mailbox_key_texts=tuple(sorted(texts.items())))
+
+
+def with_key_files(cfg: Config) -> Config:
+    """The owner's key and every mailbox's, read from their files and checked."""
+    return with_mailbox_key_files(with_owner_key_file(cfg))
 
 
 def verify_address(cfg: Config, address: str) -> str:

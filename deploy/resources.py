@@ -12,6 +12,7 @@ wiring polls it as Lambda's event source mapping would).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from importlib import resources
@@ -118,6 +119,7 @@ def shared(run: Run, identity: bool = True, account: str = "") -> None:
     _parameter(run, cfg.spam_rules_parameter, layout.SPAM_RULES)
     secrets(run)
     owner_key(run)
+    mailbox_keys(run)
 
 
 # --- existence helpers ---------------------------------------------------------------------------
@@ -853,6 +855,35 @@ def owner_key(run: Run) -> None:
         update=put,
         create_detail="the owner's public key",
     )
+
+
+def mailbox_keys(run: Run) -> None:
+    """Each mailbox's own public key (MAILBOX_KEYS, read and checked by
+    deploy.preflight.with_mailbox_key_files) in its own SSM parameter, as the owner's: one parameter
+    each, since a standard parameter holds 4,096 characters (SSM API Reference, PutParameter, Value) and
+    a certificate alone is 1-2 KB. A mailbox no longer keyed keeps its parameter until `destroy`."""
+    cfg = run.cfg
+    if not cfg.mailbox_key_texts:
+        return
+    ssm = control_client("ssm")
+    for box, text in cfg.mailbox_key_texts:
+        name = cfg.mailbox_key_parameter(box)
+        found = or_none(functools.partial(ssm.get_parameter, Name=name), "ParameterNotFound")
+        differ = [] if found is None or found["Parameter"]["Value"] == text else ["new key"]
+        put = functools.partial(_put_key, ssm, name, text)
+        run.converge(
+            "ssm-parameter",
+            name,
+            found,
+            differ,
+            create=put,
+            update=put,
+            create_detail="a mailbox's public key",
+        )
+
+
+def _put_key(ssm: Any, name: str, text: str, *_: Any) -> None:
+    ssm.put_parameter(Name=name, Value=text, Type="String", Overwrite=True, Tier="Intelligent-Tiering")
 
 
 # --- queue policies and notifications ----------------------------------------------------------

@@ -24,7 +24,7 @@ from cli.command import EMULATOR_PORT
 from common.aws.sts import account_id
 from common.errors import EmailHandlerError
 from deploy import config, dns
-from deploy.preflight import with_owner_key_file
+from deploy.preflight import with_key_files
 from local import provision
 from local.concurrency import AccountConcurrency
 from local.emulator import EmbeddedMoto
@@ -238,7 +238,7 @@ class DevStack:
         started; whatever the start raises (a signal's exception too), :meth:`stop` undoes it."""
 
         # The owner's key first: one that cannot encrypt stops the start before anything runs.
-        owner_key = with_owner_key_file(config.load(self.env)).owner_key
+        keys = with_key_files(config.load(self.env))  # the owner's and each mailbox's (MAILBOX_KEYS)
         check_ports(self.ports)
         ensure_rie()
         enforced = "IAM enforced" if self.iam else "IAM not enforced (--no-iam)"
@@ -250,7 +250,9 @@ class DevStack:
         self.credentials_file = write_admin_credentials()
         self.env = {**self.env, **admin_credentials(self.credentials_file)}
         use_endpoint(self.endpoint, self.env)
-        cfg = replace(config.load(self.env), owner_key=owner_key)
+        cfg = replace(
+            config.load(self.env), owner_key=keys.owner_key, mailbox_key_texts=keys.mailbox_key_texts
+        )
         self._step(
             "provisioning (queues, tables, bucket, topics, wiring queues, the six roles)",
             lambda: provision.provision(cfg, wiring=True),

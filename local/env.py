@@ -175,6 +175,8 @@ def function_environment(env: dict[str, str]) -> dict[str, str]:
 
     cfg = config.load(env)
     key = {env_name("owner_key_parameter"): cfg.owner_key_parameter} if cfg.encrypts_to_owner else {}
+    if cfg.keyed_mailboxes:  # each mailbox's key, as the deploy names them (MAILBOX_KEYS)
+        key[env_name("keyed_mailboxes")] = ",".join(cfg.keyed_mailboxes)
     return without_secrets({**env, **key})
 
 

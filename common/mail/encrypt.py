@@ -97,6 +97,7 @@ class OwnerKey:
     fingerprint: str  # SHA-256 of the DER certificate (hex) | the OpenPGP fingerprint
     identity: str  # the certificate's subject | the key's first user id
     expires: datetime | None  # None: an OpenPGP key without expiry
+    whose: str = ""  # '': the owner's; a mailbox (MAILBOX_KEYS) for an address's own mailbox's key
 
     def summary(self) -> dict[str, Any]:
         """What `email-handler status` shows: kind, fingerprint, identity, expiry (ISO 8601 UTC)."""
@@ -112,7 +113,7 @@ class OwnerKey:
         now = now or datetime.now(UTC)
         if self.expires is not None and self.expires <= now:
             raise OwnerKeyError(
-                f"the owner's {_LABEL[self.kind]} key {self.fingerprint} expired on "
+                f"{_whose(self.whose)} {_label(self.kind, self.whose)} key {self.fingerprint} expired on "
                 f"{self.summary()['expires']}: give a current one"
             )
 
@@ -120,29 +121,41 @@ class OwnerKey:
 _LABEL = {"smime": "S/MIME (OWNER_SMIME_CERT)", "pgp": "OpenPGP (OWNER_PGP_KEY)"}
 
 
-def parse(text: str, now: datetime | None = None) -> OwnerKey:
-    """The owner's key from its PEM or armored text, checked for encryption; OwnerKeyError says why not."""
+def _label(kind: str, whose: str = "") -> str:
+    """How a message names the key: its variable, and the mailbox it is for."""
+    if not whose:
+        return _LABEL[kind]
+    return f"{'S/MIME' if kind == 'smime' else 'OpenPGP'} (MAILBOX_KEYS, {whose})"
+
+
+def _whose(whose: str) -> str:
+    return f"mailbox {whose}'s" if whose else "the owner's"
+
+
+def parse(text: str, now: datetime | None = None, whose: str = "") -> OwnerKey:
+    """The owner's key (``whose``: a mailbox's own key, named in every message) from its PEM or armored
+    text, checked for encryption; OwnerKeyError says why not."""
     stripped = text.strip()
     if "-----BEGIN CERTIFICATE-----" in stripped:
-        key = _parse_smime(stripped, now or datetime.now(UTC))
+        key = _parse_smime(stripped, now or datetime.now(UTC), whose)
     elif "-----BEGIN PGP" in stripped:
-        key = _parse_pgp(stripped)
+        key = _parse_pgp(stripped, whose)
     else:
         raise OwnerKeyError(
-            "the owner's key is neither a PEM X.509 certificate (-----BEGIN CERTIFICATE-----) "
+            f"{_whose(whose)} key is neither a PEM X.509 certificate (-----BEGIN CERTIFICATE-----) "
             "nor an ASCII-armored OpenPGP public key (-----BEGIN PGP PUBLIC KEY BLOCK-----)"
         )
     key.check(now)
     return key
 
 
-def _parse_smime(text: str, now: datetime) -> OwnerKey:
+def _parse_smime(text: str, now: datetime, whose: str = "") -> OwnerKey:
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
-    label = _LABEL["smime"]
+    label = _label("smime", whose)
     try:
         cert = x509.load_pem_x509_certificate(text.encode())
     except ValueError as exc:
@@ -189,7 +202,7 @@ def _parse_smime(text: str, now: datetime) -> OwnerKey:
         raise OwnerKeyError(
             f"{label}: certificate {fingerprint} is not for email: its extendedKeyUsage lacks emailProtection"
         )
-    key = OwnerKey("smime", text, fingerprint, cert.subject.rfc4514_string(), cert.not_valid_after_utc)
+    key = OwnerKey("smime", text, fingerprint, cert.subject.rfc4514_string(), cert.not_valid_after_utc, whose)
     try:
         _smime_envelope(key, _PROBE)
     except (ValueError, TypeError) as exc:
@@ -197,10 +210,10 @@ def _parse_smime(text: str, now: datetime) -> OwnerKey:
     return key
 
 
-def _parse_pgp(text: str) -> OwnerKey:
+def _parse_pgp(text: str, whose: str = "") -> OwnerKey:
     import pysequoia
 
-    label = _LABEL["pgp"]
+    label = _label("pgp", whose)
     if "PRIVATE KEY BLOCK" in text:
         raise OwnerKeyError(
             f"{label}: this is a secret key; give the public key only (gpg --armor --export ADDRESS)"
@@ -218,7 +231,7 @@ def _parse_pgp(text: str) -> OwnerKey:
         raise OwnerKeyError(f"{label}: key {fingerprint} is refused: {_sequoia_reason(exc)}") from None
     if revoked:
         raise OwnerKeyError(f"{label}: key {fingerprint} is revoked")
-    key = OwnerKey("pgp", text, fingerprint, ids[0] if ids else "", expires)
+    key = OwnerKey("pgp", text, fingerprint, ids[0] if ids else "", expires, whose)
     try:
         _pgp_encrypt(key, _PROBE)
     except Exception as exc:  # no encryption-capable subkey, or one sequoia's policy refuses
@@ -364,3 +377,26 @@ def with_owner_key[O: OwnerAddresses](cfg: O) -> O:
     if cfg.owner_key:
         parse(cfg.owner_key)
     return cfg
+
+
+def with_mailbox_keys[O: OwnerAddresses](cfg: O) -> O:
+    """forward-sender: each keyed mailbox's own key (KEYED_MAILBOXES) from its SSM parameter at cold start,
+    checked. Fails closed as the owner's does: a keyed mailbox whose key is missing or unusable stops the
+    start, and its forwards wait in their queue instead of going out in clear."""
+    loaded = dict(cfg.mailbox_key_texts)
+    for box in cfg.keyed_mailboxes:
+        text = cfg.mailbox_key(box)
+        if not text:
+            name = cfg.mailbox_key_parameter(box)
+            try:
+                text = ssm.get_parameter(name, decrypt=False)
+            except Exception as exc:
+                if error_code(exc) != "ParameterNotFound":
+                    raise
+                raise ConfigError(
+                    f"KEYED_MAILBOXES names {box}, whose key parameter {name} does not exist: deploy again "
+                    "with its key in MAILBOX_KEYS"
+                ) from None
+        parse(text, whose=box)
+        loaded[box.lower()] = text
+    return replace(cfg, mailbox_key_texts=tuple(sorted(loaded.items()))) if loaded else cfg

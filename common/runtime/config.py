@@ -17,6 +17,7 @@ class (:func:`variables`). Resource names follow ``{project}-{env}-{name}`` and 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -296,10 +297,43 @@ class OwnerAddresses(PublicAddresses):
         "", derive=lambda c: f"/{c.project}/{c.env}/owner-key" if c.has_owner_key_source else ""
     )
 
+    # --- each mailbox's own key (docs/owner.md, "Several mailboxes"): the ``forward_to`` mailboxes whose
+    # mail is encrypted to their own key (the host's MAILBOX_KEYS names the files), each key in its own SSM
+    # parameter (mailbox_key_parameter): a key is 1-4 KB, the environment holds 4 KB in all.
+    keyed_mailboxes: tuple[str, ...] = setting((), check=_emails, derive=lambda c: c.mailbox_key_sources)
+    # (mailbox, key text) pairs: forward-sender reads them at cold start (encrypt.with_mailbox_keys), the
+    # host from the files (deploy.preflight.with_mailbox_key_files); never in the environment
+    mailbox_key_texts: tuple[tuple[str, str], ...] = setting((), from_env=False)
+
     @property
     def has_owner_key_source(self) -> bool:
         """A key is configured here (its text; the host's configuration adds its files)."""
         return bool(self.owner_key)
+
+    @property
+    def mailbox_key_sources(self) -> tuple[str, ...]:
+        """The mailboxes given a key here (their texts; the host's configuration adds MAILBOX_KEYS)."""
+        return tuple(box.lower() for box, _ in self.mailbox_key_texts)
+
+    def mailbox_key_parameter(self, mailbox: str) -> str:
+        """The SSM parameter of ``mailbox``'s key. A parameter name allows only ``a-zA-Z0-9_.-/`` (SSM
+        API Reference, PutParameter, Name), so the mailbox is named by a digest of its address; the
+        parameter list shows no mailbox either."""
+        digest = hashlib.sha256(mailbox.strip().lower().encode()).hexdigest()[:32]
+        return f"/{self.project}/{self.env}/mailbox-key/{digest}"
+
+    def mailbox_key(self, mailbox: str) -> str:
+        """``mailbox``'s own key text ('' when it has none or it is not loaded)."""
+        who = mailbox.strip().lower()
+        return next((text for box, text in self.mailbox_key_texts if box.lower() == who), "")
+
+    def has_key(self, mailbox: str) -> bool:
+        """Whether mail to ``mailbox`` is encrypted: the owner's mailboxes to the owner's key, an address's
+        own mailbox (``forward_to``) to its own (KEYED_MAILBOXES)."""
+        who = mailbox.strip().lower()
+        if who in self.owner_addresses:
+            return self.encrypts_to_owner
+        return who in {b.lower() for b in self.keyed_mailboxes}
 
     @property
     def owner_addresses(self) -> frozenset[str]:
@@ -385,6 +419,21 @@ class OwnerAddresses(PublicAddresses):
             f"{local.partition('+')[0]}@{domain}" in self.own_addresses
             or f"{local}@{domain}" in self.own_addresses
         )
+
+    def _check(self) -> None:
+        # A key for a mailbox that gets no mail is a typo; one for the owner's would be a second owner key.
+        mine = self.mailbox_addresses if self.keyed_mailboxes else frozenset()
+        for box in self.keyed_mailboxes:
+            if box.lower() in self.owner_addresses:
+                raise ConfigError(
+                    f"MAILBOX_KEYS: {box} is the owner's mailbox: mail to it is encrypted to the owner's "
+                    "key (OWNER_SMIME_CERT or OWNER_PGP_KEY); remove it from MAILBOX_KEYS"
+                )
+            if box.lower() not in mine:
+                raise ConfigError(
+                    f"MAILBOX_KEYS: {box} is not a mailbox of any public address (PUBLIC_ADDRESSES "
+                    '"forward_to"): give keys only for the mailboxes mail is forwarded to'
+                )
 
     @property
     def encrypts_to_owner(self) -> bool:
@@ -527,20 +576,30 @@ class Delivery(Sending):
     spam_log_group: str = setting("", derive=lambda c: f"/{c.project}/{c.env}/spam")
 
     def _check(self) -> None:
-        # Without the owner's key a forward goes out in clear: the setting could hide nothing, and it is
-        # refused here (the deploy, `email-handler dev`, and the handlers' start) rather than ignored.
-        if self.encrypts_to_owner or not (self.public_email or self.public_emails):
+        # Without a key a forward goes out in clear: the setting could hide nothing, and it is refused
+        # here (the deploy, `email-handler dev`, and the handlers' start) rather than ignored. Each
+        # mailbox of a hidden address needs its own: the owner's, or the mailbox's (MAILBOX_KEYS).
+        if not (self.public_email or self.public_emails):
             return
         table = addresses.of(self)
-        hidden = [
-            a.address for a in (*table.listed, table.catch_all) if a is not None and a.hide_correspondent
-        ]
-        if hidden:
+        hidden = [a for a in (*table.listed, table.catch_all) if a is not None and a.hide_correspondent]
+        owners = [a.address for a in hidden if any(self._owner_unkeyed(b) for b in self.mailboxes(a))]
+        if owners:
             raise ConfigError(
-                f"PUBLIC_ADDRESSES: {', '.join(hidden)}: hide_correspondent needs the owner's key "
+                f"PUBLIC_ADDRESSES: {', '.join(owners)}: hide_correspondent needs the owner's key "
                 "(OWNER_SMIME_CERT or OWNER_PGP_KEY): only an encrypted forward can hide who wrote from the "
                 "mailbox provider (docs/owner.md)"
             )
+        for a in hidden:
+            if lacking := [b for b in self.mailboxes(a) if not self.has_key(b)]:
+                raise ConfigError(
+                    f"PUBLIC_ADDRESSES: {a.address}: hide_correspondent needs a key for each of its "
+                    f"mailboxes, and {', '.join(lacking)} has none: give it one in MAILBOX_KEYS (only an "
+                    "encrypted forward can hide who wrote from the mailbox provider; docs/owner.md)"
+                )
+
+    def _owner_unkeyed(self, mailbox: str) -> bool:
+        return mailbox.strip().lower() in self.owner_addresses and not self.encrypts_to_owner
 
     @property
     def forward_budget(self) -> int:
@@ -549,7 +608,7 @@ class Delivery(Sending):
         until the encrypted message still fits SES's limit (tests/unit/test_encrypt.py measures it)."""
         return (
             int(self.max_forward_bytes / ENCRYPTION_GROWTH)
-            if self.encrypts_to_owner
+            if self.encrypts_to_owner or self.keyed_mailboxes
             else self.max_forward_bytes
         )
 

@@ -473,42 +473,49 @@ class Sender:
             )
 
     def _encrypted_for_owner(self, msg: OutboundMessage, built: EmailMessage) -> EmailMessage:
-        """Mail to the owner only, encrypted to the owner's key when one is configured. Here, inside the
-        idempotent send, so a retry re-encrypts the same message and the queue and S3 never hold a
-        second copy; a forward cut to the size budget (common/delivery/compose.py) fits once encrypted.
-        A forward that hides its correspondent is never sent in clear: without encryption it fails for
-        good (dead-lettered, the owner alerted) instead of showing the provider who wrote."""
-        if not self.cfg.encrypts_to_owner or not {a.lower() for a in msg.to} <= self.cfg.owner_addresses:
-            if msg.hide_correspondent:
-                raise SendFailedError(
-                    "HideNeedsEncryption",
-                    0,
-                    "hide_correspondent needs the mail encrypted to the owner's key, and "
-                    + (
-                        "no key is configured"
-                        if not self.cfg.encrypts_to_owner
-                        else "a recipient is not the owner"
-                    ),
-                    permanent=True,
-                )
-            return built
-
-        if not self.cfg.owner_key:  # never send the owner's mail in clear when encryption is configured
+        """Mail to our own mailboxes, each encrypted to its recipient's own key: the owner's mailboxes to
+        the owner's key, an address's own mailbox (``forward_to``) to the key MAILBOX_KEYS gave it, never
+        one mailbox's mail to another's key (a message to several mailboxes is encrypted only when they
+        are all the owner's). Here, inside the idempotent send, so a retry re-encrypts the same message
+        and the queue and S3 never hold a second copy; a forward cut to the size budget
+        (common/delivery/compose.py) fits once encrypted. A forward that hides its correspondent is
+        never sent in clear: without a key it fails for good (dead-lettered, the owner alerted) instead
+        of showing the provider who wrote."""
+        to = {a.lower() for a in msg.to}
+        whose = ""  # the owner's key
+        if not (self.cfg.encrypts_to_owner and to <= self.cfg.owner_addresses):
+            whose = next(iter(to)) if len(to) == 1 and self.cfg.has_key(next(iter(to))) else ""
+            if not whose or whose in self.cfg.owner_addresses:
+                if msg.hide_correspondent:
+                    raise SendFailedError(
+                        "HideNeedsEncryption",
+                        0,
+                        "hide_correspondent needs the mail encrypted to its mailbox's key, and "
+                        + ("a recipient has no key" if len(to) == 1 else "it has several mailboxes"),
+                        permanent=True,
+                    )
+                return built
+        text = self.cfg.mailbox_key(whose) if whose else self.cfg.owner_key
+        if not text:  # never send a keyed mailbox's mail in clear
             raise SendFailedError(
-                "OwnerKeyMissing", 0, f"this sender has no owner key ({self.cfg.owner_key_parameter})"
+                "OwnerKeyMissing",
+                0,
+                f"this sender has no key for {'mailbox ' + whose if whose else 'the owner'} ("
+                f"{self.cfg.mailbox_key_parameter(whose) if whose else self.cfg.owner_key_parameter})",
             )
         try:
-            key = _owner_key(self.cfg.owner_key)
+            key = _owner_key(text, whose)
             key.check()  # a key may expire while a sandbox is warm
         except OwnerKeyError as exc:
             raise SendFailedError("OwnerKeyUnusable", 0, str(exc)) from None
         encrypted = encrypt.encrypt(built, key, self.cfg.encrypted_subject, msg.hide_correspondent)
         log.info(
-            "mail encrypted to the owner",
+            "mail encrypted to the owner" if not whose else "mail encrypted to the mailbox's key",
             extra={
                 "key_kind": key.kind,
                 "fingerprint": key.fingerprint,
                 "hide_correspondent": msg.hide_correspondent,
+                "key_of": "mailbox" if whose else "owner",
             },
         )
         return encrypted
@@ -609,10 +616,10 @@ def sandbox_notice(cfg: SenderConfig, held: OutboundMessage, refused: list[str])
 
 
 @functools.cache
-def _owner_key(text: str) -> OwnerKey:
-    """Parsed once per sandbox (with_owner_key checked it at cold start)."""
+def _owner_key(text: str, whose: str = "") -> OwnerKey:
+    """Parsed once per sandbox (with_owner_key and with_mailbox_keys checked it at cold start)."""
 
-    return encrypt.parse(text)
+    return encrypt.parse(text, whose=whose)
 
 
 @functools.cache

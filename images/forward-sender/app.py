@@ -1,7 +1,8 @@
 """forward-sender: Lambda entry point. Wiring only; the logic is common.senders.handler."""
 
-from common.mail.encrypt import with_owner_key
+from common.mail.encrypt import with_mailbox_keys, with_owner_key
 from common.runtime.handler import make_handler
 from common.senders.handler import handle
 
-handler = make_handler("forward-sender", handle, with_owner_key)
+# The owner's key and each mailbox's own (MAILBOX_KEYS), both read and checked at cold start.
+handler = make_handler("forward-sender", handle, lambda cfg: with_mailbox_keys(with_owner_key(cfg)))

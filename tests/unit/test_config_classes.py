@@ -152,7 +152,9 @@ def _every_variable() -> dict[str, str]:
     defaults = Config()
     for f in fields(Config):
         name = env_name(f.name)
-        if name in source or f.name.startswith(("owner_key", "owner_smime", "owner_pgp")):
+        if name in source or f.name.startswith(
+            ("owner_key", "owner_smime", "owner_pgp", "mailbox_key", "keyed_mailboxes")
+        ):
             continue
         default = getattr(defaults, f.name)
         if isinstance(default, bool):

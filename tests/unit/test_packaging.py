@@ -80,6 +80,8 @@ def test_the_functions_that_use_the_owners_key_load_it_at_cold_start() -> None:
     for fn in FUNCTIONS:
         imported = _imports(REPO / "images" / fn.name / "app.py")
         assert ("common.mail.encrypt.with_owner_key" in imported) == fn.owner_key, fn.name
+        # and each mailbox's own key (MAILBOX_KEYS): the same agreement with Function.mailbox_keys
+        assert ("common.mail.encrypt.with_mailbox_keys" in imported) == fn.mailbox_keys, fn.name
 
 
 def test_the_import_check_names_a_host_import(tmp_path: Path) -> None:
