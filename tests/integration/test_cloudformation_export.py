@@ -22,7 +22,7 @@ from deploy.iam import POLICY_NAME
 from deploy.plan import canonical
 from tests.support.cfn import Resolver
 from tests.support.deploy import ACCOUNT, BUCKET, PREFIX, images, run
-from tests.support.ownerkeys import pgp_owner
+from tests.support.ownerkeys import pgp_owner, smime_owner
 
 REGION = "us-east-1"
 # The deploy's change kinds -> the template's resource type whose name (Resolver.name) is the change's.
@@ -381,3 +381,33 @@ def test_one_address_and_an_owner_key_make_the_same_stack_in_both(
     ]
     assert inbound["Environment"]["Variables"]["PUBLIC_EMAIL"] == "hello@example.com"
     assert any(p["Name"].endswith("/owner-key") for p in t.resources("AWS::SSM::Parameter").values())
+
+
+def test_mailbox_keys_make_the_same_parameters_and_grant_in_both(env: dict[str, str], tmp_path: Path) -> None:
+    """MAILBOX_KEYS: each keyed mailbox's key in its own SSM parameter, forward-sender's grant to read
+    each, KEYED_MAILBOXES in the functions that know of them; the same in the template as the deploy."""
+    p1, p2 = tmp_path / "p1.pem", tmp_path / "p2.asc"
+    p1.write_text(smime_owner().pem)
+    p2.write_text(pgp_owner().armored)
+    boxes = ["p1@partner1.example", "p2@partner2.example"]
+    keyed = {
+        **env,
+        "PUBLIC_ADDRESSES": json.dumps(
+            {"hello@example.com": {"forward_to": [*boxes, "p3@partner3.example"]}}
+        ),
+        "MAILBOX_KEYS": json.dumps({boxes[0]: str(p1), boxes[1]: str(p2)}),
+    }
+    changes, _ = run(keyed)
+    t = exported(keyed, tmp_path / "export")
+    check_names(changes, t)
+    check_policies(t)
+    check_functions(t)
+    check_settings(t)
+    stored = [p for p in t.resources("AWS::SSM::Parameter").values() if "/mailbox-key/" in p["Name"]]
+    assert len(stored) == 2 and {p["Value"] for p in stored} == {p1.read_text(), p2.read_text()}
+    [sender] = [
+        p
+        for p in t.resources("AWS::Lambda::Function").values()
+        if p["FunctionName"].endswith("-forward-sender")
+    ]
+    assert sender["Environment"]["Variables"]["KEYED_MAILBOXES"] == ",".join(boxes)
