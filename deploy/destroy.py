@@ -120,7 +120,8 @@ def _queues_and_topics(run: Run) -> None:
 
 
 def _ses_and_parameters(run: Run) -> None:
-    """The SES configuration set and the SSM parameters (the HMAC secret, the spam rules, the owner's key)."""
+    """The SES configuration set and the SSM parameters (the HMAC secret, the spam rules, the owner's
+    key, each mailbox's key)."""
     cfg = run.cfg
     ses, ssm = control_client("ses"), control_client("ssm")
     config_set = or_none(
@@ -133,10 +134,20 @@ def _ses_and_parameters(run: Run) -> None:
         config_set is not None,
         lambda: ses.delete_configuration_set(ConfigurationSetName=cfg.ses_configuration_set),
     )
+    # Each mailbox's key (MAILBOX_KEYS), found under its path: the configuration destroy is given may no
+    # longer name every mailbox the deploys keyed.
+    keyed = [
+        p["Name"]
+        for page in ssm.get_paginator("get_parameters_by_path").paginate(
+            Path=f"/{cfg.project}/{cfg.env}/mailbox-key", Recursive=True
+        )
+        for p in page["Parameters"]
+    ]
     for name in (
         cfg.thread_secret_parameter,
         cfg.spam_rules_parameter,
         f"/{cfg.project}/{cfg.env}/owner-key",
+        *keyed,
     ):
         found_parameter = or_none(partial(ssm.get_parameter, Name=name), "ParameterNotFound")
         run.remove(

@@ -4,6 +4,7 @@ deploy made (keeping the data unless asked), replay re-invokes the events Lambda
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from tests.support.deploy import (
     images,
     run,
 )
+from tests.support.ownerkeys import pgp_owner
 
 
 def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(env: dict[str, str]) -> None:
@@ -43,6 +45,26 @@ def test_destroy_removes_what_the_deploy_made_and_keeps_the_data_unless_asked(en
     destroy(Options(), delete_data=True, environ=env, report=lines.append)
     assert BUCKET not in [b["Name"] for b in client("s3").list_buckets()["Buckets"]]
     assert changed(destroy(Options(), delete_data=True, environ=env, report=lines.append)) == []
+
+
+def test_destroy_removes_every_mailbox_key_found_under_its_path(env: dict[str, str], tmp_path: Path) -> None:
+    from deploy.destroy import destroy
+
+    key = tmp_path / "p1.asc"
+    key.write_text(pgp_owner().armored)
+    box = "p1@partner1.example"
+    keyed = {
+        **env,
+        "PUBLIC_ADDRESSES": json.dumps({"hello@example.com": {"forward_to": [box]}}),
+        "MAILBOX_KEYS": json.dumps({box: str(key)}),
+    }
+    run(keyed)
+    path = "/service-email-handler/prd/mailbox-key"
+    [stored] = client("ssm").get_parameters_by_path(Path=path, Recursive=True)["Parameters"]
+    assert stored["Value"] == key.read_text()
+    # found under the path, not from MAILBOX_KEYS (its files may be gone by then)
+    destroy(Options(), environ={k: v for k, v in keyed.items() if k != "MAILBOX_KEYS"}, report=lambda _: None)
+    assert client("ssm").get_parameters_by_path(Path=path, Recursive=True)["Parameters"] == []
 
 
 def test_replay_reinvokes_the_events_lambda_gave_up_on(env: dict[str, str]) -> None:
