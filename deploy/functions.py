@@ -63,6 +63,15 @@ def image_ref(name: str) -> str:
     return f"service-email-handler/{name}:{os.environ.get('IMAGE_TAG') or 'latest'}"
 
 
+# Whoever must know that mail to the owner (or to a keyed mailbox) is encrypted: the sender that
+# encrypts (and reads the keys), inbound-handler, which sizes forwards so that they fit SES's limit once
+# encrypted, and reply-handler, which verifies the owner's opaque-signed replies against the
+# certificate. The deploy (deploy/lambdas.py) and the local modes (narrowed) give the keys' parameters
+# to these alone.
+KNOW_KEYS = frozenset({"inbound-handler", "forward-sender", "reply-handler"})
+_KEY_VARIABLES = frozenset({env_name("owner_key_parameter"), env_name("keyed_mailboxes")})
+
+
 def narrowed(function: str, env: Mapping[str, str]) -> dict[str, str]:
     """``env`` without any configuration variable that ``function``'s class does not read: the deploy's
     Lambda environment, the export's and each local function process's (AWS clients, credentials and
@@ -70,6 +79,8 @@ def narrowed(function: str, env: Mapping[str, str]) -> dict[str, str]:
     the extractor no address)."""
     every = variables(Config) | {env_name(s) for s in secret_parameters(Config)}
     others = every - variables(CONFIGS[function])
+    if function not in KNOW_KEYS:
+        others |= _KEY_VARIABLES
     return {k: v for k, v in env.items() if k not in others}
 
 

@@ -17,7 +17,7 @@ from common.runtime import addresses
 from common.runtime.config import variables
 from deploy import propagation
 from deploy.config import Config, env_name
-from deploy.functions import FUNCTIONS, Function
+from deploy.functions import FUNCTIONS, KNOW_KEYS, Function
 from deploy.images import Published
 from deploy.plan import Run
 from deploy.resources import log_group, queue_arn, topic_arn
@@ -46,10 +46,6 @@ _NOT_PASSED = {
     "mailbox_key_texts",
     "keyed_mailboxes",
 }
-# Whoever must know that mail to the owner is encrypted: the sender that encrypts (and reads the key),
-# inbound-handler, which sizes forwards so that they fit SES's limit once encrypted, and reply-handler,
-# which verifies the owner's opaque-signed replies against the certificate.
-_KNOW_OWNER_KEY = {"inbound-handler", "forward-sender", "reply-handler"}
 
 
 def function_name(cfg: Config, function: str) -> str:
@@ -86,9 +82,9 @@ def environment(cfg: Config, spec: Function, source: dict[str, str]) -> dict[str
         env[env_name("account_id")] = cfg.account_id
     if spec.reads_thread_secret:  # only the two handlers may read the HMAC secret
         env[env_name("thread_secret_parameter")] = cfg.thread_secret_parameter
-    if cfg.encrypts_to_owner and spec.name in _KNOW_OWNER_KEY:
+    if cfg.encrypts_to_owner and spec.name in KNOW_KEYS:
         env[env_name("owner_key_parameter")] = cfg.owner_key_parameter
-    if cfg.keyed_mailboxes and spec.name in _KNOW_OWNER_KEY:  # which mailboxes' mail is encrypted
+    if cfg.keyed_mailboxes and spec.name in KNOW_KEYS:  # which mailboxes' mail is encrypted
         env[env_name("keyed_mailboxes")] = ",".join(cfg.keyed_mailboxes)
     if spec.queue_field:  # a sender is told the queue it consumes, not every queue's name
         env[env_name("send_queue")] = getattr(cfg, spec.queue_field)

@@ -29,7 +29,7 @@ from common.runtime.config import (
     with_secrets,
 )
 from deploy.config import Config, env_name
-from deploy.functions import FUNCTIONS, Function, narrowed
+from deploy.functions import FUNCTIONS, KNOW_KEYS, Function, narrowed
 from local import rie
 from local.env import function_env_files
 from tests.unit.test_architecture import REPO, modules
@@ -270,6 +270,7 @@ def test_make_up_gives_each_function_container_only_its_own_variables(
         assert env["AWS_ACCESS_KEY_ID"].startswith("ASIA") and env["AWS_SESSION_TOKEN"]
         assert "THREAD_SECRET" not in env and env["ENVIRONMENT"] == "local"
         assert ("PUBLIC_EMAIL" in env) == (fn.name != "attachment-extractor")
-        # the key file is the host's: a function is told the parameter the provisioning stored it in
+        # the key file is the host's: the functions that know of the key (as the deploy gives it) are told
+        # the parameter the provisioning stored it in
         assert "OWNER_SMIME_CERT" not in env
-        assert ("OWNER_KEY_PARAMETER" in env) == (fn.name != "attachment-extractor")
+        assert ("OWNER_KEY_PARAMETER" in env) == (fn.name in KNOW_KEYS)
