@@ -374,7 +374,10 @@ def context(response: Any, service: str, action: str) -> Request:
         topic = params.get("TopicArn") or (f"{arn}:{params['Name']}" if action == "CreateTopic" else "")
         return Request(f"sns:{action}", [str(topic or "*")])
     if service == "ssm":
-        names = [str(params["Name"])] if "Name" in params else [str(n) for n in params.get("Names", [])]
+        # GetParametersByPath is authorized against the path asked for, not the parameters it returns
+        # (Systems Manager User Guide, "How Parameter Store authorizes parameter retrieval").
+        key = "Name" if "Name" in params else "Path" if "Path" in params else ""
+        names = [str(params[key])] if key else [str(n) for n in params.get("Names", [])]
         return Request(
             f"ssm:{action}", [f"{arn}:parameter{n if n.startswith('/') else '/' + n}" for n in names] or ["*"]
         )
