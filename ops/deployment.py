@@ -274,10 +274,17 @@ def cmd_ses_verify_address(args: argparse.Namespace) -> int:
     if done == "verified":
         print(f"[ses] {address} is already verified: SES sends to it, sandbox or not")
         return 0
+    # An address's own mailbox (forward_to) gets forwards, not replies: those are what wait for its link.
+    mailbox = address.lower() in target.cfg.mailbox_addresses - target.cfg.owner_addresses
     print(
         f"[ses] SES {'mailed' if done == 'sent' else 'mailed a new'} verification link to {address} "
         "(subject 'Amazon Web Services – Email Address Verification Request'): click it within 24 hours. "
-        "Until then `email-handler status` shows nothing new for it, and replies to it wait"
+        + (
+            f"Until then forwards to it wait in their queue and go out by themselves once it is verified "
+            f"(`email-handler status` shows it as mailbox {address})"
+            if mailbox
+            else "Until then `email-handler status` shows nothing new for it, and replies to it wait"
+        )
     )
     if address.lower() in target.cfg.owner_addresses:
         print(
