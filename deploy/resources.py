@@ -831,30 +831,9 @@ def owner_key(run: Run) -> None:
     request ... and upgrades to Advanced when needed" (Systems Manager API Reference, PutParameter,
     Tier)."""
     cfg = run.cfg
-    if not cfg.owner_key:
-        return
-    ssm = control_client("ssm")
-    found = or_none(lambda: ssm.get_parameter(Name=cfg.owner_key_parameter), "ParameterNotFound")
-    differ = [] if found is None or found["Parameter"]["Value"] == cfg.owner_key else ["new key"]
-
-    def put(*_: Any) -> None:
-        ssm.put_parameter(
-            Name=cfg.owner_key_parameter,
-            Value=cfg.owner_key,
-            Type="String",
-            Overwrite=True,
-            Tier="Intelligent-Tiering",
-        )
-
-    run.converge(
-        "ssm-parameter",
-        cfg.owner_key_parameter,
-        found,
-        differ,
-        create=put,
-        update=put,
-        create_detail="the owner's public key",
-    )
+    if cfg.owner_key:
+        ssm = control_client("ssm")
+        _public_key(run, ssm, cfg.owner_key_parameter, cfg.owner_key, "the owner's public key")
 
 
 def mailbox_keys(run: Run) -> None:
@@ -867,19 +846,15 @@ def mailbox_keys(run: Run) -> None:
         return
     ssm = control_client("ssm")
     for box, text in cfg.mailbox_key_texts:
-        name = cfg.mailbox_key_parameter(box)
-        found = or_none(functools.partial(ssm.get_parameter, Name=name), "ParameterNotFound")
-        differ = [] if found is None or found["Parameter"]["Value"] == text else ["new key"]
-        put = functools.partial(_put_key, ssm, name, text)
-        run.converge(
-            "ssm-parameter",
-            name,
-            found,
-            differ,
-            create=put,
-            update=put,
-            create_detail="a mailbox's public key",
-        )
+        _public_key(run, ssm, cfg.mailbox_key_parameter(box), text, "a mailbox's public key")
+
+
+def _public_key(run: Run, ssm: Any, name: str, text: str, detail: str) -> None:
+    """A public key in its String parameter, written again only when the text changed."""
+    found = or_none(functools.partial(ssm.get_parameter, Name=name), "ParameterNotFound")
+    differ = [] if found is None or found["Parameter"]["Value"] == text else ["new key"]
+    put = functools.partial(_put_key, ssm, name, text)
+    run.converge("ssm-parameter", name, found, differ, create=put, update=put, create_detail=detail)
 
 
 def _put_key(ssm: Any, name: str, text: str, *_: Any) -> None:

@@ -104,15 +104,18 @@ def sent_record(cfg: Delivery, ses_message_id: str) -> dict[str, Any] | None:
 def claim_complaint(cfg: Delivery, ses_message_id: str) -> bool:
     """True the first time the owner's complaint about the send ``ses_message_id`` is acted on: SES
     can report one complaint in several notifications (each its own SNS id)."""
-    return dynamodb.put(
-        cfg.send_status_table,
-        {"id": f"complaint#{ses_message_id}", "expiresAt": _ttl()},
-        condition="attribute_not_exists(id)",
-    )
+    return _claim(cfg, f"complaint#{ses_message_id}")
 
 
 def release_complaint(cfg: Delivery, ses_message_id: str) -> None:
     dynamodb.delete(cfg.send_status_table, {"id": f"complaint#{ses_message_id}"})
+
+
+def _claim(cfg: Delivery, key: str) -> bool:
+    """True when this call wrote the item ``key`` (expiring with the send records), False if it was there."""
+    return dynamodb.put(
+        cfg.send_status_table, {"id": key, "expiresAt": _ttl()}, condition="attribute_not_exists(id)"
+    )
 
 
 def get_record(cfg: Delivery, correlation_id: str) -> dict[str, Any] | None:
@@ -121,11 +124,7 @@ def get_record(cfg: Delivery, correlation_id: str) -> dict[str, Any] | None:
 
 def claim_notification(cfg: Delivery, sns_message_id: str) -> bool:
     """True the first time an SNS message id is seen (SNS delivers at least once)."""
-    return dynamodb.put(
-        cfg.send_status_table,
-        {"id": f"sns#{sns_message_id}", "expiresAt": _ttl()},
-        condition="attribute_not_exists(id)",
-    )
+    return _claim(cfg, f"sns#{sns_message_id}")
 
 
 def release_notification(cfg: Delivery, sns_message_id: str) -> None:
