@@ -98,10 +98,15 @@ def registry(tmp_path: Path) -> Iterator[str]:
         import docker  # the push tagged the local images for this registry: drop those tags again
 
         engine = docker.from_env()  # type: ignore[attr-defined]  # mypy resolves the repository's docker/
-        for image in engine.images.list():
-            for tag in image.tags:
+        # One listing call with the tags in it: images.list() inspects each image after listing, and an
+        # image another test removes in between (the suite runs in parallel) raised ImageNotFound here.
+        for image in engine.api.images():
+            for tag in image.get("RepoTags") or []:
                 if tag.startswith(host + "/"):
-                    engine.images.remove(tag, noprune=True)
+                    try:
+                        engine.images.remove(tag, noprune=True)
+                    except docker.errors.ImageNotFound:  # type: ignore[attr-defined]  # as above
+                        pass  # already gone with its image
 
 
 @dataclass
